@@ -1,0 +1,2 @@
+//! Internal package holding the benchmarks and the scale harness. Each benchmark prints its figures (AWS and
+//! Kubernetes calls counted, wall time as a ratio to a baseline measured in the same run); none asserts on time.

@@ -1,0 +1,3 @@
+//! The composition: `AwsCloud` implements `CloudProvider` from the AWS domain crates on top of the `ccm-aws-sdk` adapter; the cloud config (INI) parser; cluster ID discovery.
+//!
+//! May depend on: every library crate of the workspace. Binaries in `examples/` depend on this crate and `ccm-controllers`.

@@ -1,0 +1,16 @@
+//! Test support for the workspace: the handle to the real test environment (moto in server mode for AWS, a
+//! real kube-apiserver with etcd for Kubernetes), helpers that give every test uniquely named objects so that
+//! tests can share one environment, and (as the controllers and ports grow) fixtures and in-memory fakes.
+//!
+//! The environment is started by `scripts/testenv.sh up` (the README's test command does it) and reaches
+//! tests through `CCM_TEST_*` variables. A test that needs it and does not find it fails with a message that
+//! says what is missing: integration tests are never skipped silently.
+//!
+//! May depend on: every library crate of the workspace, `kube`, and `aws-config` behind the `aws` feature.
+//! Only ever a dev-dependency.
+
+mod env;
+mod names;
+
+pub use env::{EnvError, TestEnv};
+pub use names::unique_name;

@@ -1,0 +1,1 @@
+//! Internal package holding the example binaries; see `examples/README.md`.

@@ -1,0 +1,25 @@
+# Shared settings for the test-environment scripts. Sourced, never run.
+# Everything heavy (virtualenv, the kube-apiserver binary, cargo output) lives under a cache directory outside
+# the clone, so that only the first run on a machine pays for it.
+
+CCM_CACHE_DIR="${CCM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/aws-ccm-rs}"
+# Pinned versions: bump deliberately, the cache paths include them.
+MOTO_VERSION="5.2.5"
+KUBE_DEB_VERSION="1.20.5+really1.20.2-1.1+deb12u1"
+KUBE_ORIG_VERSION="1.20.5+really1.20.2"
+
+MOTO_VENV="$CCM_CACHE_DIR/moto-$MOTO_VERSION"
+KUBE_APISERVER_BIN="$CCM_CACHE_DIR/kube-apiserver-$KUBE_ORIG_VERSION/kube-apiserver"
+
+log() { printf '[testenv] %s\n' "$*" >&2; }
+die() { printf '[testenv] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# Runs apt-get as root, through sudo when needed.
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# A free TCP port on 127.0.0.1, chosen by the kernel.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}

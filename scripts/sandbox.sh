@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The project's main job on an embedded default: sets up and starts the local environment (moto for AWS, a real
+# kube-apiserver), runs the sandbox against it and prints what happened, then stops everything.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$here/.."
+. "$here/lib.sh"
+
+"$here/setup.sh"
+dir=$("$here/testenv.sh" up) || die "the sandbox environment did not start (see the messages above)"
+trap '"$here/testenv.sh" down "$dir"' EXIT
+# shellcheck disable=SC1091
+. "$dir/env"
+cargo run --quiet -p ccm-examples --example testenv-smoke

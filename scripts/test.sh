@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite, from nothing: installs and starts the real test environment (moto, etcd,
+# kube-apiserver), then runs every test of the workspace against it, integration and end-to-end tests included.
+# Integration tests fail (never skip) when the environment is missing, so a green run means they ran.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$here/.."
+. "$here/lib.sh"
+
+"$here/setup.sh"
+dir=$("$here/testenv.sh" up) || die "the test environment did not start (see the messages above)"
+trap '"$here/testenv.sh" down "$dir"' EXIT
+# shellcheck disable=SC1091
+. "$dir/env"
+
+command -v cargo-nextest >/dev/null 2>&1 || die "cargo-nextest is missing (cargo install cargo-nextest --locked)"
+
+# Test groups share one environment; moto is reset before each so that no group sees another's leftovers.
+# Tests inside a group isolate themselves with unique names (ccm_testing::unique_name).
+log "group 1: unit and integration tests (every crate, examples and benches)"
+"$here/testenv.sh" reset-aws "$dir"
+cargo nextest run --workspace --all-targets --profile ci -E 'not binary_id(/::e2e/)'
+log "group 2: end-to-end tests (the binaries against moto and the apiserver, one at a time)"
+"$here/testenv.sh" reset-aws "$dir"
+cargo nextest run --workspace --all-targets --profile ci -E 'binary_id(/::e2e/)' --no-tests=warn
+log "doc tests"
+cargo test --workspace --doc --quiet
+log "all tests passed"
