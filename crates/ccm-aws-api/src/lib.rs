@@ -1,3 +1,21 @@
-//! Narrow async port traits per AWS service (Ec2, Elb, Elbv2, Ecr, Sts, Metadata) in domain types, with pages collapsed, and `AwsError` carrying an error kind (not found, throttled, invalid, conflict, permanent) and the AWS code. The `mock` feature generates mockall mocks of every port.
+//! Narrow async port traits per AWS service (Ec2, Elb, Elbv2, Ecr, Sts, Metadata) in domain types, with pages
+//! collapsed, and [`AwsError`] carrying an [`ErrorKind`] (not found, throttled, invalid, conflict, ...) and the
+//! AWS error code. The `mock` feature generates mockall mocks of every port.
 //!
-//! May depend on: `ccm-tagging`, `thiserror`, `mockall` (feature `mock`). Never on `aws-sdk-*`: domain crates build against these ports in seconds.
+//! Domain crates (instances, load balancers, routes, tagging, ECR credentials) are written against these traits
+//! and test with mocks or fakes; `ccm-aws-sdk` is the one implementation on aws-sdk-rust.
+//!
+//! Conventions every port follows:
+//! - methods are `async` with `Send` futures (`-> impl Future<Output = Result<T>> + Send`), so callers stay
+//!   generic and no trait object is needed;
+//! - list-returning methods return every page: callers never see paging;
+//! - inputs and outputs are plain domain types of this crate, never SDK types.
+//!
+//! May depend on: `thiserror`, `mockall` (feature `mock`). Never on `aws-sdk-*`: domain crates build against
+//! these ports in seconds.
+
+mod error;
+pub mod ecr;
+pub mod sts;
+
+pub use error::{AwsError, ErrorKind, Result};

@@ -1,0 +1,1 @@
+//! The ECR port: registry authorization tokens.

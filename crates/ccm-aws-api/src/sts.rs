@@ -1,0 +1,1 @@
+//! The STS port: role assumption and caller identity.
