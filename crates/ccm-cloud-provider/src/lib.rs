@@ -1,3 +1,50 @@
-//! The cloud-provider contract: `CloudProvider` and its capability traits (InstancesV2, Instances, LoadBalancer, Routes, Zones), the domain types they speak (`InstanceMetadata`, `NodeAddress`, `Route`, `LoadBalancerStatus`, ...), error kinds for the upstream sentinels, and provider-ID helpers.
+//! The cloud-provider contract: [`CloudProvider`] and its capability traits ([`InstancesV2`], the legacy
+//! [`Instances`] and [`Zones`], [`LoadBalancer`], [`Routes`]), the domain types they speak
+//! ([`InstanceMetadata`], [`NodeAddress`], [`Route`], [`Zone`], `LoadBalancerStatus`), the error kinds of the
+//! upstream sentinels ([`CloudError`]), and provider-ID helpers.
+//!
+//! This is the Rust counterpart of `k8s.io/cloud-provider`'s `Interface`. A provider implements
+//! [`CloudProvider`] and returns `Some` from the accessor of each capability it supports; a capability it does
+//! not support names [`Unsupported`] as its associated type and keeps the accessor's default `None`:
+//!
+//! ```
+//! use ccm_cloud_provider::{CloudProvider, Unsupported};
+//!
+//! struct NoCloud;
+//! impl CloudProvider for NoCloud {
+//!     type InstancesV2 = Unsupported;
+//!     type Instances = Unsupported;
+//!     type Zones = Unsupported;
+//!     type LoadBalancer = Unsupported;
+//!     type Routes = Unsupported;
+//!     fn provider_name(&self) -> &str {
+//!         "none"
+//!     }
+//! }
+//! assert!(NoCloud.instances_v2().is_none());
+//! ```
+//!
+//! Every async method returns a `Send` future, so the generic controllers can run them on a multi-threaded
+//! runtime. Methods take Kubernetes objects by reference and must treat them as read-only.
 //!
 //! May depend on: `k8s-openapi` types and `thiserror` only. No I/O, nothing AWS, no Kubernetes client.
+
+mod error;
+mod instances;
+mod load_balancer;
+mod provider;
+mod provider_id;
+mod routes;
+mod types;
+
+pub use error::CloudError;
+pub use instances::{Instances, InstancesV2, Zones};
+pub use k8s_openapi::api::core::v1::LoadBalancerStatus;
+pub use load_balancer::LoadBalancer;
+pub use provider::{CloudProvider, Unsupported};
+pub use provider_id::{ProviderIdError, format_provider_id, split_provider_id};
+pub use routes::Routes;
+pub use types::{InstanceMetadata, NodeAddress, NodeAddressType, Route, Zone};
+
+/// The result of a provider call.
+pub type Result<T, E = CloudError> = std::result::Result<T, E>;

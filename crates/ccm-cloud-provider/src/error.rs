@@ -1,0 +1,124 @@
+use std::time::Duration;
+
+/// What a provider call reports when it fails. The variants other than [`CloudError::Other`] are the
+/// sentinels of `k8s.io/cloud-provider`; each tells the controllers what to do next.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CloudError {
+    /// The provider does not implement this operation (upstream `NotImplemented`). The controllers continue
+    /// without the information where upstream does (for example a legacy provider without instance IDs).
+    #[error("unimplemented")]
+    NotImplemented,
+    /// The instance does not exist (upstream `InstanceNotFound`). Must never be returned for a stopped or
+    /// sleeping instance: the node-lifecycle controller deletes the Node of a missing instance.
+    #[error("instance not found")]
+    InstanceNotFound,
+    /// Another controller owns this load balancer (upstream `ImplementedElsewhere`): the service controller
+    /// treats the call as successful and neither writes the status nor emits the `EnsuredLoadBalancer` event.
+    #[error("implemented by alternate to cloud provider")]
+    ImplementedElsewhere,
+    /// The operation is in progress or throttled: retry after exactly `after` instead of the exponential
+    /// backoff (upstream `api.RetryError`).
+    #[error("{message} (retry after {after:?})")]
+    RetryAfter {
+        /// What is pending.
+        message: String,
+        /// How long to wait before the next attempt.
+        after: Duration,
+    },
+    /// Any other failure: the controllers log it and retry with their exponential backoff.
+    #[error("{message}")]
+    Other {
+        /// What failed, in the provider's words.
+        message: String,
+        /// The underlying cause, if any.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
+}
+
+// === impl CloudError ===
+
+impl CloudError {
+    /// A general failure with a message.
+    pub fn other(message: impl Into<String>) -> Self {
+        Self::Other {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A general failure with a message and its cause.
+    pub fn with_source(
+        message: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        Self::Other {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// A failure that should be retried after `after` (upstream `api.NewRetryError`).
+    pub fn retry_after(message: impl Into<String>, after: Duration) -> Self {
+        Self::RetryAfter {
+            message: message.into(),
+            after,
+        }
+    }
+
+    /// The delay a [`CloudError::RetryAfter`] asks for; `None` for every other kind.
+    pub fn retry_delay(&self) -> Option<Duration> {
+        match self {
+            Self::RetryAfter { after, .. } => Some(*after),
+            _ => None,
+        }
+    }
+
+    /// Whether this is [`CloudError::NotImplemented`].
+    pub fn is_not_implemented(&self) -> bool {
+        matches!(self, Self::NotImplemented)
+    }
+
+    /// Whether this is [`CloudError::InstanceNotFound`].
+    pub fn is_instance_not_found(&self) -> bool {
+        matches!(self, Self::InstanceNotFound)
+    }
+
+    /// Whether this is [`CloudError::ImplementedElsewhere`].
+    pub fn is_implemented_elsewhere(&self) -> bool {
+        matches!(self, Self::ImplementedElsewhere)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delay_only_for_retry_after() {
+        assert_eq!(
+            CloudError::retry_after("creating", Duration::from_secs(42)).retry_delay(),
+            Some(Duration::from_secs(42))
+        );
+        assert_eq!(CloudError::other("boom").retry_delay(), None);
+        assert_eq!(CloudError::NotImplemented.retry_delay(), None);
+    }
+
+    #[test]
+    fn messages_match_the_upstream_sentinels() {
+        assert_eq!(CloudError::NotImplemented.to_string(), "unimplemented");
+        assert_eq!(CloudError::InstanceNotFound.to_string(), "instance not found");
+        assert_eq!(
+            CloudError::ImplementedElsewhere.to_string(),
+            "implemented by alternate to cloud provider"
+        );
+        let e = CloudError::with_source("describe failed", std::io::Error::other("socket"));
+        assert_eq!(
+            e.to_string(),
+            "describe failed",
+            "Display does not repeat the cause"
+        );
+        assert!(std::error::Error::source(&e).is_some());
+    }
+}
