@@ -80,7 +80,15 @@ impl fmt::Display for ErrorKind {
 impl AwsError {
     /// A new error of `kind` from `service`'s `operation` (for example `"ec2"`, `"DescribeInstances"`).
     pub fn new(kind: ErrorKind, service: &'static str, operation: &'static str) -> Self {
-        Self { kind, service, operation, code: None, message: None, retry_after: None, source: None }
+        Self {
+            kind,
+            service,
+            operation,
+            code: None,
+            message: None,
+            retry_after: None,
+            source: None,
+        }
     }
 
     /// Sets the AWS error code (`InvalidInstanceID.NotFound`, ...).

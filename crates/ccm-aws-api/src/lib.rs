@@ -15,7 +15,20 @@
 //! these ports in seconds.
 
 mod error;
+mod types;
+
+pub mod ec2;
 pub mod ecr;
+pub mod elb;
+pub mod elbv2;
+pub mod metadata;
 pub mod sts;
 
+pub use ec2::Ec2;
+pub use elb::Elb;
+pub use elbv2::Elbv2;
 pub use error::{AwsError, ErrorKind, Result};
+pub use metadata::Metadata;
+pub use types::{
+    Filter, InstanceId, NetworkInterfaceId, RouteTableId, SecurityGroupId, SubnetId, Tags, VpcId,
+};

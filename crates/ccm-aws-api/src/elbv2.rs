@@ -1,0 +1,362 @@
+//! The ELBv2 port (Network Load Balancers, API version 2015-12-01).
+
+use std::{collections::BTreeMap, future::Future};
+
+use crate::{InstanceId, Result, SecurityGroupId, SubnetId, Tags, VpcId};
+
+/// A load balancer as ELBv2 `DescribeLoadBalancers` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LoadBalancerV2 {
+    /// The ARN.
+    pub arn: String,
+    /// The name.
+    pub name: String,
+    /// The DNS name.
+    pub dns_name: String,
+    /// `network`, `application` or `gateway`.
+    pub lb_type: String,
+    /// Whether the scheme is `internal`.
+    pub internal: bool,
+    /// `provisioning`, `active`, `active_impaired`, `failed`.
+    pub state: String,
+    /// The VPC.
+    pub vpc_id: Option<VpcId>,
+    /// Zones with their subnets and addresses.
+    pub availability_zones: Vec<LoadBalancerZone>,
+    /// Security groups (NLBs created without any can never have some).
+    pub security_groups: Vec<SecurityGroupId>,
+}
+
+/// A zone of a load balancer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadBalancerZone {
+    /// The zone name.
+    pub zone_name: String,
+    /// The subnet in that zone.
+    pub subnet_id: Option<SubnetId>,
+    /// EIP allocations and private addresses of the zone.
+    pub addresses: Vec<SubnetMapping>,
+}
+
+/// A subnet of a new load balancer, with an optional EIP or private address.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct SubnetMapping {
+    /// The subnet.
+    pub subnet_id: Option<SubnetId>,
+    /// An EIP allocation (`eipalloc-...`).
+    pub allocation_id: Option<String>,
+    /// A private IPv4 address (internal NLBs).
+    pub private_ipv4_address: Option<String>,
+}
+
+/// What to create with [`Elbv2::create_load_balancer`] (always type `network`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewNetworkLoadBalancer {
+    /// The name.
+    pub name: String,
+    /// `internal` when true.
+    pub internal: bool,
+    /// Subnets with optional EIPs/addresses.
+    pub subnet_mappings: Vec<SubnetMapping>,
+    /// Security groups; `None` creates an NLB that can never have any.
+    pub security_groups: Option<Vec<SecurityGroupId>>,
+    /// Tags applied at creation.
+    pub tags: Tags,
+}
+
+/// A listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ListenerV2 {
+    /// The ARN.
+    pub arn: String,
+    /// The load balancer's ARN.
+    pub load_balancer_arn: String,
+    /// The port.
+    pub port: i32,
+    /// `TCP`, `UDP`, `TCP_UDP`, `TLS`.
+    pub protocol: String,
+    /// Certificate ARNs (the first is the default).
+    pub certificates: Vec<String>,
+    /// The TLS policy.
+    pub ssl_policy: Option<String>,
+    /// Target groups of the default forward actions.
+    pub default_target_groups: Vec<String>,
+}
+
+/// What to create with [`Elbv2::create_listener`] (one forward action).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewListener {
+    /// The load balancer.
+    pub load_balancer_arn: String,
+    /// The port.
+    pub port: i32,
+    /// The protocol.
+    pub protocol: String,
+    /// The certificate ARN, for TLS.
+    pub certificate_arn: Option<String>,
+    /// The TLS policy.
+    pub ssl_policy: Option<String>,
+    /// The target group to forward to.
+    pub target_group_arn: String,
+    /// Tags applied at creation.
+    pub tags: Tags,
+}
+
+/// A change to a listener; `None` fields are left alone.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ListenerChange {
+    /// The listener.
+    pub listener_arn: String,
+    /// A new port.
+    pub port: Option<i32>,
+    /// A new protocol.
+    pub protocol: Option<String>,
+    /// A new default certificate.
+    pub certificate_arn: Option<String>,
+    /// A new TLS policy.
+    pub ssl_policy: Option<String>,
+    /// A new target group to forward to.
+    pub target_group_arn: Option<String>,
+}
+
+/// A target group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TargetGroup {
+    /// The ARN.
+    pub arn: String,
+    /// The name.
+    pub name: String,
+    /// `TCP`, `UDP`, `TCP_UDP`, `TLS`.
+    pub protocol: String,
+    /// The traffic port.
+    pub port: i32,
+    /// The VPC.
+    pub vpc_id: Option<VpcId>,
+    /// `instance` or `ip`.
+    pub target_type: String,
+    /// The health check.
+    pub health_check: TargetGroupHealthCheck,
+    /// Load balancers forwarding to it.
+    pub load_balancer_arns: Vec<String>,
+}
+
+/// A target group's health check.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct TargetGroupHealthCheck {
+    /// `TCP`, `HTTP`, `HTTPS`.
+    pub protocol: Option<String>,
+    /// `traffic-port` or a number.
+    pub port: Option<String>,
+    /// The HTTP(S) path.
+    pub path: Option<String>,
+    /// Seconds between checks.
+    pub interval_seconds: Option<i32>,
+    /// Seconds before a check fails.
+    pub timeout_seconds: Option<i32>,
+    /// Successes to become healthy.
+    pub healthy_threshold: Option<i32>,
+    /// Failures to become unhealthy.
+    pub unhealthy_threshold: Option<i32>,
+}
+
+/// What to create with [`Elbv2::create_target_group`] (target type `instance`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTargetGroup {
+    /// The name (at most 32 characters).
+    pub name: String,
+    /// The protocol.
+    pub protocol: String,
+    /// The traffic port.
+    pub port: i32,
+    /// The VPC.
+    pub vpc_id: VpcId,
+    /// The health check.
+    pub health_check: TargetGroupHealthCheck,
+    /// Tags applied at creation.
+    pub tags: Tags,
+}
+
+/// A registered instance target.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Target {
+    /// The instance.
+    pub id: InstanceId,
+    /// The port (the node port).
+    pub port: i32,
+}
+
+/// A target and its health.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetHealth {
+    /// The target.
+    pub target: Target,
+    /// `initial`, `healthy`, `unhealthy`, `unused`, `draining`, `unavailable`.
+    pub state: String,
+    /// The reason code, e.g. `Target.DeregistrationInProgress`.
+    pub reason: Option<String>,
+}
+
+/// The ELBv2 operations the workspace needs. Unknown resources are
+/// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) (`LoadBalancerNotFound`, `TargetGroupNotFound`,
+/// `ListenerNotFound`) except where a method returns an `Option`.
+#[cfg_attr(feature = "mock", mockall::automock)]
+pub trait Elbv2 {
+    /// The load balancer named `name`, or `None`.
+    fn load_balancer(&self, name: &str) -> impl Future<Output = Result<Option<LoadBalancerV2>>> + Send;
+
+    /// Creates a network load balancer.
+    fn create_load_balancer(
+        &self,
+        lb: &NewNetworkLoadBalancer,
+    ) -> impl Future<Output = Result<LoadBalancerV2>> + Send;
+
+    /// Deletes a load balancer.
+    fn delete_load_balancer(&self, arn: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// Replaces the security groups.
+    fn set_security_groups(
+        &self,
+        arn: &str,
+        groups: &[SecurityGroupId],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// The load balancer attributes (`load_balancing.cross_zone.enabled`, `access_logs.s3.enabled`, ...).
+    fn load_balancer_attributes(
+        &self,
+        arn: &str,
+    ) -> impl Future<Output = Result<BTreeMap<String, String>>> + Send;
+
+    /// Sets the given load balancer attributes.
+    fn modify_load_balancer_attributes(
+        &self,
+        arn: &str,
+        attributes: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// The listeners of a load balancer.
+    fn listeners(&self, load_balancer_arn: &str) -> impl Future<Output = Result<Vec<ListenerV2>>> + Send;
+
+    /// Creates a listener.
+    fn create_listener(&self, listener: &NewListener) -> impl Future<Output = Result<ListenerV2>> + Send;
+
+    /// Changes a listener.
+    fn modify_listener(&self, change: &ListenerChange) -> impl Future<Output = Result<()>> + Send;
+
+    /// Deletes a listener.
+    fn delete_listener(&self, arn: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// The target groups of a load balancer.
+    fn target_groups(&self, load_balancer_arn: &str)
+    -> impl Future<Output = Result<Vec<TargetGroup>>> + Send;
+
+    /// Creates a target group.
+    fn create_target_group(&self, group: &NewTargetGroup)
+    -> impl Future<Output = Result<TargetGroup>> + Send;
+
+    /// Changes a target group's health check (`None` fields are left alone).
+    fn modify_target_group(
+        &self,
+        arn: &str,
+        health_check: &TargetGroupHealthCheck,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Deletes a target group; still in use is `Conflict` (`ResourceInUse`).
+    fn delete_target_group(&self, arn: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// The target group attributes (`preserve_client_ip.enabled`, `proxy_protocol_v2.enabled`, ...).
+    fn target_group_attributes(
+        &self,
+        arn: &str,
+    ) -> impl Future<Output = Result<BTreeMap<String, String>>> + Send;
+
+    /// Sets the given target group attributes.
+    fn modify_target_group_attributes(
+        &self,
+        arn: &str,
+        attributes: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// The registered targets and their health.
+    fn target_health(&self, target_group_arn: &str)
+    -> impl Future<Output = Result<Vec<TargetHealth>>> + Send;
+
+    /// Registers targets (the adapter splits large lists).
+    fn register_targets(
+        &self,
+        target_group_arn: &str,
+        targets: &[Target],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Deregisters targets (the adapter splits large lists).
+    fn deregister_targets(
+        &self,
+        target_group_arn: &str,
+        targets: &[Target],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// The tags of each resource (load balancers, target groups, listeners), by ARN.
+    fn tags(&self, arns: &[String]) -> impl Future<Output = Result<BTreeMap<String, Tags>>> + Send;
+
+    /// Adds or overwrites tags on resources.
+    fn add_tags(&self, arns: &[String], tags: &Tags) -> impl Future<Output = Result<()>> + Send;
+
+    /// Removes tag keys from resources.
+    fn remove_tags(&self, arns: &[String], keys: &[String]) -> impl Future<Output = Result<()>> + Send;
+}
+
+// === impl LoadBalancerV2 ===
+
+impl LoadBalancerV2 {
+    /// A network load balancer with ARN, name and DNS name, state `active` (for fakes and tests).
+    pub fn new(arn: &str, name: &str, dns_name: &str) -> Self {
+        Self {
+            arn: arn.to_owned(),
+            name: name.to_owned(),
+            dns_name: dns_name.to_owned(),
+            lb_type: "network".to_owned(),
+            internal: false,
+            state: "active".to_owned(),
+            vpc_id: None,
+            availability_zones: Vec::new(),
+            security_groups: Vec::new(),
+        }
+    }
+}
+
+// === impl ListenerV2 ===
+
+impl ListenerV2 {
+    /// A listener forwarding to one target group (for fakes and tests).
+    pub fn new(arn: &str, load_balancer_arn: &str, port: i32, protocol: &str, target_group: &str) -> Self {
+        Self {
+            arn: arn.to_owned(),
+            load_balancer_arn: load_balancer_arn.to_owned(),
+            port,
+            protocol: protocol.to_owned(),
+            certificates: Vec::new(),
+            ssl_policy: None,
+            default_target_groups: vec![target_group.to_owned()],
+        }
+    }
+}
+
+// === impl TargetGroup ===
+
+impl TargetGroup {
+    /// An instance target group (for fakes and tests).
+    pub fn new(arn: &str, name: &str, protocol: &str, port: i32) -> Self {
+        Self {
+            arn: arn.to_owned(),
+            name: name.to_owned(),
+            protocol: protocol.to_owned(),
+            port,
+            vpc_id: None,
+            target_type: "instance".to_owned(),
+            health_check: TargetGroupHealthCheck::default(),
+            load_balancer_arns: Vec::new(),
+        }
+    }
+}
