@@ -11,4 +11,4 @@ dir=$("$here/testenv.sh" up) || die "the sandbox environment did not start (see 
 trap '"$here/testenv.sh" down "$dir"' EXIT
 # shellcheck disable=SC1091
 . "$dir/env"
-cargo run --quiet -p ccm-examples --example testenv-smoke
+cargo run --quiet -p ccm-examples --bin testenv-smoke

@@ -19,10 +19,11 @@ command -v cargo-nextest >/dev/null 2>&1 || die "cargo-nextest is missing (cargo
 # Tests inside a group isolate themselves with unique names (ccm_testing::unique_name).
 log "group 1: unit and integration tests (every crate, examples and benches)"
 "$here/testenv.sh" reset-aws "$dir"
-cargo nextest run --workspace --all-targets --profile ci -E 'not binary_id(/::e2e/)'
+cargo nextest run --workspace --all-targets --profile ci -E 'not binary(/^e2e/)'
 log "group 2: end-to-end tests (the binaries against moto and the apiserver, one at a time)"
 "$here/testenv.sh" reset-aws "$dir"
-cargo nextest run --workspace --all-targets --profile ci -E 'binary_id(/::e2e/)' --no-tests=warn
+# End-to-end tests live in test files named e2e*.rs and drive whole binaries against the shared environment.
+cargo nextest run --workspace --all-targets --profile ci -E 'binary(/^e2e/)' --test-threads 1
 log "doc tests"
 cargo test --workspace --doc --quiet
 log "all tests passed"

@@ -10,7 +10,7 @@ use kube::{
     Api, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
-use kube_runtime::watcher;
+use kube_runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
 #[tokio::test]
@@ -77,7 +77,7 @@ async fn node_create_list_watch_patch_against_the_real_apiserver() {
         .expect("merge patch of status");
 
     let stored = nodes.get(&name).await.expect("get node");
-    let stored_status = stored.status.expect("status");
+    let stored_status = stored.status.clone().expect("status");
     let addresses = stored_status.addresses.expect("addresses");
     assert_eq!(addresses.len(), 1);
     assert_eq!((addresses[0].type_.as_str(), addresses[0].address.as_str()), ("InternalIP", "10.0.0.7"));
