@@ -1,0 +1,93 @@
+//! The workspace's architecture, checked from `cargo metadata`: every crate of DESIGN.md exists, and the
+//! dependency rules hold (only the adapter names the AWS SDK, domain crates do not import each other, the
+//! contract has no I/O dependencies). A violation fails the build here instead of surfacing as a slow build
+//! or a tangled API later.
+
+use std::{collections::BTreeMap, process::Command};
+
+use serde_json::Value;
+
+const CRATES: &[&str] = &[
+    "ccm-cloud-provider",
+    "ccm-controllers",
+    "ccm-tagging",
+    "ccm-aws-api",
+    "ccm-aws-sdk",
+    "ccm-instances",
+    "ccm-load-balancers",
+    "ccm-routes",
+    "ccm-ecr-credentials",
+    "ccm-aws",
+    "ccm-testing",
+];
+const DOMAIN: &[&str] = &["ccm-instances", "ccm-load-balancers", "ccm-routes", "ccm-ecr-credentials"];
+
+/// Member names, and (package, dependency, kind, optional) for every declared dependency; kind is
+/// "normal", "dev" or "build".
+fn dependencies() -> (Vec<String>, Vec<(String, String, String, bool)>) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo metadata");
+    assert!(out.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr));
+    let meta: Value = serde_json::from_slice(&out.stdout).expect("metadata json");
+    let mut names = Vec::new();
+    let mut deps = Vec::new();
+    for package in meta["packages"].as_array().expect("packages") {
+        let name = package["name"].as_str().expect("name").to_owned();
+        for dep in package["dependencies"].as_array().expect("dependencies") {
+            let kind = dep["kind"].as_str().unwrap_or("normal").to_owned();
+            let optional = dep["optional"].as_bool().unwrap_or(false);
+            deps.push((name.clone(), dep["name"].as_str().expect("dep name").to_owned(), kind, optional));
+        }
+        names.push(name);
+    }
+    (names, deps)
+}
+
+fn is_aws_sdk(dep: &str) -> bool {
+    dep.starts_with("aws-sdk-") || dep == "aws-config" || dep == "aws-types" || dep.starts_with("aws-smithy-")
+}
+
+#[test]
+fn every_crate_of_the_design_is_a_workspace_member() {
+    let (names, _) = dependencies();
+    for krate in CRATES {
+        assert!(names.iter().any(|n| n == krate), "{krate} is missing from the workspace");
+    }
+}
+
+#[test]
+fn dependency_rules_hold() {
+    let (_, deps) = dependencies();
+    let mut violations = BTreeMap::new();
+    let mut violation = |pkg: &str, dep: &str, why: &str| {
+        violations.insert(format!("{pkg} -> {dep}"), why.to_owned());
+    };
+    for (pkg, dep, kind, optional) in &deps {
+        let normal = kind == "normal";
+        if normal && is_aws_sdk(dep) && pkg != "ccm-aws-sdk" && !(pkg == "ccm-testing" && *optional) {
+            violation(pkg, dep, "only ccm-aws-sdk may depend on the AWS SDK");
+        }
+        if pkg == "ccm-cloud-provider" && normal && !["k8s-openapi", "thiserror"].contains(&dep.as_str()) {
+            violation(pkg, dep, "the contract depends on k8s-openapi and thiserror only");
+        }
+        if DOMAIN.contains(&pkg.as_str()) && normal {
+            if DOMAIN.contains(&dep.as_str()) {
+                violation(pkg, dep, "domain crates do not import each other");
+            }
+            if ["ccm-aws-sdk", "ccm-aws", "ccm-controllers", "kube", "kube-runtime"].contains(&dep.as_str()) {
+                violation(pkg, dep, "domain crates depend on the contract and the ports only");
+            }
+        }
+        if pkg == "ccm-controllers" && normal && (dep.starts_with("ccm-aws") || is_aws_sdk(dep)) {
+            violation(pkg, dep, "the generic controllers know nothing of AWS");
+        }
+        if dep == "ccm-testing" && normal && !["ccm-examples", "ccm-benches"].contains(&pkg.as_str()) {
+            violation(pkg, dep, "ccm-testing is only ever a dev-dependency of library crates");
+        }
+    }
+    assert!(violations.is_empty(), "dependency rule violations: {violations:#?}");
+}
