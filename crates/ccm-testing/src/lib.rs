@@ -11,6 +11,7 @@
 
 mod env;
 mod names;
+pub mod provider;
 
 pub use env::{EnvError, TestEnv};
 pub use names::unique_name;

@@ -1,0 +1,944 @@
+//! [`FakeProvider`]: an in-memory [`CloudProvider`] that records every call and injects failures, for the
+//! controllers' tests and for anyone testing code written against the contract.
+//!
+//! ```
+//! # tokio_test_block_on(async {
+//! use ccm_cloud_provider::{CloudError, CloudProvider, InstancesV2};
+//! use ccm_testing::provider::{FakeInstance, FakeProvider, Method};
+//! use k8s_openapi::api::core::v1::Node;
+//!
+//! let cloud = FakeProvider::new();
+//! cloud.add_instance(FakeInstance::new("node-a", "fake://i-a").instance_type("m5.large"));
+//! cloud.fail(Method::InstanceExists, Some(1), || CloudError::other("throttled"));
+//!
+//! let mut node = Node::default();
+//! node.metadata.name = Some("node-a".into());
+//! let v2 = cloud.instances_v2().unwrap();
+//! assert!(v2.instance_exists(&node).await.is_err(), "the injected failure comes first");
+//! assert!(v2.instance_exists(&node).await.unwrap());
+//! assert_eq!(cloud.count(Method::InstanceExists), 2);
+//! # });
+//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+//! #     tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(f)
+//! # }
+//! ```
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+
+use ccm_cloud_provider::{
+    CloudError, CloudProvider, InstanceMetadata, Instances, InstancesV2, LoadBalancer, LoadBalancerStatus,
+    NodeAddress, Route, Routes, Zone, Zones, split_provider_id,
+};
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, PortStatus, Service};
+
+/// Every provider method the fake answers, for counting calls and injecting failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Method {
+    /// `InstancesV2::instance_exists`.
+    InstanceExists,
+    /// `InstancesV2::instance_shutdown`.
+    InstanceShutdown,
+    /// `InstancesV2::instance_metadata`.
+    InstanceMetadata,
+    /// `InstancesV2::instance_exists_batch` (only when batching is on).
+    InstanceExistsBatch,
+    /// `InstancesV2::instance_shutdown_batch` (only when batching is on).
+    InstanceShutdownBatch,
+    /// `InstancesV2::instance_metadata_batch` (only when batching is on).
+    InstanceMetadataBatch,
+    /// `Instances::node_addresses`.
+    NodeAddresses,
+    /// `Instances::node_addresses_by_provider_id`.
+    NodeAddressesByProviderId,
+    /// `Instances::instance_id`.
+    InstanceId,
+    /// `Instances::instance_type`.
+    InstanceType,
+    /// `Instances::instance_type_by_provider_id`.
+    InstanceTypeByProviderId,
+    /// `Instances::instance_exists_by_provider_id`.
+    InstanceExistsByProviderId,
+    /// `Instances::instance_shutdown_by_provider_id`.
+    InstanceShutdownByProviderId,
+    /// `Zones::zone_by_provider_id`.
+    ZoneByProviderId,
+    /// `Zones::zone_by_node_name`.
+    ZoneByNodeName,
+    /// `LoadBalancer::get_load_balancer`.
+    GetLoadBalancer,
+    /// `LoadBalancer::ensure_load_balancer`.
+    EnsureLoadBalancer,
+    /// `LoadBalancer::update_load_balancer`.
+    UpdateLoadBalancer,
+    /// `LoadBalancer::ensure_load_balancer_deleted`.
+    EnsureLoadBalancerDeleted,
+    /// `Routes::list_routes`.
+    ListRoutes,
+    /// `Routes::create_route`.
+    CreateRoute,
+    /// `Routes::delete_route`.
+    DeleteRoute,
+}
+
+/// One recorded call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// The method.
+    pub method: Method,
+    /// What it was about: a node name, provider ID, `namespace/name` of a Service, a CIDR, or the cluster name.
+    /// Empty for batch calls.
+    pub subject: String,
+    /// How many nodes a batch call carried; 1 for single calls.
+    pub batch_size: usize,
+}
+
+/// One instance of the fake cloud.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeInstance {
+    /// The node name this instance is found by (when the Node has no provider ID).
+    pub node_name: String,
+    /// What `instance_metadata` returns; `None` makes it answer `Ok(None)` (upstream "nil metadata").
+    pub metadata: Option<InstanceMetadata>,
+    /// The provider ID the instance is found by when the Node has one (kept even with `metadata: None`).
+    pub provider_id: String,
+    /// Whether the instance is shut down (it still exists).
+    pub shutdown: bool,
+}
+
+/// A load balancer the fake holds, keyed by the Service's `namespace/name`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FakeLoadBalancer {
+    /// `LoadBalancer::load_balancer_name` of the Service.
+    pub name: String,
+    /// The Service's UID at the last ensure.
+    pub service_uid: String,
+    /// Names of the back-end nodes, as last ensured or updated.
+    pub hosts: Vec<String>,
+    /// The status returned.
+    pub status: LoadBalancerStatus,
+}
+
+/// An in-memory cloud provider (the counterpart of upstream `fake.Cloud`).
+///
+/// All capabilities are on by default (InstancesV2, legacy Instances and Zones, LoadBalancer, Routes); the
+/// `without_*` builders turn them off. Calls are recorded after the optional delay and before any injected
+/// failure, so a failed call counts too. Batch methods are answered in one recorded call unless
+/// [`FakeProvider::without_batching`] makes them fall back to one call per node.
+#[derive(Clone)]
+pub struct FakeProvider {
+    inner: Arc<Inner>,
+    caps: Caps,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Caps {
+    instances_v2: bool,
+    instances: bool,
+    zones: bool,
+    load_balancer: bool,
+    routes: bool,
+    batching: bool,
+}
+
+struct Inner {
+    name: String,
+    state: Mutex<State>,
+}
+
+type ErrorFactory = Arc<dyn Fn() -> CloudError + Send + Sync>;
+
+struct Failure {
+    method: Method,
+    subject: Option<String>,
+    remaining: Option<u32>,
+    make: ErrorFactory,
+}
+
+#[derive(Default)]
+struct State {
+    instances: BTreeMap<String, FakeInstance>,
+    load_balancers: BTreeMap<String, FakeLoadBalancer>,
+    routes: Vec<(String, Route)>,
+    calls: Vec<Call>,
+    failures: Vec<Failure>,
+    delay: Duration,
+    external_ip: String,
+    ip_mode: Option<String>,
+}
+
+// === impl FakeInstance ===
+
+impl FakeInstance {
+    /// A running instance for node `node_name` with the given provider ID and otherwise empty metadata.
+    pub fn new(node_name: impl Into<String>, provider_id: impl Into<String>) -> Self {
+        let provider_id = provider_id.into();
+        Self {
+            node_name: node_name.into(),
+            metadata: Some(InstanceMetadata {
+                provider_id: provider_id.clone(),
+                ..Default::default()
+            }),
+            provider_id,
+            shutdown: false,
+        }
+    }
+
+    fn meta(&mut self) -> &mut InstanceMetadata {
+        self.metadata.get_or_insert_with(Default::default)
+    }
+
+    /// Sets the instance type.
+    #[must_use]
+    pub fn instance_type(mut self, instance_type: impl Into<String>) -> Self {
+        self.meta().instance_type = instance_type.into();
+        self
+    }
+
+    /// Sets zone and region.
+    #[must_use]
+    pub fn zone(mut self, zone: impl Into<String>, region: impl Into<String>) -> Self {
+        let meta = self.meta();
+        meta.zone = zone.into();
+        meta.region = region.into();
+        self
+    }
+
+    /// Sets the addresses.
+    #[must_use]
+    pub fn addresses(mut self, addresses: Vec<NodeAddress>) -> Self {
+        self.meta().node_addresses = addresses;
+        self
+    }
+
+    /// Adds an additional label.
+    #[must_use]
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.meta().additional_labels.insert(key.into(), value.into());
+        self
+    }
+
+    /// Makes the metadata report an empty provider ID (the instance is still found by `provider_id`).
+    #[must_use]
+    pub fn without_metadata_provider_id(mut self) -> Self {
+        self.meta().provider_id.clear();
+        self
+    }
+
+    /// Makes `instance_metadata` answer `Ok(None)`.
+    #[must_use]
+    pub fn without_metadata(mut self) -> Self {
+        self.metadata = None;
+        self
+    }
+
+    /// Marks the instance shut down.
+    #[must_use]
+    pub fn shut_down(mut self) -> Self {
+        self.shutdown = true;
+        self
+    }
+}
+
+// === impl FakeProvider ===
+
+impl Default for FakeProvider {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for FakeProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeProvider")
+            .field("name", &self.inner.name)
+            .field("caps", &self.caps)
+            .finish()
+    }
+}
+
+impl FakeProvider {
+    /// A provider named `fake` with every capability and no instances.
+    pub fn new() -> Self {
+        Self::named("fake")
+    }
+
+    /// A provider with another name (the scheme of its provider IDs).
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                name: name.into(),
+                state: Mutex::new(State {
+                    external_ip: "192.0.2.10".to_owned(),
+                    ..Default::default()
+                }),
+            }),
+            caps: Caps {
+                instances_v2: true,
+                instances: true,
+                zones: true,
+                load_balancer: true,
+                routes: true,
+                batching: true,
+            },
+        }
+    }
+
+    /// Turns `InstancesV2` off (so the controllers use the legacy `Instances`).
+    #[must_use]
+    pub fn without_instances_v2(mut self) -> Self {
+        self.caps.instances_v2 = false;
+        self
+    }
+
+    /// Turns the legacy `Instances` off.
+    #[must_use]
+    pub fn without_instances(mut self) -> Self {
+        self.caps.instances = false;
+        self
+    }
+
+    /// Turns `Zones` off.
+    #[must_use]
+    pub fn without_zones(mut self) -> Self {
+        self.caps.zones = false;
+        self
+    }
+
+    /// Turns `LoadBalancer` off.
+    #[must_use]
+    pub fn without_load_balancers(mut self) -> Self {
+        self.caps.load_balancer = false;
+        self
+    }
+
+    /// Turns `Routes` off.
+    #[must_use]
+    pub fn without_routes(mut self) -> Self {
+        self.caps.routes = false;
+        self
+    }
+
+    /// Makes the `*_batch` methods use the contract's default (one call per node), for baselines.
+    #[must_use]
+    pub fn without_batching(mut self) -> Self {
+        self.caps.batching = false;
+        self
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock only happens in a failing test; keep going with the data.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Adds (or replaces) an instance, keyed by its node name.
+    pub fn add_instance(&self, instance: FakeInstance) {
+        self.state()
+            .instances
+            .insert(instance.node_name.clone(), instance);
+    }
+
+    /// Removes the instance of a node name (it no longer exists).
+    pub fn remove_instance(&self, node_name: &str) -> Option<FakeInstance> {
+        self.state().instances.remove(node_name)
+    }
+
+    /// Marks an instance shut down or running.
+    pub fn set_shutdown(&self, node_name: &str, shutdown: bool) {
+        if let Some(i) = self.state().instances.get_mut(node_name) {
+            i.shutdown = shutdown;
+        }
+    }
+
+    /// Sets the addresses of an instance.
+    pub fn set_addresses(&self, node_name: &str, addresses: Vec<NodeAddress>) {
+        if let Some(i) = self.state().instances.get_mut(node_name) {
+            i.meta().node_addresses = addresses;
+        }
+    }
+
+    /// The instances.
+    pub fn instance_list(&self) -> Vec<FakeInstance> {
+        self.state().instances.values().cloned().collect()
+    }
+
+    /// Sleeps this long in every call before recording it (upstream `RequestDelay`).
+    pub fn set_delay(&self, delay: Duration) {
+        self.state().delay = delay;
+    }
+
+    /// The ingress IP that `ensure_load_balancer` reports (default `192.0.2.10`) and its `ipMode` (default
+    /// none).
+    pub fn set_ingress(&self, ip: impl Into<String>, ip_mode: Option<&str>) {
+        let mut s = self.state();
+        s.external_ip = ip.into();
+        s.ip_mode = ip_mode.map(str::to_owned);
+    }
+
+    /// Makes calls of `method` fail with `make()`: the next `times` calls, or every call with `None`.
+    /// Failures are matched in the order they were added.
+    pub fn fail(
+        &self,
+        method: Method,
+        times: Option<u32>,
+        make: impl Fn() -> CloudError + Send + Sync + 'static,
+    ) {
+        self.state().failures.push(Failure {
+            method,
+            subject: None,
+            remaining: times,
+            make: Arc::new(make),
+        });
+    }
+
+    /// Like [`FakeProvider::fail`], but only for calls about `subject` (a node name, a Service's
+    /// `namespace/name`, a CIDR). Inside a batch it fails that node's entry only.
+    pub fn fail_for(
+        &self,
+        method: Method,
+        subject: impl Into<String>,
+        times: Option<u32>,
+        make: impl Fn() -> CloudError + Send + Sync + 'static,
+    ) {
+        self.state().failures.push(Failure {
+            method,
+            subject: Some(subject.into()),
+            remaining: times,
+            make: Arc::new(make),
+        });
+    }
+
+    /// Removes every injected failure.
+    pub fn clear_failures(&self) {
+        self.state().failures.clear();
+    }
+
+    /// Every call so far, in order.
+    pub fn calls(&self) -> Vec<Call> {
+        self.state().calls.clone()
+    }
+
+    /// How many calls of `method` were made.
+    pub fn count(&self, method: Method) -> usize {
+        self.state().calls.iter().filter(|c| c.method == method).count()
+    }
+
+    /// How many calls were made in total (a batch counts once).
+    pub fn total_calls(&self) -> usize {
+        self.state().calls.len()
+    }
+
+    /// The sizes of the batch calls of `method`, in order.
+    pub fn batch_sizes(&self, method: Method) -> Vec<usize> {
+        self.state()
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .map(|c| c.batch_size)
+            .collect()
+    }
+
+    /// Forgets the recorded calls.
+    pub fn clear_calls(&self) {
+        self.state().calls.clear();
+    }
+
+    /// The load balancers, keyed by `namespace/name`.
+    pub fn load_balancers(&self) -> BTreeMap<String, FakeLoadBalancer> {
+        self.state().load_balancers.clone()
+    }
+
+    /// Adds a load balancer as if an earlier ensure had made it.
+    pub fn add_load_balancer(&self, service_key: impl Into<String>, lb: FakeLoadBalancer) {
+        self.state().load_balancers.insert(service_key.into(), lb);
+    }
+
+    /// The routes of every cluster, as `(cluster, route)`.
+    pub fn route_list(&self) -> Vec<(String, Route)> {
+        self.state().routes.clone()
+    }
+
+    /// Adds a route to a cluster as is (its name included).
+    pub fn add_route(&self, cluster_name: impl Into<String>, route: Route) {
+        self.state().routes.push((cluster_name.into(), route));
+    }
+
+    /// Waits the configured delay, records the call and returns an injected failure if one matches.
+    async fn record(&self, method: Method, subject: &str, batch_size: usize) -> Result<(), CloudError> {
+        let delay = self.state().delay;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let mut s = self.state();
+        s.calls.push(Call {
+            method,
+            subject: subject.to_owned(),
+            batch_size,
+        });
+        s.take_failure(method, Some(subject))
+    }
+
+    fn find<'a>(s: &'a State, node: &Node) -> Option<&'a FakeInstance> {
+        let provider_id = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .unwrap_or_default();
+        if provider_id.is_empty() {
+            s.instances.get(node.metadata.name.as_deref().unwrap_or_default())
+        } else {
+            s.instances.values().find(|i| i.provider_id == provider_id)
+        }
+    }
+
+    fn by_provider_id<'a>(s: &'a State, provider_id: &str) -> Option<&'a FakeInstance> {
+        s.instances.values().find(|i| i.provider_id == provider_id)
+    }
+
+    fn answer_exists(s: &State, node: &Node) -> Result<bool, CloudError> {
+        Ok(Self::find(s, node).is_some())
+    }
+
+    fn answer_shutdown(s: &State, node: &Node) -> Result<bool, CloudError> {
+        Self::find(s, node)
+            .map(|i| i.shutdown)
+            .ok_or(CloudError::InstanceNotFound)
+    }
+
+    fn answer_metadata(s: &State, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+        Self::find(s, node)
+            .map(|i| i.metadata.clone())
+            .ok_or(CloudError::InstanceNotFound)
+    }
+
+    async fn batch<T>(
+        &self,
+        method: Method,
+        single: Method,
+        nodes: &[&Node],
+        answer: fn(&State, &Node) -> Result<T, CloudError>,
+    ) -> Vec<Result<T, CloudError>> {
+        let whole = self.record(method, "", nodes.len()).await;
+        let mut s = self.state();
+        nodes
+            .iter()
+            .map(|node| {
+                if let Err(e) = &whole {
+                    return Err(CloudError::other(e.to_string()));
+                }
+                let name = node.metadata.name.as_deref().unwrap_or_default();
+                s.take_subject_failure(single, name)
+                    .map_or_else(|| answer(&s, node), Err)
+            })
+            .collect()
+    }
+}
+
+// === impl State ===
+
+impl State {
+    fn take_failure(&mut self, method: Method, subject: Option<&str>) -> Result<(), CloudError> {
+        let pos = self.failures.iter().position(|f| {
+            f.method == method
+                && f.remaining != Some(0)
+                && match (&f.subject, subject) {
+                    (None, _) => true,
+                    (Some(want), Some(got)) => want == got,
+                    (Some(_), None) => false,
+                }
+        });
+        match pos {
+            None => Ok(()),
+            Some(i) => {
+                let f = &mut self.failures[i];
+                if let Some(n) = f.remaining.as_mut() {
+                    *n -= 1;
+                }
+                Err((f.make)())
+            }
+        }
+    }
+
+    /// Only a failure for this very subject (or an unscoped one), used per node inside a batch.
+    fn take_subject_failure(&mut self, method: Method, subject: &str) -> Option<CloudError> {
+        self.take_failure(method, Some(subject)).err()
+    }
+}
+
+fn node_name(node: &Node) -> &str {
+    node.metadata.name.as_deref().unwrap_or_default()
+}
+
+fn service_key(svc: &Service) -> String {
+    format!(
+        "{}/{}",
+        svc.metadata.namespace.as_deref().unwrap_or_default(),
+        svc.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+// === impl CloudProvider for FakeProvider ===
+
+impl CloudProvider for FakeProvider {
+    type InstancesV2 = FakeProvider;
+    type Instances = FakeProvider;
+    type Zones = FakeProvider;
+    type LoadBalancer = FakeProvider;
+    type Routes = FakeProvider;
+
+    fn provider_name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn instances_v2(&self) -> Option<&Self::InstancesV2> {
+        self.caps.instances_v2.then_some(self)
+    }
+
+    fn instances(&self) -> Option<&Self::Instances> {
+        self.caps.instances.then_some(self)
+    }
+
+    fn zones(&self) -> Option<&Self::Zones> {
+        self.caps.zones.then_some(self)
+    }
+
+    fn load_balancer(&self) -> Option<&Self::LoadBalancer> {
+        self.caps.load_balancer.then_some(self)
+    }
+
+    fn routes(&self) -> Option<&Self::Routes> {
+        self.caps.routes.then_some(self)
+    }
+}
+
+impl InstancesV2 for FakeProvider {
+    async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
+        self.record(Method::InstanceExists, node_name(node), 1).await?;
+        Self::answer_exists(&self.state(), node)
+    }
+
+    async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
+        self.record(Method::InstanceShutdown, node_name(node), 1).await?;
+        Self::answer_shutdown(&self.state(), node)
+    }
+
+    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+        self.record(Method::InstanceMetadata, node_name(node), 1).await?;
+        Self::answer_metadata(&self.state(), node)
+    }
+
+    async fn instance_metadata_batch(
+        &self,
+        nodes: &[&Node],
+    ) -> Vec<Result<Option<InstanceMetadata>, CloudError>> {
+        if !self.caps.batching {
+            let mut out = Vec::with_capacity(nodes.len());
+            for node in nodes {
+                out.push(self.instance_metadata(node).await);
+            }
+            return out;
+        }
+        self.batch(
+            Method::InstanceMetadataBatch,
+            Method::InstanceMetadata,
+            nodes,
+            Self::answer_metadata,
+        )
+        .await
+    }
+
+    async fn instance_exists_batch(&self, nodes: &[&Node]) -> Vec<Result<bool, CloudError>> {
+        if !self.caps.batching {
+            let mut out = Vec::with_capacity(nodes.len());
+            for node in nodes {
+                out.push(self.instance_exists(node).await);
+            }
+            return out;
+        }
+        self.batch(
+            Method::InstanceExistsBatch,
+            Method::InstanceExists,
+            nodes,
+            Self::answer_exists,
+        )
+        .await
+    }
+
+    async fn instance_shutdown_batch(&self, nodes: &[&Node]) -> Vec<Result<bool, CloudError>> {
+        if !self.caps.batching {
+            let mut out = Vec::with_capacity(nodes.len());
+            for node in nodes {
+                out.push(self.instance_shutdown(node).await);
+            }
+            return out;
+        }
+        self.batch(
+            Method::InstanceShutdownBatch,
+            Method::InstanceShutdown,
+            nodes,
+            Self::answer_shutdown,
+        )
+        .await
+    }
+}
+
+impl Instances for FakeProvider {
+    async fn node_addresses(&self, node_name: &str) -> Result<Vec<NodeAddress>, CloudError> {
+        self.record(Method::NodeAddresses, node_name, 1).await?;
+        let s = self.state();
+        let i = s.instances.get(node_name).ok_or(CloudError::InstanceNotFound)?;
+        Ok(i.metadata
+            .as_ref()
+            .map(|m| m.node_addresses.clone())
+            .unwrap_or_default())
+    }
+
+    async fn node_addresses_by_provider_id(&self, provider_id: &str) -> Result<Vec<NodeAddress>, CloudError> {
+        self.record(Method::NodeAddressesByProviderId, provider_id, 1)
+            .await?;
+        let s = self.state();
+        let i = Self::by_provider_id(&s, provider_id).ok_or(CloudError::InstanceNotFound)?;
+        Ok(i.metadata
+            .as_ref()
+            .map(|m| m.node_addresses.clone())
+            .unwrap_or_default())
+    }
+
+    async fn instance_id(&self, node_name: &str) -> Result<String, CloudError> {
+        self.record(Method::InstanceId, node_name, 1).await?;
+        let s = self.state();
+        let i = s.instances.get(node_name).ok_or(CloudError::InstanceNotFound)?;
+        let (_, id) =
+            split_provider_id(&i.provider_id, None).map_err(|e| CloudError::with_source("bad ID", e))?;
+        Ok(id.to_owned())
+    }
+
+    async fn instance_type(&self, node_name: &str) -> Result<String, CloudError> {
+        self.record(Method::InstanceType, node_name, 1).await?;
+        let s = self.state();
+        let i = s.instances.get(node_name).ok_or(CloudError::InstanceNotFound)?;
+        Ok(i.metadata
+            .as_ref()
+            .map(|m| m.instance_type.clone())
+            .unwrap_or_default())
+    }
+
+    async fn instance_type_by_provider_id(&self, provider_id: &str) -> Result<String, CloudError> {
+        self.record(Method::InstanceTypeByProviderId, provider_id, 1)
+            .await?;
+        let s = self.state();
+        let i = Self::by_provider_id(&s, provider_id).ok_or(CloudError::InstanceNotFound)?;
+        Ok(i.metadata
+            .as_ref()
+            .map(|m| m.instance_type.clone())
+            .unwrap_or_default())
+    }
+
+    async fn instance_exists_by_provider_id(&self, provider_id: &str) -> Result<bool, CloudError> {
+        self.record(Method::InstanceExistsByProviderId, provider_id, 1)
+            .await?;
+        if provider_id.is_empty() {
+            return Err(CloudError::other(
+                "cannot check existence of an instance with empty providerID",
+            ));
+        }
+        Ok(Self::by_provider_id(&self.state(), provider_id).is_some())
+    }
+
+    async fn instance_shutdown_by_provider_id(&self, provider_id: &str) -> Result<bool, CloudError> {
+        self.record(Method::InstanceShutdownByProviderId, provider_id, 1)
+            .await?;
+        if provider_id.is_empty() {
+            return Err(CloudError::other(
+                "cannot shutdown instance with empty providerID",
+            ));
+        }
+        Self::by_provider_id(&self.state(), provider_id)
+            .map(|i| i.shutdown)
+            .ok_or(CloudError::InstanceNotFound)
+    }
+}
+
+impl Zones for FakeProvider {
+    async fn zone_by_provider_id(&self, provider_id: &str) -> Result<Zone, CloudError> {
+        self.record(Method::ZoneByProviderId, provider_id, 1).await?;
+        let s = self.state();
+        let i = Self::by_provider_id(&s, provider_id).ok_or(CloudError::InstanceNotFound)?;
+        Ok(zone_of(i))
+    }
+
+    async fn zone_by_node_name(&self, node_name: &str) -> Result<Zone, CloudError> {
+        self.record(Method::ZoneByNodeName, node_name, 1).await?;
+        let s = self.state();
+        let i = s.instances.get(node_name).ok_or(CloudError::InstanceNotFound)?;
+        Ok(zone_of(i))
+    }
+}
+
+fn zone_of(i: &FakeInstance) -> Zone {
+    i.metadata
+        .as_ref()
+        .map(|m| Zone {
+            failure_domain: m.zone.clone(),
+            region: m.region.clone(),
+        })
+        .unwrap_or_default()
+}
+
+impl LoadBalancer for FakeProvider {
+    async fn get_load_balancer(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>, CloudError> {
+        let key = service_key(service);
+        self.record(Method::GetLoadBalancer, &key, 1).await?;
+        Ok(self.state().load_balancers.get(&key).map(|lb| lb.status.clone()))
+    }
+
+    fn load_balancer_name(&self, _cluster_name: &str, service: &Service) -> String {
+        // Upstream's DefaultLoadBalancerName: "a" + UID without dashes, at most 32 characters.
+        let uid = service
+            .metadata
+            .uid
+            .as_deref()
+            .unwrap_or_default()
+            .replace('-', "");
+        let mut name = format!("a{uid}");
+        name.truncate(32);
+        name
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> Result<LoadBalancerStatus, CloudError> {
+        let key = service_key(service);
+        self.record(Method::EnsureLoadBalancer, &key, nodes.len()).await?;
+        let mut s = self.state();
+        let ports = service.spec.as_ref().and_then(|s| s.ports.as_ref()).map(|ports| {
+            ports
+                .iter()
+                .map(|p| PortStatus {
+                    port: p.port,
+                    protocol: p.protocol.clone().unwrap_or_default(),
+                    error: None,
+                })
+                .collect()
+        });
+        let status = LoadBalancerStatus {
+            ingress: Some(vec![LoadBalancerIngress {
+                ip: Some(s.external_ip.clone()),
+                ip_mode: s.ip_mode.clone(),
+                ports,
+                ..Default::default()
+            }]),
+        };
+        let lb = FakeLoadBalancer {
+            name: self.load_balancer_name(cluster_name, service),
+            service_uid: service.metadata.uid.clone().unwrap_or_default(),
+            hosts: nodes.iter().map(|n| node_name(n).to_owned()).collect(),
+            status: status.clone(),
+        };
+        s.load_balancers.insert(key, lb);
+        Ok(status)
+    }
+
+    async fn update_load_balancer(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> Result<(), CloudError> {
+        let key = service_key(service);
+        self.record(Method::UpdateLoadBalancer, &key, nodes.len()).await?;
+        let mut s = self.state();
+        let lb = s
+            .load_balancers
+            .get_mut(&key)
+            .ok_or_else(|| CloudError::other(format!("no load balancer for {key}")))?;
+        lb.hosts = nodes.iter().map(|n| node_name(n).to_owned()).collect();
+        Ok(())
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+    ) -> Result<(), CloudError> {
+        let key = service_key(service);
+        self.record(Method::EnsureLoadBalancerDeleted, &key, 1).await?;
+        self.state().load_balancers.remove(&key);
+        Ok(())
+    }
+}
+
+impl Routes for FakeProvider {
+    async fn list_routes(&self, cluster_name: &str) -> Result<Vec<Route>, CloudError> {
+        self.record(Method::ListRoutes, cluster_name, 1).await?;
+        Ok(self
+            .state()
+            .routes
+            .iter()
+            .filter(|(c, _)| c == cluster_name)
+            .map(|(_, r)| r.clone())
+            .collect())
+    }
+
+    async fn create_route(
+        &self,
+        cluster_name: &str,
+        _name_hint: &str,
+        route: &Route,
+    ) -> Result<(), CloudError> {
+        self.record(Method::CreateRoute, &route.destination_cidr, 1)
+            .await?;
+        let name = format!("{cluster_name}-{}-{}", route.target_node, route.destination_cidr);
+        let mut s = self.state();
+        if s.routes.iter().any(|(c, r)| c == cluster_name && r.name == name) {
+            return Err(CloudError::other(format!("route {name} already exists")));
+        }
+        s.routes.push((
+            cluster_name.to_owned(),
+            Route {
+                name,
+                blackhole: false,
+                ..route.clone()
+            },
+        ));
+        Ok(())
+    }
+
+    async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<(), CloudError> {
+        self.record(Method::DeleteRoute, &route.destination_cidr, 1)
+            .await?;
+        let mut s = self.state();
+        let pos = s.routes.iter().position(|(c, r)| {
+            c == cluster_name
+                && r.destination_cidr == route.destination_cidr
+                && r.target_node == route.target_node
+        });
+        match pos {
+            Some(i) => {
+                s.routes.remove(i);
+                Ok(())
+            }
+            None => Err(CloudError::other(format!(
+                "no route for {} to {:?} in cluster {cluster_name}",
+                route.destination_cidr, route.target_node
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
