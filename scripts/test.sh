@@ -16,14 +16,15 @@ trap '"$here/testenv.sh" down "$dir"' EXIT
 command -v cargo-nextest >/dev/null 2>&1 || die "cargo-nextest is missing (cargo install cargo-nextest --locked)"
 
 # Test groups share one environment; moto is reset before each so that no group sees another's leftovers.
-# Tests inside a group isolate themselves with unique names (ccm_testing::unique_name).
+# Tests inside a group isolate themselves with unique names (ccm_testing::unique_name). Benchmarks are not
+# tests (they print figures; `cargo bench` runs them) but clippy --all-targets in .ci/run compiles them.
 log "group 1: unit and integration tests (every crate, examples and benches)"
 "$here/testenv.sh" reset-aws "$dir"
-cargo nextest run --workspace --all-targets --profile ci -E 'not binary(/^e2e/)'
+cargo nextest run --workspace --lib --bins --tests --profile ci -E 'not binary(/^e2e/)'
 log "group 2: end-to-end tests (the binaries against moto and the apiserver, one at a time)"
 "$here/testenv.sh" reset-aws "$dir"
 # End-to-end tests live in test files named e2e*.rs and drive whole binaries against the shared environment.
-cargo nextest run --workspace --all-targets --profile ci -E 'binary(/^e2e/)' --test-threads 1
+cargo nextest run --workspace --lib --bins --tests --profile ci -E 'binary(/^e2e/)' --test-threads 1
 log "doc tests"
 cargo test --workspace --doc --quiet
 log "all tests passed"

@@ -42,8 +42,8 @@ up() {
   command -v etcd >/dev/null 2>&1 || die "etcd missing: run scripts/setup.sh"
   dir="${CCM_TESTENV_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/ccm-testenv.XXXXXX")}"
   mkdir -p "$dir/certs"
-  # If anything below fails, stop what was started.
-  trap 'down_dir "$dir" >/dev/null 2>&1 || true' ERR
+  # If anything below fails (die exits), stop what was started so that no server outlives a failed start.
+  trap 'rc=$?; if [ $rc -ne 0 ]; then down_dir "$dir" >/dev/null 2>&1 || true; fi; exit $rc' EXIT
 
   local etcd_port etcd_peer api_port moto_port token
   etcd_port=$(free_port); etcd_peer=$(free_port); api_port=$(free_port); moto_port=$(free_port)
@@ -102,7 +102,7 @@ export CCM_TEST_AWS_REGION='us-east-1'
 # Nothing in a test may reach the real instance metadata service.
 export AWS_EC2_METADATA_DISABLED=true
 ENV
-  trap - ERR
+  trap - EXIT
   log "up: kube-apiserver https://127.0.0.1:$api_port (etcd :$etcd_port), moto http://127.0.0.1:$moto_port; state in $dir"
   echo "$dir"
 }
