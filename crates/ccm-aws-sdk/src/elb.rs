@@ -1,0 +1,527 @@
+//! [`Elb`] on aws-sdk-elasticloadbalancing.
+
+use std::sync::Arc;
+
+use aws_sdk_elasticloadbalancing::types as sdk;
+use ccm_aws_api::{
+    Elb, InstanceId, Result, SecurityGroupId, SubnetId, Tags, VpcId,
+    elb::{
+        BackendPolicies, ClassicAccessLog, ClassicAttributes, ClassicHealthCheck, ClassicListener,
+        ClassicLoadBalancer, ClassicPolicy, NewClassicLoadBalancer,
+    },
+};
+
+use crate::{
+    invalid,
+    limiter::{ActionClass, Service},
+    runtime::{Op, Runtime},
+};
+
+const fn op(name: &'static str, class: ActionClass) -> Op {
+    Op::new(Service::Elb, name, class)
+}
+
+const DESCRIBE_LOAD_BALANCERS: Op = op("DescribeLoadBalancers", ActionClass::NonMutating);
+const CREATE_LOAD_BALANCER: Op = op("CreateLoadBalancer", ActionClass::ResourceIntensive);
+const DELETE_LOAD_BALANCER: Op = op("DeleteLoadBalancer", ActionClass::Mutating);
+const CREATE_LISTENERS: Op = op("CreateLoadBalancerListeners", ActionClass::Mutating);
+const DELETE_LISTENERS: Op = op("DeleteLoadBalancerListeners", ActionClass::Mutating);
+const CONFIGURE_HEALTH_CHECK: Op = op("ConfigureHealthCheck", ActionClass::Mutating);
+const REGISTER_INSTANCES: Op = op("RegisterInstancesWithLoadBalancer", ActionClass::Registration);
+const DEREGISTER_INSTANCES: Op = op("DeregisterInstancesFromLoadBalancer", ActionClass::Registration);
+const DESCRIBE_ATTRIBUTES: Op = op("DescribeLoadBalancerAttributes", ActionClass::NonMutating);
+const MODIFY_ATTRIBUTES: Op = op("ModifyLoadBalancerAttributes", ActionClass::Mutating);
+const APPLY_SECURITY_GROUPS: Op = op("ApplySecurityGroupsToLoadBalancer", ActionClass::Mutating);
+const ATTACH_SUBNETS: Op = op("AttachLoadBalancerToSubnets", ActionClass::ResourceIntensive);
+const DETACH_SUBNETS: Op = op("DetachLoadBalancerFromSubnets", ActionClass::ResourceIntensive);
+const DESCRIBE_TAGS: Op = op("DescribeTags", ActionClass::NonMutating);
+const ADD_TAGS: Op = op("AddTags", ActionClass::Mutating);
+const DESCRIBE_POLICIES: Op = op("DescribeLoadBalancerPolicies", ActionClass::NonMutating);
+const CREATE_POLICY: Op = op("CreateLoadBalancerPolicy", ActionClass::Mutating);
+const SET_LISTENER_POLICIES: Op = op("SetLoadBalancerPoliciesOfListener", ActionClass::Mutating);
+const SET_BACKEND_POLICIES: Op = op("SetLoadBalancerPoliciesForBackendServer", ActionClass::Mutating);
+
+/// The Classic ELB port on aws-sdk-elasticloadbalancing. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AwsElb {
+    client: aws_sdk_elasticloadbalancing::Client,
+    rt: Arc<Runtime>,
+}
+
+// === impl AwsElb ===
+
+impl AwsElb {
+    pub(crate) fn new(client: aws_sdk_elasticloadbalancing::Client, rt: Arc<Runtime>) -> Self {
+        Self { client, rt }
+    }
+}
+
+impl Elb for AwsElb {
+    async fn load_balancer(&self, name: &str) -> Result<Option<ClassicLoadBalancer>> {
+        let result = self
+            .rt
+            .call(DESCRIBE_LOAD_BALANCERS, || {
+                self.client
+                    .describe_load_balancers()
+                    .load_balancer_names(name)
+                    .send()
+            })
+            .await;
+        match result {
+            Ok(out) => Ok(out.load_balancer_descriptions().iter().find_map(load_balancer)),
+            Err(err) if err.is_not_found() => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    async fn create_load_balancer(&self, lb: &NewClassicLoadBalancer) -> Result<String> {
+        let listeners = lb
+            .listeners
+            .iter()
+            .map(|l| sdk_listener(l, CREATE_LOAD_BALANCER))
+            .collect::<Result<Vec<_>>>()?;
+        let tags = sdk_tags(&lb.tags, CREATE_LOAD_BALANCER)?;
+        let out = self
+            .rt
+            .call(CREATE_LOAD_BALANCER, || {
+                let mut request = self
+                    .client
+                    .create_load_balancer()
+                    .load_balancer_name(&lb.name)
+                    .set_listeners(Some(listeners.clone()))
+                    .set_subnets(Some(lb.subnets.iter().map(|s| s.as_str().to_owned()).collect()))
+                    .set_security_groups(Some(
+                        lb.security_groups.iter().map(|s| s.as_str().to_owned()).collect(),
+                    ));
+                if lb.internal {
+                    request = request.scheme("internal");
+                }
+                if !tags.is_empty() {
+                    request = request.set_tags(Some(tags.clone()));
+                }
+                request.send()
+            })
+            .await?;
+        Ok(out.dns_name().unwrap_or_default().to_owned())
+    }
+
+    async fn delete_load_balancer(&self, name: &str) -> Result<()> {
+        self.rt
+            .call(DELETE_LOAD_BALANCER, || {
+                self.client.delete_load_balancer().load_balancer_name(name).send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn create_listeners(&self, name: &str, listeners: &[ClassicListener]) -> Result<()> {
+        let listeners = listeners
+            .iter()
+            .map(|l| sdk_listener(l, CREATE_LISTENERS))
+            .collect::<Result<Vec<_>>>()?;
+        self.rt
+            .call(CREATE_LISTENERS, || {
+                self.client
+                    .create_load_balancer_listeners()
+                    .load_balancer_name(name)
+                    .set_listeners(Some(listeners.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_listeners(&self, name: &str, ports: &[i32]) -> Result<()> {
+        self.rt
+            .call(DELETE_LISTENERS, || {
+                self.client
+                    .delete_load_balancer_listeners()
+                    .load_balancer_name(name)
+                    .set_load_balancer_ports(Some(ports.to_vec()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn configure_health_check(&self, name: &str, health_check: &ClassicHealthCheck) -> Result<()> {
+        let check = sdk::HealthCheck::builder()
+            .target(&health_check.target)
+            .interval(health_check.interval)
+            .timeout(health_check.timeout)
+            .healthy_threshold(health_check.healthy_threshold)
+            .unhealthy_threshold(health_check.unhealthy_threshold)
+            .build()
+            .map_err(|e| invalid(Service::Elb, CONFIGURE_HEALTH_CHECK.name, e.to_string()))?;
+        self.rt
+            .call(CONFIGURE_HEALTH_CHECK, || {
+                self.client
+                    .configure_health_check()
+                    .load_balancer_name(name)
+                    .health_check(check.clone())
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn register_instances(&self, name: &str, instances: &[InstanceId]) -> Result<()> {
+        if instances.is_empty() {
+            return Ok(());
+        }
+        let instances = sdk_instances(instances);
+        self.rt
+            .call(REGISTER_INSTANCES, || {
+                self.client
+                    .register_instances_with_load_balancer()
+                    .load_balancer_name(name)
+                    .set_instances(Some(instances.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn deregister_instances(&self, name: &str, instances: &[InstanceId]) -> Result<()> {
+        if instances.is_empty() {
+            return Ok(());
+        }
+        let instances = sdk_instances(instances);
+        self.rt
+            .call(DEREGISTER_INSTANCES, || {
+                self.client
+                    .deregister_instances_from_load_balancer()
+                    .load_balancer_name(name)
+                    .set_instances(Some(instances.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn attributes(&self, name: &str) -> Result<ClassicAttributes> {
+        let out = self
+            .rt
+            .call(DESCRIBE_ATTRIBUTES, || {
+                self.client
+                    .describe_load_balancer_attributes()
+                    .load_balancer_name(name)
+                    .send()
+            })
+            .await?;
+        let Some(a) = out.load_balancer_attributes() else {
+            return Ok(ClassicAttributes::default());
+        };
+        Ok(ClassicAttributes {
+            cross_zone: a.cross_zone_load_balancing().is_some_and(|c| c.enabled()),
+            access_log: a
+                .access_log()
+                .map_or_else(ClassicAccessLog::default, |l| ClassicAccessLog {
+                    enabled: l.enabled(),
+                    emit_interval: l.emit_interval(),
+                    s3_bucket_name: l.s3_bucket_name().filter(|s| !s.is_empty()).map(str::to_owned),
+                    s3_bucket_prefix: l.s3_bucket_prefix().filter(|s| !s.is_empty()).map(str::to_owned),
+                }),
+            connection_draining_enabled: a.connection_draining().is_some_and(|d| d.enabled()),
+            connection_draining_timeout: a.connection_draining().and_then(|d| d.timeout()),
+            idle_timeout: a.connection_settings().map(|s| s.idle_timeout()),
+        })
+    }
+
+    async fn modify_attributes(&self, name: &str, attributes: &ClassicAttributes) -> Result<()> {
+        let err = |e: aws_sdk_elasticloadbalancing::error::BuildError| {
+            invalid(Service::Elb, MODIFY_ATTRIBUTES.name, e.to_string())
+        };
+        let mut built = sdk::LoadBalancerAttributes::builder()
+            .cross_zone_load_balancing(
+                sdk::CrossZoneLoadBalancing::builder()
+                    .enabled(attributes.cross_zone)
+                    .build(),
+            )
+            .access_log(
+                sdk::AccessLog::builder()
+                    .enabled(attributes.access_log.enabled)
+                    .set_emit_interval(attributes.access_log.emit_interval)
+                    .set_s3_bucket_name(attributes.access_log.s3_bucket_name.clone())
+                    .set_s3_bucket_prefix(attributes.access_log.s3_bucket_prefix.clone())
+                    .build(),
+            )
+            .connection_draining(
+                sdk::ConnectionDraining::builder()
+                    .enabled(attributes.connection_draining_enabled)
+                    .set_timeout(attributes.connection_draining_timeout)
+                    .build(),
+            );
+        if let Some(idle) = attributes.idle_timeout {
+            built = built.connection_settings(
+                sdk::ConnectionSettings::builder()
+                    .idle_timeout(idle)
+                    .build()
+                    .map_err(err)?,
+            );
+        }
+        let built = built.build();
+        self.rt
+            .call(MODIFY_ATTRIBUTES, || {
+                self.client
+                    .modify_load_balancer_attributes()
+                    .load_balancer_name(name)
+                    .load_balancer_attributes(built.clone())
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn apply_security_groups(&self, name: &str, groups: &[SecurityGroupId]) -> Result<()> {
+        let groups: Vec<String> = groups.iter().map(|g| g.as_str().to_owned()).collect();
+        self.rt
+            .call(APPLY_SECURITY_GROUPS, || {
+                self.client
+                    .apply_security_groups_to_load_balancer()
+                    .load_balancer_name(name)
+                    .set_security_groups(Some(groups.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn attach_subnets(&self, name: &str, subnets: &[SubnetId]) -> Result<()> {
+        let subnets: Vec<String> = subnets.iter().map(|s| s.as_str().to_owned()).collect();
+        self.rt
+            .call(ATTACH_SUBNETS, || {
+                self.client
+                    .attach_load_balancer_to_subnets()
+                    .load_balancer_name(name)
+                    .set_subnets(Some(subnets.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn detach_subnets(&self, name: &str, subnets: &[SubnetId]) -> Result<()> {
+        let subnets: Vec<String> = subnets.iter().map(|s| s.as_str().to_owned()).collect();
+        self.rt
+            .call(DETACH_SUBNETS, || {
+                self.client
+                    .detach_load_balancer_from_subnets()
+                    .load_balancer_name(name)
+                    .set_subnets(Some(subnets.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn tags(&self, name: &str) -> Result<Tags> {
+        let out = self
+            .rt
+            .call(DESCRIBE_TAGS, || {
+                self.client.describe_tags().load_balancer_names(name).send()
+            })
+            .await?;
+        Ok(out
+            .tag_descriptions()
+            .iter()
+            .filter(|d| d.load_balancer_name() == Some(name))
+            .flat_map(|d| d.tags())
+            .map(|t| (t.key().to_owned(), t.value().unwrap_or_default().to_owned()))
+            .collect())
+    }
+
+    async fn add_tags(&self, name: &str, tags: &Tags) -> Result<()> {
+        if tags.is_empty() {
+            return Ok(());
+        }
+        let tags = sdk_tags(tags, ADD_TAGS)?;
+        self.rt
+            .call(ADD_TAGS, || {
+                self.client
+                    .add_tags()
+                    .load_balancer_names(name)
+                    .set_tags(Some(tags.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn policies(&self, name: &str, policy_names: &[String]) -> Result<Vec<ClassicPolicy>> {
+        let out = self
+            .rt
+            .call(DESCRIBE_POLICIES, || {
+                self.client
+                    .describe_load_balancer_policies()
+                    .load_balancer_name(name)
+                    .set_policy_names(Some(policy_names.to_vec()))
+                    .send()
+            })
+            .await?;
+        Ok(out
+            .policy_descriptions()
+            .iter()
+            .map(|p| ClassicPolicy {
+                name: p.policy_name().unwrap_or_default().to_owned(),
+                type_name: p.policy_type_name().unwrap_or_default().to_owned(),
+                attributes: p
+                    .policy_attribute_descriptions()
+                    .iter()
+                    .map(|a| {
+                        (
+                            a.attribute_name().unwrap_or_default().to_owned(),
+                            a.attribute_value().unwrap_or_default().to_owned(),
+                        )
+                    })
+                    .collect(),
+            })
+            .collect())
+    }
+
+    async fn create_policy(&self, name: &str, policy: &ClassicPolicy) -> Result<()> {
+        let attributes: Vec<sdk::PolicyAttribute> = policy
+            .attributes
+            .iter()
+            .map(|(k, v)| {
+                sdk::PolicyAttribute::builder()
+                    .attribute_name(k)
+                    .attribute_value(v)
+                    .build()
+            })
+            .collect();
+        self.rt
+            .call(CREATE_POLICY, || {
+                self.client
+                    .create_load_balancer_policy()
+                    .load_balancer_name(name)
+                    .policy_name(&policy.name)
+                    .policy_type_name(&policy.type_name)
+                    .set_policy_attributes(Some(attributes.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn set_listener_policies(&self, name: &str, port: i32, policy_names: &[String]) -> Result<()> {
+        self.rt
+            .call(SET_LISTENER_POLICIES, || {
+                self.client
+                    .set_load_balancer_policies_of_listener()
+                    .load_balancer_name(name)
+                    .load_balancer_port(port)
+                    .set_policy_names(Some(policy_names.to_vec()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn set_backend_policies(
+        &self,
+        name: &str,
+        instance_port: i32,
+        policy_names: &[String],
+    ) -> Result<()> {
+        self.rt
+            .call(SET_BACKEND_POLICIES, || {
+                self.client
+                    .set_load_balancer_policies_for_backend_server()
+                    .load_balancer_name(name)
+                    .instance_port(instance_port)
+                    .set_policy_names(Some(policy_names.to_vec()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+// === conversions ===
+
+fn sdk_listener(l: &ClassicListener, op: Op) -> Result<sdk::Listener> {
+    sdk::Listener::builder()
+        .protocol(&l.protocol)
+        .load_balancer_port(l.load_balancer_port)
+        .instance_protocol(&l.instance_protocol)
+        .instance_port(l.instance_port)
+        .set_ssl_certificate_id(l.ssl_certificate_id.clone())
+        .build()
+        .map_err(|e| invalid(Service::Elb, op.name, e.to_string()))
+}
+
+fn sdk_tags(tags: &Tags, op: Op) -> Result<Vec<sdk::Tag>> {
+    tags.iter()
+        .map(|(k, v)| {
+            sdk::Tag::builder()
+                .key(k)
+                .value(v)
+                .build()
+                .map_err(|e| invalid(Service::Elb, op.name, e.to_string()))
+        })
+        .collect()
+}
+
+fn sdk_instances(instances: &[InstanceId]) -> Vec<sdk::Instance> {
+    instances
+        .iter()
+        .map(|i| sdk::Instance::builder().instance_id(i.as_str()).build())
+        .collect()
+}
+
+fn load_balancer(d: &sdk::LoadBalancerDescription) -> Option<ClassicLoadBalancer> {
+    let mut lb = ClassicLoadBalancer::new(d.load_balancer_name()?, d.dns_name().unwrap_or_default());
+    lb.internal = d.scheme() == Some("internal");
+    lb.vpc_id = d.vpc_id().filter(|v| !v.is_empty()).map(VpcId::new);
+    lb.subnets = d.subnets().iter().map(|s| SubnetId::new(s.as_str())).collect();
+    lb.availability_zones = d.availability_zones().to_vec();
+    lb.security_groups = d
+        .security_groups()
+        .iter()
+        .map(|s| SecurityGroupId::new(s.as_str()))
+        .collect();
+    lb.listeners = d
+        .listener_descriptions()
+        .iter()
+        .filter_map(|ld| {
+            let l = ld.listener()?;
+            let mut out = ClassicListener::new(
+                l.protocol(),
+                l.load_balancer_port(),
+                l.instance_protocol().unwrap_or_else(|| l.protocol()),
+                l.instance_port(),
+            );
+            out.ssl_certificate_id = l
+                .ssl_certificate_id()
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned);
+            out.policy_names = ld.policy_names().to_vec();
+            Some(out)
+        })
+        .collect();
+    lb.health_check = d.health_check().map(|h| ClassicHealthCheck {
+        target: h.target().to_owned(),
+        interval: h.interval(),
+        timeout: h.timeout(),
+        healthy_threshold: h.healthy_threshold(),
+        unhealthy_threshold: h.unhealthy_threshold(),
+    });
+    lb.instances = d
+        .instances()
+        .iter()
+        .filter_map(|i| i.instance_id())
+        .map(InstanceId::new)
+        .collect();
+    lb.backend_policies = d
+        .backend_server_descriptions()
+        .iter()
+        .filter_map(|b| {
+            Some(BackendPolicies {
+                instance_port: b.instance_port()?,
+                policy_names: b.policy_names().to_vec(),
+            })
+        })
+        .collect();
+    Some(lb)
+}

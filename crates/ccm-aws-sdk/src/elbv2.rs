@@ -1,0 +1,637 @@
+//! [`Elbv2`] on aws-sdk-elasticloadbalancingv2.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use aws_sdk_elasticloadbalancingv2::types as sdk;
+use ccm_aws_api::{
+    Elbv2, InstanceId, Result, SecurityGroupId, SubnetId, Tags, VpcId,
+    elbv2::{
+        ListenerChange, ListenerV2, LoadBalancerV2, LoadBalancerZone, NewListener, NewNetworkLoadBalancer,
+        NewTargetGroup, SubnetMapping, Target, TargetGroup, TargetGroupHealthCheck, TargetHealth,
+    },
+};
+
+use crate::{
+    limiter::{ActionClass, Service},
+    runtime::{Op, Runtime},
+};
+
+/// Targets per (de)registration call.
+const TARGETS_PER_CALL: usize = 100;
+/// ARNs per `DescribeTags`/`AddTags`/`RemoveTags` call.
+const ARNS_PER_TAG_CALL: usize = 20;
+
+const fn op(name: &'static str, class: ActionClass) -> Op {
+    Op::new(Service::Elbv2, name, class)
+}
+
+const DESCRIBE_LOAD_BALANCERS: Op = op("DescribeLoadBalancers", ActionClass::NonMutating);
+const CREATE_LOAD_BALANCER: Op = op("CreateLoadBalancer", ActionClass::ResourceIntensive);
+const DELETE_LOAD_BALANCER: Op = op("DeleteLoadBalancer", ActionClass::Mutating);
+const SET_SECURITY_GROUPS: Op = op("SetSecurityGroups", ActionClass::Mutating);
+const DESCRIBE_LB_ATTRIBUTES: Op = op("DescribeLoadBalancerAttributes", ActionClass::NonMutating);
+const MODIFY_LB_ATTRIBUTES: Op = op("ModifyLoadBalancerAttributes", ActionClass::Mutating);
+const DESCRIBE_LISTENERS: Op = op("DescribeListeners", ActionClass::NonMutating);
+const CREATE_LISTENER: Op = op("CreateListener", ActionClass::Mutating);
+const MODIFY_LISTENER: Op = op("ModifyListener", ActionClass::Mutating);
+const DELETE_LISTENER: Op = op("DeleteListener", ActionClass::Mutating);
+const DESCRIBE_TARGET_GROUPS: Op = op("DescribeTargetGroups", ActionClass::NonMutating);
+const CREATE_TARGET_GROUP: Op = op("CreateTargetGroup", ActionClass::Mutating);
+const MODIFY_TARGET_GROUP: Op = op("ModifyTargetGroup", ActionClass::Mutating);
+const DELETE_TARGET_GROUP: Op = op("DeleteTargetGroup", ActionClass::Mutating);
+const DESCRIBE_TG_ATTRIBUTES: Op = op("DescribeTargetGroupAttributes", ActionClass::NonMutating);
+const MODIFY_TG_ATTRIBUTES: Op = op("ModifyTargetGroupAttributes", ActionClass::Mutating);
+const DESCRIBE_TARGET_HEALTH: Op = op("DescribeTargetHealth", ActionClass::NonMutating);
+const REGISTER_TARGETS: Op = op("RegisterTargets", ActionClass::Registration);
+const DEREGISTER_TARGETS: Op = op("DeregisterTargets", ActionClass::Registration);
+const DESCRIBE_TAGS: Op = op("DescribeTags", ActionClass::NonMutating);
+const ADD_TAGS: Op = op("AddTags", ActionClass::Mutating);
+const REMOVE_TAGS: Op = op("RemoveTags", ActionClass::Mutating);
+
+/// The ELBv2 port on aws-sdk-elasticloadbalancingv2. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AwsElbv2 {
+    client: aws_sdk_elasticloadbalancingv2::Client,
+    rt: Arc<Runtime>,
+}
+
+// === impl AwsElbv2 ===
+
+impl AwsElbv2 {
+    pub(crate) fn new(client: aws_sdk_elasticloadbalancingv2::Client, rt: Arc<Runtime>) -> Self {
+        Self { client, rt }
+    }
+}
+
+impl Elbv2 for AwsElbv2 {
+    async fn load_balancer(&self, name: &str) -> Result<Option<LoadBalancerV2>> {
+        let result = self
+            .rt
+            .call(DESCRIBE_LOAD_BALANCERS, || {
+                self.client.describe_load_balancers().names(name).send()
+            })
+            .await;
+        match result {
+            Ok(out) => Ok(out.load_balancers().iter().find_map(load_balancer)),
+            Err(err) if err.is_not_found() => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    async fn create_load_balancer(&self, lb: &NewNetworkLoadBalancer) -> Result<LoadBalancerV2> {
+        let mappings: Vec<sdk::SubnetMapping> = lb
+            .subnet_mappings
+            .iter()
+            .map(|m| {
+                sdk::SubnetMapping::builder()
+                    .set_subnet_id(m.subnet_id.as_ref().map(|s| s.as_str().to_owned()))
+                    .set_allocation_id(m.allocation_id.clone())
+                    .set_private_ipv4_address(m.private_ipv4_address.clone())
+                    .build()
+            })
+            .collect();
+        let groups = lb
+            .security_groups
+            .as_ref()
+            .map(|g| g.iter().map(|s| s.as_str().to_owned()).collect());
+        let out = self
+            .rt
+            .call(CREATE_LOAD_BALANCER, || {
+                self.client
+                    .create_load_balancer()
+                    .name(&lb.name)
+                    .r#type(sdk::LoadBalancerTypeEnum::Network)
+                    .scheme(if lb.internal {
+                        sdk::LoadBalancerSchemeEnum::Internal
+                    } else {
+                        sdk::LoadBalancerSchemeEnum::InternetFacing
+                    })
+                    .set_subnet_mappings(Some(mappings.clone()))
+                    .set_security_groups(groups.clone())
+                    .set_tags(non_empty_tags(&lb.tags))
+                    .send()
+            })
+            .await?;
+        out.load_balancers()
+            .iter()
+            .find_map(load_balancer)
+            .ok_or_else(|| {
+                CREATE_LOAD_BALANCER.error(ccm_aws_api::ErrorKind::Transient, "AWS returned no load balancer")
+            })
+    }
+
+    async fn delete_load_balancer(&self, arn: &str) -> Result<()> {
+        self.rt
+            .call(DELETE_LOAD_BALANCER, || {
+                self.client.delete_load_balancer().load_balancer_arn(arn).send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn set_security_groups(&self, arn: &str, groups: &[SecurityGroupId]) -> Result<()> {
+        let groups: Vec<String> = groups.iter().map(|g| g.as_str().to_owned()).collect();
+        self.rt
+            .call(SET_SECURITY_GROUPS, || {
+                self.client
+                    .set_security_groups()
+                    .load_balancer_arn(arn)
+                    .set_security_groups(Some(groups.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn load_balancer_attributes(&self, arn: &str) -> Result<BTreeMap<String, String>> {
+        let out = self
+            .rt
+            .call(DESCRIBE_LB_ATTRIBUTES, || {
+                self.client
+                    .describe_load_balancer_attributes()
+                    .load_balancer_arn(arn)
+                    .send()
+            })
+            .await?;
+        Ok(out
+            .attributes()
+            .iter()
+            .filter_map(|a| Some((a.key()?.to_owned(), a.value().unwrap_or_default().to_owned())))
+            .collect())
+    }
+
+    async fn modify_load_balancer_attributes(
+        &self,
+        arn: &str,
+        attributes: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        let attributes: Vec<sdk::LoadBalancerAttribute> = attributes
+            .iter()
+            .map(|(k, v)| sdk::LoadBalancerAttribute::builder().key(k).value(v).build())
+            .collect();
+        self.rt
+            .call(MODIFY_LB_ATTRIBUTES, || {
+                self.client
+                    .modify_load_balancer_attributes()
+                    .load_balancer_arn(arn)
+                    .set_attributes(Some(attributes.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn listeners(&self, load_balancer_arn: &str) -> Result<Vec<ListenerV2>> {
+        let mut out = Vec::new();
+        let mut marker: Option<String> = None;
+        loop {
+            let page = self
+                .rt
+                .call(DESCRIBE_LISTENERS, || {
+                    self.client
+                        .describe_listeners()
+                        .load_balancer_arn(load_balancer_arn)
+                        .set_marker(marker.clone())
+                        .send()
+                })
+                .await?;
+            out.extend(page.listeners().iter().filter_map(listener));
+            marker = page.next_marker().filter(|m| !m.is_empty()).map(str::to_owned);
+            if marker.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
+    async fn create_listener(&self, l: &NewListener) -> Result<ListenerV2> {
+        let out = self
+            .rt
+            .call(CREATE_LISTENER, || {
+                self.client
+                    .create_listener()
+                    .load_balancer_arn(&l.load_balancer_arn)
+                    .port(l.port)
+                    .protocol(sdk::ProtocolEnum::from(l.protocol.as_str()))
+                    .set_certificates(
+                        l.certificate_arn
+                            .as_ref()
+                            .map(|c| vec![sdk::Certificate::builder().certificate_arn(c).build()]),
+                    )
+                    .set_ssl_policy(l.ssl_policy.clone())
+                    .default_actions(forward(&l.target_group_arn))
+                    .set_tags(non_empty_tags(&l.tags))
+                    .send()
+            })
+            .await?;
+        out.listeners().iter().find_map(listener).ok_or_else(|| {
+            CREATE_LISTENER.error(ccm_aws_api::ErrorKind::Transient, "AWS returned no listener")
+        })
+    }
+
+    async fn modify_listener(&self, change: &ListenerChange) -> Result<()> {
+        self.rt
+            .call(MODIFY_LISTENER, || {
+                self.client
+                    .modify_listener()
+                    .listener_arn(&change.listener_arn)
+                    .set_port(change.port)
+                    .set_protocol(change.protocol.as_deref().map(sdk::ProtocolEnum::from))
+                    .set_certificates(
+                        change
+                            .certificate_arn
+                            .as_ref()
+                            .map(|c| vec![sdk::Certificate::builder().certificate_arn(c).build()]),
+                    )
+                    .set_ssl_policy(change.ssl_policy.clone())
+                    .set_default_actions(change.target_group_arn.as_deref().map(|tg| vec![forward(tg)]))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_listener(&self, arn: &str) -> Result<()> {
+        self.rt
+            .call(DELETE_LISTENER, || {
+                self.client.delete_listener().listener_arn(arn).send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn target_groups(&self, load_balancer_arn: &str) -> Result<Vec<TargetGroup>> {
+        let mut out = Vec::new();
+        let mut marker: Option<String> = None;
+        loop {
+            let page = self
+                .rt
+                .call(DESCRIBE_TARGET_GROUPS, || {
+                    self.client
+                        .describe_target_groups()
+                        .load_balancer_arn(load_balancer_arn)
+                        .set_marker(marker.clone())
+                        .send()
+                })
+                .await?;
+            out.extend(page.target_groups().iter().filter_map(target_group));
+            marker = page.next_marker().filter(|m| !m.is_empty()).map(str::to_owned);
+            if marker.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
+    async fn create_target_group(&self, group: &NewTargetGroup) -> Result<TargetGroup> {
+        let hc = &group.health_check;
+        let out = self
+            .rt
+            .call(CREATE_TARGET_GROUP, || {
+                self.client
+                    .create_target_group()
+                    .name(&group.name)
+                    .protocol(sdk::ProtocolEnum::from(group.protocol.as_str()))
+                    .port(group.port)
+                    .vpc_id(group.vpc_id.as_str())
+                    .target_type(sdk::TargetTypeEnum::Instance)
+                    .set_health_check_protocol(hc.protocol.as_deref().map(sdk::ProtocolEnum::from))
+                    .set_health_check_port(hc.port.clone())
+                    .set_health_check_path(hc.path.clone())
+                    .set_health_check_interval_seconds(hc.interval_seconds)
+                    .set_health_check_timeout_seconds(hc.timeout_seconds)
+                    .set_healthy_threshold_count(hc.healthy_threshold)
+                    .set_unhealthy_threshold_count(hc.unhealthy_threshold)
+                    .set_tags(non_empty_tags(&group.tags))
+                    .send()
+            })
+            .await?;
+        out.target_groups().iter().find_map(target_group).ok_or_else(|| {
+            CREATE_TARGET_GROUP.error(ccm_aws_api::ErrorKind::Transient, "AWS returned no target group")
+        })
+    }
+
+    async fn modify_target_group(&self, arn: &str, hc: &TargetGroupHealthCheck) -> Result<()> {
+        self.rt
+            .call(MODIFY_TARGET_GROUP, || {
+                self.client
+                    .modify_target_group()
+                    .target_group_arn(arn)
+                    .set_health_check_protocol(hc.protocol.as_deref().map(sdk::ProtocolEnum::from))
+                    .set_health_check_port(hc.port.clone())
+                    .set_health_check_path(hc.path.clone())
+                    .set_health_check_interval_seconds(hc.interval_seconds)
+                    .set_health_check_timeout_seconds(hc.timeout_seconds)
+                    .set_healthy_threshold_count(hc.healthy_threshold)
+                    .set_unhealthy_threshold_count(hc.unhealthy_threshold)
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_target_group(&self, arn: &str) -> Result<()> {
+        self.rt
+            .call(DELETE_TARGET_GROUP, || {
+                self.client.delete_target_group().target_group_arn(arn).send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn target_group_attributes(&self, arn: &str) -> Result<BTreeMap<String, String>> {
+        let out = self
+            .rt
+            .call(DESCRIBE_TG_ATTRIBUTES, || {
+                self.client
+                    .describe_target_group_attributes()
+                    .target_group_arn(arn)
+                    .send()
+            })
+            .await?;
+        Ok(out
+            .attributes()
+            .iter()
+            .filter_map(|a| Some((a.key()?.to_owned(), a.value().unwrap_or_default().to_owned())))
+            .collect())
+    }
+
+    async fn modify_target_group_attributes(
+        &self,
+        arn: &str,
+        attributes: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        let attributes: Vec<sdk::TargetGroupAttribute> = attributes
+            .iter()
+            .map(|(k, v)| sdk::TargetGroupAttribute::builder().key(k).value(v).build())
+            .collect();
+        self.rt
+            .call(MODIFY_TG_ATTRIBUTES, || {
+                self.client
+                    .modify_target_group_attributes()
+                    .target_group_arn(arn)
+                    .set_attributes(Some(attributes.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn target_health(&self, target_group_arn: &str) -> Result<Vec<TargetHealth>> {
+        let out = self
+            .rt
+            .call(DESCRIBE_TARGET_HEALTH, || {
+                self.client
+                    .describe_target_health()
+                    .target_group_arn(target_group_arn)
+                    .send()
+            })
+            .await?;
+        Ok(out
+            .target_health_descriptions()
+            .iter()
+            .filter_map(|d| {
+                let t = d.target()?;
+                Some(TargetHealth {
+                    target: Target {
+                        id: InstanceId::new(t.id()?),
+                        port: t.port().unwrap_or_default(),
+                    },
+                    state: d
+                        .target_health()
+                        .and_then(|h| h.state())
+                        .map(|s| s.as_str().to_owned())
+                        .unwrap_or_default(),
+                    reason: d
+                        .target_health()
+                        .and_then(|h| h.reason())
+                        .map(|r| r.as_str().to_owned()),
+                })
+            })
+            .collect())
+    }
+
+    async fn register_targets(&self, target_group_arn: &str, targets: &[Target]) -> Result<()> {
+        for chunk in targets.chunks(TARGETS_PER_CALL) {
+            let chunk = sdk_targets(chunk);
+            self.rt
+                .call(REGISTER_TARGETS, || {
+                    self.client
+                        .register_targets()
+                        .target_group_arn(target_group_arn)
+                        .set_targets(Some(chunk.clone()))
+                        .send()
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn deregister_targets(&self, target_group_arn: &str, targets: &[Target]) -> Result<()> {
+        for chunk in targets.chunks(TARGETS_PER_CALL) {
+            let chunk = sdk_targets(chunk);
+            self.rt
+                .call(DEREGISTER_TARGETS, || {
+                    self.client
+                        .deregister_targets()
+                        .target_group_arn(target_group_arn)
+                        .set_targets(Some(chunk.clone()))
+                        .send()
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn tags(&self, arns: &[String]) -> Result<BTreeMap<String, Tags>> {
+        let mut out = BTreeMap::new();
+        for chunk in arns.chunks(ARNS_PER_TAG_CALL) {
+            let page = self
+                .rt
+                .call(DESCRIBE_TAGS, || {
+                    self.client
+                        .describe_tags()
+                        .set_resource_arns(Some(chunk.to_vec()))
+                        .send()
+                })
+                .await?;
+            for d in page.tag_descriptions() {
+                let Some(arn) = d.resource_arn() else { continue };
+                let tags: Tags = d
+                    .tags()
+                    .iter()
+                    .filter_map(|t| Some((t.key()?.to_owned(), t.value().unwrap_or_default().to_owned())))
+                    .collect();
+                out.insert(arn.to_owned(), tags);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn add_tags(&self, arns: &[String], tags: &Tags) -> Result<()> {
+        let Some(tags) = non_empty_tags(tags) else {
+            return Ok(());
+        };
+        for chunk in arns.chunks(ARNS_PER_TAG_CALL) {
+            self.rt
+                .call(ADD_TAGS, || {
+                    self.client
+                        .add_tags()
+                        .set_resource_arns(Some(chunk.to_vec()))
+                        .set_tags(Some(tags.clone()))
+                        .send()
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn remove_tags(&self, arns: &[String], keys: &[String]) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        for chunk in arns.chunks(ARNS_PER_TAG_CALL) {
+            self.rt
+                .call(REMOVE_TAGS, || {
+                    self.client
+                        .remove_tags()
+                        .set_resource_arns(Some(chunk.to_vec()))
+                        .set_tag_keys(Some(keys.to_vec()))
+                        .send()
+                })
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+// === conversions ===
+
+fn non_empty_tags(tags: &Tags) -> Option<Vec<sdk::Tag>> {
+    (!tags.is_empty()).then(|| {
+        tags.iter()
+            .map(|(k, v)| sdk::Tag::builder().key(k).value(v).build())
+            .collect()
+    })
+}
+
+fn forward(target_group_arn: &str) -> sdk::Action {
+    sdk::Action::builder()
+        .r#type(sdk::ActionTypeEnum::Forward)
+        .target_group_arn(target_group_arn)
+        .build()
+}
+
+fn sdk_targets(targets: &[Target]) -> Vec<sdk::TargetDescription> {
+    targets
+        .iter()
+        .map(|t| {
+            sdk::TargetDescription::builder()
+                .id(t.id.as_str())
+                .port(t.port)
+                .build()
+        })
+        .collect()
+}
+
+fn load_balancer(l: &sdk::LoadBalancer) -> Option<LoadBalancerV2> {
+    let mut out = LoadBalancerV2::new(
+        l.load_balancer_arn()?,
+        l.load_balancer_name().unwrap_or_default(),
+        l.dns_name().unwrap_or_default(),
+    );
+    out.lb_type = l.r#type().map(|t| t.as_str().to_owned()).unwrap_or_default();
+    out.internal = l.scheme() == Some(&sdk::LoadBalancerSchemeEnum::Internal);
+    out.state = l
+        .state()
+        .and_then(|s| s.code())
+        .map(|c| c.as_str().to_owned())
+        .unwrap_or_default();
+    out.vpc_id = l.vpc_id().filter(|v| !v.is_empty()).map(VpcId::new);
+    out.availability_zones = l
+        .availability_zones()
+        .iter()
+        .map(|z| LoadBalancerZone {
+            zone_name: z.zone_name().unwrap_or_default().to_owned(),
+            subnet_id: z.subnet_id().map(SubnetId::new),
+            addresses: z
+                .load_balancer_addresses()
+                .iter()
+                .map(|a| SubnetMapping {
+                    subnet_id: z.subnet_id().map(SubnetId::new),
+                    allocation_id: a.allocation_id().map(str::to_owned),
+                    private_ipv4_address: a.private_ipv4_address().map(str::to_owned),
+                })
+                .collect(),
+        })
+        .collect();
+    out.security_groups = l
+        .security_groups()
+        .iter()
+        .map(|g| SecurityGroupId::new(g.as_str()))
+        .collect();
+    Some(out)
+}
+
+fn listener(l: &sdk::Listener) -> Option<ListenerV2> {
+    let mut out = ListenerV2::new(
+        l.listener_arn()?,
+        l.load_balancer_arn().unwrap_or_default(),
+        l.port().unwrap_or_default(),
+        l.protocol().map_or("", |p| p.as_str()),
+        "",
+    );
+    // The default certificate first.
+    let mut certificates: Vec<(bool, String)> = l
+        .certificates()
+        .iter()
+        .filter_map(|c| Some((c.is_default().unwrap_or(false), c.certificate_arn()?.to_owned())))
+        .collect();
+    certificates.sort_by_key(|(default, _)| !default);
+    out.certificates = certificates.into_iter().map(|(_, arn)| arn).collect();
+    out.ssl_policy = l.ssl_policy().filter(|s| !s.is_empty()).map(str::to_owned);
+    out.default_target_groups = l
+        .default_actions()
+        .iter()
+        .flat_map(|a| {
+            let direct = a.target_group_arn().map(str::to_owned);
+            let forwarded = a
+                .forward_config()
+                .map(|f| {
+                    f.target_groups()
+                        .iter()
+                        .filter_map(|t| t.target_group_arn())
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_else(Vec::new);
+            direct.into_iter().chain(forwarded)
+        })
+        .fold(Vec::new(), |mut acc, arn| {
+            if !acc.contains(&arn) {
+                acc.push(arn);
+            }
+            acc
+        });
+    Some(out)
+}
+
+fn target_group(t: &sdk::TargetGroup) -> Option<TargetGroup> {
+    let mut out = TargetGroup::new(
+        t.target_group_arn()?,
+        t.target_group_name().unwrap_or_default(),
+        t.protocol().map_or("", |p| p.as_str()),
+        t.port().unwrap_or_default(),
+    );
+    out.vpc_id = t.vpc_id().filter(|v| !v.is_empty()).map(VpcId::new);
+    out.target_type = t.target_type().map(|k| k.as_str().to_owned()).unwrap_or_default();
+    out.health_check = TargetGroupHealthCheck {
+        protocol: t.health_check_protocol().map(|p| p.as_str().to_owned()),
+        port: t.health_check_port().map(str::to_owned),
+        path: t.health_check_path().map(str::to_owned),
+        interval_seconds: t.health_check_interval_seconds(),
+        timeout_seconds: t.health_check_timeout_seconds(),
+        healthy_threshold: t.healthy_threshold_count(),
+        unhealthy_threshold: t.unhealthy_threshold_count(),
+    };
+    out.load_balancer_arns = t.load_balancer_arns().to_vec();
+    Some(out)
+}

@@ -1,0 +1,342 @@
+//! Client-side token buckets, one per (service, action class), shared by every caller of one [`Adapter`], so
+//! that the CCM cannot spend the account's API budget that other tools share.
+//!
+//! Capacities and refill rates default to half of AWS's documented buckets (EC2 and ELB API throttling pages).
+//! A throttling answer from AWS halves the bucket's refill rate (down to a tenth) and empties it; every success
+//! wins back 5% of the nominal rate (additive increase, multiplicative decrease).
+//!
+//! [`Adapter`]: crate::Adapter
+
+use std::{collections::HashMap, sync::Mutex, time::Duration};
+
+use tokio::time::Instant;
+
+/// The AWS services the adapter calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Service {
+    /// EC2.
+    Ec2,
+    /// Classic Elastic Load Balancing.
+    Elb,
+    /// Elastic Load Balancing v2.
+    Elbv2,
+    /// STS.
+    Sts,
+    /// ECR.
+    Ecr,
+}
+
+/// AWS's throttling categories, per service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ActionClass {
+    /// `Describe*`, `List*`, `Get*` (filtered or paginated).
+    NonMutating,
+    /// EC2 `DescribeInstances`, `DescribeSecurityGroups`, `DescribeNetworkInterfaces`: AWS bills unfiltered,
+    /// unpaginated calls (and ID-list calls, by caution) against a smaller bucket.
+    LargeDescribe,
+    /// Creates, deletes and modifications.
+    Mutating,
+    /// EC2 `AuthorizeSecurityGroupIngress`/`Revoke...`; ELB `CreateLoadBalancer` and subnet changes.
+    ResourceIntensive,
+    /// EC2 `CreateTags`/`DeleteTags`.
+    Tags,
+    /// ELB target and instance (de)registration.
+    Registration,
+    /// EC2 `DescribeInstanceTopology` (1 call per second on AWS).
+    Topology,
+}
+
+/// A bucket's size and refill rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BucketLimit {
+    /// Tokens available at once.
+    pub capacity: f64,
+    /// Tokens added per second.
+    pub refill_per_second: f64,
+}
+
+/// The limits of every bucket; [`RateLimits::default`] is half of AWS's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateLimits {
+    buckets: HashMap<(Service, ActionClass), BucketLimit>,
+    /// ELB and ELBv2 each have an account-level bucket shared by all their actions.
+    service_wide: HashMap<Service, BucketLimit>,
+}
+
+/// The shared limiter.
+#[derive(Debug)]
+pub(crate) struct Limiter {
+    limits: RateLimits,
+    buckets: Mutex<HashMap<BucketKey, Bucket>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum BucketKey {
+    Class(Service, ActionClass),
+    Service(Service),
+}
+
+#[derive(Debug)]
+struct Bucket {
+    limit: BucketLimit,
+    /// May go negative: callers reserve a token and sleep until it exists, which keeps them in arrival order.
+    tokens: f64,
+    /// Fraction of the nominal refill rate currently applied, in [`MIN_FACTOR`, 1].
+    factor: f64,
+    last: Instant,
+}
+
+const MIN_FACTOR: f64 = 0.1;
+const RECOVERY_STEP: f64 = 0.05;
+
+// === impl BucketLimit ===
+
+impl BucketLimit {
+    /// A bucket of `capacity` tokens refilled at `refill_per_second`.
+    pub const fn new(capacity: f64, refill_per_second: f64) -> Self {
+        Self {
+            capacity,
+            refill_per_second,
+        }
+    }
+}
+
+// === impl RateLimits ===
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        use ActionClass::*;
+        use Service::*;
+        let half = |capacity: f64, refill: f64| BucketLimit::new(capacity / 2.0, refill / 2.0);
+        let mut buckets = HashMap::new();
+        // EC2 (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html).
+        buckets.insert((Ec2, NonMutating), half(100.0, 20.0));
+        buckets.insert((Ec2, LargeDescribe), half(50.0, 10.0));
+        buckets.insert((Ec2, Mutating), half(50.0, 5.0));
+        buckets.insert((Ec2, ResourceIntensive), half(50.0, 5.0));
+        buckets.insert((Ec2, Tags), half(100.0, 10.0));
+        buckets.insert((Ec2, Topology), half(2.0, 1.0));
+        // ELB and ELBv2 (https://docs.aws.amazon.com/elasticloadbalancing/latest/userguide/elb-api-throttling.html).
+        for elb in [Elb, Elbv2] {
+            buckets.insert((elb, ResourceIntensive), half(10.0, 0.2));
+            buckets.insert((elb, Registration), half(20.0, 4.0));
+            buckets.insert((elb, NonMutating), half(40.0, 10.0));
+            buckets.insert((elb, Mutating), half(20.0, 3.0));
+        }
+        // STS: 600/s per account; ECR GetAuthorizationToken: 20/s sustained, 200 burst (the older, lower quota).
+        buckets.insert((Sts, NonMutating), half(100.0, 20.0));
+        buckets.insert((Sts, Mutating), half(100.0, 20.0));
+        buckets.insert((Ecr, NonMutating), half(200.0, 20.0));
+        let service_wide = HashMap::from([(Elb, half(40.0, 10.0)), (Elbv2, half(40.0, 10.0))]);
+        Self {
+            buckets,
+            service_wide,
+        }
+    }
+}
+
+impl RateLimits {
+    /// No client-side limit at all (tests that count calls, or callers with their own limiter).
+    pub fn unlimited() -> Self {
+        Self {
+            buckets: HashMap::new(),
+            service_wide: HashMap::new(),
+        }
+    }
+
+    /// Sets one bucket's limit.
+    #[must_use]
+    pub fn with(mut self, service: Service, class: ActionClass, limit: BucketLimit) -> Self {
+        self.buckets.insert((service, class), limit);
+        self
+    }
+
+    /// The limit of a bucket, if limited.
+    pub fn get(&self, service: Service, class: ActionClass) -> Option<BucketLimit> {
+        self.buckets.get(&(service, class)).copied()
+    }
+}
+
+// === impl Limiter ===
+
+impl Limiter {
+    pub(crate) fn new(limits: RateLimits) -> Self {
+        Self {
+            limits,
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Waits until a call of `class` to `service` may go out.
+    pub(crate) async fn acquire(&self, service: Service, class: ActionClass) {
+        let wait = {
+            let now = Instant::now();
+            let mut buckets = self.lock();
+            let mut wait = Duration::ZERO;
+            for key in [BucketKey::Class(service, class), BucketKey::Service(service)] {
+                let Some(limit) = self.limit(key) else { continue };
+                let bucket = buckets.entry(key).or_insert_with(|| Bucket::new(limit, now));
+                wait = wait.max(bucket.reserve(now));
+            }
+            wait
+        };
+        if !wait.is_zero() {
+            tracing::debug!(
+                ?service,
+                ?class,
+                ?wait,
+                "client-side rate limit: delaying AWS call"
+            );
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// AWS said the call came too fast: slow this bucket down.
+    pub(crate) fn throttled(&self, service: Service, class: ActionClass) {
+        let now = Instant::now();
+        let mut buckets = self.lock();
+        for key in [BucketKey::Class(service, class), BucketKey::Service(service)] {
+            if let Some(bucket) = buckets.get_mut(&key) {
+                bucket.refill(now);
+                bucket.factor = (bucket.factor / 2.0).max(MIN_FACTOR);
+                bucket.tokens = bucket.tokens.min(0.0);
+            }
+        }
+    }
+
+    /// A call succeeded: recover some of the nominal rate.
+    pub(crate) fn succeeded(&self, service: Service, class: ActionClass) {
+        let now = Instant::now();
+        let mut buckets = self.lock();
+        for key in [BucketKey::Class(service, class), BucketKey::Service(service)] {
+            if let Some(bucket) = buckets.get_mut(&key)
+                && bucket.factor < 1.0
+            {
+                bucket.refill(now);
+                bucket.factor = (bucket.factor + RECOVERY_STEP).min(1.0);
+            }
+        }
+    }
+
+    /// The fraction of the nominal refill rate a bucket currently gets (1.0 when never throttled).
+    pub(crate) fn rate_factor(&self, service: Service, class: ActionClass) -> f64 {
+        self.lock()
+            .get(&BucketKey::Class(service, class))
+            .map_or(1.0, |b| b.factor)
+    }
+
+    fn limit(&self, key: BucketKey) -> Option<BucketLimit> {
+        match key {
+            BucketKey::Class(service, class) => self.limits.get(service, class),
+            BucketKey::Service(service) => self.limits.service_wide.get(&service).copied(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<BucketKey, Bucket>> {
+        // A panic while holding this lock leaves consistent numbers behind: keep going.
+        self.buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+// === impl Bucket ===
+
+impl Bucket {
+    fn new(limit: BucketLimit, now: Instant) -> Self {
+        Self {
+            limit,
+            tokens: limit.capacity,
+            factor: 1.0,
+            last: now,
+        }
+    }
+
+    fn rate(&self) -> f64 {
+        (self.limit.refill_per_second * self.factor).max(f64::MIN_POSITIVE)
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.rate()).min(self.limit.capacity);
+        self.last = now;
+    }
+
+    /// Takes a token and says how long to wait until it exists.
+    fn reserve(&mut self, now: Instant) -> Duration {
+        self.refill(now);
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64((-self.tokens / self.rate()).min(3600.0))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limiter(capacity: f64, refill: f64) -> Limiter {
+        Limiter::new(RateLimits::unlimited().with(
+            Service::Ec2,
+            ActionClass::Mutating,
+            BucketLimit::new(capacity, refill),
+        ))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn burst_then_refill_rate() {
+        let limiter = limiter(5.0, 2.0);
+        let start = Instant::now();
+        for _ in 0..5 {
+            limiter.acquire(Service::Ec2, ActionClass::Mutating).await;
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO, "the burst is free");
+        for _ in 0..4 {
+            limiter.acquire(Service::Ec2, ActionClass::Mutating).await;
+        }
+        // 4 more tokens at 2 per second.
+        assert_eq!(start.elapsed().as_millis(), 2000);
+        // Other buckets are unaffected.
+        let before = Instant::now();
+        limiter.acquire(Service::Ec2, ActionClass::NonMutating).await;
+        assert_eq!(before.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn throttling_halves_the_rate_and_successes_win_it_back() {
+        let limiter = limiter(1.0, 10.0);
+        limiter.acquire(Service::Ec2, ActionClass::Mutating).await;
+        limiter.throttled(Service::Ec2, ActionClass::Mutating);
+        limiter.throttled(Service::Ec2, ActionClass::Mutating);
+        assert!((limiter.rate_factor(Service::Ec2, ActionClass::Mutating) - 0.25).abs() < 1e-9);
+        let start = Instant::now();
+        limiter.acquire(Service::Ec2, ActionClass::Mutating).await;
+        // One token at 10 * 0.25 per second.
+        assert_eq!(start.elapsed().as_millis(), 400);
+        for _ in 0..20 {
+            limiter.succeeded(Service::Ec2, ActionClass::Mutating);
+        }
+        assert!((limiter.rate_factor(Service::Ec2, ActionClass::Mutating) - 1.0).abs() < 1e-9);
+        for _ in 0..10 {
+            limiter.throttled(Service::Ec2, ActionClass::Mutating);
+        }
+        assert!((limiter.rate_factor(Service::Ec2, ActionClass::Mutating) - MIN_FACTOR).abs() < 1e-9);
+    }
+
+    #[test]
+    fn defaults_are_at_most_half_of_aws() {
+        let limits = RateLimits::default();
+        let ec2 = limits.get(Service::Ec2, ActionClass::NonMutating).unwrap();
+        assert!(ec2.capacity <= 50.0 && ec2.refill_per_second <= 10.0);
+        let lb_create = limits
+            .get(Service::Elbv2, ActionClass::ResourceIntensive)
+            .unwrap();
+        assert!(lb_create.refill_per_second <= 0.1);
+        assert!(limits.service_wide[&Service::Elb].refill_per_second <= 5.0);
+    }
+}

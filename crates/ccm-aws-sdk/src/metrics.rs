@@ -1,0 +1,184 @@
+//! Per-attempt metrics of every AWS call: service, operation, outcome, latency. Readable by tests (exact
+//! counts) and exportable to Prometheus.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, histogram::Histogram},
+    registry::Registry,
+};
+
+/// The metrics of one [`Adapter`](crate::Adapter) (cheap to clone; clones share the numbers).
+#[derive(Debug, Clone, Default)]
+pub struct CallMetrics {
+    inner: Arc<Inner>,
+}
+
+/// One row of [`CallMetrics::snapshot`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CallKey {
+    /// `ec2`, `elasticloadbalancing`, ...
+    pub service: &'static str,
+    /// `DescribeInstances`, ...
+    pub operation: &'static str,
+    /// `ok`, or an [`ErrorKind`](ccm_aws_api::ErrorKind) label (`throttled`, `not_found`, ...).
+    pub outcome: &'static str,
+}
+
+/// Counts and total latency of the attempts with one [`CallKey`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallStats {
+    /// Attempts (HTTP requests; retries count again).
+    pub attempts: u64,
+    /// Their total latency.
+    pub total_latency: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct Labels {
+    service: &'static str,
+    operation: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Debug)]
+struct Inner {
+    calls: Mutex<BTreeMap<CallKey, CallStats>>,
+    requests: Family<Labels, Counter>,
+    latency: Family<Labels, Histogram>,
+}
+
+// === impl CallMetrics ===
+
+impl CallMetrics {
+    /// Registers the metrics (`aws_api_requests_total`, `aws_api_request_duration_seconds`, labelled by service,
+    /// operation and outcome) in `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "aws_api_requests",
+            "AWS API requests (each retry counts), by service, operation and outcome",
+            self.inner.requests.clone(),
+        );
+        registry.register(
+            "aws_api_request_duration_seconds",
+            "Latency of AWS API requests, by service, operation and outcome",
+            self.inner.latency.clone(),
+        );
+    }
+
+    /// Every (service, operation, outcome) seen so far with its numbers.
+    pub fn snapshot(&self) -> BTreeMap<CallKey, CallStats> {
+        self.lock().clone()
+    }
+
+    /// Attempts of `operation` on `service` with any outcome.
+    pub fn attempts(&self, service: &str, operation: &str) -> u64 {
+        self.lock()
+            .iter()
+            .filter(|(k, _)| k.service == service && k.operation == operation)
+            .map(|(_, s)| s.attempts)
+            .sum()
+    }
+
+    /// Attempts of `operation` on `service` with `outcome` (`ok`, `throttled`, ...).
+    pub fn attempts_with(&self, service: &str, operation: &str, outcome: &str) -> u64 {
+        self.lock()
+            .iter()
+            .filter(|(k, _)| k.service == service && k.operation == operation && k.outcome == outcome)
+            .map(|(_, s)| s.attempts)
+            .sum()
+    }
+
+    /// All attempts on all services.
+    pub fn total_attempts(&self) -> u64 {
+        self.lock().values().map(|s| s.attempts).sum()
+    }
+
+    pub(crate) fn record(
+        &self,
+        service: &'static str,
+        operation: &'static str,
+        outcome: &'static str,
+        latency: Duration,
+    ) {
+        {
+            let mut calls = self.lock();
+            let stats = calls
+                .entry(CallKey {
+                    service,
+                    operation,
+                    outcome,
+                })
+                .or_default();
+            stats.attempts += 1;
+            stats.total_latency += latency;
+        }
+        let labels = Labels {
+            service,
+            operation,
+            outcome,
+        };
+        self.inner.requests.get_or_create(&labels).inc();
+        self.inner
+            .latency
+            .get_or_create(&labels)
+            .observe(latency.as_secs_f64());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<CallKey, CallStats>> {
+        self.inner
+            .calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+// === impl Inner ===
+
+impl Default for Inner {
+    fn default() -> Self {
+        fn histogram() -> Histogram {
+            Histogram::new([
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+            ])
+        }
+        Self {
+            calls: Mutex::default(),
+            requests: Family::default(),
+            latency: Family::new_with_constructor(histogram as fn() -> Histogram),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_by_outcome_and_exports() {
+        let metrics = CallMetrics::default();
+        metrics.record("ec2", "DescribeInstances", "throttled", Duration::from_millis(3));
+        metrics.record("ec2", "DescribeInstances", "ok", Duration::from_millis(5));
+        metrics.record("ec2", "CreateTags", "ok", Duration::from_millis(5));
+        assert_eq!(metrics.attempts("ec2", "DescribeInstances"), 2);
+        assert_eq!(metrics.attempts_with("ec2", "DescribeInstances", "throttled"), 1);
+        assert_eq!(metrics.total_attempts(), 3);
+
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains(
+                r#"aws_api_requests_total{service="ec2",operation="DescribeInstances",outcome="throttled"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains("aws_api_request_duration_seconds_bucket"), "{text}");
+    }
+}

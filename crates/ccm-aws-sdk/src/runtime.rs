@@ -1,0 +1,185 @@
+//! What every call goes through: the shared limiter, per-attempt metrics, error mapping and retries with
+//! jittered exponential back-off. The SDK's own retries are off so that each attempt is limited and counted.
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use aws_smithy_runtime_api::client::{orchestrator::HttpResponse, result::SdkError};
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+use ccm_aws_api::{AwsError, ErrorKind};
+use rand::Rng;
+use tokio::time::Instant;
+
+use crate::{
+    error_map,
+    limiter::{ActionClass, Limiter, Service},
+    metrics::CallMetrics,
+};
+
+/// How failed attempts are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts per call, the first included (1 disables retries).
+    pub max_attempts: u32,
+    /// Back-off base for transient faults (doubled per attempt, full jitter).
+    pub base_delay: Duration,
+    /// Back-off base after throttling (larger: AWS's bucket needs time to refill).
+    pub throttle_base_delay: Duration,
+    /// The longest single back-off.
+    pub max_delay: Duration,
+}
+
+#[derive(Debug)]
+pub(crate) struct Runtime {
+    pub(crate) limiter: Limiter,
+    pub(crate) metrics: CallMetrics,
+    pub(crate) retry: RetryPolicy,
+}
+
+/// Which service and operation a call is, and which bucket it draws from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Op {
+    pub(crate) service: Service,
+    pub(crate) name: &'static str,
+    pub(crate) class: ActionClass,
+}
+
+// === impl RetryPolicy ===
+
+impl Default for RetryPolicy {
+    /// 5 attempts; transient back-off from 100 ms, throttling back-off from 1 s, at most 20 s.
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            base_delay: Duration::from_millis(100),
+            throttle_base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(20),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The jittered delay before attempt `attempt + 1` (`attempt` starts at 1) after an error of `kind`.
+    fn backoff(&self, attempt: u32, kind: ErrorKind) -> Duration {
+        let base = if kind == ErrorKind::Throttled {
+            self.throttle_base_delay
+        } else {
+            self.base_delay
+        };
+        let ceiling = base
+            .saturating_mul(1 << attempt.saturating_sub(1).min(16))
+            .min(self.max_delay);
+        // Full jitter, with a floor of a tenth so that a throttled caller never hammers again immediately.
+        let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
+        let jittered = rand::rng().random_range(nanos / 10..=nanos.max(1));
+        Duration::from_nanos(jittered)
+    }
+}
+
+// === impl Service ===
+
+impl Service {
+    /// The service's name in metrics and errors, as the SDK spells its crate.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ec2 => "ec2",
+            Self::Elb => "elasticloadbalancing",
+            Self::Elbv2 => "elasticloadbalancingv2",
+            Self::Sts => "sts",
+            Self::Ecr => "ecr",
+        }
+    }
+}
+
+// === impl Op ===
+
+impl Op {
+    pub(crate) const fn new(service: Service, name: &'static str, class: ActionClass) -> Self {
+        Self { service, name, class }
+    }
+
+    pub(crate) fn error(&self, kind: ErrorKind, message: impl Into<String>) -> AwsError {
+        AwsError::new(kind, self.service.as_str(), self.name).with_message(message)
+    }
+}
+
+// === impl Runtime ===
+
+impl Runtime {
+    pub(crate) fn new(limiter: Limiter, metrics: CallMetrics, retry: RetryPolicy) -> Arc<Self> {
+        Arc::new(Self {
+            limiter,
+            metrics,
+            retry,
+        })
+    }
+
+    /// Runs `send` (one SDK request) under the limiter, with metrics and retries.
+    pub(crate) async fn call<T, E, F, Fut>(&self, op: Op, mut send: F) -> Result<T, AwsError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        let service = op.service.as_str();
+        let mut attempt = 1;
+        loop {
+            self.limiter.acquire(op.service, op.class).await;
+            let started = Instant::now();
+            let result = send().await;
+            let latency = started.elapsed();
+            match result {
+                Ok(out) => {
+                    self.metrics.record(service, op.name, "ok", latency);
+                    self.limiter.succeeded(op.service, op.class);
+                    return Ok(out);
+                }
+                Err(err) => {
+                    let err = error_map::from_sdk(service, op.name, err);
+                    let kind = err.kind();
+                    self.metrics.record(service, op.name, kind.as_str(), latency);
+                    if kind == ErrorKind::Throttled {
+                        self.limiter.throttled(op.service, op.class);
+                    }
+                    let retryable = matches!(kind, ErrorKind::Throttled | ErrorKind::Transient);
+                    if !retryable || attempt >= self.retry.max_attempts {
+                        return Err(err);
+                    }
+                    let delay = self
+                        .retry
+                        .backoff(attempt, kind)
+                        .max(err.retry_after().unwrap_or_default());
+                    tracing::debug!(service, operation = op.name, attempt, ?delay, error = %err, "retrying AWS call");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_with_jitter_and_caps() {
+        let policy = RetryPolicy {
+            max_attempts: 10,
+            base_delay: Duration::from_millis(100),
+            throttle_base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(5),
+        };
+        for _ in 0..100 {
+            let first = policy.backoff(1, ErrorKind::Transient);
+            assert!(
+                first >= Duration::from_millis(10) && first <= Duration::from_millis(100),
+                "{first:?}"
+            );
+            let third = policy.backoff(3, ErrorKind::Transient);
+            assert!(third <= Duration::from_millis(400), "{third:?}");
+            let throttled = policy.backoff(2, ErrorKind::Throttled);
+            assert!(throttled >= Duration::from_millis(200) && throttled <= Duration::from_secs(2));
+            assert!(policy.backoff(30, ErrorKind::Throttled) <= Duration::from_secs(5));
+        }
+    }
+}
