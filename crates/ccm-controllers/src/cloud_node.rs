@@ -1,0 +1,486 @@
+//! The cloud-node controller: initializes Nodes that carry the `node.cloudprovider.kubernetes.io/uninitialized`
+//! taint with what the provider knows (provider ID, addresses, instance type, zone, region, extra labels),
+//! removes the taint once a provider ID is known, keeps zone/region/instance-type labels in step, and refreshes
+//! addresses periodically.
+//!
+//! Beyond upstream: nodes that become pending together are collected for a short window and looked up with one
+//! [`InstancesV2::instance_metadata_batch`](ccm_cloud_provider::InstancesV2::instance_metadata_batch) call, and
+//! their API writes run concurrently, so a burst of N new nodes costs about N / `max_batch` provider calls.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    future::Future,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use ccm_cloud_provider::{CloudProvider, InstanceMetadata, NodeAddress};
+use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::Node;
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams, PostParams},
+    runtime::{reflector, reflector::ObjectRef, reflector::Store, watcher},
+};
+use serde_json::json;
+
+use crate::{
+    Clock, ControllerMetrics, Error,
+    addresses::{addresses_for_node_ip, desired_addresses},
+    error::is_conflict,
+    events::{EventRecorder, EventType, node_reference},
+    instances::{InstanceSource, name_of, provider_id_of},
+    keys::*,
+    watch::reflect,
+    workqueue::{Backoff, WorkQueue},
+};
+
+/// Settings of the cloud-node controller.
+#[derive(Debug, Clone)]
+pub struct CloudNodeConfig {
+    /// How often initialized nodes' addresses are refreshed from the provider, counted from the end of the
+    /// previous pass (`--node-status-update-frequency`, default 5 minutes).
+    pub node_status_update_frequency: Duration,
+    /// How many node writes (updates, status patches) run at once (`--concurrent-node-syncs`; default 1
+    /// upstream, where it also bounds provider calls; here provider calls are batched, so the default is 10).
+    pub concurrent_node_syncs: usize,
+    /// How many nodes the periodic address refresh patches at once (`--concurrent-node-status-updates`;
+    /// 0 means `concurrent_node_syncs`).
+    pub concurrent_node_status_updates: usize,
+    /// How long pending nodes are collected before one batch call (default 50 ms).
+    pub batch_window: Duration,
+    /// The most nodes in one provider batch call (default 100).
+    pub max_batch: usize,
+    /// Only Nodes matching this label selector are handled (default: all). For tests that share a cluster and
+    /// for staged roll-outs.
+    pub node_selector: Option<String>,
+    /// Counters, shared with whoever exports them.
+    pub metrics: ControllerMetrics,
+    /// Wall-clock time for Event timestamps.
+    pub clock: Clock,
+}
+
+impl Default for CloudNodeConfig {
+    fn default() -> Self {
+        Self {
+            node_status_update_frequency: Duration::from_secs(300),
+            concurrent_node_syncs: 10,
+            concurrent_node_status_updates: 0,
+            batch_window: Duration::from_millis(50),
+            max_batch: 100,
+            node_selector: None,
+            metrics: ControllerMetrics::default(),
+            clock: Clock::system(),
+        }
+    }
+}
+
+struct Ctx<P: CloudProvider> {
+    client: Client,
+    provider: Arc<P>,
+    config: CloudNodeConfig,
+    store: Store<Node>,
+    queue: WorkQueue,
+    backoff: Backoff,
+    recorder: EventRecorder,
+    /// Resource versions of tainted nodes this controller already replaced: a store that still shows one of
+    /// them lags behind, and the newer version's event is on its way.
+    superseded: Mutex<HashMap<String, HashSet<String>>>,
+}
+
+/// Runs the cloud-node controller until `shutdown` completes.
+///
+/// Returns [`Error::Unsupported`] at once if the provider has neither `InstancesV2` nor `Instances`.
+pub async fn run<P: CloudProvider>(
+    client: Client,
+    provider: Arc<P>,
+    config: CloudNodeConfig,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    if InstanceSource::of(provider.as_ref()).is_none() {
+        return Err(Error::Unsupported {
+            capability: "instances",
+        });
+    }
+    let (store, writer) = reflector::store();
+    let recorder = EventRecorder::new(
+        client.clone(),
+        "cloud-node-controller",
+        config.clock.clone(),
+        config.metrics.clone(),
+    );
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        provider,
+        config,
+        store,
+        queue: WorkQueue::default(),
+        backoff: Backoff::new(Duration::from_millis(5), Duration::from_secs(1000)),
+        recorder,
+        superseded: Mutex::default(),
+    });
+    let queue = ctx.queue.clone();
+    let watch = reflect(
+        Api::<Node>::all(client),
+        ctx.config.node_selector.as_deref(),
+        writer,
+        move |event| match event {
+            watcher::Event::Apply(node) | watcher::Event::InitApply(node) => queue.add(name_of(&node)),
+            _ => {}
+        },
+    );
+    let work = async {
+        if ctx.store.wait_until_ready().await.is_err() {
+            return;
+        }
+        tokio::join!(worker(&ctx), status_loop(&ctx));
+    };
+    tokio::select! {
+        () = shutdown => {},
+        () = watch => {},
+        () = work => {},
+    }
+    ctx.queue.shut_down();
+    Ok(())
+}
+
+async fn worker<P: CloudProvider>(ctx: &Ctx<P>) {
+    while let Some(batch) = ctx
+        .queue
+        .next_batch(ctx.config.max_batch, ctx.config.batch_window)
+        .await
+    {
+        sync_batch(ctx, &batch).await;
+        for name in &batch {
+            ctx.queue.done(name);
+        }
+    }
+}
+
+fn has_cloud_taint(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == TAINT_UNINITIALIZED))
+}
+
+fn superseded<P: CloudProvider>(ctx: &Ctx<P>, node: &Node) -> bool {
+    let mut map = ctx
+        .superseded
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !has_cloud_taint(node) {
+        map.remove(name_of(node));
+        return false;
+    }
+    let rv = node.metadata.resource_version.as_deref().unwrap_or_default();
+    map.get(name_of(node)).is_some_and(|set| set.contains(rv))
+}
+
+/// Syncs a batch of node names: label reconciliation for initialized nodes, one batched provider lookup and
+/// concurrent updates for uninitialized ones.
+async fn sync_batch<P: CloudProvider>(ctx: &Ctx<P>, names: &[String]) {
+    let mut initialized = Vec::new();
+    let mut pending = Vec::new();
+    for name in names {
+        let Some(node) = ctx.store.get(&ObjectRef::new(name)) else {
+            ctx.backoff.forget(name);
+            continue;
+        };
+        if !has_cloud_taint(&node) {
+            superseded(ctx, &node);
+            initialized.push(node);
+        } else if !superseded(ctx, &node) {
+            pending.push(node);
+        }
+    }
+    let concurrency = ctx.config.concurrent_node_syncs.max(1);
+    stream::iter(initialized)
+        .for_each_concurrent(concurrency, |node| async move {
+            let result = reconcile_labels(ctx, &node).await;
+            finish(ctx, name_of(&node), result);
+        })
+        .await;
+    let Some(source) = InstanceSource::of(ctx.provider.as_ref()) else {
+        return;
+    };
+    for chunk in pending.chunks(ctx.config.max_batch.max(1)) {
+        let refs: Vec<&Node> = chunk.iter().map(AsRef::as_ref).collect();
+        let results = source.metadata(&refs, &ctx.config.metrics).await;
+        let require_provider_id = source.is_v2();
+        stream::iter(chunk.iter().zip(results))
+            .for_each_concurrent(concurrency, |(node, result)| async move {
+                let result = match result {
+                    Err(e) => Err(Error::cloud("failed to get instance metadata", name_of(node), e)),
+                    Ok(None) => {
+                        tracing::info!(
+                            node = name_of(node),
+                            "skip sync node: the provider returned nil metadata"
+                        );
+                        Ok(())
+                    }
+                    Ok(Some(meta)) => initialize(ctx, node, meta, require_provider_id).await,
+                };
+                finish(ctx, name_of(node), result);
+            })
+            .await;
+    }
+}
+
+fn finish<P: CloudProvider>(ctx: &Ctx<P>, name: &str, result: Result<(), Error>) {
+    ctx.config.metrics.reconcile();
+    match result {
+        Ok(()) => ctx.backoff.forget(name),
+        Err(error) => {
+            ctx.config.metrics.error();
+            let delay = ctx.backoff.next(name);
+            tracing::warn!(node = name, error = %ErrorChain(&error), ?delay, "failed to sync node; retrying");
+            ctx.queue.add_after(name, delay);
+        }
+    }
+}
+
+/// Formats an error with its causes.
+pub(crate) struct ErrorChain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(s) = source {
+            write!(f, ": {s}")?;
+            source = s.source();
+        }
+        Ok(())
+    }
+}
+
+/// The label changes that keep GA labels equal to their beta source (upstream `reconcileNodeLabels`).
+pub fn label_fixes(node: &Node) -> BTreeMap<String, String> {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    [
+        (LABEL_ZONE_BETA, LABEL_ZONE),
+        (LABEL_REGION_BETA, LABEL_REGION),
+        (LABEL_INSTANCE_TYPE_BETA, LABEL_INSTANCE_TYPE),
+    ]
+    .into_iter()
+    .filter_map(|(primary, secondary)| {
+        let value = labels.get(primary)?;
+        (labels.get(secondary) != Some(value)).then(|| (secondary.to_owned(), value.clone()))
+    })
+    .collect()
+}
+
+async fn reconcile_labels<P: CloudProvider>(ctx: &Ctx<P>, node: &Node) -> Result<(), Error> {
+    let fixes = label_fixes(node);
+    if fixes.is_empty() {
+        return Ok(());
+    }
+    ctx.config.metrics.api_write();
+    let patch = json!({ "metadata": { "labels": fixes } });
+    Api::<Node>::all(ctx.client.clone())
+        .patch(name_of(node), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Error::kube("failed update labels for node", name_of(node), e))?;
+    Ok(())
+}
+
+/// Whether a label key is in a reserved Kubernetes namespace (`kubernetes.io/`, `k8s.io/` or a subdomain).
+pub fn is_reserved_label(key: &str) -> bool {
+    let Some((prefix, _)) = key.split_once('/') else {
+        return false;
+    };
+    ["kubernetes.io", "k8s.io"]
+        .iter()
+        .any(|d| prefix == *d || prefix.strip_suffix(d).is_some_and(|p| p.ends_with('.')))
+}
+
+/// The Node with the provider's metadata applied and the uninitialized taint removed (upstream `syncNode`'s
+/// modifiers). `meta.provider_id` must already be resolved. Fails, leaving the taint, when the provided node
+/// IP does not fit the cloud's addresses.
+pub fn initialize_node(node: &Node, meta: &InstanceMetadata) -> Result<Node, Error> {
+    let name = name_of(node).to_owned();
+    let mut new = node.clone();
+    let spec = new.spec.get_or_insert_with(Default::default);
+    if spec.provider_id.as_deref().unwrap_or_default().is_empty() && !meta.provider_id.is_empty() {
+        spec.provider_id = Some(meta.provider_id.clone());
+    }
+    if let Some(provided) = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_PROVIDED_NODE_IP))
+    {
+        addresses_for_node_ip(provided, &meta.node_addresses).map_err(|source| Error::NodeIp {
+            node: name.clone(),
+            source,
+        })?;
+    }
+    let labels = new.metadata.labels.get_or_insert_with(Default::default);
+    let mut set = |keys: [&str; 2], value: &str| {
+        if !value.is_empty() {
+            for k in keys {
+                labels.insert(k.to_owned(), value.to_owned());
+            }
+        }
+    };
+    set(
+        [LABEL_INSTANCE_TYPE, LABEL_INSTANCE_TYPE_BETA],
+        &meta.instance_type,
+    );
+    set([LABEL_ZONE, LABEL_ZONE_BETA], &meta.zone);
+    set([LABEL_REGION, LABEL_REGION_BETA], &meta.region);
+    for (k, v) in &meta.additional_labels {
+        if is_reserved_label(k) {
+            tracing::warn!(
+                node = name,
+                label = k,
+                "discarding additional label in a reserved namespace"
+            );
+        } else if let Some(existing) = labels.get(k) {
+            if existing != v {
+                tracing::warn!(
+                    node = name,
+                    label = k,
+                    "keeping the node's value of an additional label"
+                );
+            }
+        } else {
+            labels.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(taints) = new.spec.as_mut().and_then(|s| s.taints.as_mut()) {
+        taints.retain(|t| t.key != TAINT_UNINITIALIZED);
+    }
+    Ok(new)
+}
+
+/// Resolves the provider ID to write: the metadata's, else the node's; with InstancesV2 one is required.
+pub fn resolve_provider_id(node: &Node, meta: &mut InstanceMetadata, require: bool) -> Result<(), Error> {
+    if meta.provider_id.is_empty() {
+        let existing = provider_id_of(node);
+        if existing.is_empty() {
+            if require {
+                return Err(Error::MissingProviderId {
+                    node: name_of(node).to_owned(),
+                });
+            }
+        } else {
+            meta.provider_id = existing.to_owned();
+        }
+    }
+    Ok(())
+}
+
+async fn initialize<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    node: &Node,
+    mut meta: InstanceMetadata,
+    require_provider_id: bool,
+) -> Result<(), Error> {
+    let name = name_of(node);
+    resolve_provider_id(node, &mut meta, require_provider_id)?;
+    let api = Api::<Node>::all(ctx.client.clone());
+    let mut base = node.clone();
+    let mut attempt = 0;
+    let updated = loop {
+        let desired = initialize_node(&base, &meta)?;
+        ctx.config.metrics.api_write();
+        match api.replace(name, &PostParams::default(), &desired).await {
+            Ok(updated) => break updated,
+            Err(e) if is_conflict(&e) && attempt < 20 => {
+                attempt += 1;
+                base = api
+                    .get(name)
+                    .await
+                    .map_err(|e| Error::kube("failed to get node", name, e))?;
+                if !has_cloud_taint(&base) {
+                    break base.clone();
+                }
+            }
+            Err(e) => return Err(Error::kube("failed to update node", name, e)),
+        }
+    };
+    {
+        let mut map = ctx
+            .superseded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let set = map.entry(name.to_owned()).or_default();
+        set.extend(node.metadata.resource_version.clone());
+        set.extend(base.metadata.resource_version.clone());
+    }
+    update_addresses(ctx, &updated, &meta.node_addresses).await;
+    tracing::info!(node = name, "successfully initialized node with cloud provider");
+    ctx.recorder
+        .publish(
+            &node_reference(&updated),
+            EventType::Normal,
+            "Synced",
+            "Node synced successfully",
+        )
+        .await;
+    Ok(())
+}
+
+/// Writes the node's addresses if they changed; errors are logged (upstream `updateNodeAddress`).
+async fn update_addresses<P: CloudProvider>(ctx: &Ctx<P>, node: &Node, cloud: &[NodeAddress]) {
+    if has_cloud_taint(node) {
+        return;
+    }
+    let Some(addresses) = desired_addresses(node, cloud) else {
+        return;
+    };
+    let addresses: Vec<_> = addresses.iter().map(NodeAddress::to_k8s).collect();
+    let patch = json!({ "status": { "addresses": addresses } });
+    ctx.config.metrics.api_write();
+    if let Err(error) = Api::<Node>::all(ctx.client.clone())
+        .patch_status(name_of(node), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        tracing::warn!(node = name_of(node), %error, "failed to update node addresses");
+    }
+}
+
+async fn status_loop<P: CloudProvider>(ctx: &Ctx<P>) {
+    loop {
+        tokio::time::sleep(ctx.config.node_status_update_frequency).await;
+        update_node_status(ctx).await;
+    }
+}
+
+/// One pass of the periodic address refresh over the initialized nodes, in batches.
+async fn update_node_status<P: CloudProvider>(ctx: &Ctx<P>) {
+    let Some(source) = InstanceSource::of(ctx.provider.as_ref()) else {
+        return;
+    };
+    let nodes: Vec<Arc<Node>> = ctx
+        .store
+        .state()
+        .into_iter()
+        .filter(|n| !has_cloud_taint(n))
+        .collect();
+    let workers = match ctx.config.concurrent_node_status_updates {
+        0 => ctx.config.concurrent_node_syncs.max(1),
+        n => n,
+    };
+    for chunk in nodes.chunks(ctx.config.max_batch.max(1)) {
+        let refs: Vec<&Node> = chunk.iter().map(AsRef::as_ref).collect();
+        let results = source.addresses(&refs, &ctx.config.metrics).await;
+        stream::iter(chunk.iter().zip(results))
+            .for_each_concurrent(workers, |(node, result)| async move {
+                match result {
+                    Ok(Some(meta)) => update_addresses(ctx, node, &meta.node_addresses).await,
+                    Ok(None) => {}
+                    Err(error) => {
+                        tracing::warn!(node = name_of(node), %error, "failed to get node addresses")
+                    }
+                }
+            })
+            .await;
+    }
+    tracing::debug!(nodes = nodes.len(), "updated node addresses");
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,224 @@
+use ccm_cloud_provider::NodeAddressType::*;
+use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, Taint};
+
+use super::*;
+
+fn taint(key: &str) -> Taint {
+    Taint {
+        key: key.to_owned(),
+        value: Some("true".into()),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    }
+}
+
+fn node(provider_id: Option<&str>, taints: Vec<Taint>) -> Node {
+    let mut n = Node::default();
+    n.metadata.name = Some("node0".into());
+    n.spec = Some(NodeSpec {
+        provider_id: provider_id.map(str::to_owned),
+        taints: Some(taints),
+        ..Default::default()
+    });
+    n.status = Some(NodeStatus {
+        addresses: Some(vec![NodeAddress::new(Hostname, "kubelet-host").to_k8s()]),
+        ..Default::default()
+    });
+    n
+}
+
+fn meta() -> InstanceMetadata {
+    InstanceMetadata {
+        provider_id: "fake://12345".into(),
+        instance_type: "t1.micro".into(),
+        node_addresses: vec![
+            NodeAddress::new(InternalIp, "10.0.0.1"),
+            NodeAddress::new(ExternalIp, "132.143.154.163"),
+        ],
+        zone: "us-west-1a".into(),
+        region: "us-west-1".into(),
+        additional_labels: BTreeMap::new(),
+    }
+}
+
+fn labels(n: &Node) -> BTreeMap<String, String> {
+    n.metadata.labels.clone().unwrap_or_default()
+}
+
+fn taint_keys(n: &Node) -> Vec<String> {
+    n.spec
+        .as_ref()
+        .unwrap()
+        .taints
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|t| t.key.clone())
+        .collect()
+}
+
+#[test]
+fn initialized_with_provider_id_labels_and_without_the_taint() {
+    let n = node(None, vec![taint(TAINT_UNINITIALIZED), taint("other")]);
+    let out = initialize_node(&n, &meta()).unwrap();
+    assert_eq!(provider_id_of(&out), "fake://12345");
+    assert_eq!(taint_keys(&out), vec!["other"], "other taints are kept");
+    let l = labels(&out);
+    for (k, v) in [
+        (LABEL_INSTANCE_TYPE, "t1.micro"),
+        (LABEL_INSTANCE_TYPE_BETA, "t1.micro"),
+        (LABEL_ZONE, "us-west-1a"),
+        (LABEL_ZONE_BETA, "us-west-1a"),
+        (LABEL_REGION, "us-west-1"),
+        (LABEL_REGION_BETA, "us-west-1"),
+    ] {
+        assert_eq!(l.get(k).map(String::as_str), Some(v), "{k}");
+    }
+}
+
+#[test]
+fn every_taint_with_the_key_goes_whatever_value_or_effect() {
+    let mut other_effect = taint(TAINT_UNINITIALIZED);
+    other_effect.effect = "NoExecute".into();
+    other_effect.value = None;
+    let n = node(None, vec![taint(TAINT_UNINITIALIZED), other_effect]);
+    assert!(taint_keys(&initialize_node(&n, &meta()).unwrap()).is_empty());
+}
+
+#[test]
+fn existing_provider_id_is_never_changed() {
+    let n = node(Some("fake://already"), vec![taint(TAINT_UNINITIALIZED)]);
+    assert_eq!(
+        provider_id_of(&initialize_node(&n, &meta()).unwrap()),
+        "fake://already"
+    );
+}
+
+#[test]
+fn empty_values_write_no_labels() {
+    let n = node(None, vec![taint(TAINT_UNINITIALIZED)]);
+    let out = initialize_node(
+        &n,
+        &InstanceMetadata {
+            provider_id: "fake://1".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(labels(&out).is_empty());
+}
+
+#[test]
+fn provider_id_resolution() {
+    // [instanceV2] provider ID missing everywhere: error, the taint stays.
+    let n = node(None, vec![taint(TAINT_UNINITIALIZED)]);
+    let mut m = InstanceMetadata::default();
+    let err = resolve_provider_id(&n, &mut m, true).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cloud provider does not set node provider ID for node node0"
+    );
+    // Legacy Instances with NotImplemented instance IDs: initialized without a provider ID.
+    assert!(resolve_provider_id(&n, &mut m, false).is_ok());
+    let out = initialize_node(&n, &m).unwrap();
+    assert_eq!(provider_id_of(&out), "");
+    assert!(taint_keys(&out).is_empty());
+    // The node's own provider ID fills in.
+    let n = node(Some("fake://own"), vec![taint(TAINT_UNINITIALIZED)]);
+    let mut m = InstanceMetadata::default();
+    resolve_provider_id(&n, &mut m, true).unwrap();
+    assert_eq!(m.provider_id, "fake://own");
+}
+
+#[test]
+fn provided_node_ip_must_match_a_cloud_address() {
+    let mut n = node(None, vec![taint(TAINT_UNINITIALIZED)]);
+    n.metadata.annotations = Some([(ANNOTATION_PROVIDED_NODE_IP.to_owned(), "10.0.0.1".to_owned())].into());
+    assert!(initialize_node(&n, &meta()).is_ok(), "valid: matches InternalIP");
+    n.metadata.annotations = Some([(ANNOTATION_PROVIDED_NODE_IP.to_owned(), "10.0.0.2".to_owned())].into());
+    let err = initialize_node(&n, &meta()).unwrap_err();
+    assert!(matches!(err, Error::NodeIp { .. }), "{err}");
+    n.metadata.annotations = Some([(ANNOTATION_PROVIDED_NODE_IP.to_owned(), "not-an-ip".to_owned())].into());
+    assert!(matches!(initialize_node(&n, &meta()), Err(Error::NodeIp { .. })));
+}
+
+#[test]
+fn additional_labels_reserved_prefixes_dropped_and_existing_kept() {
+    let mut n = node(None, vec![taint(TAINT_UNINITIALIZED)]);
+    n.metadata.labels = Some([("example.com/existing".to_owned(), "mine".to_owned())].into());
+    let mut m = meta();
+    for (k, v) in [
+        ("example.com/new", "1"),
+        ("example.com/existing", "theirs"),
+        ("topology.k8s.io/x", "dropped"),
+        ("kubernetes.io/x", "dropped"),
+        ("k8s.io/x", "dropped"),
+        ("topology.kubernetes.io/x", "dropped"),
+        ("app.k8snio/x", "kept"),
+    ] {
+        m.additional_labels.insert(k.into(), v.into());
+    }
+    let l = labels(&initialize_node(&n, &m).unwrap());
+    assert_eq!(l.get("example.com/new").map(String::as_str), Some("1"));
+    assert_eq!(l.get("example.com/existing").map(String::as_str), Some("mine"));
+    assert_eq!(l.get("app.k8snio/x").map(String::as_str), Some("kept"));
+    for dropped in [
+        "topology.k8s.io/x",
+        "kubernetes.io/x",
+        "k8s.io/x",
+        "topology.kubernetes.io/x",
+    ] {
+        assert!(!l.contains_key(dropped), "{dropped}");
+    }
+}
+
+#[test]
+fn label_reconciliation_copies_beta_to_ga() {
+    // (existing labels, expected fixes)
+    let cases: Vec<(Vec<(&str, &str)>, Vec<(&str, &str)>)> = vec![
+        (vec![], vec![]),
+        (
+            vec![
+                (LABEL_ZONE_BETA, "a"),
+                (LABEL_REGION_BETA, "r"),
+                (LABEL_INSTANCE_TYPE_BETA, "t"),
+            ],
+            vec![(LABEL_INSTANCE_TYPE, "t"), (LABEL_REGION, "r"), (LABEL_ZONE, "a")],
+        ),
+        (vec![(LABEL_ZONE_BETA, "a"), (LABEL_ZONE, "a")], vec![]),
+        (
+            vec![(LABEL_ZONE_BETA, "a"), (LABEL_ZONE, "b")],
+            vec![(LABEL_ZONE, "a")],
+        ),
+        (vec![(LABEL_ZONE, "only-ga")], vec![]),
+    ];
+    for (existing, want) in cases {
+        let mut n = node(None, vec![]);
+        n.metadata.labels = Some(
+            existing
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        let want: BTreeMap<String, String> = want
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        assert_eq!(label_fixes(&n), want, "{existing:?}");
+    }
+}
+
+#[test]
+fn reserved_label_rule() {
+    for (k, reserved) in [
+        ("kubernetes.io/a", true),
+        ("k8s.io/a", true),
+        ("node.kubernetes.io/a", true),
+        ("x.k8s.io/a", true),
+        ("mykubernetes.io/a", false),
+        ("app.k8snio/a", false),
+        ("plain", false),
+    ] {
+        assert_eq!(is_reserved_label(k), reserved, "{k}");
+    }
+}

@@ -1,0 +1,253 @@
+//! The cloud-node controller against the real kube-apiserver with the fake provider.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{sync::Arc, time::Duration};
+
+use ccm_cloud_provider::{NodeAddress, NodeAddressType::*};
+use ccm_controllers::{cloud_node, keys};
+use ccm_testing::{
+    TestEnv,
+    provider::{FakeInstance, FakeProvider, Method},
+    unique_name,
+};
+use k8s_openapi::api::core::v1::{Event, Node};
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, ListParams, PostParams},
+};
+use serde_json::json;
+
+async fn wait_for<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..200 {
+        if let Some(v) = f().await {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test]
+async fn uninitialized_nodes_get_provider_id_addresses_labels_and_lose_the_taint() {
+    let client = TestEnv::get().kube_client().await.unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let group = unique_name("cn");
+    let names: Vec<String> = (0..3).map(|i| format!("{group}-{i}")).collect();
+
+    let cloud = FakeProvider::new();
+    for (i, name) in names.iter().enumerate() {
+        cloud.add_instance(
+            FakeInstance::new(name, format!("fake://i-{i}"))
+                .instance_type("m5.large")
+                .zone("zone-a", "region-1")
+                .label("example.com/pool", "blue")
+                .addresses(vec![
+                    NodeAddress::new(InternalIp, format!("10.0.0.{i}")),
+                    NodeAddress::new(ExternalIp, format!("192.0.2.{i}")),
+                ]),
+        );
+    }
+    for name in &names {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": { "ccm-test/group": group } },
+            "spec": { "taints": [
+                { "key": keys::TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule" },
+                { "key": "example.com/other", "effect": "NoSchedule" }
+            ] },
+        }))
+        .unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+        // The kubelet reports its hostname; the cloud reports none, so it must be kept.
+        let status = json!({ "status": { "addresses": [{ "type": "Hostname", "address": name }] } });
+        nodes
+            .patch_status(name, &Default::default(), &kube::api::Patch::Merge(&status))
+            .await
+            .unwrap();
+    }
+
+    let config = cloud_node::CloudNodeConfig {
+        node_selector: Some(format!("ccm-test/group={group}")),
+        batch_window: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let metrics = config.metrics.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(cloud_node::run(
+        client.clone(),
+        Arc::new(cloud.clone()),
+        config,
+        async {
+            stopped.await.ok();
+        },
+    ));
+
+    for (i, name) in names.iter().enumerate() {
+        let node = wait_for("initialization", || {
+            let nodes = nodes.clone();
+            async move {
+                let n = nodes.get(name).await.ok()?;
+                let addrs = n.status.as_ref()?.addresses.clone().unwrap_or_default();
+                (addrs.len() == 3).then_some(n)
+            }
+        })
+        .await;
+        let spec = node.spec.clone().unwrap();
+        assert_eq!(
+            spec.provider_id.as_deref(),
+            Some(format!("fake://i-{i}").as_str())
+        );
+        let taints: Vec<String> = spec
+            .taints
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.key)
+            .collect();
+        // (The apiserver's TaintNodesByCondition admission adds node.kubernetes.io/not-ready on create.)
+        assert!(
+            !taints.iter().any(|t| t == keys::TAINT_UNINITIALIZED),
+            "{taints:?}"
+        );
+        assert!(
+            taints.iter().any(|t| t == "example.com/other"),
+            "other taints are kept: {taints:?}"
+        );
+        let labels = node.labels();
+        assert_eq!(
+            labels.get(keys::LABEL_INSTANCE_TYPE).map(String::as_str),
+            Some("m5.large")
+        );
+        assert_eq!(
+            labels.get(keys::LABEL_ZONE_BETA).map(String::as_str),
+            Some("zone-a")
+        );
+        assert_eq!(
+            labels.get(keys::LABEL_REGION).map(String::as_str),
+            Some("region-1")
+        );
+        assert_eq!(labels.get("example.com/pool").map(String::as_str), Some("blue"));
+        let addrs: Vec<(String, String)> = node
+            .status
+            .unwrap()
+            .addresses
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.type_, a.address))
+            .collect();
+        assert_eq!(
+            addrs,
+            vec![
+                ("InternalIP".to_owned(), format!("10.0.0.{i}")),
+                ("ExternalIP".to_owned(), format!("192.0.2.{i}")),
+                ("Hostname".to_owned(), name.clone()),
+            ]
+        );
+    }
+    // Created together, the three nodes reach the provider in one batch call (possibly two if the window split them).
+    let batches = cloud.batch_sizes(Method::InstanceMetadataBatch);
+    assert_eq!(batches.iter().sum::<usize>(), 3, "{batches:?}");
+    assert!(batches.len() <= 2, "{batches:?}");
+    assert_eq!(cloud.count(Method::InstanceMetadata), 0, "no single-node calls");
+
+    // A Synced Event per node, in namespace default.
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let synced = wait_for("Synced events", || {
+        let events = events.clone();
+        let names = names.clone();
+        async move {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            let n = list
+                .items
+                .iter()
+                .filter(|e| {
+                    e.reason.as_deref() == Some("Synced")
+                        && names.contains(e.involved_object.name.as_ref().unwrap())
+                })
+                .count();
+            (n == 3).then_some(n)
+        }
+    })
+    .await;
+    assert_eq!(synced, 3);
+
+    // Later events on initialized nodes cost no provider calls.
+    let before = cloud.total_calls();
+    nodes
+        .patch(
+            &names[0],
+            &Default::default(),
+            &kube::api::Patch::Merge(&json!({"metadata": {"labels": {"touch": "1"}}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(cloud.total_calls(), before);
+    assert!(metrics.snapshot().reconciles >= 3);
+
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+    for name in &names {
+        nodes.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn cloud_errors_keep_the_taint_and_are_retried() {
+    let client = TestEnv::get().kube_client().await.unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let group = unique_name("cn-err");
+    let name = format!("{group}-0");
+    let cloud = FakeProvider::new();
+    cloud.add_instance(FakeInstance::new(&name, "fake://i-err"));
+    cloud.fail_for(Method::InstanceMetadata, &name, Some(2), || {
+        ccm_cloud_provider::CloudError::other("throttled")
+    });
+    let node: Node = serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "ccm-test/group": group } },
+        "spec": { "taints": [{ "key": keys::TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule" }] },
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let config = cloud_node::CloudNodeConfig {
+        node_selector: Some(format!("ccm-test/group={group}")),
+        ..Default::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(cloud_node::run(
+        client.clone(),
+        Arc::new(cloud.clone()),
+        config,
+        async {
+            stopped.await.ok();
+        },
+    ));
+    let node = wait_for("initialization after retries", || {
+        let nodes = nodes.clone();
+        let name = name.clone();
+        async move {
+            let n = nodes.get(&name).await.ok()?;
+            n.spec.as_ref()?.provider_id.is_some().then_some(n)
+        }
+    })
+    .await;
+    assert!(
+        !node
+            .spec
+            .unwrap()
+            .taints
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == keys::TAINT_UNINITIALIZED)
+    );
+    assert_eq!(
+        cloud.count(Method::InstanceMetadataBatch),
+        3,
+        "two failures, then success"
+    );
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+    nodes.delete(&name, &DeleteParams::default()).await.unwrap();
+}
