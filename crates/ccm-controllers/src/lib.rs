@@ -16,6 +16,7 @@ pub mod events;
 mod instances;
 pub mod keys;
 mod metrics;
+pub mod node_lifecycle;
 mod watch;
 mod workqueue;
 
