@@ -79,7 +79,10 @@ pub struct AuthConfig {
 /// The request as it appears on the wire; validated into [`CredentialProviderRequest`]. Unknown fields are
 /// ignored so that newer kubelets keep working.
 #[derive(Deserialize)]
-#[serde(rename = "CredentialProviderRequest", rename_all = "camelCase")]
+#[serde(
+    rename_all = "camelCase",
+    expecting = "a JSON object (a CredentialProviderRequest)"
+)]
 struct WireRequest {
     api_version: Option<String>,
     kind: Option<String>,
@@ -102,6 +105,14 @@ impl CredentialProviderRequest {
     /// Parses and validates the JSON the kubelet writes to the provider's stdin: `apiVersion` must be
     /// [`API_VERSION`], `kind` must be [`REQUEST_KIND`], `image` must not be empty.
     pub fn from_json(input: &[u8]) -> Result<Self> {
+        // serde would also read a struct from a JSON array of its fields in order: only objects are requests.
+        if input.trim_ascii_start().starts_with(b"[") {
+            let source = <serde_json::Error as serde::de::Error>::invalid_type(
+                serde::de::Unexpected::Seq,
+                &"a JSON object (a CredentialProviderRequest)",
+            );
+            return Err(Error::MalformedRequest { source });
+        }
         let wire: WireRequest =
             serde_json::from_slice(input).map_err(|source| Error::MalformedRequest { source })?;
         if wire.api_version.as_deref() != Some(API_VERSION) {
