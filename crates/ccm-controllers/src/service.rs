@@ -1,0 +1,612 @@
+//! The service (load balancer) controller: ensures a cloud load balancer for every Service of type
+//! `LoadBalancer` without a `loadBalancerClass`, under the `service.kubernetes.io/load-balancer-cleanup`
+//! finalizer protocol, writes `status.loadBalancer`, keeps back ends equal to the stable node set, and deletes
+//! the load balancer before releasing the finalizer.
+//!
+//! Node changes are coalesced: node events arriving within `node_sync_window` (and during a pass) lead to one
+//! pass, which calls `update_load_balancer` once per Service whose host set actually changed.
+
+mod predicates;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    future::Future,
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+
+use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer, LoadBalancerStatus};
+use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams},
+    runtime::{reflector, reflector::ObjectRef, reflector::Store, watcher},
+};
+pub use predicates::*;
+use serde_json::json;
+use tokio::sync::Notify;
+
+use crate::{
+    Clock, ControllerMetrics, Error,
+    cloud_node::ErrorChain,
+    error::is_not_found,
+    events::{EventRecorder, EventType, service_reference},
+    keys::FINALIZER_LB_CLEANUP,
+    watch::reflect,
+    workqueue::{Backoff, WorkQueue},
+};
+
+/// Settings of the service controller.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// Passed to every load balancer call (`--cluster-name`, default `kubernetes`).
+    pub cluster_name: String,
+    /// Services synced at once (`--concurrent-service-syncs`, default 1); also the fan-out of node syncs.
+    pub concurrent_service_syncs: usize,
+    /// First retry delay of a failed Service (default 5 s), doubled per failure.
+    pub min_retry_delay: Duration,
+    /// Longest retry delay (default 300 s).
+    pub max_retry_delay: Duration,
+    /// How long node changes are collected before one node-sync pass (default 1 s).
+    pub node_sync_window: Duration,
+    /// Only Services matching this label selector are handled (default: all).
+    pub service_selector: Option<String>,
+    /// Only Nodes matching this label selector are load balancer back ends (default: all).
+    pub node_selector: Option<String>,
+    /// Counters, shared with whoever exports them.
+    pub metrics: ControllerMetrics,
+    /// Wall-clock time for Event timestamps.
+    pub clock: Clock,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        Self {
+            cluster_name: "kubernetes".to_owned(),
+            concurrent_service_syncs: 1,
+            min_retry_delay: Duration::from_secs(5),
+            max_retry_delay: Duration::from_secs(300),
+            node_sync_window: Duration::from_secs(1),
+            service_selector: None,
+            node_selector: None,
+            metrics: ControllerMetrics::default(),
+            clock: Clock::system(),
+        }
+    }
+}
+
+/// Which branch a sync took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Ensure,
+    Delete,
+}
+
+struct Ctx<P: CloudProvider> {
+    client: Client,
+    provider: Arc<P>,
+    config: ServiceConfig,
+    services: Store<Service>,
+    nodes: Store<Node>,
+    queue: WorkQueue,
+    backoff: Backoff,
+    recorder: EventRecorder,
+    /// Services processed and not deleted, by `namespace/name` (upstream's service cache).
+    cache: Mutex<HashMap<String, Arc<Service>>>,
+    /// The host set each load balancer was last given.
+    last_synced: Mutex<HashMap<String, BTreeMap<String, String>>>,
+    node_sync: Notify,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn key_of(svc: &Service) -> String {
+    format!(
+        "{}/{}",
+        svc.metadata.namespace.as_deref().unwrap_or_default(),
+        svc.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// What to do after a failed sync: wait exactly the provider's retry-after delay (without counting a failure),
+/// or the per-key exponential backoff.
+fn retry_delay(error: &Error, backoff: &Backoff, key: &str) -> Duration {
+    error.retry_after().unwrap_or_else(|| backoff.next(key))
+}
+
+/// Runs the service controller until `shutdown` completes.
+///
+/// Returns [`Error::Unsupported`] at once if the provider has no `LoadBalancer`.
+pub async fn run<P: CloudProvider>(
+    client: Client,
+    provider: Arc<P>,
+    config: ServiceConfig,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    if provider.load_balancer().is_none() {
+        return Err(Error::Unsupported {
+            capability: "external load balancers",
+        });
+    }
+    let (services, service_writer) = reflector::store();
+    let (nodes, node_writer) = reflector::store();
+    let recorder = EventRecorder::new(
+        client.clone(),
+        "service-controller",
+        config.clock.clone(),
+        config.metrics.clone(),
+    );
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        provider,
+        backoff: Backoff::new(config.min_retry_delay, config.max_retry_delay),
+        config,
+        services,
+        nodes,
+        queue: WorkQueue::default(),
+        recorder,
+        cache: Mutex::default(),
+        last_synced: Mutex::default(),
+        node_sync: Notify::new(),
+    });
+
+    let mut seen_services: HashMap<String, Service> = HashMap::new();
+    let queue = ctx.queue.clone();
+    let watch_services = reflect(
+        Api::<Service>::all(client.clone()),
+        ctx.config.service_selector.as_deref(),
+        service_writer,
+        move |event| match event {
+            watcher::Event::Apply(svc) | watcher::Event::InitApply(svc) => {
+                let key = key_of(&svc);
+                let enqueue = match seen_services.get(&key) {
+                    None => wants_load_balancer(&svc) || needs_cleanup(&svc),
+                    Some(old) => needs_update(old, &svc) || needs_cleanup(&svc),
+                };
+                seen_services.insert(key.clone(), svc);
+                if enqueue {
+                    queue.add(&key);
+                }
+            }
+            watcher::Event::Delete(svc) => {
+                let key = key_of(&svc);
+                seen_services.remove(&key);
+                queue.add(&key);
+            }
+            _ => {}
+        },
+    );
+    let mut seen_nodes: HashMap<String, NodeSummary> = HashMap::new();
+    let node_ctx = ctx.clone();
+    let watch_nodes = reflect(
+        Api::<Node>::all(client),
+        ctx.config.node_selector.as_deref(),
+        node_writer,
+        move |event| {
+            let changed = match event {
+                watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
+                    let summary = NodeSummary::of(&node);
+                    let name = node.metadata.name.clone().unwrap_or_default();
+                    seen_nodes
+                        .insert(name, summary.clone())
+                        .is_none_or(|old| should_sync_updated_node(&old, &summary))
+                }
+                watcher::Event::Delete(node) => {
+                    seen_nodes.remove(node.metadata.name.as_deref().unwrap_or_default());
+                    true
+                }
+                _ => false,
+            };
+            if changed {
+                node_ctx.node_sync.notify_one();
+            }
+        },
+    );
+    let work = async {
+        if ctx.services.wait_until_ready().await.is_err() || ctx.nodes.wait_until_ready().await.is_err() {
+            return;
+        }
+        let workers = (0..ctx.config.concurrent_service_syncs.max(1)).map(|_| service_worker(&ctx));
+        tokio::join!(futures::future::join_all(workers), node_sync_loop(&ctx));
+    };
+    tokio::select! {
+        () = shutdown => {},
+        () = watch_services => {},
+        () = watch_nodes => {},
+        () = work => {},
+    }
+    ctx.queue.shut_down();
+    Ok(())
+}
+
+async fn service_worker<P: CloudProvider>(ctx: &Ctx<P>) {
+    while let Some(batch) = ctx.queue.next_batch(1, Duration::ZERO).await {
+        for key in batch {
+            ctx.config.metrics.reconcile();
+            match sync_service(ctx, &key).await {
+                Ok(()) => ctx.backoff.forget(&key),
+                Err(error) => {
+                    ctx.config.metrics.error();
+                    let delay = retry_delay(&error, &ctx.backoff, &key);
+                    tracing::warn!(service = key, error = %ErrorChain(&error), ?delay, "failed to sync service; retrying");
+                    ctx.queue.add_after(&key, delay);
+                }
+            }
+            ctx.queue.done(&key);
+        }
+    }
+}
+
+async fn sync_service<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
+    let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+    let Some(svc) = ctx.services.get(&ObjectRef::new(name).within(namespace)) else {
+        return process_service_deletion(ctx, key).await;
+    };
+    let Some(lb) = ctx.provider.load_balancer() else {
+        return Ok(());
+    };
+    let cached = lock(&ctx.cache).get(key).cloned();
+    if let Some(cached) = cached
+        && cached.metadata.uid != svc.metadata.uid
+    {
+        // Deleted and re-created (without our finalizer) while we were not looking: clean up the old one.
+        delete_cached_load_balancer(ctx, lb, &cached).await?;
+    }
+    lock(&ctx.cache).insert(key.to_owned(), svc.clone());
+    match sync_load_balancer_if_needed(ctx, lb, &svc).await {
+        Ok(Op::Delete) => {
+            lock(&ctx.cache).remove(key);
+            lock(&ctx.last_synced).remove(key);
+            Ok(())
+        }
+        Ok(Op::Ensure) => Ok(()),
+        Err(e) => {
+            let message = format!("Error syncing load balancer: {}", ErrorChain(&e));
+            ctx.recorder
+                .publish(
+                    &service_reference(&svc),
+                    EventType::Warning,
+                    "SyncLoadBalancerFailed",
+                    &message,
+                )
+                .await;
+            Err(e)
+        }
+    }
+}
+
+/// The Service is gone from the cluster: delete the load balancer of the version we processed last (upstream
+/// `processServiceDeletion`; with the finalizer this only happens for Services created before it existed).
+async fn process_service_deletion<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
+    let cached = lock(&ctx.cache).get(key).cloned();
+    let Some(cached) = cached else { return Ok(()) };
+    if let Some(lb) = ctx.provider.load_balancer() {
+        delete_cached_load_balancer(ctx, lb, &cached).await?;
+    }
+    lock(&ctx.cache).remove(key);
+    lock(&ctx.last_synced).remove(key);
+    Ok(())
+}
+
+async fn delete_cached_load_balancer<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    lb: &P::LoadBalancer,
+    svc: &Service,
+) -> Result<(), Error> {
+    if !wants_load_balancer(svc) {
+        return Ok(());
+    }
+    let reference = service_reference(svc);
+    ctx.recorder
+        .publish(
+            &reference,
+            EventType::Normal,
+            "DeletingLoadBalancer",
+            "Deleting load balancer",
+        )
+        .await;
+    ctx.config.metrics.provider_call();
+    match lb
+        .ensure_load_balancer_deleted(&ctx.config.cluster_name, svc)
+        .await
+    {
+        Ok(()) | Err(CloudError::ImplementedElsewhere) => {
+            ctx.recorder
+                .publish(
+                    &reference,
+                    EventType::Normal,
+                    "DeletedLoadBalancer",
+                    "Deleted load balancer",
+                )
+                .await;
+            Ok(())
+        }
+        Err(e) => {
+            let message = format!("Error deleting load balancer: {}", ErrorChain(&e));
+            ctx.recorder
+                .publish(
+                    &reference,
+                    EventType::Warning,
+                    "DeleteLoadBalancerFailed",
+                    &message,
+                )
+                .await;
+            Err(Error::cloud("failed to delete load balancer", key_of(svc), e))
+        }
+    }
+}
+
+fn stable_nodes<P: CloudProvider>(ctx: &Ctx<P>) -> Vec<Arc<Node>> {
+    ctx.nodes
+        .state()
+        .into_iter()
+        .filter(|n| in_stable_node_set(n))
+        .collect()
+}
+
+/// Upstream `syncLoadBalancerIfNeeded`.
+async fn sync_load_balancer_if_needed<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    lb: &P::LoadBalancer,
+    svc: &Service,
+) -> Result<Op, Error> {
+    let key = key_of(svc);
+    let reference = service_reference(svc);
+    let cluster = &ctx.config.cluster_name;
+    let previous = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|l| l.ingress.clone());
+    let (op, status) = if !wants_load_balancer(svc) || needs_cleanup(svc) {
+        ctx.config.metrics.provider_call();
+        let exists = lb
+            .get_load_balancer(cluster, svc)
+            .await
+            .map_err(|e| Error::cloud("failed to check if load balancer exists before cleanup", &key, e))?;
+        if exists.is_some() {
+            ctx.recorder
+                .publish(
+                    &reference,
+                    EventType::Normal,
+                    "DeletingLoadBalancer",
+                    "Deleting load balancer",
+                )
+                .await;
+            ctx.config.metrics.provider_call();
+            match lb.ensure_load_balancer_deleted(cluster, svc).await {
+                Ok(()) | Err(CloudError::ImplementedElsewhere) => {}
+                Err(e) => return Err(Error::cloud("failed to delete load balancer", &key, e)),
+            }
+        }
+        if has_finalizer(svc) {
+            patch_finalizer(ctx, svc, false).await?;
+        }
+        ctx.recorder
+            .publish(
+                &reference,
+                EventType::Normal,
+                "DeletedLoadBalancer",
+                "Deleted load balancer",
+            )
+            .await;
+        (Op::Delete, LoadBalancerStatus::default())
+    } else {
+        ctx.recorder
+            .publish(
+                &reference,
+                EventType::Normal,
+                "EnsuringLoadBalancer",
+                "Ensuring load balancer",
+            )
+            .await;
+        if !has_finalizer(svc) {
+            patch_finalizer(ctx, svc, true).await?;
+        }
+        let nodes = stable_nodes(ctx);
+        if nodes.is_empty() {
+            let message = "There are no available nodes for LoadBalancer";
+            ctx.recorder
+                .publish(&reference, EventType::Warning, "UnAvailableLoadBalancer", message)
+                .await;
+        }
+        let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+        lock(&ctx.last_synced).insert(key.clone(), host_set(&refs));
+        ctx.config.metrics.provider_call();
+        let status = match lb.ensure_load_balancer(cluster, svc, &refs).await {
+            Ok(status) => status,
+            Err(CloudError::ImplementedElsewhere) => return Ok(Op::Ensure),
+            Err(e) => return Err(Error::cloud("failed to ensure load balancer", &key, e)),
+        };
+        ctx.recorder
+            .publish(
+                &reference,
+                EventType::Normal,
+                "EnsuredLoadBalancer",
+                "Ensured load balancer",
+            )
+            .await;
+        (Op::Ensure, status)
+    };
+    if !ingress_equal(previous.as_ref(), status.ingress.as_ref()) {
+        patch_status(ctx, svc, &status).await?;
+    }
+    Ok(op)
+}
+
+/// The status patch body: the whole `status.loadBalancer`, with `ingress: null` to clear it.
+pub fn status_patch(status: &LoadBalancerStatus) -> serde_json::Value {
+    match status.ingress.as_ref().filter(|i| !i.is_empty()) {
+        Some(ingress) => json!({ "status": { "loadBalancer": { "ingress": ingress } } }),
+        None => json!({ "status": { "loadBalancer": { "ingress": null } } }),
+    }
+}
+
+async fn patch_status<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    svc: &Service,
+    status: &LoadBalancerStatus,
+) -> Result<(), Error> {
+    let api: Api<Service> = Api::namespaced(
+        ctx.client.clone(),
+        svc.metadata.namespace.as_deref().unwrap_or_default(),
+    );
+    ctx.config.metrics.api_write();
+    match api
+        .patch_status(
+            svc.metadata.name.as_deref().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Merge(&status_patch(status)),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(Error::kube(
+            "failed to update load balancer status",
+            key_of(svc),
+            e,
+        )),
+    }
+}
+
+/// The strategic-merge patch that adds or removes only our finalizer.
+pub fn finalizer_patch(add: bool) -> serde_json::Value {
+    if add {
+        json!({ "metadata": { "finalizers": [FINALIZER_LB_CLEANUP] } })
+    } else {
+        json!({ "metadata": { "$deleteFromPrimitiveList/finalizers": [FINALIZER_LB_CLEANUP] } })
+    }
+}
+
+async fn patch_finalizer<P: CloudProvider>(ctx: &Ctx<P>, svc: &Service, add: bool) -> Result<(), Error> {
+    let api: Api<Service> = Api::namespaced(
+        ctx.client.clone(),
+        svc.metadata.namespace.as_deref().unwrap_or_default(),
+    );
+    ctx.config.metrics.api_write();
+    // Like upstream, through the status subresource, which accepts metadata changes and ignores the spec.
+    api.patch_status(
+        svc.metadata.name.as_deref().unwrap_or_default(),
+        &PatchParams::default(),
+        &Patch::Strategic(&finalizer_patch(add)),
+    )
+    .await
+    .map_err(|e| {
+        let context = if add {
+            "failed to add load balancer cleanup finalizer"
+        } else {
+            "failed to remove load balancer cleanup finalizer"
+        };
+        Error::kube(context, key_of(svc), e)
+    })?;
+    Ok(())
+}
+
+async fn node_sync_loop<P: CloudProvider>(ctx: &Ctx<P>) {
+    loop {
+        ctx.node_sync.notified().await;
+        tokio::time::sleep(ctx.config.node_sync_window).await;
+        sync_nodes(ctx).await;
+    }
+}
+
+/// One node-sync pass over every processed Service (upstream `syncNodes`).
+async fn sync_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
+    let Some(lb) = ctx.provider.load_balancer() else {
+        return;
+    };
+    let services: Vec<Arc<Service>> = lock(&ctx.cache)
+        .values()
+        .filter(|s| wants_load_balancer(s))
+        .cloned()
+        .collect();
+    let nodes = stable_nodes(ctx);
+    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+    let hosts = host_set(&refs);
+    let refs = &refs;
+    let hosts = &hosts;
+    stream::iter(services)
+        .for_each_concurrent(ctx.config.concurrent_service_syncs.max(1), |svc| async move {
+            let key = key_of(&svc);
+            let old = lock(&ctx.last_synced).get(&key).cloned();
+            // Not ensured yet (or being ensured): that sync uses the current nodes.
+            let Some(old) = old else { return };
+            lock(&ctx.last_synced).insert(key.clone(), hosts.clone());
+            if &old == hosts {
+                return;
+            }
+            if !update_hosts(ctx, lb, &svc, refs).await {
+                ctx.queue.add(&key);
+            }
+        })
+        .await;
+}
+
+/// Upstream `lockedUpdateLoadBalancerHosts`; `false` means "retry with a full sync".
+async fn update_hosts<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    lb: &P::LoadBalancer,
+    svc: &Service,
+    nodes: &[&Node],
+) -> bool {
+    let reference = service_reference(svc);
+    let cluster = &ctx.config.cluster_name;
+    ctx.config.metrics.provider_call();
+    let error = match lb.update_load_balancer(cluster, svc, nodes).await {
+        Ok(()) => None,
+        Err(CloudError::ImplementedElsewhere) => return true,
+        Err(e) => Some(e),
+    };
+    if let Some(error) = error {
+        ctx.config.metrics.provider_call();
+        if let Ok(None) = lb.get_load_balancer(cluster, svc).await {
+            return true;
+        }
+        ctx.config.metrics.error();
+        let mut names: Vec<&str> = nodes
+            .iter()
+            .take(20)
+            .map(|n| n.metadata.name.as_deref().unwrap_or_default())
+            .collect();
+        let more = nodes.len().saturating_sub(20);
+        let extra = if more > 0 {
+            format!(" <{more} more>")
+        } else {
+            String::new()
+        };
+        names.sort_unstable();
+        let message = format!(
+            "Error updating load balancer with new hosts {names:?}{extra} [node names limited, total number of nodes: {}], error: {}",
+            nodes.len(),
+            ErrorChain(&error)
+        );
+        ctx.recorder
+            .publish(
+                &reference,
+                EventType::Warning,
+                "UpdateLoadBalancerFailed",
+                &message,
+            )
+            .await;
+        return false;
+    }
+    if nodes.is_empty() {
+        let message = "There are no available nodes for LoadBalancer";
+        ctx.recorder
+            .publish(&reference, EventType::Warning, "UnAvailableLoadBalancer", message)
+            .await;
+    } else {
+        let message = "Updated load balancer with new hosts";
+        ctx.recorder
+            .publish(&reference, EventType::Normal, "UpdatedLoadBalancer", message)
+            .await;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests;

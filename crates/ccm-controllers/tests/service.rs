@@ -1,0 +1,233 @@
+//! The service controller against the real kube-apiserver with the fake provider.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{sync::Arc, time::Duration};
+
+use ccm_controllers::{keys, service};
+use ccm_testing::{
+    TestEnv,
+    provider::{FakeProvider, Method},
+    unique_name,
+};
+use k8s_openapi::api::core::v1::{Event, Node, Service};
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PostParams},
+};
+use serde_json::json;
+
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    for _ in 0..150 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn reasons(events: &Api<Event>, name: &str) -> Vec<String> {
+    let list = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .unwrap();
+    let mut items = list.items;
+    items.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
+    items.into_iter().filter_map(|e| e.reason).collect()
+}
+
+#[tokio::test]
+async fn load_balancer_lifecycle_with_finalizer_status_events_and_node_changes() {
+    let client = TestEnv::get().kube_client().await.unwrap();
+    let ns = "default";
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    let nodes: Api<Node> = Api::all(client.clone());
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let group = unique_name("svc");
+    let name = group.clone();
+    let node_names: Vec<String> = (0..2).map(|i| format!("{group}-n{i}")).collect();
+    for n in &node_names {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": { "name": n, "labels": { "ccm-test/group": group } },
+            "spec": { "providerID": format!("fake://{n}") },
+        }))
+        .unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+
+    let cloud = FakeProvider::new();
+    let config = service::ServiceConfig {
+        cluster_name: "test-cluster".into(),
+        node_sync_window: Duration::from_millis(200),
+        service_selector: Some(format!("ccm-test/group={group}")),
+        node_selector: Some(format!("ccm-test/group={group}")),
+        ..Default::default()
+    };
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(service::run(
+        client.clone(),
+        Arc::new(cloud.clone()),
+        config,
+        async {
+            stop_rx.await.ok();
+        },
+    ));
+
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "ccm-test/group": group } },
+        "spec": { "type": "LoadBalancer", "ports": [{ "port": 80, "protocol": "TCP" }] },
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+
+    let key = format!("{ns}/{name}");
+    eventually("finalizer and ingress", async || {
+        let s = services.get(&name).await.unwrap();
+        let ip = s
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|l| l.ingress)
+            .and_then(|i| i.first().cloned())
+            .and_then(|i| i.ip);
+        s.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&keys::FINALIZER_LB_CLEANUP.to_owned())
+            && ip.as_deref() == Some("192.0.2.10")
+    })
+    .await;
+    let lb = &cloud.load_balancers()[&key];
+    let mut hosts = lb.hosts.clone();
+    hosts.sort();
+    assert_eq!(hosts, node_names);
+    eventually("Ensuring/Ensured events", async || {
+        let r = reasons(&events, &name).await;
+        r.contains(&"EnsuringLoadBalancer".to_owned()) && r.contains(&"EnsuredLoadBalancer".to_owned())
+    })
+    .await;
+    assert_eq!(cloud.count(Method::EnsureLoadBalancer), 1);
+
+    // Node changes: excluding one node and adding the autoscaler taint to the other, in quick succession,
+    // become one UpdateLoadBalancer; a change that does not matter (a label) becomes none.
+    nodes
+        .patch(
+            &node_names[0],
+            &Default::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": {keys::LABEL_EXCLUDE_FROM_LB: "true"}}})),
+        )
+        .await
+        .unwrap();
+    nodes
+        .patch(
+            &node_names[1],
+            &Default::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": {"unrelated": "x"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("hosts updated", async || {
+        cloud.load_balancers()[&key].hosts == vec![node_names[1].clone()]
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(cloud.count(Method::UpdateLoadBalancer), 1, "{:?}", cloud.calls());
+    assert_eq!(
+        cloud.count(Method::EnsureLoadBalancer),
+        1,
+        "node changes do not re-ensure"
+    );
+
+    // Delete: the provider's delete is called, then the finalizer goes and the Service with it.
+    services.delete(&name, &DeleteParams::default()).await.unwrap();
+    eventually("service gone", async || {
+        services.get_opt(&name).await.unwrap().is_none()
+    })
+    .await;
+    assert_eq!(cloud.count(Method::EnsureLoadBalancerDeleted), 1);
+    assert!(!cloud.load_balancers().contains_key(&key));
+    eventually("Deleting/Deleted events", async || {
+        let r = reasons(&events, &name).await;
+        r.contains(&"DeletingLoadBalancer".to_owned()) && r.contains(&"DeletedLoadBalancer".to_owned())
+    })
+    .await;
+
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+    for n in &node_names {
+        nodes.delete(n, &DeleteParams::default()).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn ensure_failures_emit_warning_events_and_retry_after_is_honoured() {
+    let client = TestEnv::get().kube_client().await.unwrap();
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let group = unique_name("svc-err");
+    let name = group.clone();
+    let cloud = FakeProvider::new();
+    cloud.fail(Method::EnsureLoadBalancer, Some(1), || {
+        ccm_cloud_provider::CloudError::retry_after("provisioning", Duration::from_millis(300))
+    });
+    let config = service::ServiceConfig {
+        service_selector: Some(format!("ccm-test/group={group}")),
+        node_selector: Some(format!("ccm-test/group={group}")),
+        ..Default::default()
+    };
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(service::run(
+        client.clone(),
+        Arc::new(cloud.clone()),
+        config,
+        async {
+            stop_rx.await.ok();
+        },
+    ));
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "ccm-test/group": group } },
+        "spec": { "type": "LoadBalancer", "ports": [{ "port": 443, "protocol": "TCP" }] },
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    // The retry comes after 300 ms, well before the 5 s backoff would allow.
+    eventually("ingress after the retry", async || {
+        services
+            .get(&name)
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|l| l.ingress)
+            .is_some_and(|i| !i.is_empty())
+    })
+    .await;
+    assert_eq!(cloud.count(Method::EnsureLoadBalancer), 2);
+    let r = reasons(&events, &name).await;
+    assert!(r.contains(&"SyncLoadBalancerFailed".to_owned()), "{r:?}");
+    assert!(
+        r.contains(&"UnAvailableLoadBalancer".to_owned()),
+        "no nodes in this group: {r:?}"
+    );
+    // Changing the type away from LoadBalancer deletes the load balancer and releases the finalizer.
+    services
+        .patch(&name, &Default::default(), &Patch::Merge(&json!({"spec": {"type": "ClusterIP", "ports": [{"port": 443, "protocol": "TCP", "nodePort": null}]}})))
+        .await
+        .unwrap();
+    eventually("finalizer released", async || {
+        services.get(&name).await.unwrap().finalizers().is_empty()
+    })
+    .await;
+    assert_eq!(cloud.count(Method::EnsureLoadBalancerDeleted), 1);
+    let s = services.get(&name).await.unwrap();
+    assert!(
+        s.status
+            .and_then(|s| s.load_balancer)
+            .and_then(|l| l.ingress)
+            .unwrap_or_default()
+            .is_empty(),
+        "status cleared"
+    );
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+    services.delete(&name, &DeleteParams::default()).await.unwrap();
+}
