@@ -447,7 +447,8 @@ impl Ec2 for AwsEc2 {
         instance: &InstanceId,
     ) -> Result<()> {
         let raw = self.raw();
-        raw.rt
+        let result = raw
+            .rt
             .call(REPLACE_ROUTE, || {
                 raw.client
                     .replace_route()
@@ -456,8 +457,21 @@ impl Ec2 for AwsEc2 {
                     .instance_id(instance.as_str())
                     .send()
             })
-            .await?;
-        Ok(())
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // AWS reports a missing route as `InvalidParameterValue: There is no route defined for ...`.
+            Err(err)
+                if err.code() == Some("InvalidParameterValue")
+                    && err.message().is_some_and(|m| m.contains("no route defined")) =>
+            {
+                let message = err.message().unwrap_or_default().to_owned();
+                Err(REPLACE_ROUTE
+                    .error(ErrorKind::NotFound, message)
+                    .with_code("InvalidRoute.NotFound"))
+            }
+            Err(err) => Err(err),
+        }
     }
 
     async fn delete_route(&self, table: &RouteTableId, destination_cidr: &str) -> Result<()> {
@@ -530,11 +544,15 @@ impl Raw {
     /// `DescribeInstances` by ID, where unknown IDs are dropped rather than failing the call.
     ///
     /// AWS fails the whole call with `InvalidInstanceID.NotFound` when any ID is unknown, naming the unknown ones
-    /// in the message; those are removed and the rest asked again (one more call). Should the message not name
-    /// them, the IDs are asked by `instance-id` filter instead (which ignores unknown IDs, 200 per call).
+    /// in the message; those are removed and the rest asked again: two calls in all. Should the message not name
+    /// them all (the second call fails the same way) or none at all, the remaining IDs are asked by
+    /// `instance-id` filter instead, which ignores unknown IDs (200 values per call).
     async fn instances_by_id_unbatched(&self, ids: &[InstanceId]) -> Result<Vec<Instance>> {
         let mut remaining: Vec<InstanceId> = ids.to_vec();
-        while !remaining.is_empty() {
+        for attempt in 0..2 {
+            if remaining.is_empty() {
+                return Ok(Vec::new());
+            }
             let request: Vec<String> = remaining.iter().map(|i| i.as_str().to_owned()).collect();
             let result = self
                 .rt
@@ -559,22 +577,27 @@ impl Raw {
                     }
                     return Ok(instances);
                 }
-                Err(err) if err.code() == Some("InvalidInstanceID.NotFound") => {
+                Err(err) if err.code() == Some("InvalidInstanceID.NotFound") && attempt == 0 => {
                     let unknown = unknown_instance_ids(err.message().unwrap_or_default());
                     let before = remaining.len();
                     remaining.retain(|id| !unknown.contains(id.as_str()));
                     if remaining.len() == before {
                         tracing::debug!(error = %err, "unknown instance IDs not named; looking up by filter");
-                        return self.instances_by_id_filter(&remaining).await;
+                        break;
                     }
                 }
-                Err(err) if err.code() == Some("InvalidInstanceID.Malformed") => {
-                    return self.instances_by_id_filter(&remaining).await;
+                Err(err)
+                    if matches!(
+                        err.code(),
+                        Some("InvalidInstanceID.NotFound" | "InvalidInstanceID.Malformed")
+                    ) =>
+                {
+                    break;
                 }
                 Err(err) => return Err(err),
             }
         }
-        Ok(Vec::new())
+        self.instances_by_id_filter(&remaining).await
     }
 
     async fn instances_by_id_filter(&self, ids: &[InstanceId]) -> Result<Vec<Instance>> {

@@ -10,8 +10,12 @@
 //! Only ever a dev-dependency.
 
 mod env;
+mod fault_proxy;
+mod imds;
 mod names;
 pub mod provider;
 
 pub use env::{EnvError, TestEnv};
+pub use fault_proxy::{Fault, FaultProxy};
+pub use imds::ImdsEmulator;
 pub use names::unique_name;
