@@ -1,3 +1,331 @@
-//! Cluster ownership tags: the rules for `kubernetes.io/cluster/<id>` (`owned` or `shared`) and the legacy `KubernetesCluster` tag, ownership checks made before any mutation, tag diffs that ignore `aws:` keys, and the tagging controller.
+//! Cluster ownership tags: the rules for `kubernetes.io/cluster/<id>` (`owned` or `shared`) and the legacy
+//! `KubernetesCluster` tag, ownership checks made before any mutation, tag diffs that ignore `aws:` keys, and the
+//! tagging controller.
 //!
-//! May depend on: `std`, `thiserror`, `serde`; the controller part on `ccm-aws-api` ports and `kube`. Never on `aws-sdk-*` or other domain crates.
+//! Everything here is pure: callers fetch tags through the `ccm-aws-api` ports and ask these rules what they may
+//! do. A resource is modified or deleted only when it is *owned* by this cluster; resources that are `shared`,
+//! untagged or tagged for another cluster are left alone.
+//!
+//! May depend on: `std`, `thiserror`, `serde`; the controller part on `ccm-aws-api` ports and `kube`. Never on
+//! `aws-sdk-*` or other domain crates.
+
+use std::collections::BTreeMap;
+
+/// Resource tags: key to value.
+pub type Tags = BTreeMap<String, String>;
+
+/// The prefix of the cluster tag key: `kubernetes.io/cluster/<cluster id>`.
+pub const CLUSTER_TAG_PREFIX: &str = "kubernetes.io/cluster/";
+/// The legacy cluster tag: `KubernetesCluster=<cluster id>`.
+pub const LEGACY_CLUSTER_TAG: &str = "KubernetesCluster";
+/// The cluster tag value of resources the cluster created and may delete.
+pub const OWNED: &str = "owned";
+/// The cluster tag value of resources the cluster uses but must never modify or delete.
+pub const SHARED: &str = "shared";
+/// The prefix AWS reserves for its own tags; they are never diffed, added or removed.
+pub const AWS_RESERVED_PREFIX: &str = "aws:";
+
+/// AWS's limit on tag key length, which bounds the cluster ID (`kubernetes.io/cluster/` is 22 characters).
+const MAX_TAG_KEY_LEN: usize = 128;
+
+/// How a resource relates to this cluster, from its tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ownership {
+    /// `kubernetes.io/cluster/<id>=owned`, or the legacy `KubernetesCluster=<id>`: ours to modify and delete.
+    Owned,
+    /// `kubernetes.io/cluster/<id>` with any other value (normally `shared`): ours to use, never to modify.
+    Shared,
+    /// Tagged for other clusters only: not ours at all.
+    Foreign,
+    /// No cluster tag of any cluster.
+    Untagged,
+}
+
+/// The cluster's identity in tags.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClusterTags {
+    id: String,
+    legacy: bool,
+}
+
+/// The cluster ID found on an instance's tags.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DiscoveredCluster {
+    /// The cluster ID.
+    pub id: String,
+    /// Whether only the legacy `KubernetesCluster` tag named it (the cluster then writes the legacy tag too).
+    pub legacy: bool,
+}
+
+/// What it takes to go from one tag set to another, `aws:` keys left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TagDiff {
+    /// Tags to create or overwrite.
+    pub to_set: Tags,
+    /// Keys to remove.
+    pub to_remove: Vec<String>,
+}
+
+/// Why the cluster's tags refuse an operation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OwnershipError {
+    /// The cluster ID cannot be used in a tag key.
+    #[error(
+        "invalid cluster ID {id:?}: it must be 1 to {max} characters without '/' (it becomes the tag key \
+         kubernetes.io/cluster/<id>)"
+    )]
+    InvalidClusterId {
+        /// The refused ID.
+        id: String,
+        /// The longest ID accepted.
+        max: usize,
+    },
+    /// The resource is not owned by this cluster: it must not be modified or deleted.
+    #[error(
+        "resource {resource} is {ownership:?} for cluster {cluster}, not owned: it will not be modified or deleted"
+    )]
+    NotOwned {
+        /// The resource ID.
+        resource: String,
+        /// What its tags say.
+        ownership: Ownership,
+        /// This cluster.
+        cluster: String,
+    },
+    /// The resource carries a cluster tag with a value that contradicts this cluster's.
+    #[error(
+        "resource {resource} has tag belonging to another cluster: {key}={actual} (expected {expected}); \
+         fix or remove the tag by hand"
+    )]
+    ConflictingTag {
+        /// The resource ID.
+        resource: String,
+        /// The tag key.
+        key: String,
+        /// Its value on the resource.
+        actual: String,
+        /// The value this cluster expects.
+        expected: String,
+    },
+}
+
+/// Why no cluster ID could be read from tags.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DiscoveryError {
+    /// Several `kubernetes.io/cluster/<id>` keys.
+    #[error(
+        "found multiple cluster tags with prefix {CLUSTER_TAG_PREFIX} ({first:?} and {second:?}): set KubernetesClusterID in the cloud config"
+    )]
+    MultipleClusterTags {
+        /// One cluster ID.
+        first: String,
+        /// Another.
+        second: String,
+    },
+    /// The new and the legacy tags name different clusters.
+    #[error("cluster tags disagree: {CLUSTER_TAG_PREFIX}{tag} and {LEGACY_CLUSTER_TAG}={legacy}")]
+    Mismatch {
+        /// The ID of the `kubernetes.io/cluster/` key.
+        tag: String,
+        /// The legacy tag's value.
+        legacy: String,
+    },
+    /// No cluster tag at all.
+    #[error(
+        "neither tag {LEGACY_CLUSTER_TAG} nor {CLUSTER_TAG_PREFIX}<id> was found on the instance: tag it, or set \
+         KubernetesClusterID in the cloud config"
+    )]
+    Missing,
+}
+
+// === impl ClusterTags ===
+
+impl ClusterTags {
+    /// The tags of cluster `id`; `legacy` also writes and accepts `KubernetesCluster=<id>`.
+    pub fn new(id: impl Into<String>, legacy: bool) -> Result<Self, OwnershipError> {
+        let id = id.into();
+        let max = MAX_TAG_KEY_LEN - CLUSTER_TAG_PREFIX.len();
+        if id.is_empty() || id.len() > max || id.contains('/') || id.trim() != id {
+            return Err(OwnershipError::InvalidClusterId { id, max });
+        }
+        Ok(Self { id, legacy })
+    }
+
+    /// The cluster ID.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Whether the legacy tag is written too.
+    pub fn legacy(&self) -> bool {
+        self.legacy
+    }
+
+    /// `kubernetes.io/cluster/<id>`.
+    pub fn key(&self) -> String {
+        format!("{CLUSTER_TAG_PREFIX}{}", self.id)
+    }
+
+    /// How a resource with `tags` relates to this cluster. The legacy tag is honoured whether or not this
+    /// cluster writes it, as the reference implementation does.
+    pub fn ownership(&self, tags: &Tags) -> Ownership {
+        if tags.get(LEGACY_CLUSTER_TAG).is_some_and(|v| *v == self.id) {
+            return Ownership::Owned;
+        }
+        match tags.get(&self.key()) {
+            Some(v) if v == OWNED => Ownership::Owned,
+            Some(_) => Ownership::Shared,
+            None if tags.keys().any(|k| k.starts_with(CLUSTER_TAG_PREFIX))
+                || tags.contains_key(LEGACY_CLUSTER_TAG) =>
+            {
+                Ownership::Foreign
+            }
+            None => Ownership::Untagged,
+        }
+    }
+
+    /// Whether the resource carries this cluster's tag with any value (owned or shared).
+    pub fn is_tagged(&self, tags: &Tags) -> bool {
+        matches!(self.ownership(tags), Ownership::Owned | Ownership::Shared)
+    }
+
+    /// Whether the resource is owned by this cluster.
+    pub fn is_owned(&self, tags: &Tags) -> bool {
+        self.ownership(tags) == Ownership::Owned
+    }
+
+    /// The check to pass before modifying or deleting `resource`: it must be owned.
+    pub fn ensure_owned(&self, resource: &str, tags: &Tags) -> Result<(), OwnershipError> {
+        match self.ownership(tags) {
+            Ownership::Owned => Ok(()),
+            ownership => Err(OwnershipError::NotOwned {
+                resource: resource.to_owned(),
+                ownership,
+                cluster: self.id.clone(),
+            }),
+        }
+    }
+
+    /// The tags a resource created by this cluster gets: `additional`, then the cluster tag `owned` (and the legacy
+    /// tag), which win over an `additional` tag with the same key.
+    pub fn creation_tags(&self, additional: &Tags) -> Tags {
+        let mut tags: Tags = additional
+            .iter()
+            .filter(|(k, _)| !is_aws_reserved(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        tags.extend(self.ownership_tags());
+        tags
+    }
+
+    /// Just the ownership tags: `kubernetes.io/cluster/<id>=owned` (and `KubernetesCluster=<id>` in legacy mode).
+    pub fn ownership_tags(&self) -> Tags {
+        let mut tags = Tags::from([(self.key(), OWNED.to_owned())]);
+        if self.legacy {
+            tags.insert(LEGACY_CLUSTER_TAG.to_owned(), self.id.clone());
+        }
+        tags
+    }
+
+    /// Read-repair of a resource this cluster found by name and believes it owns: the ownership tags missing from
+    /// `tags`, to be added; a cluster tag with another value is an error (the resource is someone else's).
+    pub fn missing_ownership_tags(&self, resource: &str, tags: &Tags) -> Result<Tags, OwnershipError> {
+        let mut missing = Tags::new();
+        for (key, expected) in self.ownership_tags() {
+            match tags.get(&key) {
+                None => {
+                    missing.insert(key, expected);
+                }
+                Some(actual) if *actual == expected => {}
+                Some(actual) => {
+                    return Err(OwnershipError::ConflictingTag {
+                        resource: resource.to_owned(),
+                        key,
+                        actual: actual.clone(),
+                        expected,
+                    });
+                }
+            }
+        }
+        Ok(missing)
+    }
+}
+
+/// The cluster ID named by an instance's tags (`kubernetes.io/cluster/<id>` keys and `KubernetesCluster`).
+pub fn discover_cluster_id(tags: &Tags) -> Result<DiscoveredCluster, DiscoveryError> {
+    let mut from_key: Option<&str> = None;
+    for key in tags.keys() {
+        let Some(id) = key.strip_prefix(CLUSTER_TAG_PREFIX) else {
+            continue;
+        };
+        if id.is_empty() {
+            continue;
+        }
+        if let Some(first) = from_key {
+            return Err(DiscoveryError::MultipleClusterTags {
+                first: first.to_owned(),
+                second: id.to_owned(),
+            });
+        }
+        from_key = Some(id);
+    }
+    let legacy = tags
+        .get(LEGACY_CLUSTER_TAG)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty());
+    match (from_key, legacy) {
+        (Some(tag), Some(legacy)) if tag != legacy => Err(DiscoveryError::Mismatch {
+            tag: tag.to_owned(),
+            legacy: legacy.to_owned(),
+        }),
+        (Some(id), _) => Ok(DiscoveredCluster {
+            id: id.to_owned(),
+            legacy: false,
+        }),
+        (None, Some(id)) => Ok(DiscoveredCluster {
+            id: id.to_owned(),
+            legacy: true,
+        }),
+        (None, None) => Err(DiscoveryError::Missing),
+    }
+}
+
+/// Whether AWS reserves the key (`aws:`): never diffed, set or removed.
+pub fn is_aws_reserved(key: &str) -> bool {
+    key.get(..AWS_RESERVED_PREFIX.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(AWS_RESERVED_PREFIX))
+}
+
+/// The changes from `current` to exactly `desired`, `aws:` keys ignored on both sides.
+pub fn diff(current: &Tags, desired: &Tags) -> TagDiff {
+    let to_set = additions(current, desired);
+    let to_remove = current
+        .keys()
+        .filter(|k| !is_aws_reserved(k) && !desired.contains_key(*k))
+        .cloned()
+        .collect();
+    TagDiff { to_set, to_remove }
+}
+
+/// The tags of `desired` that `current` lacks or has with another value (nothing is removed), `aws:` keys ignored.
+pub fn additions(current: &Tags, desired: &Tags) -> Tags {
+    desired
+        .iter()
+        .filter(|(k, v)| !is_aws_reserved(k) && current.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+// === impl TagDiff ===
+
+impl TagDiff {
+    /// Whether nothing needs to change.
+    pub fn is_empty(&self) -> bool {
+        self.to_set.is_empty() && self.to_remove.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests;
