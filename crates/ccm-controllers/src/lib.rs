@@ -17,6 +17,7 @@ mod instances;
 pub mod keys;
 mod metrics;
 pub mod node_lifecycle;
+pub mod route;
 pub mod service;
 mod watch;
 mod workqueue;

@@ -1,0 +1,505 @@
+//! The route controller: makes the provider's routes match the nodes' pod CIDRs (dual-stack: one route per
+//! CIDR), deletes routes inside the cluster CIDRs that no node claims (and blackholes), and sets each node's
+//! `NetworkUnavailable` condition (`RouteCreated` / `NoRouteCreated`).
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt,
+    future::Future,
+    net::IpAddr,
+    str::FromStr,
+    sync::Arc,
+    time::Duration,
+};
+
+use ccm_cloud_provider::{CloudProvider, NodeAddress, Route, Routes};
+use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams},
+    runtime::{reflector, reflector::Store},
+};
+use serde_json::json;
+
+use crate::{
+    Clock, ControllerMetrics, Error,
+    addresses::node_addresses,
+    cloud_node::ErrorChain,
+    events::{EventRecorder, EventType, node_reference},
+    keys::CONDITION_NETWORK_UNAVAILABLE,
+    watch::reflect,
+};
+
+/// An IP network such as `10.244.0.0/16` (host bits are cleared, as Go's `ParseCIDR` does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    network: IpAddr,
+    prefix: u8,
+}
+
+/// Settings of the route controller.
+#[derive(Debug, Clone)]
+pub struct RouteConfig {
+    /// Passed to every route call (`--cluster-name`, default `kubernetes`).
+    pub cluster_name: String,
+    /// The cluster CIDRs (`--cluster-cidr`): only routes inside them are deleted. Build with
+    /// [`RouteConfig::new`] to validate them.
+    pub cluster_cidrs: Vec<Cidr>,
+    /// Time between the starts of two passes (`--route-reconciliation-period`, default 10 s, fixed rate).
+    pub route_reconciliation_period: Duration,
+    /// Route creations and deletions in flight at once (default 200, as upstream).
+    pub max_concurrent_operations: usize,
+    /// Only Nodes matching this label selector are handled (default: all).
+    pub node_selector: Option<String>,
+    /// Counters, shared with whoever exports them.
+    pub metrics: ControllerMetrics,
+    /// Wall-clock time for condition and Event timestamps.
+    pub clock: Clock,
+}
+
+/// One route to create for a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedRoute {
+    /// The node's UID, the provider's name hint.
+    pub name_hint: String,
+    /// The route (target node, its addresses, destination).
+    pub route: Route,
+}
+
+/// What a pass does (upstream `reconcile`, steps 1 to 4).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RoutePlan {
+    /// Routes to delete.
+    pub delete: Vec<Route>,
+    /// Routes to create (new, or replacing an outdated one).
+    pub create: Vec<PlannedRoute>,
+    /// Deletes must finish before creates (the provider tracks node addresses, so an update is
+    /// delete-then-create).
+    pub deletes_first: bool,
+    /// For each node the condition is written for: whether its routes exist once `create` succeeded. Nodes
+    /// without pod CIDRs but with routes pointing at them get `false`.
+    pub nodes: BTreeMap<String, bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Keep,
+    Add,
+    Update,
+}
+
+// === impl Cidr ===
+
+impl FromStr for Cidr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("{s:?} is not a CIDR such as 10.244.0.0/16 or fd00:10:244::/56");
+        let (ip, prefix) = s.trim().split_once('/').ok_or_else(bad)?;
+        let ip: IpAddr = ip.parse().map_err(|_| bad())?;
+        let prefix: u8 = prefix.parse().map_err(|_| bad())?;
+        let max = if ip.is_ipv4() { 32 } else { 128 };
+        if prefix > max {
+            return Err(bad());
+        }
+        Ok(Self {
+            network: mask(ip, prefix),
+            prefix,
+        })
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.network, self.prefix)
+    }
+}
+
+fn bits(ip: IpAddr) -> (u128, u32) {
+    match ip {
+        IpAddr::V4(v4) => (u128::from(u32::from(v4)), 32),
+        IpAddr::V6(v6) => (u128::from(v6), 128),
+    }
+}
+
+fn from_bits(v: u128, v4: bool) -> IpAddr {
+    if v4 {
+        IpAddr::from(u32::try_from(v).unwrap_or(u32::MAX).to_be_bytes())
+    } else {
+        IpAddr::from(v.to_be_bytes())
+    }
+}
+
+fn host_mask(prefix: u8, width: u32) -> u128 {
+    let host = width - u32::from(prefix);
+    if host >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << host) - 1
+    }
+}
+
+fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
+    let (v, width) = bits(ip);
+    from_bits(v & !host_mask(prefix, width), ip.is_ipv4())
+}
+
+impl Cidr {
+    /// Whether `ip` is inside this network.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        ip.is_ipv4() == self.network.is_ipv4() && mask(ip, self.prefix) == self.network
+    }
+
+    /// The network address.
+    pub fn network(&self) -> IpAddr {
+        self.network
+    }
+
+    /// The last address.
+    pub fn last(&self) -> IpAddr {
+        let (v, width) = bits(self.network);
+        from_bits(v | host_mask(self.prefix, width), self.network.is_ipv4())
+    }
+
+    /// Whether this is an IPv4 network.
+    pub fn is_ipv4(&self) -> bool {
+        self.network.is_ipv4()
+    }
+}
+
+// === impl RouteConfig ===
+
+impl RouteConfig {
+    /// A config for `cluster_name` with the comma-separated `cluster_cidr`: one CIDR, or one IPv4 and one IPv6
+    /// CIDR (dual stack). Empty or unparsable values are errors (upstream exits).
+    pub fn new(cluster_name: impl Into<String>, cluster_cidr: &str) -> Result<Self, Error> {
+        let err = |reason: String| Error::Config {
+            setting: "cluster-cidr",
+            reason,
+        };
+        let cidrs = cluster_cidr
+            .split(',')
+            .map(str::parse::<Cidr>)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err)?;
+        match cidrs.as_slice() {
+            [_] => {}
+            [a, b] if a.is_ipv4() != b.is_ipv4() => {}
+            [_, _] => {
+                return Err(err(format!(
+                    "{cluster_cidr:?}: two CIDRs must be one IPv4 and one IPv6 (dual stack)"
+                )));
+            }
+            _ => {
+                return Err(err(format!(
+                    "{cluster_cidr:?}: at most two CIDRs (one per IP family) are accepted"
+                )));
+            }
+        }
+        Ok(Self {
+            cluster_name: cluster_name.into(),
+            cluster_cidrs: cidrs,
+            route_reconciliation_period: Duration::from_secs(10),
+            max_concurrent_operations: 200,
+            node_selector: None,
+            metrics: ControllerMetrics::default(),
+            clock: Clock::system(),
+        })
+    }
+
+    /// Whether this controller manages `route`: its network or last address lies in a cluster CIDR.
+    pub fn is_responsible_for(&self, route: &Route) -> bool {
+        let Ok(cidr) = route.destination_cidr.parse::<Cidr>() else {
+            return false;
+        };
+        self.cluster_cidrs
+            .iter()
+            .any(|c| c.contains(cidr.network()) || c.contains(cidr.last()))
+    }
+}
+
+fn pod_cidrs(node: &Node) -> Vec<String> {
+    let spec = node.spec.as_ref();
+    let mut cidrs = spec.and_then(|s| s.pod_cidrs.clone()).unwrap_or_default();
+    if cidrs.is_empty()
+        && let Some(c) = spec.and_then(|s| s.pod_cidr.clone())
+    {
+        cidrs.push(c);
+    }
+    cidrs
+}
+
+fn same_addresses(a: &[NodeAddress], b: &[NodeAddress]) -> bool {
+    a.len() == b.len() && a.iter().all(|x| b.contains(x))
+}
+
+/// Upstream `reconcile`'s decisions, without side effects.
+pub fn plan(config: &RouteConfig, nodes: &[&Node], routes: &[Route]) -> RoutePlan {
+    let mut by_node: BTreeMap<&str, Vec<&Route>> = BTreeMap::new();
+    for r in routes.iter().filter(|r| !r.target_node.is_empty()) {
+        by_node.entry(r.target_node.as_str()).or_default().push(r);
+    }
+    let mut actions: BTreeMap<(String, String), Action> = BTreeMap::new();
+    let mut out = RoutePlan::default();
+    for node in nodes {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let cidrs = pod_cidrs(node);
+        if cidrs.is_empty() {
+            if by_node.contains_key(name.as_str()) {
+                out.nodes.insert(name, false);
+            }
+            continue;
+        }
+        let addresses = node_addresses(node);
+        let existing = by_node.get(name.as_str()).cloned().unwrap_or_default();
+        for cidr in cidrs.iter().collect::<BTreeSet<_>>() {
+            let action = match existing.iter().find(|r| &r.destination_cidr == cidr) {
+                Some(r)
+                    if !r.enable_node_addresses || same_addresses(&r.target_node_addresses, &addresses) =>
+                {
+                    Action::Keep
+                }
+                Some(_) => Action::Update,
+                None => Action::Add,
+            };
+            if action != Action::Keep {
+                out.create.push(PlannedRoute {
+                    name_hint: node.metadata.uid.clone().unwrap_or_default(),
+                    route: Route {
+                        target_node: name.clone(),
+                        target_node_addresses: addresses.clone(),
+                        destination_cidr: cidr.clone(),
+                        ..Default::default()
+                    },
+                });
+            }
+            actions.insert((name.clone(), cidr.clone()), action);
+        }
+        out.nodes.insert(name, true);
+    }
+    for r in routes.iter().filter(|r| config.is_responsible_for(r)) {
+        let action = actions.get(&(r.target_node.clone(), r.destination_cidr.clone()));
+        if r.blackhole || !matches!(action, Some(Action::Keep | Action::Add)) {
+            out.delete.push(r.clone());
+        }
+    }
+    out.deletes_first = routes.first().is_some_and(|r| r.enable_node_addresses);
+    out
+}
+
+/// The `NetworkUnavailable` condition to write, or `None` when the node already has the equivalent one.
+pub fn network_condition(node: &Node, routes_created: bool, clock: &Clock) -> Option<NodeCondition> {
+    let existing = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_NETWORK_UNAVAILABLE));
+    let (status, reason, message) = if routes_created {
+        ("False", "RouteCreated", "RouteController created a route")
+    } else {
+        (
+            "True",
+            "NoRouteCreated",
+            "RouteController failed to create a route",
+        )
+    };
+    if existing.is_some_and(|c| c.status == status && c.reason.as_deref() == Some(reason)) {
+        return None;
+    }
+    let now = clock.now();
+    Some(NodeCondition {
+        type_: CONDITION_NETWORK_UNAVAILABLE.to_owned(),
+        status: status.to_owned(),
+        reason: Some(reason.to_owned()),
+        message: Some(message.to_owned()),
+        last_transition_time: Some(now.clone()),
+        last_heartbeat_time: Some(now),
+    })
+}
+
+struct Ctx<P: CloudProvider> {
+    client: Client,
+    provider: Arc<P>,
+    config: RouteConfig,
+    store: Store<Node>,
+    recorder: EventRecorder,
+}
+
+/// Runs the route controller until `shutdown` completes.
+///
+/// Returns [`Error::Unsupported`] at once if the provider has no `Routes`.
+pub async fn run<P: CloudProvider>(
+    client: Client,
+    provider: Arc<P>,
+    config: RouteConfig,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    if provider.routes().is_none() {
+        return Err(Error::Unsupported { capability: "routes" });
+    }
+    if config.cluster_cidrs.is_empty() {
+        return Err(Error::Config {
+            setting: "cluster-cidr",
+            reason: "no cluster CIDR given".to_owned(),
+        });
+    }
+    let (store, writer) = reflector::store();
+    let recorder = EventRecorder::new(
+        client.clone(),
+        "route_controller",
+        config.clock.clone(),
+        config.metrics.clone(),
+    );
+    let ctx = Ctx {
+        client: client.clone(),
+        provider,
+        config,
+        store,
+        recorder,
+    };
+    let watch = reflect(
+        Api::<Node>::all(client),
+        ctx.config.node_selector.as_deref(),
+        writer,
+        |_| {},
+    );
+    let work = async {
+        if ctx.store.wait_until_ready().await.is_err() {
+            return;
+        }
+        let mut ticker = tokio::time::interval(ctx.config.route_reconciliation_period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            if let Err(error) = reconcile_routes(&ctx).await {
+                ctx.config.metrics.error();
+                tracing::warn!(error = %ErrorChain(&error), "route reconciliation failed");
+            }
+        }
+    };
+    tokio::select! {
+        () = shutdown => {},
+        () = watch => {},
+        () = work => {},
+    }
+    Ok(())
+}
+
+/// One pass.
+async fn reconcile_routes<P: CloudProvider>(ctx: &Ctx<P>) -> Result<(), Error> {
+    let Some(routes_api) = ctx.provider.routes() else {
+        return Ok(());
+    };
+    ctx.config.metrics.reconcile();
+    let cluster = &ctx.config.cluster_name;
+    ctx.config.metrics.provider_call();
+    let routes = routes_api
+        .list_routes(cluster)
+        .await
+        .map_err(|e| Error::cloud("failed to list routes", cluster, e))?;
+    let nodes = ctx.store.state();
+    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+    let plan = plan(&ctx.config, &refs, &routes);
+    let limit = ctx.config.max_concurrent_operations.max(1);
+    let deletes = stream::iter(plan.delete.into_iter().map(|r| delete_route(ctx, routes_api, r)))
+        .buffer_unordered(limit)
+        .collect::<Vec<()>>();
+    let creates = stream::iter(
+        plan.create
+            .into_iter()
+            .map(|p| create_route(ctx, routes_api, &nodes, p)),
+    )
+    .buffer_unordered(limit)
+    .collect::<Vec<Option<String>>>();
+    let failed = if plan.deletes_first {
+        deletes.await;
+        creates.await
+    } else {
+        tokio::join!(deletes, creates).1
+    };
+    let failed: BTreeSet<String> = failed.into_iter().flatten().collect();
+    let statuses: Vec<(Arc<Node>, bool)> = nodes
+        .iter()
+        .filter_map(|n| {
+            let name = n.metadata.name.as_deref().unwrap_or_default();
+            plan.nodes
+                .get(name)
+                .map(|ok| (n.clone(), *ok && !failed.contains(name)))
+        })
+        .collect();
+    stream::iter(statuses)
+        .for_each_concurrent(limit, |(node, created)| async move {
+            let Some(condition) = network_condition(&node, created, &ctx.config.clock) else {
+                return;
+            };
+            let patch = json!({ "status": { "conditions": [condition] } });
+            ctx.config.metrics.api_write();
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            if let Err(error) = Api::<Node>::all(ctx.client.clone())
+                .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+            {
+                ctx.config.metrics.error();
+                tracing::warn!(node = name, %error, "could not update the NetworkUnavailable condition");
+            }
+        })
+        .await;
+    Ok(())
+}
+
+async fn delete_route<P: CloudProvider>(ctx: &Ctx<P>, routes: &P::Routes, route: Route) {
+    ctx.config.metrics.provider_call();
+    match routes.delete_route(&ctx.config.cluster_name, &route).await {
+        Ok(()) => tracing::info!(
+            cidr = route.destination_cidr,
+            node = route.target_node,
+            "deleted route"
+        ),
+        Err(error) => {
+            ctx.config.metrics.error();
+            tracing::warn!(cidr = route.destination_cidr, error = %ErrorChain(&error), "could not delete route");
+        }
+    }
+}
+
+/// Creates one route; on failure posts `FailedToCreateRoute` and returns the node's name.
+async fn create_route<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    routes: &P::Routes,
+    nodes: &[Arc<Node>],
+    planned: PlannedRoute,
+) -> Option<String> {
+    ctx.config.metrics.provider_call();
+    let r = &planned.route;
+    let error = routes
+        .create_route(&ctx.config.cluster_name, &planned.name_hint, r)
+        .await
+        .err()?;
+    ctx.config.metrics.error();
+    tracing::warn!(cidr = r.destination_cidr, node = r.target_node, error = %ErrorChain(&error), "could not create route");
+    if let Some(node) = nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(r.target_node.as_str()))
+    {
+        let message = format!(
+            "Could not create route {} {} for node {}: {}",
+            planned.name_hint,
+            r.destination_cidr,
+            r.target_node,
+            ErrorChain(&error)
+        );
+        ctx.recorder
+            .publish(
+                &node_reference(node),
+                EventType::Warning,
+                "FailedToCreateRoute",
+                &message,
+            )
+            .await;
+    }
+    Some(r.target_node.clone())
+}
+
+#[cfg(test)]
+mod tests;
