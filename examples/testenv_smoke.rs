@@ -12,12 +12,17 @@ async fn main() -> anyhow::Result<()> {
     let client = env.kube_client().await?;
     let version = client.apiserver_version().await.context("apiserver /version")?;
     println!("kube-apiserver {} at {}", version.git_version, env.kube_apiserver);
-    let namespaces = Api::<Namespace>::all(client.clone()).list(&ListParams::default()).await?;
+    let namespaces = Api::<Namespace>::all(client.clone())
+        .list(&ListParams::default())
+        .await?;
     let names: Vec<_> = namespaces.items.iter().map(ResourceExt::name_any).collect();
     println!("  namespaces: {}", names.join(", "));
     let nodes = Api::<Node>::all(client).list(&ListParams::default()).await?;
     println!("  nodes: {}", nodes.items.len());
     env.aws_reachable().await.context("moto")?;
-    println!("moto (AWS emulator) at {}, region {}", env.aws_endpoint, env.aws_region);
+    println!(
+        "moto (AWS emulator) at {}, region {}",
+        env.aws_endpoint, env.aws_region
+    );
     Ok(())
 }

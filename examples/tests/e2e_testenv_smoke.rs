@@ -8,14 +8,26 @@ use ccm_testing::TestEnv;
 #[test]
 fn e2e_testenv_smoke_reports_what_it_reached() {
     let env = TestEnv::get();
-    let output = Command::new(env!("CARGO_BIN_EXE_testenv-smoke")).output().expect("run testenv-smoke");
+    let output = Command::new(env!("CARGO_BIN_EXE_testenv-smoke"))
+        .output()
+        .expect("run testenv-smoke");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", output.status);
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
     assert!(stdout.contains("kube-apiserver v1.20.2"), "{stdout}");
     assert!(stdout.contains(&env.kube_apiserver), "{stdout}");
-    assert!(stdout.contains("kube-system"), "the apiserver's own namespaces are listed: {stdout}");
-    assert!(stdout.contains(&format!("moto (AWS emulator) at {}", env.aws_endpoint)), "{stdout}");
+    assert!(
+        stdout.contains("kube-system"),
+        "the apiserver's own namespaces are listed: {stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("moto (AWS emulator) at {}", env.aws_endpoint)),
+        "{stdout}"
+    );
 }
 
 #[test]

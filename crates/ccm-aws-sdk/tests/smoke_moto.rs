@@ -11,7 +11,12 @@ async fn ec2_run_and_describe_an_instance_in_moto() {
     let ec2 = aws_sdk_ec2::Client::new(&env.aws_config().await);
     let name = unique_name("smoke-instance");
 
-    let vpc = ec2.create_vpc().cidr_block("10.42.0.0/16").send().await.expect("create vpc");
+    let vpc = ec2
+        .create_vpc()
+        .cidr_block("10.42.0.0/16")
+        .send()
+        .await
+        .expect("create vpc");
     let vpc_id = vpc.vpc().and_then(|v| v.vpc_id()).expect("vpc id").to_owned();
     let subnet = ec2
         .create_subnet()
@@ -21,7 +26,11 @@ async fn ec2_run_and_describe_an_instance_in_moto() {
         .send()
         .await
         .expect("create subnet");
-    let subnet_id = subnet.subnet().and_then(|s| s.subnet_id()).expect("subnet id").to_owned();
+    let subnet_id = subnet
+        .subnet()
+        .and_then(|s| s.subnet_id())
+        .expect("subnet id")
+        .to_owned();
 
     let run = ec2
         .run_instances()
@@ -47,20 +56,31 @@ async fn ec2_run_and_describe_an_instance_in_moto() {
         .send()
         .await
         .expect("describe instances by tag");
-    let instances: Vec<_> = described.reservations().iter().flat_map(|r| r.instances()).collect();
+    let instances: Vec<_> = described
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .collect();
     assert_eq!(instances.len(), 1, "exactly our instance carries our tag");
     let instance = instances[0];
     assert_eq!(instance.instance_id(), Some(instance_id.as_str()));
     assert_eq!(instance.subnet_id(), Some(subnet_id.as_str()));
     assert_eq!(instance.instance_type(), Some(&InstanceType::M5Large));
-    assert_eq!(instance.placement().and_then(|p| p.availability_zone()), Some("us-east-1a"));
+    assert_eq!(
+        instance.placement().and_then(|p| p.availability_zone()),
+        Some("us-east-1a")
+    );
     let private_ip = instance.private_ip_address().expect("private ip");
     assert!(private_ip.starts_with("10.42.1."), "{private_ip}");
     let dns = instance.private_dns_name().expect("private dns");
     assert_eq!(dns, format!("ip-{}.ec2.internal", private_ip.replace('.', "-")));
 
     // Stopping is reflected in the described state, as the node-lifecycle logic will rely on.
-    ec2.stop_instances().instance_ids(&instance_id).send().await.expect("stop");
+    ec2.stop_instances()
+        .instance_ids(&instance_id)
+        .send()
+        .await
+        .expect("stop");
     let state = ec2
         .describe_instances()
         .instance_ids(&instance_id)
@@ -75,11 +95,22 @@ async fn ec2_run_and_describe_an_instance_in_moto() {
     assert_eq!(state, Some(InstanceStateName::Stopped));
 
     // Unknown IDs give the error code the adapter maps to NotFound.
-    let missing = ec2.describe_instances().instance_ids("i-0123456789abcdef0").send().await;
+    let missing = ec2
+        .describe_instances()
+        .instance_ids("i-0123456789abcdef0")
+        .send()
+        .await;
     let code = missing.expect_err("unknown instance").into_service_error();
-    assert_eq!(aws_sdk_ec2::error::ProvideErrorMetadata::code(&code), Some("InvalidInstanceID.NotFound"));
+    assert_eq!(
+        aws_sdk_ec2::error::ProvideErrorMetadata::code(&code),
+        Some("InvalidInstanceID.NotFound")
+    );
 
-    ec2.terminate_instances().instance_ids(&instance_id).send().await.expect("terminate");
+    ec2.terminate_instances()
+        .instance_ids(&instance_id)
+        .send()
+        .await
+        .expect("terminate");
 }
 
 #[tokio::test]
@@ -125,14 +156,36 @@ async fn classic_elb_create_and_describe_in_moto() {
     assert_eq!(lbs.len(), 1);
     assert_eq!(lbs[0].dns_name(), Some(dns));
     let listener = lbs[0].listener_descriptions()[0].listener().expect("listener");
-    assert_eq!((listener.load_balancer_port(), listener.instance_port()), (80, Some(30080)));
+    assert_eq!(
+        (listener.load_balancer_port(), listener.instance_port()),
+        (80, 30080)
+    );
 
-    let tags = elb.describe_tags().load_balancer_names(&name).send().await.expect("describe tags");
+    let tags = elb
+        .describe_tags()
+        .load_balancer_names(&name)
+        .send()
+        .await
+        .expect("describe tags");
     let tag = &tags.tag_descriptions()[0].tags()[0];
-    assert_eq!((tag.key(), tag.value()), ("kubernetes.io/cluster/smoke", Some("owned")));
+    assert_eq!(
+        (tag.key(), tag.value()),
+        ("kubernetes.io/cluster/smoke", Some("owned"))
+    );
 
-    elb.delete_load_balancer().load_balancer_name(&name).send().await.expect("delete");
-    let gone = elb.describe_load_balancers().load_balancer_names(&name).send().await;
+    elb.delete_load_balancer()
+        .load_balancer_name(&name)
+        .send()
+        .await
+        .expect("delete");
+    let gone = elb
+        .describe_load_balancers()
+        .load_balancer_names(&name)
+        .send()
+        .await;
     let code = gone.expect_err("deleted").into_service_error();
-    assert_eq!(aws_sdk_elasticloadbalancing::error::ProvideErrorMetadata::code(&code), Some("LoadBalancerNotFound"));
+    assert_eq!(
+        aws_sdk_elasticloadbalancing::error::ProvideErrorMetadata::code(&code),
+        Some("LoadBalancerNotFound")
+    );
 }

@@ -54,7 +54,10 @@ impl TestEnv {
     /// Reads the environment's coordinates from the process environment.
     pub fn from_env() -> Result<Self, EnvError> {
         fn var(var: &'static str) -> Result<String, EnvError> {
-            std::env::var(var).ok().filter(|v| !v.is_empty()).ok_or(EnvError::Missing { var })
+            std::env::var(var)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .ok_or(EnvError::Missing { var })
         }
         Ok(Self {
             kubeconfig: var("CCM_TEST_KUBECONFIG")?.into(),
@@ -130,13 +133,21 @@ impl TestEnv {
             .strip_prefix("http://")
             .ok_or_else(|| self.moto_err("endpoint is not http://host:port".into()))?
             .trim_end_matches('/');
-        let mut stream =
-            tokio::net::TcpStream::connect(authority).await.map_err(|e| self.moto_err(e.to_string()))?;
-        let request =
-            format!("{method} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.map_err(|e| self.moto_err(e.to_string()))?;
+        let mut stream = tokio::net::TcpStream::connect(authority)
+            .await
+            .map_err(|e| self.moto_err(e.to_string()))?;
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .map_err(|e| self.moto_err(e.to_string()))?;
         let mut response = Vec::new();
-        stream.read_to_end(&mut response).await.map_err(|e| self.moto_err(e.to_string()))?;
+        stream
+            .read_to_end(&mut response)
+            .await
+            .map_err(|e| self.moto_err(e.to_string()))?;
         let head = String::from_utf8_lossy(&response[..response.len().min(64)]).into_owned();
         head.split_whitespace()
             .nth(1)
@@ -145,6 +156,9 @@ impl TestEnv {
     }
 
     fn moto_err(&self, detail: String) -> EnvError {
-        EnvError::Moto { endpoint: self.aws_endpoint.clone(), detail }
+        EnvError::Moto {
+            endpoint: self.aws_endpoint.clone(),
+            detail,
+        }
     }
 }

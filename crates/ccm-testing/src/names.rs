@@ -13,7 +13,13 @@ pub fn unique_name(prefix: &str) -> String {
     let suffix = format!("-{}-{n}", std::process::id());
     let mut prefix: String = prefix
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .collect();
     prefix.truncate(63 - suffix.len());
     format!("{prefix}{suffix}")
@@ -31,6 +37,9 @@ mod tests {
         assert!(a.starts_with("node-a-"), "{a}");
         let long = unique_name(&"x".repeat(100));
         assert_eq!(long.len(), 63);
-        assert!(long.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'));
+        assert!(
+            long.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        );
     }
 }

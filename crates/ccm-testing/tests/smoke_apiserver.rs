@@ -26,14 +26,20 @@ async fn node_create_list_watch_patch_against_the_real_apiserver() {
                                "value": "true", "effect": "NoSchedule" }] }
     }))
     .unwrap();
-    let created = nodes.create(&PostParams::default(), &node).await.expect("create node");
+    let created = nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("create node");
     assert!(created.uid().is_some(), "the server assigns a UID");
 
     let listed = nodes
         .list(&ListParams::default().labels(&format!("ccm-test/smoke={name}")))
         .await
         .expect("list nodes");
-    assert_eq!(listed.items.iter().map(|n| n.name_any()).collect::<Vec<_>>(), vec![name.clone()]);
+    assert_eq!(
+        listed.items.iter().map(|n| n.name_any()).collect::<Vec<_>>(),
+        vec![name.clone()]
+    );
 
     // Watch the node, then change it: the watcher must deliver the change made by the merge patch.
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
@@ -46,7 +52,10 @@ async fn node_create_list_watch_patch_against_the_real_apiserver() {
     assert_eq!(first.name_any(), name);
 
     let merge = json!({ "metadata": { "labels": { "ccm-test/patched": "merge" } } });
-    nodes.patch(&name, &PatchParams::default(), &Patch::Merge(&merge)).await.expect("merge patch");
+    nodes
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&merge))
+        .await
+        .expect("merge patch");
     let seen = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(node) = events.try_next().await.expect("watch ok") {
             if node.labels().get("ccm-test/patched").map(String::as_str) == Some("merge") {
@@ -65,7 +74,11 @@ async fn node_create_list_watch_patch_against_the_real_apiserver() {
         "status": { "addresses": [{ "type": "InternalIP", "address": "10.0.0.7" }] }
     });
     nodes
-        .patch_status(&name, &PatchParams::apply("ccm-smoke").force(), &Patch::Apply(&status))
+        .patch_status(
+            &name,
+            &PatchParams::apply("ccm-smoke").force(),
+            &Patch::Apply(&status),
+        )
         .await
         .expect("server-side apply of status");
     // A merge patch on status too, as node-lifecycle does for conditions.
@@ -80,16 +93,32 @@ async fn node_create_list_watch_patch_against_the_real_apiserver() {
     let stored_status = stored.status.clone().expect("status");
     let addresses = stored_status.addresses.expect("addresses");
     assert_eq!(addresses.len(), 1);
-    assert_eq!((addresses[0].type_.as_str(), addresses[0].address.as_str()), ("InternalIP", "10.0.0.7"));
+    assert_eq!(
+        (addresses[0].type_.as_str(), addresses[0].address.as_str()),
+        ("InternalIP", "10.0.0.7")
+    );
     let conditions = stored_status.conditions.expect("conditions");
-    assert!(conditions.iter().any(|c| c.type_ == "NetworkUnavailable" && c.status == "False"));
-    assert_eq!(stored.labels().get("ccm-test/patched").map(String::as_str), Some("merge"));
     assert!(
-        stored.managed_fields().iter().any(|m| m.manager.as_deref() == Some("ccm-smoke")),
+        conditions
+            .iter()
+            .any(|c| c.type_ == "NetworkUnavailable" && c.status == "False")
+    );
+    assert_eq!(
+        stored.labels().get("ccm-test/patched").map(String::as_str),
+        Some("merge")
+    );
+    assert!(
+        stored
+            .managed_fields()
+            .iter()
+            .any(|m| m.manager.as_deref() == Some("ccm-smoke")),
         "server-side apply recorded its field manager"
     );
 
-    nodes.delete(&name, &DeleteParams::default()).await.expect("delete node");
+    nodes
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete node");
     let gone = nodes.get_opt(&name).await.expect("get after delete");
     assert!(gone.is_none(), "node deleted");
 }

@@ -20,7 +20,12 @@ const CRATES: &[&str] = &[
     "ccm-aws",
     "ccm-testing",
 ];
-const DOMAIN: &[&str] = &["ccm-instances", "ccm-load-balancers", "ccm-routes", "ccm-ecr-credentials"];
+const DOMAIN: &[&str] = &[
+    "ccm-instances",
+    "ccm-load-balancers",
+    "ccm-routes",
+    "ccm-ecr-credentials",
+];
 
 /// Member names, and (package, dependency, kind, optional) for every declared dependency; kind is
 /// "normal", "dev" or "build".
@@ -31,7 +36,11 @@ fn dependencies() -> (Vec<String>, Vec<(String, String, String, bool)>) {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run cargo metadata");
-    assert!(out.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let meta: Value = serde_json::from_slice(&out.stdout).expect("metadata json");
     let mut names = Vec::new();
     let mut deps = Vec::new();
@@ -40,7 +49,12 @@ fn dependencies() -> (Vec<String>, Vec<(String, String, String, bool)>) {
         for dep in package["dependencies"].as_array().expect("dependencies") {
             let kind = dep["kind"].as_str().unwrap_or("normal").to_owned();
             let optional = dep["optional"].as_bool().unwrap_or(false);
-            deps.push((name.clone(), dep["name"].as_str().expect("dep name").to_owned(), kind, optional));
+            deps.push((
+                name.clone(),
+                dep["name"].as_str().expect("dep name").to_owned(),
+                kind,
+                optional,
+            ));
         }
         names.push(name);
     }
@@ -55,7 +69,10 @@ fn is_aws_sdk(dep: &str) -> bool {
 fn every_crate_of_the_design_is_a_workspace_member() {
     let (names, _) = dependencies();
     for krate in CRATES {
-        assert!(names.iter().any(|n| n == krate), "{krate} is missing from the workspace");
+        assert!(
+            names.iter().any(|n| n == krate),
+            "{krate} is missing from the workspace"
+        );
     }
 }
 
@@ -78,16 +95,35 @@ fn dependency_rules_hold() {
             if DOMAIN.contains(&dep.as_str()) {
                 violation(pkg, dep, "domain crates do not import each other");
             }
-            if ["ccm-aws-sdk", "ccm-aws", "ccm-controllers", "kube", "kube-runtime"].contains(&dep.as_str()) {
-                violation(pkg, dep, "domain crates depend on the contract and the ports only");
+            if [
+                "ccm-aws-sdk",
+                "ccm-aws",
+                "ccm-controllers",
+                "kube",
+                "kube-runtime",
+            ]
+            .contains(&dep.as_str())
+            {
+                violation(
+                    pkg,
+                    dep,
+                    "domain crates depend on the contract and the ports only",
+                );
             }
         }
         if pkg == "ccm-controllers" && normal && (dep.starts_with("ccm-aws") || is_aws_sdk(dep)) {
             violation(pkg, dep, "the generic controllers know nothing of AWS");
         }
         if dep == "ccm-testing" && normal && !["ccm-examples", "ccm-benches"].contains(&pkg.as_str()) {
-            violation(pkg, dep, "ccm-testing is only ever a dev-dependency of library crates");
+            violation(
+                pkg,
+                dep,
+                "ccm-testing is only ever a dev-dependency of library crates",
+            );
         }
     }
-    assert!(violations.is_empty(), "dependency rule violations: {violations:#?}");
+    assert!(
+        violations.is_empty(),
+        "dependency rule violations: {violations:#?}"
+    );
 }
