@@ -170,7 +170,10 @@ fn host_of(image: &str) -> Result<&str> {
         image: image.to_owned(),
         reason,
     };
-    let rest = image.split_once("://").map_or(image, |(_, rest)| rest);
+    let rest = match image.split_once("://") {
+        Some((scheme, rest)) if is_scheme(scheme) => rest,
+        _ => image,
+    };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     if authority.contains('@') {
         return Err(invalid("the registry part holds a user name (`user@host`)"));
@@ -231,6 +234,14 @@ fn parse_private(host: &str) -> Option<PrivateRegistry> {
         fips,
         dual_stack,
     })
+}
+
+/// A URL scheme (`https`, `oci`, ...): a letter, then letters, digits, `+`, `-` or `.`; never a `/`, so that
+/// `evil.example/x://<ecr host>/app` keeps `evil.example` as its host.
+fn is_scheme(scheme: &str) -> bool {
+    let mut bytes = scheme.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
 }
 
 /// `[a-z0-9][a-z0-9-_]*`, the region pattern the Go provider accepts (on a lower-cased host).

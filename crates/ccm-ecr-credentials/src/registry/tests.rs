@@ -61,6 +61,8 @@ fn registry_hosts_across_partitions() {
         ("123456789012.dkr.ecr.us-east-1.amazonaws.com.evil.example/app", NotEcr),
         ("123456789012.dkr.ecr.us-east-1.amazonaws.co/app", NotEcr),
         ("evil.example/123456789012.dkr.ecr.us-east-1.amazonaws.com/app", NotEcr),
+        ("evil.example/x://123456789012.dkr.ecr.us-east-1.amazonaws.com/app", NotEcr),
+        ("oci://123456789012.dkr.ecr.us-east-1.amazonaws.com/app", Private(Aws, "us-east-1", false, false)),
         ("123456789012.dkr.ecr..amazonaws.com/app", NotEcr),
         ("123456789012.dkr.ecr.-east-1.amazonaws.com/app", NotEcr),
         ("123456789012.dkr.ecr.us.east.1.amazonaws.com/app", NotEcr),
