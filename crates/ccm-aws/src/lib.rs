@@ -1,3 +1,9 @@
 //! The composition: `AwsCloud` implements `CloudProvider` from the AWS domain crates on top of the `ccm-aws-sdk` adapter; the cloud config (INI) parser; cluster ID discovery.
 //!
 //! May depend on: every library crate of the workspace. Binaries in `examples/` depend on this crate and `ccm-controllers`.
+
+pub mod cloud_config;
+pub mod cluster_id;
+
+pub use cloud_config::{CloudConfig, CloudConfigErrors, ConfigError, GlobalConfig};
+pub use cluster_id::ClusterIdError;

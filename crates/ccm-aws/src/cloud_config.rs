@@ -1,0 +1,810 @@
+//! The cloud config (`--cloud-config`): an INI file in the gcfg dialect with a `[Global]` section and any number
+//! of `[ServiceOverride "<name>"]` sections.
+//!
+//! Section and key names are case-insensitive; values may be quoted (`"..."` with `\"`, `\\`, `\n`, `\t`
+//! escapes); `;` and `#` start comments; a multi-valued key (`NodeIPFamilies`) is repeated on several lines; a
+//! boolean key written alone means `true`. Parsing collects every problem: each error names its line, field and
+//! the accepted values. Unknown keys and sections are not errors (the reference implementation tolerates them
+//! too) but are reported as warnings.
+
+use std::fmt;
+
+use regex::Regex;
+
+/// The parsed cloud config.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct CloudConfig {
+    /// `[Global]`.
+    pub global: GlobalConfig,
+    /// `[ServiceOverride "<name>"]` sections, in file order.
+    pub service_overrides: Vec<ServiceOverride>,
+    /// Unknown keys and sections, and repeated single-valued keys (the last value wins).
+    pub warnings: Vec<String>,
+}
+
+/// The `[Global]` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GlobalConfig {
+    /// `Zone`: legacy; the region is derived from it and wins over `Region`.
+    pub zone: Option<String>,
+    /// `Region`; empty means "ask IMDS".
+    pub region: Option<String>,
+    /// `VPC`.
+    pub vpc: Option<String>,
+    /// `SubnetID`.
+    pub subnet_id: Option<String>,
+    /// `RouteTableID`.
+    pub route_table_id: Option<String>,
+    /// `RoleARN`: a role to assume for EC2 and ELB calls.
+    pub role_arn: Option<String>,
+    /// `SourceARN`: sent as `x-amz-source-arn` when assuming `RoleARN`.
+    pub source_arn: Option<String>,
+    /// `KubernetesClusterTag`: legacy cluster ID (also writes `KubernetesCluster=<id>`).
+    pub kubernetes_cluster_tag: Option<String>,
+    /// `KubernetesClusterID`.
+    pub kubernetes_cluster_id: Option<String>,
+    /// `DisableSecurityGroupIngress`.
+    pub disable_security_group_ingress: bool,
+    /// `ElbSecurityGroup`: one security group for every Classic load balancer.
+    pub elb_security_group: Option<String>,
+    /// `NodeIPFamilies`, in order (default `[ipv4]`).
+    pub node_ip_families: Vec<IpFamily>,
+    /// `ClusterServiceLoadBalancerHealthProbeMode`.
+    pub health_probe_mode: HealthProbeMode,
+    /// `ClusterServiceSharedLoadBalancerHealthProbePort` (0 in the file means the default 10256).
+    pub shared_health_probe_port: u16,
+    /// `ClusterServiceSharedLoadBalancerHealthProbePath`.
+    pub shared_health_probe_path: String,
+    /// `SupportedTopologyInstanceTypePattern` (a valid regular expression).
+    pub supported_topology_instance_type_pattern: String,
+    /// `NLBSecurityGroupMode`.
+    pub nlb_security_group_mode: NlbSecurityGroupMode,
+}
+
+/// An IP family of node addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IpFamily {
+    /// `ipv4`
+    Ipv4,
+    /// `ipv6`
+    Ipv6,
+}
+
+/// How load balancers of `externalTrafficPolicy: Cluster` Services check node health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum HealthProbeMode {
+    /// `ServiceNodePort` (or empty): the Service's own node port.
+    #[default]
+    ServiceNodePort,
+    /// `Shared`: kube-proxy's health endpoint (`ClusterServiceSharedLoadBalancerHealthProbePort`/`Path`).
+    Shared,
+}
+
+/// Whether NLBs get a managed security group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum NlbSecurityGroupMode {
+    /// Empty: NLBs are created without security groups.
+    #[default]
+    Off,
+    /// `Managed`.
+    Managed,
+}
+
+/// A `[ServiceOverride "<name>"]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ServiceOverride {
+    /// The section's name.
+    pub name: String,
+    /// `Service`: `EC2`, `Elastic Load Balancing`, `Elastic Load Balancing v2`, `STS`, `KMS`, `ec2imds` (the
+    /// lower-case SDK v1 names `ec2`, `elasticloadbalancing`, `elasticloadbalancingv2`, `sts`, `kms` too).
+    pub service: String,
+    /// `Region`: the client region the override applies to.
+    pub region: String,
+    /// `URL`.
+    pub url: String,
+    /// `SigningRegion`.
+    pub signing_region: String,
+    /// `SigningMethod` (accepted, unused: requests are always signed with SigV4).
+    pub signing_method: String,
+    /// `SigningName` (accepted; the service's own signing name is used).
+    pub signing_name: String,
+}
+
+/// The services a `ServiceOverride` can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OverrideService {
+    /// EC2.
+    Ec2,
+    /// Classic ELB.
+    Elb,
+    /// ELBv2.
+    Elbv2,
+    /// STS.
+    Sts,
+    /// KMS (unused by this CCM; accepted for compatibility).
+    Kms,
+    /// The instance metadata service (`ec2imds`); its region is not matched.
+    Imds,
+}
+
+/// One problem in the cloud config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The 1-based line, when the problem has one.
+    pub line: Option<usize>,
+    /// `Global.NodeIPFamilies`, `ServiceOverride "1".URL`, ...
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+    /// The accepted values, when there is a fixed set.
+    pub accepted: Option<String>,
+}
+
+/// Every problem of a cloud config.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct CloudConfigErrors(pub Vec<ConfigError>);
+
+/// The default `SupportedTopologyInstanceTypePattern`.
+pub const DEFAULT_TOPOLOGY_PATTERN: &str = r"^(hpc|trn|p)[0-9]+[a-z]*(-[a-z0-9]+)?(\.[0-9a-z]*)$";
+/// The default shared health probe port (kube-proxy's health check).
+pub const DEFAULT_SHARED_PROBE_PORT: u16 = 10256;
+
+const GLOBAL_KEYS: &[&str] = &[
+    "Zone",
+    "Region",
+    "VPC",
+    "SubnetID",
+    "RouteTableID",
+    "RoleARN",
+    "SourceARN",
+    "KubernetesClusterTag",
+    "KubernetesClusterID",
+    "DisableSecurityGroupIngress",
+    "ElbSecurityGroup",
+    "NodeIPFamilies",
+    "ClusterServiceLoadBalancerHealthProbeMode",
+    "ClusterServiceSharedLoadBalancerHealthProbePort",
+    "ClusterServiceSharedLoadBalancerHealthProbePath",
+    "SupportedTopologyInstanceTypePattern",
+    "NLBSecurityGroupMode",
+];
+const OVERRIDE_KEYS: &[&str] = &[
+    "Service",
+    "Region",
+    "URL",
+    "SigningRegion",
+    "SigningMethod",
+    "SigningName",
+];
+const ESCAPES: &str = r#"a value with balanced quotes and only the escapes \\ \" \n \t"#;
+const BOOL_VALUES: &str = "true, false, yes, no, on, off, 1, 0 (or the key alone for true)";
+
+// === impl CloudConfig ===
+
+impl CloudConfig {
+    /// Parses and validates a cloud config.
+    pub fn parse(text: &str) -> Result<Self, CloudConfigErrors> {
+        Parser::default().run(text)
+    }
+
+    /// The adapter's endpoint overrides for clients in `region` (IMDS and KMS overrides are not among them).
+    pub fn endpoint_overrides(&self, region: &str) -> Vec<ccm_aws_sdk::EndpointOverride> {
+        let services = [
+            (OverrideService::Ec2, ccm_aws_sdk::Service::Ec2),
+            (OverrideService::Elb, ccm_aws_sdk::Service::Elb),
+            (OverrideService::Elbv2, ccm_aws_sdk::Service::Elbv2),
+            (OverrideService::Sts, ccm_aws_sdk::Service::Sts),
+        ];
+        services
+            .into_iter()
+            .filter_map(|(kind, service)| {
+                let o = self.service_override(kind, region)?;
+                Some(ccm_aws_sdk::EndpointOverride {
+                    service,
+                    region: region.to_owned(),
+                    url: o.url.trim().to_owned(),
+                    signing_region: o.signing_region.trim().to_owned(),
+                })
+            })
+            .collect()
+    }
+
+    /// The role to assume (`RoleARN`, with `SourceARN`), if any.
+    pub fn assume_role(&self) -> Option<ccm_aws_sdk::AssumeRole> {
+        let mut role = ccm_aws_sdk::AssumeRole::new(self.global.role_arn.clone()?);
+        role.source_arn = self.global.source_arn.clone();
+        Some(role)
+    }
+
+    /// The override for `service` in `region` (IMDS overrides match any region).
+    pub fn service_override(&self, service: OverrideService, region: &str) -> Option<&ServiceOverride> {
+        self.service_overrides.iter().find(|o| {
+            o.service_kind() == Some(service)
+                && (service == OverrideService::Imds || o.region.trim() == region)
+        })
+    }
+}
+
+// === impl GlobalConfig ===
+
+impl Default for GlobalConfig {
+    fn default() -> Self {
+        Self {
+            zone: None,
+            region: None,
+            vpc: None,
+            subnet_id: None,
+            route_table_id: None,
+            role_arn: None,
+            source_arn: None,
+            kubernetes_cluster_tag: None,
+            kubernetes_cluster_id: None,
+            disable_security_group_ingress: false,
+            elb_security_group: None,
+            node_ip_families: vec![IpFamily::Ipv4],
+            health_probe_mode: HealthProbeMode::ServiceNodePort,
+            shared_health_probe_port: DEFAULT_SHARED_PROBE_PORT,
+            shared_health_probe_path: "/healthz".to_owned(),
+            supported_topology_instance_type_pattern: DEFAULT_TOPOLOGY_PATTERN.to_owned(),
+            nlb_security_group_mode: NlbSecurityGroupMode::Off,
+        }
+    }
+}
+
+impl GlobalConfig {
+    /// The configured region: derived from `Zone` when set (it wins, as in the reference implementation), else
+    /// `Region`; `None` means "ask IMDS".
+    pub fn configured_region(&self) -> Option<String> {
+        self.zone
+            .as_deref()
+            .and_then(region_of_zone)
+            .or_else(|| self.region.clone())
+    }
+
+    /// The cluster ID from the config (`KubernetesClusterID`, else `KubernetesClusterTag`), and whether it is
+    /// the legacy form.
+    pub fn cluster_id(&self) -> Option<(&str, bool)> {
+        match (&self.kubernetes_cluster_id, &self.kubernetes_cluster_tag) {
+            (Some(id), legacy) => Some((id, legacy.is_some())),
+            (None, Some(tag)) => Some((tag, true)),
+            (None, None) => None,
+        }
+    }
+
+    /// Whether the control plane runs outside the cluster's VPC (or account): `VPC`, `SubnetID` or `RoleARN`, and
+    /// a cluster ID are all configured, so the CCM must not look itself up through IMDS.
+    pub fn is_external_control_plane(&self) -> bool {
+        self.vpc.is_some()
+            && (self.subnet_id.is_some() || self.role_arn.is_some())
+            && self.cluster_id().is_some()
+    }
+}
+
+// === impl ServiceOverride ===
+
+impl ServiceOverride {
+    /// The service named, by SDK v2 service ID or legacy v1 name (case-insensitive).
+    pub fn service_kind(&self) -> Option<OverrideService> {
+        match self.service.trim().to_ascii_lowercase().as_str() {
+            "ec2" => Some(OverrideService::Ec2),
+            "elastic load balancing" | "elasticloadbalancing" => Some(OverrideService::Elb),
+            "elastic load balancing v2" | "elasticloadbalancingv2" => Some(OverrideService::Elbv2),
+            "sts" => Some(OverrideService::Sts),
+            "kms" => Some(OverrideService::Kms),
+            "ec2imds" => Some(OverrideService::Imds),
+            _ => None,
+        }
+    }
+}
+
+// === impl IpFamily ===
+
+impl IpFamily {
+    /// `ipv4` or `ipv6`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ipv4 => "ipv4",
+            Self::Ipv6 => "ipv6",
+        }
+    }
+}
+
+// === impl ConfigError ===
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(line) = self.line {
+            write!(f, "line {line}: ")?;
+        }
+        write!(f, "{}: {}", self.field, self.message)?;
+        if let Some(accepted) = &self.accepted {
+            write!(f, " (accepted: {accepted})")?;
+        }
+        Ok(())
+    }
+}
+
+// === impl CloudConfigErrors ===
+
+impl fmt::Display for CloudConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid cloud config ({} problem{})",
+            self.0.len(),
+            if self.0.len() == 1 { "" } else { "s" }
+        )?;
+        for error in &self.0 {
+            write!(f, "; {error}")?;
+        }
+        Ok(())
+    }
+}
+
+// === the parser ===
+
+#[derive(Default)]
+struct Parser {
+    config: CloudConfig,
+    errors: Vec<ConfigError>,
+    /// Keys seen in the current section (lower-case), to warn about repeated single-valued keys.
+    seen: Vec<String>,
+    families_set: bool,
+}
+
+enum Section {
+    Global,
+    Override(usize),
+    Unknown,
+}
+
+impl Parser {
+    fn run(mut self, text: &str) -> Result<CloudConfig, CloudConfigErrors> {
+        let mut section: Option<Section> = None;
+        let mut global_lines: Vec<(usize, String, Option<String>)> = Vec::new();
+        let mut override_lines: Vec<Vec<(usize, String, Option<String>)>> = Vec::new();
+        for (index, raw) in text.lines().enumerate() {
+            let line_no = index + 1;
+            let line = strip_comment(raw).trim();
+            if line.is_empty() {
+                continue;
+            }
+            if let Some(header) = line.strip_prefix('[') {
+                let Some(header) = header.strip_suffix(']') else {
+                    self.error(Some(line_no), "section header", "missing closing ']'", None);
+                    section = Some(Section::Unknown);
+                    continue;
+                };
+                section = Some(self.section(line_no, header.trim(), &mut override_lines));
+                self.seen.clear();
+                continue;
+            }
+            let (key, value) = match line.split_once('=') {
+                Some((k, v)) => (k.trim().to_owned(), Some(v.trim().to_owned())),
+                None => (line.to_owned(), None),
+            };
+            let value = match value.map(|v| unquote(&v)).transpose() {
+                Ok(v) => v,
+                Err(message) => {
+                    let field = match &section {
+                        Some(Section::Global) => format!("Global.{key}"),
+                        Some(Section::Override(i)) => {
+                            format!(
+                                "ServiceOverride \"{}\".{key}",
+                                self.config.service_overrides[*i].name
+                            )
+                        }
+                        _ => key.clone(),
+                    };
+                    self.error(Some(line_no), &field, &message, Some(ESCAPES));
+                    continue;
+                }
+            };
+            match &section {
+                None => self.error(
+                    Some(line_no),
+                    &key,
+                    "key outside of any section",
+                    Some("[Global], [ServiceOverride \"<name>\"]"),
+                ),
+                Some(Section::Global) => global_lines.push((line_no, key, value)),
+                Some(Section::Override(i)) => override_lines[*i].push((line_no, key, value)),
+                Some(Section::Unknown) => {}
+            }
+        }
+        for (line, key, value) in global_lines {
+            self.global(line, &key, value);
+        }
+        for (i, lines) in override_lines.into_iter().enumerate() {
+            self.seen.clear();
+            for (line, key, value) in lines {
+                self.service_override(i, line, &key, value);
+            }
+        }
+        self.validate();
+        if self.errors.is_empty() {
+            Ok(self.config)
+        } else {
+            Err(CloudConfigErrors(self.errors))
+        }
+    }
+
+    fn section(
+        &mut self,
+        line: usize,
+        header: &str,
+        overrides: &mut Vec<Vec<(usize, String, Option<String>)>>,
+    ) -> Section {
+        let (name, sub) = match header.split_once(char::is_whitespace) {
+            Some((name, rest)) => (name, Some(rest.trim())),
+            None => (header, None),
+        };
+        if name.eq_ignore_ascii_case("global") && sub.is_none() {
+            return Section::Global;
+        }
+        if name.eq_ignore_ascii_case("serviceoverride") {
+            let Some(sub) = sub else {
+                self.error(
+                    Some(line),
+                    "ServiceOverride",
+                    "section needs a name",
+                    Some("[ServiceOverride \"<name>\"]"),
+                );
+                return Section::Unknown;
+            };
+            let name = match unquote(sub) {
+                Ok(n) => n,
+                Err(message) => {
+                    self.error(Some(line), "ServiceOverride", &message, None);
+                    return Section::Unknown;
+                }
+            };
+            self.config.service_overrides.push(ServiceOverride {
+                name,
+                ..ServiceOverride::default()
+            });
+            overrides.push(Vec::new());
+            return Section::Override(overrides.len() - 1);
+        }
+        self.config
+            .warnings
+            .push(format!("line {line}: unknown section [{header}] ignored"));
+        Section::Unknown
+    }
+
+    fn global(&mut self, line: usize, key: &str, value: Option<String>) {
+        let Some(canonical) = GLOBAL_KEYS.iter().find(|k| k.eq_ignore_ascii_case(key)).copied() else {
+            self.config.warnings.push(format!(
+                "line {line}: unknown key Global.{key} ignored (known keys: {})",
+                GLOBAL_KEYS.join(", ")
+            ));
+            return;
+        };
+        let field = format!("Global.{canonical}");
+        if canonical != "NodeIPFamilies" {
+            self.note_repeat(line, &field, canonical);
+        }
+        if canonical == "DisableSecurityGroupIngress" {
+            match parse_bool(value.as_deref()) {
+                Some(b) => self.config.global.disable_security_group_ingress = b,
+                None => self.error(
+                    Some(line),
+                    &field,
+                    &format!("{:?} is not a boolean", value.unwrap_or_default()),
+                    Some(BOOL_VALUES),
+                ),
+            }
+            return;
+        }
+        let Some(value) = value else {
+            self.error(Some(line), &field, "missing '= value'", None);
+            return;
+        };
+        let g = &mut self.config.global;
+        let opt = |v: String| Some(v).filter(|v| !v.is_empty());
+        match canonical {
+            "Zone" => g.zone = opt(value),
+            "Region" => g.region = opt(value),
+            "VPC" => g.vpc = opt(value),
+            "SubnetID" => g.subnet_id = opt(value),
+            "RouteTableID" => g.route_table_id = opt(value),
+            "RoleARN" => g.role_arn = opt(value),
+            "SourceARN" => g.source_arn = opt(value),
+            "KubernetesClusterTag" => g.kubernetes_cluster_tag = opt(value),
+            "KubernetesClusterID" => g.kubernetes_cluster_id = opt(value),
+            "ElbSecurityGroup" => g.elb_security_group = opt(value),
+            "NodeIPFamilies" => {
+                if !self.families_set {
+                    self.families_set = true;
+                    self.config.global.node_ip_families.clear();
+                }
+                match value.to_ascii_lowercase().as_str() {
+                    "ipv4" => self.config.global.node_ip_families.push(IpFamily::Ipv4),
+                    "ipv6" => self.config.global.node_ip_families.push(IpFamily::Ipv6),
+                    _ => self.error(
+                        Some(line),
+                        &field,
+                        &format!("unknown IP family {value:?} (one family per line)"),
+                        Some("ipv4, ipv6"),
+                    ),
+                }
+            }
+            "ClusterServiceLoadBalancerHealthProbeMode" => match value.as_str() {
+                "" | "ServiceNodePort" => g.health_probe_mode = HealthProbeMode::ServiceNodePort,
+                "Shared" => g.health_probe_mode = HealthProbeMode::Shared,
+                _ => self.error(
+                    Some(line),
+                    &field,
+                    &format!("unsupported health probe mode {value:?}"),
+                    Some("ServiceNodePort (or empty), Shared"),
+                ),
+            },
+            "ClusterServiceSharedLoadBalancerHealthProbePort" => match value.parse::<u16>() {
+                Ok(0) => g.shared_health_probe_port = DEFAULT_SHARED_PROBE_PORT,
+                Ok(port) => g.shared_health_probe_port = port,
+                Err(_) => self.error(
+                    Some(line),
+                    &field,
+                    &format!("{value:?} is not a port number"),
+                    Some("1 to 65535, or 0 for the default 10256"),
+                ),
+            },
+            "ClusterServiceSharedLoadBalancerHealthProbePath" => {
+                if value.is_empty() {
+                    g.shared_health_probe_path = "/healthz".to_owned();
+                } else if value.starts_with('/') {
+                    g.shared_health_probe_path = value;
+                } else {
+                    self.error(
+                        Some(line),
+                        &field,
+                        &format!("{value:?} is not an absolute path"),
+                        Some("a path starting with '/'"),
+                    );
+                }
+            }
+            "SupportedTopologyInstanceTypePattern" => {
+                if value.is_empty() {
+                    g.supported_topology_instance_type_pattern = DEFAULT_TOPOLOGY_PATTERN.to_owned();
+                } else if let Err(e) = Regex::new(&value) {
+                    self.error(
+                        Some(line),
+                        &field,
+                        &format!("invalid regular expression: {e}"),
+                        Some("a regular expression"),
+                    );
+                } else {
+                    g.supported_topology_instance_type_pattern = value;
+                }
+            }
+            "NLBSecurityGroupMode" => match value.as_str() {
+                "" => g.nlb_security_group_mode = NlbSecurityGroupMode::Off,
+                "Managed" => g.nlb_security_group_mode = NlbSecurityGroupMode::Managed,
+                _ => self.error(
+                    Some(line),
+                    &field,
+                    &format!("invalid NLB security group mode {value:?}"),
+                    Some("Managed, or empty for none"),
+                ),
+            },
+            _ => {}
+        }
+    }
+
+    fn service_override(&mut self, index: usize, line: usize, key: &str, value: Option<String>) {
+        let name = self.config.service_overrides[index].name.clone();
+        let Some(canonical) = OVERRIDE_KEYS
+            .iter()
+            .find(|k| k.eq_ignore_ascii_case(key))
+            .copied()
+        else {
+            self.config.warnings.push(format!(
+                "line {line}: unknown key ServiceOverride \"{name}\".{key} ignored (known keys: {})",
+                OVERRIDE_KEYS.join(", ")
+            ));
+            return;
+        };
+        let field = format!("ServiceOverride \"{name}\".{canonical}");
+        self.note_repeat(line, &field, canonical);
+        let Some(value) = value else {
+            self.error(Some(line), &field, "missing '= value'", None);
+            return;
+        };
+        let o = &mut self.config.service_overrides[index];
+        match canonical {
+            "Service" => o.service = value,
+            "Region" => o.region = value,
+            "URL" => o.url = value,
+            "SigningRegion" => o.signing_region = value,
+            "SigningMethod" => o.signing_method = value,
+            "SigningName" => o.signing_name = value,
+            _ => {}
+        }
+    }
+
+    fn validate(&mut self) {
+        let g = self.config.global.clone();
+        if let Some(zone) = &g.zone
+            && region_of_zone(zone).is_none()
+        {
+            self.error(
+                None,
+                "Global.Zone",
+                &format!("invalid AZ {zone:?}: no region can be derived from it"),
+                Some("an availability zone such as us-east-1a"),
+            );
+        }
+        if let (Some(id), Some(tag)) = (&g.kubernetes_cluster_id, &g.kubernetes_cluster_tag)
+            && id != tag
+        {
+            self.error(
+                None,
+                "Global.KubernetesClusterID",
+                &format!("clusterID tags did not match: {id:?} vs KubernetesClusterTag {tag:?}"),
+                Some("the same value in both, or only one of them"),
+            );
+        }
+        for (field, value) in [
+            ("Global.RoleARN", &g.role_arn),
+            ("Global.SourceARN", &g.source_arn),
+        ] {
+            if let Some(arn) = value
+                && (!arn.starts_with("arn:") || arn.split(':').count() < 6)
+            {
+                self.error(
+                    None,
+                    field,
+                    &format!("{arn:?} is not an ARN"),
+                    Some("arn:<partition>:<service>:<region>:<account>:<resource>"),
+                );
+            }
+        }
+        if g.source_arn.is_some() && g.role_arn.is_none() {
+            self.error(
+                None,
+                "Global.SourceARN",
+                "is only used when assuming a role",
+                Some("set RoleARN too, or remove SourceARN"),
+            );
+        }
+        let mut seen: Vec<(Option<OverrideService>, String, String)> = Vec::new();
+        for o in self.config.service_overrides.clone() {
+            let field = |f: &str| format!("ServiceOverride \"{}\".{f}", o.name);
+            let required = [
+                ("Service", &o.service, "service name is missing"),
+                ("Region", &o.region, "service region is missing"),
+                ("URL", &o.url, "url is missing"),
+                ("SigningRegion", &o.signing_region, "signingRegion is missing"),
+            ];
+            for (key, value, message) in required {
+                if value.trim().is_empty() {
+                    self.error(None, &field(key), message, None);
+                }
+            }
+            if !o.service.trim().is_empty() && o.service_kind().is_none() {
+                self.error(
+                    None,
+                    &field("Service"),
+                    &format!("unknown service {:?}", o.service),
+                    Some("EC2, Elastic Load Balancing, Elastic Load Balancing v2, STS, KMS, ec2imds (or ec2, elasticloadbalancing, elasticloadbalancingv2, sts, kms)"),
+                );
+            }
+            let url = o.url.trim();
+            if !(url.is_empty() || url.starts_with("https://") || url.starts_with("http://")) {
+                self.error(
+                    None,
+                    &field("URL"),
+                    &format!("{url:?} is not an http(s) URL"),
+                    Some("http://... or https://..."),
+                );
+            }
+            let key = (
+                o.service_kind(),
+                o.service.trim().to_owned(),
+                o.region.trim().to_owned(),
+            );
+            if let Some(previous) = seen.iter().find(|(kind, service, region)| {
+                region == &key.2 && (kind.is_some() && *kind == key.0 || kind.is_none() && service == &key.1)
+            }) {
+                self.error(
+                    None,
+                    &format!("ServiceOverride \"{}\"", o.name),
+                    &format!(
+                        "duplicate entry found for service override ({} in {})",
+                        previous.1, previous.2
+                    ),
+                    Some("one override per service and region"),
+                );
+            } else {
+                seen.push(key);
+            }
+        }
+    }
+
+    fn note_repeat(&mut self, line: usize, field: &str, canonical: &str) {
+        let lower = canonical.to_ascii_lowercase();
+        if self.seen.contains(&lower) {
+            self.config.warnings.push(format!(
+                "line {line}: {field} is set more than once; the last value wins"
+            ));
+        } else {
+            self.seen.push(lower);
+        }
+    }
+
+    fn error(&mut self, line: Option<usize>, field: &str, message: &str, accepted: Option<&str>) {
+        self.errors.push(ConfigError {
+            line,
+            field: field.to_owned(),
+            message: message.to_owned(),
+            accepted: accepted.map(str::to_owned),
+        });
+    }
+}
+
+/// Strips a `;` or `#` comment that is not inside quotes.
+fn strip_comment(line: &str) -> &str {
+    let mut quoted = false;
+    let mut escaped = false;
+    for (i, c) in line.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ';' | '#' if !quoted => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+/// Removes quotes and resolves escapes (gcfg: quoted parts may be mixed with unquoted ones).
+fn unquote(value: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut chars = value.chars();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' => match chars.next() {
+                Some('"') => out.push('"'),
+                Some('\\') => out.push('\\'),
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some(other) => return Err(format!("unknown escape \\{other} (write \\\\ for a backslash)")),
+                None => return Err("line ends with a backslash".to_owned()),
+            },
+            c => out.push(c),
+        }
+    }
+    if quoted {
+        return Err("unterminated quote".to_owned());
+    }
+    Ok(out)
+}
+
+/// gcfg booleans; a key alone means `true`.
+fn parse_bool(value: Option<&str>) -> Option<bool> {
+    match value.map(str::to_ascii_lowercase).as_deref() {
+        None => Some(true),
+        Some("true" | "yes" | "on" | "1") => Some(true),
+        Some("false" | "no" | "off" | "0") => Some(false),
+        Some(_) => None,
+    }
+}
+
+/// The region of an availability zone (`us-east-1a` → `us-east-1`), as `^([a-zA-Z]+-)+\d+`.
+pub fn region_of_zone(zone: &str) -> Option<String> {
+    static RE: std::sync::OnceLock<Option<Regex>> = std::sync::OnceLock::new();
+    let re = RE
+        .get_or_init(|| Regex::new(r"^([a-zA-Z]+-)+\d+").ok())
+        .as_ref()?;
+    re.find(zone).map(|m| m.as_str().to_owned())
+}
+
+#[cfg(test)]
+mod tests;
