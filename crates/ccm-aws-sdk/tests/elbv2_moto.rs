@@ -1,0 +1,253 @@
+//! Every ELBv2 port method against moto: the happy path and the not-found mapping.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use ccm_aws_api::{
+    Ec2, Elbv2, ErrorKind, InstanceId, SubnetId, Tags, VpcId,
+    ec2::NewSecurityGroup,
+    elbv2::{
+        ListenerChange, NewListener, NewNetworkLoadBalancer, NewTargetGroup, SubnetMapping, Target,
+        TargetGroupHealthCheck,
+    },
+};
+use ccm_testing::{Fault, FaultProxy, TestEnv, unique_name};
+use common::{adapter, fixture};
+
+#[tokio::test]
+async fn network_load_balancer_lifecycle() {
+    let fx = fixture("nlb", 2).await;
+    let adapter = adapter(None).await;
+    let (ec2, elbv2) = (adapter.ec2(), adapter.elbv2());
+    let sg = ec2
+        .create_security_group(&NewSecurityGroup {
+            name: unique_name("nlb-sg"),
+            description: "nlb test".into(),
+            vpc_id: VpcId::new(&fx.vpc_id),
+            tags: Tags::new(),
+        })
+        .await
+        .unwrap();
+    let name = unique_name("nlb");
+    let tags = Tags::from([("kubernetes.io/cluster/test".to_owned(), "owned".to_owned())]);
+    let lb = elbv2
+        .create_load_balancer(&NewNetworkLoadBalancer {
+            name: name.clone(),
+            internal: true,
+            subnet_mappings: vec![SubnetMapping {
+                subnet_id: Some(SubnetId::new(&fx.subnet_id)),
+                ..SubnetMapping::default()
+            }],
+            security_groups: Some(vec![sg.clone()]),
+            tags: tags.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(lb.name, name);
+    assert_eq!(lb.lb_type, "network");
+    assert!(lb.internal);
+    assert_eq!(lb.vpc_id.as_ref().map(VpcId::as_str), Some(fx.vpc_id.as_str()));
+    let found = elbv2.load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!(found.arn, lb.arn);
+    assert_eq!(
+        found.availability_zones[0]
+            .subnet_id
+            .as_ref()
+            .map(SubnetId::as_str),
+        Some(fx.subnet_id.as_str())
+    );
+    assert_eq!(found.security_groups, [sg.clone()]);
+    elbv2
+        .set_security_groups(&lb.arn, std::slice::from_ref(&sg))
+        .await
+        .unwrap();
+
+    let attributes = BTreeMap::from([("load_balancing.cross_zone.enabled".to_owned(), "true".to_owned())]);
+    elbv2
+        .modify_load_balancer_attributes(&lb.arn, &attributes)
+        .await
+        .unwrap();
+    let current = elbv2.load_balancer_attributes(&lb.arn).await.unwrap();
+    assert_eq!(
+        current
+            .get("load_balancing.cross_zone.enabled")
+            .map(String::as_str),
+        Some("true")
+    );
+
+    let health = TargetGroupHealthCheck {
+        protocol: Some("TCP".into()),
+        port: Some("traffic-port".into()),
+        interval_seconds: Some(30),
+        healthy_threshold: Some(3),
+        unhealthy_threshold: Some(3),
+        ..TargetGroupHealthCheck::default()
+    };
+    let tg = elbv2
+        .create_target_group(&NewTargetGroup {
+            name: unique_name("tg"),
+            protocol: "TCP".into(),
+            port: 30080,
+            vpc_id: VpcId::new(&fx.vpc_id),
+            health_check: health.clone(),
+            tags: tags.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (tg.protocol.as_str(), tg.port, tg.target_type.as_str()),
+        ("TCP", 30080, "instance")
+    );
+    assert_eq!(tg.health_check.interval_seconds, Some(30));
+
+    let listener = elbv2
+        .create_listener(&NewListener {
+            load_balancer_arn: lb.arn.clone(),
+            port: 80,
+            protocol: "TCP".into(),
+            certificate_arn: None,
+            ssl_policy: None,
+            target_group_arn: tg.arn.clone(),
+            tags: tags.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!((listener.port, listener.protocol.as_str()), (80, "TCP"));
+    assert_eq!(listener.default_target_groups, [tg.arn.clone()]);
+    elbv2
+        .modify_listener(&ListenerChange {
+            listener_arn: listener.arn.clone(),
+            port: Some(8080),
+            ..ListenerChange::default()
+        })
+        .await
+        .unwrap();
+    let listeners = elbv2.listeners(&lb.arn).await.unwrap();
+    assert_eq!(listeners.iter().map(|l| l.port).collect::<Vec<_>>(), [8080]);
+
+    let groups = elbv2.target_groups(&lb.arn).await.unwrap();
+    assert_eq!(groups.iter().map(|g| &g.arn).collect::<Vec<_>>(), [&tg.arn]);
+    assert_eq!(groups[0].load_balancer_arns, [lb.arn.clone()]);
+    elbv2
+        .modify_target_group(
+            &tg.arn,
+            &TargetGroupHealthCheck {
+                healthy_threshold: Some(5),
+                ..TargetGroupHealthCheck::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        elbv2.target_groups(&lb.arn).await.unwrap()[0]
+            .health_check
+            .healthy_threshold,
+        Some(5)
+    );
+
+    let tg_attributes = BTreeMap::from([("proxy_protocol_v2.enabled".to_owned(), "true".to_owned())]);
+    elbv2
+        .modify_target_group_attributes(&tg.arn, &tg_attributes)
+        .await
+        .unwrap();
+    let current = elbv2.target_group_attributes(&tg.arn).await.unwrap();
+    assert_eq!(
+        current.get("proxy_protocol_v2.enabled").map(String::as_str),
+        Some("true")
+    );
+
+    let targets: Vec<Target> = fx
+        .instance_ids
+        .iter()
+        .map(|id| Target {
+            id: InstanceId::new(id),
+            port: 30080,
+        })
+        .collect();
+    elbv2.register_targets(&tg.arn, &targets).await.unwrap();
+    let mut health = elbv2.target_health(&tg.arn).await.unwrap();
+    health.sort_by(|a, b| a.target.cmp(&b.target));
+    let mut expected = targets.clone();
+    expected.sort();
+    assert_eq!(
+        health.iter().map(|h| h.target.clone()).collect::<Vec<_>>(),
+        expected
+    );
+    elbv2.deregister_targets(&tg.arn, &targets[..1]).await.unwrap();
+    let remaining: Vec<Target> = elbv2
+        .target_health(&tg.arn)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|h| h.state != "draining" && h.state != "unused")
+        .map(|h| h.target)
+        .collect();
+    assert!(!remaining.contains(&targets[0]), "{remaining:?}");
+
+    let arns = vec![lb.arn.clone(), tg.arn.clone()];
+    elbv2
+        .add_tags(&arns, &Tags::from([("extra".to_owned(), "1".to_owned())]))
+        .await
+        .unwrap();
+    elbv2
+        .remove_tags(&arns[..1], &["extra".to_owned()])
+        .await
+        .unwrap();
+    let all = elbv2.tags(&arns).await.unwrap();
+    assert_eq!(all[&lb.arn], tags);
+    assert_eq!(all[&tg.arn].get("extra").map(String::as_str), Some("1"));
+
+    // A target group in use cannot be deleted.
+    let in_use = elbv2.delete_target_group(&tg.arn).await.unwrap_err();
+    assert_eq!(in_use.kind(), ErrorKind::Conflict, "{in_use}");
+    elbv2.delete_listener(&listener.arn).await.unwrap();
+    elbv2.delete_load_balancer(&lb.arn).await.unwrap();
+    elbv2.delete_target_group(&tg.arn).await.unwrap();
+    assert_eq!(
+        elbv2.load_balancer(&name).await.unwrap(),
+        None,
+        "deleted: not found maps to None"
+    );
+    let err = elbv2.target_health(&tg.arn).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+}
+
+#[tokio::test]
+async fn unknown_elbv2_resources_are_not_found() {
+    let adapter = adapter(None).await;
+    let elbv2 = adapter.elbv2();
+    assert_eq!(
+        elbv2.load_balancer(&unique_name("nlb-missing")).await.unwrap(),
+        None
+    );
+    let arn = "arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/net/missing/0123456789abcdef";
+    let err = elbv2.listeners(arn).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    let tg_arn = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/missing/0123456789abcdef";
+    let err = elbv2.target_group_attributes(tg_arn).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+
+    // Codes moto does not produce, answered by the proxy the way AWS does.
+    let proxy = FaultProxy::start(&TestEnv::get().aws_endpoint).await.unwrap();
+    let adapter = common::adapter(Some(&proxy.url())).await;
+    proxy.inject("DeleteListener", Fault::error(400, "ListenerNotFound"), 1);
+    let err = adapter.elbv2().delete_listener("arn:listener").await.unwrap_err();
+    assert_eq!(
+        (err.kind(), err.code()),
+        (ErrorKind::NotFound, Some("ListenerNotFound"))
+    );
+    proxy.inject("CreateListener", Fault::error(400, "DuplicateListener"), 1);
+    let listener = NewListener {
+        load_balancer_arn: arn.into(),
+        port: 80,
+        protocol: "TCP".into(),
+        certificate_arn: None,
+        ssl_policy: None,
+        target_group_arn: tg_arn.into(),
+        tags: Tags::new(),
+    };
+    let err = adapter.elbv2().create_listener(&listener).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+}
