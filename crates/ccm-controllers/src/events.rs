@@ -1,3 +1,5 @@
+//! Events in `core/v1`, the API every supported apiserver accepts for every kind of object.
+
 use k8s_openapi::{
     api::core::v1::{Event, EventSource, Node, ObjectReference, Service},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,

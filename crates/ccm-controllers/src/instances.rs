@@ -261,3 +261,6 @@ async fn v1_metadata<I: Instances, Z: Zones>(
         additional_labels: Default::default(),
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -189,7 +189,7 @@ pub async fn run<P: CloudProvider>(
             let changed = match event {
                 watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
                     let summary = NodeSummary::of(&node);
-                    let name = node.metadata.name.clone().unwrap_or_default();
+                    let name = node.metadata.name.unwrap_or_default();
                     seen_nodes
                         .insert(name, summary.clone())
                         .is_none_or(|old| should_sync_updated_node(&old, &summary))

@@ -162,6 +162,7 @@ impl Backoff {
     }
 
     /// How many failures `key` has had in a row.
+    #[cfg(test)]
     pub(crate) fn failures(&self, key: &str) -> u32 {
         self.failures
             .lock()

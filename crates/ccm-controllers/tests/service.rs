@@ -213,20 +213,18 @@ async fn ensure_failures_emit_warning_events_and_retry_after_is_honoured() {
         .patch(&name, &Default::default(), &Patch::Merge(&json!({"spec": {"type": "ClusterIP", "ports": [{"port": 443, "protocol": "TCP", "nodePort": null}]}})))
         .await
         .unwrap();
-    eventually("finalizer released", async || {
-        services.get(&name).await.unwrap().finalizers().is_empty()
+    // As upstream, the finalizer is removed first and the status cleared right after.
+    eventually("finalizer released and status cleared", async || {
+        let s = services.get(&name).await.unwrap();
+        s.finalizers().is_empty()
+            && s.status
+                .and_then(|s| s.load_balancer)
+                .and_then(|l| l.ingress)
+                .unwrap_or_default()
+                .is_empty()
     })
     .await;
     assert_eq!(cloud.count(Method::EnsureLoadBalancerDeleted), 1);
-    let s = services.get(&name).await.unwrap();
-    assert!(
-        s.status
-            .and_then(|s| s.load_balancer)
-            .and_then(|l| l.ingress)
-            .unwrap_or_default()
-            .is_empty(),
-        "status cleared"
-    );
     stop.send(()).unwrap();
     task.await.unwrap().unwrap();
     services.delete(&name, &DeleteParams::default()).await.unwrap();

@@ -175,7 +175,8 @@ fn additional_labels_reserved_prefixes_dropped_and_existing_kept() {
 #[test]
 fn label_reconciliation_copies_beta_to_ga() {
     // (existing labels, expected fixes)
-    let cases: Vec<(Vec<(&str, &str)>, Vec<(&str, &str)>)> = vec![
+    type Labels<'a> = Vec<(&'a str, &'a str)>;
+    let cases: Vec<(Labels<'_>, Labels<'_>)> = vec![
         (vec![], vec![]),
         (
             vec![

@@ -181,7 +181,7 @@ fn reconcile_table() {
         (
             "blackhole in range is replaced",
             vec![&n1],
-            vec![blackhole.clone()],
+            vec![blackhole],
             vec![],
             vec![("node-1", "10.120.0.0/24")],
         ),

@@ -207,7 +207,7 @@ fn needs_update_table() {
         ),
         (
             "ip family policy",
-            base.clone(),
+            base,
             with(|s| spec(s).ip_family_policy = Some("PreferDualStack".into())),
             false,
         ),
