@@ -47,7 +47,7 @@ async fn classic_load_balancer_lifecycle() {
     assert_eq!(lb.dns_name, dns);
     assert!(lb.internal);
     assert_eq!(lb.subnets, [SubnetId::new(&fx.subnet_id)]);
-    assert_eq!(lb.security_groups, [sg.clone()]);
+    assert_eq!(lb.security_groups, std::slice::from_ref(&sg));
     assert_eq!(lb.listeners, [ClassicListener::new("TCP", 80, "TCP", 30080)]);
     assert_eq!(elb.tags(&name).await.unwrap(), tags);
 
@@ -96,7 +96,9 @@ async fn classic_load_balancer_lifecycle() {
         })
         .await
         .unwrap();
-    elb.apply_security_groups(&name, &[sg2.clone()]).await.unwrap();
+    elb.apply_security_groups(&name, std::slice::from_ref(&sg2))
+        .await
+        .unwrap();
     let subnet2 = common::raw_ec2()
         .await
         .create_subnet()
@@ -143,13 +145,16 @@ async fn classic_load_balancer_lifecycle() {
         .policies(&name, std::slice::from_ref(&proxy.name))
         .await
         .unwrap();
-    assert_eq!(found, [proxy.clone()]);
+    assert_eq!(found, std::slice::from_ref(&proxy));
     elb.set_backend_policies(&name, 30080, std::slice::from_ref(&proxy.name))
         .await
         .unwrap();
     let lb = elb.load_balancer(&name).await.unwrap().unwrap();
     assert_eq!(lb.backend_policies[0].instance_port, 30080);
-    assert_eq!(lb.backend_policies[0].policy_names, [proxy.name.clone()]);
+    assert_eq!(
+        lb.backend_policies[0].policy_names,
+        std::slice::from_ref(&proxy.name)
+    );
     elb.set_listener_policies(&name, 443, &[]).await.unwrap();
     let missing_policy = elb
         .policies(&name, &["no-such-policy".to_owned()])

@@ -58,7 +58,7 @@ async fn network_load_balancer_lifecycle() {
             .map(SubnetId::as_str),
         Some(fx.subnet_id.as_str())
     );
-    assert_eq!(found.security_groups, [sg.clone()]);
+    assert_eq!(found.security_groups, std::slice::from_ref(&sg));
     elbv2
         .set_security_groups(&lb.arn, std::slice::from_ref(&sg))
         .await
@@ -115,7 +115,7 @@ async fn network_load_balancer_lifecycle() {
         .await
         .unwrap();
     assert_eq!((listener.port, listener.protocol.as_str()), (80, "TCP"));
-    assert_eq!(listener.default_target_groups, [tg.arn.clone()]);
+    assert_eq!(listener.default_target_groups, std::slice::from_ref(&tg.arn));
     elbv2
         .modify_listener(&ListenerChange {
             listener_arn: listener.arn.clone(),
@@ -129,7 +129,7 @@ async fn network_load_balancer_lifecycle() {
 
     let groups = elbv2.target_groups(&lb.arn).await.unwrap();
     assert_eq!(groups.iter().map(|g| &g.arn).collect::<Vec<_>>(), [&tg.arn]);
-    assert_eq!(groups[0].load_balancer_arns, [lb.arn.clone()]);
+    assert_eq!(groups[0].load_balancer_arns, std::slice::from_ref(&lb.arn));
     elbv2
         .modify_target_group(
             &tg.arn,

@@ -126,15 +126,13 @@ async fn concurrent_lookups(
     }
 }
 
-fn coalescing_adapter(endpoint: String) -> impl std::future::Future<Output = Arc<Adapter>> {
-    async move {
-        let options = AdapterOptions::default()
-            .with_rate_limits(RateLimits::unlimited())
-            .with_retry(fast_retry())
-            .with_endpoint_url(endpoint)
-            .with_batch_window(Duration::from_millis(100));
-        Arc::new(Adapter::new(&TestEnv::get().aws_config().await, options))
-    }
+async fn coalescing_adapter(endpoint: String) -> Arc<Adapter> {
+    let options = AdapterOptions::default()
+        .with_rate_limits(RateLimits::unlimited())
+        .with_retry(fast_retry())
+        .with_endpoint_url(endpoint)
+        .with_batch_window(Duration::from_millis(100));
+    Arc::new(Adapter::new(&TestEnv::get().aws_config().await, options))
 }
 
 #[tokio::test]
