@@ -25,10 +25,12 @@ pub mod metadata;
 pub mod sts;
 
 pub use ec2::Ec2;
+pub use ecr::Ecr;
 pub use elb::Elb;
 pub use elbv2::Elbv2;
 pub use error::{AwsError, ErrorKind, Result};
 pub use metadata::Metadata;
+pub use sts::Sts;
 pub use types::{
     Filter, InstanceId, NetworkInterfaceId, RouteTableId, SecurityGroupId, SubnetId, Tags, VpcId,
 };

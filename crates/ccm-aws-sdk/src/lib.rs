@@ -10,6 +10,7 @@
 
 mod batch;
 mod ec2;
+mod ecr;
 mod elb;
 mod elbv2;
 mod error_map;
@@ -27,6 +28,7 @@ use aws_types::region::Region;
 use ccm_aws_api::{AwsError, ErrorKind};
 
 pub use ec2::AwsEc2;
+pub use ecr::{AwsEcr, AwsSts};
 pub use elb::AwsElb;
 pub use elbv2::AwsElbv2;
 pub use error_map::classify;
@@ -77,6 +79,8 @@ pub struct Adapter {
     ec2: AwsEc2,
     elb: AwsElb,
     elbv2: AwsElbv2,
+    ecr: AwsEcr,
+    sts: AwsSts,
     metrics: CallMetrics,
     runtime: std::sync::Arc<Runtime>,
     region: Option<String>,
@@ -217,10 +221,15 @@ impl Adapter {
             client!(aws_sdk_elasticloadbalancingv2, Service::Elbv2),
             rt.clone(),
         );
+        // ECR and STS run with the ambient credentials (or those the caller passes), never the assumed role.
+        let ecr = AwsEcr::new(sdk_config, &options, rt.clone());
+        let sts = AwsSts::new(sdk_config, &options, rt.clone());
         Self {
             ec2,
             elb,
             elbv2,
+            ecr,
+            sts,
             metrics,
             runtime: rt,
             region,
@@ -240,6 +249,16 @@ impl Adapter {
     /// The ELBv2 port.
     pub fn elbv2(&self) -> &AwsElbv2 {
         &self.elbv2
+    }
+
+    /// The ECR port.
+    pub fn ecr(&self) -> &AwsEcr {
+        &self.ecr
+    }
+
+    /// The STS port.
+    pub fn sts(&self) -> &AwsSts {
+        &self.sts
     }
 
     /// The metrics of every call made through this adapter.
