@@ -35,6 +35,15 @@ pub enum Fault {
     },
     /// Forward the request, after this delay.
     Delay(Duration),
+    /// Answer with this canned response instead of asking moto (to produce pages, odd shapes, missing fields).
+    Respond {
+        /// HTTP status.
+        status: u16,
+        /// `Content-Type` of the body.
+        content_type: String,
+        /// The body.
+        body: String,
+    },
     /// Close the connection without answering.
     Drop,
 }
@@ -55,6 +64,8 @@ struct State {
     seen: BTreeMap<String, u64>,
     /// Headers of the last request per action (lower-case names).
     last_headers: BTreeMap<String, BTreeMap<String, String>>,
+    /// Bodies of every request per action, in order.
+    bodies: BTreeMap<String, Vec<String>>,
 }
 
 /// One parsed HTTP/1.1 request.
@@ -109,6 +120,11 @@ impl FaultProxy {
         lock(&self.state).seen.get(action).copied().unwrap_or(0)
     }
 
+    /// The bodies of every request of `action` seen so far, in order (form-encoded for query APIs).
+    pub fn bodies(&self, action: &str) -> Vec<String> {
+        lock(&self.state).bodies.get(action).cloned().unwrap_or_default()
+    }
+
     /// The headers (names lower-cased) of the last request of `action`.
     pub fn last_headers(&self, action: &str) -> Option<BTreeMap<String, String>> {
         lock(&self.state).last_headers.get(action).cloned()
@@ -138,6 +154,8 @@ async fn serve(stream: TcpStream, upstream: &str, state: &Mutex<State>) -> std::
                 .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
                 .collect();
             state.last_headers.insert(action.clone(), headers);
+            let body = String::from_utf8_lossy(&request.body).into_owned();
+            state.bodies.entry(action.clone()).or_default().push(body);
             state.faults.get_mut(&action).and_then(VecDeque::pop_front)
         };
         let response = match fault {
@@ -148,6 +166,11 @@ async fn serve(stream: TcpStream, upstream: &str, state: &Mutex<State>) -> std::
                 code,
                 message,
             }) => request.error_response(Some((status, &code)), &message),
+            Some(Fault::Respond {
+                status,
+                content_type,
+                body,
+            }) => response(status, &content_type, &[], body.as_bytes()),
             Some(Fault::Delay(delay)) => {
                 tokio::time::sleep(delay).await;
                 forward(upstream, &request).await?
