@@ -1,0 +1,193 @@
+//! Invocation cost of the `ecr-credential-provider` binary, the way the kubelet pays it: a fresh process per
+//! request, timed from spawn to the response on stdout and exit. Printed beside a trivial process start (`true`)
+//! measured in the same run, since absolute times on a shared machine are noisy; plus the size of the stripped
+//! binary.
+//!
+//! Three series:
+//! - `true`: the floor of starting any process here;
+//! - `refused`: the provider given a non-ECR image, which it refuses before loading any AWS configuration: its
+//!   own start-up cost (runtime, parsing) without the network;
+//! - `moto`: a full private-registry request against moto (one ECR `GetAuthorizationToken`), every response
+//!   checked (password decodes from the token).
+//!
+//! Run with the test environment's variables (`set -a; . <testenv>/env; set +a`):
+//! `cargo bench -p ccm-benches --bench ecr-credential-provider`. The binary is built first with
+//! `cargo build --release -p ccm-examples --bin ecr-credential-provider` (a no-op when fresh); set
+//! `ECR_CREDENTIAL_PROVIDER_BIN` to measure another build. `ECR_BENCH_RUNS` sets the runs per series (50).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)] // A benchmark measures wall time.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+const IMAGE: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com/bench/app:1";
+
+fn main() {
+    let endpoint = std::env::var("CCM_TEST_AWS_ENDPOINT").expect(
+        "CCM_TEST_AWS_ENDPOINT is not set: source the test environment's env file (scripts/testenv.sh up)",
+    );
+    let runs: usize = std::env::var("ECR_BENCH_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(50);
+    let binary = provider_binary();
+    let home = std::env::temp_dir().join("ecr-bench-home");
+    std::fs::create_dir_all(&home).unwrap();
+
+    let request = |image: &str| {
+        format!(
+            r#"{{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","image":"{image}"}}"#
+        )
+    };
+    let ok_request = request(IMAGE);
+    let refused_request = request("docker.io/library/nginx:1.27");
+
+    // Warm the page cache and moto before measuring.
+    for _ in 0..3 {
+        invoke(&binary, &home, &endpoint, &ok_request, true);
+    }
+    let baseline = series(runs, || {
+        let status = Command::new("true").status().unwrap();
+        assert!(status.success());
+    });
+    let refused = series(runs, || {
+        invoke(&binary, &home, &endpoint, &refused_request, false)
+    });
+    let moto = series(runs, || invoke(&binary, &home, &endpoint, &ok_request, true));
+
+    let size = std::fs::metadata(&binary).unwrap().len();
+    let stripped = stripped_size(&binary);
+    println!(
+        "ecr-credential-provider invocation, {runs} runs per series, binary {}",
+        binary.display()
+    );
+    println!(
+        "{:<10} {:>9} {:>9} {:>9} {:>9} {:>10}",
+        "series", "p50", "p90", "p99", "mean", "p50/true"
+    );
+    for (name, stats) in [("true", &baseline), ("refused", &refused), ("moto", &moto)] {
+        println!(
+            "{name:<10} {:>9} {:>9} {:>9} {:>9} {:>9.1}x",
+            ms(stats.p50),
+            ms(stats.p90),
+            ms(stats.p99),
+            ms(stats.mean),
+            stats.p50.as_secs_f64() / baseline.p50.as_secs_f64()
+        );
+    }
+    println!("binary size: {} ({size} bytes as built)", mib(size));
+    match stripped {
+        Some(stripped) => println!(
+            "stripped size: {} ({stripped} bytes, `strip` on a copy)",
+            mib(stripped)
+        ),
+        None => println!("stripped size: `strip` not available; the release profile already strips symbols"),
+    }
+}
+
+/// Runs the provider once with `request` on stdin; checks the outcome.
+fn invoke(binary: &Path, home: &Path, endpoint: &str, request: &str, expect_ok: bool) {
+    let mut child = Command::new(binary)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(request.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if expect_ok {
+        assert!(output.status.success(), "provider failed: {stderr}");
+        let response: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let auth = &response["auth"]["123456789012.dkr.ecr.us-east-1.amazonaws.com"];
+        assert_eq!(auth["username"], "AWS", "{response}");
+        assert!(
+            !auth["password"].as_str().unwrap_or_default().is_empty(),
+            "{response}"
+        );
+    } else {
+        assert_eq!(output.status.code(), Some(1), "refusal must exit 1: {stderr}");
+    }
+}
+
+struct Stats {
+    p50: Duration,
+    p90: Duration,
+    p99: Duration,
+    mean: Duration,
+}
+
+fn series(runs: usize, mut run: impl FnMut()) -> Stats {
+    let mut samples: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            run();
+            start.elapsed()
+        })
+        .collect();
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1];
+    Stats {
+        p50: at(0.50),
+        p90: at(0.90),
+        p99: at(0.99),
+        mean: samples.iter().sum::<Duration>() / samples.len() as u32,
+    }
+}
+
+/// The release binary: `ECR_CREDENTIAL_PROVIDER_BIN`, or built now beside this benchmark's own executable.
+fn provider_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("ECR_CREDENTIAL_PROVIDER_BIN") {
+        return PathBuf::from(path);
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "ccm-examples",
+            "--bin",
+            "ecr-credential-provider",
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "building ecr-credential-provider failed");
+    // This executable is <target>/release/deps/<name>-<hash>; the binary is <target>/release/<name>.
+    let exe = std::env::current_exe().unwrap();
+    let release = exe.parent().and_then(Path::parent).expect("target/release");
+    let binary = release.join("ecr-credential-provider");
+    assert!(binary.is_file(), "{} was not built", binary.display());
+    binary
+}
+
+fn stripped_size(binary: &Path) -> Option<u64> {
+    let copy = std::env::temp_dir().join("ecr-credential-provider.stripped");
+    std::fs::copy(binary, &copy).ok()?;
+    let ok = Command::new("strip").arg(&copy).status().ok()?.success();
+    let size = std::fs::metadata(&copy).ok()?.len();
+    let _ = std::fs::remove_file(&copy);
+    ok.then_some(size)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}ms", d.as_secs_f64() * 1000.0)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.2} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
