@@ -1,0 +1,92 @@
+use std::sync::Arc;
+
+use ccm_aws_api::{AwsError, InstanceId};
+use ccm_cloud_provider::CloudError;
+
+/// Why an instance lookup failed. Every variant names the value at fault; each converts into the
+/// [`CloudError`] the controllers act on (see [`From<InstancesError> for CloudError`](CloudError)).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum InstancesError {
+    /// A provider ID (or an instance-ID or Fargate node name) that is not one of the accepted AWS forms. The
+    /// Node's `spec.providerID` or name must be fixed; retrying cannot help.
+    #[error(
+        "invalid AWS provider ID {value:?}: {reason}; accepted: aws:///<zone>/<instance-id>, aws:////<instance-id>, \
+         aws://<zone>/<instance-id>, <instance-id> (i-...), and the same with fargate-<ip> or fargate-ip-<a-b-c-d>..."
+    )]
+    InvalidProviderId {
+        /// The offending value.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// No instance (or only a terminated one) behind the node: becomes [`CloudError::InstanceNotFound`]. May be
+    /// eventual consistency right after launch: retry.
+    #[error("no instance found for node {node:?}")]
+    InstanceNotFound {
+        /// The node name.
+        node: String,
+    },
+    /// Several live instances carry the node's private DNS name (upstream `multiple instances found for name`).
+    #[error("multiple instances found for node name {name:?}: {ids:?}")]
+    MultipleInstances {
+        /// The node name.
+        name: String,
+        /// The matching instances.
+        ids: Vec<InstanceId>,
+    },
+    /// Several attached network interfaces carry a Fargate node's IP.
+    #[error("multiple network interfaces found for Fargate address {ip}: {ids:?}")]
+    MultipleInterfaces {
+        /// The address.
+        ip: String,
+        /// The matching interfaces.
+        ids: Vec<String>,
+    },
+    /// EC2 reported an address that is not an IP (upstream `EC2 instance had invalid private address`).
+    #[error("EC2 instance {instance} had invalid {kind} address {address:?}")]
+    InvalidAddress {
+        /// The instance.
+        instance: InstanceId,
+        /// `private`, `public` or `IPv6`.
+        kind: &'static str,
+        /// The offending value.
+        address: String,
+    },
+    /// An AWS call failed; retry later (the cause tells whether an operator is needed).
+    #[error("{what}")]
+    Aws {
+        /// What was being looked up.
+        what: String,
+        /// The failed call.
+        #[source]
+        source: Arc<AwsError>,
+    },
+}
+
+// === impl InstancesError ===
+
+impl InstancesError {
+    pub(crate) fn aws(what: impl Into<String>, source: Arc<AwsError>) -> Self {
+        Self::Aws {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+impl From<InstancesError> for CloudError {
+    fn from(err: InstancesError) -> Self {
+        let message = err.to_string();
+        match &err {
+            InstancesError::Aws { source, .. } => {
+                if let Some(after) = source.retry_after() {
+                    return CloudError::retry_after(format!("{message}: {source}"), after);
+                }
+                CloudError::with_source(message, err)
+            }
+            InstancesError::InstanceNotFound { .. } => CloudError::InstanceNotFound,
+            _ => CloudError::with_source(message, err),
+        }
+    }
+}

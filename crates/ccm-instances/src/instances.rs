@@ -1,0 +1,618 @@
+//! [`AwsInstances`]: the contract's `InstancesV2` over the EC2 port, every method batched.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    net::IpAddr,
+    sync::{Arc, Mutex, PoisonError},
+};
+
+use ccm_aws_api::{
+    Ec2, Filter, InstanceId, VpcId,
+    ec2::{Instance, InstanceState, NetworkInterface},
+};
+use ccm_cloud_provider::{CloudError, InstanceMetadata, InstancesV2, Result as CloudResult};
+use ccm_tagging::ClusterTags;
+use k8s_openapi::api::core::v1::Node;
+use regex::Regex;
+use tokio::time::Instant;
+
+use crate::{
+    InstancesError,
+    addresses::{IpFamily, fargate_addresses, instance_addresses},
+    provider_id::{
+        AwsInstanceRef, FARGATE_PREFIX, format_aws_provider_id, instance_ref_from_node_name,
+        parse_provider_id,
+    },
+    topology::{NETWORK_NODE_LAYER_PREFIX, UnsupportedStore, network_node_labels, region_unsupported},
+};
+
+/// The zone ID label (`use1-az1`), the same physical zone in every account.
+pub const ZONE_ID_LABEL: &str = "topology.k8s.aws/zone-id";
+
+/// The default `SupportedTopologyInstanceTypePattern`: types that must report a topology.
+pub const DEFAULT_TOPOLOGY_PATTERN: &str = r"^(hpc|trn|p)[0-9]+[a-z]*(-[a-z0-9]+)?(\.[0-9a-z]*)$";
+
+/// Instance IDs per `instances_by_id` call (DescribeInstances accepts 1,000).
+pub const IDS_PER_LOOKUP: usize = 1000;
+
+/// Values per EC2 filter (AWS accepts 200).
+pub const VALUES_PER_FILTER: usize = 200;
+
+/// The states a node name may match (all but terminated), as upstream.
+const LIVE_STATES: [&str; 5] = ["pending", "running", "shutting-down", "stopping", "stopped"];
+
+/// What [`AwsInstances`] needs to know about the cluster.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct InstancesConfig {
+    /// The region, reported as every node's region.
+    pub region: String,
+    /// `NodeIPFamilies`: the order of address families (default `[Ipv4]`).
+    pub node_ip_families: Vec<IpFamily>,
+    /// `SupportedTopologyInstanceTypePattern`: types whose missing topology is retried per instance and whose
+    /// topology errors fail initialization.
+    pub topology_instance_types: Regex,
+    /// The cluster's tags: instances found by private DNS name must carry them (as upstream). `None` accepts any.
+    pub cluster: Option<ClusterTags>,
+    /// The cluster's VPC: Fargate interfaces are looked for there only. `None` looks in every VPC.
+    pub vpc_id: Option<VpcId>,
+}
+
+/// InstancesV2 for AWS, generic over the EC2 port. See the crate documentation for the rules.
+#[derive(Debug)]
+pub struct AwsInstances<E> {
+    ec2: E,
+    config: InstancesConfig,
+    zone_ids: Mutex<HashMap<String, String>>,
+    zone_refresh: tokio::sync::Mutex<()>,
+    unsupported_topology: Mutex<UnsupportedStore>,
+}
+
+/// How a node is looked up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    Ec2(InstanceId),
+    DnsName(String),
+    Fargate { name: String, ip: IpAddr },
+}
+
+/// What a lookup found.
+#[derive(Debug, Clone)]
+enum Found {
+    Instance(Instance),
+    Interface(NetworkInterface),
+    Missing,
+}
+
+type Lookup = Result<Found, InstancesError>;
+
+// === impl InstancesConfig ===
+
+impl InstancesConfig {
+    /// The defaults of a region: IPv4 addresses, the default topology pattern, no cluster tag, no VPC.
+    pub fn new(region: impl Into<String>) -> Self {
+        Self {
+            region: region.into(),
+            node_ip_families: vec![IpFamily::Ipv4],
+            topology_instance_types: default_topology_pattern(),
+            cluster: None,
+            vpc_id: None,
+        }
+    }
+
+    /// Sets the address families.
+    #[must_use]
+    pub fn with_node_ip_families(mut self, families: Vec<IpFamily>) -> Self {
+        self.node_ip_families = families;
+        self
+    }
+
+    /// Sets the topology type pattern.
+    #[must_use]
+    pub fn with_topology_instance_types(mut self, pattern: Regex) -> Self {
+        self.topology_instance_types = pattern;
+        self
+    }
+
+    /// Sets the cluster's tags.
+    #[must_use]
+    pub fn with_cluster(mut self, cluster: ClusterTags) -> Self {
+        self.cluster = Some(cluster);
+        self
+    }
+
+    /// Sets the cluster's VPC.
+    #[must_use]
+    pub fn with_vpc_id(mut self, vpc_id: VpcId) -> Self {
+        self.vpc_id = Some(vpc_id);
+        self
+    }
+}
+
+#[allow(clippy::expect_used)]
+fn default_topology_pattern() -> Regex {
+    // A constant pattern, covered by the tests.
+    Regex::new(DEFAULT_TOPOLOGY_PATTERN).expect("the default topology pattern is valid")
+}
+
+// === impl AwsInstances ===
+
+impl<E: Ec2 + Send + Sync> AwsInstances<E> {
+    /// Instances over `ec2` with `config`.
+    pub fn new(ec2: E, config: InstancesConfig) -> Self {
+        Self {
+            ec2,
+            config,
+            zone_ids: Mutex::default(),
+            zone_refresh: tokio::sync::Mutex::new(()),
+            unsupported_topology: Mutex::default(),
+        }
+    }
+
+    /// The EC2 port.
+    pub fn ec2(&self) -> &E {
+        &self.ec2
+    }
+
+    /// Metadata for `nodes`, in their order. Instance lookups cost one `instances_by_id` per 1,000 distinct IDs,
+    /// one `instances` per 200 distinct private DNS names (or one cluster-wide listing beyond 200, when the
+    /// cluster tag is known), one `network_interfaces` per 200 Fargate IPs; zone IDs cost one
+    /// `availability_zones` when a zone is not cached yet; topology one `instance_topology` per batch.
+    pub async fn metadata(&self, nodes: &[&Node]) -> Vec<Result<Option<InstanceMetadata>, InstancesError>> {
+        let targets: Vec<_> = nodes.iter().map(|n| target(n)).collect();
+        let found = self.find(&targets, true).await;
+
+        let live = |f: &Lookup| match f {
+            Ok(Found::Instance(i)) if i.state != InstanceState::Terminated => Some(i.clone()),
+            _ => None,
+        };
+        // Zone IDs for every zone of a node without the label.
+        let mut zones = BTreeSet::new();
+        for (node, f) in nodes.iter().zip(&found) {
+            if has_label(node, ZONE_ID_LABEL) {
+                continue;
+            }
+            let zone = match f {
+                Ok(Found::Instance(i)) => i.availability_zone.clone(),
+                Ok(Found::Interface(eni)) => eni.availability_zone.clone(),
+                _ => None,
+            };
+            zones.extend(zone.filter(|z| !z.is_empty()));
+        }
+        let zone_ids = self.zone_ids(&zones).await;
+
+        // Topology of EC2 instances without the labels.
+        let candidates: Vec<(InstanceId, String)> = nodes
+            .iter()
+            .zip(&found)
+            .filter(|(node, _)| !has_label(node, &format!("{NETWORK_NODE_LAYER_PREFIX}1")))
+            .filter_map(|(_, f)| live(f))
+            .filter(|i| !i.instance_type.is_empty())
+            .map(|i| (i.id, i.instance_type))
+            .collect();
+        let topology = self.topology(candidates).await;
+
+        nodes
+            .iter()
+            .zip(found)
+            .map(|(node, f)| {
+                let meta = match f? {
+                    Found::Missing => return Err(not_found(node)),
+                    Found::Instance(i) if i.state == InstanceState::Terminated => return Err(not_found(node)),
+                    Found::Instance(i) => {
+                        let zone = i.availability_zone.clone().unwrap_or_default();
+                        let mut meta = InstanceMetadata {
+                            provider_id: existing_provider_id(node)
+                                .map_or_else(|| format_aws_provider_id(&zone, i.id.as_str()), str::to_owned),
+                            instance_type: i.instance_type.clone(),
+                            node_addresses: instance_addresses(&i, &self.config.node_ip_families)?,
+                            zone,
+                            region: self.config.region.clone(),
+                            additional_labels: BTreeMap::new(),
+                        };
+                        if let Some(result) = topology.get(&i.id) {
+                            meta.additional_labels.extend(network_node_labels(result.clone()?.as_slice()));
+                        }
+                        meta
+                    }
+                    Found::Interface(eni) => {
+                        let zone = eni.availability_zone.clone().unwrap_or_default();
+                        let token = match target(node) {
+                            Ok(Target::Fargate { name, .. }) => name,
+                            _ => eni.private_ips.first().cloned().unwrap_or_default(),
+                        };
+                        InstanceMetadata {
+                            provider_id: existing_provider_id(node).map_or_else(
+                                || format_aws_provider_id(&zone, &format!("{FARGATE_PREFIX}{token}")),
+                                str::to_owned,
+                            ),
+                            instance_type: String::new(),
+                            node_addresses: fargate_addresses(&eni, &self.config.node_ip_families),
+                            zone,
+                            region: self.config.region.clone(),
+                            additional_labels: BTreeMap::new(),
+                        }
+                    }
+                };
+                Ok(Some(self.with_zone_id(node, meta, &zone_ids)?))
+            })
+            .collect()
+    }
+
+    /// Whether each node's instance exists: `false` only for terminated instances and for none found.
+    pub async fn exists(&self, nodes: &[&Node]) -> Vec<Result<bool, InstancesError>> {
+        let targets: Vec<_> = nodes.iter().map(|n| target(n)).collect();
+        self.find(&targets, true)
+            .await
+            .into_iter()
+            .map(|f| {
+                Ok(match f? {
+                    Found::Instance(i) => i.state != InstanceState::Terminated,
+                    Found::Interface(_) => true,
+                    Found::Missing => false,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether each node's instance is shut down: `true` for stopped and stopping instances only. Fargate pods
+    /// never are (no call is made for them); a missing instance is not shut down (it does not exist).
+    pub async fn shutdown(&self, nodes: &[&Node]) -> Vec<Result<bool, InstancesError>> {
+        let targets: Vec<_> = nodes.iter().map(|n| target(n)).collect();
+        self.find(&targets, false)
+            .await
+            .into_iter()
+            .map(|f| {
+                Ok(match f? {
+                    Found::Instance(i) => matches!(i.state, InstanceState::Stopped | InstanceState::Stopping),
+                    Found::Interface(_) | Found::Missing => false,
+                })
+            })
+            .collect()
+    }
+
+    fn with_zone_id(
+        &self,
+        node: &Node,
+        mut meta: InstanceMetadata,
+        zone_ids: &Result<HashMap<String, String>, InstancesError>,
+    ) -> Result<InstanceMetadata, InstancesError> {
+        if meta.zone.is_empty() || has_label(node, ZONE_ID_LABEL) {
+            return Ok(meta);
+        }
+        match zone_ids.as_ref().map_err(Clone::clone)?.get(&meta.zone) {
+            Some(id) => {
+                meta.additional_labels.insert(ZONE_ID_LABEL.to_owned(), id.clone());
+            }
+            None => tracing::warn!(zone = %meta.zone, "could not get zone ID from zone name"),
+        }
+        Ok(meta)
+    }
+
+    /// Looks every target up, in as few calls as the limits allow.
+    async fn find(&self, targets: &[Result<Target, InstancesError>], fargate: bool) -> Vec<Lookup> {
+        let mut ids = BTreeSet::new();
+        let mut names = BTreeSet::new();
+        let mut ips = BTreeSet::new();
+        for t in targets.iter().flatten() {
+            match t {
+                Target::Ec2(id) => {
+                    ids.insert(id.clone());
+                }
+                Target::DnsName(name) => {
+                    names.insert(name.clone());
+                }
+                Target::Fargate { ip, .. } if fargate => {
+                    ips.insert(*ip);
+                }
+                Target::Fargate { .. } => {}
+            }
+        }
+        let by_id = self.by_ids(ids).await;
+        let by_name = self.by_names(names).await;
+        let by_ip = self.by_ips(ips).await;
+        targets
+            .iter()
+            .map(|t| match t {
+                Err(e) => Err(e.clone()),
+                Ok(Target::Ec2(id)) => by_id.get(id).cloned().unwrap_or(Ok(Found::Missing)),
+                Ok(Target::DnsName(name)) => by_name.get(name).cloned().unwrap_or(Ok(Found::Missing)),
+                Ok(Target::Fargate { ip, .. }) => by_ip.get(ip).cloned().unwrap_or(Ok(Found::Missing)),
+            })
+            .collect()
+    }
+
+    async fn by_ids(&self, ids: BTreeSet<InstanceId>) -> HashMap<InstanceId, Lookup> {
+        let ids: Vec<InstanceId> = ids.into_iter().collect();
+        let mut out = HashMap::with_capacity(ids.len());
+        for chunk in ids.chunks(IDS_PER_LOOKUP) {
+            match self.ec2.instances_by_id(chunk).await {
+                Ok(instances) => {
+                    for i in instances {
+                        out.insert(i.id.clone(), Ok(Found::Instance(i)));
+                    }
+                }
+                Err(e) => {
+                    let e = Arc::new(e);
+                    for id in chunk {
+                        let what = format!("failed to get instance by ID {id}");
+                        out.insert(id.clone(), Err(InstancesError::aws(what, e.clone())));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    async fn by_names(&self, names: BTreeSet<String>) -> HashMap<String, Lookup> {
+        let mut out = HashMap::with_capacity(names.len());
+        if names.is_empty() {
+            return out;
+        }
+        let names: Vec<String> = names.into_iter().collect();
+        let states = Filter::new("instance-state-name", LIVE_STATES);
+        let cluster_wide = match &self.config.cluster {
+            Some(c) if !c.legacy() && names.len() > VALUES_PER_FILTER => Some(Filter::tag_key(c.key())),
+            _ => None,
+        };
+        let requests: Vec<(Vec<Filter>, &[String])> = match cluster_wide {
+            Some(tag) => vec![(vec![tag, states], names.as_slice())],
+            None => names
+                .chunks(VALUES_PER_FILTER)
+                .map(|chunk| {
+                    let by_name = Filter::new("private-dns-name", chunk.iter().cloned());
+                    (vec![by_name, states.clone()], chunk)
+                })
+                .collect(),
+        };
+        for (filters, chunk) in requests {
+            match self.ec2.instances(&filters).await {
+                Ok(instances) => {
+                    let mut matches: HashMap<&str, Vec<Instance>> = HashMap::new();
+                    for i in instances {
+                        if let Some(c) = &self.config.cluster
+                            && !c.is_tagged(&i.tags)
+                        {
+                            continue;
+                        }
+                        if let Some(dns) = i.private_dns_name.clone()
+                            && let Some(name) = chunk.iter().find(|n| **n == dns)
+                        {
+                            matches.entry(name.as_str()).or_default().push(i);
+                        }
+                    }
+                    for name in chunk {
+                        let found = match matches.remove(name.as_str()) {
+                            None => Ok(Found::Missing),
+                            Some(mut list) if list.len() == 1 => Ok(Found::Instance(list.remove(0))),
+                            Some(list) => Err(InstancesError::MultipleInstances {
+                                name: name.clone(),
+                                ids: list.into_iter().map(|i| i.id).collect(),
+                            }),
+                        };
+                        out.insert(name.clone(), found);
+                    }
+                }
+                Err(e) => {
+                    let e = Arc::new(e);
+                    for name in chunk {
+                        let what = format!("failed to get instance by private DNS name {name}");
+                        out.insert(name.clone(), Err(InstancesError::aws(what, e.clone())));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    async fn by_ips(&self, ips: BTreeSet<IpAddr>) -> HashMap<IpAddr, Lookup> {
+        let mut out = HashMap::with_capacity(ips.len());
+        let (v6, v4): (Vec<IpAddr>, Vec<IpAddr>) = ips.into_iter().partition(IpAddr::is_ipv6);
+        for (filter_name, list) in [("private-ip-address", v4), ("ipv6-addresses.ipv6-address", v6)] {
+            for chunk in list.chunks(VALUES_PER_FILTER) {
+                let mut filters = vec![
+                    Filter::new("attachment.status", ["attached"]),
+                    Filter::new(filter_name, chunk.iter().map(ToString::to_string)),
+                ];
+                if let Some(vpc) = &self.config.vpc_id {
+                    filters.push(Filter::new("vpc-id", [vpc.as_str()]));
+                }
+                match self.ec2.network_interfaces(&filters).await {
+                    Ok(enis) => {
+                        for ip in chunk {
+                            let has = |list: &[String]| list.iter().any(|a| a.parse::<IpAddr>().ok() == Some(*ip));
+                            let mut matching: Vec<&NetworkInterface> = enis
+                                .iter()
+                                .filter(|e| has(&e.private_ips) || has(&e.ipv6_addresses))
+                                .collect();
+                            let found = match matching.len() {
+                                0 => Ok(Found::Missing),
+                                1 => Ok(Found::Interface(matching.remove(0).clone())),
+                                _ => Err(InstancesError::MultipleInterfaces {
+                                    ip: ip.to_string(),
+                                    ids: matching.iter().map(|e| e.id.to_string()).collect(),
+                                }),
+                            };
+                            out.insert(*ip, found);
+                        }
+                    }
+                    Err(e) => {
+                        let e = Arc::new(e);
+                        for ip in chunk {
+                            let what = format!("failed to get Fargate network interface of {ip}");
+                            out.insert(*ip, Err(InstancesError::aws(what, e.clone())));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The zone IDs of `zones`, refreshing the cache once when one is unknown.
+    async fn zone_ids(&self, zones: &BTreeSet<String>) -> Result<HashMap<String, String>, InstancesError> {
+        if zones.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let missing = |cache: &HashMap<String, String>| zones.iter().any(|z| !cache.contains_key(z));
+        if missing(&self.zone_ids.lock().unwrap_or_else(PoisonError::into_inner)) {
+            let _refresh = self.zone_refresh.lock().await;
+            // Another batch may have refreshed while this one waited.
+            if missing(&self.zone_ids.lock().unwrap_or_else(PoisonError::into_inner)) {
+                let all = self.ec2.availability_zones().await.map_err(|e| {
+                    InstancesError::aws("failed to describe availability zones for zone IDs", Arc::new(e))
+                })?;
+                let mut cache = self.zone_ids.lock().unwrap_or_else(PoisonError::into_inner);
+                cache.extend(all.into_iter().map(|z| (z.name, z.zone_id)));
+            }
+        }
+        let cache = self.zone_ids.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(zones
+            .iter()
+            .filter_map(|z| cache.get(z).map(|id| (z.clone(), id.clone())))
+            .collect())
+    }
+
+    /// The network nodes of `candidates` (instance, type), one call for all; absent means no labels.
+    async fn topology(
+        &self,
+        candidates: Vec<(InstanceId, String)>,
+    ) -> HashMap<InstanceId, Result<Vec<String>, InstancesError>> {
+        let mut out = HashMap::new();
+        let now = Instant::now();
+        let candidates: Vec<(InstanceId, String)> = {
+            let mut store = self.unsupported_topology.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut seen = BTreeSet::new();
+            candidates
+                .into_iter()
+                .filter(|(id, ty)| !store.skip(now, id, ty) && seen.insert(id.clone()))
+                .collect()
+        };
+        if candidates.is_empty() {
+            return out;
+        }
+        let ids: Vec<InstanceId> = candidates.iter().map(|(id, _)| id.clone()).collect();
+        let pattern = &self.config.topology_instance_types;
+        match self.ec2.instance_topology(&ids).await {
+            Ok(list) => {
+                let mut nodes: HashMap<InstanceId, Vec<String>> = list
+                    .into_iter()
+                    .filter(|t| !t.network_nodes.is_empty())
+                    .map(|t| (t.instance_id, t.network_nodes))
+                    .collect();
+                let supported_types: BTreeSet<&str> = candidates
+                    .iter()
+                    .filter(|(id, _)| nodes.contains_key(id))
+                    .map(|(_, ty)| ty.as_str())
+                    .collect();
+                let mut store = self.unsupported_topology.lock().unwrap_or_else(PoisonError::into_inner);
+                for (id, ty) in &candidates {
+                    match nodes.remove(id) {
+                        Some(n) => {
+                            out.insert(id.clone(), Ok(n));
+                        }
+                        None if pattern.is_match(ty) => store.mark_id(now, id.clone()),
+                        None if !supported_types.contains(ty.as_str()) => store.mark_type(now, ty.clone()),
+                        None => {}
+                    }
+                }
+            }
+            Err(e) if region_unsupported(&e) => {
+                tracing::info!(error = %e, "instance topology is not available; not asking again for a day");
+                self.unsupported_topology
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .mark_region(now);
+            }
+            Err(e) => {
+                let e = Arc::new(e);
+                for (id, ty) in candidates {
+                    if pattern.is_match(&ty) {
+                        let what = format!("failed to get the topology of instance {id} ({ty})");
+                        out.insert(id, Err(InstancesError::aws(what, e.clone())));
+                    } else {
+                        tracing::warn!(instance = %id, error = %e, "could not get instance topology");
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+impl<E: Ec2 + Send + Sync> InstancesV2 for AwsInstances<E> {
+    async fn instance_exists(&self, node: &Node) -> CloudResult<bool> {
+        first(self.exists(&[node]).await)
+    }
+
+    async fn instance_shutdown(&self, node: &Node) -> CloudResult<bool> {
+        first(self.shutdown(&[node]).await)
+    }
+
+    async fn instance_metadata(&self, node: &Node) -> CloudResult<Option<InstanceMetadata>> {
+        first(self.metadata(&[node]).await)
+    }
+
+    async fn instance_metadata_batch(&self, nodes: &[&Node]) -> Vec<CloudResult<Option<InstanceMetadata>>> {
+        self.metadata(nodes).await.into_iter().map(to_cloud).collect()
+    }
+
+    async fn instance_exists_batch(&self, nodes: &[&Node]) -> Vec<CloudResult<bool>> {
+        self.exists(nodes).await.into_iter().map(to_cloud).collect()
+    }
+
+    async fn instance_shutdown_batch(&self, nodes: &[&Node]) -> Vec<CloudResult<bool>> {
+        self.shutdown(nodes).await.into_iter().map(to_cloud).collect()
+    }
+}
+
+fn to_cloud<T>(r: Result<T, InstancesError>) -> CloudResult<T> {
+    r.map_err(CloudError::from)
+}
+
+fn first<T>(results: Vec<Result<T, InstancesError>>) -> CloudResult<T> {
+    results
+        .into_iter()
+        .next()
+        .map_or_else(|| Err(CloudError::other("no result for the node")), to_cloud)
+}
+
+fn not_found(node: &Node) -> InstancesError {
+    InstancesError::InstanceNotFound {
+        node: node.metadata.name.clone().unwrap_or_default(),
+    }
+}
+
+/// How to look a node up: by its provider ID if it has one, else by its name.
+fn target(node: &Node) -> Result<Target, InstancesError> {
+    let to_target = |r: AwsInstanceRef| match r {
+        AwsInstanceRef::Ec2(id) => Target::Ec2(id),
+        AwsInstanceRef::Fargate { name, ip } => Target::Fargate { name, ip },
+    };
+    if let Some(id) = existing_provider_id(node) {
+        return parse_provider_id(id).map(to_target);
+    }
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    match instance_ref_from_node_name(name) {
+        Some(r) => r.map(to_target),
+        None if name.is_empty() => Err(InstancesError::InvalidProviderId {
+            value: String::new(),
+            reason: "the node has neither spec.providerID nor a name",
+        }),
+        None => Ok(Target::DnsName(name.to_owned())),
+    }
+}
+
+fn existing_provider_id(node: &Node) -> Option<&str> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .filter(|id| !id.is_empty())
+}
+
+fn has_label(node: &Node, key: &str) -> bool {
+    node.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(key))
+}
