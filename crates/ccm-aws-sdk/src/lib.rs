@@ -13,6 +13,7 @@ mod ec2;
 mod ecr;
 mod elb;
 mod elbv2;
+mod endpoint;
 mod error_map;
 mod imds;
 mod limiter;
@@ -71,6 +72,8 @@ pub struct EndpointOverride {
     pub url: String,
     /// The region requests are signed for.
     pub signing_region: String,
+    /// The service name requests are signed for, when not the service's own (`SigningName`).
+    pub signing_name: Option<String>,
 }
 
 /// The clients of every port, sharing one limiter and one set of metrics. Cheap to clone.
@@ -202,7 +205,18 @@ impl Adapter {
                     .retry_config(RetryConfig::disabled())
                     .timeout_config(timeouts.clone());
                 if let Some((url, signing_region)) = endpoint_for(&options, $service, region.as_deref()) {
-                    config = config.endpoint_url(url).region(Region::new(signing_region));
+                    match signing_name(&options, $service, region.as_deref()) {
+                        Some(name) => {
+                            config = config
+                                .endpoint_resolver(endpoint::StaticEndpoint::new(
+                                    url,
+                                    &signing_region,
+                                    Some(name),
+                                ))
+                                .region(Region::new(signing_region));
+                        }
+                        None => config = config.endpoint_url(url).region(Region::new(signing_region)),
+                    }
                 }
                 if let Some(credentials) = &credentials {
                     config = config.credentials_provider(credentials.clone());
@@ -276,6 +290,17 @@ impl Adapter {
     pub fn region(&self) -> Option<&str> {
         self.region.as_deref()
     }
+}
+
+/// The signing name of the override for `service`, if it sets one.
+fn signing_name(options: &AdapterOptions, service: Service, region: Option<&str>) -> Option<String> {
+    let client_region = region.unwrap_or_default();
+    options
+        .endpoint_overrides
+        .iter()
+        .find(|o| o.service == service && o.region == client_region)
+        .and_then(|o| o.signing_name.clone())
+        .filter(|n| !n.is_empty())
 }
 
 /// The endpoint URL and signing region for `service`: a matching override, else the global URL.

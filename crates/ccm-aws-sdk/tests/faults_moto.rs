@@ -272,3 +272,47 @@ async fn role_assumption_sends_source_headers_and_uses_the_role() {
     adapter.ec2().availability_zones().await.unwrap();
     assert_eq!(proxy.requests("AssumeRole"), 1);
 }
+
+#[tokio::test]
+async fn service_overrides_set_url_signing_region_and_signing_name() {
+    let proxy = proxy().await;
+    let env = TestEnv::get();
+    let over = |service, signing_name: Option<&str>| ccm_aws_sdk::EndpointOverride {
+        service,
+        region: env.aws_region.clone(),
+        url: proxy.url(),
+        signing_region: "us-east-2".into(),
+        signing_name: signing_name.map(str::to_owned),
+    };
+    // Only the overridden services are called: the others would go to AWS.
+    let options = AdapterOptions::default()
+        .with_rate_limits(RateLimits::unlimited())
+        .with_retry(fast_retry())
+        .with_endpoint_overrides(vec![
+            over(Service::Ec2, Some("custom-ec2")),
+            over(Service::Elb, None),
+        ]);
+    let adapter = Adapter::new(&env.aws_config().await, options);
+    // moto routes requests by the signing name, so the proxy answers the custom-signed one itself.
+    proxy.inject(
+        "DescribeAvailabilityZones",
+        Fault::Respond {
+            status: 200,
+            content_type: "text/xml".into(),
+            body: "<DescribeAvailabilityZonesResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\">\
+                   <availabilityZoneInfo/></DescribeAvailabilityZonesResponse>"
+                .into(),
+        },
+        1,
+    );
+    adapter.ec2().availability_zones().await.unwrap();
+    let auth = proxy.last_headers("DescribeAvailabilityZones").unwrap()["authorization"].clone();
+    assert!(auth.contains("/us-east-2/custom-ec2/aws4_request"), "{auth}");
+    // moto answers for the signing region's (empty) state: only the signature matters here.
+    let _ = adapter.elb().load_balancer("override-check").await.unwrap();
+    let auth = proxy.last_headers("DescribeLoadBalancers").unwrap()["authorization"].clone();
+    assert!(
+        auth.contains("/us-east-2/elasticloadbalancing/aws4_request"),
+        "{auth}"
+    );
+}

@@ -109,7 +109,7 @@ pub struct ServiceOverride {
     pub signing_region: String,
     /// `SigningMethod` (accepted, unused: requests are always signed with SigV4).
     pub signing_method: String,
-    /// `SigningName` (accepted; the service's own signing name is used).
+    /// `SigningName`: the service name requests are signed for (the service's own when empty).
     pub signing_name: String,
 }
 
@@ -208,6 +208,7 @@ impl CloudConfig {
                     region: region.to_owned(),
                     url: o.url.trim().to_owned(),
                     signing_region: o.signing_region.trim().to_owned(),
+                    signing_name: Some(o.signing_name.trim().to_owned()).filter(|n| !n.is_empty()),
                 })
             })
             .collect()
