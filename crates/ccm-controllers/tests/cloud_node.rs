@@ -249,3 +249,75 @@ async fn cloud_errors_keep_the_taint_and_are_retried() {
     task.await.unwrap().unwrap();
     nodes.delete(&name, &DeleteParams::default()).await.unwrap();
 }
+
+#[tokio::test]
+async fn addresses_are_refreshed_periodically_in_batches() {
+    let client = TestEnv::get().kube_client().await.unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let group = unique_name("cn-refresh");
+    let names: Vec<String> = (0..2).map(|i| format!("{group}-{i}")).collect();
+    let cloud = FakeProvider::new();
+    for (i, name) in names.iter().enumerate() {
+        cloud.add_instance(
+            FakeInstance::new(name, format!("fake://r-{i}"))
+                .addresses(vec![NodeAddress::new(InternalIp, format!("10.1.0.{i}"))]),
+        );
+        // Already initialized: no taint, provider ID set.
+        let node: Node = serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": { "ccm-test/group": group } },
+            "spec": { "providerID": format!("fake://r-{i}") },
+        }))
+        .unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+    let config = cloud_node::CloudNodeConfig {
+        node_selector: Some(format!("ccm-test/group={group}")),
+        node_status_update_frequency: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(cloud_node::run(
+        client.clone(),
+        Arc::new(cloud.clone()),
+        config,
+        async {
+            stopped.await.ok();
+        },
+    ));
+    let address_of = |n: Node| {
+        n.status
+            .and_then(|s| s.addresses)
+            .unwrap_or_default()
+            .first()
+            .map(|a| a.address.clone())
+    };
+    wait_for("first refresh", || {
+        let nodes = nodes.clone();
+        let name = names[1].clone();
+        async move { (address_of(nodes.get(&name).await.ok()?)? == "10.1.0.1").then_some(()) }
+    })
+    .await;
+    cloud.set_addresses(&names[1], vec![NodeAddress::new(InternalIp, "10.1.9.9")]);
+    wait_for("refresh after the cloud changed", || {
+        let nodes = nodes.clone();
+        let name = names[1].clone();
+        async move { (address_of(nodes.get(&name).await.ok()?)? == "10.1.9.9").then_some(()) }
+    })
+    .await;
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+    // Every refresh pass asked for both nodes in one call; nothing was asked one node at a time.
+    let batches = cloud.batch_sizes(Method::InstanceMetadataBatch);
+    assert!(
+        batches.len() >= 2 && batches.iter().all(|&n| n == 2),
+        "{batches:?}"
+    );
+    assert_eq!(cloud.count(Method::InstanceMetadata), 0);
+    assert_eq!(
+        address_of(nodes.get(&names[0]).await.unwrap()).as_deref(),
+        Some("10.1.0.0")
+    );
+    for name in &names {
+        nodes.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+}
