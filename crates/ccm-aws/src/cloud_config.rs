@@ -214,6 +214,15 @@ impl CloudConfig {
             .collect()
     }
 
+    /// How to reach the instance metadata service: the `ec2imds` override's URL, else the default endpoint.
+    pub fn imds_options(&self) -> ccm_aws_sdk::ImdsOptions {
+        let mut options = ccm_aws_sdk::ImdsOptions::default();
+        if let Some(o) = self.service_override(OverrideService::Imds, "") {
+            options.endpoint = o.url.trim().to_owned();
+        }
+        options
+    }
+
     /// The role to assume (`RoleARN`, with `SourceARN`), if any.
     pub fn assume_role(&self) -> Option<ccm_aws_sdk::AssumeRole> {
         let mut role = ccm_aws_sdk::AssumeRole::new(self.global.role_arn.clone()?);

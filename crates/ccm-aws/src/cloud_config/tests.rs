@@ -301,6 +301,11 @@ SigningRegion = any
         Some("imds")
     );
     assert_eq!(config.service_override(OverrideService::Elbv2, "us-east-1"), None);
+    assert_eq!(config.imds_options().endpoint, "http://127.0.0.1:1338");
+    assert_eq!(
+        CloudConfig::default().imds_options().endpoint,
+        "http://169.254.169.254"
+    );
 }
 
 #[test]
