@@ -3,6 +3,8 @@
 //! contract has no I/O dependencies). A violation fails the build here instead of surfacing as a slow build
 //! or a tangled API later.
 
+#![allow(clippy::expect_used)]
+
 use std::{collections::BTreeMap, process::Command};
 
 use serde_json::Value;
@@ -20,6 +22,9 @@ const CRATES: &[&str] = &[
     "ccm-aws",
     "ccm-testing",
 ];
+/// A declared dependency: (package, dependency, kind, optional); kind is "normal", "dev" or "build".
+type Dep = (String, String, String, bool);
+
 const DOMAIN: &[&str] = &[
     "ccm-instances",
     "ccm-load-balancers",
@@ -27,9 +32,8 @@ const DOMAIN: &[&str] = &[
     "ccm-ecr-credentials",
 ];
 
-/// Member names, and (package, dependency, kind, optional) for every declared dependency; kind is
-/// "normal", "dev" or "build".
-fn dependencies() -> (Vec<String>, Vec<(String, String, String, bool)>) {
+/// Member names, and every declared dependency of every member.
+fn dependencies() -> (Vec<String>, Vec<Dep>) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
