@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use ccm_aws_api::ec2::{Instance, NetworkInterface};
+use ccm_aws_api::ec2::{Instance, InstanceNetworkInterface, NetworkInterface};
 use ccm_cloud_provider::{NodeAddress, NodeAddressType};
 
 use crate::InstancesError;
@@ -30,22 +30,51 @@ pub fn instance_addresses(
     families: &[IpFamily],
 ) -> Result<Vec<NodeAddress>, InstancesError> {
     let mut out = Vec::new();
-    let in_use = || instance.network_interfaces.iter().filter(|eni| eni.is_in_use());
+    // The port promises device order; sorting again (stable, interfaces without an index last) costs nothing
+    // and keeps fakes honest.
+    let mut enis: Vec<&InstanceNetworkInterface> = instance
+        .network_interfaces
+        .iter()
+        .filter(|eni| eni.is_in_use())
+        .collect();
+    enis.sort_by_key(|eni| (eni.device_index.is_none(), eni.device_index));
+    let in_use = || enis.iter().copied();
     for family in dedup(families) {
         match family {
             IpFamily::Ipv4 => {
                 let mut any = false;
                 for eni in in_use() {
                     if let Some(ip) = eni.private_ips.first() {
-                        push_ip(&mut out, instance, "private", NodeAddressType::InternalIp, ip, false)?;
+                        push_ip(
+                            &mut out,
+                            instance,
+                            "private",
+                            NodeAddressType::InternalIp,
+                            ip,
+                            false,
+                        )?;
                         any = true;
                     }
                 }
                 if !any && let Some(ip) = &instance.private_ip {
-                    push_ip(&mut out, instance, "private", NodeAddressType::InternalIp, ip, false)?;
+                    push_ip(
+                        &mut out,
+                        instance,
+                        "private",
+                        NodeAddressType::InternalIp,
+                        ip,
+                        false,
+                    )?;
                 }
                 if let Some(ip) = &instance.public_ip {
-                    push_ip(&mut out, instance, "public", NodeAddressType::ExternalIp, ip, false)?;
+                    push_ip(
+                        &mut out,
+                        instance,
+                        "public",
+                        NodeAddressType::ExternalIp,
+                        ip,
+                        false,
+                    )?;
                 }
                 if let Some(dns) = non_empty(&instance.private_dns_name) {
                     push(&mut out, NodeAddressType::InternalDns, dns);
@@ -136,16 +165,14 @@ fn push_ip(
 
 #[cfg(test)]
 mod tests {
-    use ccm_aws_api::{
-        InstanceId, NetworkInterfaceId,
-        ec2::{InstanceNetworkInterface, InstanceState},
-    };
+    use ccm_aws_api::{InstanceId, NetworkInterfaceId, ec2::InstanceState};
 
     use super::*;
     use NodeAddressType::*;
 
     fn eni(index: i32, status: &str, v4: &[&str], v6: &[&str]) -> InstanceNetworkInterface {
-        let mut eni = InstanceNetworkInterface::new(NetworkInterfaceId::new(format!("eni-{index}")), Some(index));
+        let mut eni =
+            InstanceNetworkInterface::new(NetworkInterfaceId::new(format!("eni-{index}")), Some(index));
         eni.status = status.into();
         eni.private_ips = v4.iter().map(|s| (*s).to_owned()).collect();
         eni.ipv6_addresses = v6.iter().map(|s| (*s).to_owned()).collect();
@@ -159,13 +186,21 @@ mod tests {
         i.public_ip = Some("1.2.3.4".into());
         i.private_dns_name = Some("ip-172-20-0-100.ec2.internal".into());
         i.public_dns_name = Some("ec2-1-2-3-4.compute-1.amazonaws.com".into());
+        // Listed out of device order, as in upstream's fake.
         i.network_interfaces = vec![
-            eni(0, "in-use", &["192.168.0.1", "192.168.0.3"], &["2001:db8::1", "2001:db8::2"]),
             eni(1, "in-use", &["192.168.1.1", "192.168.1.2"], &["2001:db8:1::1"]),
+            eni(
+                0,
+                "in-use",
+                &["192.168.0.1", "192.168.0.3"],
+                &["2001:db8::1", "2001:db8::2"],
+            ),
             eni(2, "detaching", &["192.168.2.1"], &["2001:db8:2::1"]),
         ];
         i
     }
+
+    type Expected<'a> = (NodeAddressType, &'a str);
 
     fn addrs(list: &[(NodeAddressType, &str)]) -> Vec<NodeAddress> {
         list.iter().map(|(t, a)| NodeAddress::new(*t, *a)).collect()
@@ -182,7 +217,7 @@ mod tests {
             (ExternalDns, "ec2-1-2-3-4.compute-1.amazonaws.com"),
         ];
         let v6 = [(InternalIp, "2001:db8::1"), (InternalIp, "2001:db8:1::1")];
-        let cases: Vec<(Vec<IpFamily>, Vec<(NodeAddressType, &str)>)> = vec![
+        let cases: Vec<(Vec<IpFamily>, Vec<Expected<'_>>)> = vec![
             (vec![IpFamily::Ipv4], v4.to_vec()),
             (vec![IpFamily::Ipv6], v6.to_vec()),
             (vec![IpFamily::Ipv4, IpFamily::Ipv6], [&v4[..], &v6[..]].concat()),
@@ -209,7 +244,11 @@ mod tests {
             addrs(&[(InternalIp, "10.0.0.5")])
         );
         let bare = Instance::new(InstanceId::new("i-2"), InstanceState::Pending);
-        assert!(instance_addresses(&bare, &[IpFamily::Ipv4, IpFamily::Ipv6]).unwrap().is_empty());
+        assert!(
+            instance_addresses(&bare, &[IpFamily::Ipv4, IpFamily::Ipv6])
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
@@ -244,7 +283,10 @@ mod tests {
         eni.ipv6_addresses.clear();
         assert_eq!(
             fargate_addresses(&eni, &[IpFamily::Ipv6]),
-            addrs(&[(InternalIp, "10.0.0.9"), (InternalDns, "ip-10-0-0-9.ec2.internal")])
+            addrs(&[
+                (InternalIp, "10.0.0.9"),
+                (InternalDns, "ip-10-0-0-9.ec2.internal")
+            ])
         );
     }
 }

@@ -173,7 +173,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                 continue;
             }
             let zone = match f {
-                Ok(Found::Instance(i)) => i.availability_zone.clone(),
+                Ok(Found::Instance(i)) if i.state != InstanceState::Terminated => i.availability_zone.clone(),
                 Ok(Found::Interface(eni)) => eni.availability_zone.clone(),
                 _ => None,
             };
@@ -198,7 +198,9 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             .map(|(node, f)| {
                 let meta = match f? {
                     Found::Missing => return Err(not_found(node)),
-                    Found::Instance(i) if i.state == InstanceState::Terminated => return Err(not_found(node)),
+                    Found::Instance(i) if i.state == InstanceState::Terminated => {
+                        return Err(not_found(node));
+                    }
                     Found::Instance(i) => {
                         let zone = i.availability_zone.clone().unwrap_or_default();
                         let mut meta = InstanceMetadata {
@@ -211,7 +213,8 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                             additional_labels: BTreeMap::new(),
                         };
                         if let Some(result) = topology.get(&i.id) {
-                            meta.additional_labels.extend(network_node_labels(result.clone()?.as_slice()));
+                            meta.additional_labels
+                                .extend(network_node_labels(result.clone()?.as_slice()));
                         }
                         meta
                     }
@@ -282,7 +285,8 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         }
         match zone_ids.as_ref().map_err(Clone::clone)?.get(&meta.zone) {
             Some(id) => {
-                meta.additional_labels.insert(ZONE_ID_LABEL.to_owned(), id.clone());
+                meta.additional_labels
+                    .insert(ZONE_ID_LABEL.to_owned(), id.clone());
             }
             None => tracing::warn!(zone = %meta.zone, "could not get zone ID from zone name"),
         }
@@ -420,7 +424,8 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                 match self.ec2.network_interfaces(&filters).await {
                     Ok(enis) => {
                         for ip in chunk {
-                            let has = |list: &[String]| list.iter().any(|a| a.parse::<IpAddr>().ok() == Some(*ip));
+                            let has =
+                                |list: &[String]| list.iter().any(|a| a.parse::<IpAddr>().ok() == Some(*ip));
                             let mut matching: Vec<&NetworkInterface> = enis
                                 .iter()
                                 .filter(|e| has(&e.private_ips) || has(&e.ipv6_addresses))
@@ -481,7 +486,10 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         let mut out = HashMap::new();
         let now = Instant::now();
         let candidates: Vec<(InstanceId, String)> = {
-            let mut store = self.unsupported_topology.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut store = self
+                .unsupported_topology
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             let mut seen = BTreeSet::new();
             candidates
                 .into_iter()
@@ -505,7 +513,10 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                     .filter(|(id, _)| nodes.contains_key(id))
                     .map(|(_, ty)| ty.as_str())
                     .collect();
-                let mut store = self.unsupported_topology.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut store = self
+                    .unsupported_topology
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
                 for (id, ty) in &candidates {
                     match nodes.remove(id) {
                         Some(n) => {
@@ -611,8 +622,8 @@ fn existing_provider_id(node: &Node) -> Option<&str> {
 }
 
 fn has_label(node: &Node, key: &str) -> bool {
-    node.metadata
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(key))
+    node.metadata.labels.as_ref().is_some_and(|l| l.contains_key(key))
 }
+
+#[cfg(test)]
+mod tests;

@@ -61,16 +61,20 @@ pub fn instance_ref_from_node_name(name: &str) -> Option<Result<AwsInstanceRef, 
     if name.starts_with("i-") {
         // Resource names: the instance ID, with or without a domain.
         let id = name.split('.').next().unwrap_or(name);
-        return Some(parse_instance_token(id).map_err(|reason| InstancesError::InvalidProviderId {
-            value: name.to_owned(),
-            reason,
-        }));
+        return Some(
+            parse_instance_token(id).map_err(|reason| InstancesError::InvalidProviderId {
+                value: name.to_owned(),
+                reason,
+            }),
+        );
     }
     if name.starts_with(FARGATE_PREFIX) {
-        return Some(parse_instance_token(name).map_err(|reason| InstancesError::InvalidProviderId {
-            value: name.to_owned(),
-            reason,
-        }));
+        return Some(
+            parse_instance_token(name).map_err(|reason| InstancesError::InvalidProviderId {
+                value: name.to_owned(),
+                reason,
+            }),
+        );
     }
     None
 }
@@ -101,7 +105,11 @@ fn parse_instance_token(token: &str) -> Result<AwsInstanceRef, &'static str> {
 fn fargate_ip(rest: &str) -> Option<IpAddr> {
     if let Some(dns) = rest.strip_prefix("ip-") {
         let host = dns.split('.').next().unwrap_or(dns);
-        return host.replace('-', ".").parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4);
+        return host
+            .replace('-', ".")
+            .parse::<std::net::Ipv4Addr>()
+            .ok()
+            .map(IpAddr::V4);
     }
     rest.parse().ok()
 }

@@ -89,8 +89,14 @@ mod tests {
     fn region_errors_and_labels() {
         let e = |kind, code: &str| AwsError::new(kind, "ec2", "DescribeInstanceTopology").with_code(code);
         assert!(region_unsupported(&e(ErrorKind::Invalid, "UnsupportedOperation")));
-        assert!(region_unsupported(&e(ErrorKind::AccessDenied, "UnauthorizedOperation")));
-        assert!(!region_unsupported(&e(ErrorKind::Throttled, "RequestLimitExceeded")));
+        assert!(region_unsupported(&e(
+            ErrorKind::AccessDenied,
+            "UnauthorizedOperation"
+        )));
+        assert!(!region_unsupported(&e(
+            ErrorKind::Throttled,
+            "RequestLimitExceeded"
+        )));
         let labels: Vec<_> = network_node_labels(&["nn-1".into(), "nn-2".into()]).collect();
         assert_eq!(
             labels,
