@@ -1,0 +1,216 @@
+//! `AwsInstances` over the real adapter against moto: instances named by ID, by private DNS name and by
+//! provider ID; stop and terminate; the number of DescribeInstances calls per batch from the adapter's metrics.
+//! (moto has no DescribeInstanceTopology: the mocks in the unit tests cover it.)
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
+use ccm_aws_api::VpcId;
+use std::time::Duration;
+
+use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits, RetryPolicy};
+use ccm_cloud_provider::{InstancesV2, NodeAddressType};
+use ccm_instances::{AwsInstances, InstancesConfig, ZONE_ID_LABEL};
+use ccm_tagging::ClusterTags;
+use ccm_testing::{TestEnv, unique_name};
+use k8s_openapi::{
+    api::core::v1::{Node, NodeSpec},
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
+
+fn node(name: &str, provider_id: Option<&str>) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: provider_id.map(str::to_owned),
+            ..NodeSpec::default()
+        }),
+        status: None,
+    }
+}
+
+struct Launched {
+    id: String,
+    private_ip: String,
+    private_dns: String,
+}
+
+#[tokio::test]
+async fn nodes_by_id_dns_name_and_provider_id_against_moto() {
+    let env = TestEnv::get();
+    let sdk = env.aws_config().await;
+    let adapter = Adapter::new(
+        &sdk,
+        AdapterOptions::default()
+            .with_rate_limits(RateLimits::unlimited())
+            // moto answers DescribeInstanceTopology with HTTP 500: retry it quickly.
+            .with_retry(RetryPolicy {
+                max_attempts: 2,
+                base_delay: Duration::from_millis(5),
+                throttle_base_delay: Duration::from_millis(20),
+                max_delay: Duration::from_millis(50),
+            }),
+    );
+    let raw = aws_sdk_ec2::Client::new(&sdk);
+    let cluster_id = unique_name("inst");
+    let cluster = ClusterTags::new(&cluster_id, false).unwrap();
+
+    let vpc = raw.create_vpc().cidr_block("10.78.0.0/16").send().await.unwrap();
+    let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_owned();
+    let subnet = raw
+        .create_subnet()
+        .vpc_id(&vpc_id)
+        .cidr_block("10.78.1.0/24")
+        .availability_zone("us-east-1a")
+        .send()
+        .await
+        .unwrap();
+    let run = raw
+        .run_instances()
+        .image_id("ami-12c6146b")
+        .instance_type(InstanceType::M5Large)
+        .min_count(3)
+        .max_count(3)
+        .subnet_id(subnet.subnet().unwrap().subnet_id().unwrap())
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Instance)
+                .tags(Tag::builder().key(cluster.key()).value("owned").build())
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let launched: Vec<Launched> = run
+        .instances()
+        .iter()
+        .map(|i| Launched {
+            id: i.instance_id().unwrap().to_owned(),
+            private_ip: i.private_ip_address().unwrap().to_owned(),
+            private_dns: i.private_dns_name().unwrap().to_owned(),
+        })
+        .collect();
+    let zones = raw.describe_availability_zones().send().await.unwrap();
+    let zone_id = zones
+        .availability_zones()
+        .iter()
+        .find(|z| z.zone_name() == Some("us-east-1a"))
+        .and_then(|z| z.zone_id())
+        .unwrap()
+        .to_owned();
+
+    let config = InstancesConfig::new(env.aws_region.clone())
+        .with_cluster(cluster)
+        .with_vpc_id(VpcId::new(&vpc_id));
+    let instances = AwsInstances::new(adapter.ec2().clone(), config);
+    let nodes = [
+        node(&launched[0].id, None),
+        node(&launched[1].private_dns, None),
+        node(
+            "named-anyhow",
+            Some(&format!("aws:///us-east-1a/{}", launched[2].id)),
+        ),
+    ];
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let describes = || adapter.metrics().attempts("ec2", "DescribeInstances");
+
+    let before = describes();
+    let metas = instances.instance_metadata_batch(&refs).await;
+    assert_eq!(
+        describes() - before,
+        2,
+        "one lookup by ID (two nodes), one by DNS name"
+    );
+    for (k, meta) in metas.into_iter().enumerate() {
+        let meta = meta.unwrap().unwrap();
+        let l = &launched[k];
+        assert_eq!(meta.provider_id, format!("aws:///us-east-1a/{}", l.id));
+        assert_eq!(meta.instance_type, "m5.large");
+        assert_eq!(meta.zone, "us-east-1a");
+        assert_eq!(meta.region, env.aws_region);
+        assert_eq!(
+            meta.additional_labels.get(ZONE_ID_LABEL),
+            Some(&zone_id),
+            "{meta:?}"
+        );
+        let of = |t: NodeAddressType| {
+            meta.node_addresses
+                .iter()
+                .filter(|a| a.type_ == t)
+                .map(|a| a.address.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            of(NodeAddressType::InternalIp),
+            std::slice::from_ref(&l.private_ip)
+        );
+        assert_eq!(
+            of(NodeAddressType::InternalDns),
+            std::slice::from_ref(&l.private_dns)
+        );
+        assert_eq!(
+            of(NodeAddressType::Hostname),
+            std::slice::from_ref(&l.private_dns)
+        );
+    }
+
+    // Stop one, terminate another.
+    raw.stop_instances()
+        .instance_ids(&launched[0].id)
+        .send()
+        .await
+        .unwrap();
+    raw.terminate_instances()
+        .instance_ids(&launched[2].id)
+        .send()
+        .await
+        .unwrap();
+    let exists: Vec<bool> = instances
+        .instance_exists_batch(&refs)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(exists, [true, true, false]);
+    let shutdown: Vec<bool> = instances
+        .instance_shutdown_batch(&refs)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(shutdown, [true, false, false]);
+
+    // An unknown instance does not exist; started again, the stopped one is not shut down any more.
+    let unknown = node("gone", Some("aws:///us-east-1a/i-0123456789abcdef0"));
+    assert!(!instances.instance_exists(&unknown).await.unwrap());
+    raw.start_instances()
+        .instance_ids(&launched[0].id)
+        .send()
+        .await
+        .unwrap();
+    assert!(!instances.instance_shutdown(&nodes[0]).await.unwrap());
+    // A foreign instance (no cluster tag) is not found by DNS name.
+    let foreign = raw
+        .run_instances()
+        .image_id("ami-12c6146b")
+        .min_count(1)
+        .max_count(1)
+        .subnet_id(subnet.subnet().unwrap().subnet_id().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let foreign_dns = foreign.instances()[0].private_dns_name().unwrap().to_owned();
+    assert!(
+        !instances
+            .instance_exists(&node(&foreign_dns, None))
+            .await
+            .unwrap()
+    );
+    let err = instances
+        .instance_metadata(&node(&foreign_dns, None))
+        .await
+        .unwrap_err();
+    assert!(err.is_instance_not_found(), "{err}");
+}
