@@ -1,7 +1,7 @@
 //! [`AwsInstances`]: the contract's `InstancesV2` over the EC2 port, every method batched.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     net::IpAddr,
     sync::{Arc, Mutex, PoisonError},
 };
@@ -372,6 +372,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         for (filters, chunk) in requests {
             match self.ec2.instances(&filters).await {
                 Ok(instances) => {
+                    let wanted: HashSet<&str> = chunk.iter().map(String::as_str).collect();
                     let mut matches: HashMap<&str, Vec<Instance>> = HashMap::new();
                     for i in instances {
                         if let Some(c) = &self.config.cluster
@@ -379,10 +380,8 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                         {
                             continue;
                         }
-                        if let Some(dns) = i.private_dns_name.clone()
-                            && let Some(name) = chunk.iter().find(|n| **n == dns)
-                        {
-                            matches.entry(name.as_str()).or_default().push(i);
+                        if let Some(name) = i.private_dns_name.as_deref().and_then(|d| wanted.get(d)) {
+                            matches.entry(name).or_default().push(i);
                         }
                     }
                     for name in chunk {
@@ -490,6 +489,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                 .unsupported_topology
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
+            store.prune(now);
             let mut seen = BTreeSet::new();
             candidates
                 .into_iter()

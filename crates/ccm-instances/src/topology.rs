@@ -23,13 +23,18 @@ pub(crate) struct UnsupportedStore {
 // === impl UnsupportedStore ===
 
 impl UnsupportedStore {
-    /// Whether asking for this instance is pointless now.
-    pub(crate) fn skip(&mut self, now: Instant, id: &InstanceId, instance_type: &str) -> bool {
+    /// Forgets what expired by `now`.
+    pub(crate) fn prune(&mut self, now: Instant) {
         self.ids.retain(|_, until| *until > now);
         self.types.retain(|_, until| *until > now);
-        self.region_until.is_some_and(|until| until > now)
-            || self.ids.contains_key(id)
-            || self.types.contains_key(instance_type)
+    }
+
+    /// Whether asking for this instance is pointless at `now`.
+    pub(crate) fn skip(&self, now: Instant, id: &InstanceId, instance_type: &str) -> bool {
+        let live = |until: &Instant| *until > now;
+        self.region_until.as_ref().is_some_and(live)
+            || self.ids.get(id).is_some_and(live)
+            || self.types.get(instance_type).is_some_and(live)
     }
 
     /// The region (or our permissions) does not offer the call at all.
@@ -80,6 +85,8 @@ mod tests {
         assert!(!store.skip(now, &InstanceId::new("i-2"), "p4d.24xlarge"));
         let later = now + UNSUPPORTED_TTL;
         assert!(!store.skip(later, &id, "m5.large"));
+        store.prune(later);
+        assert!(store.ids.is_empty() && store.types.is_empty());
         store.mark_region(later);
         assert!(store.skip(later, &InstanceId::new("i-3"), "trn1.32xlarge"));
         assert!(!store.skip(later + UNSUPPORTED_TTL, &InstanceId::new("i-3"), "trn1.32xlarge"));
