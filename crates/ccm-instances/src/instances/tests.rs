@@ -771,3 +771,62 @@ fn the_default_topology_pattern_matches_the_upstream_types() {
         assert!(!p.is_match(t), "{t}");
     }
 }
+
+#[tokio::test]
+async fn a_mixed_batch_costs_one_call_per_kind_and_errors_stay_per_node() {
+    let mut ec2 = MockEc2::new();
+    let id_calls = by_id(
+        &mut ec2,
+        vec![instance("i-1", InstanceState::Running, "m5.large")],
+    );
+    ec2.expect_instances().times(1).returning(|_| {
+        Box::pin(async {
+            Err(aws_err(
+                ErrorKind::Transient,
+                "DescribeInstances",
+                "InternalError",
+            ))
+        })
+    });
+    let mut v6 = NetworkInterface::new(NetworkInterfaceId::new("eni-v6"));
+    v6.ipv6_addresses = vec!["2600:1f14:0:0::7".into()];
+    let twins = [
+        NetworkInterface::new(NetworkInterfaceId::new("eni-a")),
+        NetworkInterface::new(NetworkInterfaceId::new("eni-b")),
+    ]
+    .map(|mut e| {
+        e.private_ips = vec!["10.0.0.7".into()];
+        e
+    });
+    ec2.expect_network_interfaces()
+        .withf(|f| f.len() == 2 && f[1].name == "private-ip-address" && f[1].values == ["10.0.0.7"])
+        .times(1)
+        .returning(move |_| ok(twins.to_vec()));
+    ec2.expect_network_interfaces()
+        .withf(|f| f.len() == 2 && f[1] == Filter::new("ipv6-addresses.ipv6-address", ["2600:1f14::7"]))
+        .times(1)
+        .returning(move |_| ok(vec![v6.clone()]));
+    let aws = aws(ec2);
+    let nodes = [
+        node("i-1", None, &[]),
+        node("n", Some("aws:///us-west-2a/i-1"), &[]),
+        node("ip-10-0-0-9.ec2.internal", None, &[]),
+        node("f4", Some("aws:///us-west-2a/fargate-10.0.0.7"), &[]),
+        node("f6", Some("aws:///us-west-2a/fargate-2600:1f14::7"), &[]),
+        node("bad", Some("aws:///us-west-2a/eni-1"), &[]),
+    ];
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let out = aws.exists(&refs).await;
+    assert!(matches!(out[0], Ok(true)) && matches!(out[1], Ok(true)));
+    let err = out[2].as_ref().unwrap_err().to_string();
+    assert!(err.contains("private DNS name ip-10-0-0-9.ec2.internal"), "{err}");
+    let err = out[3].as_ref().unwrap_err().to_string();
+    assert!(err.contains("eni-a") && err.contains("eni-b"), "{err}");
+    assert!(matches!(out[4], Ok(true)));
+    assert!(matches!(out[5], Err(InstancesError::InvalidProviderId { .. })));
+    assert_eq!(
+        id_calls.load(Ordering::SeqCst),
+        1,
+        "two nodes of one instance: one lookup"
+    );
+}
