@@ -179,7 +179,6 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             };
             zones.extend(zone.filter(|z| !z.is_empty()));
         }
-        let zone_ids = self.zone_ids(&zones).await;
 
         // Topology of EC2 instances without the labels.
         let candidates: Vec<(InstanceId, String)> = nodes
@@ -190,56 +189,65 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             .filter(|i| !i.instance_type.is_empty())
             .map(|i| (i.id, i.instance_type))
             .collect();
-        let topology = self.topology(candidates).await;
+        let (zone_ids, topology) = tokio::join!(self.zone_ids(&zones), self.topology(candidates));
 
         nodes
             .iter()
             .zip(found)
-            .map(|(node, f)| {
-                let meta = match f? {
-                    Found::Missing => return Err(not_found(node)),
-                    Found::Instance(i) if i.state == InstanceState::Terminated => {
-                        return Err(not_found(node));
-                    }
-                    Found::Instance(i) => {
-                        let zone = i.availability_zone.clone().unwrap_or_default();
-                        let mut meta = InstanceMetadata {
-                            provider_id: existing_provider_id(node)
-                                .map_or_else(|| format_aws_provider_id(&zone, i.id.as_str()), str::to_owned),
-                            instance_type: i.instance_type.clone(),
-                            node_addresses: instance_addresses(&i, &self.config.node_ip_families)?,
-                            zone,
-                            region: self.config.region.clone(),
-                            additional_labels: BTreeMap::new(),
-                        };
-                        if let Some(result) = topology.get(&i.id) {
-                            meta.additional_labels
-                                .extend(network_node_labels(result.clone()?.as_slice()));
-                        }
-                        meta
-                    }
-                    Found::Interface(eni) => {
-                        let zone = eni.availability_zone.clone().unwrap_or_default();
-                        let token = match target(node) {
-                            Ok(Target::Fargate { name, .. }) => name,
-                            _ => eni.private_ips.first().cloned().unwrap_or_default(),
-                        };
-                        InstanceMetadata {
-                            provider_id: existing_provider_id(node).map_or_else(
-                                || format_aws_provider_id(&zone, &format!("{FARGATE_PREFIX}{token}")),
-                                str::to_owned,
-                            ),
-                            instance_type: String::new(),
-                            node_addresses: fargate_addresses(&eni, &self.config.node_ip_families),
-                            zone,
-                            region: self.config.region.clone(),
-                            additional_labels: BTreeMap::new(),
-                        }
-                    }
-                };
-                Ok(Some(self.with_zone_id(node, meta, &zone_ids)?))
-            })
+            .map(|(node, f)| self.node_metadata(node, f?, &zone_ids, &topology).map(Some))
             .collect()
+    }
+
+    /// The metadata of one node from what the batch found.
+    fn node_metadata(
+        &self,
+        node: &Node,
+        found: Found,
+        zone_ids: &Result<HashMap<String, String>, InstancesError>,
+        topology: &HashMap<InstanceId, Result<Vec<String>, InstancesError>>,
+    ) -> Result<InstanceMetadata, InstancesError> {
+        let meta = match found {
+            Found::Missing => return Err(not_found(node)),
+            Found::Instance(i) if i.state == InstanceState::Terminated => {
+                return Err(not_found(node));
+            }
+            Found::Instance(i) => {
+                let zone = i.availability_zone.clone().unwrap_or_default();
+                let mut meta = InstanceMetadata {
+                    provider_id: existing_provider_id(node)
+                        .map_or_else(|| format_aws_provider_id(&zone, i.id.as_str()), str::to_owned),
+                    instance_type: i.instance_type.clone(),
+                    node_addresses: instance_addresses(&i, &self.config.node_ip_families)?,
+                    zone,
+                    region: self.config.region.clone(),
+                    additional_labels: BTreeMap::new(),
+                };
+                if let Some(result) = topology.get(&i.id) {
+                    meta.additional_labels
+                        .extend(network_node_labels(result.clone()?.as_slice()));
+                }
+                meta
+            }
+            Found::Interface(eni) => {
+                let zone = eni.availability_zone.clone().unwrap_or_default();
+                let token = match target(node) {
+                    Ok(Target::Fargate { name, .. }) => name,
+                    _ => eni.private_ips.first().cloned().unwrap_or_default(),
+                };
+                InstanceMetadata {
+                    provider_id: existing_provider_id(node).map_or_else(
+                        || format_aws_provider_id(&zone, &format!("{FARGATE_PREFIX}{token}")),
+                        str::to_owned,
+                    ),
+                    instance_type: String::new(),
+                    node_addresses: fargate_addresses(&eni, &self.config.node_ip_families),
+                    zone,
+                    region: self.config.region.clone(),
+                    additional_labels: BTreeMap::new(),
+                }
+            }
+        };
+        self.with_zone_id(node, meta, zone_ids)
     }
 
     /// Whether each node's instance exists: `false` only for terminated instances and for none found.
@@ -312,9 +320,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                 Target::Fargate { .. } => {}
             }
         }
-        let by_id = self.by_ids(ids).await;
-        let by_name = self.by_names(names).await;
-        let by_ip = self.by_ips(ips).await;
+        let (by_id, by_name, by_ip) = tokio::join!(self.by_ids(ids), self.by_names(names), self.by_ips(ips));
         targets
             .iter()
             .map(|t| match t {
