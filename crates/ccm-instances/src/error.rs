@@ -4,7 +4,9 @@ use ccm_aws_api::{AwsError, InstanceId};
 use ccm_cloud_provider::CloudError;
 
 /// Why an instance lookup failed. Every variant names the value at fault; each converts into the
-/// [`CloudError`] the controllers act on (see [`From<InstancesError> for CloudError`](CloudError)).
+/// [`CloudError`] the controllers act on: [`InstancesError::InstanceNotFound`] into
+/// [`CloudError::InstanceNotFound`], an AWS error with a suggested delay into [`CloudError::RetryAfter`], the rest
+/// into [`CloudError::Other`] with this error as the cause.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum InstancesError {

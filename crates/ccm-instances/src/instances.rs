@@ -320,6 +320,12 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                 Target::Fargate { .. } => {}
             }
         }
+        tracing::debug!(
+            ids = ids.len(),
+            names = names.len(),
+            fargate_ips = ips.len(),
+            "looking up instances"
+        );
         let (by_id, by_name, by_ip) = tokio::join!(self.by_ids(ids), self.by_names(names), self.by_ips(ips));
         targets
             .iter()
