@@ -1,10 +1,12 @@
 //! End to end: the `ecr-credential-provider` binary as the kubelet runs it (request on stdin, response on
 //! stdout, errors on stderr with exit 1), against moto.
 //!
-//! The binary is the one cargo built for this test's profile (`CARGO_BIN_EXE_*`): `cargo test --release -p
-//! ccm-examples --test e2e_ecr_credential_provider` runs the release binary. Every process gets a cleared
-//! environment: static credentials, moto as `AWS_ENDPOINT_URL`, IMDS disabled, an empty `HOME`, so nothing on
-//! the machine (profiles, real credentials, 169.254.169.254) is consulted.
+//! The binary is the one cargo built for this test's profile (`CARGO_BIN_EXE_*`), so `cargo test --release -p
+//! ccm-examples --test e2e_ecr_credential_provider` runs the release binary; `ECR_CREDENTIAL_PROVIDER_BIN`
+//! points the tests at another build (for example a release binary from a debug test run).
+//!
+//! Each process gets a cleared environment: static credentials, moto as `AWS_ENDPOINT_URL`, IMDS disabled, an
+//! empty `HOME`, so nothing on the machine (profiles, real credentials, 169.254.169.254) is consulted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,7 +18,12 @@ use std::{
 use base64::Engine as _;
 use ccm_testing::TestEnv;
 
-const BIN: &str = env!("CARGO_BIN_EXE_ecr-credential-provider");
+/// The binary under test.
+fn bin() -> String {
+    std::env::var("ECR_CREDENTIAL_PROVIDER_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_ecr-credential-provider").to_owned())
+}
+
 /// moto's default account, which issues tokens `AWS:<account>-auth-token` valid "until 2015".
 const MOTO_ACCOUNT: &str = "123456789012";
 
@@ -34,7 +41,7 @@ fn run(stdin: &str, extra: &[(&str, &str)]) -> Output {
     let env = TestEnv::get();
     let home = std::env::temp_dir().join("ecr-e2e-home");
     std::fs::create_dir_all(&home).unwrap();
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .arg("get-credentials") // The kubelet passes the provider's `args`; they are ignored.
         .env_clear()
@@ -217,7 +224,7 @@ fn e2e_ecr_credential_provider_reports_aws_failures() {
 
 #[test]
 fn e2e_ecr_credential_provider_prints_its_version() {
-    let output = Command::new(BIN).arg("--version").env_clear().output().unwrap();
+    let output = Command::new(bin()).arg("--version").env_clear().output().unwrap();
     assert_eq!(output.status.code(), Some(0));
     assert!(
         text(&output.stdout).starts_with("ecr-credential-provider "),
