@@ -23,3 +23,18 @@ as_root() {
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
+
+# Installs (cached) and starts the environment for the rest of the calling script, stops it when that script
+# exits, and exports the CCM_TEST_* variables. Sets TESTENV_DIR.
+start_testenv() {
+  local scripts
+  scripts="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+  "$scripts/setup.sh"
+  TESTENV_DIR=$("$scripts/testenv.sh" up) || die "the test environment did not start (see the messages above)"
+  # shellcheck disable=SC2064 # expand now: the trap must stop this very environment
+  trap "'$scripts/testenv.sh' down '$TESTENV_DIR'" EXIT
+  set -a
+  # shellcheck disable=SC1091
+  . "$TESTENV_DIR/env"
+  set +a
+}

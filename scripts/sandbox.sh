@@ -6,9 +6,5 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here/.."
 . "$here/lib.sh"
 
-"$here/setup.sh"
-dir=$("$here/testenv.sh" up) || die "the sandbox environment did not start (see the messages above)"
-trap '"$here/testenv.sh" down "$dir"' EXIT
-# shellcheck disable=SC1091
-. "$dir/env"
+start_testenv
 cargo run --quiet -p ccm-examples --bin testenv-smoke

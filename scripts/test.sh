@@ -7,11 +7,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here/.."
 . "$here/lib.sh"
 
-"$here/setup.sh"
-dir=$("$here/testenv.sh" up) || die "the test environment did not start (see the messages above)"
-trap '"$here/testenv.sh" down "$dir"' EXIT
-# shellcheck disable=SC1091
-. "$dir/env"
+start_testenv
 
 command -v cargo-nextest >/dev/null 2>&1 || die "cargo-nextest is missing (cargo install cargo-nextest --locked)"
 
@@ -19,10 +15,10 @@ command -v cargo-nextest >/dev/null 2>&1 || die "cargo-nextest is missing (cargo
 # Tests inside a group isolate themselves with unique names (ccm_testing::unique_name). Benchmarks are not
 # tests (they print figures; `cargo bench` runs them) but clippy --all-targets in .ci/run compiles them.
 log "group 1: unit and integration tests (every crate, examples and benches)"
-"$here/testenv.sh" reset-aws "$dir"
+"$here/testenv.sh" reset-aws "$TESTENV_DIR"
 cargo nextest run --workspace --lib --bins --tests --profile ci -E 'not binary(/^e2e/)'
 log "group 2: end-to-end tests (the binaries against moto and the apiserver, one at a time)"
-"$here/testenv.sh" reset-aws "$dir"
+"$here/testenv.sh" reset-aws "$TESTENV_DIR"
 # End-to-end tests live in test files named e2e*.rs and drive whole binaries against the shared environment.
 cargo nextest run --workspace --lib --bins --tests --profile ci -E 'binary(/^e2e/)' --test-threads 1
 log "doc tests"
