@@ -16,6 +16,8 @@ pub mod events;
 mod instances;
 pub mod keys;
 mod metrics;
+#[cfg(test)]
+mod mock_api;
 pub mod node_lifecycle;
 pub mod route;
 pub mod service;

@@ -524,22 +524,27 @@ async fn sync_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
         .filter(|s| wants_load_balancer(s))
         .cloned()
         .collect();
-    let nodes = stable_nodes(ctx);
-    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
-    let hosts = host_set(&refs);
-    let refs = &refs;
-    let hosts = &hosts;
     stream::iter(services)
         .for_each_concurrent(ctx.config.concurrent_service_syncs.max(1), |svc| async move {
+            // The nodes as they are now, not when the pass began: a slow pass must not push an older host set
+            // over a Service sync that ran meanwhile (upstream `TestSlowNodeSync`).
+            let nodes = stable_nodes(ctx);
+            let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+            let hosts = host_set(&refs);
             let key = key_of(&svc);
-            let old = lock(&ctx.last_synced).get(&key).cloned();
-            // Not ensured yet (or being ensured): that sync uses the current nodes.
-            let Some(old) = old else { return };
-            lock(&ctx.last_synced).insert(key.clone(), hosts.clone());
-            if &old == hosts {
+            let old = {
+                let mut last = lock(&ctx.last_synced);
+                // Not ensured yet (or being ensured): that sync uses the current nodes.
+                let Some(old) = last.get(&key).cloned() else {
+                    return;
+                };
+                last.insert(key.clone(), hosts.clone());
+                old
+            };
+            if old == hosts {
                 return;
             }
-            if !update_hosts(ctx, lb, &svc, refs).await {
+            if !update_hosts(ctx, lb, &svc, &refs).await {
                 ctx.queue.add(&key);
             }
         })

@@ -391,3 +391,349 @@ fn retry_after_is_honoured_exactly_and_not_counted() {
     assert_eq!(retry_delay(&plain, &backoff, "ns/svc"), Duration::from_secs(10));
     assert_eq!(backoff.failures("ns/svc"), 2);
 }
+
+// === Whole-sync tests against a scripted API (exact requests) and the fake cloud ===
+
+mod scripted {
+    use ccm_testing::provider::{FakeProvider, Method};
+    use kube::runtime::reflector::store::Writer;
+
+    use super::*;
+    use crate::mock_api::{MockApi, Recorded, mock_api, status_error};
+
+    const STATUS_PATH: &str = "/api/v1/namespaces/ns/services/svc/status";
+
+    struct Harness {
+        ctx: Ctx<FakeProvider>,
+        api: MockApi,
+        provider: FakeProvider,
+        services: Writer<Service>,
+        nodes: Writer<Node>,
+    }
+
+    fn named_node(name: &str) -> Node {
+        node(|n| {
+            n.metadata.name = Some(name.into());
+            n.spec.as_mut().unwrap().provider_id = Some(format!("fake://{name}"));
+        })
+    }
+
+    fn harness(
+        respond: impl Fn(&Recorded) -> Option<(u16, serde_json::Value)> + Send + 'static,
+        services: Vec<Service>,
+        nodes: Vec<Node>,
+    ) -> Harness {
+        let api = mock_api(respond);
+        let provider = FakeProvider::new();
+        let (service_store, mut service_writer) = reflector::store();
+        let (node_store, mut node_writer) = reflector::store();
+        for s in services {
+            service_writer.apply_watcher_event(&watcher::Event::Apply(s));
+        }
+        for n in nodes {
+            node_writer.apply_watcher_event(&watcher::Event::Apply(n));
+        }
+        let config = ServiceConfig {
+            clock: Clock::fixed(Timestamp::UNIX_EPOCH),
+            ..ServiceConfig::default()
+        };
+        let ctx = Ctx {
+            client: api.client.clone(),
+            provider: Arc::new(provider.clone()),
+            backoff: Backoff::new(config.min_retry_delay, config.max_retry_delay),
+            recorder: EventRecorder::new(
+                api.client.clone(),
+                "service-controller",
+                config.clock.clone(),
+                config.metrics.clone(),
+            ),
+            config,
+            services: service_store,
+            nodes: node_store,
+            queue: WorkQueue::default(),
+            cache: Mutex::default(),
+            last_synced: Mutex::default(),
+            node_sync: Notify::new(),
+        };
+        Harness {
+            ctx,
+            api,
+            provider,
+            services: service_writer,
+            nodes: node_writer,
+        }
+    }
+
+    fn finalized(s: &mut Service) {
+        s.metadata.finalizers = Some(vec![FINALIZER_LB_CLEANUP.into()]);
+    }
+
+    fn ingress(s: &mut Service, ip: &str) {
+        s.status = Some(k8s_openapi::api::core::v1::ServiceStatus {
+            load_balancer: Some(k8s_openapi::api::core::v1::LoadBalancerStatus {
+                ingress: Some(vec![LoadBalancerIngress {
+                    ip: Some(ip.into()),
+                    ports: Some(vec![k8s_openapi::api::core::v1::PortStatus {
+                        port: 80,
+                        protocol: String::new(),
+                        error: None,
+                    }]),
+                    ..Default::default()
+                }]),
+            }),
+            ..Default::default()
+        });
+    }
+
+    /// The PATCHes of the Service, as (content type, body).
+    fn patches(api: &MockApi) -> Vec<(String, serde_json::Value)> {
+        api.writes()
+            .into_iter()
+            .map(|r| {
+                assert!(r.is_patch_of(STATUS_PATH), "unexpected request {r:?}");
+                (r.content_type, r.body)
+            })
+            .collect()
+    }
+
+    const STRATEGIC: &str = "application/strategic-merge-patch+json";
+    const MERGE: &str = "application/merge-patch+json";
+
+    /// The status patch for what the fake cloud reports (its ingress carries the Service's ports).
+    fn status_body(ip: Option<&str>) -> serde_json::Value {
+        match ip {
+            Some(ip) => json!({ "status": { "loadBalancer": { "ingress": [
+                { "ip": ip, "ports": [{ "port": 80, "protocol": "" }] }
+            ] } } }),
+            None => json!({ "status": { "loadBalancer": { "ingress": null } } }),
+        }
+    }
+
+    /// Upstream `TestProcessServiceCreateOrUpdateK8sError`: a Conflict on the status patch fails the sync
+    /// (no retry within the sync, Warning `SyncLoadBalancerFailed`, the key is retried with backoff); a
+    /// NotFound (the Service vanished) is success.
+    #[tokio::test]
+    async fn status_patch_conflict_fails_the_sync_and_not_found_is_ignored() {
+        for (code, reason) in [(409, "Conflict"), (404, "NotFound")] {
+            let h = harness(
+                move |r| r.is_patch_of(STATUS_PATH).then(|| status_error(code, reason)),
+                vec![with(finalized)],
+                vec![named_node("n1")],
+            );
+            let result = sync_service(&h.ctx, "ns/svc").await;
+            assert_eq!(
+                patches(&h.api),
+                vec![(MERGE.to_owned(), status_body(Some("192.0.2.10")))],
+                "{reason}: exactly one status patch, not retried"
+            );
+            assert_eq!(h.provider.count(Method::EnsureLoadBalancer), 1, "{reason}");
+            let events = h.api.event_reasons();
+            if code == 409 {
+                let error = result.expect_err("a Conflict must fail the sync");
+                assert!(
+                    ErrorChain(&error)
+                        .to_string()
+                        .contains("failed to update load balancer status"),
+                    "{}",
+                    ErrorChain(&error)
+                );
+                assert!(error.retry_after().is_none(), "plain backoff, not retry-after");
+                assert_eq!(
+                    events,
+                    [
+                        "EnsuringLoadBalancer",
+                        "EnsuredLoadBalancer",
+                        "SyncLoadBalancerFailed"
+                    ]
+                );
+                assert!(
+                    lock(&h.ctx.cache).contains_key("ns/svc"),
+                    "still tracked for node syncs"
+                );
+            } else {
+                result.expect("a NotFound on the status patch is success");
+                assert_eq!(events, ["EnsuringLoadBalancer", "EnsuredLoadBalancer"]);
+            }
+        }
+    }
+
+    /// A Conflict on the finalizer patch fails before any cloud call.
+    #[tokio::test]
+    async fn finalizer_patch_conflict_fails_before_the_cloud_is_called() {
+        let h = harness(
+            |r| r.is_patch_of(STATUS_PATH).then(|| status_error(409, "Conflict")),
+            vec![lb_service()],
+            vec![named_node("n1")],
+        );
+        let error = sync_service(&h.ctx, "ns/svc").await.expect_err("conflict");
+        assert!(
+            ErrorChain(&error)
+                .to_string()
+                .contains("failed to add load balancer cleanup finalizer")
+        );
+        assert_eq!(h.provider.total_calls(), 0);
+        assert_eq!(patches(&h.api).len(), 1);
+    }
+
+    /// Upstream `TestSyncLoadBalancerIfNeeded`: which patches each case sends, and which cloud calls.
+    #[tokio::test]
+    async fn sync_load_balancer_if_needed_patch_counts() {
+        let deleting = |s: &mut Service| s.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        let cluster_ip = |s: &mut Service| spec(s).type_ = Some("ClusterIP".into());
+        let add_finalizer = (STRATEGIC.to_owned(), finalizer_patch(true));
+        let remove_finalizer = (STRATEGIC.to_owned(), finalizer_patch(false));
+        let set_status = (MERGE.to_owned(), status_body(Some("192.0.2.10")));
+        let clear_status = (MERGE.to_owned(), status_body(None));
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(&str, Service, Op, Vec<(String, serde_json::Value)>, Vec<Method>)> = vec![
+            (
+                "new LoadBalancer: finalizer first, then status",
+                lb_service(),
+                Op::Ensure,
+                vec![add_finalizer.clone(), set_status.clone()],
+                vec![Method::EnsureLoadBalancer],
+            ),
+            (
+                "finalizer present, no status yet: status only",
+                with(finalized),
+                Op::Ensure,
+                vec![set_status],
+                vec![Method::EnsureLoadBalancer],
+            ),
+            (
+                "finalizer present, status unchanged: no patch",
+                with(|s| {
+                    finalized(s);
+                    ingress(s, "192.0.2.10");
+                }),
+                Op::Ensure,
+                vec![],
+                vec![Method::EnsureLoadBalancer],
+            ),
+            (
+                "status present, finalizer missing: finalizer only",
+                with(|s| ingress(s, "192.0.2.10")),
+                Op::Ensure,
+                vec![add_finalizer],
+                vec![Method::EnsureLoadBalancer],
+            ),
+            (
+                "another class, never ours: no patch, no ensure or delete",
+                with(|s| spec(s).load_balancer_class = Some("example.com/other".into())),
+                Op::Delete,
+                vec![],
+                vec![Method::GetLoadBalancer],
+            ),
+            (
+                "finalizer on a ClusterIP with status: remove finalizer, clear status",
+                with(|s| {
+                    finalized(s);
+                    ingress(s, "192.0.2.10");
+                    cluster_ip(s);
+                }),
+                Op::Delete,
+                vec![remove_finalizer.clone(), clear_status.clone()],
+                vec![Method::GetLoadBalancer, Method::EnsureLoadBalancerDeleted],
+            ),
+            (
+                "deleting with finalizer and status: remove finalizer, clear status",
+                with(|s| {
+                    finalized(s);
+                    ingress(s, "192.0.2.10");
+                    deleting(s);
+                }),
+                Op::Delete,
+                vec![remove_finalizer, clear_status],
+                vec![Method::GetLoadBalancer, Method::EnsureLoadBalancerDeleted],
+            ),
+        ];
+        for (name, svc, want_op, want_patches, want_calls) in cases {
+            let h = harness(|_| None, vec![svc.clone()], vec![named_node("n1")]);
+            // For the delete cases a load balancer exists in the cloud.
+            if want_calls.contains(&Method::EnsureLoadBalancerDeleted) {
+                let lb = h.provider.load_balancer().unwrap();
+                lb.ensure_load_balancer("kubernetes", &lb_service(), &[])
+                    .await
+                    .unwrap();
+                h.provider.clear_calls();
+            }
+            let lb = h.provider.load_balancer().unwrap();
+            let op = sync_load_balancer_if_needed(&h.ctx, lb, &svc).await.expect(name);
+            assert_eq!(op, want_op, "{name}");
+            assert_eq!(patches(&h.api), want_patches, "{name}");
+            let calls: Vec<Method> = h.provider.calls().iter().map(|c| c.method).collect();
+            assert_eq!(calls, want_calls, "{name}");
+        }
+    }
+
+    /// Upstream `TestSlowNodeSync`: while a node-sync pass is stuck in a slow `UpdateLoadBalancer`, a Service
+    /// sync still runs (with the newest nodes), the pass does not push an older host set over it, and the node
+    /// added meanwhile reaches every load balancer on the next pass.
+    #[tokio::test(start_paused = true)]
+    async fn slow_node_sync_neither_blocks_nor_loses_later_changes() {
+        let svc = |name: &str| {
+            with(|s| {
+                s.metadata.name = Some(name.into());
+                s.metadata.uid = Some(format!("uid-{name}"));
+                finalized(s);
+            })
+        };
+        let mut h = harness(|_| None, vec![svc("svc1"), svc("svc2")], vec![named_node("n1")]);
+        sync_service(&h.ctx, "ns/svc1").await.unwrap();
+        sync_service(&h.ctx, "ns/svc2").await.unwrap();
+        // The pass visits the services in this order (the cache is not modified in between).
+        let order: Vec<String> = lock(&h.ctx.cache).keys().cloned().collect();
+        let (first, impacted) = (order[0].clone(), order[1].clone());
+        h.provider.clear_calls();
+
+        h.nodes
+            .apply_watcher_event(&watcher::Event::Apply(named_node("n2")));
+        h.provider.set_delay(Duration::from_secs(10));
+        let pass = sync_nodes(&h.ctx);
+        let meanwhile = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            h.nodes
+                .apply_watcher_event(&watcher::Event::Apply(named_node("n3")));
+            // Runs while the pass is inside the first service's update (it started at 0 s and takes 10 s).
+            sync_service(&h.ctx, &impacted).await.unwrap();
+        };
+        tokio::join!(pass, meanwhile);
+        let calls: Vec<(Method, String, usize)> = h
+            .provider
+            .calls()
+            .into_iter()
+            .map(|c| (c.method, c.subject, c.batch_size))
+            .collect();
+        assert_eq!(
+            calls,
+            vec![
+                (Method::UpdateLoadBalancer, first.clone(), 2),
+                (Method::EnsureLoadBalancer, impacted.clone(), 3),
+            ],
+            "no stale update of the service that was just ensured with three nodes"
+        );
+
+        // The next pass (the node event during the pass asked for one) brings n3 to the first service only.
+        h.provider.clear_calls();
+        sync_nodes(&h.ctx).await;
+        let calls: Vec<(Method, String, usize)> = h
+            .provider
+            .calls()
+            .into_iter()
+            .map(|c| (c.method, c.subject, c.batch_size))
+            .collect();
+        assert_eq!(calls, vec![(Method::UpdateLoadBalancer, first, 3)]);
+        let hosts: Vec<Vec<String>> = h
+            .provider
+            .load_balancers()
+            .values()
+            .map(|lb| {
+                let mut hosts = lb.hosts.clone();
+                hosts.sort();
+                hosts
+            })
+            .collect();
+        assert_eq!(hosts, vec![vec!["n1", "n2", "n3"]; 2]);
+        drop(h.services);
+    }
+}
