@@ -11,9 +11,10 @@
 //!   checked (password decodes from the token).
 //!
 //! Run with the test environment's variables (`set -a; . <testenv>/env; set +a`):
-//! `cargo bench -p ccm-benches --bench ecr-credential-provider`. The binary is built first with
-//! `cargo build --release -p ccm-examples --bin ecr-credential-provider` (a no-op when fresh); set
-//! `ECR_CREDENTIAL_PROVIDER_BIN` to measure another build. `ECR_BENCH_RUNS` sets the runs per series (50).
+//! `cargo build --release -p ccm-examples --bin ecr-credential-provider && cargo bench -p ccm-benches --bench
+//! ecr-credential-provider` (the benchmark cannot build the binary itself: cargo holds the target directory's
+//! lock while it runs). `ECR_CREDENTIAL_PROVIDER_BIN` measures another build; `ECR_BENCH_RUNS` sets the runs per
+//! series (50).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)] // A benchmark measures wall time.
 
@@ -146,32 +147,22 @@ fn series(runs: usize, mut run: impl FnMut()) -> Stats {
     }
 }
 
-/// The release binary: `ECR_CREDENTIAL_PROVIDER_BIN`, or built now beside this benchmark's own executable.
+/// The release binary: `ECR_CREDENTIAL_PROVIDER_BIN`, or the one beside this benchmark's own executable. It is not
+/// built from here: cargo holds the target directory's lock while a benchmark runs, so a nested build would wait
+/// forever.
 fn provider_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("ECR_CREDENTIAL_PROVIDER_BIN") {
         return PathBuf::from(path);
     }
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "ccm-examples",
-            "--bin",
-            "ecr-credential-provider",
-            "--manifest-path",
-        ])
-        .arg(&manifest)
-        .status()
-        .expect("run cargo");
-    assert!(status.success(), "building ecr-credential-provider failed");
     // This executable is <target>/release/deps/<name>-<hash>; the binary is <target>/release/<name>.
     let exe = std::env::current_exe().unwrap();
     let release = exe.parent().and_then(Path::parent).expect("target/release");
     let binary = release.join("ecr-credential-provider");
-    assert!(binary.is_file(), "{} was not built", binary.display());
+    assert!(
+        binary.is_file(),
+        "{} is missing: run `cargo build --release -p ccm-examples --bin ecr-credential-provider` first",
+        binary.display()
+    );
     binary
 }
 
