@@ -302,3 +302,135 @@ fn network_condition_skip_rule() {
     );
     assert!(c.last_heartbeat_time.is_some() && c.last_transition_time.is_some());
 }
+
+/// Upstream `TestReconcile…WithCalicoScenario`, through a whole pass against a scripted API: the skip rule
+/// needs both status and reason to be ours (reference §5.4), so a `NetworkUnavailable` condition written by a
+/// CNI (`CalicoIsUp`, status False) is replaced by `RouteCreated` once the route exists, and by
+/// `NoRouteCreated` when creating the route fails; a node already carrying our condition is left alone.
+#[tokio::test]
+async fn calico_condition_is_replaced_through_a_whole_pass() {
+    use ccm_testing::provider::{FakeProvider, Method};
+
+    use crate::mock_api::mock_api;
+
+    let calico = |name: &str, cidr: &str| {
+        let mut n = node(name, &[cidr], "10.1.0.1");
+        n.status.as_mut().unwrap().conditions = Some(vec![NodeCondition {
+            type_: CONDITION_NETWORK_UNAVAILABLE.into(),
+            status: "False".into(),
+            reason: Some("CalicoIsUp".into()),
+            message: Some("Calico is running on this node".into()),
+            ..Default::default()
+        }]);
+        n
+    };
+    let mut ours = node("node-ours", &["10.120.2.0/24"], "10.1.0.3");
+    ours.status.as_mut().unwrap().conditions = Some(vec![NodeCondition {
+        type_: CONDITION_NETWORK_UNAVAILABLE.into(),
+        status: "False".into(),
+        reason: Some("RouteCreated".into()),
+        ..Default::default()
+    }]);
+    let nodes = [
+        // Route already there: nothing to create, the condition is still rewritten.
+        calico("node-routed", "10.120.0.0/24"),
+        // Route created in this pass.
+        calico("node-new", "10.120.1.0/24"),
+        // Route creation fails.
+        calico("node-failing", "10.120.3.0/24"),
+        ours,
+    ];
+
+    let api = mock_api(|_| None);
+    let provider = FakeProvider::new();
+    provider.add_route("k", route("node-routed", "10.120.0.0/24"));
+    provider.add_route("k", route("node-ours", "10.120.2.0/24"));
+    provider.fail_for(Method::CreateRoute, "10.120.3.0/24", None, || {
+        ccm_cloud_provider::CloudError::other("quota exceeded")
+    });
+    let (store, mut writer) = reflector::store();
+    for n in nodes {
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(n));
+    }
+    let config = RouteConfig {
+        clock: Clock::fixed(Timestamp::UNIX_EPOCH),
+        ..config()
+    };
+    let ctx = Ctx {
+        client: api.client.clone(),
+        provider: Arc::new(provider.clone()),
+        recorder: EventRecorder::new(
+            api.client.clone(),
+            "route_controller",
+            config.clock.clone(),
+            config.metrics.clone(),
+        ),
+        config,
+        store,
+    };
+    reconcile_routes(&ctx).await.unwrap();
+
+    let mut created: Vec<String> = provider
+        .calls()
+        .into_iter()
+        .filter(|c| c.method == Method::CreateRoute)
+        .map(|c| c.subject)
+        .collect();
+    created.sort();
+    assert_eq!(created, ["10.120.1.0/24", "10.120.3.0/24"]);
+    assert_eq!(provider.count(Method::DeleteRoute), 0);
+
+    let mut patches: Vec<(String, String, String, String)> = api
+        .writes()
+        .into_iter()
+        .map(|r| {
+            assert_eq!(r.method, "PATCH", "{r:?}");
+            assert_eq!(r.content_type, "application/strategic-merge-patch+json");
+            let conditions = r.body["status"]["conditions"].as_array().unwrap().clone();
+            assert_eq!(conditions.len(), 1, "only our condition is sent: {r:?}");
+            let c = &conditions[0];
+            assert_eq!(c["type"], "NetworkUnavailable");
+            assert_eq!(c["lastTransitionTime"], "1970-01-01T00:00:00Z");
+            (
+                r.path,
+                c["status"].as_str().unwrap().to_owned(),
+                c["reason"].as_str().unwrap().to_owned(),
+                c["message"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    patches.sort();
+    let patch = |node: &str, status: &str, reason: &str, message: &str| {
+        (
+            format!("/api/v1/nodes/{node}/status"),
+            status.to_owned(),
+            reason.to_owned(),
+            message.to_owned(),
+        )
+    };
+    assert_eq!(
+        patches,
+        vec![
+            patch(
+                "node-failing",
+                "True",
+                "NoRouteCreated",
+                "RouteController failed to create a route"
+            ),
+            patch(
+                "node-new",
+                "False",
+                "RouteCreated",
+                "RouteController created a route"
+            ),
+            patch(
+                "node-routed",
+                "False",
+                "RouteCreated",
+                "RouteController created a route"
+            ),
+        ],
+        "node-ours already has our condition: no write"
+    );
+    assert_eq!(api.event_reasons(), ["FailedToCreateRoute"]);
+}
