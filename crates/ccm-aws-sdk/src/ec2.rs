@@ -176,26 +176,23 @@ impl Ec2 for AwsEc2 {
 
     async fn network_interfaces(&self, filters: &[Filter]) -> Result<Vec<NetworkInterface>> {
         let raw = self.raw();
-        let mut out = Vec::new();
-        let mut token = None;
-        loop {
-            let page = raw
-                .rt
-                .call(DESCRIBE_NETWORK_INTERFACES, || {
+        raw.rt
+            .paged(
+                DESCRIBE_NETWORK_INTERFACES,
+                |token| {
                     raw.client
                         .describe_network_interfaces()
                         .set_filters(sdk_filters(filters))
                         .max_results(1000)
-                        .set_next_token(token.clone())
+                        .set_next_token(token)
                         .send()
-                })
-                .await?;
-            out.extend(page.network_interfaces().iter().filter_map(network_interface));
-            token = next(page.next_token());
-            if token.is_none() {
-                return Ok(out);
-            }
-        }
+                },
+                |page, out| {
+                    out.extend(page.network_interfaces().iter().filter_map(network_interface));
+                    page.next_token().map(str::to_owned)
+                },
+            )
+            .await
     }
 
     async fn availability_zones(&self) -> Result<Vec<AvailabilityZone>> {
@@ -276,26 +273,23 @@ impl Ec2 for AwsEc2 {
 
     async fn security_groups(&self, filters: &[Filter]) -> Result<Vec<SecurityGroup>> {
         let raw = self.raw();
-        let mut out = Vec::new();
-        let mut token = None;
-        loop {
-            let page = raw
-                .rt
-                .call(DESCRIBE_SECURITY_GROUPS, || {
+        raw.rt
+            .paged(
+                DESCRIBE_SECURITY_GROUPS,
+                |token| {
                     raw.client
                         .describe_security_groups()
                         .set_filters(sdk_filters(filters))
                         .max_results(1000)
-                        .set_next_token(token.clone())
+                        .set_next_token(token)
                         .send()
-                })
-                .await?;
-            out.extend(page.security_groups().iter().filter_map(security_group));
-            token = next(page.next_token());
-            if token.is_none() {
-                return Ok(out);
-            }
-        }
+                },
+                |page, out| {
+                    out.extend(page.security_groups().iter().filter_map(security_group));
+                    page.next_token().map(str::to_owned)
+                },
+            )
+            .await
     }
 
     async fn create_security_group(&self, group: &NewSecurityGroup) -> Result<SecurityGroupId> {
@@ -374,50 +368,44 @@ impl Ec2 for AwsEc2 {
 
     async fn subnets(&self, filters: &[Filter]) -> Result<Vec<Subnet>> {
         let raw = self.raw();
-        let mut out = Vec::new();
-        let mut token = None;
-        loop {
-            let page = raw
-                .rt
-                .call(DESCRIBE_SUBNETS, || {
+        raw.rt
+            .paged(
+                DESCRIBE_SUBNETS,
+                |token| {
                     raw.client
                         .describe_subnets()
                         .set_filters(sdk_filters(filters))
                         .max_results(1000)
-                        .set_next_token(token.clone())
+                        .set_next_token(token)
                         .send()
-                })
-                .await?;
-            out.extend(page.subnets().iter().filter_map(subnet));
-            token = next(page.next_token());
-            if token.is_none() {
-                return Ok(out);
-            }
-        }
+                },
+                |page, out| {
+                    out.extend(page.subnets().iter().filter_map(subnet));
+                    page.next_token().map(str::to_owned)
+                },
+            )
+            .await
     }
 
     async fn route_tables(&self, filters: &[Filter]) -> Result<Vec<RouteTable>> {
         let raw = self.raw();
-        let mut out = Vec::new();
-        let mut token = None;
-        loop {
-            let page = raw
-                .rt
-                .call(DESCRIBE_ROUTE_TABLES, || {
+        raw.rt
+            .paged(
+                DESCRIBE_ROUTE_TABLES,
+                |token| {
                     raw.client
                         .describe_route_tables()
                         .set_filters(sdk_filters(filters))
                         .max_results(100)
-                        .set_next_token(token.clone())
+                        .set_next_token(token)
                         .send()
-                })
-                .await?;
-            out.extend(page.route_tables().iter().filter_map(route_table));
-            token = next(page.next_token());
-            if token.is_none() {
-                return Ok(out);
-            }
-        }
+                },
+                |page, out| {
+                    out.extend(page.route_tables().iter().filter_map(route_table));
+                    page.next_token().map(str::to_owned)
+                },
+            )
+            .await
     }
 
     async fn create_route(

@@ -182,25 +182,22 @@ impl Elbv2 for AwsElbv2 {
     }
 
     async fn listeners(&self, load_balancer_arn: &str) -> Result<Vec<ListenerV2>> {
-        let mut out = Vec::new();
-        let mut marker: Option<String> = None;
-        loop {
-            let page = self
-                .rt
-                .call(DESCRIBE_LISTENERS, || {
+        self.rt
+            .paged(
+                DESCRIBE_LISTENERS,
+                |marker| {
                     self.client
                         .describe_listeners()
                         .load_balancer_arn(load_balancer_arn)
-                        .set_marker(marker.clone())
+                        .set_marker(marker)
                         .send()
-                })
-                .await?;
-            out.extend(page.listeners().iter().filter_map(listener));
-            marker = page.next_marker().filter(|m| !m.is_empty()).map(str::to_owned);
-            if marker.is_none() {
-                return Ok(out);
-            }
-        }
+                },
+                |page, out| {
+                    out.extend(page.listeners().iter().filter_map(listener));
+                    page.next_marker().map(str::to_owned)
+                },
+            )
+            .await
     }
 
     async fn create_listener(&self, l: &NewListener) -> Result<ListenerV2> {
@@ -260,25 +257,22 @@ impl Elbv2 for AwsElbv2 {
     }
 
     async fn target_groups(&self, load_balancer_arn: &str) -> Result<Vec<TargetGroup>> {
-        let mut out = Vec::new();
-        let mut marker: Option<String> = None;
-        loop {
-            let page = self
-                .rt
-                .call(DESCRIBE_TARGET_GROUPS, || {
+        self.rt
+            .paged(
+                DESCRIBE_TARGET_GROUPS,
+                |marker| {
                     self.client
                         .describe_target_groups()
                         .load_balancer_arn(load_balancer_arn)
-                        .set_marker(marker.clone())
+                        .set_marker(marker)
                         .send()
-                })
-                .await?;
-            out.extend(page.target_groups().iter().filter_map(target_group));
-            marker = page.next_marker().filter(|m| !m.is_empty()).map(str::to_owned);
-            if marker.is_none() {
-                return Ok(out);
-            }
-        }
+                },
+                |page, out| {
+                    out.extend(page.target_groups().iter().filter_map(target_group));
+                    page.next_marker().map(str::to_owned)
+                },
+            )
+            .await
     }
 
     async fn create_target_group(&self, group: &NewTargetGroup) -> Result<TargetGroup> {

@@ -113,6 +113,32 @@ impl Runtime {
         })
     }
 
+    /// Runs a paged operation to the end: `send(token)` issues one page request (each under [`Self::call`]),
+    /// `extract` appends the page's items to the output and returns its continuation token. Paging stops at
+    /// the first page without a (non-empty) token, so callers never see pages.
+    pub(crate) async fn paged<P, T, E, F, Fut, X>(
+        &self,
+        op: Op,
+        mut send: F,
+        mut extract: X,
+    ) -> Result<Vec<T>, AwsError>
+    where
+        F: FnMut(Option<String>) -> Fut,
+        Fut: Future<Output = Result<P, SdkError<E, HttpResponse>>>,
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+        X: FnMut(&P, &mut Vec<T>) -> Option<String>,
+    {
+        let mut out = Vec::new();
+        let mut token = None;
+        loop {
+            let page = self.call(op, || send(token.clone())).await?;
+            token = extract(&page, &mut out).filter(|t| !t.is_empty());
+            if token.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
     /// Runs `send` (one SDK request) under the limiter, with metrics and retries.
     pub(crate) async fn call<T, E, F, Fut>(&self, op: Op, mut send: F) -> Result<T, AwsError>
     where
