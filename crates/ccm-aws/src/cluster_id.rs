@@ -1,7 +1,7 @@
 //! Which cluster this CCM serves: the cloud config's `KubernetesClusterID` (or legacy `KubernetesClusterTag`),
 //! else the cluster tags of the instance the CCM runs on.
 
-use ccm_aws_api::{AwsError, Ec2, InstanceId};
+use ccm_aws_api::{AwsError, Ec2, InstanceId, ec2::Instance};
 use ccm_tagging::{ClusterTags, DiscoveryError, OwnershipError};
 
 use crate::cloud_config::GlobalConfig;
@@ -59,15 +59,28 @@ pub async fn discover<E: Ec2>(
             instance: instance.clone(),
             source,
         })?;
-    let tags = found
+    let found = found
         .into_iter()
         .find(|i| i.id == *instance)
-        .map(|i| i.tags)
         .ok_or_else(|| ClusterIdError::InstanceNotFound(instance.clone()))?;
-    let discovered = ccm_tagging::discover_cluster_id(&tags).map_err(|source| ClusterIdError::Tags {
-        instance: instance.clone(),
-        source,
-    })?;
+    from_config_or_tags(config, Some(&found))
+}
+
+/// The cluster's tags from the config, else from the tags of `self_instance` (already described), without
+/// calling AWS. `None` and no configured ID is [`ClusterIdError::Unknown`].
+pub fn from_config_or_tags(
+    config: &GlobalConfig,
+    self_instance: Option<&Instance>,
+) -> Result<ClusterTags, ClusterIdError> {
+    if let Some((id, legacy)) = config.cluster_id() {
+        return Ok(ClusterTags::new(id, legacy)?);
+    }
+    let instance = self_instance.ok_or(ClusterIdError::Unknown)?;
+    let discovered =
+        ccm_tagging::discover_cluster_id(&instance.tags).map_err(|source| ClusterIdError::Tags {
+            instance: instance.id.clone(),
+            source,
+        })?;
     Ok(ClusterTags::new(discovered.id, discovered.legacy)?)
 }
 

@@ -2,8 +2,10 @@
 //!
 //! May depend on: every library crate of the workspace. Binaries in `examples/` depend on this crate and `ccm-controllers`.
 
+pub mod cloud;
 pub mod cloud_config;
 pub mod cluster_id;
 
+pub use cloud::{AwsCloud, AwsCloudError, Environment, PROVIDER_NAME};
 pub use cloud_config::{CloudConfig, CloudConfigErrors, ConfigError, GlobalConfig};
 pub use cluster_id::ClusterIdError;

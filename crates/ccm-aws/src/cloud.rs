@@ -1,0 +1,236 @@
+//! [`AwsCloud`]: the AWS [`CloudProvider`], composed from the domain crates on the EC2 port.
+//!
+//! Start-up follows the reference implementation, minus its dead ends: the region comes from the cloud config
+//! (`Zone`, else `Region`) or IMDS; the instance the CCM runs on from IMDS, unless the config describes a control
+//! plane outside the cluster's VPC (`VPC`, `SubnetID` or `RoleARN`, and a cluster ID); the cluster ID from the
+//! config or that instance's tags; the VPC from the config or that instance. One DescribeInstances at most.
+
+use ccm_aws_api::{Ec2, InstanceId, Metadata, VpcId, ec2::Instance};
+use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, AwsMetadata};
+use ccm_cloud_provider::{CloudProvider, Unsupported};
+use ccm_instances::{AwsInstances, InstancesConfig};
+use ccm_tagging::ClusterTags;
+use regex::Regex;
+use tracing::info;
+
+use crate::{
+    CloudConfig,
+    cloud_config::IpFamily,
+    cluster_id::{self, ClusterIdError},
+};
+
+/// The provider name, for `--cloud-provider`.
+pub const PROVIDER_NAME: &str = "aws";
+
+/// The AWS cloud provider, generic over the EC2 port so that tests can run it on fakes.
+#[derive(Debug)]
+pub struct AwsCloud<E = AwsEc2> {
+    instances: AwsInstances<E>,
+    cluster: ClusterTags,
+    region: String,
+    vpc_id: Option<VpcId>,
+}
+
+/// What the CCM found out about where it runs, before any capability is built.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Environment {
+    /// The region every client uses.
+    pub region: String,
+    /// The cluster's tags.
+    pub cluster: ClusterTags,
+    /// The cluster's VPC, when known.
+    pub vpc_id: Option<VpcId>,
+    /// The instance the CCM runs on, unless the control plane is external.
+    pub self_instance: Option<Instance>,
+}
+
+/// Why the provider could not start. Each is fatal: the message says what to change.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AwsCloudError {
+    /// IMDS could not tell the instance ID or region.
+    #[error(
+        "reading {what} from the instance metadata service: {source}; off EC2, set Region, VPC, SubnetID \
+         and KubernetesClusterID in the cloud config [Global] section"
+    )]
+    Metadata {
+        /// What was asked.
+        what: &'static str,
+        /// The failure.
+        #[source]
+        source: ccm_aws_api::AwsError,
+    },
+    /// The cluster ID is missing or unusable.
+    #[error(transparent)]
+    ClusterId(#[from] ClusterIdError),
+    /// The instance the CCM runs on could not be described.
+    #[error("describing the instance the CCM runs on ({instance})")]
+    SelfInstance {
+        /// The instance.
+        instance: InstanceId,
+        /// The failure.
+        #[source]
+        source: ccm_aws_api::AwsError,
+    },
+    /// `SupportedTopologyInstanceTypePattern` is not a regular expression.
+    #[error("cloud config [Global] SupportedTopologyInstanceTypePattern: {0}")]
+    TopologyPattern(#[source] regex::Error),
+}
+
+// === impl AwsCloud ===
+
+impl AwsCloud<AwsEc2> {
+    /// Starts the provider as the CCM does: IMDS (unless the control plane is external), then the SDK adapter
+    /// with the config's endpoint overrides and role, then the environment. Returns the adapter too, for its
+    /// call metrics.
+    pub async fn connect(config: &CloudConfig, options: AdapterOptions) -> Result<(Self, Adapter), AwsCloudError> {
+        let external = config.global.is_external_control_plane();
+        let metadata = if external {
+            None
+        } else {
+            Some(AwsMetadata::new(&config.imds_options()).map_err(|source| AwsCloudError::Metadata {
+                what: "the endpoint",
+                source,
+            })?)
+        };
+        let self_id = match &metadata {
+            Some(m) => Some(m.instance_id().await.map_err(|source| AwsCloudError::Metadata {
+                what: "the instance ID",
+                source,
+            })?),
+            None => None,
+        };
+        let region = match (config.global.configured_region(), &metadata) {
+            (Some(region), _) => region,
+            (None, Some(m)) => m.region().await.map_err(|source| AwsCloudError::Metadata {
+                what: "the region",
+                source,
+            })?,
+            // An external control plane names its cluster but may omit the region: the SDK's chain decides.
+            (None, None) => String::new(),
+        };
+        let region_opt = Some(region.clone()).filter(|r| !r.is_empty());
+        let mut options = options.with_endpoint_overrides(config.endpoint_overrides(&region));
+        if let Some(role) = config.assume_role() {
+            options = options.with_assume_role(role);
+        }
+        let adapter = Adapter::from_env(region_opt, options).await;
+        let region = adapter.region().map_or(region, str::to_owned);
+        let env = discover(config, adapter.ec2(), region, self_id.as_ref()).await?;
+        let cloud = Self::new(config, adapter.ec2().clone(), env)?;
+        Ok((cloud, adapter))
+    }
+}
+
+impl<E: Ec2 + Send + Sync + 'static> AwsCloud<E> {
+    /// The provider on `ec2` for an already discovered environment.
+    pub fn new(config: &CloudConfig, ec2: E, env: Environment) -> Result<Self, AwsCloudError> {
+        let global = &config.global;
+        let pattern =
+            Regex::new(&global.supported_topology_instance_type_pattern).map_err(AwsCloudError::TopologyPattern)?;
+        let families = global
+            .node_ip_families
+            .iter()
+            .map(|f| match f {
+                IpFamily::Ipv4 => ccm_instances::IpFamily::Ipv4,
+                IpFamily::Ipv6 => ccm_instances::IpFamily::Ipv6,
+            })
+            .collect();
+        let mut instances_config = InstancesConfig::new(env.region.clone())
+            .with_node_ip_families(families)
+            .with_topology_instance_types(pattern)
+            .with_cluster(env.cluster.clone());
+        if let Some(vpc) = &env.vpc_id {
+            instances_config = instances_config.with_vpc_id(vpc.clone());
+        }
+        info!(
+            region = %env.region,
+            cluster_id = env.cluster.id(),
+            vpc = env.vpc_id.as_ref().map(VpcId::as_str),
+            "AWS cloud provider ready"
+        );
+        Ok(Self {
+            instances: AwsInstances::new(ec2, instances_config),
+            cluster: env.cluster,
+            region: env.region,
+            vpc_id: env.vpc_id,
+        })
+    }
+
+    /// The cluster's tags.
+    pub fn cluster(&self) -> &ClusterTags {
+        &self.cluster
+    }
+
+    /// The region.
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+
+    /// The cluster's VPC, when known.
+    pub fn vpc_id(&self) -> Option<&VpcId> {
+        self.vpc_id.as_ref()
+    }
+}
+
+impl<E: Ec2 + Send + Sync + 'static> CloudProvider for AwsCloud<E> {
+    type InstancesV2 = AwsInstances<E>;
+    type Instances = Unsupported;
+    type Zones = Unsupported;
+    type LoadBalancer = Unsupported;
+    type Routes = Unsupported;
+
+    fn provider_name(&self) -> &str {
+        PROVIDER_NAME
+    }
+
+    fn instances_v2(&self) -> Option<&Self::InstancesV2> {
+        Some(&self.instances)
+    }
+}
+
+/// Finds the cluster and VPC: from the config where it says, else from the instance `self_id` (one
+/// DescribeInstances, only when something is missing).
+pub async fn discover<E: Ec2>(
+    config: &CloudConfig,
+    ec2: &E,
+    region: String,
+    self_id: Option<&InstanceId>,
+) -> Result<Environment, AwsCloudError> {
+    let global = &config.global;
+    let needs_instance = global.cluster_id().is_none() || global.vpc.is_none();
+    let self_instance = match self_id {
+        Some(id) if needs_instance => Some(describe_self(ec2, id).await?),
+        _ => None,
+    };
+    let cluster = cluster_id::from_config_or_tags(global, self_instance.as_ref())?;
+    let vpc_id = global
+        .vpc
+        .as_deref()
+        .map(VpcId::from)
+        .or_else(|| self_instance.as_ref().and_then(|i| i.vpc_id.clone()));
+    Ok(Environment {
+        region,
+        cluster,
+        vpc_id,
+        self_instance,
+    })
+}
+
+async fn describe_self<E: Ec2>(ec2: &E, id: &InstanceId) -> Result<Instance, AwsCloudError> {
+    let found = ec2
+        .instances_by_id(std::slice::from_ref(id))
+        .await
+        .map_err(|source| AwsCloudError::SelfInstance {
+            instance: id.clone(),
+            source,
+        })?;
+    found
+        .into_iter()
+        .find(|i| i.id == *id)
+        .ok_or_else(|| ClusterIdError::InstanceNotFound(id.clone()).into())
+}
+
+#[cfg(test)]
+mod tests;
