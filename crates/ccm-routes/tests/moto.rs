@@ -1,0 +1,311 @@
+//! `AwsRoutes` over the real adapter against moto: two route tables tagged for a unique cluster, one of another
+//! cluster and one untagged (both must stay untouched); create, list, fill-in of a missing table, conflicts,
+//! delete; the source/destination check (DescribeInstanceAttribute); AWS calls counted from the adapter's
+//! metrics. (moto never marks routes as blackholes and rejects IPv6 destinations in `DestinationCidrBlock`, which
+//! the adapter always sends: blackhole replacement and IPv6 are covered by the unit tests.)
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use aws_sdk_ec2::types::{InstanceAttributeName, InstanceType, ResourceType, Tag, TagSpecification};
+use ccm_aws_api::VpcId;
+use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits, RetryPolicy};
+use ccm_cloud_provider::{Route, Routes};
+use ccm_routes::{AwsRoutes, RoutesConfig, RoutesError};
+use ccm_tagging::ClusterTags;
+use ccm_testing::{TestEnv, unique_name};
+
+fn route(node: &str, cidr: &str) -> Route {
+    Route {
+        target_node: node.to_owned(),
+        destination_cidr: cidr.to_owned(),
+        ..Route::default()
+    }
+}
+
+/// The routes of a table as `(destination, instance)` pairs, sorted, the local route left out.
+async fn table_routes(raw: &aws_sdk_ec2::Client, table: &str) -> Vec<(String, String)> {
+    let out = raw
+        .describe_route_tables()
+        .route_table_ids(table)
+        .send()
+        .await
+        .unwrap();
+    let mut routes: Vec<(String, String)> = out.route_tables()[0]
+        .routes()
+        .iter()
+        .filter(|r| r.gateway_id() != Some("local"))
+        .map(|r| {
+            (
+                r.destination_cidr_block().unwrap_or_default().to_owned(),
+                r.instance_id().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    routes.sort();
+    routes
+}
+
+async fn source_dest_check(raw: &aws_sdk_ec2::Client, instance: &str) -> Option<bool> {
+    raw.describe_instance_attribute()
+        .instance_id(instance)
+        .attribute(InstanceAttributeName::SourceDestCheck)
+        .send()
+        .await
+        .unwrap()
+        .source_dest_check()
+        .and_then(|v| v.value())
+}
+
+fn tag_spec(resource: ResourceType, key: &str, value: &str) -> TagSpecification {
+    TagSpecification::builder()
+        .resource_type(resource)
+        .tags(Tag::builder().key(key).value(value).build())
+        .build()
+}
+
+#[tokio::test]
+async fn routes_in_tagged_tables_against_moto() {
+    let env = TestEnv::get();
+    let sdk = env.aws_config().await;
+    let adapter = Adapter::new(
+        &sdk,
+        AdapterOptions::default()
+            .with_rate_limits(RateLimits::unlimited())
+            .with_retry(RetryPolicy {
+                max_attempts: 2,
+                base_delay: Duration::from_millis(5),
+                throttle_base_delay: Duration::from_millis(20),
+                max_delay: Duration::from_millis(50),
+            }),
+    );
+    let raw = aws_sdk_ec2::Client::new(&sdk);
+    let cluster_id = unique_name("routes");
+    let cluster = ClusterTags::new(&cluster_id, false).unwrap();
+    let other_cluster = ClusterTags::new(unique_name("routes-other"), false).unwrap();
+
+    let vpc = raw.create_vpc().cidr_block("10.79.0.0/16").send().await.unwrap();
+    let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_owned();
+    let subnet = raw
+        .create_subnet()
+        .vpc_id(&vpc_id)
+        .cidr_block("10.79.1.0/24")
+        .availability_zone("us-east-1a")
+        .send()
+        .await
+        .unwrap();
+    let launch = |key: String, count: i32| {
+        raw.run_instances()
+            .image_id("ami-12c6146b")
+            .instance_type(InstanceType::M5Large)
+            .min_count(count)
+            .max_count(count)
+            .subnet_id(subnet.subnet().unwrap().subnet_id().unwrap())
+            .tag_specifications(tag_spec(ResourceType::Instance, &key, "owned"))
+            .send()
+    };
+    let ours = launch(cluster.key(), 2).await.unwrap();
+    let ours: Vec<(String, String)> = ours
+        .instances()
+        .iter()
+        .map(|i| {
+            (
+                i.instance_id().unwrap().to_owned(),
+                i.private_dns_name().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let foreign = launch(other_cluster.key(), 1).await.unwrap();
+    let foreign = foreign.instances()[0].instance_id().unwrap().to_owned();
+    let new_table = |tags: Option<(String, &'static str)>| {
+        let mut req = raw.create_route_table().vpc_id(&vpc_id);
+        if let Some((k, v)) = tags {
+            req = req.tag_specifications(tag_spec(ResourceType::RouteTable, &k, v));
+        }
+        async move {
+            req.send()
+                .await
+                .unwrap()
+                .route_table()
+                .unwrap()
+                .route_table_id()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    let table_a = new_table(Some((cluster.key(), "owned"))).await;
+    let table_b = new_table(Some((cluster.key(), "shared"))).await;
+    let table_other = new_table(Some((other_cluster.key(), "owned"))).await;
+    let table_untagged = new_table(None).await;
+    for (table, cidr) in [
+        (&table_other, "10.244.0.0/24"),
+        (&table_untagged, "10.244.1.0/24"),
+    ] {
+        raw.create_route()
+            .route_table_id(table)
+            .destination_cidr_block(cidr)
+            .instance_id(&foreign)
+            .send()
+            .await
+            .unwrap();
+    }
+    // A route to a foreign instance in our table: never reported, never replaced.
+    raw.create_route()
+        .route_table_id(&table_a)
+        .destination_cidr_block("10.244.99.0/24")
+        .instance_id(&foreign)
+        .send()
+        .await
+        .unwrap();
+    let untouched = [
+        (table_other.clone(), table_routes(&raw, &table_other).await),
+        (table_untagged.clone(), table_routes(&raw, &table_untagged).await),
+    ];
+
+    let routes = AwsRoutes::new(
+        adapter.ec2().clone(),
+        RoutesConfig::new(cluster).with_vpc_id(VpcId::new(&vpc_id)),
+    );
+    let m = adapter.metrics();
+    let count = |op: &str| m.attempts("ec2", op);
+    let calls = |ops: &[&str]| ops.iter().map(|op| count(op)).collect::<Vec<u64>>();
+    let ops = [
+        "DescribeRouteTables",
+        "DescribeInstances",
+        "ModifyInstanceAttribute",
+        "CreateRoute",
+        "ReplaceRoute",
+        "DeleteRoute",
+    ];
+
+    assert!(routes.list_routes("k").await.unwrap().is_empty());
+
+    // Create: one route by private DNS name, one by an instance-ID node name with a domain.
+    assert_eq!(source_dest_check(&raw, &ours[0].0).await, Some(true));
+    let before = calls(&ops);
+    routes
+        .create_route("k", "uid-0", &route(&ours[0].1, "10.244.10.0/24"))
+        .await
+        .unwrap();
+    routes
+        .create_route(
+            "k",
+            "uid-1",
+            &route(&format!("{}.ec2.internal", ours[1].0), "10.244.11.0/24"),
+        )
+        .await
+        .unwrap();
+    // A second CIDR for the first node: no second ModifyInstanceAttribute.
+    routes
+        .create_route("k", "uid-0", &route(&ours[0].1, "10.244.12.0/24"))
+        .await
+        .unwrap();
+    let after = calls(&ops);
+    let delta: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(
+        delta,
+        vec![0, 2, 2, 6, 0, 0],
+        "tables reused from the list; DescribeInstances by DNS name for the two creates named so; \
+         ModifyInstanceAttribute once per instance; 3 routes x 2 tables"
+    );
+    for (id, _) in &ours {
+        assert_eq!(source_dest_check(&raw, id).await, Some(false), "{id}");
+    }
+    let expected = vec![
+        ("10.244.10.0/24".to_owned(), ours[0].0.clone()),
+        ("10.244.11.0/24".to_owned(), ours[1].0.clone()),
+        ("10.244.12.0/24".to_owned(), ours[0].0.clone()),
+    ];
+    assert_eq!(table_routes(&raw, &table_b).await, expected);
+    let mut with_foreign = expected.clone();
+    with_foreign.push(("10.244.99.0/24".to_owned(), foreign.clone()));
+    assert_eq!(table_routes(&raw, &table_a).await, with_foreign);
+
+    // List: one DescribeRouteTables and one DescribeInstances; the next list only the former (names are
+    // remembered, the foreign instance is described again since it has no name).
+    let before = calls(&ops);
+    let mut listed = routes.list_routes("k").await.unwrap();
+    listed.sort_by(|a, b| a.destination_cidr.cmp(&b.destination_cidr));
+    let summary: Vec<(&str, &str, &str)> = listed
+        .iter()
+        .map(|r| {
+            (
+                r.name.as_str(),
+                r.destination_cidr.as_str(),
+                r.target_node.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("k-10.244.10.0/24", "10.244.10.0/24", ours[0].1.as_str()),
+            ("k-10.244.11.0/24", "10.244.11.0/24", ours[1].1.as_str()),
+            ("k-10.244.12.0/24", "10.244.12.0/24", ours[0].1.as_str()),
+        ]
+    );
+    assert_eq!(
+        calls(&ops)[..2],
+        [before[0] + 1, before[1] + 1],
+        "one DescribeRouteTables, one DescribeInstances"
+    );
+    routes.list_routes("k").await.unwrap();
+    assert_eq!(calls(&ops)[0], before[0] + 2);
+
+    // A route missing from one table is reported absent; creating it fills in that table only.
+    raw.delete_route()
+        .route_table_id(&table_b)
+        .destination_cidr_block("10.244.11.0/24")
+        .send()
+        .await
+        .unwrap();
+    let listed = routes.list_routes("k").await.unwrap();
+    assert!(!listed.iter().any(|r| r.destination_cidr == "10.244.11.0/24"));
+    let before = calls(&ops);
+    routes
+        .create_route("k", "uid-1", &route(&ours[1].0, "10.244.11.0/24"))
+        .await
+        .unwrap();
+    assert_eq!(calls(&ops)[3], before[3] + 1, "one CreateRoute, in table B");
+    assert_eq!(table_routes(&raw, &table_b).await, expected);
+
+    // The foreign instance's route for a CIDR is a conflict, left alone.
+    let err = routes
+        .create_route("k", "uid-0", &route(&ours[0].1, "10.244.99.0/24"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains(&foreign), "{err}");
+    assert!(
+        table_routes(&raw, &table_a)
+            .await
+            .contains(&("10.244.99.0/24".to_owned(), foreign.clone()))
+    );
+
+    // Delete: gone from both tables; deleting again is a no-op.
+    let listed = routes.list_routes("k").await.unwrap();
+    let ten = listed
+        .iter()
+        .find(|r| r.destination_cidr == "10.244.10.0/24")
+        .unwrap();
+    routes.delete_route("k", ten).await.unwrap();
+    routes.delete_route("k", ten).await.unwrap();
+    for table in [&table_a, &table_b] {
+        assert!(
+            !table_routes(&raw, table)
+                .await
+                .iter()
+                .any(|(c, _)| c == "10.244.10.0/24")
+        );
+    }
+
+    // A node name that matches no instance of the cluster.
+    let err = routes
+        .create("k", &route("ip-10-79-9-9.ec2.internal", "10.244.13.0/24"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RoutesError::InstanceNotFound { .. }), "{err}");
+
+    for (table, routes) in untouched {
+        assert_eq!(table_routes(&raw, &table).await, routes, "{table} untouched");
+    }
+}
