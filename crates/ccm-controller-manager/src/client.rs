@@ -1,0 +1,336 @@
+//! Kubernetes clients: the root client from `--kubeconfig`/`--master`, the client-side rate limiter
+//! (`--kube-api-qps`/`--kube-api-burst`, which kube-rs does not have), and per-controller clients that
+//! authenticate as `kube-system/<client name>` with TokenRequest tokens (`--use-service-account-credentials`).
+
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::{Arc, Mutex, RwLock},
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use k8s_openapi::api::{
+    authentication::v1::{TokenRequest, TokenRequestSpec},
+    core::v1::ServiceAccount,
+};
+use kube::{
+    Api, Client, Config,
+    api::{ObjectMeta, PostParams},
+    client::ClientBuilder,
+    config::{AuthInfo, KubeConfigOptions, Kubeconfig},
+};
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::CancellationToken;
+
+use crate::Error;
+
+/// The namespace of the per-controller service accounts, as upstream.
+const SA_NAMESPACE: &str = "kube-system";
+/// Lifetime asked for per-controller tokens; they are renewed at 80 %.
+const TOKEN_SECONDS: i64 = 3600;
+
+/// The root client configuration from `--kubeconfig` and `--master`.
+pub(crate) async fn root_config(kubeconfig: &str, master: &str) -> Result<Config, Error> {
+    let mut config = if kubeconfig.is_empty() {
+        Config::infer().await.map_err(|e| Error::Kube {
+            context: "no --kubeconfig given, and neither the default kubeconfig nor the in-cluster configuration is usable",
+            source: Box::new(e),
+        })?
+    } else {
+        let file = Kubeconfig::read_from(kubeconfig).map_err(|e| Error::Kube {
+            context: "cannot read --kubeconfig",
+            source: Box::new(e),
+        })?;
+        Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| Error::Kube {
+                context: "cannot use --kubeconfig",
+                source: Box::new(e),
+            })?
+    };
+    if !master.is_empty() {
+        config.cluster_url = master.parse().map_err(|e| Error::Kube {
+            context: "--master is not a URL",
+            source: Box::new(e),
+        })?;
+    }
+    Ok(config)
+}
+
+/// A client over `config` behind the rate limiter (`qps <= 0`: none), adding `bearer` when given.
+pub(crate) fn build(
+    config: Config,
+    limiter: Option<Arc<Bucket>>,
+    bearer: Option<Arc<RwLock<String>>>,
+    user_agent: &str,
+) -> Result<Client, Error> {
+    let mut config = config;
+    if let Ok(v) = user_agent.parse() {
+        config.headers.push((hyper::header::USER_AGENT, v));
+    }
+    let builder = ClientBuilder::try_from(config).map_err(|e| Error::Kube {
+        context: "cannot build a Kubernetes client",
+        source: Box::new(e),
+    })?;
+    let builder = builder.with_layer(&BearerLayer(bearer));
+    let builder = builder.with_layer(&RateLimitLayer(limiter));
+    Ok(builder.build())
+}
+
+/// A token bucket shared by every client of the process (as client-go's per-config limiter).
+#[derive(Debug)]
+pub(crate) struct Bucket {
+    qps: f64,
+    burst: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl Bucket {
+    pub(crate) fn new(qps: f32, burst: i32) -> Option<Arc<Self>> {
+        (qps > 0.0).then(|| {
+            let burst = f64::from(burst.max(1));
+            Arc::new(Self {
+                qps: f64::from(qps),
+                burst,
+                state: Mutex::new((burst, Instant::now())),
+            })
+        })
+    }
+
+    /// Takes one token and returns how long to wait for it (zero when one was available).
+    fn reserve(&self) -> Duration {
+        let mut s = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        s.0 = (s.0 + now.duration_since(s.1).as_secs_f64() * self.qps).min(self.burst);
+        s.1 = now;
+        s.0 -= 1.0;
+        if s.0 >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-s.0 / self.qps)
+        }
+    }
+}
+
+#[derive(Clone)]
+struct RateLimitLayer(Option<Arc<Bucket>>);
+
+struct RateLimit<S> {
+    inner: S,
+    bucket: Option<Arc<Bucket>>,
+    sleep: Option<Pin<Box<Sleep>>>,
+    reserved: bool,
+}
+
+impl<S> tower::Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit {
+            inner,
+            bucket: self.0.clone(),
+            sleep: None,
+            reserved: false,
+        }
+    }
+}
+
+impl<S: tower::Service<R>, R> tower::Service<R> for RateLimit<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    // The wait happens in `poll_ready`: kube's client drives it from one buffer worker, so requests take tokens
+    // in arrival order.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        if let Some(bucket) = &self.bucket
+            && !self.reserved
+        {
+            if self.sleep.is_none() {
+                let wait = bucket.reserve();
+                if wait.is_zero() {
+                    self.reserved = true;
+                } else {
+                    self.sleep = Some(Box::pin(tokio::time::sleep(wait)));
+                }
+            }
+            if let Some(sleep) = self.sleep.as_mut() {
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.sleep = None;
+                self.reserved = true;
+            }
+        }
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: R) -> Self::Future {
+        self.reserved = false;
+        self.inner.call(req)
+    }
+}
+
+#[derive(Clone)]
+struct BearerLayer(Option<Arc<RwLock<String>>>);
+
+struct Bearer<S> {
+    inner: S,
+    token: Option<Arc<RwLock<String>>>,
+}
+
+impl<S> tower::Layer<S> for BearerLayer {
+    type Service = Bearer<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Bearer {
+            inner,
+            token: self.0.clone(),
+        }
+    }
+}
+
+impl<S: tower::Service<hyper::Request<B>>, B> tower::Service<hyper::Request<B>> for Bearer<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: hyper::Request<B>) -> Self::Future {
+        if let Some(token) = &self.token {
+            let token = token.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Ok(mut v) = hyper::header::HeaderValue::from_str(&format!("Bearer {token}")) {
+                v.set_sensitive(true);
+                req.headers_mut().insert(hyper::header::AUTHORIZATION, v);
+            }
+        }
+        self.inner.call(req)
+    }
+}
+
+/// A client that authenticates as service account `kube-system/<name>` (created if missing), with a token from
+/// the TokenRequest API that a background task renews until `shutdown`.
+pub(crate) async fn service_account_client(
+    root: &Client,
+    config: &Config,
+    limiter: Option<Arc<Bucket>>,
+    name: &str,
+    shutdown: CancellationToken,
+) -> Result<Client, Error> {
+    let sas: Api<ServiceAccount> = Api::namespaced(root.clone(), SA_NAMESPACE);
+    let kube_err = |context: &'static str| {
+        move |e: kube::Error| Error::Kube {
+            context,
+            source: Box::new(e),
+        }
+    };
+    if sas
+        .get_opt(name)
+        .await
+        .map_err(kube_err("cannot read the controller's service account"))?
+        .is_none()
+    {
+        let sa = ServiceAccount {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some(SA_NAMESPACE.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..ServiceAccount::default()
+        };
+        match sas.create(&PostParams::default(), &sa).await {
+            Ok(_) => tracing::info!(service_account = name, "created the controller's service account"),
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+            Err(e) => return Err(kube_err("cannot create the controller's service account")(e)),
+        }
+    }
+    let (token, lifetime) = request_token(&sas, name).await.map_err(kube_err(
+        "cannot get a token for the controller's service account (TokenRequest)",
+    ))?;
+    let token = Arc::new(RwLock::new(token));
+    let mut sa_config = config.clone();
+    sa_config.auth_info = AuthInfo::default();
+    let client = build(
+        sa_config,
+        limiter,
+        Some(token.clone()),
+        &format!("cloud-controller-manager/{name}"),
+    )?;
+    let name = name.to_owned();
+    tokio::spawn(async move {
+        let mut lifetime = lifetime;
+        loop {
+            let renew_in = lifetime.mul_f64(0.8);
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(renew_in) => {}
+            }
+            match request_token(&sas, &name).await {
+                Ok((t, l)) => {
+                    *token.write().unwrap_or_else(std::sync::PoisonError::into_inner) = t;
+                    lifetime = l;
+                }
+                Err(e) => {
+                    tracing::warn!(service_account = %name, error = %e, "token renewal failed; retrying in 10s");
+                    lifetime = Duration::from_secs(12);
+                }
+            }
+        }
+    });
+    Ok(client)
+}
+
+async fn request_token(sas: &Api<ServiceAccount>, name: &str) -> Result<(String, Duration), kube::Error> {
+    let req = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: Vec::new(),
+            expiration_seconds: Some(TOKEN_SECONDS),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    let answer = sas
+        .create_token_request(name, &PostParams::default(), &req)
+        .await?;
+    let Some(status) = answer.status else {
+        return Err(kube::Error::Api(Box::new(kube::core::Status::failure(
+            "the TokenRequest answer has no status",
+            "InternalError",
+        ))));
+    };
+    // The apiserver may shorten (or extend) the lifetime; renew against what was granted when it says so.
+    let granted = status
+        .expiration_timestamp
+        .0
+        .duration_since(k8s_openapi::jiff::Timestamp::now())
+        .try_into()
+        .ok()
+        .filter(|d: &Duration| !d.is_zero())
+        .unwrap_or(Duration::from_secs(u64::try_from(TOKEN_SECONDS).unwrap_or(3600)));
+    Ok((status.token, granted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn bucket_allows_the_burst_then_paces() {
+        let b = Bucket::new(10.0, 3).unwrap();
+        for _ in 0..3 {
+            assert_eq!(b.reserve(), Duration::ZERO);
+        }
+        assert_eq!(b.reserve(), Duration::from_millis(100));
+        assert_eq!(b.reserve(), Duration::from_millis(200));
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(b.reserve(), Duration::ZERO, "refilled (capped at the burst)");
+        assert!(Bucket::new(0.0, 10).is_none(), "qps 0 disables the limiter");
+    }
+}

@@ -1,0 +1,388 @@
+//! The HTTPS server on `--secure-port`: `/healthz`, `/healthz/<check>` and `/metrics`, with the certificate from
+//! `--tls-cert-file`/`--tls-private-key-file`, from `--cert-dir`, or self-signed in memory (as upstream).
+
+use std::{
+    convert::Infallible,
+    net::SocketAddr,
+    path::Path,
+    sync::{Arc, Mutex, RwLock},
+};
+
+use ccm_controllers::ControllerMetrics;
+use http_body_util::Full;
+use hyper::{
+    Request, Response, StatusCode,
+    body::{Bytes, Incoming},
+    header::CONTENT_TYPE,
+};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeMetric},
+    metrics::{MetricType, family::Family, gauge::Gauge},
+    registry::Registry,
+};
+use rustls::{
+    ServerConfig,
+    pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
+};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+use crate::Error;
+
+type Check = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// Named health checks, in registration order; the set changes while running (one per started controller).
+#[derive(Clone, Default)]
+pub(crate) struct Health(Arc<RwLock<Vec<(String, Check)>>>);
+
+impl Health {
+    pub(crate) fn add(&self, name: &str, check: impl Fn() -> Result<(), String> + Send + Sync + 'static) {
+        let mut checks = self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        checks.retain(|(n, _)| n != name);
+        checks.push((name.to_owned(), Arc::new(check)));
+    }
+
+    pub(crate) fn remove(&self, name: &str) {
+        self.0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|(n, _)| n != name);
+    }
+
+    fn run(&self) -> Vec<(String, Result<(), String>)> {
+        let checks = self
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if checks.is_empty() {
+            return vec![("ping".to_owned(), Ok(()))];
+        }
+        checks.iter().map(|(n, c)| (n.clone(), c())).collect()
+    }
+}
+
+/// The runtime's own metrics, registered into the shared registry.
+#[derive(Clone, Default)]
+pub(crate) struct RuntimeMetrics {
+    /// `running_managed_controllers{name, manager}`: 1 while a controller runs.
+    pub(crate) running: Family<Vec<(String, String)>, Gauge>,
+    /// `leader_election_master_status{name}`: 1 while this process holds the named lease.
+    pub(crate) leader: Family<Vec<(String, String)>, Gauge>,
+    /// Counters of the controllers, read at scrape time.
+    pub(crate) controllers: ControllerCounters,
+}
+
+impl RuntimeMetrics {
+    pub(crate) fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "running_managed_controllers",
+            "Whether a controller is running (1) or stopped (0), by controller",
+            self.running.clone(),
+        );
+        registry.register(
+            "leader_election_master_status",
+            "Whether this process holds the named leader lease (1) or not (0)",
+            self.leader.clone(),
+        );
+        registry.register_collector(Box::new(self.controllers.clone()));
+    }
+
+    pub(crate) fn set_running(&self, label: &str, running: bool) {
+        self.running
+            .get_or_create(&vec![
+                ("name".to_owned(), label.to_owned()),
+                ("manager".to_owned(), "cloud-controller-manager".to_owned()),
+            ])
+            .set(i64::from(running));
+    }
+
+    pub(crate) fn set_leader(&self, lease: &str, leading: bool) {
+        self.leader
+            .get_or_create(&vec![("name".to_owned(), lease.to_owned())])
+            .set(i64::from(leading));
+    }
+}
+
+/// The [`ControllerMetrics`] of every controller, exported as `ccm_controller_*_total{controller}` counters.
+#[derive(Clone, Default, Debug)]
+pub(crate) struct ControllerCounters(Arc<Mutex<Vec<(String, ControllerMetrics)>>>);
+
+impl ControllerCounters {
+    pub(crate) fn add(&self, name: &str, metrics: ControllerMetrics) {
+        let mut all = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.retain(|(n, _)| n != name);
+        all.push((name.to_owned(), metrics));
+    }
+}
+
+impl Collector for ControllerCounters {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let all = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let snapshots: Vec<_> = all.iter().map(|(n, m)| (n.clone(), m.snapshot())).collect();
+        type Field = fn(&ccm_controllers::MetricsSnapshot) -> u64;
+        let families: [(&str, &str, Field); 4] = [
+            (
+                "ccm_controller_reconciles",
+                "Reconciles (objects synced, or passes of periodic controllers), by controller",
+                |s| s.reconciles,
+            ),
+            (
+                "ccm_controller_errors",
+                "Reconciles or steps that failed, by controller",
+                |s| s.errors,
+            ),
+            (
+                "ccm_controller_provider_calls",
+                "Calls into the cloud provider (a batch counts once), by controller",
+                |s| s.provider_calls,
+            ),
+            (
+                "ccm_controller_api_writes",
+                "Writes to the Kubernetes API (updates, patches, deletes, Events), by controller",
+                |s| s.api_writes,
+            ),
+        ];
+        for (name, help, field) in families {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (controller, snapshot) in &snapshots {
+                let labels = [("controller", controller.as_str())];
+                let metric = family.encode_family(&labels)?;
+                prometheus_client::metrics::counter::ConstCounter::new(field(snapshot)).encode(metric)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the server answers from.
+#[derive(Clone)]
+pub(crate) struct State {
+    pub(crate) health: Health,
+    pub(crate) registry: Arc<Registry>,
+}
+
+/// TLS settings from the flags.
+pub(crate) struct TlsSource<'a> {
+    pub(crate) cert_file: &'a str,
+    pub(crate) key_file: &'a str,
+    pub(crate) cert_dir: &'a str,
+    pub(crate) min_version: &'a str,
+    pub(crate) bind: std::net::IpAddr,
+}
+
+/// Builds the rustls configuration (aws-lc-rs only).
+pub(crate) fn tls_config(src: &TlsSource<'_>) -> Result<ServerConfig, Error> {
+    let tls_err = |what: String| Error::Serving(what);
+    let (certs, key) = if !src.cert_file.is_empty() {
+        load_pem(Path::new(src.cert_file), Path::new(src.key_file))?
+    } else if !src.cert_dir.is_empty() {
+        let dir = Path::new(src.cert_dir);
+        let (crt, key) = (
+            dir.join("cloud-controller-manager.crt"),
+            dir.join("cloud-controller-manager.key"),
+        );
+        if !crt.exists() || !key.exists() {
+            let (cert_pem, key_pem) = self_signed(src.bind)?;
+            std::fs::create_dir_all(dir)
+                .and_then(|()| std::fs::write(&crt, cert_pem))
+                .and_then(|()| std::fs::write(&key, key_pem))
+                .map_err(|e| {
+                    tls_err(format!(
+                        "cannot write a self-signed certificate to --cert-dir {}: {e}",
+                        dir.display()
+                    ))
+                })?;
+            tracing::info!(dir = %dir.display(), "generated a self-signed certificate");
+        }
+        load_pem(&crt, &key)?
+    } else {
+        let (cert_pem, key_pem) = self_signed(src.bind)?;
+        let certs = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| tls_err(format!("self-signed certificate: {e}")))?;
+        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+            .map_err(|e| tls_err(format!("self-signed key: {e}")))?;
+        (certs, key)
+    };
+    let versions: &[&rustls::SupportedProtocolVersion] = if src.min_version == "VersionTLS13" {
+        &[&rustls::version::TLS13]
+    } else {
+        &[&rustls::version::TLS13, &rustls::version::TLS12]
+    };
+    let mut config =
+        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+            .with_protocol_versions(versions)
+            .map_err(|e| tls_err(format!("TLS versions: {e}")))?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| tls_err(format!("the certificate and key do not form a usable pair: {e}")))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+fn load_pem(
+    cert: &Path,
+    key: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), Error> {
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| Error::Serving(format!("cannot read certificates from {}: {e}", cert.display())))?;
+    if certs.is_empty() {
+        return Err(Error::Serving(format!("no certificate in {}", cert.display())));
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| Error::Serving(format!("cannot read a private key from {}: {e}", key.display())))?;
+    Ok((certs, key))
+}
+
+/// A self-signed certificate for `localhost`, `127.0.0.1`, `::1` (and the bind address when it is specific), as
+/// PEM (certificate, key).
+fn self_signed(bind: std::net::IpAddr) -> Result<(String, String), Error> {
+    let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
+    if !bind.is_unspecified() && !bind.is_loopback() {
+        names.push(bind.to_string());
+    }
+    let ck = rcgen::generate_simple_self_signed(names)
+        .map_err(|e| Error::Serving(format!("cannot generate a self-signed certificate: {e}")))?;
+    Ok((ck.cert.pem(), ck.signing_key.serialize_pem()))
+}
+
+/// Binds the listener (so that a port conflict is an error at start, not later).
+pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        Error::Serving(format!(
+            "cannot listen on {addr} (--bind-address/--secure-port): {e}"
+        ))
+    })
+}
+
+/// Serves until `shutdown`.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    tls: ServerConfig,
+    state: State,
+    shutdown: CancellationToken,
+) {
+    let acceptor = TlsAcceptor::from(Arc::new(tls));
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+        };
+        let acceptor = acceptor.clone();
+        let state = state.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let tls = match acceptor.accept(stream).await {
+                Ok(tls) => tls,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+            };
+            let service = hyper::service::service_fn(move |req| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(handle(&state, &req)) }
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection(TokioIo::new(tls), service);
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                result = conn => if let Err(e) = result {
+                    tracing::debug!(%peer, error = %e, "connection error");
+                },
+            }
+        });
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn handle(state: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    let verbose = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")));
+    if req.method() != hyper::Method::GET && req.method() != hyper::Method::HEAD {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n".to_owned());
+    }
+    match path {
+        "/healthz" | "/healthz/" => {
+            let results = state.health.run();
+            let ok = results.iter().all(|(_, r)| r.is_ok());
+            if ok && !verbose {
+                return text(StatusCode::OK, "ok".to_owned());
+            }
+            let mut body = String::new();
+            for (name, r) in &results {
+                match r {
+                    Ok(()) => body.push_str(&format!("[+]{name} ok\n")),
+                    Err(e) => body.push_str(&format!("[-]{name} failed: {e}\n")),
+                }
+            }
+            if ok {
+                body.push_str("healthz check passed\n");
+                text(StatusCode::OK, body)
+            } else {
+                body.push_str("healthz check failed\n");
+                text(StatusCode::INTERNAL_SERVER_ERROR, body)
+            }
+        }
+        "/metrics" => {
+            let mut body = String::new();
+            match prometheus_client::encoding::text::encode(&mut body, &state.registry) {
+                Ok(()) => {
+                    let mut r = text(StatusCode::OK, body);
+                    r.headers_mut().insert(
+                        CONTENT_TYPE,
+                        hyper::header::HeaderValue::from_static(
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        ),
+                    );
+                    r
+                }
+                Err(e) => text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("encoding metrics failed: {e}\n"),
+                ),
+            }
+        }
+        _ => {
+            if let Some(name) = path.strip_prefix("/healthz/") {
+                match state.health.run().into_iter().find(|(n, _)| n == name) {
+                    Some((_, Ok(()))) => text(StatusCode::OK, "ok".to_owned()),
+                    Some((_, Err(e))) => text(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("internal server error: {e}\n"),
+                    ),
+                    None => text(StatusCode::NOT_FOUND, format!("no health check named {name:?}\n")),
+                }
+            } else {
+                text(StatusCode::NOT_FOUND, "404 page not found\n".to_owned())
+            }
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! The controller-manager runtime that turns the generic controllers of `ccm-controllers` (and a provider's own
+//! controllers) into a daemon an operator can deploy in place of the Go cloud controller manager: the upstream
+//! flags ([`Options`]), leader election on a `coordination.k8s.io/v1` Lease and leader migration, an HTTPS server
+//! with `/healthz` and `/metrics`, JSON or text logs ([`init_logging`]) and graceful shutdown on SIGTERM/SIGINT.
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # async fn example<P: ccm_cloud_provider::CloudProvider>(options: ccm_controller_manager::Options, provider: P)
+//! # -> Result<(), ccm_controller_manager::Error> {
+//! ccm_controller_manager::init_logging(&options)?;
+//! ccm_controller_manager::Runtime::new(options)
+//!     .with_controller("tagging", false, |ctx| async move {
+//!         ctx.shutdown.cancelled().await;
+//!         Ok(())
+//!     })
+//!     .run(Arc::new(provider))
+//!     .await
+//! # }
+//! ```
+//!
+//! A crate of its own (not a module of `ccm-controllers`) so that users who embed single controllers do not
+//! build clap, rustls and prometheus-client. May depend on `ccm-cloud-provider`, `ccm-controllers`, `kube`,
+//! `k8s-openapi` and plumbing crates; never on anything AWS.
+
+mod client;
+mod controllers;
+mod duration;
+mod error;
+mod http;
+mod leader;
+mod logging;
+mod migration;
+mod options;
+mod runtime;
+
+pub use duration::parse_go_duration;
+pub use error::Error;
+pub use logging::{filter_for_verbosity, init_logging};
+pub use migration::MigrationConfig;
+pub use options::{CompatOptions, Options, OptionsError};
+pub use runtime::{BoxError, ControllerContext, Runtime};

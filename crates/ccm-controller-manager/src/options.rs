@@ -1,0 +1,515 @@
+//! The upstream cloud-controller-manager flags (same names, same syntax, same defaults unless documented in
+//! `docs/flags.md`), their validation, and the flags accepted for compatibility only.
+
+use std::{net::IpAddr, time::Duration};
+
+use clap::ArgAction;
+
+use crate::{controllers::Registry, duration::parse_go_duration};
+
+/// Go's `strconv.ParseBool`, which boolean flags use: `--flag`, `--flag=true|false|1|0|t|f|T|F|TRUE|FALSE|True|False`.
+pub(crate) fn parse_go_bool(s: &str) -> Result<bool, String> {
+    match s {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        _ => Err(format!(
+            "{s:?} is not a boolean (accepted: true, false, 1, 0, t, f)"
+        )),
+    }
+}
+
+/// The flags of a cloud controller manager. Flatten it into the binary's own `clap::Parser`:
+///
+/// ```
+/// #[derive(clap::Parser)]
+/// struct Cli {
+///     #[command(flatten)]
+///     manager: ccm_controller_manager::Options,
+///     // the provider's own flags
+/// }
+/// let cli = <Cli as clap::Parser>::parse_from(["ccm", "--cloud-provider=aws", "--v=2"]);
+/// assert_eq!(cli.manager.v, 2);
+/// ```
+#[derive(Debug, Clone, clap::Args)]
+pub struct Options {
+    /// The provider of cloud services; must be the name of the provider this binary is built with.
+    #[arg(long, default_value = "", value_name = "NAME", help_heading = "Generic")]
+    pub cloud_provider: String,
+    /// Path to the cloud provider configuration file; empty for none.
+    #[arg(long, default_value = "", value_name = "PATH", help_heading = "Generic")]
+    pub cloud_config: String,
+    /// Path to a kubeconfig file with authorization and master location information (empty: in-cluster
+    /// configuration, then the default kubeconfig).
+    #[arg(long, default_value = "", value_name = "PATH", help_heading = "Generic")]
+    pub kubeconfig: String,
+    /// The address of the Kubernetes API server (overrides any value in the kubeconfig).
+    #[arg(long, default_value = "", value_name = "URL", help_heading = "Generic")]
+    pub master: String,
+    /// Controllers to enable: '*' enables all on-by-default controllers, 'foo' enables foo, '-foo' disables foo
+    /// (the first entry naming a controller decides). Comma-separated, repeatable.
+    #[arg(long, default_value = "*", value_delimiter = ',', action = ArgAction::Append, value_name = "NAMES", help_heading = "Generic")]
+    pub controllers: Vec<String>,
+    /// The instance prefix for the cluster, passed to every load balancer and route call.
+    #[arg(long, default_value = "kubernetes", help_heading = "Generic")]
+    pub cluster_name: String,
+    /// Should CIDRs allocated by allocate-node-cidrs be configured on the cloud provider.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Generic")]
+    pub configure_cloud_routes: bool,
+    /// Should CIDRs for Pods be allocated and set on the cloud provider (read by kube-controller-manager; the
+    /// cloud controller manager does not use it, as upstream).
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Generic")]
+    pub allocate_node_cidrs: bool,
+    /// CIDR range for Pods in the cluster (one, or one IPv4 and one IPv6 comma-separated); needed by the route
+    /// controller.
+    #[arg(long, default_value = "", value_name = "CIDRS", help_heading = "Generic")]
+    pub cluster_cidr: String,
+    /// Interval between starting controllers (Go duration, e.g. 0, 500ms).
+    #[arg(long, default_value = "0", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Generic")]
+    pub controller_start_interval: Duration,
+    /// Use an individual service account credential (a token for `kube-system/<client name>`) for each
+    /// controller.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Generic")]
+    pub use_service_account_credentials: bool,
+    /// Client-side rate limit (requests per second) towards the API server; 0 or less disables it. Default 100
+    /// (upstream: 20), see docs/flags.md.
+    #[arg(long, default_value_t = 100.0, value_name = "QPS", help_heading = "Generic")]
+    pub kube_api_qps: f32,
+    /// Burst above the rate limit; default 3000 (upstream: 30) so that the about 3,000 writes of a 1,000-node
+    /// burst never wait on the client.
+    #[arg(long, default_value_t = 3000, value_name = "N", help_heading = "Generic")]
+    pub kube_api_burst: i32,
+
+    /// Number of Services synced concurrently.
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_name = "N",
+        help_heading = "Service controller"
+    )]
+    pub concurrent_service_syncs: i32,
+    /// Number of concurrent node writes of the cloud-node controller (upstream default 1; provider lookups are
+    /// batched here, so this bounds only API writes and defaults to 10).
+    #[arg(
+        long,
+        default_value_t = 10,
+        value_name = "N",
+        help_heading = "Cloud node controller"
+    )]
+    pub concurrent_node_syncs: i32,
+    /// Number of nodes whose status the periodic address refresh updates at once; 0 means the value of
+    /// --concurrent-node-syncs.
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "N",
+        help_heading = "Cloud node controller"
+    )]
+    pub concurrent_node_status_updates: i32,
+    /// How often initialized nodes' addresses are refreshed from the cloud.
+    #[arg(long, default_value = "5m", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Cloud node controller")]
+    pub node_status_update_frequency: Duration,
+    /// The period between node-lifecycle passes (shut down and deleted instances).
+    #[arg(long, default_value = "5s", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Node lifecycle controller")]
+    pub node_monitor_period: Duration,
+    /// The period between route reconciliation passes.
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Route controller")]
+    pub route_reconciliation_period: Duration,
+
+    /// Acquire a leader lease before running controllers (for replicated, highly available deployments).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Leader election")]
+    pub leader_elect: bool,
+    /// How long a non-leader waits after the last observed renewal before it takes the lease.
+    #[arg(long, default_value = "15s", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Leader election")]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps retrying renewals before it gives up leading.
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Leader election")]
+    pub leader_elect_renew_deadline: Duration,
+    /// The period between acquire and renew attempts.
+    #[arg(long, default_value = "2s", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Leader election")]
+    pub leader_elect_retry_period: Duration,
+    /// The lock object type; only `leases` is supported (as upstream).
+    #[arg(long, default_value = "leases", help_heading = "Leader election")]
+    pub leader_elect_resource_lock: String,
+    /// The name of the Lease.
+    #[arg(
+        long,
+        default_value = "cloud-controller-manager",
+        help_heading = "Leader election"
+    )]
+    pub leader_elect_resource_name: String,
+    /// The namespace of the Lease.
+    #[arg(long, default_value = "kube-system", help_heading = "Leader election")]
+    pub leader_elect_resource_namespace: String,
+    /// Enable leader migration (moving controllers between kube-controller-manager and this manager).
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Leader migration")]
+    pub enable_leader_migration: bool,
+    /// Path to a LeaderMigrationConfiguration file (controllermanager.config.k8s.io v1alpha1, v1beta1 or v1);
+    /// empty for the default configuration.
+    #[arg(
+        long,
+        default_value = "",
+        value_name = "PATH",
+        help_heading = "Leader migration"
+    )]
+    pub leader_migration_config: String,
+
+    /// The port of the HTTPS server (/healthz, /metrics); 0 disables it.
+    #[arg(
+        long,
+        default_value_t = 10258,
+        value_name = "PORT",
+        help_heading = "Secure serving"
+    )]
+    pub secure_port: i32,
+    /// The IP address the HTTPS server listens on.
+    #[arg(
+        long,
+        default_value = "0.0.0.0",
+        value_name = "IP",
+        help_heading = "Secure serving"
+    )]
+    pub bind_address: String,
+    /// Directory of `cloud-controller-manager.crt`/`.key`; generated there (self-signed) if missing. Empty and no
+    /// --tls-cert-file: an in-memory self-signed certificate.
+    #[arg(long, default_value = "", value_name = "DIR", help_heading = "Secure serving")]
+    pub cert_dir: String,
+    /// PEM certificate (chain) for HTTPS.
+    #[arg(
+        long,
+        default_value = "",
+        value_name = "PATH",
+        help_heading = "Secure serving"
+    )]
+    pub tls_cert_file: String,
+    /// PEM private key matching --tls-cert-file.
+    #[arg(
+        long,
+        default_value = "",
+        value_name = "PATH",
+        help_heading = "Secure serving"
+    )]
+    pub tls_private_key_file: String,
+    /// Minimum TLS version: VersionTLS12 or VersionTLS13 (VersionTLS10/11 are accepted and raised to 1.2).
+    #[arg(
+        long,
+        default_value = "",
+        value_name = "VERSION",
+        help_heading = "Secure serving"
+    )]
+    pub tls_min_version: String,
+
+    /// Log verbosity: 0-1 info, 2-3 debug, 4 and more trace (this crate's and the providers' own modules).
+    #[arg(
+        short = 'v',
+        long = "v",
+        default_value_t = 0,
+        value_name = "LEVEL",
+        help_heading = "Logging"
+    )]
+    pub v: u8,
+    /// Log format: text or json.
+    #[arg(long, default_value = "text", value_name = "FORMAT", help_heading = "Logging")]
+    pub logging_format: String,
+
+    /// Flags the Go cloud controller manager accepts that have no effect here (a warning is logged when set).
+    #[command(flatten)]
+    pub compat: CompatOptions,
+}
+
+macro_rules! compat_flags {
+    (
+        bool: [$($b:ident = $bf:literal),* $(,)?],
+        value: [$($val:ident = $vf:literal),* $(,)?],
+        list: [$($l:ident = $lf:literal),* $(,)?] $(,)?
+    ) => {
+        /// Flags of the Go cloud controller manager that are accepted so that existing manifests keep working,
+        /// and have no effect (see `docs/flags.md`).
+        #[derive(Debug, Clone, Default, clap::Args)]
+        pub struct CompatOptions {
+            $(
+                #[doc = concat!("`--", $bf, "`: accepted for compatibility, no effect.")]
+                #[arg(long = $bf, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Accepted for compatibility (no effect)")]
+                pub $b: Option<bool>,
+            )*
+            $(
+                #[doc = concat!("`--", $vf, "`: accepted for compatibility, no effect.")]
+                #[arg(long = $vf, value_name = "VALUE", help_heading = "Accepted for compatibility (no effect)")]
+                pub $val: Option<String>,
+            )*
+            $(
+                #[doc = concat!("`--", $lf, "`: accepted for compatibility, no effect.")]
+                #[arg(long = $lf, action = ArgAction::Append, value_name = "VALUE", help_heading = "Accepted for compatibility (no effect)")]
+                pub $l: Vec<String>,
+            )*
+        }
+
+        impl CompatOptions {
+            /// The flags that were set on the command line, as `--name=value`.
+            pub fn set_flags(&self) -> Vec<String> {
+                let mut set = Vec::new();
+                $( if let Some(v) = &self.$b { set.push(format!("--{}={v}", $bf)); } )*
+                $( if let Some(v) = &self.$val { set.push(format!("--{}={v}", $vf)); } )*
+                $( for v in &self.$l { set.push(format!("--{}={v}", $lf)); } )*
+                set
+            }
+
+            /// Every flag name in this group.
+            pub fn names() -> &'static [&'static str] {
+                &[$($bf,)* $($vf,)* $($lf,)*]
+            }
+        }
+    };
+}
+
+compat_flags! {
+    bool: [
+        allow_untagged_cloud = "allow-untagged-cloud",
+        profiling = "profiling",
+        contention_profiling = "contention-profiling",
+        authentication_skip_lookup = "authentication-skip-lookup",
+        authentication_tolerate_lookup_failure = "authentication-tolerate-lookup-failure",
+        permit_port_sharing = "permit-port-sharing",
+        permit_address_sharing = "permit-address-sharing",
+        disable_http2_serving = "disable-http2-serving",
+        webhook_disable_http2_serving = "webhook-disable-http2-serving",
+        webhook_permit_port_sharing = "webhook-permit-port-sharing",
+        webhook_permit_address_sharing = "webhook-permit-address-sharing",
+        log_text_split_stream = "log-text-split-stream",
+        log_json_split_stream = "log-json-split-stream",
+    ],
+    value: [
+        cidr_allocator_type = "cidr-allocator-type",
+        external_cloud_volume_plugin = "external-cloud-volume-plugin",
+        node_sync_period = "node-sync-period",
+        min_resync_period = "min-resync-period",
+        kube_api_content_type = "kube-api-content-type",
+        http2_max_streams_per_connection = "http2-max-streams-per-connection",
+        authentication_kubeconfig = "authentication-kubeconfig",
+        authentication_token_webhook_cache_ttl = "authentication-token-webhook-cache-ttl",
+        client_ca_file = "client-ca-file",
+        requestheader_client_ca_file = "requestheader-client-ca-file",
+        authorization_kubeconfig = "authorization-kubeconfig",
+        authorization_webhook_cache_authorized_ttl = "authorization-webhook-cache-authorized-ttl",
+        authorization_webhook_cache_unauthorized_ttl = "authorization-webhook-cache-unauthorized-ttl",
+        webhook_secure_port = "webhook-secure-port",
+        webhook_bind_address = "webhook-bind-address",
+        webhook_cert_dir = "webhook-cert-dir",
+        webhook_tls_cert_file = "webhook-tls-cert-file",
+        webhook_tls_private_key_file = "webhook-tls-private-key-file",
+        webhook_tls_min_version = "webhook-tls-min-version",
+        webhook_http2_max_streams_per_connection = "webhook-http2-max-streams-per-connection",
+        log_flush_frequency = "log-flush-frequency",
+        log_text_info_buffer_size = "log-text-info-buffer-size",
+        log_json_info_buffer_size = "log-json-info-buffer-size",
+    ],
+    list: [
+        tls_cipher_suites = "tls-cipher-suites",
+        tls_curve_preferences = "tls-curve-preferences",
+        tls_sni_cert_key = "tls-sni-cert-key",
+        requestheader_allowed_names = "requestheader-allowed-names",
+        requestheader_username_headers = "requestheader-username-headers",
+        requestheader_group_headers = "requestheader-group-headers",
+        requestheader_extra_headers_prefix = "requestheader-extra-headers-prefix",
+        requestheader_uid_headers = "requestheader-uid-headers",
+        authorization_always_allow_paths = "authorization-always-allow-paths",
+        feature_gates = "feature-gates",
+        webhooks = "webhooks",
+        webhook_tls_cipher_suites = "webhook-tls-cipher-suites",
+        webhook_tls_sni_cert_key = "webhook-tls-sni-cert-key",
+        vmodule = "vmodule",
+    ],
+}
+
+/// Everything wrong with a set of [`Options`], one line per problem, each naming the flag and what it accepts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid flags:\n  {}", problems.join("\n  "))]
+pub struct OptionsError {
+    /// One message per problem.
+    pub problems: Vec<String>,
+}
+
+/// The TLS versions `--tls-min-version` accepts.
+pub(crate) const TLS_VERSIONS: &[&str] = &["VersionTLS10", "VersionTLS11", "VersionTLS12", "VersionTLS13"];
+
+// === impl Options ===
+
+impl Options {
+    /// The options as if parsed from `args` (without the program name), with no other flags in the command.
+    /// For tests and tools; the binary flattens [`Options`] into its own parser.
+    pub fn try_parse_from<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::{Args, FromArgMatches};
+        let cmd = Self::augment_args(clap::Command::new("cloud-controller-manager").no_binary_name(true));
+        let matches = cmd.try_get_matches_from(args)?;
+        Self::from_arg_matches(&matches)
+    }
+
+    /// Checks every flag against the built-in controllers only; see [`crate::Runtime`] for the check that also
+    /// knows the provider's controllers.
+    pub fn validate(&self) -> Result<(), OptionsError> {
+        self.validate_with(&Registry::builtin())
+    }
+
+    pub(crate) fn validate_with(&self, registry: &Registry) -> Result<(), OptionsError> {
+        let mut p = Vec::new();
+        if self.cloud_provider.trim().is_empty() {
+            p.push("--cloud-provider cannot be empty: name the cloud provider this binary serves".to_owned());
+        }
+        p.extend(registry.validate(&self.controllers));
+        if self.cluster_name.trim().is_empty() {
+            p.push("--cluster-name cannot be empty (default: kubernetes)".to_owned());
+        }
+        if !self.cluster_cidr.trim().is_empty()
+            && let Err(e) =
+                ccm_controllers::route::RouteConfig::new(&self.cluster_name, self.cluster_cidr.trim())
+        {
+            p.push(format!(
+                "--cluster-cidr: {e} (accepted: one CIDR such as 10.244.0.0/16, or one IPv4 and one IPv6 CIDR separated by a comma)"
+            ));
+        }
+        for (flag, value) in [
+            ("--concurrent-service-syncs", self.concurrent_service_syncs),
+            ("--concurrent-node-syncs", self.concurrent_node_syncs),
+        ] {
+            if value < 1 {
+                p.push(format!("{flag} must be at least 1, got {value}"));
+            }
+        }
+        if self.concurrent_node_status_updates < 0 {
+            p.push(format!(
+                "--concurrent-node-status-updates must be 0 (same as --concurrent-node-syncs) or more, got {}",
+                self.concurrent_node_status_updates
+            ));
+        }
+        for (flag, value) in [
+            (
+                "--node-status-update-frequency",
+                self.node_status_update_frequency,
+            ),
+            ("--node-monitor-period", self.node_monitor_period),
+            ("--route-reconciliation-period", self.route_reconciliation_period),
+        ] {
+            if value.is_zero() {
+                p.push(format!("{flag} must be a positive duration such as 10s"));
+            }
+        }
+        if self.kube_api_qps > 0.0 && self.kube_api_burst < 1 {
+            p.push(format!(
+                "--kube-api-burst must be at least 1 when --kube-api-qps is positive, got {}",
+                self.kube_api_burst
+            ));
+        }
+        if self.leader_elect {
+            self.validate_leader_election(&mut p);
+        }
+        if !self.leader_migration_config.is_empty() && !self.enable_leader_migration {
+            p.push("--leader-migration-config is set without --enable-leader-migration=true".to_owned());
+        }
+        if !(0..=65535).contains(&self.secure_port) {
+            p.push(format!(
+                "--secure-port must be between 0 (disabled) and 65535, got {}",
+                self.secure_port
+            ));
+        }
+        if self.bind_address.parse::<IpAddr>().is_err() {
+            p.push(format!(
+                "--bind-address: {:?} is not an IP address (examples: 0.0.0.0, 127.0.0.1, ::)",
+                self.bind_address
+            ));
+        }
+        if self.tls_cert_file.is_empty() != self.tls_private_key_file.is_empty() {
+            p.push("--tls-cert-file and --tls-private-key-file must be given together".to_owned());
+        }
+        if !self.tls_min_version.is_empty() && !TLS_VERSIONS.contains(&self.tls_min_version.as_str()) {
+            p.push(format!(
+                "--tls-min-version: {:?} is not supported (accepted: {})",
+                self.tls_min_version,
+                TLS_VERSIONS.join(", ")
+            ));
+        }
+        if !["text", "json"].contains(&self.logging_format.as_str()) {
+            p.push(format!(
+                "--logging-format: {:?} is not supported (accepted: text, json)",
+                self.logging_format
+            ));
+        }
+        if p.is_empty() {
+            Ok(())
+        } else {
+            Err(OptionsError { problems: p })
+        }
+    }
+
+    fn validate_leader_election(&self, p: &mut Vec<String>) {
+        if self.leader_elect_resource_lock != "leases" {
+            p.push(format!(
+                "--leader-elect-resource-lock: {:?} is not supported (accepted: leases)",
+                self.leader_elect_resource_lock
+            ));
+        }
+        for (flag, value) in [
+            ("--leader-elect-resource-name", &self.leader_elect_resource_name),
+            (
+                "--leader-elect-resource-namespace",
+                &self.leader_elect_resource_namespace,
+            ),
+        ] {
+            if value.trim().is_empty() {
+                p.push(format!("{flag} cannot be empty when --leader-elect is true"));
+            }
+        }
+        let (lease, renew, retry) = (
+            self.leader_elect_lease_duration,
+            self.leader_elect_renew_deadline,
+            self.leader_elect_retry_period,
+        );
+        if lease.is_zero() || renew.is_zero() || retry.is_zero() {
+            p.push(
+                "--leader-elect-lease-duration, --leader-elect-renew-deadline and --leader-elect-retry-period \
+                 must be positive durations"
+                    .to_owned(),
+            );
+        } else {
+            if lease <= renew {
+                p.push(format!(
+                    "--leader-elect-lease-duration ({}) must be greater than --leader-elect-renew-deadline ({})",
+                    crate::duration::format_duration(lease),
+                    crate::duration::format_duration(renew)
+                ));
+            }
+            if renew <= retry.mul_f64(crate::leader::JITTER) {
+                p.push(format!(
+                    "--leader-elect-renew-deadline ({}) must be greater than 1.2 x --leader-elect-retry-period ({})",
+                    crate::duration::format_duration(renew),
+                    crate::duration::format_duration(retry)
+                ));
+            }
+        }
+    }
+
+    /// The compatibility flags that were set, for the warning the runtime logs at start.
+    pub fn ignored_flags(&self) -> Vec<String> {
+        self.compat.set_flags()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_bools() {
+        assert_eq!(parse_go_bool("T"), Ok(true));
+        assert_eq!(parse_go_bool("0"), Ok(false));
+        assert!(parse_go_bool("yes").unwrap_err().contains("accepted"));
+    }
+
+    #[test]
+    fn the_command_is_well_formed() {
+        use clap::Args;
+        Options::augment_args(clap::Command::new("t")).debug_assert();
+    }
+}
