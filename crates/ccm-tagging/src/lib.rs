@@ -6,10 +6,17 @@
 //! do. A resource is modified or deleted only when it is *owned* by this cluster; resources that are `shared`,
 //! untagged or tagged for another cluster are left alone.
 //!
-//! May depend on: `std`, `thiserror`, `serde`; the controller part on `ccm-aws-api` ports and `kube`. Never on
+//! The tagging controller ([`controller`], feature `controller`; its flags as a `clap::Args` struct with feature
+//! `cli`) tags the EC2 instances of Nodes; see `docs/tagging.md`.
+//!
+//! May depend on: `std`, `thiserror`; the controller part (feature `controller`, off by default so that the
+//! domain crates using the rules never build kube) on `ccm-aws-api` ports, `kube`, `k8s-openapi`, `tokio`. Never on
 //! `aws-sdk-*` or other domain crates.
 
 use std::collections::BTreeMap;
+
+#[cfg(feature = "controller")]
+pub mod controller;
 
 /// Resource tags: key to value.
 pub type Tags = BTreeMap<String, String>;

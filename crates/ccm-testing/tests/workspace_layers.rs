@@ -115,6 +115,19 @@ fn dependency_rules_hold() {
                 );
             }
         }
+        // ccm-tagging holds the tag rules every domain crate uses, and the tagging controller behind its
+        // `controller` feature: its Kubernetes dependencies stay optional so the domain crates never build kube.
+        if pkg == "ccm-tagging"
+            && normal
+            && !optional
+            && ["kube", "kube-runtime", "k8s-openapi"].contains(&dep.as_str())
+        {
+            violation(
+                pkg,
+                dep,
+                "ccm-tagging's controller dependencies are optional (feature `controller`)",
+            );
+        }
         if pkg == "ccm-controllers" && normal && (dep.starts_with("ccm-aws") || is_aws_sdk(dep)) {
             violation(pkg, dep, "the generic controllers know nothing of AWS");
         }

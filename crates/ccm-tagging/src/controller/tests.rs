@@ -1,0 +1,527 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{
+    pin::Pin,
+    sync::atomic::{AtomicUsize, Ordering},
+    time::Duration,
+};
+
+use ccm_aws_api::ec2::MockEc2;
+use k8s_openapi::{
+    api::core::v1::NodeSpec,
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
+};
+
+use super::*;
+
+type Fut<T> = Pin<Box<dyn Future<Output = ccm_aws_api::Result<T>> + Send>>;
+
+const NOW: i64 = 1_800_000_000;
+
+fn now() -> Timestamp {
+    Timestamp::from_second(NOW).unwrap()
+}
+
+fn tags(pairs: &[(&str, &str)]) -> Tags {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn node(name: &str, provider_id: Option<&str>, label: Option<&str>, age_seconds: i64) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: label.map(|l| [(CHECKSUM_LABEL.to_owned(), l.to_owned())].into()),
+            creation_timestamp: Some(Time(Timestamp::from_second(NOW - age_seconds).unwrap())),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: provider_id.map(str::to_owned),
+            ..NodeSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn aws_node(n: usize) -> Node {
+    node(
+        &format!("node-{n}"),
+        Some(&format!("aws:///us-east-1a/i-{n:04}")),
+        None,
+        3600,
+    )
+}
+
+/// Labels recorded in memory; nodes named `missing*` do not exist, `broken*` fail.
+#[derive(Default, Clone)]
+struct FakeLabels(Arc<Mutex<BTreeMap<String, String>>>);
+
+impl LabelNodes for FakeLabels {
+    async fn set_label(&self, node: &str, value: &str) -> Result<bool, String> {
+        if node.starts_with("missing") {
+            return Ok(false);
+        }
+        if node.starts_with("broken") {
+            return Err("apiserver said no".into());
+        }
+        self.0.lock().unwrap().insert(node.to_owned(), value.to_owned());
+        Ok(true)
+    }
+}
+
+/// Counts create_tags calls and the most of them in flight at once; answers with `answer(instance)`.
+#[derive(Default, Clone)]
+struct TagCalls {
+    calls: Arc<AtomicUsize>,
+    in_flight: Arc<AtomicUsize>,
+    max_in_flight: Arc<AtomicUsize>,
+}
+
+fn ec2_with(
+    answer: impl Fn(&str) -> Option<ErrorKind> + Send + Sync + Clone + 'static,
+    calls: &TagCalls,
+    expected_tags: Tags,
+) -> MockEc2 {
+    let mut ec2 = MockEc2::new();
+    let c = calls.clone();
+    let a = answer.clone();
+    ec2.expect_create_tags().returning(move |resources, tags| {
+        assert_eq!(resources.len(), 1);
+        assert_eq!(*tags, expected_tags);
+        let c = c.clone();
+        let result = a(&resources[0]);
+        Box::pin(async move {
+            c.calls.fetch_add(1, Ordering::SeqCst);
+            let now = c.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            c.max_in_flight.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            c.in_flight.fetch_sub(1, Ordering::SeqCst);
+            match result {
+                None => Ok(()),
+                Some(kind) => Err(AwsError::new(kind, "ec2", "CreateTags")),
+            }
+        }) as Fut<()>
+    });
+    ec2.expect_delete_tags().returning(move |resources, tags| {
+        let result = answer(&resources[0]);
+        assert_eq!(
+            *tags,
+            [("team".to_owned(), Some("a".to_owned()))].into(),
+            "keys with values"
+        );
+        Box::pin(async move {
+            match result {
+                None => Ok(()),
+                Some(kind) => Err(AwsError::new(kind, "ec2", "DeleteTags")),
+            }
+        }) as Fut<()>
+    });
+    ec2
+}
+
+fn core(ec2: MockEc2, labels: FakeLabels, batching: bool) -> Arc<Core<MockEc2, FakeLabels>> {
+    let mut config = TaggingConfig::new(tags(&[("team", "a")]));
+    config.enable_batching = batching;
+    Arc::new(Core::new(
+        Arc::new(ec2),
+        labels,
+        &config,
+        TaggingMetrics::default(),
+        Arc::new(now),
+    ))
+}
+
+async fn until(what: &str, f: impl Fn() -> bool) {
+    for _ in 0..100_000 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn checksum() -> String {
+    tags_checksum(&tags(&[("team", "a")]))
+}
+
+#[test]
+fn checksum_is_upstreams_md5_of_sorted_pairs() {
+    assert_eq!(
+        tags_checksum(&tags(&[("b", "2"), ("a", "1")])),
+        "9dc867b7f2bf1e40160f90e46628512e"
+    );
+    assert_eq!(tags_checksum(&Tags::new()), "d41d8cd98f00b204e9800998ecf8427e");
+}
+
+#[test]
+fn validation_lists_every_problem_with_upstreams_words() {
+    let config = TaggingConfig {
+        tags: tags(&[("aws:x", "1"), ("", "2")]),
+        resources: vec!["instance".into(), "volume".into()],
+        rate_limit: -1.0,
+        burst_limit: -2,
+        concurrent_node_syncs: 0,
+        enable_batching: true,
+    };
+    let e = config.validate().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "Tagging controller inputs are not properly set: --tags: invalid tag key \"\": empty; --tags: invalid tag \
+         key \"aws:x\": the aws: prefix is reserved by AWS; volume is not a supported resource. Current supported \
+         resources [instance]; --tagging-controller-rate-limit must be a number >= 0, got -1; \
+         --tagging-controller-burst-limit must be >= 0, got -2; --tagging-controller-concurrent-node-syncs must be \
+         > 0, got 0"
+    );
+    let e = TaggingConfig::default().validate().unwrap_err();
+    assert_eq!(
+        e.problems,
+        vec![ConfigProblem::NoTags, ConfigProblem::NoResources]
+    );
+    assert_eq!(
+        ConfigProblem::NoTags.to_string(),
+        "--tags must not be empty and must be a form of key=value"
+    );
+    assert!(TaggingConfig::new(tags(&[("k", "v")])).validate().is_ok());
+    let mut nan = TaggingConfig::new(tags(&[("k", "v")]));
+    nan.rate_limit = f64::NAN;
+    assert!(nan.validate().is_err());
+}
+
+#[test]
+fn tags_flag_parses_like_string_to_string() {
+    assert_eq!(
+        parse_tags("a=1,b=x=y").unwrap(),
+        tags(&[("a", "1"), ("b", "x=y")])
+    );
+    assert_eq!(parse_tags("").unwrap(), Tags::new());
+    assert_eq!(
+        parse_tags("a=1,b").unwrap_err().to_string(),
+        "\"a=1,b\" must be formatted as key=value (several separated by commas)"
+    );
+}
+
+#[test]
+fn cli_flags_bind_to_the_config() {
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        tagging: TaggingArgs,
+    }
+    let cmd = Cmd::try_parse_from([
+        "ccm",
+        "--tags",
+        "a=1,b=2",
+        "--tags=c=3",
+        "--resources",
+        "instance",
+        "--tagging-controller-rate-limit",
+        "2.5",
+        "--tagging-controller-burst-limit",
+        "10",
+        "--tagging-controller-concurrent-node-syncs",
+        "4",
+        "--tagging-controller-enable-batching=false",
+    ])
+    .unwrap();
+    let config = TaggingConfig::from(cmd.tagging);
+    assert_eq!(
+        config,
+        TaggingConfig {
+            tags: tags(&[("a", "1"), ("b", "2"), ("c", "3")]),
+            resources: vec!["instance".into()],
+            rate_limit: 2.5,
+            burst_limit: 10,
+            concurrent_node_syncs: 4,
+            enable_batching: false,
+        }
+    );
+    let defaults = TaggingConfig::from(Cmd::try_parse_from(["ccm"]).unwrap().tagging);
+    assert_eq!(
+        defaults,
+        TaggingConfig {
+            resources: vec![],
+            ..TaggingConfig::default()
+        }
+    );
+    assert!(defaults.enable_batching && defaults.concurrent_node_syncs == 1);
+    assert!(Cmd::try_parse_from(["ccm", "--tags", "nope"]).is_err());
+}
+
+#[test]
+fn provider_ids() {
+    for (id, want) in [
+        ("aws:///us-east-1a/i-0123", Some("i-0123")),
+        ("aws:////i-0123", Some("i-0123")),
+        ("i-0123", Some("i-0123")),
+        ("aws:///us-east-1a/fargate-ip-10-0-0-1.ec2.internal", None),
+        ("gce://p/z/i-0123", None),
+        ("aws:///us-east-1a/", None),
+        ("", None),
+    ] {
+        assert_eq!(instance_id(id).as_ref().map(InstanceId::as_str), want, "{id}");
+    }
+}
+
+#[tokio::test]
+async fn only_nodes_needing_tags_are_queued() {
+    let calls = TagCalls::default();
+    let core = core(
+        ec2_with(|_| None, &calls, tags(&[("team", "a")])),
+        FakeLabels::default(),
+        true,
+    );
+    core.observe(watcher::Event::Init);
+    core.observe(watcher::Event::InitApply(aws_node(1)));
+    core.observe(watcher::Event::InitApply(node(
+        "tagged",
+        Some("aws:///us-east-1a/i-7"),
+        Some(&checksum()),
+        60,
+    )));
+    core.observe(watcher::Event::InitApply(node(
+        "stale",
+        Some("aws:///us-east-1a/i-8"),
+        Some("old"),
+        60,
+    )));
+    core.observe(watcher::Event::InitApply(node(
+        "fargate",
+        Some("aws:///us-east-1a/fargate-ip-10-0-0-1"),
+        None,
+        60,
+    )));
+    core.observe(watcher::Event::InitApply(node("no-provider-id", None, None, 60)));
+    core.observe(watcher::Event::InitDone);
+    // Updates of a queued node do not queue it twice.
+    core.observe(watcher::Event::Apply(aws_node(1)));
+    assert_eq!(core.queue.len(), 2, "node-1 and the stale label");
+}
+
+async fn tag_wave(batching: bool) -> (TagCalls, FakeLabels, Arc<Core<MockEc2, FakeLabels>>) {
+    let calls = TagCalls::default();
+    let labels = FakeLabels::default();
+    let core = core(
+        ec2_with(|_| None, &calls, tags(&[("team", "a")])),
+        labels.clone(),
+        batching,
+    );
+    core.observe(watcher::Event::Init);
+    for n in 0..50 {
+        core.observe(watcher::Event::InitApply(aws_node(n)));
+    }
+    core.observe(watcher::Event::InitDone);
+    let worker = {
+        let core = core.clone();
+        tokio::spawn(async move { core.work().await })
+    };
+    until("50 nodes tagged", || core.metrics.count("tag", "done") == 50).await;
+    core.queue.shut_down();
+    worker.await.unwrap();
+    (calls, labels, core)
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_batching_one_worker_hands_the_whole_wave_to_ec2_at_once() {
+    let (calls, labels, core) = tag_wave(true).await;
+    assert_eq!(calls.calls.load(Ordering::SeqCst), 50);
+    assert_eq!(
+        calls.max_in_flight.load(Ordering::SeqCst),
+        50,
+        "all 50 CreateTags in flight together: the adapter coalesces them into one request"
+    );
+    let labels = labels.0.lock().unwrap();
+    assert_eq!(labels.len(), 50);
+    assert!(labels.values().all(|v| *v == checksum()));
+    // Once labelled, the watch's update is not queued again.
+    core.observe(watcher::Event::Apply(node(
+        "node-1",
+        Some("aws:///us-east-1a/i-0001"),
+        Some(&checksum()),
+        3600,
+    )));
+    assert_eq!(core.queue.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_batching_one_worker_tags_one_node_at_a_time() {
+    let (calls, _, _) = tag_wave(false).await;
+    assert_eq!(calls.max_in_flight.load(Ordering::SeqCst), 1);
+}
+
+async fn run_one(core: &Arc<Core<MockEc2, FakeLabels>>, done: impl Fn(&TaggingMetrics) -> bool) {
+    let worker = {
+        let core = core.clone();
+        tokio::spawn(async move { core.work().await })
+    };
+    until("the expected outcome", || done(&core.metrics)).await;
+    core.queue.shut_down();
+    worker.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_young_node_whose_instance_is_not_found_is_retried_an_old_one_skipped() {
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    // Not found for the first two calls of the young node's instance, then found.
+    let answer = move |instance: &str| {
+        if instance == "i-old" {
+            return Some(ErrorKind::NotFound);
+        }
+        (s.fetch_add(1, Ordering::SeqCst) < 2).then_some(ErrorKind::NotFound)
+    };
+    let calls = TagCalls::default();
+    let core = core(
+        ec2_with(answer, &calls, tags(&[("team", "a")])),
+        FakeLabels::default(),
+        true,
+    );
+    core.observe(watcher::Event::Apply(node(
+        "young",
+        Some("aws:///z/i-young"),
+        None,
+        60,
+    )));
+    core.observe(watcher::Event::Apply(node(
+        "old",
+        Some("aws:///z/i-old"),
+        None,
+        600,
+    )));
+    run_one(&core, |m| {
+        m.count("tag", "done") == 1 && m.count("tag", "skipped") == 1
+    })
+    .await;
+    assert_eq!(core.metrics.count("tag", "retried"), 2);
+    assert_eq!(seen.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_malformed_instance_id_is_skipped() {
+    let calls = TagCalls::default();
+    let core = core(
+        ec2_with(|_| Some(ErrorKind::Invalid), &calls, tags(&[("team", "a")])),
+        FakeLabels::default(),
+        true,
+    );
+    core.observe(watcher::Event::Apply(node(
+        "kwok",
+        Some("aws:///z/i-kwok-1"),
+        None,
+        60,
+    )));
+    run_one(&core, |m| m.count("tag", "skipped") == 1).await;
+    assert_eq!(calls.calls.load(Ordering::SeqCst), 1, "not retried");
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_are_retried_nine_times_then_dropped() {
+    let calls = TagCalls::default();
+    let core = core(
+        ec2_with(|_| Some(ErrorKind::Throttled), &calls, tags(&[("team", "a")])),
+        FakeLabels::default(),
+        true,
+    );
+    core.observe(watcher::Event::Apply(aws_node(1)));
+    let started = tokio::time::Instant::now();
+    run_one(&core, |m| m.count("tag", "dropped") == 1).await;
+    assert_eq!(core.metrics.count("tag", "retried"), 9);
+    assert_eq!(calls.calls.load(Ordering::SeqCst), 10);
+    // 5 ms doubling: 5 + 10 + ... + 1280 ms = 2.555 s of backoff (plus the mock's 10 ms per call).
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(2555) && waited < Duration::from_secs(4),
+        "{waited:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_label_failure_is_retried_and_a_vanished_node_is_gone() {
+    let calls = TagCalls::default();
+    let core = core(
+        ec2_with(|_| None, &calls, tags(&[("team", "a")])),
+        FakeLabels::default(),
+        true,
+    );
+    core.observe(watcher::Event::Apply(node(
+        "broken",
+        Some("aws:///z/i-1"),
+        None,
+        60,
+    )));
+    core.observe(watcher::Event::Apply(node(
+        "missing",
+        Some("aws:///z/i-2"),
+        None,
+        60,
+    )));
+    run_one(&core, |m| {
+        m.count("tag", "dropped") == 1 && m.count("tag", "gone") == 1
+    })
+    .await;
+    assert_eq!(core.metrics.count("tag", "retried"), 9);
+}
+
+#[tokio::test(start_paused = true)]
+async fn deleted_nodes_are_untagged_including_those_missed_by_the_watch() {
+    let calls = TagCalls::default();
+    let core = core(
+        ec2_with(
+            |i| (i == "i-0003").then_some(ErrorKind::NotFound),
+            &calls,
+            tags(&[("team", "a")]),
+        ),
+        FakeLabels::default(),
+        true,
+    );
+    for n in 1..=3 {
+        core.observe(watcher::Event::Apply(node(
+            &format!("node-{n}"),
+            Some(&format!("aws:///z/i-{n:04}")),
+            Some(&checksum()),
+            60,
+        )));
+    }
+    core.observe(watcher::Event::Delete(node(
+        "node-1",
+        Some("aws:///z/i-0001"),
+        None,
+        60,
+    )));
+    // The watch restarts; node-2 and node-3 vanished meanwhile.
+    core.observe(watcher::Event::Init);
+    core.observe(watcher::Event::InitDone);
+    run_one(&core, |m| {
+        m.count("untag", "done") == 2 && m.count("untag", "skipped") == 1
+    })
+    .await;
+    assert!(core.nodes().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_queue_wide_bucket_spaces_events() {
+    let q: Arc<Queue<u32>> = Queue::new(10.0, 2);
+    for n in 0..4 {
+        q.add_event(n);
+    }
+    assert_eq!(q.len(), 2, "the burst goes at once");
+    tokio::time::sleep(Duration::from_millis(101)).await;
+    assert_eq!(q.len(), 3);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(q.len(), 4);
+}
+
+#[tokio::test]
+async fn an_item_added_while_processing_is_processed_again_afterwards() {
+    let q: Arc<Queue<u32>> = Queue::new(0.0, 0);
+    q.add(1);
+    let taken = q.take(10).await;
+    assert_eq!(taken, vec![1]);
+    q.add(1);
+    assert_eq!(q.len(), 0, "not twice at once");
+    q.done(&1);
+    assert_eq!(q.take(10).await, vec![1]);
+}
