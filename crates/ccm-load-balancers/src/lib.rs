@@ -1,3 +1,130 @@
-//! Service load balancers on AWS (Classic ELB and NLB): annotations parsed once into a typed spec, then a pure desired model, a pure ordered plan against the observed AWS state, and an apply step that alone calls AWS.
+//! Service load balancers on AWS (Classic ELB and NLB): annotations parsed once into a typed spec, then a pure
+//! desired model, a pure ordered plan against the observed AWS state, and an apply step that alone calls AWS.
 //!
-//! May depend on: `ccm-cloud-provider`, `ccm-aws-api`, `ccm-tagging`, `k8s-openapi`. Never on `aws-sdk-*`, `kube` clients or other domain crates.
+//! - [`annotations`]: the annotation table (every key declared once) and the generated `docs/annotations.md`;
+//! - [`spec`]: a Service parsed into a [`ServiceSpec`], with every problem collected ([`InvalidService`]);
+//! - [`shared`]: names, tags, subnet discovery, security group rules, target instances;
+//! - [`classic`]: the Classic ELB model ([`classic::build`]), plan ([`classic::plan`]) and apply;
+//! - [`AwsLoadBalancers`]: the [`ccm_cloud_provider::LoadBalancer`] implementation; [`plan_for`]: a dry run.
+//!
+//! May depend on: `ccm-cloud-provider`, `ccm-aws-api`, `ccm-tagging`, `k8s-openapi`. Never on `aws-sdk-*`, `kube`
+//! clients or other domain crates.
+
+pub mod annotations;
+pub mod classic;
+mod provider;
+pub mod shared;
+pub mod spec;
+
+pub use provider::{AwsLoadBalancers, DryRun, PlanForError, plan_for};
+pub use shared::{HealthProbeMode, LoadBalancerConfig};
+pub use spec::{Flavour, InvalidService, ServiceSpec, parse_service};
+
+use ccm_aws_api::AwsError;
+use ccm_cloud_provider::CloudError;
+
+/// Why a load balancer could not be ensured, updated or deleted.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The Service's annotations or fields are invalid: fix the Service (nothing was changed in AWS).
+    #[error(transparent)]
+    Invalid(#[from] InvalidService),
+    /// The Service has no `metadata.uid`, from which the load balancer name derives.
+    #[error("the Service has no metadata.uid: the load balancer name derives from it")]
+    MissingUid,
+    /// An AWS call failed.
+    #[error("{context}")]
+    Aws {
+        /// What was being done.
+        context: &'static str,
+        /// The failed call.
+        #[source]
+        source: Box<AwsError>,
+    },
+    /// Subnets named by the annotation do not all exist in the cluster's VPC.
+    #[error(
+        "the subnets annotation names {wanted:?} but only {found:?} exist in the cluster's VPC: fix the annotation"
+    )]
+    SubnetsNotFound {
+        /// What the annotation names.
+        wanted: Vec<String>,
+        /// What was found.
+        found: Vec<String>,
+    },
+    /// Discovery found no subnet.
+    #[error(
+        "could not find any suitable subnets for creating the ELB in {vpc} (internal: {internal}): tag subnets \
+         kubernetes.io/role/elb (public) or kubernetes.io/role/internal-elb, or set the subnets annotation"
+    )]
+    NoSubnets {
+        /// The VPC searched.
+        vpc: String,
+        /// Whether an internal load balancer was wanted.
+        internal: bool,
+    },
+    /// An instance has several candidate groups for the load balancer's rule.
+    #[error(
+        "multiple {what} security groups found for instance {instance}: {groups:?}; ensure only the cluster's \
+         security group is tagged kubernetes.io/cluster/<id>"
+    )]
+    AmbiguousInstanceGroups {
+        /// The instance.
+        instance: String,
+        /// The candidates.
+        groups: Vec<String>,
+        /// `cluster-tagged` or `untagged`.
+        what: &'static str,
+    },
+    /// A resource found by name carries another cluster's tag.
+    #[error(transparent)]
+    Ownership(#[from] ccm_tagging::OwnershipError),
+    /// The load balancer to update does not exist (yet): the next full sync creates it.
+    #[error("load balancer {0} not found")]
+    NotFound(String),
+    /// A security group is still in use (AWS releases a deleted load balancer's interfaces after a while).
+    #[error("security group {group} of load balancer {name} is still in use; retrying")]
+    GroupInUse {
+        /// The group.
+        group: String,
+        /// The load balancer.
+        name: String,
+    },
+    /// The flavour is not implemented by this crate yet.
+    #[error(
+        "Network Load Balancers (aws-load-balancer-type: nlb) are not yet supported by this controller; use a \
+         Classic ELB or the AWS Load Balancer Controller"
+    )]
+    NlbNotYetSupported,
+}
+
+// === impl Error ===
+
+impl Error {
+    /// A mapper of an [`AwsError`] with context, for `map_err`.
+    pub fn aws(context: &'static str) -> impl Fn(AwsError) -> Self {
+        move |source| Self::Aws {
+            context,
+            source: Box::new(source),
+        }
+    }
+}
+
+impl From<Error> for CloudError {
+    fn from(err: Error) -> Self {
+        match err {
+            Error::GroupInUse { .. } => {
+                CloudError::retry_after(err.to_string(), std::time::Duration::from_secs(10))
+            }
+            Error::Aws { ref source, .. } if source.retry_after().is_some() => {
+                let after = source.retry_after().unwrap_or_default();
+                CloudError::retry_after(err.to_string(), after)
+            }
+            Error::Aws { context, source } => CloudError::with_source(format!("{context}: {source}"), source),
+            other => CloudError::other(other.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod docs_tests;

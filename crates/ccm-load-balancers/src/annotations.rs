@@ -1,0 +1,772 @@
+//! The annotation table: every `service.beta.kubernetes.io/aws-load-balancer-*` key declared once (key, value
+//! type, default, flavours, doc). The table drives value validation ([`parse_value`]), the typed accessors the
+//! spec parser uses, and the generated `docs/annotations.md` ([`render_markdown`]).
+
+use std::{collections::BTreeMap, fmt, net::Ipv4Addr};
+
+use serde::Serialize;
+
+/// The prefix shared by the AWS load-balancer annotations.
+pub const PREFIX: &str = "service.beta.kubernetes.io/aws-load-balancer-";
+
+/// Which load-balancer flavours an annotation affects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Applies {
+    /// Classic ELB and NLB.
+    Both,
+    /// Classic ELB only (ignored on NLB).
+    Clb,
+    /// NLB only (ignored on Classic ELB).
+    Nlb,
+    /// Classic ELB only; on an NLB it is an error.
+    ClbRejectedOnNlb,
+    /// NLB only; on a Classic ELB it is an error.
+    NlbRejectedOnClb,
+}
+
+/// The value type of an annotation: what [`parse_value`] accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ValueType {
+    /// `true`/`false` (also Go's `1`, `t`, `T`, `TRUE`, `True`, `0`, `f`, `F`, `FALSE`, `False`).
+    Bool,
+    /// An integer in `min..=max`.
+    Int {
+        /// Smallest accepted value.
+        min: i64,
+        /// Largest accepted value.
+        max: i64,
+    },
+    /// One of the listed integers.
+    IntOneOf(&'static [i64]),
+    /// One of the listed words (compared case-insensitively).
+    OneOf(&'static [&'static str]),
+    /// Free text (non-empty when present, except where the default is empty).
+    Text,
+    /// An ARN (`arn:...`).
+    Arn,
+    /// A path starting with `/`.
+    Path,
+    /// `traffic-port` or a port number 1..=65535.
+    HealthCheckPort,
+    /// Comma-separated IDs with the given prefix (`sg-`, `eipalloc-`), trimmed.
+    IdList(&'static str),
+    /// Comma-separated subnet IDs (`subnet-...`) or subnet `Name` tags, trimmed.
+    SubnetList,
+    /// Comma-separated port numbers or port names; `*` or empty means every port.
+    PortList,
+    /// Comma-separated IPv4 addresses.
+    Ipv4List,
+    /// Comma-separated CIDRs (IPv4 or IPv6).
+    CidrList,
+    /// `k1=v1,k2=,k3`: tags (key required, value may be empty).
+    TagList,
+    /// `k1=v1,k2=,k3`: node labels (empty value matches any value).
+    LabelList,
+    /// `preserve_client_ip.enabled=true|false,proxy_protocol_v2.enabled=true|false`.
+    TargetGroupAttributes,
+}
+
+/// One annotation of the table.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct AnnotationDef {
+    /// The key identifier.
+    pub key: Key,
+    /// The full annotation name.
+    pub name: &'static str,
+    /// The accepted values.
+    pub value: ValueType,
+    /// The default, in words.
+    pub default: &'static str,
+    /// The flavours it affects.
+    pub applies: Applies,
+    /// What it does (one or two sentences of Markdown).
+    pub doc: &'static str,
+}
+
+macro_rules! keys {
+    ($($variant:ident),* $(,)?) => {
+        /// The identifier of every annotation of the table ([`ANNOTATIONS`] is in this order).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        pub enum Key {
+            $(
+                #[allow(missing_docs)]
+                $variant,
+            )*
+        }
+
+        impl Key {
+            /// Every key, in table order.
+            pub const ALL: &'static [Key] = &[$(Key::$variant),*];
+        }
+    };
+}
+
+keys!(
+    Type,
+    Internal,
+    Subnets,
+    SourceRanges,
+    SecurityGroups,
+    ExtraSecurityGroups,
+    AdditionalResourceTags,
+    TargetNodeLabels,
+    BackendProtocol,
+    SslCert,
+    SslPorts,
+    SslNegotiationPolicy,
+    ProxyProtocol,
+    ConnectionIdleTimeout,
+    ConnectionDrainingEnabled,
+    ConnectionDrainingTimeout,
+    CrossZoneLoadBalancingEnabled,
+    AccessLogEnabled,
+    AccessLogEmitInterval,
+    AccessLogS3BucketName,
+    AccessLogS3BucketPrefix,
+    HealthcheckProtocol,
+    HealthcheckPort,
+    HealthcheckPath,
+    HealthcheckHealthyThreshold,
+    HealthcheckUnhealthyThreshold,
+    HealthcheckTimeout,
+    HealthcheckInterval,
+    EipAllocations,
+    PrivateIpv4Addresses,
+    TargetGroupAttributes,
+);
+
+/// The accepted values of `aws-load-balancer-type`.
+pub const TYPE_VALUES: &[&str] = &["classic", "clb", "nlb", "nlb-ip", "external"];
+
+/// The annotation table. Declared once; everything else (parsing, docs) reads it.
+pub const ANNOTATIONS: &[AnnotationDef] = &[
+    AnnotationDef {
+        key: Key::Type,
+        name: "service.beta.kubernetes.io/aws-load-balancer-type",
+        value: ValueType::OneOf(TYPE_VALUES),
+        default: "Classic ELB",
+        applies: Applies::Both,
+        doc: "`nlb` makes a Network Load Balancer with instance targets; `nlb-ip` and `external` are left to the \
+              AWS Load Balancer Controller; absent, `classic` or `clb` make a Classic ELB. Cannot change after \
+              creation (the Service's status hostname tells which flavour exists).",
+    },
+    AnnotationDef {
+        key: Key::Internal,
+        name: "service.beta.kubernetes.io/aws-load-balancer-internal",
+        value: ValueType::OneOf(&["true", "false", "0.0.0.0/0"]),
+        default: "false (internet-facing)",
+        applies: Applies::Both,
+        doc: "`true` (or the legacy `0.0.0.0/0`) gives the `internal` scheme. The scheme is fixed at creation: \
+              changing it later needs a new Service.",
+    },
+    AnnotationDef {
+        key: Key::Subnets,
+        name: "service.beta.kubernetes.io/aws-load-balancer-subnets",
+        value: ValueType::SubnetList,
+        default: "discovered",
+        applies: Applies::Both,
+        doc: "Subnet IDs or `Name` tags, one per zone, instead of discovery (cluster-tagged subnets, role tags \
+              `kubernetes.io/role/elb` / `kubernetes.io/role/internal-elb`, one per zone).",
+    },
+    AnnotationDef {
+        key: Key::SourceRanges,
+        name: "service.beta.kubernetes.io/load-balancer-source-ranges",
+        value: ValueType::CidrList,
+        default: "0.0.0.0/0",
+        applies: Applies::Both,
+        doc: "Client CIDRs allowed by the load balancer's security group; `spec.loadBalancerSourceRanges` wins \
+              when set.",
+    },
+    AnnotationDef {
+        key: Key::SecurityGroups,
+        name: "service.beta.kubernetes.io/aws-load-balancer-security-groups",
+        value: ValueType::IdList("sg-"),
+        default: "a managed group `k8s-elb-<name>`",
+        applies: Applies::Both,
+        doc: "Security groups to use instead of the managed one; their rules are never changed. On NLB only \
+              with `NLBSecurityGroupMode = Managed`.",
+    },
+    AnnotationDef {
+        key: Key::ExtraSecurityGroups,
+        name: "service.beta.kubernetes.io/aws-load-balancer-extra-security-groups",
+        value: ValueType::IdList("sg-"),
+        default: "none",
+        applies: Applies::ClbRejectedOnNlb,
+        doc: "Security groups added after the primary ones; their rules are never changed. An error on NLB.",
+    },
+    AnnotationDef {
+        key: Key::AdditionalResourceTags,
+        name: "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags",
+        value: ValueType::TagList,
+        default: "none",
+        applies: Applies::Both,
+        doc: "Extra tags for the load balancer and the resources made for it. The value is everything after the \
+              first `=`. Tags are added, never removed; `aws:` keys are refused.",
+    },
+    AnnotationDef {
+        key: Key::TargetNodeLabels,
+        name: "service.beta.kubernetes.io/aws-load-balancer-target-node-labels",
+        value: ValueType::LabelList,
+        default: "all nodes",
+        applies: Applies::Both,
+        doc: "Only nodes with every listed label are targets; an empty value matches any value of the label.",
+    },
+    AnnotationDef {
+        key: Key::BackendProtocol,
+        name: "service.beta.kubernetes.io/aws-load-balancer-backend-protocol",
+        value: ValueType::OneOf(&["http", "https", "ssl", "tcp"]),
+        default: "tcp",
+        applies: Applies::Both,
+        doc: "Protocol to the nodes. Classic ELB: `http` gives HTTP listeners (HTTPS on SSL ports); `https`/`ssl` \
+              also make the default health check SSL. NLB: only `ssl` (with `ssl-cert`) matters, giving TLS \
+              target groups.",
+    },
+    AnnotationDef {
+        key: Key::SslCert,
+        name: "service.beta.kubernetes.io/aws-load-balancer-ssl-cert",
+        value: ValueType::Arn,
+        default: "none",
+        applies: Applies::Both,
+        doc: "ACM or IAM certificate ARN: the ports of `ssl-ports` get SSL/HTTPS (Classic) or TLS (NLB) listeners.",
+    },
+    AnnotationDef {
+        key: Key::SslPorts,
+        name: "service.beta.kubernetes.io/aws-load-balancer-ssl-ports",
+        value: ValueType::PortList,
+        default: "`*` (every port)",
+        applies: Applies::Both,
+        doc: "Port numbers or names (trimmed; Classic compares names case-insensitively) that get the certificate.",
+    },
+    AnnotationDef {
+        key: Key::SslNegotiationPolicy,
+        name: "service.beta.kubernetes.io/aws-load-balancer-ssl-negotiation-policy",
+        value: ValueType::Text,
+        default: "AWS default",
+        applies: Applies::Both,
+        doc: "Predefined security policy (`ELBSecurityPolicy-TLS-1-2-2017-01`, ...). Classic: policy \
+              `k8s-SSLNegotiationPolicy-<name>` on every SSL/HTTPS listener. NLB: the TLS listeners' `SslPolicy`.",
+    },
+    AnnotationDef {
+        key: Key::ProxyProtocol,
+        name: "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol",
+        value: ValueType::OneOf(&["*"]),
+        default: "off",
+        applies: Applies::Clb,
+        doc: "`*` enables proxy protocol (policy `k8s-proxyprotocol-enabled`) on every back-end port.",
+    },
+    AnnotationDef {
+        key: Key::ConnectionIdleTimeout,
+        name: "service.beta.kubernetes.io/aws-load-balancer-connection-idle-timeout",
+        value: ValueType::Int { min: 1, max: 4000 },
+        default: "60",
+        applies: Applies::Clb,
+        doc: "Idle timeout in seconds.",
+    },
+    AnnotationDef {
+        key: Key::ConnectionDrainingEnabled,
+        name: "service.beta.kubernetes.io/aws-load-balancer-connection-draining-enabled",
+        value: ValueType::Bool,
+        default: "false",
+        applies: Applies::Clb,
+        doc: "Connection draining for deregistered instances.",
+    },
+    AnnotationDef {
+        key: Key::ConnectionDrainingTimeout,
+        name: "service.beta.kubernetes.io/aws-load-balancer-connection-draining-timeout",
+        value: ValueType::Int { min: 1, max: 3600 },
+        default: "AWS's (300)",
+        applies: Applies::Clb,
+        doc: "Draining timeout in seconds; only compared while set.",
+    },
+    AnnotationDef {
+        key: Key::CrossZoneLoadBalancingEnabled,
+        name: "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled",
+        value: ValueType::Bool,
+        default: "false",
+        applies: Applies::Both,
+        doc: "Cross-zone load balancing (Classic attribute; NLB `load_balancing.cross_zone.enabled`).",
+    },
+    AnnotationDef {
+        key: Key::AccessLogEnabled,
+        name: "service.beta.kubernetes.io/aws-load-balancer-access-log-enabled",
+        value: ValueType::Bool,
+        default: "false",
+        applies: Applies::Both,
+        doc: "Access logs to S3 (needs the bucket annotation).",
+    },
+    AnnotationDef {
+        key: Key::AccessLogEmitInterval,
+        name: "service.beta.kubernetes.io/aws-load-balancer-access-log-emit-interval",
+        value: ValueType::IntOneOf(&[5, 60]),
+        default: "60",
+        applies: Applies::Clb,
+        doc: "Minutes between access log files.",
+    },
+    AnnotationDef {
+        key: Key::AccessLogS3BucketName,
+        name: "service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-name",
+        value: ValueType::Text,
+        default: "none",
+        applies: Applies::Both,
+        doc: "S3 bucket for access logs; required when they are enabled.",
+    },
+    AnnotationDef {
+        key: Key::AccessLogS3BucketPrefix,
+        name: "service.beta.kubernetes.io/aws-load-balancer-access-log-s3-bucket-prefix",
+        value: ValueType::Text,
+        default: "none",
+        applies: Applies::Both,
+        doc: "Key prefix in the access log bucket.",
+    },
+    AnnotationDef {
+        key: Key::HealthcheckProtocol,
+        name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol",
+        value: ValueType::OneOf(&["TCP", "SSL", "HTTP", "HTTPS"]),
+        default: "TCP (HTTP for `externalTrafficPolicy: Local`)",
+        applies: Applies::Both,
+        doc: "Health check protocol (case-insensitive). NLB accepts TCP, HTTP and HTTPS.",
+    },
+    AnnotationDef {
+        key: Key::HealthcheckPort,
+        name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-port",
+        value: ValueType::HealthCheckPort,
+        default: "traffic-port (the health-check node port for `Local`)",
+        applies: Applies::Both,
+        doc: "`traffic-port` (the first listener's node port) or a port number.",
+    },
+    AnnotationDef {
+        key: Key::HealthcheckPath,
+        name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-path",
+        value: ValueType::Path,
+        default: "`/` (`/healthz` for `Local`)",
+        applies: Applies::Both,
+        doc: "Path of HTTP and HTTPS health checks.",
+    },
+    AnnotationDef {
+        key: Key::HealthcheckHealthyThreshold,
+        name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold",
+        value: ValueType::Int { min: 2, max: 10 },
+        default: "Classic 2; NLB 3 (2 for `Local`)",
+        applies: Applies::Both,
+        doc: "Consecutive successes before a target is healthy.",
+    },
+    AnnotationDef {
+        key: Key::HealthcheckUnhealthyThreshold,
+        name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold",
+        value: ValueType::Int { min: 2, max: 10 },
+        default: "Classic 6; NLB 3 (2 for `Local`)",
+        applies: Applies::Both,
+        doc: "Consecutive failures before a target is unhealthy.",
+    },
+    AnnotationDef {
+        key: Key::HealthcheckTimeout,
+        name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-timeout",
+        value: ValueType::Int { min: 2, max: 120 },
+        default: "Classic 5; NLB 10",
+        applies: Applies::Both,
+        doc: "Seconds before a check fails; Classic ELB needs it below the interval and at most 60.",
+    },
+    AnnotationDef {
+        key: Key::HealthcheckInterval,
+        name: "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval",
+        value: ValueType::Int { min: 5, max: 300 },
+        default: "Classic 10; NLB 30 (10 for `Local`)",
+        applies: Applies::Both,
+        doc: "Seconds between checks.",
+    },
+    AnnotationDef {
+        key: Key::EipAllocations,
+        name: "service.beta.kubernetes.io/aws-load-balancer-eip-allocations",
+        value: ValueType::IdList("eipalloc-"),
+        default: "none",
+        applies: Applies::Nlb,
+        doc: "Elastic IP allocations, one per subnet (internet-facing NLB, at creation only).",
+    },
+    AnnotationDef {
+        key: Key::PrivateIpv4Addresses,
+        name: "service.beta.kubernetes.io/aws-load-balancer-private-ipv4-addresses",
+        value: ValueType::Ipv4List,
+        default: "none",
+        applies: Applies::Nlb,
+        doc: "Private IPv4 addresses, one per subnet (internal NLB, at creation only).",
+    },
+    AnnotationDef {
+        key: Key::TargetGroupAttributes,
+        name: "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes",
+        value: ValueType::TargetGroupAttributes,
+        default: "unchanged",
+        applies: Applies::NlbRejectedOnClb,
+        doc: "`preserve_client_ip.enabled` and `proxy_protocol_v2.enabled` (true/false) on every target group. \
+              Client IP preservation cannot be disabled with UDP ports. An error on Classic ELB.",
+    },
+];
+
+/// One problem with a Service: the field or annotation, the bad value, and what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// The annotation name or the Service field (`spec.ports[0].protocol`, ...).
+    pub field: String,
+    /// The refused value.
+    pub value: String,
+    /// What would be accepted, or what to do instead.
+    pub accepted: String,
+}
+
+/// A parsed annotation value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Value {
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A word or text, as written (trimmed); one-of values are lower-cased except health check protocols,
+    /// which are upper-cased.
+    Text(String),
+    /// `None` for `traffic-port`, else the port.
+    Port(Option<i32>),
+    /// A list of items (trimmed, empty items dropped).
+    List(Vec<String>),
+    /// Key/value pairs in order of appearance (values may be empty).
+    Pairs(Vec<(String, String)>),
+}
+
+// === impl Problem ===
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={:?}: {}", self.field, self.value, self.accepted)
+    }
+}
+
+// === impl Key ===
+
+impl Key {
+    /// The table entry of this key.
+    pub fn def(self) -> &'static AnnotationDef {
+        // The table is in `Key::ALL` order; a unit test checks it.
+        &ANNOTATIONS[self as usize]
+    }
+
+    /// The annotation name.
+    pub fn name(self) -> &'static str {
+        self.def().name
+    }
+}
+
+// === impl ValueType ===
+
+impl ValueType {
+    /// What the type accepts, in words (used in errors and docs).
+    pub fn accepted(&self) -> String {
+        match self {
+            Self::Bool => "true or false".to_owned(),
+            Self::Int { min, max } => format!("an integer from {min} to {max}"),
+            Self::IntOneOf(values) => format!(
+                "one of {}",
+                values.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+            ),
+            Self::OneOf(values) => format!("one of {}", values.join(", ")),
+            Self::Text => "a non-empty string".to_owned(),
+            Self::Arn => "an ACM or IAM certificate ARN (arn:...)".to_owned(),
+            Self::Path => "a path starting with /".to_owned(),
+            Self::HealthCheckPort => "traffic-port or a port number from 1 to 65535".to_owned(),
+            Self::IdList(prefix) => format!("comma-separated IDs starting with {prefix}"),
+            Self::SubnetList => "comma-separated subnet IDs (subnet-...) or subnet Name tags".to_owned(),
+            Self::PortList => "* or comma-separated port numbers or port names".to_owned(),
+            Self::Ipv4List => "comma-separated IPv4 addresses".to_owned(),
+            Self::CidrList => "comma-separated CIDRs (10.0.0.0/8, 2001:db8::/32)".to_owned(),
+            Self::TagList => {
+                "comma-separated key=value tags (key 1-128 characters, not aws:..., value up to 256)"
+                    .to_owned()
+            }
+            Self::LabelList => "comma-separated key=value node labels (value may be empty)".to_owned(),
+            Self::TargetGroupAttributes => "comma-separated preserve_client_ip.enabled=true|false, \
+                                            proxy_protocol_v2.enabled=true|false"
+                .to_owned(),
+        }
+    }
+}
+
+/// Parses Go's `strconv.ParseBool` forms.
+pub fn parse_bool(raw: &str) -> Option<bool> {
+    match raw {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+fn csv(raw: &str) -> Vec<String> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn pairs(raw: &str) -> Vec<(String, String)> {
+    csv(raw)
+        .into_iter()
+        .map(|item| match item.split_once('=') {
+            Some((k, v)) => (k.trim().to_owned(), v.trim().to_owned()),
+            None => (item, String::new()),
+        })
+        .collect()
+}
+
+/// Whether `s` is an IPv4 or IPv6 CIDR.
+pub fn is_cidr(s: &str) -> bool {
+    let Some((addr, len)) = s.split_once('/') else {
+        return false;
+    };
+    let Ok(len) = len.parse::<u8>() else {
+        return false;
+    };
+    match addr.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => len <= 32,
+        Ok(std::net::IpAddr::V6(_)) => len <= 128,
+        Err(_) => false,
+    }
+}
+
+/// Validates one raw value of `key` against the table; the error is the text of what is accepted.
+pub fn parse_value(key: Key, raw: &str) -> Result<Value, String> {
+    let ty = key.def().value;
+    let bad = || Err(ty.accepted());
+    let trimmed = raw.trim();
+    match ty {
+        ValueType::Bool => parse_bool(trimmed).map(Value::Bool).ok_or_else(|| ty.accepted()),
+        ValueType::Int { min, max } => match trimmed.parse::<i64>() {
+            Ok(v) if (min..=max).contains(&v) => Ok(Value::Int(v)),
+            _ => bad(),
+        },
+        ValueType::IntOneOf(values) => match trimmed.parse::<i64>() {
+            Ok(v) if values.contains(&v) => Ok(Value::Int(v)),
+            _ => bad(),
+        },
+        ValueType::OneOf(values) => values
+            .iter()
+            .find(|v| v.eq_ignore_ascii_case(trimmed))
+            .map(|v| Value::Text((*v).to_owned()))
+            .ok_or_else(|| ty.accepted()),
+        ValueType::Text if trimmed.is_empty() => bad(),
+        ValueType::Text => Ok(Value::Text(trimmed.to_owned())),
+        ValueType::Arn if !trimmed.starts_with("arn:") => bad(),
+        ValueType::Arn => Ok(Value::Text(trimmed.to_owned())),
+        ValueType::Path if !trimmed.starts_with('/') => bad(),
+        ValueType::Path => Ok(Value::Text(trimmed.to_owned())),
+        ValueType::HealthCheckPort if trimmed == "traffic-port" => Ok(Value::Port(None)),
+        ValueType::HealthCheckPort => match trimmed.parse::<i32>() {
+            Ok(p) if (1..=65535).contains(&p) => Ok(Value::Port(Some(p))),
+            _ => bad(),
+        },
+        ValueType::IdList(prefix) => {
+            let items = csv(raw);
+            if items.is_empty()
+                || items
+                    .iter()
+                    .any(|i| !i.starts_with(prefix) || i.len() == prefix.len())
+            {
+                return bad();
+            }
+            Ok(Value::List(items))
+        }
+        ValueType::SubnetList => {
+            let items = csv(raw);
+            if items.is_empty() {
+                return bad();
+            }
+            Ok(Value::List(items))
+        }
+        ValueType::PortList => {
+            let items = csv(raw);
+            if items.iter().any(|i| i == "*") {
+                return Ok(Value::List(Vec::new()));
+            }
+            if items.iter().any(|i| {
+                i.parse::<i32>().map_or_else(
+                    // A port name: lower-case alphanumerics and '-', at most 15 (IANA_SVC_NAME).
+                    |_| i.len() > 15 || !i.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+                    |p| !(1..=65535).contains(&p),
+                )
+            }) {
+                return bad();
+            }
+            Ok(Value::List(items))
+        }
+        ValueType::Ipv4List => {
+            let items = csv(raw);
+            if items.is_empty() || items.iter().any(|i| i.parse::<Ipv4Addr>().is_err()) {
+                return bad();
+            }
+            Ok(Value::List(items))
+        }
+        ValueType::CidrList => {
+            let items = csv(raw);
+            if items.is_empty() || items.iter().any(|i| !is_cidr(i)) {
+                return bad();
+            }
+            Ok(Value::List(items))
+        }
+        ValueType::TagList => {
+            let items = pairs(raw);
+            if items.iter().any(|(k, v)| {
+                k.is_empty() || k.len() > 128 || v.len() > 256 || ccm_tagging::is_aws_reserved(k)
+            }) {
+                return bad();
+            }
+            Ok(Value::Pairs(items))
+        }
+        ValueType::LabelList => {
+            let items = pairs(raw);
+            if items.iter().any(|(k, _)| k.is_empty()) {
+                return bad();
+            }
+            Ok(Value::Pairs(items))
+        }
+        ValueType::TargetGroupAttributes => {
+            let items = pairs(raw);
+            let known = ["preserve_client_ip.enabled", "proxy_protocol_v2.enabled"];
+            if items.is_empty()
+                || items
+                    .iter()
+                    .any(|(k, v)| !known.contains(&k.as_str()) || !matches!(v.as_str(), "true" | "false"))
+            {
+                return bad();
+            }
+            Ok(Value::Pairs(items))
+        }
+    }
+}
+
+/// The annotations of the table present on a Service, validated; collects a [`Problem`] per bad value.
+#[derive(Debug, Default)]
+pub struct Annotations {
+    values: BTreeMap<Key, Value>,
+    /// Every problem found.
+    pub problems: Vec<Problem>,
+}
+
+// === impl Annotations ===
+
+impl Annotations {
+    /// Validates every table annotation present in `raw`.
+    pub fn parse(raw: &BTreeMap<String, String>) -> Self {
+        let mut out = Self::default();
+        for key in Key::ALL {
+            let Some(value) = raw.get(key.name()) else {
+                continue;
+            };
+            match parse_value(*key, value) {
+                Ok(v) => {
+                    out.values.insert(*key, v);
+                }
+                Err(accepted) => out.problems.push(Problem {
+                    field: key.name().to_owned(),
+                    value: value.clone(),
+                    accepted,
+                }),
+            }
+        }
+        out
+    }
+
+    /// Whether the annotation is present with a valid value.
+    pub fn has(&self, key: Key) -> bool {
+        self.values.contains_key(&key)
+    }
+
+    /// The parsed value.
+    pub fn get(&self, key: Key) -> Option<&Value> {
+        self.values.get(&key)
+    }
+
+    /// A boolean annotation.
+    pub fn bool(&self, key: Key) -> Option<bool> {
+        match self.get(key) {
+            Some(Value::Bool(b)) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// An integer annotation.
+    pub fn int(&self, key: Key) -> Option<i64> {
+        match self.get(key) {
+            Some(Value::Int(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// A text annotation.
+    pub fn text(&self, key: Key) -> Option<&str> {
+        match self.get(key) {
+            Some(Value::Text(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A list annotation.
+    pub fn list(&self, key: Key) -> Option<&[String]> {
+        match self.get(key) {
+            Some(Value::List(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A key/value list annotation.
+    pub fn pairs(&self, key: Key) -> Option<&[(String, String)]> {
+        match self.get(key) {
+            Some(Value::Pairs(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The health check port annotation: `Some(None)` for `traffic-port`.
+    pub fn port(&self, key: Key) -> Option<Option<i32>> {
+        match self.get(key) {
+            Some(Value::Port(p)) => Some(*p),
+            _ => None,
+        }
+    }
+}
+
+/// The Markdown reference of every annotation, generated from [`ANNOTATIONS`] (committed as
+/// `docs/annotations.md`).
+pub fn render_markdown() -> String {
+    let mut out = String::new();
+    out.push_str(
+        "# Service annotations\n\n\
+         <!-- Generated from crates/ccm-load-balancers/src/annotations.rs (ANNOTATIONS); do not edit.\n     \
+         Regenerate with: UPDATE_DOCS=1 cargo test -p ccm-load-balancers --lib docs_annotations_md_is_current -->\n\n\
+         Annotations on a Service of type `LoadBalancer`. Every value is validated before any AWS call: a \
+         Service with bad values gets one error (a `SyncLoadBalancerFailed` Warning Event) naming each bad \
+         annotation, its value and what is accepted, and nothing in AWS changes.\n\n\
+         Flavours: **CLB** = Classic ELB (the default), **NLB** = Network Load Balancer \
+         (`aws-load-balancer-type: nlb`). An annotation of the other flavour is ignored, except where the \
+         table says it is an error.\n\n\
+         | Annotation | Values | Default | Applies to | Description |\n\
+         |---|---|---|---|---|\n",
+    );
+    for def in ANNOTATIONS {
+        let applies = match def.applies {
+            Applies::Both => "CLB, NLB",
+            Applies::Clb => "CLB",
+            Applies::Nlb => "NLB",
+            Applies::ClbRejectedOnNlb => "CLB (error on NLB)",
+            Applies::NlbRejectedOnClb => "NLB (error on CLB)",
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            def.name,
+            def.value.accepted().replace('|', "\\|"),
+            def.default,
+            applies,
+            def.doc.replace('|', "\\|"),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,144 @@
+use super::*;
+use crate::{
+    annotations::Key,
+    classic::tests::{config, node, service},
+};
+use ccm_aws_api::ec2::{RouteTable, SecurityGroup, Subnet};
+use ccm_aws_api::elb::ClassicLoadBalancer;
+use ccm_aws_api::{SecurityGroupId, SubnetId, Tags, VpcId, ec2::MockEc2, elb::MockElb};
+
+#[tokio::test]
+async fn invalid_services_and_other_flavours_make_no_aws_call() {
+    // Mocks without expectations panic on any call.
+    let lbs = AwsLoadBalancers::new(MockEc2::new(), MockElb::new(), config());
+    let n = node("i-1");
+    let invalid = service(
+        &[(Key::ConnectionIdleTimeout, "0"), (Key::ProxyProtocol, "on")],
+        &[(80, 30080)],
+    );
+    let e = lbs.ensure_load_balancer("k", &invalid, &[&n]).await.unwrap_err();
+    let message = e.to_string();
+    assert!(
+        message.contains("connection-idle-timeout=\"0\": an integer from 1 to 4000")
+            && message.contains("proxy-protocol=\"on\": one of *"),
+        "{message}"
+    );
+    let e = lbs.update_load_balancer("k", &invalid, &[&n]).await.unwrap_err();
+    assert!(e.to_string().contains("connection-idle-timeout"), "{e}");
+
+    let external = service(&[(Key::Type, "nlb-ip")], &[(80, 30080)]);
+    assert!(
+        lbs.ensure_load_balancer("k", &external, &[&n])
+            .await
+            .unwrap_err()
+            .is_implemented_elsewhere()
+    );
+    assert!(
+        lbs.update_load_balancer("k", &external, &[&n])
+            .await
+            .unwrap_err()
+            .is_implemented_elsewhere()
+    );
+    assert_eq!(lbs.get_load_balancer("k", &external).await.unwrap(), None);
+    lbs.ensure_load_balancer_deleted("k", &external).await.unwrap();
+
+    let nlb = service(&[(Key::Type, "nlb")], &[(80, 30080)]);
+    let e = lbs.ensure_load_balancer("k", &nlb, &[&n]).await.unwrap_err();
+    assert!(e.to_string().contains("not yet supported"), "{e}");
+    assert_eq!(lbs.get_load_balancer("k", &nlb).await.unwrap(), None);
+    lbs.ensure_load_balancer_deleted("k", &nlb).await.unwrap();
+    assert_eq!(
+        lbs.load_balancer_name("k", &nlb),
+        "a0f1e2d3c4b5a69788796a5b4c3d2e1f"
+    );
+}
+
+/// A steady Service: reads only, and the status from the existing load balancer.
+#[tokio::test]
+async fn ensure_of_a_steady_service_only_reads() {
+    let svc = service(&[], &[(80, 30080)]);
+    let n = node("i-1");
+    let spec = crate::parse_service(&svc).unwrap();
+    let mut c = config();
+    c.manage_node_security_groups = false;
+    let desired = crate::classic::build(&spec, &[&n], &c, &[SubnetId::new("subnet-a")]).unwrap();
+
+    let mut ec2 = MockEc2::new();
+    let mut elb = MockElb::new();
+    ec2.expect_availability_zones()
+        .times(1)
+        .returning(|| Box::pin(async { Ok(vec![]) }));
+    ec2.expect_subnets().returning(|_| {
+        let mut s = Subnet::new(
+            SubnetId::new("subnet-a"),
+            VpcId::new("vpc-1"),
+            "us-east-1a",
+            Tags::new(),
+        );
+        s.tags.insert("kubernetes.io/role/elb".into(), "1".into());
+        Box::pin(async move { Ok(vec![s]) })
+    });
+    ec2.expect_route_tables().returning(|_| {
+        let mut t = RouteTable::new(
+            ccm_aws_api::RouteTableId::new("rtb-1"),
+            VpcId::new("vpc-1"),
+            vec![ccm_aws_api::ec2::Route::to_gateway("0.0.0.0/0", "igw-1")],
+            Tags::new(),
+        );
+        t.associations = vec![ccm_aws_api::ec2::RouteTableAssociation::new(None, true)];
+        Box::pin(async move { Ok(vec![t]) })
+    });
+    let group_desired = desired.managed_group.clone().unwrap();
+    ec2.expect_security_groups().returning(move |_| {
+        let mut g = SecurityGroup::new(
+            SecurityGroupId::new("sg-lb"),
+            &group_desired.name,
+            None,
+            group_desired.tags.clone(),
+        );
+        g.ingress = group_desired
+            .ingress
+            .iter()
+            .map(crate::shared::Rule::to_permission)
+            .collect();
+        Box::pin(async move { Ok(vec![g]) })
+    });
+    let d = desired.clone();
+    elb.expect_load_balancer().returning(move |_| {
+        let mut lb = ClassicLoadBalancer::new(&d.name, "steady.us-east-1.elb.amazonaws.com");
+        lb.subnets = vec![SubnetId::new("subnet-a")];
+        lb.security_groups = vec![SecurityGroupId::new("sg-lb")];
+        lb.listeners = vec![ccm_aws_api::elb::ClassicListener::new("TCP", 80, "TCP", 30080)];
+        lb.health_check = Some(ccm_aws_api::elb::ClassicHealthCheck {
+            target: "TCP:30080".into(),
+            interval: 10,
+            timeout: 5,
+            healthy_threshold: 2,
+            unhealthy_threshold: 6,
+        });
+        lb.instances = vec![ccm_aws_api::InstanceId::new("i-1")];
+        Box::pin(async move { Ok(Some(lb)) })
+    });
+    let tags = desired.tags.clone();
+    elb.expect_tags().returning(move |_| {
+        let t = tags.clone();
+        Box::pin(async move { Ok(t) })
+    });
+    elb.expect_attributes().returning(|_| {
+        Box::pin(async {
+            Ok(ccm_aws_api::elb::ClassicAttributes {
+                idle_timeout: Some(60),
+                connection_draining_timeout: Some(300),
+                ..Default::default()
+            })
+        })
+    });
+    let lbs = AwsLoadBalancers::new(ec2, elb, c);
+    for _ in 0..2 {
+        let status = lbs.ensure_load_balancer("k", &svc, &[&n]).await.unwrap();
+        assert_eq!(
+            status.ingress.unwrap()[0].hostname.as_deref(),
+            Some("steady.us-east-1.elb.amazonaws.com")
+        );
+    }
+}

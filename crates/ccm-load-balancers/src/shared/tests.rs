@@ -1,0 +1,282 @@
+use super::*;
+use ccm_aws_api::RouteTableId;
+use ccm_aws_api::ec2::{IpPermission, Route, RouteTableAssociation};
+use k8s_openapi::{api::core::v1::NodeSpec, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+
+fn cluster() -> ClusterTags {
+    ClusterTags::new("c1", false).unwrap()
+}
+
+fn tags(pairs: &[(&str, &str)]) -> Tags {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn subnet(id: &str, zone: &str, t: &[(&str, &str)]) -> Subnet {
+    Subnet::new(SubnetId::new(id), VpcId::new("vpc-1"), zone, tags(t))
+}
+
+fn table(id: &str, subnets: &[&str], main: bool, igw: bool) -> RouteTable {
+    let mut routes = vec![Route::to_gateway("10.0.0.0/16", "local")];
+    if igw {
+        routes.push(Route::to_gateway("0.0.0.0/0", "igw-1"));
+    }
+    let mut t = RouteTable::new(RouteTableId::new(id), VpcId::new("vpc-1"), routes, Tags::new());
+    t.associations = subnets
+        .iter()
+        .map(|s| RouteTableAssociation::new(Some(SubnetId::new(*s)), false))
+        .collect();
+    if main {
+        t.associations.push(RouteTableAssociation::new(None, true));
+    }
+    t
+}
+
+#[test]
+fn names_as_upstream() {
+    assert_eq!(
+        load_balancer_name("6f1d2b3c-aaaa-bbbb-cccc-1234567890ab").unwrap(),
+        "a6f1d2b3caaaabbbbcccc1234567890a"
+    );
+    assert_eq!(
+        load_balancer_name("6f1d2b3c-aaaa-bbbb-cccc-1234567890ab")
+            .unwrap()
+            .len(),
+        32
+    );
+    assert_eq!(load_balancer_name("abc").unwrap(), "aabc");
+    assert!(matches!(load_balancer_name(""), Err(Error::MissingUid)));
+    assert_eq!(security_group_name("aabc"), "k8s-elb-aabc");
+}
+
+#[test]
+fn route_tables_decide_public_subnets() {
+    let tables = [
+        table("rtb-main", &[], true, false),
+        table("rtb-pub", &["subnet-pub"], false, true),
+    ];
+    assert!(is_public(&SubnetId::new("subnet-pub"), &tables));
+    assert!(
+        !is_public(&SubnetId::new("subnet-other"), &tables),
+        "main table without igw"
+    );
+    let tables = [
+        table("rtb-main", &[], true, true),
+        table("rtb-priv", &["subnet-priv"], false, false),
+    ];
+    assert!(
+        is_public(&SubnetId::new("subnet-any"), &tables),
+        "main table with igw"
+    );
+    assert!(
+        !is_public(&SubnetId::new("subnet-priv"), &tables),
+        "explicit association wins"
+    );
+    assert!(!is_public(&SubnetId::new("subnet-x"), &[]));
+}
+
+#[test]
+fn subnet_selection_one_per_zone_with_tie_breaks() {
+    let c = cluster();
+    let subnets = vec![
+        // zone a: role tag beats cluster tag beats smallest ID
+        subnet("subnet-a1", "us-east-1a", &[]),
+        subnet(
+            "subnet-a2",
+            "us-east-1a",
+            &[("kubernetes.io/cluster/c1", "shared")],
+        ),
+        subnet("subnet-a3", "us-east-1a", &[(ROLE_ELB_TAG, "")]),
+        // zone b: cluster tag beats smaller ID
+        subnet("subnet-b1", "us-east-1b", &[]),
+        subnet(
+            "subnet-b2",
+            "us-east-1b",
+            &[("kubernetes.io/cluster/c1", "owned")],
+        ),
+        // zone c: smallest ID
+        subnet("subnet-c2", "us-east-1c", &[]),
+        subnet("subnet-c1", "us-east-1c", &[]),
+        // zone d: another cluster's subnet is never used
+        subnet(
+            "subnet-d1",
+            "us-east-1d",
+            &[("kubernetes.io/cluster/other", "owned")],
+        ),
+        // a local zone is dropped
+        subnet("subnet-l1", "us-east-1-bos-1a", &[(ROLE_ELB_TAG, "1")]),
+        // a private subnet is dropped for internet-facing
+        subnet("subnet-e1", "us-east-1e", &[(ROLE_ELB_TAG, "1")]),
+    ];
+    let tables = vec![
+        table("rtb-main", &[], true, true),
+        table("rtb-priv", &["subnet-e1"], false, false),
+    ];
+    let zones = vec![
+        AvailabilityZone::new("us-east-1a", "use1-az1", "availability-zone", "us-east-1"),
+        AvailabilityZone::new("us-east-1-bos-1a", "use1-bos1-az1", "local-zone", "us-east-1"),
+    ];
+    let picked = select_subnets(&subnets, &tables, &zones, &c, false);
+    assert_eq!(
+        picked,
+        ["subnet-a3", "subnet-b2", "subnet-c1"]
+            .map(SubnetId::new)
+            .to_vec()
+    );
+    // Internal: private subnets count, the internal role tag wins.
+    let mut internal = subnets;
+    internal.push(subnet("subnet-e0", "us-east-1e", &[]));
+    internal.push(subnet("subnet-a9", "us-east-1a", &[(ROLE_INTERNAL_ELB_TAG, "1")]));
+    let picked = select_subnets(&internal, &tables, &zones, &c, true);
+    assert_eq!(
+        picked,
+        ["subnet-a9", "subnet-b2", "subnet-c1", "subnet-e0"]
+            .map(SubnetId::new)
+            .to_vec()
+    );
+}
+
+#[test]
+fn load_balancer_rules_per_port_and_range_with_mtu() {
+    let rules = load_balancer_ingress("TCP", &[80, 443], &["10.0.0.0/8".into(), "2001:db8::/32".into()]);
+    let got: Vec<(String, i32, i32, String)> = rules
+        .iter()
+        .map(|r| (r.protocol.clone(), r.from_port, r.to_port, r.cidr.clone()))
+        .collect();
+    let want = [
+        ("icmp", 3, 4, "10.0.0.0/8"),
+        ("icmpv6", 2, 0, "2001:db8::/32"),
+        ("tcp", 80, 80, "10.0.0.0/8"),
+        ("tcp", 80, 80, "2001:db8::/32"),
+        ("tcp", 443, 443, "10.0.0.0/8"),
+        ("tcp", 443, 443, "2001:db8::/32"),
+    ]
+    .map(|(p, f, t, c)| (p.to_owned(), f, t, c.to_owned()));
+    assert_eq!(got, want);
+    // Round trip through the EC2 shape.
+    let mut group = SecurityGroup::new(SecurityGroupId::new("sg-1"), "g", None, Tags::new());
+    group.ingress = rules.iter().map(Rule::to_permission).collect();
+    group
+        .ingress
+        .push(IpPermission::all_from_group(SecurityGroupId::new("sg-2")));
+    assert_eq!(observed_rules(&group), rules, "group sources are not CIDR rules");
+    assert!(allows_all_from(&group, &SecurityGroupId::new("sg-2")));
+    assert!(!allows_all_from(&group, &SecurityGroupId::new("sg-3")));
+}
+
+#[test]
+fn instance_group_prefers_the_single_tagged_group() {
+    let c = cluster();
+    let g = |id: &str, t: &[(&str, &str)]| SecurityGroup::new(SecurityGroupId::new(id), id, None, tags(t));
+    let tagged = g("sg-t", &[("kubernetes.io/cluster/c1", "owned")]);
+    let shared_tag = g("sg-s", &[("kubernetes.io/cluster/c1", "shared")]);
+    let untagged = g("sg-u", &[]);
+    let untagged2 = g("sg-u2", &[]);
+    let foreign = g("sg-f", &[("kubernetes.io/cluster/other", "owned")]);
+    let i = InstanceId::new("i-1");
+    assert_eq!(
+        instance_group(&i, &[&tagged, &untagged], &c).unwrap(),
+        Some(SecurityGroupId::new("sg-t"))
+    );
+    assert_eq!(
+        instance_group(&i, &[&untagged, &foreign], &c).unwrap(),
+        Some(SecurityGroupId::new("sg-u"))
+    );
+    assert_eq!(instance_group(&i, &[&foreign], &c).unwrap(), None);
+    let err = instance_group(&i, &[&tagged, &shared_tag], &c)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("multiple cluster-tagged") && err.contains("sg-t") && err.contains("sg-s"),
+        "{err}"
+    );
+    let err = instance_group(&i, &[&untagged, &untagged2], &c)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("multiple untagged"), "{err}");
+}
+
+fn node(name: &str, provider_id: Option<&str>, labels: &[(&str, &str)]) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: provider_id.map(str::to_owned),
+            ..NodeSpec::default()
+        }),
+        status: None,
+    }
+}
+
+#[test]
+fn targets_from_provider_ids_and_labels() {
+    let nodes = [
+        node("a", Some("aws:///us-east-1a/i-aaa"), &[("role", "web")]),
+        node("b", Some("aws:///us-east-1b/i-bbb"), &[("role", "db")]),
+        node(
+            "c",
+            Some("aws:///us-east-1a/fargate-ip-10-0-0-1.ec2.internal"),
+            &[("role", "web")],
+        ),
+        node("d", None, &[("role", "web")]),
+        node("e", Some("aws:///i-eee"), &[]),
+    ];
+    let refs: Vec<&Node> = nodes.iter().collect();
+    assert_eq!(
+        target_instances(&refs, &[]),
+        ["i-aaa", "i-bbb", "i-eee"].map(InstanceId::new).to_vec()
+    );
+    assert_eq!(
+        target_instances(&refs, &[("role".into(), "web".into())]),
+        [InstanceId::new("i-aaa")].to_vec()
+    );
+    assert_eq!(
+        target_instances(&refs, &[("role".into(), String::new())]),
+        ["i-aaa", "i-bbb"].map(InstanceId::new).to_vec()
+    );
+}
+
+#[test]
+fn tags_carry_service_and_ownership_and_additional() {
+    let mut service = k8s_openapi::api::core::v1::Service::default();
+    service.metadata.name = Some("web".into());
+    service.metadata.namespace = Some("prod".into());
+    service.metadata.uid = Some("u-1".into());
+    service.metadata.annotations = Some(
+        [(
+            crate::annotations::Key::AdditionalResourceTags.name().to_owned(),
+            "team=a, kubernetes.io/cluster/c1=shared".to_owned(),
+        )]
+        .into(),
+    );
+    service.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
+        type_: Some("LoadBalancer".into()),
+        ports: Some(vec![k8s_openapi::api::core::v1::ServicePort {
+            port: 80,
+            node_port: Some(30080),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    let spec = crate::parse_service(&service).unwrap();
+    let t = load_balancer_tags(&cluster(), &spec);
+    assert_eq!(
+        t,
+        tags(&[
+            ("kubernetes.io/cluster/c1", "owned"),
+            ("kubernetes.io/service-name", "prod/web"),
+            ("team", "a")
+        ]),
+        "the ownership tag wins over an additional one"
+    );
+}

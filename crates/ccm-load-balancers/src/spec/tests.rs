@@ -1,0 +1,151 @@
+use super::*;
+use crate::classic::tests::service;
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, ServiceStatus};
+
+fn fields(e: &InvalidService) -> Vec<&str> {
+    e.problems.iter().map(|p| p.field.as_str()).collect()
+}
+
+#[test]
+fn an_invalid_service_reports_every_problem_at_once() {
+    let mut svc = service(
+        &[
+            (Key::ConnectionIdleTimeout, "forever"),
+            (Key::HealthcheckPort, "http"),
+            (Key::TargetGroupAttributes, "proxy_protocol_v2.enabled=true"),
+            (Key::AccessLogEnabled, "true"),
+        ],
+        &[(80, 30080), (81, 30081)],
+    );
+    let spec = svc.spec.as_mut().unwrap();
+    spec.session_affinity = Some("ClientIP".into());
+    spec.load_balancer_ip = Some("1.2.3.4".into());
+    spec.load_balancer_source_ranges = Some(vec!["10.0.0.0/8".into(), "bogus".into()]);
+    spec.ports.as_mut().unwrap()[1].protocol = Some("UDP".into());
+    let e = parse_service(&svc).unwrap_err();
+    assert_eq!(
+        fields(&e),
+        [
+            Key::ConnectionIdleTimeout.name(),
+            Key::HealthcheckPort.name(),
+            Key::TargetGroupAttributes.name(),
+            "spec.sessionAffinity",
+            "spec.loadBalancerIP",
+            "spec.ports[1].protocol",
+            "spec.ports",
+            "spec.loadBalancerSourceRanges[1]",
+            Key::AccessLogS3BucketName.name(),
+        ]
+    );
+    let message = e.to_string();
+    assert!(
+        message.starts_with("invalid Service prod/web for a load balancer: "),
+        "{message}"
+    );
+    assert!(
+        message.contains("service.beta.kubernetes.io/aws-load-balancer-connection-idle-timeout=\"forever\": an integer from 1 to 4000"),
+        "{message}"
+    );
+    assert!(message.contains("only supported on NLB"), "{message}");
+}
+
+#[test]
+fn nlb_rejects_classic_only_keys_and_ssl_health_checks() {
+    let svc = service(
+        &[
+            (Key::Type, "nlb"),
+            (Key::ExtraSecurityGroups, "sg-1"),
+            (Key::HealthcheckProtocol, "ssl"),
+            (Key::ProxyProtocol, "*"),
+        ],
+        &[(80, 30080)],
+    );
+    let e = parse_service(&svc).unwrap_err();
+    assert_eq!(
+        fields(&e),
+        [Key::ExtraSecurityGroups.name(), Key::HealthcheckProtocol.name()]
+    );
+}
+
+#[test]
+fn external_types_ignore_everything_but_the_type() {
+    for t in ["nlb-ip", "external"] {
+        let svc = service(
+            &[(Key::Type, t), (Key::ConnectionIdleTimeout, "x")],
+            &[(80, 30080)],
+        );
+        assert_eq!(parse_service(&svc).unwrap().flavour, Flavour::External);
+    }
+}
+
+#[test]
+fn the_flavour_cannot_change_after_creation() {
+    let with_hostname = |annotations: &[(Key, &str)], hostname: &str| {
+        let mut svc = service(annotations, &[(80, 30080)]);
+        svc.status = Some(ServiceStatus {
+            load_balancer: Some(LoadBalancerStatus {
+                ingress: Some(vec![LoadBalancerIngress {
+                    hostname: Some(hostname.into()),
+                    ..Default::default()
+                }]),
+            }),
+            ..Default::default()
+        });
+        parse_service(&svc)
+    };
+    let clb = "a1-123.us-east-1.elb.amazonaws.com";
+    let clb_cn = "a1-123.cn-north-1.elb.amazonaws.com.cn";
+    let nlb = "a1-123.elb.us-east-1.amazonaws.com";
+    assert!(with_hostname(&[], clb).is_ok());
+    assert!(
+        with_hostname(&[], clb_cn).is_ok(),
+        "China hostnames are Classic too"
+    );
+    assert!(with_hostname(&[(Key::Type, "nlb")], nlb).is_ok());
+    let e = with_hostname(&[(Key::Type, "nlb")], clb).unwrap_err();
+    assert_eq!(fields(&e), [Key::Type.name()]);
+    assert!(
+        e.problems[0].accepted.contains("already has a Classic ELB"),
+        "{e}"
+    );
+    let e = with_hostname(&[], nlb).unwrap_err();
+    assert!(e.problems[0].accepted.contains("already has an NLB"), "{e}");
+    assert!(
+        with_hostname(&[], "lb.example.com").is_ok(),
+        "not an ELB hostname: no opinion"
+    );
+}
+
+#[test]
+fn defaults_and_typed_values() {
+    let svc = service(
+        &[
+            (Key::Internal, "0.0.0.0/0"),
+            (Key::SslPorts, "443, HTTPS"),
+            (Key::AdditionalResourceTags, "a=b=c"),
+            (Key::SourceRanges, "10.0.0.0/8"),
+        ],
+        &[(80, 30080), (443, 30443)],
+    );
+    let spec = parse_service(&svc).unwrap();
+    assert!(spec.internal);
+    assert_eq!(spec.idle_timeout, 60);
+    assert_eq!(spec.source_ranges, ["10.0.0.0/8"]);
+    assert_eq!(spec.additional_tags.get("a").map(String::as_str), Some("b=c"));
+    let p = |port, name: &str| PortSpec {
+        name: name.into(),
+        protocol: "TCP".into(),
+        port,
+        node_port: 1,
+    };
+    assert!(spec.is_ssl_port(&p(443, "x")));
+    assert!(
+        spec.is_ssl_port(&p(8443, "https")),
+        "names compare case-insensitively"
+    );
+    assert!(!spec.is_ssl_port(&p(80, "http")));
+    // The field wins over the annotation.
+    let mut svc = svc;
+    svc.spec.as_mut().unwrap().load_balancer_source_ranges = Some(vec!["192.168.0.0/16".into()]);
+    assert_eq!(parse_service(&svc).unwrap().source_ranges, ["192.168.0.0/16"]);
+}
