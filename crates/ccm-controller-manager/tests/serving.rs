@@ -1,0 +1,204 @@
+//! `/healthz` and `/metrics` over HTTPS (self-signed certificate) from a runtime that leads and runs the four
+//! built-in controllers (restricted by label selectors to objects of this test) against the real kube-apiserver.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{sync::Arc, time::Duration};
+
+use ccm_controller_manager::{Options, Runtime};
+use ccm_testing::{TestEnv, provider::FakeProvider, unique_name};
+use prometheus_client::metrics::counter::Counter;
+use tokio::time::Instant;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> (u16, String) {
+    let r = client.get(url).send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn healthz_and_metrics_over_https() {
+    let env = TestEnv::get();
+    let port = free_port();
+    let lease = unique_name("ccm-serving");
+    let selector = format!("ccm-test-runtime={}", unique_name("sel"));
+    let options = Options::try_parse_from([
+        "--cloud-provider=fake".to_owned(),
+        format!("--kubeconfig={}", env.kubeconfig.display()),
+        "--bind-address=127.0.0.1".to_owned(),
+        format!("--secure-port={port}"),
+        format!("--leader-elect-resource-name={lease}"),
+        "--cluster-cidr=10.244.0.0/16".to_owned(),
+        "--route-reconciliation-period=1s".to_owned(),
+        "--controllers=*,probe".to_owned(),
+        "--profiling=false".to_owned(),
+    ])
+    .unwrap();
+    let provider_metric = Counter::<u64>::default();
+    provider_metric.inc_by(7);
+    let mut runtime = Runtime::new(options)
+        .with_selectors(Some(selector.clone()), Some(selector))
+        .with_controller("probe", false, |ctx| async move {
+            ctx.shutdown.cancelled().await;
+            Ok(())
+        });
+    runtime.registry().register(
+        "fake_provider_api_calls",
+        "Calls the fake provider made",
+        provider_metric,
+    );
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(runtime.run_until(Arc::new(FakeProvider::new()), async {
+        let _ = rx.await;
+    }));
+
+    let client = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let base = format!("https://127.0.0.1:{port}");
+
+    // Wait until leading: the controllers' checks appear once they are started.
+    let t0 = Instant::now();
+    let verbose = loop {
+        if let Ok(r) = client.get(format!("{base}/healthz?verbose")).send().await {
+            let body = r.text().await.unwrap();
+            if body.contains("node-route-controller") {
+                break body;
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "controllers not started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for check in [
+        "[+]leaderElection ok",
+        "[+]cloud-node-controller ok",
+        "[+]cloud-node-lifecycle-controller ok",
+        "[+]service-lb-controller ok",
+        "[+]node-route-controller ok",
+        "[+]probe ok",
+    ] {
+        assert!(verbose.contains(check), "{check} missing from {verbose}");
+    }
+    assert_eq!(
+        get(&client, &format!("{base}/healthz")).await,
+        (200, "ok".to_owned())
+    );
+    assert_eq!(
+        get(&client, &format!("{base}/healthz/leaderElection")).await.0,
+        200
+    );
+    assert_eq!(
+        get(&client, &format!("{base}/healthz/service-lb-controller"))
+            .await
+            .0,
+        200
+    );
+    assert_eq!(get(&client, &format!("{base}/healthz/nope")).await.0, 404);
+    assert_eq!(get(&client, &format!("{base}/debug/pprof/")).await.0, 404);
+
+    // The route controller passes every second; wait for one to be counted.
+    let t0 = Instant::now();
+    let metrics = loop {
+        let (status, body) = get(&client, &format!("{base}/metrics")).await;
+        assert_eq!(status, 200);
+        if body.contains("ccm_controller_reconciles_total{controller=\"node-route-controller\"} ")
+            && !body.contains("ccm_controller_reconciles_total{controller=\"node-route-controller\"} 0")
+        {
+            break body;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "no route pass counted:\n{body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    for line in [
+        "running_managed_controllers{name=\"cloud-node\",manager=\"cloud-controller-manager\"} 1",
+        "running_managed_controllers{name=\"cloud-node-lifecycle\",manager=\"cloud-controller-manager\"} 1",
+        "running_managed_controllers{name=\"service\",manager=\"cloud-controller-manager\"} 1",
+        "running_managed_controllers{name=\"route\",manager=\"cloud-controller-manager\"} 1",
+        "running_managed_controllers{name=\"probe\",manager=\"cloud-controller-manager\"} 1",
+        "# TYPE ccm_controller_reconciles counter",
+        "# TYPE ccm_controller_errors counter",
+        "# TYPE ccm_controller_provider_calls counter",
+        "# TYPE ccm_controller_api_writes counter",
+        "ccm_controller_errors_total{controller=\"service-lb-controller\"} 0",
+        "ccm_controller_reconciles_total{controller=\"probe\"} 0",
+        &format!("leader_election_master_status{{name=\"kube-system/{lease}\"}} 1"),
+        "fake_provider_api_calls_total 7",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+    }
+
+    tx.send(()).unwrap();
+    task.await.unwrap().unwrap();
+    // The server stops with the runtime.
+    assert!(client.get(format!("{base}/healthz")).send().await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_from_cert_dir_is_generated_then_reused() {
+    let env = TestEnv::get();
+    let dir = std::env::temp_dir().join(unique_name("ccm-cert-dir"));
+    let run = |port: u16| {
+        let options = Options::try_parse_from([
+            "--cloud-provider=fake".to_owned(),
+            format!("--kubeconfig={}", env.kubeconfig.display()),
+            "--bind-address=127.0.0.1".to_owned(),
+            format!("--secure-port={port}"),
+            format!("--cert-dir={}", dir.display()),
+            "--leader-elect=false".to_owned(),
+            "--controllers=probe".to_owned(),
+        ])
+        .unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let runtime = Runtime::new(options).with_controller("probe", false, |ctx| async move {
+            ctx.shutdown.cancelled().await;
+            Ok(())
+        });
+        let task = tokio::spawn(runtime.run_until(Arc::new(FakeProvider::new()), async {
+            let _ = rx.await;
+        }));
+        (tx, task)
+    };
+    let client = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .build()
+        .unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let port = free_port();
+        let (tx, task) = run(port);
+        let t0 = Instant::now();
+        loop {
+            if let Ok(r) = client
+                .get(format!("https://127.0.0.1:{port}/healthz"))
+                .send()
+                .await
+            {
+                assert_eq!(r.status().as_u16(), 200);
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "not serving");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        seen.push(std::fs::read(dir.join("cloud-controller-manager.crt")).unwrap());
+        tx.send(()).unwrap();
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(
+        seen[0], seen[1],
+        "the certificate written to --cert-dir is reused"
+    );
+    assert!(String::from_utf8_lossy(&seen[0]).starts_with("-----BEGIN CERTIFICATE-----"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
