@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! let routes = AwsRoutes::new(adapter.ec2().clone(), RoutesConfig::new(cluster_tags))
-//!     .with_node_names(node_cache); // instance <-> node name, from the Nodes' provider IDs
+//!     .with_node_names(node_index.clone()); // a NodeIndex fed from the Node watch (provider IDs)
 //! ```
 //!
 //! See `docs/routes.md` for the behaviour, the AWS calls made and the differences from the Go CCM.
@@ -17,5 +17,5 @@ mod names;
 mod routes;
 
 pub use error::RoutesError;
-pub use names::{NoNodeNames, NodeNames};
+pub use names::{NoNodeNames, NodeIndex, NodeNames, instance_of_provider_id};
 pub use routes::{AwsRoutes, RoutesConfig};

@@ -1,4 +1,7 @@
-use std::sync::Arc;
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+};
 
 use ccm_aws_api::InstanceId;
 
@@ -39,6 +42,108 @@ impl NodeNames for NoNodeNames {
     }
 }
 
+/// A [`NodeNames`] kept current by the caller from a Node watch: [`NodeIndex::upsert`] on every added or changed
+/// Node (cheap when nothing changed), [`NodeIndex::remove`] on deletion, [`NodeIndex::replace_all`] after a relist.
+/// Cheap to clone; clones share the index.
+#[derive(Debug, Clone, Default)]
+pub struct NodeIndex(Arc<RwLock<Maps>>);
+
+#[derive(Debug, Default)]
+struct Maps {
+    by_name: HashMap<String, InstanceId>,
+    by_instance: HashMap<InstanceId, String>,
+}
+
+// === impl NodeIndex ===
+
+impl NodeIndex {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records Node `name` with its `spec.providerID` (a Node without an EC2 instance is forgotten).
+    pub fn upsert(&self, name: &str, provider_id: Option<&str>) {
+        let instance = provider_id.and_then(instance_of_provider_id);
+        if self.read().by_name.get(name) == instance.as_ref() {
+            return;
+        }
+        let mut maps = self.write();
+        maps.remove(name);
+        if let Some(instance) = instance {
+            maps.by_instance.insert(instance.clone(), name.to_owned());
+            maps.by_name.insert(name.to_owned(), instance);
+        }
+    }
+
+    /// Forgets Node `name`.
+    pub fn remove(&self, name: &str) {
+        self.write().remove(name);
+    }
+
+    /// Replaces the whole index with `nodes` (name, provider ID).
+    pub fn replace_all<'a>(&self, nodes: impl IntoIterator<Item = (&'a str, Option<&'a str>)>) {
+        let mut fresh = Maps::default();
+        for (name, provider_id) in nodes {
+            if let Some(instance) = provider_id.and_then(instance_of_provider_id) {
+                fresh.by_instance.insert(instance.clone(), name.to_owned());
+                fresh.by_name.insert(name.to_owned(), instance);
+            }
+        }
+        *self.write() = fresh;
+    }
+
+    /// How many Nodes with an EC2 instance are known.
+    pub fn len(&self) -> usize {
+        self.read().by_name.len()
+    }
+
+    /// Whether no Node is known.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Maps> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Maps> {
+        self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Maps {
+    fn remove(&mut self, name: &str) {
+        if let Some(instance) = self.by_name.remove(name)
+            && self.by_instance.get(&instance).is_some_and(|n| n == name)
+        {
+            self.by_instance.remove(&instance);
+        }
+    }
+}
+
+impl NodeNames for NodeIndex {
+    fn node_name(&self, instance: &InstanceId) -> Option<String> {
+        self.read().by_instance.get(instance).cloned()
+    }
+
+    fn instance_id(&self, node_name: &str) -> Option<InstanceId> {
+        self.read().by_name.get(node_name).cloned()
+    }
+}
+
+/// The EC2 instance of an AWS provider ID (`aws:///<zone>/i-...`, `aws:////i-...`, a bare `i-...`); `None` for
+/// Fargate (`fargate-...`), other providers and anything malformed.
+pub fn instance_of_provider_id(provider_id: &str) -> Option<InstanceId> {
+    let rest = match provider_id.split_once("://") {
+        Some(("aws", rest)) => rest,
+        Some(_) => return None,
+        None => provider_id,
+    };
+    let last = rest.rsplit('/').next()?;
+    (last.starts_with("i-") && last.len() > 2).then(|| InstanceId::new(last))
+}
+
 impl<T: NodeNames + ?Sized> NodeNames for Arc<T> {
     fn node_name(&self, instance: &InstanceId) -> Option<String> {
         (**self).node_name(instance)
@@ -46,5 +151,53 @@ impl<T: NodeNames + ?Sized> NodeNames for Arc<T> {
 
     fn instance_id(&self, node_name: &str) -> Option<InstanceId> {
         (**self).instance_id(node_name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_follows_upserts_removals_and_relists() {
+        let index = NodeIndex::new();
+        index.upsert("a", Some("aws:///us-east-1a/i-1"));
+        index.upsert("b", Some("aws:////i-2"));
+        index.upsert("f", Some("aws:///us-east-1a/fargate-ip-10-0-0-1"));
+        index.upsert("x", None);
+        assert_eq!(index.len(), 2);
+        assert_eq!(index.node_name(&"i-1".into()).as_deref(), Some("a"));
+        assert_eq!(index.instance_id("b"), Some("i-2".into()));
+        assert_eq!(index.instance_id("f"), None);
+        // A node moved to another instance; a node gone.
+        index.upsert("a", Some("aws:///us-east-1a/i-3"));
+        assert_eq!(index.node_name(&"i-1".into()), None);
+        assert_eq!(index.node_name(&"i-3".into()).as_deref(), Some("a"));
+        index.remove("b");
+        assert_eq!(index.node_name(&"i-2".into()), None);
+        let clone = index.clone();
+        clone.replace_all([("c", Some("i-4")), ("d", Some("gce://p/z/i-5"))]);
+        assert_eq!(index.len(), 1, "clones share");
+        assert_eq!(index.instance_id("c"), Some("i-4".into()));
+        assert!(index.instance_id("a").is_none());
+    }
+
+    #[test]
+    fn provider_ids() {
+        for (id, want) in [
+            ("aws:///us-east-1a/i-0123", Some("i-0123")),
+            ("aws:////i-0123", Some("i-0123")),
+            ("i-0123", Some("i-0123")),
+            ("aws:///us-east-1a/fargate-ip-10-0-0-1.ec2.internal", None),
+            ("gce://p/z/i-0123", None),
+            ("aws:///us-east-1a/", None),
+            ("", None),
+        ] {
+            assert_eq!(
+                instance_of_provider_id(id).as_ref().map(InstanceId::as_str),
+                want,
+                "{id}"
+            );
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! [`AwsRoutes`]: the Routes capability over the EC2 port.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
+    collections::{BTreeSet, HashMap, HashSet},
     fmt,
     net::IpAddr,
     sync::{Arc, Mutex, MutexGuard},
@@ -189,11 +189,11 @@ where
     pub async fn list(&self, cluster_name: &str) -> Result<Vec<Route>, RoutesError> {
         let tables = self.fetch_tables(cluster_name).await?;
         let per_table: Vec<HashMap<Cidr, &Ec2Route>> = tables.iter().map(routes_by_cidr).collect();
-        let mut cidrs: BTreeMap<Cidr, &str> = BTreeMap::new();
+        let mut cidrs: BTreeSet<Cidr> = BTreeSet::new();
         let mut targets = BTreeSet::new();
         for route in per_table.iter().flat_map(HashMap::values) {
-            if let Some((cidr, spelled)) = destination(route) {
-                cidrs.entry(cidr).or_insert(spelled);
+            if let Some((cidr, _)) = destination(route) {
+                cidrs.insert(cidr);
             }
             if let Existing::Instance(id) = classify(Some(route)) {
                 targets.insert(id.clone());
@@ -202,11 +202,15 @@ where
         let names = self.node_names(&targets).await?;
         let mut out = Vec::new();
         let mut listed = HashMap::new();
-        for (cidr, spelled) in cidrs {
+        for cidr in cidrs {
             let existing: Vec<Existing<'_>> = per_table
                 .iter()
                 .map(|t| classify(t.get(&cidr).copied()))
                 .collect();
+            // Reported in canonical form (RFC 5952 for IPv6), as Kubernetes writes pod CIDRs, since the route
+            // controller compares the strings.
+            let spelled = cidr.to_string();
+            let spelled = spelled.as_str();
             let name = format!("{cluster_name}-{spelled}");
             if let Some(instance) = same_instance(&existing) {
                 if let Some(node) = names.get(instance) {
@@ -684,6 +688,12 @@ impl Cidr {
         let prefix: u8 = prefix.parse().ok()?;
         let max = if ip.is_ipv4() { 32 } else { 128 };
         (prefix <= max).then_some(Self { ip, prefix })
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.ip, self.prefix)
     }
 }
 

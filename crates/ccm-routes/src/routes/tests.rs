@@ -849,3 +849,27 @@ fn cidrs_compare_by_value() {
     assert!(Cidr::parse("::/129").is_none());
     assert!(Cidr::parse("x/1").is_none());
 }
+
+#[tokio::test]
+async fn cidrs_are_reported_in_canonical_form() {
+    let world = World::new(
+        vec![table(
+            "rtb-a",
+            owned(),
+            vec![to("fd00:10:244:3:0:0:0:0/64", "i-1"), to("10.244.3.0/24", "i-1")],
+        )],
+        vec![instance("i-1", "n1", owned())],
+    );
+    let routes = world.routes();
+    let listed = routes.list(CLUSTER).await.unwrap();
+    assert_eq!(
+        summary(&listed),
+        vec![
+            ("10.244.3.0/24".into(), "n1".into(), false),
+            ("fd00:10:244:3::/64".into(), "n1".into(), false),
+        ]
+    );
+    assert_eq!(listed[1].name, "kubernetes-fd00:10:244:3::/64");
+    routes.delete(CLUSTER, &listed[1]).await.unwrap();
+    assert_eq!(world.routes_of("rtb-a"), vec![to("10.244.3.0/24", "i-1")]);
+}
