@@ -21,6 +21,7 @@ const CRATES: &[&str] = &[
     "ccm-ecr-credentials",
     "ccm-aws",
     "ccm-testing",
+    "ccm-controller-manager",
 ];
 /// A declared dependency: (package, dependency, kind, optional); kind is "normal", "dev" or "build".
 type Dep = (String, String, String, bool);
@@ -130,6 +131,20 @@ fn dependency_rules_hold() {
         }
         if pkg == "ccm-controllers" && normal && (dep.starts_with("ccm-aws") || is_aws_sdk(dep)) {
             violation(pkg, dep, "the generic controllers know nothing of AWS");
+        }
+        // The runtime composes the generic controllers for any provider: it reaches the contract and the
+        // controllers only, never AWS (a provider's binary brings its own crates).
+        if pkg == "ccm-controller-manager"
+            && normal
+            && ((dep.starts_with("ccm-")
+                && !["ccm-cloud-provider", "ccm-controllers"].contains(&dep.as_str()))
+                || dep.starts_with("aws-"))
+        {
+            violation(
+                pkg,
+                dep,
+                "the runtime depends on ccm-cloud-provider and ccm-controllers only, nothing AWS",
+            );
         }
         if dep == "ccm-testing" && normal && !["ccm-examples", "ccm-benches"].contains(&pkg.as_str()) {
             violation(
