@@ -160,33 +160,30 @@ impl Elector {
     /// One attempt to take or renew the Lease. `Ok(true)` when this candidate holds it afterwards.
     pub(crate) async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
         let now = self.now();
-        let current = match self.api.get_opt(&self.cfg.name).await? {
-            None => {
-                let lease = Lease {
-                    metadata: ObjectMeta {
-                        name: Some(self.cfg.name.clone()),
-                        namespace: Some(self.cfg.namespace.clone()),
-                        ..ObjectMeta::default()
-                    },
-                    spec: Some(LeaseSpec {
-                        holder_identity: Some(self.cfg.identity.clone()),
-                        lease_duration_seconds: Some(self.lease_seconds()),
-                        acquire_time: Some(now.clone()),
-                        renew_time: Some(now),
-                        lease_transitions: Some(0),
-                        ..LeaseSpec::default()
-                    }),
-                };
-                return match self.api.create(&PostParams::default(), &lease).await {
-                    Ok(created) => {
-                        self.observe(created);
-                        Ok(true)
-                    }
-                    Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(false),
-                    Err(e) => Err(e),
-                };
-            }
-            Some(lease) => lease,
+        let Some(current) = self.api.get_opt(&self.cfg.name).await? else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.cfg.name.clone()),
+                    namespace: Some(self.cfg.namespace.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.cfg.identity.clone()),
+                    lease_duration_seconds: Some(self.lease_seconds()),
+                    acquire_time: Some(now.clone()),
+                    renew_time: Some(now),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(created) => {
+                    self.observe(created);
+                    Ok(true)
+                }
+                Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(false),
+                Err(e) => Err(e),
+            };
         };
         self.observe(current.clone());
         if self.foreign_expiry().is_some() {

@@ -31,6 +31,8 @@ pub(crate) fn parse_go_bool(s: &str) -> Result<bool, String> {
 /// assert_eq!(cli.manager.v, 2);
 /// ```
 #[derive(Debug, Clone, clap::Args)]
+// As Go's pflag: a repeated scalar flag keeps its last value (lists append).
+#[command(args_override_self = true)]
 pub struct Options {
     /// The provider of cloud services; must be the name of the provider this binary is built with.
     #[arg(long, default_value = "", value_name = "NAME", help_heading = "Generic")]

@@ -105,6 +105,16 @@ fn go_flag_syntax() {
     assert_eq!(o.controllers, ["*", "-route", "cloud-node"]);
     assert_eq!(o.kube_api_qps, 50.5);
     assert_eq!(parse(&["-v=3"]).v, 3);
+    // As Go: the last value of a repeated flag wins; list flags append.
+    let o = parse(&[
+        "--v=2",
+        "--v=5",
+        "--leader-elect=false",
+        "--leader-elect=true",
+        "--cloud-provider=x",
+        "--cloud-provider=aws",
+    ]);
+    assert_eq!((o.v, o.leader_elect, o.cloud_provider.as_str()), (5, true, "aws"));
     assert_eq!(parse(&["--v=2"]).v, 2);
     // Go's boolean flags take their value only after '='.
     assert!(Options::try_parse_from(["--leader-elect", "false"]).is_err());
@@ -377,6 +387,19 @@ fn flattens_next_to_provider_flags() {
     ])
     .unwrap();
     assert_eq!(cli.manager.controllers, ["*", "tagging"]);
+    // The override setting reaches the binary's command through the flatten.
+    let again = Cli::try_parse_from([
+        "ccm",
+        "--cloud-provider=a",
+        "--cloud-provider=aws",
+        "--v=1",
+        "--v=2",
+    ])
+    .unwrap();
+    assert_eq!(
+        (again.manager.cloud_provider.as_str(), again.manager.v),
+        ("aws", 2)
+    );
     assert_eq!(cli.tags, ["Team=infra", "Env=prod"]);
     assert_eq!(cli.resources, ["instance"]);
     assert_eq!(cli.tagging_controller_concurrent_node_syncs, 3);
