@@ -199,6 +199,14 @@ impl Runtime {
         let config = client::root_config(&o.kubeconfig, &o.master).await?;
         let limiter = Bucket::new(o.kube_api_qps, o.kube_api_burst);
         let root = client::build(config.clone(), limiter.clone(), None, "cloud-controller-manager")?;
+        // Leader election has a client of its own without the rate limiter, so that lease renewals never queue
+        // behind a burst of controller writes (upstream's election client has its own limiter too).
+        let election = client::build(
+            config.clone(),
+            None,
+            None,
+            "cloud-controller-manager/leader-election",
+        )?;
 
         let cancel = CancellationToken::new();
         let _cancel_on_drop = cancel.clone().drop_guard();
@@ -259,6 +267,7 @@ impl Runtime {
 
         let ctx = Ctx {
             root,
+            election,
             config,
             limiter,
             health,
@@ -341,7 +350,7 @@ impl Runtime {
         let identity = crate::leader::identity();
         let main_cfg = self.lease_config(&o.leader_elect_resource_name, &identity);
         let main_name = format!("{}/{}", main_cfg.namespace, main_cfg.name);
-        let mut main = Elector::new(ctx.root.clone(), main_cfg, self.clock.clone(), status);
+        let mut main = Elector::new(ctx.election.clone(), main_cfg, self.clock.clone(), status);
         if !main.acquire(&ctx.cancel).await {
             return Ok(());
         }
@@ -412,7 +421,7 @@ impl Runtime {
     ) -> Result<(), Error> {
         let cfg = self.lease_config(&m.leader_name, identity);
         let name = format!("{}/{}", cfg.namespace, cfg.name);
-        let mut elector = Elector::new(ctx.root.clone(), cfg, self.clock.clone(), status);
+        let mut elector = Elector::new(ctx.election.clone(), cfg, self.clock.clone(), status);
         let acquire_cancel = ctx.cancel.child_token();
         let acquiring = {
             let acquire_cancel = acquire_cancel.clone();
@@ -697,6 +706,7 @@ impl Runtime {
 /// What the runtime shares between its steps.
 struct Ctx {
     root: Client,
+    election: Client,
     config: kube::Config,
     limiter: Option<Arc<Bucket>>,
     health: Health,
