@@ -1,0 +1,787 @@
+//! `AwsLoadBalancers` through the real adapter against moto: a Service's Classic ELB created, steady (0 mutating
+//! calls), its nodes changed (only register/deregister), its ports and annotations changed, deleted (the owned
+//! group goes, a `shared`-tagged and an untagged group stay); and crash injection: a run that stops before its
+//! k-th mutating call, for every k, is completed by the next run into exactly one load balancer and one group.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use aws_sdk_ec2::types::{Filter as SdkFilter, InstanceType, ResourceType, Tag, TagSpecification};
+use ccm_aws_api::{
+    AwsError, Ec2, Elb, ErrorKind, Filter, InstanceId, Result, RouteTableId, SecurityGroupId, SubnetId, Tags,
+    VpcId,
+    ec2::{
+        AvailabilityZone, Instance, InstanceTopology, IpPermission, NetworkInterface, NewSecurityGroup,
+        RouteTable, SecurityGroup, Subnet,
+    },
+    elb::{
+        ClassicAttributes, ClassicHealthCheck, ClassicListener, ClassicLoadBalancer, ClassicPolicy,
+        NewClassicLoadBalancer,
+    },
+};
+use ccm_aws_sdk::{Adapter, AdapterOptions, CallMetrics, RateLimits, RetryPolicy};
+use ccm_cloud_provider::LoadBalancer;
+use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
+use ccm_tagging::ClusterTags;
+use ccm_testing::{TestEnv, unique_name};
+use k8s_openapi::{
+    api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec},
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
+
+/// Mutating calls so far (every operation that is not a `Describe*`).
+fn mutations(metrics: &CallMetrics) -> u64 {
+    metrics
+        .snapshot()
+        .iter()
+        .filter(|(k, _)| !k.operation.starts_with("Describe"))
+        .map(|(_, s)| s.attempts)
+        .sum()
+}
+
+fn mutation_counts(metrics: &CallMetrics) -> BTreeMap<&'static str, u64> {
+    let mut out = BTreeMap::new();
+    for (k, s) in metrics.snapshot() {
+        if !k.operation.starts_with("Describe") {
+            *out.entry(k.operation).or_default() += s.attempts;
+        }
+    }
+    out
+}
+
+fn diff(
+    after: &BTreeMap<&'static str, u64>,
+    before: &BTreeMap<&'static str, u64>,
+) -> BTreeMap<&'static str, u64> {
+    after
+        .iter()
+        .map(|(k, v)| (*k, v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, v)| *v > 0)
+        .collect()
+}
+
+fn uid() -> String {
+    // A random UUID from the kernel: load balancer names must be unique across runs against one moto.
+    std::fs::read_to_string("/proc/sys/kernel/random/uuid")
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+fn service(uid: &str, ports: &[(i32, i32)], annotations: &[(Key, &str)]) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: Some("web".into()),
+            namespace: Some("moto".into()),
+            uid: Some(uid.to_owned()),
+            annotations: Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| (k.name().to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|(port, node_port)| ServicePort {
+                        port: *port,
+                        node_port: Some(*node_port),
+                        protocol: Some("TCP".into()),
+                        ..ServicePort::default()
+                    })
+                    .collect(),
+            ),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn node(instance: &str) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(instance.to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: Some(format!("aws:///us-east-1a/{instance}")),
+            ..NodeSpec::default()
+        }),
+        status: None,
+    }
+}
+
+struct World {
+    adapter: Adapter,
+    raw: aws_sdk_ec2::Client,
+    config: LoadBalancerConfig,
+    vpc: String,
+    subnets: Vec<String>,
+    node_group: String,
+    instances: Vec<String>,
+}
+
+async fn world(cidr_second_octet: u8) -> World {
+    let env = TestEnv::get();
+    let sdk = env.aws_config().await;
+    let adapter = Adapter::new(
+        &sdk,
+        AdapterOptions::default()
+            .with_rate_limits(RateLimits::unlimited())
+            .with_retry(RetryPolicy {
+                max_attempts: 1,
+                base_delay: Duration::from_millis(5),
+                throttle_base_delay: Duration::from_millis(5),
+                max_delay: Duration::from_millis(5),
+            }),
+    );
+    let raw = aws_sdk_ec2::Client::new(&sdk);
+    let cluster_id = unique_name("lb");
+    let cluster = ClusterTags::new(&cluster_id, false).unwrap();
+    let tag = |k: &str, v: &str| Tag::builder().key(k).value(v).build();
+
+    let vpc = raw
+        .create_vpc()
+        .cidr_block(format!("10.{cidr_second_octet}.0.0/16"))
+        .send()
+        .await
+        .unwrap();
+    let vpc = vpc.vpc().unwrap().vpc_id().unwrap().to_owned();
+    let igw = raw.create_internet_gateway().send().await.unwrap();
+    let igw = igw
+        .internet_gateway()
+        .unwrap()
+        .internet_gateway_id()
+        .unwrap()
+        .to_owned();
+    raw.attach_internet_gateway()
+        .internet_gateway_id(&igw)
+        .vpc_id(&vpc)
+        .send()
+        .await
+        .unwrap();
+    let table = raw.create_route_table().vpc_id(&vpc).send().await.unwrap();
+    let table = table.route_table().unwrap().route_table_id().unwrap().to_owned();
+    raw.create_route()
+        .route_table_id(&table)
+        .destination_cidr_block("0.0.0.0/0")
+        .gateway_id(&igw)
+        .send()
+        .await
+        .unwrap();
+    let mut subnets = Vec::new();
+    for (i, zone) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
+        let s = raw
+            .create_subnet()
+            .vpc_id(&vpc)
+            .cidr_block(format!("10.{cidr_second_octet}.{}.0/24", i + 1))
+            .availability_zone(*zone)
+            .tag_specifications(
+                TagSpecification::builder()
+                    .resource_type(ResourceType::Subnet)
+                    .tags(tag(&cluster.key(), "shared"))
+                    .tags(tag("kubernetes.io/role/elb", "1"))
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let id = s.subnet().unwrap().subnet_id().unwrap().to_owned();
+        raw.associate_route_table()
+            .route_table_id(&table)
+            .subnet_id(&id)
+            .send()
+            .await
+            .unwrap();
+        subnets.push(id);
+    }
+    let node_group = raw
+        .create_security_group()
+        .group_name(unique_name("nodes"))
+        .description("nodes")
+        .vpc_id(&vpc)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::SecurityGroup)
+                .tags(tag(&cluster.key(), "owned"))
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .group_id()
+        .unwrap()
+        .to_owned();
+    let run = raw
+        .run_instances()
+        .image_id("ami-12c6146b")
+        .instance_type(InstanceType::M5Large)
+        .min_count(3)
+        .max_count(3)
+        .subnet_id(&subnets[0])
+        .security_group_ids(&node_group)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Instance)
+                .tags(tag(&cluster.key(), "owned"))
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut instances: Vec<String> = run
+        .instances()
+        .iter()
+        .map(|i| i.instance_id().unwrap().to_owned())
+        .collect();
+    instances.sort();
+    World {
+        config: LoadBalancerConfig::new(cluster, VpcId::new(&vpc)),
+        adapter,
+        raw,
+        vpc,
+        subnets,
+        node_group,
+        instances,
+    }
+}
+
+impl World {
+    async fn groups_named(&self, name: &str) -> Vec<SecurityGroup> {
+        self.adapter
+            .ec2()
+            .security_groups(&[
+                Filter::new("group-name", [name]),
+                Filter::new("vpc-id", [self.vpc.as_str()]),
+            ])
+            .await
+            .unwrap()
+    }
+
+    async fn group_exists(&self, id: &str) -> bool {
+        !self
+            .adapter
+            .ec2()
+            .security_groups(&[Filter::new("group-id", [id])])
+            .await
+            .unwrap()
+            .is_empty()
+    }
+
+    async fn node_group_sources(&self) -> Vec<String> {
+        let g = self
+            .raw
+            .describe_security_groups()
+            .filters(
+                SdkFilter::builder()
+                    .name("group-id")
+                    .values(&self.node_group)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        g.security_groups()[0]
+            .ip_permissions()
+            .iter()
+            .flat_map(|p| {
+                p.user_id_group_pairs()
+                    .iter()
+                    .filter_map(|u| u.group_id().map(str::to_owned))
+            })
+            .collect()
+    }
+
+    async fn plain_group(&self, tags: &[(&str, &str)]) -> String {
+        let mut spec = TagSpecification::builder().resource_type(ResourceType::SecurityGroup);
+        for (k, v) in tags {
+            spec = spec.tags(Tag::builder().key(*k).value(*v).build());
+        }
+        let mut req = self
+            .raw
+            .create_security_group()
+            .group_name(unique_name("keep"))
+            .description("not the controller's")
+            .vpc_id(&self.vpc);
+        if !tags.is_empty() {
+            req = req.tag_specifications(spec.build());
+        }
+        req.send().await.unwrap().group_id().unwrap().to_owned()
+    }
+}
+
+#[tokio::test]
+async fn classic_elb_lifecycle_against_moto() {
+    let w = world(91).await;
+    let lbs = AwsLoadBalancers::new(w.adapter.ec2().clone(), w.adapter.elb().clone(), w.config.clone());
+    let metrics = w.adapter.metrics().clone();
+    let uid = uid();
+    let svc = service(&uid, &[(80, 30080)], &[]);
+    let name = lbs.load_balancer_name("kubernetes", &svc);
+    let nodes: Vec<Node> = w.instances.iter().map(|i| node(i)).collect();
+    let first_two: Vec<&Node> = nodes[..2].iter().collect();
+
+    // Create.
+    let before = mutation_counts(&metrics);
+    let calls_before = metrics.total_attempts();
+    let status = lbs
+        .ensure_load_balancer("kubernetes", &svc, &first_two)
+        .await
+        .unwrap();
+    let created = diff(&mutation_counts(&metrics), &before);
+    eprintln!(
+        "create: {} calls, mutating {created:?}",
+        metrics.total_attempts() - calls_before
+    );
+    let hostname = status.ingress.unwrap()[0].hostname.clone().unwrap();
+    assert!(hostname.ends_with(".elb.amazonaws.com"), "{hostname}");
+    let lb = w.adapter.elb().load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!(lb.dns_name, hostname);
+    assert_eq!(lb.listeners.len(), 1);
+    assert_eq!(
+        (
+            lb.listeners[0].protocol.as_str(),
+            lb.listeners[0].load_balancer_port,
+            lb.listeners[0].instance_port
+        ),
+        ("TCP", 80, 30080)
+    );
+    assert_eq!(lb.health_check.as_ref().unwrap().target, "TCP:30080");
+    let mut registered: Vec<String> = lb.instances.iter().map(ToString::to_string).collect();
+    registered.sort();
+    assert_eq!(registered, w.instances[..2]);
+    let mut subnets: Vec<String> = lb.subnets.iter().map(ToString::to_string).collect();
+    subnets.sort();
+    let mut want_subnets = w.subnets.clone();
+    want_subnets.sort();
+    assert_eq!(subnets, want_subnets, "one discovered subnet per zone");
+    let groups = w.groups_named(&format!("k8s-elb-{name}")).await;
+    assert_eq!(groups.len(), 1);
+    let managed = groups[0].id.to_string();
+    assert_eq!(lb.security_groups, [SecurityGroupId::new(&managed)]);
+    assert!(w.config.cluster.is_owned(&groups[0].tags));
+    assert_eq!(
+        groups[0]
+            .tags
+            .get("kubernetes.io/service-name")
+            .map(String::as_str),
+        Some("moto/web")
+    );
+    let lb_tags = w.adapter.elb().tags(&name).await.unwrap();
+    assert_eq!(
+        lb_tags.get(&w.config.cluster.key()).map(String::as_str),
+        Some("owned")
+    );
+    assert!(
+        groups[0].ingress.iter().any(|p| p.protocol == "tcp"
+            && p.from_port == Some(80)
+            && p.ip_ranges.iter().any(|r| r.cidr == "0.0.0.0/0")),
+        "{:?}",
+        groups[0].ingress
+    );
+    assert_eq!(
+        w.node_group_sources().await,
+        std::slice::from_ref(&managed),
+        "the nodes' group allows the ELB's group"
+    );
+    assert_eq!(created.get("CreateLoadBalancer"), Some(&1));
+    assert_eq!(created.get("CreateSecurityGroup"), Some(&1));
+
+    // Steady: no mutating call.
+    let before = mutations(&metrics);
+    let calls_before = metrics.total_attempts();
+    lbs.ensure_load_balancer("kubernetes", &svc, &first_two)
+        .await
+        .unwrap();
+    assert_eq!(mutations(&metrics) - before, 0, "{:?}", mutation_counts(&metrics));
+    eprintln!(
+        "steady ensure: {} calls, 0 mutating",
+        metrics.total_attempts() - calls_before
+    );
+
+    // Nodes change: only register and deregister.
+    let last_two: Vec<&Node> = nodes[1..].iter().collect();
+    let before = mutation_counts(&metrics);
+    let calls_before = metrics.total_attempts();
+    lbs.update_load_balancer("kubernetes", &svc, &last_two)
+        .await
+        .unwrap();
+    assert_eq!(
+        diff(&mutation_counts(&metrics), &before),
+        BTreeMap::from([
+            ("DeregisterInstancesFromLoadBalancer", 1),
+            ("RegisterInstancesWithLoadBalancer", 1)
+        ])
+    );
+    eprintln!(
+        "node change update: {} calls",
+        metrics.total_attempts() - calls_before
+    );
+    let lb = w.adapter.elb().load_balancer(&name).await.unwrap().unwrap();
+    let mut registered: Vec<String> = lb.instances.iter().map(ToString::to_string).collect();
+    registered.sort();
+    assert_eq!(registered, w.instances[1..]);
+    let before = mutations(&metrics);
+    lbs.ensure_load_balancer("kubernetes", &svc, &last_two)
+        .await
+        .unwrap();
+    assert_eq!(
+        mutations(&metrics) - before,
+        0,
+        "the full ensure agrees with the update"
+    );
+
+    // Ports and annotations change: converges, then steady again.
+    let changed = service(
+        &uid,
+        &[(8080, 30081)],
+        &[
+            (Key::ConnectionIdleTimeout, "120"),
+            (Key::CrossZoneLoadBalancingEnabled, "true"),
+        ],
+    );
+    let before = mutation_counts(&metrics);
+    lbs.ensure_load_balancer("kubernetes", &changed, &last_two)
+        .await
+        .unwrap();
+    eprintln!(
+        "port+annotation change: {:?}",
+        diff(&mutation_counts(&metrics), &before)
+    );
+    let lb = w.adapter.elb().load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!(
+        lb.listeners
+            .iter()
+            .map(|l| (l.load_balancer_port, l.instance_port))
+            .collect::<Vec<_>>(),
+        [(8080, 30081)]
+    );
+    assert_eq!(lb.health_check.as_ref().unwrap().target, "TCP:30081");
+    let attributes = w.adapter.elb().attributes(&name).await.unwrap();
+    assert_eq!(
+        (attributes.idle_timeout, attributes.cross_zone),
+        (Some(120), true)
+    );
+    let before = mutations(&metrics);
+    lbs.ensure_load_balancer("kubernetes", &changed, &last_two)
+        .await
+        .unwrap();
+    assert_eq!(mutations(&metrics) - before, 0);
+
+    // Someone attaches a shared-tagged and an untagged group: deletion leaves them alone.
+    let shared = w.plain_group(&[(&w.config.cluster.key(), "shared")]).await;
+    let untagged = w.plain_group(&[]).await;
+    w.adapter
+        .elb()
+        .apply_security_groups(
+            &name,
+            &[
+                SecurityGroupId::new(&managed),
+                SecurityGroupId::new(&shared),
+                SecurityGroupId::new(&untagged),
+            ],
+        )
+        .await
+        .unwrap();
+    let before = mutation_counts(&metrics);
+    lbs.ensure_load_balancer_deleted("kubernetes", &changed)
+        .await
+        .unwrap();
+    eprintln!("delete: {:?}", diff(&mutation_counts(&metrics), &before));
+    assert!(w.adapter.elb().load_balancer(&name).await.unwrap().is_none());
+    assert!(!w.group_exists(&managed).await, "the owned group is deleted");
+    assert!(w.group_exists(&shared).await, "a shared-tagged group stays");
+    assert!(w.group_exists(&untagged).await, "an untagged group stays");
+    assert!(
+        w.node_group_sources().await.is_empty(),
+        "the nodes' rule is revoked"
+    );
+    assert_eq!(lbs.get_load_balancer("kubernetes", &changed).await.unwrap(), None);
+    let before = mutations(&metrics);
+    lbs.ensure_load_balancer_deleted("kubernetes", &changed)
+        .await
+        .unwrap();
+    assert_eq!(mutations(&metrics) - before, 0, "deleting again is a no-op");
+}
+
+/// A port wrapper that refuses its `fail_at`-th mutating call (as if the process died just before it).
+#[derive(Clone)]
+struct Faulty<T> {
+    inner: T,
+    count: Arc<AtomicUsize>,
+    fail_at: usize,
+}
+
+impl<T> Faulty<T> {
+    fn tick(&self, op: &'static str) -> Result<()> {
+        let n = self.count.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == self.fail_at {
+            Err(AwsError::new(ErrorKind::Transient, "fault", op).with_message("injected crash"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl<T: Ec2 + Sync> Ec2 for Faulty<T> {
+    async fn instances_by_id(&self, ids: &[InstanceId]) -> Result<Vec<Instance>> {
+        self.inner.instances_by_id(ids).await
+    }
+    async fn instances(&self, filters: &[Filter]) -> Result<Vec<Instance>> {
+        self.inner.instances(filters).await
+    }
+    async fn network_interfaces(&self, filters: &[Filter]) -> Result<Vec<NetworkInterface>> {
+        self.inner.network_interfaces(filters).await
+    }
+    async fn availability_zones(&self) -> Result<Vec<AvailabilityZone>> {
+        self.inner.availability_zones().await
+    }
+    async fn instance_topology(&self, ids: &[InstanceId]) -> Result<Vec<InstanceTopology>> {
+        self.inner.instance_topology(ids).await
+    }
+    async fn set_source_dest_check(&self, instance: &InstanceId, enabled: bool) -> Result<()> {
+        self.tick("ModifyInstanceAttribute")?;
+        self.inner.set_source_dest_check(instance, enabled).await
+    }
+    async fn security_groups(&self, filters: &[Filter]) -> Result<Vec<SecurityGroup>> {
+        self.inner.security_groups(filters).await
+    }
+    async fn create_security_group(&self, group: &NewSecurityGroup) -> Result<SecurityGroupId> {
+        self.tick("CreateSecurityGroup")?;
+        self.inner.create_security_group(group).await
+    }
+    async fn delete_security_group(&self, group: &SecurityGroupId) -> Result<()> {
+        self.tick("DeleteSecurityGroup")?;
+        self.inner.delete_security_group(group).await
+    }
+    async fn authorize_ingress(&self, group: &SecurityGroupId, permissions: &[IpPermission]) -> Result<()> {
+        self.tick("AuthorizeSecurityGroupIngress")?;
+        self.inner.authorize_ingress(group, permissions).await
+    }
+    async fn revoke_ingress(&self, group: &SecurityGroupId, permissions: &[IpPermission]) -> Result<()> {
+        self.tick("RevokeSecurityGroupIngress")?;
+        self.inner.revoke_ingress(group, permissions).await
+    }
+    async fn subnets(&self, filters: &[Filter]) -> Result<Vec<Subnet>> {
+        self.inner.subnets(filters).await
+    }
+    async fn route_tables(&self, filters: &[Filter]) -> Result<Vec<RouteTable>> {
+        self.inner.route_tables(filters).await
+    }
+    async fn create_route(&self, table: &RouteTableId, cidr: &str, instance: &InstanceId) -> Result<()> {
+        self.tick("CreateRoute")?;
+        self.inner.create_route(table, cidr, instance).await
+    }
+    async fn replace_route(&self, table: &RouteTableId, cidr: &str, instance: &InstanceId) -> Result<()> {
+        self.tick("ReplaceRoute")?;
+        self.inner.replace_route(table, cidr, instance).await
+    }
+    async fn delete_route(&self, table: &RouteTableId, cidr: &str) -> Result<()> {
+        self.tick("DeleteRoute")?;
+        self.inner.delete_route(table, cidr).await
+    }
+    async fn create_tags(&self, resources: &[String], tags: &Tags) -> Result<()> {
+        self.tick("CreateTags")?;
+        self.inner.create_tags(resources, tags).await
+    }
+    async fn delete_tags(&self, resources: &[String], tags: &BTreeMap<String, Option<String>>) -> Result<()> {
+        self.tick("DeleteTags")?;
+        self.inner.delete_tags(resources, tags).await
+    }
+}
+
+impl<T: Elb + Sync> Elb for Faulty<T> {
+    async fn load_balancer(&self, name: &str) -> Result<Option<ClassicLoadBalancer>> {
+        self.inner.load_balancer(name).await
+    }
+    async fn create_load_balancer(&self, lb: &NewClassicLoadBalancer) -> Result<String> {
+        self.tick("CreateLoadBalancer")?;
+        self.inner.create_load_balancer(lb).await
+    }
+    async fn delete_load_balancer(&self, name: &str) -> Result<()> {
+        self.tick("DeleteLoadBalancer")?;
+        self.inner.delete_load_balancer(name).await
+    }
+    async fn create_listeners(&self, name: &str, listeners: &[ClassicListener]) -> Result<()> {
+        self.tick("CreateLoadBalancerListeners")?;
+        self.inner.create_listeners(name, listeners).await
+    }
+    async fn delete_listeners(&self, name: &str, ports: &[i32]) -> Result<()> {
+        self.tick("DeleteLoadBalancerListeners")?;
+        self.inner.delete_listeners(name, ports).await
+    }
+    async fn configure_health_check(&self, name: &str, health_check: &ClassicHealthCheck) -> Result<()> {
+        self.tick("ConfigureHealthCheck")?;
+        self.inner.configure_health_check(name, health_check).await
+    }
+    async fn register_instances(&self, name: &str, instances: &[InstanceId]) -> Result<()> {
+        self.tick("RegisterInstancesWithLoadBalancer")?;
+        self.inner.register_instances(name, instances).await
+    }
+    async fn deregister_instances(&self, name: &str, instances: &[InstanceId]) -> Result<()> {
+        self.tick("DeregisterInstancesFromLoadBalancer")?;
+        self.inner.deregister_instances(name, instances).await
+    }
+    async fn attributes(&self, name: &str) -> Result<ClassicAttributes> {
+        self.inner.attributes(name).await
+    }
+    async fn modify_attributes(&self, name: &str, attributes: &ClassicAttributes) -> Result<()> {
+        self.tick("ModifyLoadBalancerAttributes")?;
+        self.inner.modify_attributes(name, attributes).await
+    }
+    async fn apply_security_groups(&self, name: &str, groups: &[SecurityGroupId]) -> Result<()> {
+        self.tick("ApplySecurityGroupsToLoadBalancer")?;
+        self.inner.apply_security_groups(name, groups).await
+    }
+    async fn attach_subnets(&self, name: &str, subnets: &[SubnetId]) -> Result<()> {
+        self.tick("AttachLoadBalancerToSubnets")?;
+        self.inner.attach_subnets(name, subnets).await
+    }
+    async fn detach_subnets(&self, name: &str, subnets: &[SubnetId]) -> Result<()> {
+        self.tick("DetachLoadBalancerFromSubnets")?;
+        self.inner.detach_subnets(name, subnets).await
+    }
+    async fn tags(&self, name: &str) -> Result<Tags> {
+        self.inner.tags(name).await
+    }
+    async fn add_tags(&self, name: &str, tags: &Tags) -> Result<()> {
+        self.tick("AddTags")?;
+        self.inner.add_tags(name, tags).await
+    }
+    async fn policies(&self, name: &str, policy_names: &[String]) -> Result<Vec<ClassicPolicy>> {
+        self.inner.policies(name, policy_names).await
+    }
+    async fn create_policy(&self, name: &str, policy: &ClassicPolicy) -> Result<()> {
+        self.tick("CreateLoadBalancerPolicy")?;
+        self.inner.create_policy(name, policy).await
+    }
+    async fn set_listener_policies(&self, name: &str, port: i32, policy_names: &[String]) -> Result<()> {
+        self.tick("SetLoadBalancerPoliciesOfListener")?;
+        self.inner.set_listener_policies(name, port, policy_names).await
+    }
+    async fn set_backend_policies(
+        &self,
+        name: &str,
+        instance_port: i32,
+        policy_names: &[String],
+    ) -> Result<()> {
+        self.tick("SetLoadBalancerPoliciesForBackendServer")?;
+        self.inner
+            .set_backend_policies(name, instance_port, policy_names)
+            .await
+    }
+}
+
+#[tokio::test]
+async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
+    let w = world(92).await;
+    let metrics = w.adapter.metrics().clone();
+    let nodes: Vec<Node> = w.instances.iter().map(|i| node(i)).collect();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    // Proxy protocol adds policy calls, so that every kind of creation step gets a crash in front of it.
+    let annotations = [(Key::ProxyProtocol, "*"), (Key::ConnectionIdleTimeout, "90")];
+    let healthy = AwsLoadBalancers::new(w.adapter.ec2().clone(), w.adapter.elb().clone(), w.config.clone());
+    let mut crashed_creations = 0;
+    for k in 1.. {
+        let svc = service(&uid(), &[(443, 30443)], &annotations);
+        let name = healthy.load_balancer_name("kubernetes", &svc);
+        let count = Arc::new(AtomicUsize::new(0));
+        let faulty = AwsLoadBalancers::new(
+            Faulty {
+                inner: w.adapter.ec2().clone(),
+                count: count.clone(),
+                fail_at: k,
+            },
+            Faulty {
+                inner: w.adapter.elb().clone(),
+                count: count.clone(),
+                fail_at: k,
+            },
+            w.config.clone(),
+        );
+        let crashed = faulty.ensure_load_balancer("kubernetes", &svc, &refs).await;
+        let done = crashed.is_ok();
+        if !done {
+            crashed_creations += 1;
+            assert!(crashed.unwrap_err().to_string().contains("injected crash"));
+        }
+        // The next run converges: one load balancer, one group, and then nothing left to do.
+        healthy
+            .ensure_load_balancer("kubernetes", &svc, &refs)
+            .await
+            .unwrap();
+        assert!(w.adapter.elb().load_balancer(&name).await.unwrap().is_some());
+        let tagged = w
+            .adapter
+            .ec2()
+            .security_groups(&[
+                Filter::new("vpc-id", [w.vpc.as_str()]),
+                Filter::tag("kubernetes.io/service-name", ["moto/web"]),
+            ])
+            .await
+            .unwrap();
+        let ours: Vec<&SecurityGroup> = tagged.iter().filter(|g| g.name.contains(&name)).collect();
+        assert_eq!(ours.len(), 1, "crash before mutation {k}: {tagged:?}");
+        let lb = w.adapter.elb().load_balancer(&name).await.unwrap().unwrap();
+        assert_eq!(lb.security_groups, [ours[0].id.clone()]);
+        assert_eq!(lb.instances.len(), 3, "crash before mutation {k}");
+        assert_eq!(
+            lb.backend_policies.len(),
+            1,
+            "crash before mutation {k}: {:?}",
+            lb.backend_policies
+        );
+        let before = mutations(&metrics);
+        healthy
+            .ensure_load_balancer("kubernetes", &svc, &refs)
+            .await
+            .unwrap();
+        assert_eq!(
+            mutations(&metrics) - before,
+            0,
+            "crash before mutation {k}: not converged"
+        );
+
+        // Deletion crashes at the same point, and the next deletion completes it.
+        let count = Arc::new(AtomicUsize::new(0));
+        let faulty = AwsLoadBalancers::new(
+            Faulty {
+                inner: w.adapter.ec2().clone(),
+                count: count.clone(),
+                fail_at: k,
+            },
+            Faulty {
+                inner: w.adapter.elb().clone(),
+                count,
+                fail_at: k,
+            },
+            w.config.clone(),
+        );
+        let _ = faulty.ensure_load_balancer_deleted("kubernetes", &svc).await;
+        healthy
+            .ensure_load_balancer_deleted("kubernetes", &svc)
+            .await
+            .unwrap();
+        assert!(w.adapter.elb().load_balancer(&name).await.unwrap().is_none());
+        assert!(
+            w.groups_named(&format!("k8s-elb-{name}")).await.is_empty(),
+            "crash in deletion at {k}"
+        );
+        if done {
+            break;
+        }
+    }
+    eprintln!("creation crashed and recovered before each of its {crashed_creations} mutating calls");
+    assert!(crashed_creations >= 6, "{crashed_creations}");
+}
