@@ -47,8 +47,12 @@ pub use metrics::TaggingMetrics;
 use crate::Tags;
 use queue::Queue;
 
-/// Nodes a worker takes at once with batching: their `CreateTags` calls coalesce into one request.
-pub const MAX_BATCH: usize = 100;
+/// Nodes a worker takes at once with batching: their `CreateTags` calls coalesce into one request (the adapter
+/// sends up to 1,000 resources per call).
+pub const MAX_BATCH: usize = 500;
+
+/// Label patches in flight at once per controller, so a large batch does not open hundreds of API connections.
+const MAX_CONCURRENT_LABELS: usize = 32;
 
 /// Failures after which a work item is dropped (upstream `maxRequeuingCount`).
 const MAX_RETRIES: u32 = 9;
@@ -165,6 +169,7 @@ struct Core<E, L> {
     /// Names seen since the watch (re)started listing; `None` outside a relist.
     relisting: Mutex<Option<HashSet<String>>>,
     queue: Arc<Queue<Item>>,
+    label_permits: tokio::sync::Semaphore,
     metrics: TaggingMetrics,
     clock: Clock,
 }
@@ -312,6 +317,7 @@ where
             nodes: Mutex::new(HashMap::new()),
             relisting: Mutex::new(None),
             queue: Queue::new(config.rate_limit, config.burst_limit),
+            label_permits: tokio::sync::Semaphore::new(MAX_CONCURRENT_LABELS),
             metrics,
             clock,
         }
@@ -486,7 +492,12 @@ where
                 source,
             });
         }
-        match self.labels.set_label(&item.node, &self.checksum).await {
+        let labelled = {
+            // Never closed, so acquiring only waits.
+            let _permit = self.label_permits.acquire().await.ok();
+            self.labels.set_label(&item.node, &self.checksum).await
+        };
+        match labelled {
             Ok(true) => {}
             Ok(false) => return Ok(Outcome::Gone),
             Err(message) => {

@@ -54,12 +54,20 @@ fn aws_node(n: usize) -> Node {
     )
 }
 
-/// Labels recorded in memory; nodes named `missing*` do not exist, `broken*` fail.
+/// Labels recorded in memory; nodes named `missing*` do not exist, `broken*` fail. Tracks patches in flight.
 #[derive(Default, Clone)]
-struct FakeLabels(Arc<Mutex<BTreeMap<String, String>>>);
+struct FakeLabels(
+    Arc<Mutex<BTreeMap<String, String>>>,
+    Arc<AtomicUsize>,
+    Arc<AtomicUsize>,
+);
 
 impl LabelNodes for FakeLabels {
     async fn set_label(&self, node: &str, value: &str) -> Result<bool, String> {
+        let now = self.1.fetch_add(1, Ordering::SeqCst) + 1;
+        self.2.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        self.1.fetch_sub(1, Ordering::SeqCst);
         if node.starts_with("missing") {
             return Ok(false);
         }
@@ -301,7 +309,7 @@ async fn only_nodes_needing_tags_are_queued() {
     assert_eq!(core.queue.len(), 2, "node-1 and the stale label");
 }
 
-async fn tag_wave(batching: bool) -> (TagCalls, FakeLabels, Arc<Core<MockEc2, FakeLabels>>) {
+async fn tag_wave(batching: bool, nodes: usize) -> (TagCalls, FakeLabels, Arc<Core<MockEc2, FakeLabels>>) {
     let calls = TagCalls::default();
     let labels = FakeLabels::default();
     let core = core(
@@ -310,7 +318,7 @@ async fn tag_wave(batching: bool) -> (TagCalls, FakeLabels, Arc<Core<MockEc2, Fa
         batching,
     );
     core.observe(watcher::Event::Init);
-    for n in 0..50 {
+    for n in 0..nodes {
         core.observe(watcher::Event::InitApply(aws_node(n)));
     }
     core.observe(watcher::Event::InitDone);
@@ -318,7 +326,10 @@ async fn tag_wave(batching: bool) -> (TagCalls, FakeLabels, Arc<Core<MockEc2, Fa
         let core = core.clone();
         tokio::spawn(async move { core.work().await })
     };
-    until("50 nodes tagged", || core.metrics.count("tag", "done") == 50).await;
+    until("the wave tagged", || {
+        core.metrics.count("tag", "done") == nodes as u64
+    })
+    .await;
     core.queue.shut_down();
     worker.await.unwrap();
     (calls, labels, core)
@@ -326,7 +337,7 @@ async fn tag_wave(batching: bool) -> (TagCalls, FakeLabels, Arc<Core<MockEc2, Fa
 
 #[tokio::test(start_paused = true)]
 async fn with_batching_one_worker_hands_the_whole_wave_to_ec2_at_once() {
-    let (calls, labels, core) = tag_wave(true).await;
+    let (calls, labels, core) = tag_wave(true, 50).await;
     assert_eq!(calls.calls.load(Ordering::SeqCst), 50);
     assert_eq!(
         calls.max_in_flight.load(Ordering::SeqCst),
@@ -348,8 +359,16 @@ async fn with_batching_one_worker_hands_the_whole_wave_to_ec2_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn without_batching_one_worker_tags_one_node_at_a_time() {
-    let (calls, _, _) = tag_wave(false).await;
+    let (calls, _, _) = tag_wave(false, 50).await;
     assert_eq!(calls.max_in_flight.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_large_wave_goes_to_ec2_in_batches_of_500_with_few_label_patches_at_once() {
+    let (calls, labels, _) = tag_wave(true, 1200).await;
+    assert_eq!(calls.calls.load(Ordering::SeqCst), 1200);
+    assert_eq!(calls.max_in_flight.load(Ordering::SeqCst), MAX_BATCH);
+    assert_eq!(labels.2.load(Ordering::SeqCst), MAX_CONCURRENT_LABELS);
 }
 
 async fn run_one(core: &Arc<Core<MockEc2, FakeLabels>>, done: impl Fn(&TaggingMetrics) -> bool) {
