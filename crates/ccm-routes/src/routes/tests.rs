@@ -873,3 +873,59 @@ async fn cidrs_are_reported_in_canonical_form() {
     routes.delete(CLUSTER, &listed[1]).await.unwrap();
     assert_eq!(world.routes_of("rtb-a"), vec![to("10.244.3.0/24", "i-1")]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_nodes_cost_one_describe_of_each_kind() {
+    let n = 1000;
+    let cidr = |i: usize| format!("10.{}.{}.0/24", 100 + i / 256, i % 256);
+    let instances: Vec<Instance> = (0..n)
+        .map(|i| instance(&format!("i-{i}"), &format!("ip-{i}.ec2.internal"), owned()))
+        .collect();
+    let routes_a: Vec<Ec2Route> = (0..n).map(|i| to(&cidr(i), &format!("i-{i}"))).collect();
+    // Table B lacks the last 100 routes.
+    let routes_b: Vec<Ec2Route> = routes_a[..n - 100].to_vec();
+    let world = World::new(
+        vec![
+            table("rtb-a", owned(), routes_a),
+            table("rtb-b", owned(), routes_b),
+        ],
+        instances,
+    );
+    let routes = Arc::new(world.routes());
+    let listed = routes.list(CLUSTER).await.unwrap();
+    assert_eq!(listed.len(), n - 100);
+    assert_eq!(world.count("route_tables"), 1);
+    assert_eq!(
+        world.count("instances_by_id"),
+        1,
+        "one batched lookup for 1,000 targets"
+    );
+    world.clear();
+    routes.list(CLUSTER).await.unwrap();
+    assert_eq!(world.calls().len(), 1, "steady: DescribeRouteTables only");
+
+    // The route controller then creates the 100 missing routes concurrently: no table reads, 100 creates.
+    world.clear();
+    let creates = (n - 100..n).map(|i| {
+        let routes = routes.clone();
+        let r = route(&format!("i-{i}"), &cidr(i));
+        tokio::spawn(async move { routes.create(CLUSTER, &r).await })
+    });
+    for c in futures_join(creates).await {
+        c.unwrap().unwrap();
+    }
+    assert_eq!(world.count("route_tables"), 0);
+    assert_eq!(world.count("create_route"), 100);
+    assert_eq!(world.count("set_source_dest_check"), 100);
+    assert_eq!(routes.list(CLUSTER).await.unwrap().len(), n);
+}
+
+async fn futures_join<T>(
+    handles: impl Iterator<Item = tokio::task::JoinHandle<T>>,
+) -> Vec<Result<T, tokio::task::JoinError>> {
+    let mut out = Vec::new();
+    for h in handles.collect::<Vec<_>>() {
+        out.push(h.await);
+    }
+    out
+}
