@@ -15,7 +15,7 @@ use hyper::{
     body::{Bytes, Incoming},
     header::CONTENT_TYPE,
 };
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use prometheus_client::{
     collector::Collector,
     encoding::{DescriptorEncoder, EncodeMetric},
@@ -31,6 +31,10 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
+
+/// Longest TLS handshake, and longest wait for a request's headers: the port is unauthenticated, so slow
+/// clients must not hold connections open.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 type Check = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
@@ -287,10 +291,14 @@ pub(crate) async fn serve(
         let state = state.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            let tls = match acceptor.accept(stream).await {
-                Ok(tls) => tls,
-                Err(e) => {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
                     return;
                 }
             };
@@ -298,7 +306,11 @@ pub(crate) async fn serve(
                 let state = state.clone();
                 async move { Ok::<_, Infallible>(handle(&state, &req)) }
             });
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HANDSHAKE_TIMEOUT);
             let conn = builder.serve_connection(TokioIo::new(tls), service);
             tokio::select! {
                 () = shutdown.cancelled() => {}

@@ -35,8 +35,10 @@ use crate::{
 /// A boxed error from a provider controller.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// How long stopping controllers may take before the leases are released anyway.
+/// How long stopping controllers may take on graceful shutdown before the leases are released anyway.
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long they may take once leadership is lost: another process may already lead, so they are aborted soon.
+const LOST_STOP_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What a provider controller gets when it is started.
 #[derive(Clone)]
@@ -343,7 +345,7 @@ impl Runtime {
                 .collect();
             self.start(&provider, ctx, &mut running, &all).await?;
             let result = self.wait(ctx, &mut running, &[]).await;
-            self.stop(ctx, &mut running).await;
+            self.stop(ctx, &mut running, STOP_TIMEOUT).await;
             return result;
         }
 
@@ -351,6 +353,7 @@ impl Runtime {
         let main_cfg = self.lease_config(&o.leader_elect_resource_name, &identity);
         let main_name = format!("{}/{}", main_cfg.namespace, main_cfg.name);
         let mut main = Elector::new(ctx.election.clone(), main_cfg, self.clock.clone(), status);
+        ctx.metrics.set_leader(&main_name, false);
         if !main.acquire(&ctx.cancel).await {
             return Ok(());
         }
@@ -387,7 +390,13 @@ impl Runtime {
         if result.is_ok() {
             result = self.wait(ctx, &mut running, &held).await;
         }
-        self.stop(ctx, &mut running).await;
+        let lost = matches!(result, Err(Error::LeaderElectionLost { .. }));
+        self.stop(
+            ctx,
+            &mut running,
+            if lost { LOST_STOP_TIMEOUT } else { STOP_TIMEOUT },
+        )
+        .await;
         for h in &held {
             h.stop.cancel();
         }
@@ -684,7 +693,7 @@ impl Runtime {
         }
     }
 
-    async fn stop(&self, ctx: &Ctx, running: &mut Running) {
+    async fn stop(&self, ctx: &Ctx, running: &mut Running, timeout: Duration) {
         running.stop.cancel();
         let all = async {
             while let Some(joined) = running.set.join_next().await {
@@ -693,8 +702,8 @@ impl Runtime {
                 }
             }
         };
-        if tokio::time::timeout(STOP_TIMEOUT, all).await.is_err() {
-            tracing::warn!("controllers did not stop within {STOP_TIMEOUT:?}; abandoning them");
+        if tokio::time::timeout(timeout, all).await.is_err() {
+            tracing::warn!("controllers did not stop within {timeout:?}; aborting them");
             running.set.abort_all();
         }
         for label in running.labels.values() {
