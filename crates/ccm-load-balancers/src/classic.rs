@@ -310,6 +310,20 @@ pub struct Observed {
     pub managed_group: Option<SecurityGroup>,
     /// The nodes' groups (`None`: node rules not managed or not observed).
     pub node_groups: Option<NodeGroups>,
+    /// The target instances that exist (not terminated); `None` when not read (no filtering then).
+    pub existing_instances: Option<BTreeSet<String>>,
+    /// The managed group left behind when the Service switched to given groups: owned by this cluster, it is
+    /// detached, its rules on other groups revoked, and deleted.
+    pub orphaned_group: Option<OrphanedGroup>,
+}
+
+/// A managed group no longer wanted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrphanedGroup {
+    /// The group.
+    pub id: SecurityGroupId,
+    /// Groups allowing all traffic from it.
+    pub referenced_by: Vec<SecurityGroupId>,
 }
 
 /// What [`observe`] reads.
@@ -799,7 +813,17 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
 
     // 5. Instances: register first, then deregister.
     let current: BTreeSet<&str> = lb.instances.iter().map(InstanceId::as_str).collect();
-    let wanted: BTreeSet<&str> = desired.instances.iter().map(String::as_str).collect();
+    let wanted: BTreeSet<&str> = desired
+        .instances
+        .iter()
+        .filter(|i| {
+            observed
+                .existing_instances
+                .as_ref()
+                .is_none_or(|e| e.contains(*i))
+        })
+        .map(String::as_str)
+        .collect();
     let register: Vec<String> = wanted.difference(&current).map(|s| (*s).to_owned()).collect();
     let deregister: Vec<String> = current.difference(&wanted).map(|s| (*s).to_owned()).collect();
     if !register.is_empty() {
@@ -829,6 +853,24 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
                 });
             }
         }
+    }
+
+    // 7. A managed group replaced by given groups: its rules on other groups, then the group itself.
+    if let Some(orphan) = &observed.orphaned_group
+        && desired.managed_group.is_none()
+        && !desired
+            .security_groups
+            .contains(&GroupRef::Id(orphan.id.to_string()))
+    {
+        for group in &orphan.referenced_by {
+            changes.push(Change::RevokeNodeAccess {
+                group: group.to_string(),
+                from: GroupRef::Id(orphan.id.to_string()),
+            });
+        }
+        changes.push(Change::DeleteSecurityGroup {
+            group: orphan.id.to_string(),
+        });
     }
     changes
 }
@@ -864,12 +906,16 @@ async fn observe_node_groups<E: Ec2>(
     config: &LoadBalancerConfig,
     instances: &[String],
     source: Option<(&SecurityGroupId, bool)>,
-) -> Result<NodeGroups, Error> {
+) -> Result<(NodeGroups, BTreeSet<String>), Error> {
     let context = "reading the nodes' security groups";
     let mut out = NodeGroups::default();
+    let mut existing = BTreeSet::new();
     if !instances.is_empty() {
         let ids: Vec<InstanceId> = instances.iter().map(|s| InstanceId::new(s.clone())).collect();
-        let found = ec2.instances_by_id(&ids).await.map_err(Error::aws(context))?;
+        let mut found = ec2.instances_by_id(&ids).await.map_err(Error::aws(context))?;
+        // Terminated instances cannot be registered (nor do their groups matter).
+        found.retain(|i| !matches!(i.state, ccm_aws_api::ec2::InstanceState::Terminated));
+        existing.extend(found.iter().map(|i| i.id.to_string()));
         let group_ids: BTreeSet<&str> = found
             .iter()
             .flat_map(|i| i.security_groups.iter().map(SecurityGroupId::as_str))
@@ -905,7 +951,7 @@ async fn observe_node_groups<E: Ec2>(
             }
         }
     }
-    Ok(out)
+    Ok((out, existing))
 }
 
 /// Reads what [`plan`] needs (no mutation). Errors when the managed group found by name belongs to another
@@ -932,6 +978,23 @@ pub async fn observe<E: Ec2, L: Elb>(
                 .cluster
                 .missing_ownership_tags(group.id.as_str(), &group.tags)?;
         }
+    } else if scope == Scope::Full
+        && let Some(group) =
+            find_managed_group(ec2, config, &shared::security_group_name(&desired.name)).await?
+        && config.cluster.is_owned(&group.tags)
+    {
+        let referencing = ec2
+            .security_groups(&[Filter::new("ip-permission.group-id", [group.id.as_str()])])
+            .await
+            .map_err(Error::aws(context))?;
+        observed.orphaned_group = Some(OrphanedGroup {
+            referenced_by: referencing
+                .iter()
+                .filter(|g| g.id != group.id && shared::allows_all_from(g, &group.id))
+                .map(|g| g.id.clone())
+                .collect(),
+            id: group.id,
+        });
     }
     if scope == Scope::Full && observed.load_balancer.is_some() {
         observed.tags = elb.tags(&desired.name).await.map_err(Error::aws(context))?;
@@ -960,15 +1023,15 @@ pub async fn observe<E: Ec2, L: Elb>(
             Some(GroupRef::Id(id)) => Some((SecurityGroupId::new(id.clone()), false)),
             None => None,
         };
-        observed.node_groups = Some(
-            observe_node_groups(
-                ec2,
-                config,
-                &desired.instances,
-                source.as_ref().map(|(id, managed)| (id, *managed)),
-            )
-            .await?,
-        );
+        let (groups, existing) = observe_node_groups(
+            ec2,
+            config,
+            &desired.instances,
+            source.as_ref().map(|(id, managed)| (id, *managed)),
+        )
+        .await?;
+        observed.node_groups = Some(groups);
+        observed.existing_instances = Some(existing);
     }
     Ok(observed)
 }

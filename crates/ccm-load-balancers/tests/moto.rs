@@ -785,3 +785,50 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
     eprintln!("creation crashed and recovered before each of its {crashed_creations} mutating calls");
     assert!(crashed_creations >= 6, "{crashed_creations}");
 }
+
+#[tokio::test]
+async fn switching_to_given_groups_retires_the_managed_group() {
+    let w = world(93).await;
+    let lbs = AwsLoadBalancers::new(w.adapter.ec2().clone(), w.adapter.elb().clone(), w.config.clone());
+    let metrics = w.adapter.metrics().clone();
+    let nodes: Vec<Node> = w.instances.iter().map(|i| node(i)).collect();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let uid = uid();
+    let svc = service(&uid, &[(80, 30080)], &[]);
+    let name = lbs.load_balancer_name("kubernetes", &svc);
+    lbs.ensure_load_balancer("kubernetes", &svc, &refs).await.unwrap();
+    let managed = w.groups_named(&format!("k8s-elb-{name}")).await[0].id.to_string();
+    assert_eq!(w.node_group_sources().await, std::slice::from_ref(&managed));
+
+    let mine = w.plain_group(&[]).await;
+    let byo = service(&uid, &[(80, 30080)], &[(Key::SecurityGroups, &mine)]);
+    let before = mutation_counts(&metrics);
+    lbs.ensure_load_balancer("kubernetes", &byo, &refs).await.unwrap();
+    eprintln!(
+        "switch to given groups: {:?}",
+        diff(&mutation_counts(&metrics), &before)
+    );
+    let lb = w.adapter.elb().load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!(lb.security_groups, [SecurityGroupId::new(&mine)]);
+    assert!(
+        !w.group_exists(&managed).await,
+        "the managed group is deleted, not leaked"
+    );
+    assert_eq!(
+        w.node_group_sources().await,
+        std::slice::from_ref(&mine),
+        "rules now from the given group"
+    );
+    let before = mutations(&metrics);
+    lbs.ensure_load_balancer("kubernetes", &byo, &refs).await.unwrap();
+    assert_eq!(mutations(&metrics) - before, 0);
+
+    lbs.ensure_load_balancer_deleted("kubernetes", &byo)
+        .await
+        .unwrap();
+    assert!(w.adapter.elb().load_balancer(&name).await.unwrap().is_none());
+    assert!(
+        w.group_exists(&mine).await,
+        "a group given by annotation is never deleted"
+    );
+}

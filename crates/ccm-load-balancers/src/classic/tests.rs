@@ -156,6 +156,8 @@ fn converged(desired: &Desired) -> Observed {
             with_rule: [SecurityGroupId::new("sg-node")].into(),
             revocable: [SecurityGroupId::new("sg-node")].into(),
         }),
+        existing_instances: Some(desired.instances.iter().cloned().collect()),
+        orphaned_group: None,
     }
 }
 
@@ -273,7 +275,8 @@ fn a_steady_service_plans_nothing() {
 #[test]
 fn node_set_changes_only_register_and_deregister() {
     let before = desired_for(&[], &[(80, 30080)], &["i-1", "i-2"]);
-    let observed = converged(&before);
+    let mut observed = converged(&before);
+    observed.existing_instances = None;
     let after = desired_for(&[], &[(80, 30080)], &["i-2", "i-3"]);
     assert_eq!(
         plan(&after, &observed),
@@ -754,4 +757,41 @@ async fn observe_refuses_a_group_of_another_cluster() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("another cluster"), "{e}");
+}
+
+#[test]
+fn terminated_or_unknown_instances_are_not_registered() {
+    let desired = desired_for(&[], &[(80, 30080)], &["i-1", "i-2", "i-gone"]);
+    let mut observed = converged(&desired_for(&[], &[(80, 30080)], &["i-1"]));
+    observed.existing_instances = Some(["i-1".to_owned(), "i-2".to_owned()].into());
+    assert_eq!(
+        plan(&desired, &observed),
+        vec![Change::RegisterInstances {
+            instances: vec!["i-2".into()]
+        }]
+    );
+}
+
+#[test]
+fn switching_to_given_groups_retires_the_managed_group() {
+    let managed = desired_for(&[], &[(80, 30080)], &[]);
+    let mut observed = converged(&managed);
+    observed.managed_group = None;
+    observed.orphaned_group = Some(OrphanedGroup {
+        id: SecurityGroupId::new("sg-lb"),
+        referenced_by: vec![SecurityGroupId::new("sg-node")],
+    });
+    observed.node_groups = None;
+    let byo = desired_for(&[(Key::SecurityGroups, "sg-mine")], &[(80, 30080)], &[]);
+    assert_eq!(
+        serde_json::to_value(plan(&byo, &observed)).unwrap(),
+        json!([
+            {"change": "apply_security_groups", "groups": [{"Id": "sg-mine"}]},
+            {"change": "revoke_node_access", "group": "sg-node", "from": {"Id": "sg-lb"}},
+            {"change": "delete_security_group", "group": "sg-lb"}
+        ])
+    );
+    // Named explicitly by the annotation: kept.
+    let named = desired_for(&[(Key::SecurityGroups, "sg-lb")], &[(80, 30080)], &[]);
+    assert_eq!(plan(&named, &observed), vec![]);
 }

@@ -142,3 +142,78 @@ async fn ensure_of_a_steady_service_only_reads() {
         );
     }
 }
+
+#[tokio::test]
+async fn plan_for_prints_the_plan_of_a_manifest_and_writes_nothing() {
+    let mut ec2 = MockEc2::new();
+    let mut elb = MockElb::new();
+    ec2.expect_availability_zones()
+        .returning(|| Box::pin(async { Ok(vec![]) }));
+    ec2.expect_subnets().returning(|_| {
+        let s = Subnet::new(
+            SubnetId::new("subnet-a"),
+            VpcId::new("vpc-1"),
+            "us-east-1a",
+            Tags::new(),
+        );
+        Box::pin(async move { Ok(vec![s]) })
+    });
+    ec2.expect_route_tables().returning(|_| {
+        let mut t = RouteTable::new(
+            ccm_aws_api::RouteTableId::new("rtb-1"),
+            VpcId::new("vpc-1"),
+            vec![ccm_aws_api::ec2::Route::to_gateway("0.0.0.0/0", "igw-1")],
+            Tags::new(),
+        );
+        t.associations = vec![ccm_aws_api::ec2::RouteTableAssociation::new(None, true)];
+        Box::pin(async move { Ok(vec![t]) })
+    });
+    ec2.expect_security_groups()
+        .returning(|_| Box::pin(async { Ok(vec![]) }));
+    elb.expect_load_balancer()
+        .returning(|_| Box::pin(async { Ok(None) }));
+    let mut c = config();
+    c.manage_node_security_groups = false;
+    let lbs = AwsLoadBalancers::new(ec2, elb, c);
+    let manifest = serde_json::to_string(&service(&[(Key::ProxyProtocol, "*")], &[(80, 30080)])).unwrap();
+    let nodes = [node("i-1")];
+    let dry = plan_for(&lbs, &manifest, &nodes).await.unwrap();
+    let printed = dry.to_string();
+    let lines: Vec<&str> = printed.lines().collect();
+    assert_eq!(
+        lines[0],
+        "Service prod/web -> Classic ELB a0f1e2d3c4b5a69788796a5b4c3d2e1f"
+    );
+    let kinds: Vec<&str> = dry
+        .changes
+        .iter()
+        .map(|c| match c {
+            Change::CreateSecurityGroup { .. } => "sg",
+            Change::AuthorizeIngress { .. } => "ingress",
+            Change::CreateLoadBalancer { .. } => "lb",
+            Change::ConfigureHealthCheck { .. } => "hc",
+            Change::CreatePolicy { .. } => "policy",
+            Change::SetBackendPolicies { .. } => "backend",
+            Change::RegisterInstances { .. } => "register",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["sg", "ingress", "lb", "hc", "policy", "backend", "register"]
+    );
+    assert!(
+        lines[3].starts_with("  3. {\"change\":\"create_load_balancer\""),
+        "{printed}"
+    );
+    assert_eq!(lines.len(), 8);
+    // The JSON form carries the desired model too.
+    let json = serde_json::to_value(&dry).unwrap();
+    assert_eq!(json["desired"]["subnets"], serde_json::json!(["subnet-a"]));
+
+    let e = plan_for(&lbs, "{not json", &nodes).await.unwrap_err();
+    assert!(
+        e.to_string().starts_with("the manifest is not a JSON Service"),
+        "{e}"
+    );
+}
