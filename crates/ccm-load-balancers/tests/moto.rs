@@ -405,10 +405,9 @@ async fn classic_elb_lifecycle_against_moto() {
         .await
         .unwrap();
     assert_eq!(mutations(&metrics) - before, 0, "{:?}", mutation_counts(&metrics));
-    eprintln!(
-        "steady ensure: {} calls, 0 mutating",
-        metrics.total_attempts() - calls_before
-    );
+    let steady_calls = metrics.total_attempts() - calls_before;
+    eprintln!("steady ensure: {steady_calls} calls, 0 mutating");
+    assert_eq!(steady_calls, 9, "{:?}", metrics.snapshot());
 
     // Nodes change: only register and deregister.
     let last_two: Vec<&Node> = nodes[1..].iter().collect();
@@ -424,10 +423,9 @@ async fn classic_elb_lifecycle_against_moto() {
             ("RegisterInstancesWithLoadBalancer", 1)
         ])
     );
-    eprintln!(
-        "node change update: {} calls",
-        metrics.total_attempts() - calls_before
-    );
+    let update_calls = metrics.total_attempts() - calls_before;
+    eprintln!("node change update: {update_calls} calls");
+    assert_eq!(update_calls, 7);
     let lb = w.adapter.elb().load_balancer(&name).await.unwrap().unwrap();
     let mut registered: Vec<String> = lb.instances.iter().map(ToString::to_string).collect();
     registered.sort();
@@ -495,10 +493,15 @@ async fn classic_elb_lifecycle_against_moto() {
         .await
         .unwrap();
     let before = mutation_counts(&metrics);
+    let calls_before = metrics.total_attempts();
     lbs.ensure_load_balancer_deleted("kubernetes", &changed)
         .await
         .unwrap();
-    eprintln!("delete: {:?}", diff(&mutation_counts(&metrics), &before));
+    eprintln!(
+        "delete: {} calls, mutating {:?}",
+        metrics.total_attempts() - calls_before,
+        diff(&mutation_counts(&metrics), &before)
+    );
     assert!(w.adapter.elb().load_balancer(&name).await.unwrap().is_none());
     assert!(!w.group_exists(&managed).await, "the owned group is deleted");
     assert!(w.group_exists(&shared).await, "a shared-tagged group stays");
