@@ -30,7 +30,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use crate::Error;
+use crate::{Error, auth::Denied};
 
 /// Longest TLS handshake, and longest wait for a request's headers: the port is unauthenticated, so slow
 /// clients must not hold connections open.
@@ -171,6 +171,7 @@ impl Collector for ControllerCounters {
 pub(crate) struct State {
     pub(crate) health: Health,
     pub(crate) registry: Arc<Registry>,
+    pub(crate) auth: crate::auth::Auth,
 }
 
 /// TLS settings from the flags.
@@ -302,9 +303,33 @@ pub(crate) async fn serve(
                     return;
                 }
             };
-            let service = hyper::service::service_fn(move |req| {
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(handle(&state, &req)) }
+                async move {
+                    let authorization = req
+                        .headers()
+                        .get(hyper::header::AUTHORIZATION)
+                        .and_then(|v| v.to_str().ok());
+                    let checked = state
+                        .auth
+                        .check(req.uri().path(), req.method().as_str(), authorization)
+                        .await;
+                    let response = match checked {
+                        Ok(()) => handle(&state, &req),
+                        Err(Denied::Unauthenticated) => {
+                            text(StatusCode::UNAUTHORIZED, "Unauthorized\n".to_owned())
+                        }
+                        Err(Denied::Forbidden(why)) => text(StatusCode::FORBIDDEN, format!("{why}\n")),
+                        Err(Denied::Failed(why)) => {
+                            tracing::warn!(error = %why, "request authorization failed");
+                            text(
+                                StatusCode::INTERNAL_SERVER_ERROR,
+                                "Internal Server Error: authorization failed\n".to_owned(),
+                            )
+                        }
+                    };
+                    Ok::<_, Infallible>(response)
+                }
             });
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             builder

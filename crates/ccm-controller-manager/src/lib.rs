@@ -22,6 +22,7 @@
 //! build clap, rustls and prometheus-client. May depend on `ccm-cloud-provider`, `ccm-controllers`, `kube`,
 //! `k8s-openapi` and plumbing crates; never on anything AWS.
 
+mod auth;
 mod client;
 mod controllers;
 mod duration;

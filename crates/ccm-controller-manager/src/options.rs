@@ -200,6 +200,11 @@ pub struct Options {
     )]
     pub tls_min_version: String,
 
+    /// Paths served without authentication and authorization (exact, or a prefix when ending in `*`). Other
+    /// paths (/metrics) need a token allowed the path by a SubjectAccessReview.
+    #[arg(long, default_value = "/healthz,/readyz,/livez", value_delimiter = ',', action = ArgAction::Append, value_name = "PATHS", help_heading = "Secure serving")]
+    pub authorization_always_allow_paths: Vec<String>,
+
     /// Log verbosity: 0-1 info, 2-3 debug, 4 and more trace (this crate's and the providers' own modules).
     #[arg(
         short = 'v',
@@ -313,7 +318,6 @@ compat_flags! {
         requestheader_group_headers = "requestheader-group-headers",
         requestheader_extra_headers_prefix = "requestheader-extra-headers-prefix",
         requestheader_uid_headers = "requestheader-uid-headers",
-        authorization_always_allow_paths = "authorization-always-allow-paths",
         feature_gates = "feature-gates",
         webhooks = "webhooks",
         webhook_tls_cipher_suites = "webhook-tls-cipher-suites",

@@ -263,6 +263,17 @@ impl Runtime {
             let state = http::State {
                 health: health.clone(),
                 registry,
+                // Reviews have a client and limiter of their own (upstream's 20/30): a flood of requests to the
+                // port can neither starve the controllers nor flood the apiserver.
+                auth: crate::auth::Auth::new(
+                    client::build(
+                        config.clone(),
+                        Bucket::new(20.0, 30),
+                        None,
+                        "cloud-controller-manager/delegated-auth",
+                    )?,
+                    o.authorization_always_allow_paths.clone(),
+                ),
             };
             tokio::spawn(http::serve(listener, tls, state, server_stop.clone()));
         }

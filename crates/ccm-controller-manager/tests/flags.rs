@@ -74,6 +74,10 @@ fn defaults_are_upstreams() {
     assert_eq!(o.cert_dir, "");
     assert_eq!(o.tls_cert_file, "");
     assert_eq!(o.v, 0);
+    assert_eq!(
+        o.authorization_always_allow_paths,
+        ["/healthz", "/readyz", "/livez"]
+    );
     assert_eq!(o.logging_format, "text");
     assert_eq!(o.kube_api_qps, 100.0);
     assert_eq!(o.kube_api_burst, 3000);
@@ -332,7 +336,12 @@ fn compatibility_flags_are_accepted_and_reported() {
     ]);
     o.validate().unwrap();
     let ignored = o.ignored_flags();
-    assert_eq!(ignored.len(), 18, "{ignored:#?}");
+    assert_eq!(ignored.len(), 17, "{ignored:#?}");
+    assert_eq!(
+        o.authorization_always_allow_paths,
+        ["/healthz", "/readyz", "/livez", "/metrics"],
+        "implemented"
+    );
     assert!(ignored.contains(&"--profiling=false".to_owned()));
     assert!(ignored.contains(&"--contention-profiling=true".to_owned()));
     assert!(ignored.contains(&"--authorization-kubeconfig=/etc/kubernetes/ccm.conf".to_owned()));

@@ -50,6 +50,8 @@ async fn controllers_without_their_capability_are_skipped() {
         format!("--secure-port={port}"),
         "--leader-elect=false".to_owned(),
         "--cluster-cidr=10.244.0.0/16".to_owned(),
+        // Metrics without a token, for this test.
+        "--authorization-always-allow-paths=/healthz,/metrics".to_owned(),
     ])
     .unwrap();
     let provider = FakeProvider::new().without_load_balancers().without_routes();

@@ -18,9 +18,99 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The test kubeconfig's bearer token (a `system:masters` user).
+fn admin_token() -> String {
+    let text = std::fs::read_to_string(&TestEnv::get().kubeconfig).unwrap();
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("token:"))
+        .expect("the test kubeconfig has a token")
+        .trim()
+        .to_owned()
+}
+
 async fn get(client: &reqwest::Client, url: &str) -> (u16, String) {
     let r = client.get(url).send().await.unwrap();
     (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// Tokens of two new service accounts in `default`: the first bound to a ClusterRole allowing GET /metrics.
+async fn metrics_reader_tokens() -> (String, String) {
+    use k8s_openapi::api::{
+        authentication::v1::{TokenRequest, TokenRequestSpec},
+        core::v1::ServiceAccount,
+        rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject},
+    };
+    use kube::{
+        Api,
+        api::{ObjectMeta, PostParams},
+    };
+    let client = TestEnv::get().kube_client().await.unwrap();
+    let pp = PostParams::default();
+    let name = unique_name("metrics-reader");
+    let meta = |n: &str| ObjectMeta {
+        name: Some(n.to_owned()),
+        ..ObjectMeta::default()
+    };
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    roles
+        .create(
+            &pp,
+            &ClusterRole {
+                metadata: meta(&name),
+                rules: Some(vec![PolicyRule {
+                    non_resource_urls: Some(vec!["/metrics".to_owned()]),
+                    verbs: vec!["get".to_owned()],
+                    ..PolicyRule::default()
+                }]),
+                ..ClusterRole::default()
+            },
+        )
+        .await
+        .unwrap();
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    bindings
+        .create(
+            &pp,
+            &ClusterRoleBinding {
+                metadata: meta(&name),
+                role_ref: RoleRef {
+                    api_group: "rbac.authorization.k8s.io".to_owned(),
+                    kind: "ClusterRole".to_owned(),
+                    name: name.clone(),
+                },
+                subjects: Some(vec![Subject {
+                    kind: "ServiceAccount".to_owned(),
+                    name: name.clone(),
+                    namespace: Some("default".to_owned()),
+                    ..Subject::default()
+                }]),
+            },
+        )
+        .await
+        .unwrap();
+    let sas: Api<ServiceAccount> = Api::namespaced(client, "default");
+    let mut tokens = Vec::new();
+    for sa in [name.clone(), format!("{name}-x")] {
+        sas.create(
+            &pp,
+            &ServiceAccount {
+                metadata: meta(&sa),
+                ..ServiceAccount::default()
+            },
+        )
+        .await
+        .unwrap();
+        let req = TokenRequest {
+            spec: TokenRequestSpec {
+                expiration_seconds: Some(600),
+                ..TokenRequestSpec::default()
+            },
+            ..TokenRequest::default()
+        };
+        let t = sas.create_token_request(&sa, &pp, &req).await.unwrap();
+        tokens.push(t.status.unwrap().token);
+    }
+    (tokens.remove(0), tokens.remove(0))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -59,7 +149,18 @@ async fn healthz_and_metrics_over_https() {
         let _ = rx.await;
     }));
 
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {}", admin_token()).parse().unwrap(),
+    );
     let client = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(5))
+        .default_headers(headers)
+        .build()
+        .unwrap();
+    let anonymous = reqwest::Client::builder()
         .danger_accept_invalid_certs(true)
         .timeout(Duration::from_secs(5))
         .build()
@@ -138,6 +239,57 @@ async fn healthz_and_metrics_over_https() {
     ] {
         assert!(metrics.contains(line), "{line} missing from\n{metrics}");
     }
+
+    // Delegated authentication and authorization: /healthz is always allowed, /metrics needs a token allowed
+    // the path (TokenReview, then SubjectAccessReview).
+    assert_eq!(
+        get(&anonymous, &format!("{base}/healthz")).await,
+        (200, "ok".to_owned())
+    );
+    let (status, body) = get(&anonymous, &format!("{base}/metrics")).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("system:anonymous"), "{body}");
+    assert_eq!(
+        get(&anonymous, &format!("{base}/healthz/leaderElection")).await.0,
+        403,
+        "exact paths only"
+    );
+    let bad = anonymous
+        .get(format!("{base}/metrics"))
+        .bearer_auth("not-a-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status().as_u16(), 401);
+
+    // A service account allowed GET /metrics by RBAC gets the metrics; one without the grant does not.
+    let (allowed, denied) = metrics_reader_tokens().await;
+    // RBAC reaches the apiserver's authorizer through its informers, and a denial is cached for 10 s: retry.
+    let t0 = Instant::now();
+    loop {
+        let r = anonymous
+            .get(format!("{base}/metrics"))
+            .bearer_auth(&allowed)
+            .send()
+            .await
+            .unwrap();
+        if r.status().as_u16() == 200 {
+            assert!(r.text().await.unwrap().contains("running_managed_controllers"));
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(25),
+            "the bound service account is refused: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let r = anonymous
+        .get(format!("{base}/metrics"))
+        .bearer_auth(&denied)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
 
     tx.send(()).unwrap();
     task.await.unwrap().unwrap();

@@ -1,0 +1,203 @@
+//! Delegated authentication and authorization of the HTTPS endpoints, as upstream: a bearer token is reviewed with
+//! a `TokenReview`, a request without one is `system:anonymous`, and the user must be allowed the non-resource URL
+//! by a `SubjectAccessReview` (`system:masters` always is). Paths in `--authorization-always-allow-paths`
+//! (default `/healthz`, `/readyz`, `/livez`) skip both. Answers are cached for 10 s, as upstream's defaults.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use k8s_openapi::api::{
+    authentication::v1::{TokenReview, TokenReviewSpec, UserInfo},
+    authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
+};
+use kube::{Api, Client, api::PostParams};
+use tokio::time::Instant;
+
+/// How long review answers are reused.
+const CACHE_TTL: Duration = Duration::from_secs(10);
+/// Cache size bound: beyond it, the cache is cleared (a flood of distinct tokens cannot grow memory).
+const CACHE_MAX: usize = 4096;
+
+/// Why a request is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Denied {
+    /// 401: the token is not valid.
+    Unauthenticated,
+    /// 403: the user may not access the path.
+    Forbidden(String),
+    /// 500: the review itself failed.
+    Failed(String),
+}
+
+#[derive(Clone, Debug)]
+struct User {
+    name: String,
+    uid: Option<String>,
+    groups: Vec<String>,
+    extra: Option<std::collections::BTreeMap<String, Vec<String>>>,
+}
+
+/// Entries with the time they were stored.
+type Cache<K, V> = Arc<Mutex<HashMap<K, (Instant, V)>>>;
+
+/// The authenticator and authorizer of the server.
+#[derive(Clone)]
+pub(crate) struct Auth {
+    client: Client,
+    always_allow: Arc<Vec<String>>,
+    tokens: Cache<String, Option<User>>,
+    decisions: Cache<(String, String, String), Result<(), String>>,
+}
+
+fn cached<K: std::hash::Hash + Eq, V: Clone>(map: &Mutex<HashMap<K, (Instant, V)>>, key: &K) -> Option<V> {
+    let map = map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    map.get(key)
+        .filter(|(at, _)| at.elapsed() < CACHE_TTL)
+        .map(|(_, v)| v.clone())
+}
+
+fn remember<K: std::hash::Hash + Eq, V>(map: &Mutex<HashMap<K, (Instant, V)>>, key: K, value: V) {
+    let mut map = map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if map.len() >= CACHE_MAX {
+        map.clear();
+    }
+    map.insert(key, (Instant::now(), value));
+}
+
+/// Whether `path` matches an always-allowed pattern: exact, or a prefix when the pattern ends in `*`.
+pub(crate) fn always_allowed(patterns: &[String], path: &str) -> bool {
+    patterns.iter().any(|p| match p.strip_suffix('*') {
+        Some(prefix) => path.starts_with(prefix),
+        None => p == path,
+    })
+}
+
+impl Auth {
+    pub(crate) fn new(client: Client, always_allow: Vec<String>) -> Self {
+        Self {
+            client,
+            always_allow: Arc::new(always_allow),
+            tokens: Arc::default(),
+            decisions: Arc::default(),
+        }
+    }
+
+    /// Checks one request.
+    pub(crate) async fn check(
+        &self,
+        path: &str,
+        method: &str,
+        authorization: Option<&str>,
+    ) -> Result<(), Denied> {
+        if always_allowed(&self.always_allow, path) {
+            return Ok(());
+        }
+        let user = match authorization
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+        {
+            Some(token) if !token.is_empty() => self.authenticate(token).await?,
+            Some(_) => return Err(Denied::Unauthenticated),
+            None => User {
+                name: "system:anonymous".to_owned(),
+                uid: None,
+                groups: vec!["system:unauthenticated".to_owned()],
+                extra: None,
+            },
+        };
+        if user.groups.iter().any(|g| g == "system:masters") {
+            return Ok(());
+        }
+        let verb = method.to_ascii_lowercase();
+        let key = (user.name.clone(), path.to_owned(), verb.clone());
+        if let Some(decision) = cached(&self.decisions, &key) {
+            return decision.map_err(Denied::Forbidden);
+        }
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.name.clone()),
+                uid: user.uid.clone(),
+                groups: Some(user.groups.clone()),
+                extra: user.extra.clone(),
+                non_resource_attributes: Some(NonResourceAttributes {
+                    path: Some(path.to_owned()),
+                    verb: Some(verb),
+                }),
+                ..SubjectAccessReviewSpec::default()
+            },
+            ..SubjectAccessReview::default()
+        };
+        let answer = Api::<SubjectAccessReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| Denied::Failed(format!("SubjectAccessReview failed: {e}")))?;
+        let status = answer.status.unwrap_or_default();
+        let decision = if status.allowed {
+            Ok(())
+        } else {
+            Err(format!(
+                "forbidden: User {:?} cannot {} path {:?}{}",
+                user.name,
+                key.2,
+                path,
+                status.reason.map(|r| format!(": {r}")).unwrap_or_default()
+            ))
+        };
+        remember(&self.decisions, key, decision.clone());
+        decision.map_err(Denied::Forbidden)
+    }
+
+    async fn authenticate(&self, token: &str) -> Result<User, Denied> {
+        if let Some(user) = cached(&self.tokens, &token.to_owned()) {
+            return user.ok_or(Denied::Unauthenticated);
+        }
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: Some(token.to_owned()),
+                audiences: None,
+            },
+            ..TokenReview::default()
+        };
+        let answer = Api::<TokenReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| Denied::Failed(format!("TokenReview failed: {e}")))?;
+        let status = answer.status.unwrap_or_default();
+        let user = status.authenticated.unwrap_or(false).then(|| {
+            let UserInfo {
+                username,
+                uid,
+                groups,
+                extra,
+            } = status.user.unwrap_or_default();
+            User {
+                name: username.unwrap_or_default(),
+                uid,
+                groups: groups.unwrap_or_default(),
+                extra,
+            }
+        });
+        remember(&self.tokens, token.to_owned(), user.clone());
+        user.ok_or(Denied::Unauthenticated)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn always_allowed_paths() {
+        let p = vec!["/healthz".to_owned(), "/debug/*".to_owned()];
+        assert!(always_allowed(&p, "/healthz"));
+        assert!(
+            !always_allowed(&p, "/healthz/leaderElection"),
+            "exact unless the pattern ends in *"
+        );
+        assert!(always_allowed(&p, "/debug/flags/v"));
+        assert!(!always_allowed(&p, "/metrics"));
+    }
+}
