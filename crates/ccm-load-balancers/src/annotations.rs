@@ -743,7 +743,8 @@ pub fn render_markdown() -> String {
          Service with bad values gets one error (a `SyncLoadBalancerFailed` Warning Event) naming each bad \
          annotation, its value and what is accepted, and nothing in AWS changes.\n\n\
          Flavours: **CLB** = Classic ELB (the default), **NLB** = Network Load Balancer \
-         (`aws-load-balancer-type: nlb`). An annotation of the other flavour is ignored, except where the \
+         (`aws-load-balancer-type: nlb`). An annotation of the other flavour is ignored (a bad value of it is only \
+         logged), except where the \
          table says it is an error.\n\n\
          | Annotation | Values | Default | Applies to | Description |\n\
          |---|---|---|---|---|\n",

@@ -37,8 +37,10 @@ pub enum HealthProbeMode {
     },
 }
 
-/// What the load balancers need from the cloud config and the cluster.
+/// What the load balancers need from the cloud config and the cluster. Start from [`LoadBalancerConfig::new`]
+/// and set the rest with the `with_*` methods.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct LoadBalancerConfig {
     /// The cluster's ownership tags (`KubernetesClusterID`, legacy mode).
     pub cluster: ClusterTags,
@@ -82,6 +84,34 @@ impl LoadBalancerConfig {
             manage_node_security_groups: true,
             health_probe: HealthProbeMode::ServiceNodePort,
         }
+    }
+
+    /// Sets the subnet used when discovery finds none (`[Global] SubnetID`, else the CCM's own subnet).
+    #[must_use]
+    pub fn with_fallback_subnet(mut self, subnet: Option<SubnetId>) -> Self {
+        self.fallback_subnet = subnet;
+        self
+    }
+
+    /// Sets `[Global] ElbSecurityGroup`.
+    #[must_use]
+    pub fn with_elb_security_group(mut self, group: Option<SecurityGroupId>) -> Self {
+        self.elb_security_group = group;
+        self
+    }
+
+    /// Sets whether the nodes' groups get rules (`false` for `[Global] DisableSecurityGroupIngress = true`).
+    #[must_use]
+    pub fn with_node_security_group_rules(mut self, manage: bool) -> Self {
+        self.manage_node_security_groups = manage;
+        self
+    }
+
+    /// Sets the health probe mode of `externalTrafficPolicy: Cluster` Services.
+    #[must_use]
+    pub fn with_health_probe(mut self, mode: HealthProbeMode) -> Self {
+        self.health_probe = mode;
+        self
     }
 }
 

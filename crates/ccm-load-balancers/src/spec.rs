@@ -420,6 +420,23 @@ pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
         // Only the type matters: the other controller validates the rest.
         problems.retain(|p| p.field == Key::Type.name());
     }
+    // A bad value of an annotation the flavour ignores does not block the Service (it is only logged).
+    let ignored = |field: &str| {
+        Key::ALL.iter().any(|k| {
+            k.name() == field
+                && matches!(
+                    (k.def().applies, &out.flavour),
+                    (Applies::Clb, Flavour::Network) | (Applies::Nlb, Flavour::Classic)
+                )
+        })
+    };
+    problems.retain(|p| {
+        let keep = !ignored(&p.field);
+        if !keep {
+            tracing::warn!(service = %out.key(), annotation = %p.field, value = %p.value, "invalid value of an annotation this load balancer type ignores");
+        }
+        keep
+    });
     if problems.is_empty() {
         Ok(out)
     } else {

@@ -149,3 +149,19 @@ fn defaults_and_typed_values() {
     svc.spec.as_mut().unwrap().load_balancer_source_ranges = Some(vec!["192.168.0.0/16".into()]);
     assert_eq!(parse_service(&svc).unwrap().source_ranges, ["192.168.0.0/16"]);
 }
+
+#[test]
+fn bad_values_of_annotations_the_flavour_ignores_do_not_block() {
+    let nlb = service(
+        &[(Key::Type, "nlb"), (Key::ProxyProtocol, "true")],
+        &[(80, 30080)],
+    );
+    assert_eq!(parse_service(&nlb).unwrap().flavour, Flavour::Network);
+    let clb = service(&[(Key::EipAllocations, "not-an-eip")], &[(80, 30080)]);
+    assert_eq!(parse_service(&clb).unwrap().flavour, Flavour::Classic);
+    let clb = service(&[(Key::ProxyProtocol, "true")], &[(80, 30080)]);
+    assert_eq!(
+        fields(&parse_service(&clb).unwrap_err()),
+        [Key::ProxyProtocol.name()]
+    );
+}
