@@ -901,61 +901,86 @@ async fn find_managed_group<E: Ec2>(
     Ok(groups.into_iter().find(|g| g.name == name))
 }
 
-async fn observe_node_groups<E: Ec2>(
+/// The group of each target instance that should allow the load balancer, and the targets that exist.
+async fn target_groups<E: Ec2>(
     ec2: &E,
     config: &LoadBalancerConfig,
     instances: &[String],
-    source: Option<(&SecurityGroupId, bool)>,
-) -> Result<(NodeGroups, BTreeSet<String>), Error> {
+) -> Result<(BTreeSet<SecurityGroupId>, BTreeSet<String>), Error> {
     let context = "reading the nodes' security groups";
-    let mut out = NodeGroups::default();
+    let mut wanted = BTreeSet::new();
     let mut existing = BTreeSet::new();
-    if !instances.is_empty() {
-        let ids: Vec<InstanceId> = instances.iter().map(|s| InstanceId::new(s.clone())).collect();
-        let mut found = ec2.instances_by_id(&ids).await.map_err(Error::aws(context))?;
-        // Terminated instances cannot be registered (nor do their groups matter).
-        found.retain(|i| !matches!(i.state, ccm_aws_api::ec2::InstanceState::Terminated));
-        existing.extend(found.iter().map(|i| i.id.to_string()));
-        let group_ids: BTreeSet<&str> = found
+    if instances.is_empty() {
+        return Ok((wanted, existing));
+    }
+    let ids: Vec<InstanceId> = instances.iter().map(|s| InstanceId::new(s.clone())).collect();
+    let mut found = ec2.instances_by_id(&ids).await.map_err(Error::aws(context))?;
+    // Terminated instances cannot be registered (nor do their groups matter).
+    found.retain(|i| !matches!(i.state, ccm_aws_api::ec2::InstanceState::Terminated));
+    existing.extend(found.iter().map(|i| i.id.to_string()));
+    let group_ids: BTreeSet<&str> = found
+        .iter()
+        .flat_map(|i| i.security_groups.iter().map(SecurityGroupId::as_str))
+        .collect();
+    if group_ids.is_empty() {
+        return Ok((wanted, existing));
+    }
+    let groups = ec2
+        .security_groups(&[Filter::new("group-id", group_ids.iter().copied())])
+        .await
+        .map_err(Error::aws(context))?;
+    let by_id: BTreeMap<&SecurityGroupId, &SecurityGroup> = groups.iter().map(|g| (&g.id, g)).collect();
+    for instance in &found {
+        let mine: Vec<&SecurityGroup> = instance
+            .security_groups
             .iter()
-            .flat_map(|i| i.security_groups.iter().map(SecurityGroupId::as_str))
+            .filter_map(|id| by_id.get(id).copied())
             .collect();
-        if !group_ids.is_empty() {
-            let groups = ec2
-                .security_groups(&[Filter::new("group-id", group_ids.iter().copied())])
-                .await
-                .map_err(Error::aws(context))?;
-            let by_id: BTreeMap<&SecurityGroupId, &SecurityGroup> =
-                groups.iter().map(|g| (&g.id, g)).collect();
-            for instance in &found {
-                let mine: Vec<&SecurityGroup> = instance
-                    .security_groups
-                    .iter()
-                    .filter_map(|id| by_id.get(id).copied())
-                    .collect();
-                if let Some(group) = shared::instance_group(&instance.id, &mine, &config.cluster)? {
-                    out.wanted.insert(group);
-                }
-            }
+        if let Some(group) = shared::instance_group(&instance.id, &mine, &config.cluster)? {
+            wanted.insert(group);
         }
     }
-    if let Some((source, managed)) = source {
-        let referencing = ec2
-            .security_groups(&[Filter::new("ip-permission.group-id", [source.as_str()])])
-            .await
-            .map_err(Error::aws(context))?;
-        for group in referencing.iter().filter(|g| shared::allows_all_from(g, source)) {
-            out.with_rule.insert(group.id.clone());
-            if managed || config.cluster.is_tagged(&group.tags) {
-                out.revocable.insert(group.id.clone());
-            }
-        }
-    }
-    Ok((out, existing))
+    Ok((wanted, existing))
 }
 
-/// Reads what [`plan`] needs (no mutation). Errors when the managed group found by name belongs to another
-/// cluster.
+/// The groups (other than `source` itself) that allow all traffic from `source`.
+async fn referencing<E: Ec2>(ec2: &E, source: &SecurityGroupId) -> Result<Vec<SecurityGroup>, Error> {
+    let groups = ec2
+        .security_groups(&[Filter::new("ip-permission.group-id", [source.as_str()])])
+        .await
+        .map_err(Error::aws(
+            "reading the groups that allow the load balancer's group",
+        ))?;
+    Ok(groups
+        .into_iter()
+        .filter(|g| g.id != *source && shared::allows_all_from(g, source))
+        .collect())
+}
+
+async fn policies<L: Elb>(elb: &L, desired: &Desired) -> Result<BTreeSet<String>, Error> {
+    let mut wanted = Vec::new();
+    if desired.proxy_protocol {
+        wanted.push(PROXY_PROTOCOL_POLICY.to_owned());
+    }
+    if let Some(reference) = &desired.ssl_negotiation_policy {
+        wanted.push(ssl_policy_name(reference));
+    }
+    let mut existing = BTreeSet::new();
+    for policy in wanted {
+        match elb.policies(&desired.name, std::slice::from_ref(&policy)).await {
+            Ok(found) if found.iter().any(|p| p.name == policy) => {
+                existing.insert(policy);
+            }
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(Error::aws("reading the load balancer's policies")(e)),
+        }
+    }
+    Ok(existing)
+}
+
+/// Reads what [`plan`] needs (no mutation), in two rounds of concurrent calls. Errors when the managed group
+/// found by name belongs to another cluster.
 pub async fn observe<E: Ec2, L: Elb>(
     ec2: &E,
     elb: &L,
@@ -964,74 +989,110 @@ pub async fn observe<E: Ec2, L: Elb>(
     scope: Scope,
 ) -> Result<Observed, Error> {
     let context = "reading the load balancer";
+    let full = scope == Scope::Full;
+    let group_name = shared::security_group_name(&desired.name);
+    // Round 1: the load balancer, the managed group (also when given groups replaced it), the targets.
+    let (load_balancer, group, targets) = tokio::join!(
+        async {
+            elb.load_balancer(&desired.name)
+                .await
+                .map_err(Error::aws(context))
+        },
+        async {
+            if desired.managed_group.is_some() || full {
+                find_managed_group(ec2, config, &group_name).await
+            } else {
+                Ok(None)
+            }
+        },
+        async {
+            if desired.manage_node_rules {
+                target_groups(ec2, config, &desired.instances).await.map(Some)
+            } else {
+                Ok(None)
+            }
+        },
+    );
+    let (load_balancer, group, targets) = (load_balancer?, group?, targets?);
     let mut observed = Observed {
-        load_balancer: elb
-            .load_balancer(&desired.name)
-            .await
-            .map_err(Error::aws(context))?,
+        load_balancer,
         ..Observed::default()
     };
-    if let Some(managed) = &desired.managed_group {
-        observed.managed_group = find_managed_group(ec2, config, &managed.name).await?;
-        if let Some(group) = &observed.managed_group {
+    let mut orphan = None;
+    match group {
+        Some(group) if desired.managed_group.is_some() => {
             config
                 .cluster
                 .missing_ownership_tags(group.id.as_str(), &group.tags)?;
+            observed.managed_group = Some(group);
         }
-    } else if scope == Scope::Full
-        && let Some(group) =
-            find_managed_group(ec2, config, &shared::security_group_name(&desired.name)).await?
-        && config.cluster.is_owned(&group.tags)
-    {
-        let referencing = ec2
-            .security_groups(&[Filter::new("ip-permission.group-id", [group.id.as_str()])])
-            .await
-            .map_err(Error::aws(context))?;
-        observed.orphaned_group = Some(OrphanedGroup {
-            referenced_by: referencing
-                .iter()
-                .filter(|g| g.id != group.id && shared::allows_all_from(g, &group.id))
-                .map(|g| g.id.clone())
-                .collect(),
-            id: group.id,
-        });
+        Some(group) if config.cluster.is_owned(&group.tags) => orphan = Some(group.id),
+        _ => {}
     }
-    if scope == Scope::Full && observed.load_balancer.is_some() {
-        observed.tags = elb.tags(&desired.name).await.map_err(Error::aws(context))?;
-        observed.attributes = Some(elb.attributes(&desired.name).await.map_err(Error::aws(context))?);
-        let mut wanted = Vec::new();
-        if desired.proxy_protocol {
-            wanted.push(PROXY_PROTOCOL_POLICY.to_owned());
-        }
-        if let Some(reference) = &desired.ssl_negotiation_policy {
-            wanted.push(ssl_policy_name(reference));
-        }
-        for policy in wanted {
-            match elb.policies(&desired.name, std::slice::from_ref(&policy)).await {
-                Ok(found) if found.iter().any(|p| p.name == policy) => {
-                    observed.policies.insert(policy);
-                }
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(Error::aws(context)(e)),
+    let source = match desired.security_groups.first() {
+        Some(GroupRef::Managed) => observed.managed_group.as_ref().map(|g| (g.id.clone(), true)),
+        Some(GroupRef::Id(id)) => Some((SecurityGroupId::new(id.clone()), false)),
+        None => None,
+    }
+    .filter(|_| desired.manage_node_rules);
+
+    // Round 2: what depends on round 1.
+    let exists = observed.load_balancer.is_some();
+    let (details, with_rule, orphan_refs) = tokio::join!(
+        async {
+            if full && exists {
+                let (tags, attributes, policies) = tokio::join!(
+                    elb.tags(&desired.name),
+                    elb.attributes(&desired.name),
+                    policies(elb, desired)
+                );
+                Ok::<_, Error>(Some((
+                    tags.map_err(Error::aws(context))?,
+                    attributes.map_err(Error::aws(context))?,
+                    policies?,
+                )))
+            } else {
+                Ok(None)
             }
-        }
+        },
+        async {
+            match &source {
+                Some((id, _)) => referencing(ec2, id).await.map(Some),
+                None => Ok(None),
+            }
+        },
+        async {
+            match &orphan {
+                Some(id) => referencing(ec2, id).await.map(Some),
+                None => Ok(None),
+            }
+        },
+    );
+    if let Some((tags, attributes, policies)) = details? {
+        observed.tags = tags;
+        observed.attributes = Some(attributes);
+        observed.policies = policies;
     }
-    if desired.manage_node_rules {
-        let source = match desired.security_groups.first() {
-            Some(GroupRef::Managed) => observed.managed_group.as_ref().map(|g| (g.id.clone(), true)),
-            Some(GroupRef::Id(id)) => Some((SecurityGroupId::new(id.clone()), false)),
-            None => None,
+    if let Some((wanted, existing)) = targets {
+        let mut groups = NodeGroups {
+            wanted,
+            ..NodeGroups::default()
         };
-        let (groups, existing) = observe_node_groups(
-            ec2,
-            config,
-            &desired.instances,
-            source.as_ref().map(|(id, managed)| (id, *managed)),
-        )
-        .await?;
+        let managed_source = source.as_ref().is_some_and(|(_, managed)| *managed);
+        for group in with_rule?.unwrap_or_default() {
+            if managed_source || config.cluster.is_tagged(&group.tags) {
+                groups.revocable.insert(group.id.clone());
+            }
+            groups.with_rule.insert(group.id);
+        }
         observed.node_groups = Some(groups);
         observed.existing_instances = Some(existing);
+    }
+    if let (Some(id), Some(refs)) = (orphan, orphan_refs?) {
+        observed.orphaned_group = Some(OrphanedGroup {
+            id,
+            referenced_by: refs.into_iter().map(|g| g.id).collect(),
+        });
     }
     Ok(observed)
 }

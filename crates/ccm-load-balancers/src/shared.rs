@@ -412,17 +412,16 @@ pub async fn resolve_subnets<E: Ec2>(
         }
         return Ok(out);
     }
-    let subnets = ec2
-        .subnets(std::slice::from_ref(&vpc))
-        .await
-        .map_err(Error::aws("discovering subnets"))?;
-    let tables = if spec.internal {
-        Vec::new()
-    } else {
-        ec2.route_tables(&[vpc])
-            .await
-            .map_err(Error::aws("discovering subnets"))?
-    };
+    // Both reads at once; internal load balancers take private subnets too and need no route tables.
+    let (subnets, tables) = tokio::join!(ec2.subnets(std::slice::from_ref(&vpc)), async {
+        if spec.internal {
+            Ok(Vec::new())
+        } else {
+            ec2.route_tables(std::slice::from_ref(&vpc)).await
+        }
+    });
+    let subnets = subnets.map_err(Error::aws("discovering subnets"))?;
+    let tables = tables.map_err(Error::aws("discovering subnets"))?;
     let selected = select_subnets(&subnets, &tables, zones, &config.cluster, spec.internal);
     if !selected.is_empty() {
         return Ok(selected);
