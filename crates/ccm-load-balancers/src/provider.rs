@@ -49,17 +49,6 @@ fn status(hostname: &str) -> LoadBalancerStatus {
     }
 }
 
-/// The flavour from the type annotation alone (for get and delete, which must work on Services whose other
-/// annotations became invalid).
-fn flavour_of(service: &Service) -> Flavour {
-    let raw = service.metadata.annotations.clone().unwrap_or_default();
-    match Annotations::parse(&raw).text(Key::Type) {
-        Some("nlb") => Flavour::Network,
-        Some("nlb-ip" | "external") => Flavour::External,
-        _ => Flavour::Classic,
-    }
-}
-
 // === impl AwsLoadBalancers ===
 
 impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync> AwsLoadBalancers<E, L> {
@@ -175,10 +164,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync> AwsLoadBalancers<E, L> {
     }
 
     async fn delete(&self, service: &Service) -> Result<(), CloudError> {
-        if flavour_of(service) != Flavour::Classic {
-            // Nothing of another flavour is ever created by this controller.
-            return Ok(());
-        }
+        // Whatever the type annotation says now: a Classic ELB under the Service's name was created by this
+        // controller (before a refused type change, for example) and must not outlive the Service.
         let name = shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default())?;
         let raw = service.metadata.annotations.clone().unwrap_or_default();
         let annotations = Annotations::parse(&raw);
@@ -199,10 +186,9 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync> LoadBalancer for AwsLoadBalance
         _cluster_name: &str,
         service: &Service,
     ) -> ccm_cloud_provider::Result<Option<LoadBalancerStatus>> {
-        if flavour_of(service) != Flavour::Classic {
-            // This controller creates no load balancer of another flavour, so none of them is ours.
-            return Ok(None);
-        }
+        // Only Classic ELBs are ever created by this controller, and only under this name: whatever the type
+        // annotation says now, such a load balancer is ours (an `nlb-ip` Service has none unless it was a Classic
+        // one before).
         let name = shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default())?;
         let lb = self
             .elb

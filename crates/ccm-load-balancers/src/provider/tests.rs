@@ -9,8 +9,16 @@ use ccm_aws_api::{SecurityGroupId, SubnetId, Tags, VpcId, ec2::MockEc2, elb::Moc
 
 #[tokio::test]
 async fn invalid_services_and_other_flavours_make_no_aws_call() {
-    // Mocks without expectations panic on any call.
-    let lbs = AwsLoadBalancers::new(MockEc2::new(), MockElb::new(), config());
+    // Mocks without expectations panic on any call; only get and delete look for a Classic ELB by name.
+    let mut ec2 = MockEc2::new();
+    let mut elb = MockElb::new();
+    elb.expect_load_balancer()
+        .times(4)
+        .returning(|_| Box::pin(async { Ok(None) }));
+    ec2.expect_security_groups()
+        .times(2)
+        .returning(|_| Box::pin(async { Ok(vec![]) }));
+    let lbs = AwsLoadBalancers::new(ec2, elb, config());
     let n = node("i-1");
     let invalid = service(
         &[(Key::ConnectionIdleTimeout, "0"), (Key::ProxyProtocol, "on")],
@@ -216,4 +224,29 @@ async fn plan_for_prints_the_plan_of_a_manifest_and_writes_nothing() {
         e.to_string().starts_with("the manifest is not a JSON Service"),
         "{e}"
     );
+}
+
+/// A Classic ELB left from before a refused type change is still reported and deleted.
+#[tokio::test]
+async fn a_classic_elb_outlives_no_type_change() {
+    let mut ec2 = MockEc2::new();
+    let mut elb = MockElb::new();
+    elb.expect_load_balancer().times(2).returning(|n| {
+        let lb = ClassicLoadBalancer::new(n, "old.us-east-1.elb.amazonaws.com");
+        Box::pin(async move { Ok(Some(lb)) })
+    });
+    ec2.expect_security_groups()
+        .times(1)
+        .returning(|_| Box::pin(async { Ok(vec![]) }));
+    elb.expect_delete_load_balancer()
+        .times(1)
+        .returning(|_| Box::pin(async { Ok(()) }));
+    let lbs = AwsLoadBalancers::new(ec2, elb, config());
+    let svc = service(&[(Key::Type, "nlb")], &[(80, 30080)]);
+    let status = lbs.get_load_balancer("k", &svc).await.unwrap().unwrap();
+    assert_eq!(
+        status.ingress.unwrap()[0].hostname.as_deref(),
+        Some("old.us-east-1.elb.amazonaws.com")
+    );
+    lbs.ensure_load_balancer_deleted("k", &svc).await.unwrap();
 }
