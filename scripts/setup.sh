@@ -12,6 +12,7 @@ missing=()
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)  # `kubectl kustomize` for the deploy manifests test
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing ${missing[*]} from Debian"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null \
