@@ -1,5 +1,7 @@
 use std::future::Future;
 
+use k8s_openapi::api::core::v1::Node;
+
 use crate::{Result, Route};
 
 /// Pod CIDR routes (upstream `Routes`).
@@ -18,4 +20,11 @@ pub trait Routes: Send + Sync {
 
     /// Deletes a route as returned by [`Routes::list_routes`].
     fn delete_route(&self, cluster_name: &str, route: &Route) -> impl Future<Output = Result<()>> + Send;
+
+    /// Every Node the route controller knows, given before each pass. Upstream providers read a node informer
+    /// to turn the instance a route targets back into a node name; here the controller shares what it already
+    /// watches, so a provider needs no Kubernetes client of its own. The default ignores it.
+    fn observe_nodes(&self, nodes: &[&Node]) {
+        let _ = nodes;
+    }
 }

@@ -49,7 +49,8 @@ pub struct CloudNodeConfig {
     pub concurrent_node_status_updates: usize,
     /// How long pending nodes are collected before one batch call (default 50 ms).
     pub batch_window: Duration,
-    /// The most nodes in one provider batch call (default 100).
+    /// The most nodes in one provider batch call (default 1,000: one EC2 DescribeInstances takes 1,000 IDs, so a
+    /// burst of 1,000 uninitialized nodes, as after a fail-over, costs one or two lookups).
     pub max_batch: usize,
     /// Only Nodes matching this label selector are handled (default: all). For tests that share a cluster and
     /// for staged roll-outs.
@@ -67,7 +68,7 @@ impl Default for CloudNodeConfig {
             concurrent_node_syncs: 10,
             concurrent_node_status_updates: 0,
             batch_window: Duration::from_millis(50),
-            max_batch: 100,
+            max_batch: 1000,
             node_selector: None,
             metrics: ControllerMetrics::default(),
             clock: Clock::system(),

@@ -393,13 +393,14 @@ async fn reconcile_routes<P: CloudProvider>(ctx: &Ctx<P>) -> Result<(), Error> {
     };
     ctx.config.metrics.reconcile();
     let cluster = &ctx.config.cluster_name;
+    let nodes = ctx.store.state();
+    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+    routes_api.observe_nodes(&refs);
     ctx.config.metrics.provider_call();
     let routes = routes_api
         .list_routes(cluster)
         .await
         .map_err(|e| Error::cloud("failed to list routes", cluster, e))?;
-    let nodes = ctx.store.state();
-    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
     let plan = plan(&ctx.config, &refs, &routes);
     let limit = ctx.config.max_concurrent_operations.max(1);
     let deletes = stream::iter(plan.delete.into_iter().map(|r| delete_route(ctx, routes_api, r)))

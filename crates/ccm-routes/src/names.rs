@@ -24,6 +24,12 @@ pub trait NodeNames: Send + Sync {
 
     /// The instance named by the provider ID of Node `node_name`.
     fn instance_id(&self, node_name: &str) -> Option<InstanceId>;
+
+    /// Every Node the route controller knows (name, provider ID), before each of its passes. An index replaces
+    /// its contents; the default ignores them.
+    fn observe(&self, nodes: &[(&str, Option<&str>)]) {
+        let _ = nodes;
+    }
 }
 
 /// No knowledge: every lookup falls back to EC2 (node names are taken to be private DNS names or instance IDs).
@@ -130,6 +136,10 @@ impl NodeNames for NodeIndex {
     fn instance_id(&self, node_name: &str) -> Option<InstanceId> {
         self.read().by_name.get(node_name).cloned()
     }
+
+    fn observe(&self, nodes: &[(&str, Option<&str>)]) {
+        self.replace_all(nodes.iter().copied());
+    }
 }
 
 /// The EC2 instance of an AWS provider ID (`aws:///<zone>/i-...`, `aws:////i-...`, a bare `i-...`); `None` for
@@ -157,6 +167,19 @@ impl<T: NodeNames + ?Sized> NodeNames for Arc<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_the_route_controller_observes_replaces_the_index() {
+        let index = NodeIndex::new();
+        index.upsert("gone", Some("aws:///us-east-1a/i-9"));
+        index.observe(&[("n1", Some("aws:///us-east-1a/i-1")), ("n2", None)]);
+        assert_eq!(index.len(), 1);
+        assert_eq!(index.node_name(&"i-1".into()).as_deref(), Some("n1"));
+        assert_eq!(index.instance_id("gone"), None);
+        // The fallback ignores what it is shown.
+        NoNodeNames.observe(&[("n1", Some("aws:///us-east-1a/i-1"))]);
+        assert_eq!(NoNodeNames.node_name(&"i-1".into()), None);
+    }
 
     #[test]
     fn index_follows_upserts_removals_and_relists() {

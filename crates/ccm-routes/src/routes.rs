@@ -14,6 +14,7 @@ use ccm_aws_api::{
 };
 use ccm_cloud_provider::{CloudError, Route, Routes};
 use ccm_tagging::{ClusterTags, LEGACY_CLUSTER_TAG};
+use k8s_openapi::api::core::v1::Node;
 use tokio::time::Instant;
 
 use crate::{NoNodeNames, NodeNames, RoutesError};
@@ -668,6 +669,17 @@ where
 
     async fn delete_route(&self, cluster_name: &str, route: &Route) -> ccm_cloud_provider::Result<()> {
         self.delete(cluster_name, route).await.map_err(CloudError::from)
+    }
+
+    fn observe_nodes(&self, nodes: &[&Node]) {
+        let pairs: Vec<(&str, Option<&str>)> = nodes
+            .iter()
+            .filter_map(|n| {
+                let name = n.metadata.name.as_deref()?;
+                Some((name, n.spec.as_ref().and_then(|s| s.provider_id.as_deref())))
+            })
+            .collect();
+        self.names.observe(&pairs);
     }
 }
 

@@ -9,6 +9,8 @@
 //! May depend on: every library crate of the workspace, `kube`, and `aws-config` behind the `aws` feature.
 //! Only ever a dev-dependency.
 
+#[cfg(feature = "aws")]
+pub mod ec2;
 mod env;
 mod fault_proxy;
 mod imds;

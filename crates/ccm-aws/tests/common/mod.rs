@@ -1,0 +1,149 @@
+//! The fixture shared by the AwsCloud integration tests: a VPC in moto, the CCM's own instance tagged for a fresh
+//! cluster, `AwsCloud` on the real adapter, and Nodes labelled per test so that the controllers, which select that
+//! label, never see another test's nodes.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::{sync::Arc, time::Duration};
+
+use ccm_aws::{AwsCloud, CloudConfig, cloud::discover};
+use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits, RetryPolicy};
+use ccm_controllers::keys;
+use ccm_testing::{TestEnv, ec2, unique_name};
+use k8s_openapi::api::core::v1::Node;
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, Patch, PostParams},
+};
+use serde_json::json;
+
+const GROUP_LABEL: &str = "ccm-test/group";
+
+pub struct Fixture {
+    pub adapter: Adapter,
+    pub cloud: Arc<AwsCloud>,
+    pub raw: aws_sdk_ec2::Client,
+    pub nodes: Api<Node>,
+    pub network: ec2::Network,
+    pub cluster_id: String,
+    pub group: String,
+}
+
+pub async fn fixture() -> Fixture {
+    let env = TestEnv::get();
+    let sdk = env.aws_config().await;
+    // moto answers DescribeInstanceTopology with HTTP 500: give up on it quickly.
+    let retry = RetryPolicy {
+        max_attempts: 2,
+        base_delay: Duration::from_millis(5),
+        throttle_base_delay: Duration::from_millis(20),
+        max_delay: Duration::from_millis(50),
+    };
+    let adapter = Adapter::new(
+        &sdk,
+        AdapterOptions::default()
+            .with_rate_limits(RateLimits::unlimited())
+            .with_retry(retry),
+    );
+    let raw = aws_sdk_ec2::Client::new(&sdk);
+    let cluster_id = unique_name("awscloud");
+    // A fresh CIDR per run, so that private DNS names (node names) never collide with a previous run's nodes.
+    let network = ec2::network(&raw, ec2::octet_for(&cluster_id)).await.unwrap();
+    let self_instance = ec2::launch(
+        &raw,
+        &network,
+        1,
+        &[(&format!("kubernetes.io/cluster/{cluster_id}"), "owned")],
+    )
+    .await
+    .unwrap();
+    // The cluster and VPC come from the CCM's own instance, as on a real control-plane node.
+    let config = CloudConfig::parse("[Global]\n").unwrap();
+    let self_id = ccm_aws_api::InstanceId::from(self_instance[0].id.as_str());
+    let environment = discover(&config, adapter.ec2(), env.aws_region.clone(), Some(&self_id))
+        .await
+        .unwrap();
+    assert_eq!(environment.cluster.id(), cluster_id);
+    assert_eq!(
+        environment.vpc_id.as_ref().map(|v| v.as_str().to_owned()),
+        Some(network.vpc_id.clone())
+    );
+    let cloud = Arc::new(AwsCloud::new(&config, adapter.ec2().clone(), environment).unwrap());
+    let client = env.kube_client().await.unwrap();
+    Fixture {
+        adapter,
+        cloud,
+        raw,
+        nodes: Api::all(client),
+        network,
+        group: unique_name("awsgrp"),
+        cluster_id,
+    }
+}
+
+impl Fixture {
+    pub async fn launch(&self, count: i32) -> Vec<ec2::Launched> {
+        let key = format!("kubernetes.io/cluster/{}", self.cluster_id);
+        ec2::launch(&self.raw, &self.network, count, &[(&key, "owned")])
+            .await
+            .unwrap()
+    }
+
+    pub async fn create_node(&self, name: &str) {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": { GROUP_LABEL: self.group } },
+            "spec": { "taints": [{ "key": keys::TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule" }] },
+        }))
+        .unwrap();
+        self.nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+
+    pub async fn set_ready(&self, name: &str, ready: &str) {
+        let status =
+            json!({ "status": { "conditions": [{ "type": "Ready", "status": ready, "reason": "Test" }] } });
+        self.nodes
+            .patch_status(name, &Default::default(), &Patch::Strategic(&status))
+            .await
+            .unwrap();
+    }
+
+    pub fn selector(&self) -> String {
+        format!("{GROUP_LABEL}={}", self.group)
+    }
+
+    pub async fn cleanup(&self) {
+        let lp = ListParams::default().labels(&self.selector());
+        let _ = self.nodes.delete_collection(&DeleteParams::default(), &lp).await;
+    }
+
+    pub fn describes(&self) -> u64 {
+        self.adapter.metrics().attempts("ec2", "DescribeInstances")
+    }
+}
+
+pub fn taints(n: &Node) -> Vec<String> {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .map(|t| t.iter().map(|t| t.key.clone()).collect())
+        .unwrap_or_default()
+}
+
+pub fn label<'a>(n: &'a Node, key: &str) -> Option<&'a str> {
+    n.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+pub fn initialized(n: &Node) -> bool {
+    n.spec.as_ref().and_then(|s| s.provider_id.as_ref()).is_some()
+        && !taints(n).iter().any(|t| t == keys::TAINT_UNINITIALIZED)
+}
+
+pub async fn eventually(what: &str, secs: u64, mut check: impl AsyncFnMut() -> bool) {
+    for _ in 0..secs * 10 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out after {secs} s waiting for {what}");
+}
+

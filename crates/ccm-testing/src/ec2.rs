@@ -1,0 +1,110 @@
+//! EC2 fixtures in moto: a VPC with one subnet per zone, and instances tagged for a cluster. Every fixture is
+//! named and tagged per test, so tests can share one moto.
+
+use aws_sdk_ec2::{
+    Client,
+    types::{InstanceType, ResourceType, Tag, TagSpecification},
+};
+
+/// The AMI moto accepts.
+pub const AMI: &str = "ami-12c6146b";
+
+/// A launched instance, as RunInstances reported it.
+#[derive(Debug, Clone)]
+pub struct Launched {
+    /// `i-...`
+    pub id: String,
+    /// The primary private IPv4 address.
+    pub private_ip: String,
+    /// `ip-a-b-c-d.ec2.internal` in us-east-1.
+    pub private_dns: String,
+    /// The availability zone.
+    pub zone: String,
+}
+
+/// A VPC with one subnet in `us-east-1a`, for launching a test's instances.
+#[derive(Debug, Clone)]
+pub struct Network {
+    /// The VPC.
+    pub vpc_id: String,
+    /// The subnet.
+    pub subnet_id: String,
+}
+
+/// Creates a VPC `10.<octet>.0.0/16` with a subnet `10.<octet>.16.0/20` (4,091 addresses) in `us-east-1a`.
+pub async fn network(ec2: &Client, octet: u8) -> Result<Network, aws_sdk_ec2::Error> {
+    let vpc = ec2
+        .create_vpc()
+        .cidr_block(format!("10.{octet}.0.0/16"))
+        .send()
+        .await?;
+    let vpc_id = vpc.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_owned();
+    let subnet = ec2
+        .create_subnet()
+        .vpc_id(&vpc_id)
+        .cidr_block(format!("10.{octet}.16.0/20"))
+        .availability_zone("us-east-1a")
+        .send()
+        .await?;
+    let subnet_id = subnet
+        .subnet()
+        .and_then(|s| s.subnet_id())
+        .unwrap_or_default()
+        .to_owned();
+    Ok(Network { vpc_id, subnet_id })
+}
+
+/// A second octet in 100..=249 derived from `name` (a [`unique_name`](crate::unique_name)), so that runs
+/// sharing one moto rarely reuse a CIDR and with it the instances' private DNS names.
+pub fn octet_for(name: &str) -> u8 {
+    let hash = name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    100 + u8::try_from(hash % 150).unwrap_or(0)
+}
+
+/// Launches `count` m5.large instances in `network`, tagged `tags` (key, value).
+pub async fn launch(
+    ec2: &Client,
+    network: &Network,
+    count: i32,
+    tags: &[(&str, &str)],
+) -> Result<Vec<Launched>, aws_sdk_ec2::Error> {
+    let mut spec = TagSpecification::builder().resource_type(ResourceType::Instance);
+    for (k, v) in tags {
+        spec = spec.tags(Tag::builder().key(*k).value(*v).build());
+    }
+    let run = ec2
+        .run_instances()
+        .image_id(AMI)
+        .instance_type(InstanceType::M5Large)
+        .min_count(count)
+        .max_count(count)
+        .subnet_id(&network.subnet_id)
+        .tag_specifications(spec.build())
+        .send()
+        .await?;
+    Ok(run
+        .instances()
+        .iter()
+        .map(|i| Launched {
+            id: i.instance_id().unwrap_or_default().to_owned(),
+            private_ip: i.private_ip_address().unwrap_or_default().to_owned(),
+            private_dns: i.private_dns_name().unwrap_or_default().to_owned(),
+            zone: i
+                .placement()
+                .and_then(|p| p.availability_zone())
+                .unwrap_or_default()
+                .to_owned(),
+        })
+        .collect())
+}
+
+/// The zone ID moto gives `zone` (e.g. `use1-az6`).
+pub async fn zone_id(ec2: &Client, zone: &str) -> Result<Option<String>, aws_sdk_ec2::Error> {
+    let zones = ec2.describe_availability_zones().send().await?;
+    Ok(zones
+        .availability_zones()
+        .iter()
+        .find(|z| z.zone_name() == Some(zone))
+        .and_then(|z| z.zone_id())
+        .map(str::to_owned))
+}
