@@ -700,11 +700,14 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
         let wanted: BTreeSet<&str> = desired.subnets.iter().map(String::as_str).collect();
         let attach: Vec<String> = wanted.difference(&current).map(|s| (*s).to_owned()).collect();
         let detach: Vec<String> = current.difference(&wanted).map(|s| (*s).to_owned()).collect();
-        if !attach.is_empty() {
-            changes.push(Change::AttachSubnets { subnets: attach });
-        }
-        if !detach.is_empty() {
-            changes.push(Change::DetachSubnets { subnets: detach });
+        // A Classic ELB takes one subnet per zone and needs at least one: detach first when a subnet stays (so a
+        // replacement in the same zone can attach), attach first when all are replaced.
+        let attach = (!attach.is_empty()).then_some(Change::AttachSubnets { subnets: attach });
+        let detach = (!detach.is_empty()).then_some(Change::DetachSubnets { subnets: detach });
+        if current.intersection(&wanted).next().is_some() {
+            changes.extend(detach.into_iter().chain(attach));
+        } else {
+            changes.extend(attach.into_iter().chain(detach));
         }
         let managed_id = observed.managed_group.as_ref().map(|g| g.id.to_string());
         let resolved: Option<BTreeSet<String>> = desired

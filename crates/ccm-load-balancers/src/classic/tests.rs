@@ -504,8 +504,8 @@ fn tags_groups_and_subnets_are_reconciled_without_removing_foreign_tags() {
         serde_json::to_value(plan(&desired, &observed)).unwrap(),
         json!([
             {"change": "add_tags", "tags": {"team": "b"}},
-            {"change": "attach_subnets", "subnets": ["subnet-b"]},
             {"change": "detach_subnets", "subnets": ["subnet-z"]},
+            {"change": "attach_subnets", "subnets": ["subnet-b"]},
             {"change": "apply_security_groups", "groups": ["Managed"]},
             {"change": "revoke_node_access", "group": "sg-old", "from": "Managed"}
         ])
@@ -794,4 +794,22 @@ fn switching_to_given_groups_retires_the_managed_group() {
     // Named explicitly by the annotation: kept.
     let named = desired_for(&[(Key::SecurityGroups, "sg-lb")], &[(80, 30080)], &[]);
     assert_eq!(plan(&named, &observed), vec![]);
+}
+
+#[test]
+fn replacing_every_subnet_attaches_first() {
+    let desired = desired_for(&[], &[(80, 30080)], &[]);
+    let mut observed = converged(&desired);
+    observed.load_balancer.as_mut().unwrap().subnets = vec![SubnetId::new("subnet-old")];
+    assert_eq!(
+        plan(&desired, &observed),
+        vec![
+            Change::AttachSubnets {
+                subnets: vec!["subnet-a".into(), "subnet-b".into()]
+            },
+            Change::DetachSubnets {
+                subnets: vec!["subnet-old".into()]
+            },
+        ]
+    );
 }
