@@ -835,3 +835,75 @@ async fn switching_to_given_groups_retires_the_managed_group() {
         "a group given by annotation is never deleted"
     );
 }
+
+#[tokio::test]
+async fn https_listeners_with_policies_are_steady_after_creation() {
+    let w = world(94).await;
+    let lbs = AwsLoadBalancers::new(w.adapter.ec2().clone(), w.adapter.elb().clone(), w.config.clone());
+    let metrics = w.adapter.metrics().clone();
+    let nodes: Vec<Node> = w.instances.iter().map(|i| node(i)).collect();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let cert = "arn:aws:iam::123456789012:server-certificate/test";
+    let svc = service(
+        &uid(),
+        &[(80, 30080), (443, 30443)],
+        &[
+            (Key::SslCert, cert),
+            (Key::SslPorts, "443"),
+            // moto reports every listener's instance protocol as its front-end protocol (it drops
+            // InstanceProtocol), so only listeners whose two protocols are equal can be steady against it:
+            // `https` gives HTTPS/HTTPS on 443 and TCP/TCP on 80. HTTPS/HTTP (backend `http`) is unit-tested.
+            (Key::BackendProtocol, "https"),
+            (Key::SslNegotiationPolicy, "ELBSecurityPolicy-TLS-1-2-2017-01"),
+            (Key::ProxyProtocol, "*"),
+            (Key::HealthcheckPath, "/ready"),
+            (Key::HealthcheckProtocol, "HTTP"),
+            (Key::AdditionalResourceTags, "team=web,cost-center="),
+        ],
+    );
+    let name = lbs.load_balancer_name("kubernetes", &svc);
+    let before = mutation_counts(&metrics);
+    lbs.ensure_load_balancer("kubernetes", &svc, &refs).await.unwrap();
+    eprintln!(
+        "create with HTTPS and policies: {:?}",
+        diff(&mutation_counts(&metrics), &before)
+    );
+    let lb = w.adapter.elb().load_balancer(&name).await.unwrap().unwrap();
+    let mut listeners: Vec<(String, i32, String, Option<String>)> = lb
+        .listeners
+        .iter()
+        .map(|l| {
+            (
+                l.protocol.clone(),
+                l.load_balancer_port,
+                l.instance_protocol.clone(),
+                l.ssl_certificate_id.clone(),
+            )
+        })
+        .collect();
+    listeners.sort();
+    assert_eq!(
+        listeners,
+        [
+            ("HTTPS".to_owned(), 443, "HTTPS".to_owned(), Some(cert.to_owned())),
+            ("TCP".to_owned(), 80, "TCP".to_owned(), None),
+        ]
+    );
+    let https = lb.listeners.iter().find(|l| l.load_balancer_port == 443).unwrap();
+    assert_eq!(
+        https.policy_names,
+        ["k8s-SSLNegotiationPolicy-ELBSecurityPolicy-TLS-1-2-2017-01"]
+    );
+    assert_eq!(lb.health_check.as_ref().unwrap().target, "HTTP:30080/ready");
+    assert_eq!(lb.backend_policies.len(), 2, "{:?}", lb.backend_policies);
+    let tags = w.adapter.elb().tags(&name).await.unwrap();
+    assert_eq!(tags.get("team").map(String::as_str), Some("web"));
+    assert_eq!(tags.get("cost-center").map(String::as_str), Some(""));
+
+    let before = mutations(&metrics);
+    lbs.ensure_load_balancer("kubernetes", &svc, &refs).await.unwrap();
+    assert_eq!(mutations(&metrics) - before, 0, "{:?}", mutation_counts(&metrics));
+    lbs.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+}
