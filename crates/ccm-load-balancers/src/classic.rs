@@ -1403,15 +1403,17 @@ pub struct DeleteObserved {
     pub references: Vec<(SecurityGroupId, SecurityGroupId)>,
 }
 
-/// Reads what deletion needs: the load balancer, the owned groups it uses (and the managed group by name, in
-/// case an earlier deletion stopped after the load balancer was gone), and the rules referencing them. Groups
-/// that are not owned by this cluster (shared, untagged, `ElbSecurityGroup`, named by annotation) are never
-/// deleted.
+/// Reads what deletion needs: the load balancer, the groups this controller made for it (the managed group,
+/// found by name too in case an earlier deletion stopped after the load balancer was gone; any other group it
+/// uses only when owned by this cluster **and** tagged with this Service's name), and the rules referencing them.
+/// Shared and untagged groups, `ElbSecurityGroup`, groups named by annotation and groups made for other Services
+/// are never deleted.
 pub async fn observe_delete<E: Ec2, L: Elb>(
     ec2: &E,
     elb: &L,
     config: &LoadBalancerConfig,
     name: &str,
+    service_key: &str,
     keep: &BTreeSet<String>,
 ) -> Result<DeleteObserved, Error> {
     let context = "reading the load balancer to delete";
@@ -1439,7 +1441,10 @@ pub async fn observe_delete<E: Ec2, L: Elb>(
         groups.extend(
             found
                 .into_iter()
-                .filter(|g| config.cluster.is_owned(&g.tags))
+                .filter(|g| {
+                    config.cluster.is_owned(&g.tags)
+                        && g.tags.get(shared::SERVICE_NAME_TAG).map(String::as_str) == Some(service_key)
+                })
                 .map(|g| g.id),
         );
     }

@@ -169,11 +169,17 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync> AwsLoadBalancers<E, L> {
         let name = shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default())?;
         let raw = service.metadata.annotations.clone().unwrap_or_default();
         let annotations = Annotations::parse(&raw);
+        let service_key = format!(
+            "{}/{}",
+            service.metadata.namespace.as_deref().unwrap_or("default"),
+            service.metadata.name.as_deref().unwrap_or_default()
+        );
         let keep: BTreeSet<String> = [Key::SecurityGroups, Key::ExtraSecurityGroups]
             .iter()
             .flat_map(|k| annotations.list(*k).unwrap_or_default().iter().cloned())
             .collect();
-        let observed = classic::observe_delete(&self.ec2, &self.elb, &self.config, &name, &keep).await?;
+        let observed =
+            classic::observe_delete(&self.ec2, &self.elb, &self.config, &name, &service_key, &keep).await?;
         let changes = classic::plan_delete(&name, &observed);
         classic::apply(&self.ec2, &self.elb, &self.config, &name, None, &changes).await?;
         Ok(())

@@ -480,6 +480,12 @@ async fn classic_elb_lifecycle_against_moto() {
     // Someone attaches a shared-tagged and an untagged group: deletion leaves them alone.
     let shared = w.plain_group(&[(&w.config.cluster.key(), "shared")]).await;
     let untagged = w.plain_group(&[]).await;
+    let others = w
+        .plain_group(&[
+            (&w.config.cluster.key(), "owned"),
+            ("kubernetes.io/service-name", "moto/other"),
+        ])
+        .await;
     w.adapter
         .elb()
         .apply_security_groups(
@@ -488,6 +494,7 @@ async fn classic_elb_lifecycle_against_moto() {
                 SecurityGroupId::new(&managed),
                 SecurityGroupId::new(&shared),
                 SecurityGroupId::new(&untagged),
+                SecurityGroupId::new(&others),
             ],
         )
         .await
@@ -506,6 +513,10 @@ async fn classic_elb_lifecycle_against_moto() {
     assert!(!w.group_exists(&managed).await, "the owned group is deleted");
     assert!(w.group_exists(&shared).await, "a shared-tagged group stays");
     assert!(w.group_exists(&untagged).await, "an untagged group stays");
+    assert!(
+        w.group_exists(&others).await,
+        "an owned group made for another Service stays"
+    );
     assert!(
         w.node_group_sources().await.is_empty(),
         "the nodes' rule is revoked"
