@@ -394,6 +394,120 @@ pub trait Ec2 {
     ) -> impl Future<Output = Result<()>> + Send;
 }
 
+/// Shares one port between owners (e.g. the provider and a provider controller).
+impl<T: Ec2 + ?Sized> Ec2 for std::sync::Arc<T> {
+    fn instances_by_id(&self, ids: &[InstanceId]) -> impl Future<Output = Result<Vec<Instance>>> + Send {
+        (**self).instances_by_id(ids)
+    }
+
+    fn instances(&self, filters: &[Filter]) -> impl Future<Output = Result<Vec<Instance>>> + Send {
+        (**self).instances(filters)
+    }
+
+    fn network_interfaces(
+        &self,
+        filters: &[Filter],
+    ) -> impl Future<Output = Result<Vec<NetworkInterface>>> + Send {
+        (**self).network_interfaces(filters)
+    }
+
+    fn availability_zones(&self) -> impl Future<Output = Result<Vec<AvailabilityZone>>> + Send {
+        (**self).availability_zones()
+    }
+
+    fn instance_topology(
+        &self,
+        ids: &[InstanceId],
+    ) -> impl Future<Output = Result<Vec<InstanceTopology>>> + Send {
+        (**self).instance_topology(ids)
+    }
+
+    fn set_source_dest_check(
+        &self,
+        instance: &InstanceId,
+        enabled: bool,
+    ) -> impl Future<Output = Result<()>> + Send {
+        (**self).set_source_dest_check(instance, enabled)
+    }
+
+    fn security_groups(&self, filters: &[Filter]) -> impl Future<Output = Result<Vec<SecurityGroup>>> + Send {
+        (**self).security_groups(filters)
+    }
+
+    fn create_security_group(
+        &self,
+        group: &NewSecurityGroup,
+    ) -> impl Future<Output = Result<SecurityGroupId>> + Send {
+        (**self).create_security_group(group)
+    }
+
+    fn delete_security_group(&self, group: &SecurityGroupId) -> impl Future<Output = Result<()>> + Send {
+        (**self).delete_security_group(group)
+    }
+
+    fn authorize_ingress(
+        &self,
+        group: &SecurityGroupId,
+        permissions: &[IpPermission],
+    ) -> impl Future<Output = Result<()>> + Send {
+        (**self).authorize_ingress(group, permissions)
+    }
+
+    fn revoke_ingress(
+        &self,
+        group: &SecurityGroupId,
+        permissions: &[IpPermission],
+    ) -> impl Future<Output = Result<()>> + Send {
+        (**self).revoke_ingress(group, permissions)
+    }
+
+    fn subnets(&self, filters: &[Filter]) -> impl Future<Output = Result<Vec<Subnet>>> + Send {
+        (**self).subnets(filters)
+    }
+
+    fn route_tables(&self, filters: &[Filter]) -> impl Future<Output = Result<Vec<RouteTable>>> + Send {
+        (**self).route_tables(filters)
+    }
+
+    fn create_route(
+        &self,
+        table: &RouteTableId,
+        destination_cidr: &str,
+        instance: &InstanceId,
+    ) -> impl Future<Output = Result<()>> + Send {
+        (**self).create_route(table, destination_cidr, instance)
+    }
+
+    fn replace_route(
+        &self,
+        table: &RouteTableId,
+        destination_cidr: &str,
+        instance: &InstanceId,
+    ) -> impl Future<Output = Result<()>> + Send {
+        (**self).replace_route(table, destination_cidr, instance)
+    }
+
+    fn delete_route(
+        &self,
+        table: &RouteTableId,
+        destination_cidr: &str,
+    ) -> impl Future<Output = Result<()>> + Send {
+        (**self).delete_route(table, destination_cidr)
+    }
+
+    fn create_tags(&self, resources: &[String], tags: &Tags) -> impl Future<Output = Result<()>> + Send {
+        (**self).create_tags(resources, tags)
+    }
+
+    fn delete_tags(
+        &self,
+        resources: &[String],
+        tags: &BTreeMap<String, Option<String>>,
+    ) -> impl Future<Output = Result<()>> + Send {
+        (**self).delete_tags(resources, tags)
+    }
+}
+
 // === impl InstanceState ===
 
 impl InstanceState {

@@ -5,10 +5,11 @@
 //! plane outside the cluster's VPC (`VPC`, `SubnetID` or `RoleARN`, and a cluster ID); the cluster ID from the
 //! config or that instance's tags; the VPC from the config or that instance. One DescribeInstances at most.
 
-use ccm_aws_api::{Ec2, InstanceId, Metadata, VpcId, ec2::Instance};
+use ccm_aws_api::{Ec2, InstanceId, Metadata, RouteTableId, VpcId, ec2::Instance};
 use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, AwsMetadata};
 use ccm_cloud_provider::{CloudProvider, Unsupported};
 use ccm_instances::{AwsInstances, InstancesConfig};
+use ccm_routes::{AwsRoutes, NodeIndex, RoutesConfig};
 use ccm_tagging::ClusterTags;
 use regex::Regex;
 use tracing::info;
@@ -25,7 +26,9 @@ pub const PROVIDER_NAME: &str = "aws";
 /// The AWS cloud provider, generic over the EC2 port so that tests can run it on fakes.
 #[derive(Debug)]
 pub struct AwsCloud<E = AwsEc2> {
+    ec2: E,
     instances: AwsInstances<E>,
+    routes: AwsRoutes<E, NodeIndex>,
     cluster: ClusterTags,
     region: String,
     vpc_id: Option<VpcId>,
@@ -123,7 +126,7 @@ impl AwsCloud<AwsEc2> {
     }
 }
 
-impl<E: Ec2 + Send + Sync + 'static> AwsCloud<E> {
+impl<E: Ec2 + Clone + Send + Sync + 'static> AwsCloud<E> {
     /// The provider on `ec2` for an already discovered environment.
     pub fn new(config: &CloudConfig, ec2: E, env: Environment) -> Result<Self, AwsCloudError> {
         let global = &config.global;
@@ -150,12 +153,27 @@ impl<E: Ec2 + Send + Sync + 'static> AwsCloud<E> {
             vpc = env.vpc_id.as_ref().map(VpcId::as_str),
             "AWS cloud provider ready"
         );
+        let mut routes_config = RoutesConfig::new(env.cluster.clone())
+            .with_route_table_ids(global.route_table_id.as_deref().map(RouteTableId::from));
+        if let Some(vpc) = &env.vpc_id {
+            routes_config = routes_config.with_vpc_id(vpc.clone());
+        }
+        // The route controller shows the routes its nodes (`Routes::observe_nodes`), so routes to instances are
+        // named by the Node that runs there, whatever the node-name scheme.
+        let routes = AwsRoutes::new(ec2.clone(), routes_config).with_node_names(NodeIndex::new());
         Ok(Self {
-            instances: AwsInstances::new(ec2, instances_config),
+            instances: AwsInstances::new(ec2.clone(), instances_config),
+            routes,
+            ec2,
             cluster: env.cluster,
             region: env.region,
             vpc_id: env.vpc_id,
         })
+    }
+
+    /// The EC2 port (shared with the provider controllers, e.g. tagging).
+    pub fn ec2(&self) -> &E {
+        &self.ec2
     }
 
     /// The cluster's tags.
@@ -174,12 +192,12 @@ impl<E: Ec2 + Send + Sync + 'static> AwsCloud<E> {
     }
 }
 
-impl<E: Ec2 + Send + Sync + 'static> CloudProvider for AwsCloud<E> {
+impl<E: Ec2 + Clone + Send + Sync + 'static> CloudProvider for AwsCloud<E> {
     type InstancesV2 = AwsInstances<E>;
     type Instances = Unsupported;
     type Zones = Unsupported;
     type LoadBalancer = Unsupported;
-    type Routes = Unsupported;
+    type Routes = AwsRoutes<E, NodeIndex>;
 
     fn provider_name(&self) -> &str {
         PROVIDER_NAME
@@ -187,6 +205,10 @@ impl<E: Ec2 + Send + Sync + 'static> CloudProvider for AwsCloud<E> {
 
     fn instances_v2(&self) -> Option<&Self::InstancesV2> {
         Some(&self.instances)
+    }
+
+    fn routes(&self) -> Option<&Self::Routes> {
+        Some(&self.routes)
     }
 }
 

@@ -183,9 +183,48 @@ const OVERRIDE_KEYS: &[&str] = &[
 const ESCAPES: &str = r#"a value with balanced quotes and only the escapes \\ \" \n \t"#;
 const BOOL_VALUES: &str = "true, false, yes, no, on, off, 1, 0 (or the key alone for true)";
 
+/// Why the file named by `--cloud-config` gave no configuration.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("--cloud-config={path}: {source}")]
+    Read {
+        /// The path.
+        path: String,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a valid cloud config.
+    #[error("--cloud-config={path}: {errors}")]
+    Invalid {
+        /// The path.
+        path: String,
+        /// Every problem found.
+        errors: CloudConfigErrors,
+    },
+}
+
 // === impl CloudConfig ===
 
 impl CloudConfig {
+    /// Reads and parses the file `--cloud-config` names; an empty path means the defaults (as upstream, where the
+    /// flag is optional). Warnings (unknown keys) are left in [`CloudConfig::warnings`] for the caller to log.
+    pub fn load(path: &str) -> Result<Self, LoadError> {
+        if path.is_empty() {
+            return Ok(Self::default());
+        }
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|errors| LoadError::Invalid {
+            path: path.to_owned(),
+            errors,
+        })
+    }
+
     /// Parses and validates a cloud config.
     pub fn parse(text: &str) -> Result<Self, CloudConfigErrors> {
         Parser::default().run(text)

@@ -7,5 +7,5 @@ pub mod cloud_config;
 pub mod cluster_id;
 
 pub use cloud::{AwsCloud, AwsCloudError, Environment, PROVIDER_NAME};
-pub use cloud_config::{CloudConfig, CloudConfigErrors, ConfigError, GlobalConfig};
+pub use cloud_config::{CloudConfig, CloudConfigErrors, ConfigError, GlobalConfig, LoadError};
 pub use cluster_id::ClusterIdError;

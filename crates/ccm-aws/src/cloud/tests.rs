@@ -82,7 +82,7 @@ async fn a_missing_self_instance_is_an_error() {
 }
 
 #[tokio::test]
-async fn the_provider_exposes_instances_v2_only_and_uses_its_region() {
+async fn the_provider_exposes_instances_v2_and_routes_and_uses_its_region() {
     let cfg = config("[Global]\nKubernetesClusterID = c1\nVPC = vpc-1\nNodeIPFamilies = ipv6\nNodeIPFamilies = ipv4\n");
     let env = discover(&cfg, &MockEc2::new(), "eu-west-1".into(), None).await.unwrap();
     let mut ec2 = MockEc2::new();
@@ -103,9 +103,10 @@ async fn the_provider_exposes_instances_v2_only_and_uses_its_region() {
     });
     ec2.expect_instance_topology()
         .returning(|_| Box::pin(async { Ok(Vec::new()) }));
-    let cloud = AwsCloud::new(&cfg, ec2, env).unwrap();
+    let cloud = AwsCloud::new(&cfg, std::sync::Arc::new(ec2), env).unwrap();
     assert_eq!(cloud.provider_name(), "aws");
-    assert!(cloud.load_balancer().is_none() && cloud.routes().is_none() && cloud.instances().is_none());
+    assert!(cloud.load_balancer().is_none() && cloud.instances().is_none());
+    assert!(cloud.routes().is_some());
     let mut node = Node::default();
     node.metadata.name = Some("i-0abc".into());
     let md = cloud.instances_v2().unwrap().instance_metadata(&node).await.unwrap().unwrap();
@@ -124,6 +125,6 @@ fn a_bad_topology_pattern_names_the_key() {
         vpc_id: None,
         self_instance: None,
     };
-    let err = AwsCloud::new(&cfg, MockEc2::new(), env).unwrap_err();
+    let err = AwsCloud::new(&cfg, std::sync::Arc::new(MockEc2::new()), env).unwrap_err();
     assert!(err.to_string().contains("SupportedTopologyInstanceTypePattern"), "{err}");
 }

@@ -216,21 +216,23 @@ pub use cli::TaggingArgs;
 mod cli {
     use super::{TaggingConfig, Tags, parse_tags};
 
-    /// The upstream "tagging controller" flags, for a `clap` command (`#[command(flatten)]`).
+    /// The upstream "tagging controller" flags, for a `clap` command (`#[command(flatten)]`). Argument IDs are
+    /// prefixed `tagging_` so that they never collide with the controller manager's (`concurrent_node_syncs`).
     #[derive(Debug, Clone, clap::Args)]
     #[command(next_help_heading = "Tagging controller")]
     pub struct TaggingArgs {
         /// Tags for the instances of nodes, key=value[,key=value...]; repeatable.
-        #[arg(long = "tags", value_name = "KEY=VALUE,...", value_parser = parse_tags, action = clap::ArgAction::Append)]
+        #[arg(id = "tagging_tags", long = "tags", value_name = "KEY=VALUE,...", value_parser = parse_tags, action = clap::ArgAction::Append)]
         pub tags: Vec<Tags>,
         /// Resources to tag; only `instance` is supported. Repeatable.
-        #[arg(long = "resources", value_name = "RESOURCE", action = clap::ArgAction::Append)]
+        #[arg(id = "tagging_resources", long = "resources", value_name = "RESOURCE", action = clap::ArgAction::Append)]
         pub resources: Vec<String>,
         /// Work items per second over the whole queue (0: no queue-wide limit).
-        #[arg(long = "tagging-controller-rate-limit", default_value_t = 0.0)]
+        #[arg(id = "tagging_rate_limit", long = "tagging-controller-rate-limit", default_value_t = 0.0)]
         pub rate_limit: f64,
         /// Bucket size of the queue-wide limit (0: no queue-wide limit).
         #[arg(
+            id = "tagging_burst_limit",
             long = "tagging-controller-burst-limit",
             default_value_t = 0,
             allow_negative_numbers = true
@@ -238,6 +240,7 @@ mod cli {
         pub burst_limit: i64,
         /// Nodes synced at once.
         #[arg(
+            id = "tagging_concurrent_node_syncs",
             long = "tagging-controller-concurrent-node-syncs",
             default_value_t = 1,
             allow_negative_numbers = true
@@ -245,6 +248,7 @@ mod cli {
         pub concurrent_node_syncs: i64,
         /// Tag many nodes with one CreateTags call.
         #[arg(
+            id = "tagging_enable_batching",
             long = "tagging-controller-enable-batching",
             default_value_t = true,
             num_args = 0..=1,

@@ -1,0 +1,97 @@
+//! `aws-cloud-controller-manager`: the controller-manager runtime (flags, leader election, /healthz, /metrics)
+//! composed with the AWS provider and the AWS `tagging` controller. A drop-in for the Go binary: same flags, same
+//! cloud config. See docs/flags.md, docs/cloud-config.md and docs/getting-started.md.
+
+use std::{process::ExitCode, sync::Arc};
+
+use ccm_aws::{AwsCloud, CloudConfig};
+use ccm_aws_sdk::AdapterOptions;
+use ccm_controller_manager::{BoxError, Options, Runtime};
+use ccm_tagging::controller::{TaggingArgs, TaggingConfig, TaggingController, TaggingMetrics};
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(name = "aws-cloud-controller-manager", version, about = "The Kubernetes cloud controller manager for AWS")]
+struct Cli {
+    #[command(flatten)]
+    manager: Options,
+    #[command(flatten)]
+    tagging: TaggingArgs,
+}
+
+const TAGGING: &str = "tagging";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = ccm_controller_manager::init_logging(&cli.manager) {
+        eprintln!("aws-cloud-controller-manager: {e}");
+        return ExitCode::FAILURE;
+    }
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %ErrorChain(e.as_ref()), "cloud-controller-manager failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), BoxError> {
+    let config = CloudConfig::load(&cli.manager.cloud_config)?;
+    for warning in &config.warnings {
+        tracing::warn!(path = %cli.manager.cloud_config, "cloud config: {warning}");
+    }
+    let tagging = TaggingConfig::from(cli.tagging);
+    let tagging_metrics = TaggingMetrics::default();
+
+    // Flags first (all problems at once), so a bad flag never waits on AWS.
+    let probe = Runtime::new(cli.manager.clone()).with_controller(TAGGING, false, |_| async { Ok(()) });
+    probe.validate()?;
+    if probe.enabled_controllers().iter().any(|c| c == TAGGING) {
+        tagging.validate()?;
+    }
+
+    let (cloud, adapter) = AwsCloud::connect(&config, AdapterOptions::default()).await?;
+    let ec2 = Arc::new(cloud.ec2().clone());
+    let registered = tagging_metrics.clone();
+    let mut runtime = Runtime::new(cli.manager).with_controller(TAGGING, false, move |ctx| {
+        let (ec2, config, metrics) = (ec2.clone(), tagging.clone(), tagging_metrics.clone());
+        async move {
+            TaggingController::new(ctx.client, ec2, config)?
+                .with_metrics(metrics)
+                .run(ctx.shutdown.cancelled_owned())
+                .await;
+            Ok(())
+        }
+    });
+    adapter.metrics().register(runtime.registry());
+    registered.register(runtime.registry());
+    runtime.run(Arc::new(cloud)).await?;
+    Ok(())
+}
+
+/// Formats an error with its causes, for the one fatal log line.
+struct ErrorChain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(s) = source {
+            write!(f, ": {s}")?;
+            source = s.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_runtime_and_tagging_flags_fit_in_one_command() {
+        super::Cli::command().debug_assert();
+    }
+}

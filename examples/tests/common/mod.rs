@@ -1,0 +1,262 @@
+//! What the end-to-end tests of `aws-cloud-controller-manager` share: an AWS "world" in moto (a VPC, the CCM's own
+//! instance tagged for a fresh cluster, an IMDS emulator that names that instance, and a cloud config that points
+//! the CCM at both), and the CCM process itself with its log, metrics and graceful stop.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::{
+    fs::File,
+    path::PathBuf,
+    process::{Child, Command, ExitStatus},
+    time::Duration,
+};
+
+use ccm_testing::{ImdsEmulator, TestEnv, ec2, unique_name};
+use k8s_openapi::api::core::v1::Node;
+use kube::{
+    Api,
+    api::{Patch, PostParams},
+};
+use serde_json::json;
+
+/// moto, an IMDS emulator and a cloud config for one test's cluster.
+pub struct World {
+    pub raw: aws_sdk_ec2::Client,
+    pub network: ec2::Network,
+    pub cluster_id: String,
+    pub self_instance: ec2::Launched,
+    pub imds: ImdsEmulator,
+    pub cloud_config: PathBuf,
+    pub dir: PathBuf,
+    pub nodes: Api<Node>,
+}
+
+impl World {
+    /// A fresh cluster: VPC, the CCM's instance (tagged `kubernetes.io/cluster/<id>=owned`; the CCM finds its
+    /// cluster ID there, as on a real control-plane node), IMDS naming it, and `extra_config` appended to the
+    /// cloud config's `[Global]` section.
+    pub async fn new(extra_config: &str) -> Self {
+        let env = TestEnv::get();
+        let raw = aws_sdk_ec2::Client::new(&env.aws_config().await);
+        let cluster_id = unique_name("e2e");
+        let network = ec2::network(&raw, ec2::octet_for(&cluster_id)).await.unwrap();
+        let key = format!("kubernetes.io/cluster/{cluster_id}");
+        let self_instance = ec2::launch(&raw, &network, 1, &[(&key, "owned")])
+            .await
+            .unwrap()
+            .remove(0);
+        let imds = ImdsEmulator::start(&self_instance.id, "us-east-1a", &env.aws_region)
+            .await
+            .unwrap();
+        let dir = std::env::temp_dir().join(&cluster_id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let endpoint = &env.aws_endpoint;
+        let region = &env.aws_region;
+        let mut config = format!("[Global]\n{extra_config}\n");
+        for service in ["EC2", "Elastic Load Balancing", "Elastic Load Balancing v2", "STS"] {
+            config.push_str(&format!(
+                "[ServiceOverride \"{service}\"]\nService = {service}\nRegion = {region}\nURL = {endpoint}\n\
+                 SigningRegion = {region}\n"
+            ));
+        }
+        config.push_str(&format!(
+            "[ServiceOverride \"imds\"]\nService = ec2imds\nRegion = {region}\nURL = {}\nSigningRegion = {region}\n",
+            imds.endpoint()
+        ));
+        let cloud_config = dir.join("cloud.conf");
+        std::fs::write(&cloud_config, config).unwrap();
+        let nodes = Api::all(env.kube_client().await.unwrap());
+        Self {
+            raw,
+            network,
+            cluster_id,
+            self_instance,
+            imds,
+            cloud_config,
+            dir,
+            nodes,
+        }
+    }
+
+    pub fn cluster_key(&self) -> String {
+        format!("kubernetes.io/cluster/{}", self.cluster_id)
+    }
+
+    /// Launches `count` instances of this cluster.
+    pub async fn launch(&self, count: i32) -> Vec<ec2::Launched> {
+        ec2::launch(&self.raw, &self.network, count, &[(&self.cluster_key(), "owned")])
+            .await
+            .unwrap()
+    }
+
+    /// A Node as a kubelet with `--cloud-provider=external` registers it: tainted uninitialized, Ready.
+    pub async fn register_node(&self, name: &str, pod_cidr: Option<&str>) {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": { "e2e-cluster": self.cluster_id } },
+            "spec": {
+                "podCIDR": pod_cidr,
+                "taints": [{ "key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule" }],
+            },
+        }))
+        .unwrap();
+        self.nodes.create(&PostParams::default(), &node).await.unwrap();
+        self.set_ready(name, "True").await;
+    }
+
+    pub async fn set_ready(&self, name: &str, ready: &str) {
+        let status =
+            json!({ "status": { "conditions": [{ "type": "Ready", "status": ready, "reason": "E2E" }] } });
+        self.nodes
+            .patch_status(name, &Default::default(), &Patch::Strategic(&status))
+            .await
+            .unwrap();
+    }
+
+    /// Deletes this test's Nodes.
+    pub async fn cleanup(&self) {
+        let lp = kube::api::ListParams::default().labels(&format!("e2e-cluster={}", self.cluster_id));
+        let _ = self.nodes.delete_collection(&Default::default(), &lp).await;
+    }
+}
+
+/// A running `aws-cloud-controller-manager`, killed when dropped.
+pub struct Ccm {
+    child: Child,
+    pub log: PathBuf,
+    pub port: u16,
+    pub lease: String,
+}
+
+impl Ccm {
+    /// Starts the binary for `world` with the upstream flags an operator would pass, plus `extra` flags.
+    pub fn start(world: &World, extra: &[&str]) -> Self {
+        let env = TestEnv::get();
+        let port = free_port();
+        let lease = format!("ccm-{}", world.cluster_id);
+        let log = world.dir.join("ccm.log");
+        let out = File::create(&log).unwrap();
+        let mut args = vec![
+            "--cloud-provider=aws".to_owned(),
+            format!("--cloud-config={}", world.cloud_config.display()),
+            format!("--kubeconfig={}", env.kubeconfig.display()),
+            format!("--leader-elect-resource-name={lease}"),
+            "--bind-address=127.0.0.1".to_owned(),
+            format!("--secure-port={port}"),
+            "--authorization-always-allow-paths=/healthz,/metrics".to_owned(),
+            "--node-monitor-period=1s".to_owned(),
+            "--v=2".to_owned(),
+        ];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        let child = Command::new(env!("CARGO_BIN_EXE_aws-cloud-controller-manager"))
+            .args(&args)
+            // Static credentials as on any non-EC2 machine; the region and the instance come from IMDS.
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env_remove("AWS_REGION")
+            .env_remove("AWS_DEFAULT_REGION")
+            .env_remove("RUST_LOG")
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        Self {
+            child,
+            log,
+            port,
+            lease,
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `/metrics` over HTTPS (self-signed certificate).
+    pub async fn metrics(&self) -> String {
+        let client = reqwest::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let url = format!("https://127.0.0.1:{}/metrics", self.port);
+        let r = client.get(&url).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{url}");
+        r.text().await.unwrap()
+    }
+
+    /// The value of the first sample of `metric` whose labels contain every one of `labels`.
+    pub async fn sample(&self, metric: &str, labels: &[&str]) -> Option<f64> {
+        let text = self.metrics().await;
+        text.lines()
+            .filter(|l| l.starts_with(metric) && labels.iter().all(|x| l.contains(x)))
+            .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
+    /// SIGTERM, then the exit status (killed after 20 s).
+    pub async fn terminate(&mut self) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        for _ in 0..200 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let _ = self.child.kill();
+        panic!("the CCM did not stop within 20 s of SIGTERM\n{}", self.log_text());
+    }
+
+    /// Fails with the CCM's log when it exited on its own.
+    pub fn assert_running(&mut self) {
+        if let Some(status) = self.child.try_wait().unwrap() {
+            panic!("the CCM exited ({status})\n{}", self.log_text());
+        }
+    }
+}
+
+impl Drop for Ccm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Polls `check` every 200 ms for up to `secs`; on timeout fails with `what` and the CCM's log.
+pub async fn eventually(ccm: &mut Ccm, what: &str, secs: u64, mut check: impl AsyncFnMut() -> bool) {
+    for _ in 0..secs * 5 {
+        if check().await {
+            return;
+        }
+        ccm.assert_running();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("timed out after {secs} s waiting for {what}\nCCM log:\n{}", ccm.log_text());
+}
+
+pub fn taint_keys(n: &Node) -> Vec<String> {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .map(|t| t.iter().map(|t| t.key.clone()).collect())
+        .unwrap_or_default()
+}
+
+pub fn label<'a>(n: &'a Node, key: &str) -> Option<&'a str> {
+    n.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+pub fn initialized(n: &Node) -> bool {
+    n.spec.as_ref().and_then(|s| s.provider_id.as_ref()).is_some()
+        && !taint_keys(n)
+            .iter()
+            .any(|t| t == "node.cloudprovider.kubernetes.io/uninitialized")
+}
