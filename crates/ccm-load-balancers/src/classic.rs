@@ -549,8 +549,8 @@ impl Attributes {
             && Some(self.idle_timeout) == observed.idle_timeout
     }
 
-    /// The full attribute set to send: ours, with AWS's draining timeout kept where we own none.
-    fn to_aws(&self, observed: Option<&ClassicAttributes>) -> ClassicAttributes {
+    /// The full attribute set to send.
+    fn to_aws(&self) -> ClassicAttributes {
         ClassicAttributes {
             cross_zone: self.cross_zone,
             access_log: ClassicAccessLog {
@@ -560,9 +560,7 @@ impl Attributes {
                 s3_bucket_prefix: self.access_log_prefix.clone(),
             },
             connection_draining_enabled: self.draining_enabled,
-            connection_draining_timeout: self
-                .draining_timeout
-                .or_else(|| observed.and_then(|o| o.connection_draining_timeout)),
+            connection_draining_timeout: self.draining_timeout,
             idle_timeout: Some(self.idle_timeout),
         }
     }
@@ -745,9 +743,12 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
     if let Some(current) = &attributes
         && !desired.attributes.matches(current)
     {
-        changes.push(Change::ModifyAttributes {
-            attributes: desired.attributes.clone(),
-        });
+        // AWS takes every attribute at once: keep its draining timeout where we own none.
+        let mut attributes = desired.attributes.clone();
+        if attributes.draining_timeout.is_none() {
+            attributes.draining_timeout = current.connection_draining_timeout;
+        }
+        changes.push(Change::ModifyAttributes { attributes });
     }
 
     // 4. Policies: proxy protocol on back ends, SSL negotiation on secure listeners.
@@ -1259,20 +1260,10 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
                 .configure_health_check(name, &health_check.to_aws())
                 .await
                 .map_err(Error::aws("configuring the health check"))?,
-            Change::ModifyAttributes { attributes } => {
-                let current = if attributes.draining_timeout.is_none() {
-                    Some(
-                        elb.attributes(name)
-                            .await
-                            .map_err(Error::aws("reading attributes"))?,
-                    )
-                } else {
-                    None
-                };
-                elb.modify_attributes(name, &attributes.to_aws(current.as_ref()))
-                    .await
-                    .map_err(Error::aws("setting attributes"))?;
-            }
+            Change::ModifyAttributes { attributes } => elb
+                .modify_attributes(name, &attributes.to_aws())
+                .await
+                .map_err(Error::aws("setting attributes"))?,
             Change::CreatePolicy {
                 name: policy,
                 type_name,
