@@ -1377,7 +1377,7 @@ pub async fn apply<E: Ec2, L: Elb>(
         applied: Applied::default(),
     };
     for change in changes {
-        tracing::debug!(load_balancer = name, ?change, "applying");
+        tracing::info!(load_balancer = name, ?change, "applying");
         ctx.run(change).await?;
     }
     Ok(ctx.applied)

@@ -107,6 +107,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync> AwsLoadBalancers<E, L> {
         })
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
     async fn ensure(&self, service: &Service, nodes: &[&Node]) -> Result<LoadBalancerStatus, CloudError> {
         let spec = parse_service(service).map_err(Error::from)?;
         match spec.flavour {
@@ -134,6 +135,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync> AwsLoadBalancers<E, L> {
         Ok(status(&dns))
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
     async fn update(&self, service: &Service, nodes: &[&Node]) -> Result<(), CloudError> {
         let spec = parse_service(service).map_err(Error::from)?;
         match spec.flavour {
@@ -163,6 +165,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync> AwsLoadBalancers<E, L> {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
     async fn delete(&self, service: &Service) -> Result<(), CloudError> {
         // Whatever the type annotation says now: a Classic ELB under the Service's name was created by this
         // controller (before a refused type change, for example) and must not outlive the Service.
