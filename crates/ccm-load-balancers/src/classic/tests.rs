@@ -806,3 +806,66 @@ fn replacing_every_subnet_attaches_first() {
         ]
     );
 }
+
+#[tokio::test]
+async fn apply_resolves_the_managed_group_to_the_observed_id() {
+    let changes = vec![
+        Change::ApplySecurityGroups {
+            groups: vec![GroupRef::Managed, GroupRef::Id("sg-x".into())],
+        },
+        Change::AuthorizeNodeAccess {
+            group: "sg-node".into(),
+            from: GroupRef::Managed,
+        },
+        Change::RevokeNodeAccess {
+            group: "sg-old".into(),
+            from: GroupRef::Managed,
+        },
+    ];
+    let mut ec2 = MockEc2::new();
+    let mut elb = MockElb::new();
+    elb.expect_apply_security_groups()
+        .times(1)
+        .withf(|n, g| n == "x" && g == [SecurityGroupId::new("sg-m"), SecurityGroupId::new("sg-x")])
+        .returning(|_, _| Box::pin(async { Ok(()) }));
+    ec2.expect_authorize_ingress()
+        .times(1)
+        .withf(|g, p| {
+            g.as_str() == "sg-node"
+                && p.len() == 1
+                && p[0].protocol == "-1"
+                && p[0].source_groups[0].group_id.as_str() == "sg-m"
+        })
+        .returning(|_, _| Box::pin(async { Err(err(ErrorKind::Conflict)) }));
+    ec2.expect_revoke_ingress()
+        .times(1)
+        .withf(|g, p| g.as_str() == "sg-old" && p[0].source_groups[0].group_id.as_str() == "sg-m")
+        .returning(|_, _| Box::pin(async { Err(err(ErrorKind::NotFound)) }));
+    let applied = apply(
+        &ec2,
+        &elb,
+        &config(),
+        "x",
+        Some(SecurityGroupId::new("sg-m")),
+        &changes,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        applied.mutations, 3,
+        "an existing rule and a missing one are both fine"
+    );
+
+    // Without the group (it was never created), nothing is sent.
+    let e = apply(
+        &MockEc2::new(),
+        &MockElb::new(),
+        &config(),
+        "x",
+        None,
+        &changes[..1],
+    )
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("k8s-elb-x"), "{e}");
+}
