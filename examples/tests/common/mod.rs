@@ -52,7 +52,12 @@ impl World {
         let endpoint = &env.aws_endpoint;
         let region = &env.aws_region;
         let mut config = format!("[Global]\n{extra_config}\n");
-        for service in ["EC2", "Elastic Load Balancing", "Elastic Load Balancing v2", "STS"] {
+        for service in [
+            "EC2",
+            "Elastic Load Balancing",
+            "Elastic Load Balancing v2",
+            "STS",
+        ] {
             config.push_str(&format!(
                 "[ServiceOverride \"{service}\"]\nService = {service}\nRegion = {region}\nURL = {endpoint}\n\
                  SigningRegion = {region}\n"
@@ -64,7 +69,11 @@ impl World {
         ));
         let cloud_config = dir.join("cloud.conf");
         std::fs::write(&cloud_config, config).unwrap();
-        let nodes = Api::all(env.kube_client().await.unwrap());
+        let nodes: Api<Node> = Api::all(env.kube_client().await.unwrap());
+        // The CCM sees every Node: remove those an earlier, failed run of an end-to-end test left behind (these
+        // tests run one at a time, so none is in use).
+        let stale = kube::api::ListParams::default().labels("e2e-cluster");
+        nodes.delete_collection(&Default::default(), &stale).await.unwrap();
         Self {
             raw,
             network,
@@ -239,7 +248,10 @@ pub async fn eventually(ccm: &mut Ccm, what: &str, secs: u64, mut check: impl As
         ccm.assert_running();
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    panic!("timed out after {secs} s waiting for {what}\nCCM log:\n{}", ccm.log_text());
+    panic!(
+        "timed out after {secs} s waiting for {what}\nCCM log:\n{}",
+        ccm.log_text()
+    );
 }
 
 pub fn taint_keys(n: &Node) -> Vec<String> {
