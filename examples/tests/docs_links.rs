@@ -35,11 +35,14 @@ fn anchor(heading: &str) -> String {
         .collect()
 }
 
-/// The lines outside fenced code blocks, and the fenced blocks as (info string, body, first line number).
-fn split(text: &str) -> (Vec<&str>, Vec<(String, String, usize)>, bool) {
+/// A fenced code block: info string, body, line of the opening fence.
+type Block = (String, String, usize);
+
+/// The lines outside fenced code blocks, the fenced blocks, and whether the last fence is left open.
+fn split(text: &str) -> (Vec<&str>, Vec<Block>, bool) {
     let mut prose = Vec::new();
     let mut blocks = Vec::new();
-    let mut open: Option<(String, String, usize)> = None;
+    let mut open: Option<Block> = None;
     for (i, line) in text.lines().enumerate() {
         let fence = line.trim_start().strip_prefix("```");
         match (&mut open, fence) {
