@@ -11,7 +11,11 @@ use ccm_tagging::controller::{TaggingArgs, TaggingConfig, TaggingController, Tag
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(name = "aws-cloud-controller-manager", version, about = "The Kubernetes cloud controller manager for AWS")]
+#[command(
+    name = "aws-cloud-controller-manager",
+    version,
+    about = "The Kubernetes cloud controller manager for AWS"
+)]
 struct Cli {
     #[command(flatten)]
     manager: Options,

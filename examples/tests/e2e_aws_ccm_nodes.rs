@@ -69,20 +69,44 @@ async fn e2e_nodes_are_initialized_and_retired_by_the_ccm_binary() {
     // Kubelets stop reporting: the third instance is terminated, the fourth stopped.
     world.set_ready(&names[2], "False").await;
     world.set_ready(&names[3], "Unknown").await;
-    world.raw.terminate_instances().instance_ids(&launched[2].id).send().await.unwrap();
-    world.raw.stop_instances().instance_ids(&launched[3].id).send().await.unwrap();
-    eventually(&mut ccm, "the terminated instance's node deleted", 30, async || {
-        nodes.get_opt(&names[2]).await.unwrap().is_none()
-    })
+    world
+        .raw
+        .terminate_instances()
+        .instance_ids(&launched[2].id)
+        .send()
+        .await
+        .unwrap();
+    world
+        .raw
+        .stop_instances()
+        .instance_ids(&launched[3].id)
+        .send()
+        .await
+        .unwrap();
+    eventually(
+        &mut ccm,
+        "the terminated instance's node deleted",
+        30,
+        async || nodes.get_opt(&names[2]).await.unwrap().is_none(),
+    )
     .await;
     eventually(&mut ccm, "the stopped instance's node tainted", 30, async || {
         let n = nodes.get(&names[3]).await.unwrap();
         taint_keys(&n).iter().any(|t| t == SHUTDOWN_TAINT)
     })
     .await;
-    assert!(nodes.get_opt(&names[0]).await.unwrap().is_some(), "a Ready node stays");
+    assert!(
+        nodes.get_opt(&names[0]).await.unwrap().is_some(),
+        "a Ready node stays"
+    );
 
-    world.raw.start_instances().instance_ids(&launched[3].id).send().await.unwrap();
+    world
+        .raw
+        .start_instances()
+        .instance_ids(&launched[3].id)
+        .send()
+        .await
+        .unwrap();
     world.set_ready(&names[3], "True").await;
     eventually(&mut ccm, "the shutdown taint removed", 30, async || {
         let n = nodes.get(&names[3]).await.unwrap();
@@ -109,6 +133,9 @@ async fn e2e_nodes_are_initialized_and_retired_by_the_ccm_binary() {
     let leases: Api<Lease> = Api::namespaced(TestEnv::get().kube_client().await.unwrap(), "kube-system");
     let lease = leases.get(&ccm.lease).await.unwrap();
     let holder = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
-    assert!(holder.is_empty(), "the lease is released on SIGTERM, held by {holder:?}");
+    assert!(
+        holder.is_empty(),
+        "the lease is released on SIGTERM, held by {holder:?}"
+    );
     world.cleanup().await;
 }

@@ -25,7 +25,12 @@ async fn routes_of(world: &World, table: &str) -> BTreeMap<String, String> {
     out.route_tables()
         .iter()
         .flat_map(|t| t.routes())
-        .filter_map(|r| Some((r.destination_cidr_block()?.to_owned(), r.instance_id()?.to_owned())))
+        .filter_map(|r| {
+            Some((
+                r.destination_cidr_block()?.to_owned(),
+                r.instance_id()?.to_owned(),
+            ))
+        })
         .collect()
 }
 
@@ -54,7 +59,14 @@ async fn route_table(world: &World, tag: Option<(&str, &str)>) -> String {
     let id = table.route_table().unwrap().route_table_id().unwrap().to_owned();
     if let Some((k, v)) = tag {
         let tag = aws_sdk_ec2::types::Tag::builder().key(k).value(v).build();
-        world.raw.create_tags().resources(&id).tags(tag).send().await.unwrap();
+        world
+            .raw
+            .create_tags()
+            .resources(&id)
+            .tags(tag)
+            .send()
+            .await
+            .unwrap();
     }
     id
 }
@@ -86,7 +98,9 @@ async fn e2e_routes_follow_nodes_and_instances_are_tagged() {
 
     let launched = world.launch(NODES as i32).await;
     for (k, l) in launched.iter().enumerate() {
-        world.register_node(&l.id, Some(&format!("10.244.{k}.0/24"))).await;
+        world
+            .register_node(&l.id, Some(&format!("10.244.{k}.0/24")))
+            .await;
     }
     let mut ccm = Ccm::start(
         &world,
@@ -106,36 +120,49 @@ async fn e2e_routes_follow_nodes_and_instances_are_tagged() {
         .enumerate()
         .map(|(k, l)| (format!("10.244.{k}.0/24"), l.id.clone()))
         .collect();
-    eventually(&mut ccm, "a route per node in the cluster's table", 60, async || {
-        routes_of(&world, &ours).await == expected
-    })
+    eventually(
+        &mut ccm,
+        "a route per node in the cluster's table",
+        60,
+        async || routes_of(&world, &ours).await == expected,
+    )
     .await;
     let nodes = world.nodes.clone();
-    eventually(&mut ccm, "NetworkUnavailable=False on every node", 30, async || {
-        let mut all = true;
-        for l in &launched {
-            let n = nodes.get(&l.id).await.unwrap();
-            all &= n
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "NetworkUnavailable" && c.status == "False");
-        }
-        all
-    })
+    eventually(
+        &mut ccm,
+        "NetworkUnavailable=False on every node",
+        30,
+        async || {
+            let mut all = true;
+            for l in &launched {
+                let n = nodes.get(&l.id).await.unwrap();
+                all &= n
+                    .status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "NetworkUnavailable" && c.status == "False");
+            }
+            all
+        },
+    )
     .await;
-    eventually(&mut ccm, "every instance tagged and node labelled", 30, async || {
-        let mut all = true;
-        for l in &launched {
-            let tags = tags_of(&world, &l.id).await;
-            all &= tags.get("team").map(String::as_str) == Some("e2e")
-                && tags.get("cost-center").map(String::as_str) == Some("42");
-            let n = nodes.get(&l.id).await.unwrap();
-            all &= common::label(&n, "k8s.io/cloud-provider-aws").is_some();
-        }
-        all
-    })
+    eventually(
+        &mut ccm,
+        "every instance tagged and node labelled",
+        30,
+        async || {
+            let mut all = true;
+            for l in &launched {
+                let tags = tags_of(&world, &l.id).await;
+                all &= tags.get("team").map(String::as_str) == Some("e2e")
+                    && tags.get("cost-center").map(String::as_str) == Some("42");
+                let n = nodes.get(&l.id).await.unwrap();
+                all &= common::label(&n, "k8s.io/cloud-provider-aws").is_some();
+            }
+            all
+        },
+    )
     .await;
     let create_tags = ccm
         .sample("aws_api_requests_total", &["operation=\"CreateTags\""])
@@ -144,7 +171,10 @@ async fn e2e_routes_follow_nodes_and_instances_are_tagged() {
     println!("{NODES} joining nodes: {create_tags} CreateTags calls");
     // Nodes become taggable as the cloud-node controller gives them provider IDs, so how many calls the waves
     // take depends on timing (3 here); one call per node (upstream without batching) would be 10.
-    assert!(create_tags <= (NODES / 2) as f64, "{create_tags} CreateTags for {NODES} nodes");
+    assert!(
+        create_tags <= (NODES / 2) as f64,
+        "{create_tags} CreateTags for {NODES} nodes"
+    );
 
     // A node leaves: its route goes, its instance loses our tags.
     nodes.delete(&launched[0].id, &Default::default()).await.unwrap();

@@ -5,30 +5,34 @@
 //! plane outside the cluster's VPC (`VPC`, `SubnetID` or `RoleARN`, and a cluster ID); the cluster ID from the
 //! config or that instance's tags; the VPC from the config or that instance. One DescribeInstances at most.
 
-use ccm_aws_api::{Ec2, InstanceId, Metadata, RouteTableId, VpcId, ec2::Instance};
-use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, AwsMetadata};
+use ccm_aws_api::{
+    Ec2, Elb, InstanceId, Metadata, RouteTableId, SecurityGroupId, SubnetId, VpcId, ec2::Instance,
+};
+use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, AwsElb, AwsMetadata};
 use ccm_cloud_provider::{CloudProvider, Unsupported};
 use ccm_instances::{AwsInstances, InstancesConfig};
+use ccm_load_balancers::{AwsLoadBalancers, HealthProbeMode, LoadBalancerConfig};
 use ccm_routes::{AwsRoutes, NodeIndex, RoutesConfig};
 use ccm_tagging::ClusterTags;
 use regex::Regex;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::{
     CloudConfig,
-    cloud_config::IpFamily,
+    cloud_config::{self, IpFamily},
     cluster_id::{self, ClusterIdError},
 };
 
 /// The provider name, for `--cloud-provider`.
 pub const PROVIDER_NAME: &str = "aws";
 
-/// The AWS cloud provider, generic over the EC2 port so that tests can run it on fakes.
+/// The AWS cloud provider, generic over the EC2 and ELB ports so that tests can run it on fakes.
 #[derive(Debug)]
-pub struct AwsCloud<E = AwsEc2> {
+pub struct AwsCloud<E = AwsEc2, L = AwsElb> {
     ec2: E,
     instances: AwsInstances<E>,
     routes: AwsRoutes<E, NodeIndex>,
+    load_balancers: Option<AwsLoadBalancers<E, L>>,
     cluster: ClusterTags,
     region: String,
     vpc_id: Option<VpcId>,
@@ -83,19 +87,24 @@ pub enum AwsCloudError {
 
 // === impl AwsCloud ===
 
-impl AwsCloud<AwsEc2> {
+impl AwsCloud<AwsEc2, AwsElb> {
     /// Starts the provider as the CCM does: IMDS (unless the control plane is external), then the SDK adapter
     /// with the config's endpoint overrides and role, then the environment. Returns the adapter too, for its
     /// call metrics.
-    pub async fn connect(config: &CloudConfig, options: AdapterOptions) -> Result<(Self, Adapter), AwsCloudError> {
+    pub async fn connect(
+        config: &CloudConfig,
+        options: AdapterOptions,
+    ) -> Result<(Self, Adapter), AwsCloudError> {
         let external = config.global.is_external_control_plane();
         let metadata = if external {
             None
         } else {
-            Some(AwsMetadata::new(&config.imds_options()).map_err(|source| AwsCloudError::Metadata {
-                what: "the endpoint",
-                source,
-            })?)
+            Some(
+                AwsMetadata::new(&config.imds_options()).map_err(|source| AwsCloudError::Metadata {
+                    what: "the endpoint",
+                    source,
+                })?,
+            )
         };
         let self_id = match &metadata {
             Some(m) => Some(m.instance_id().await.map_err(|source| AwsCloudError::Metadata {
@@ -121,17 +130,21 @@ impl AwsCloud<AwsEc2> {
         let adapter = Adapter::from_env(region_opt, options).await;
         let region = adapter.region().map_or(region, str::to_owned);
         let env = discover(config, adapter.ec2(), region, self_id.as_ref()).await?;
-        let cloud = Self::new(config, adapter.ec2().clone(), env)?;
+        let cloud = Self::new(config, adapter.ec2().clone(), adapter.elb().clone(), env)?;
         Ok((cloud, adapter))
     }
 }
 
-impl<E: Ec2 + Clone + Send + Sync + 'static> AwsCloud<E> {
-    /// The provider on `ec2` for an already discovered environment.
-    pub fn new(config: &CloudConfig, ec2: E, env: Environment) -> Result<Self, AwsCloudError> {
+impl<E, L> AwsCloud<E, L>
+where
+    E: Ec2 + Clone + Send + Sync + 'static,
+    L: Elb + Send + Sync + 'static,
+{
+    /// The provider on `ec2` and `elb` for an already discovered environment.
+    pub fn new(config: &CloudConfig, ec2: E, elb: L, env: Environment) -> Result<Self, AwsCloudError> {
         let global = &config.global;
-        let pattern =
-            Regex::new(&global.supported_topology_instance_type_pattern).map_err(AwsCloudError::TopologyPattern)?;
+        let pattern = Regex::new(&global.supported_topology_instance_type_pattern)
+            .map_err(AwsCloudError::TopologyPattern)?;
         let families = global
             .node_ip_families
             .iter()
@@ -161,7 +174,21 @@ impl<E: Ec2 + Clone + Send + Sync + 'static> AwsCloud<E> {
         // The route controller shows the routes its nodes (`Routes::observe_nodes`), so routes to instances are
         // named by the Node that runs there, whatever the node-name scheme.
         let routes = AwsRoutes::new(ec2.clone(), routes_config).with_node_names(NodeIndex::new());
+        let load_balancers = match &env.vpc_id {
+            Some(vpc) => Some(AwsLoadBalancers::new(
+                ec2.clone(),
+                elb,
+                load_balancer_config(config, &env, vpc.clone()),
+            )),
+            None => {
+                warn!(
+                    "no VPC known (set VPC in the cloud config): Services of type LoadBalancer are not served"
+                );
+                None
+            }
+        };
         Ok(Self {
+            load_balancers,
             instances: AwsInstances::new(ec2.clone(), instances_config),
             routes,
             ec2,
@@ -192,11 +219,15 @@ impl<E: Ec2 + Clone + Send + Sync + 'static> AwsCloud<E> {
     }
 }
 
-impl<E: Ec2 + Clone + Send + Sync + 'static> CloudProvider for AwsCloud<E> {
+impl<E, L> CloudProvider for AwsCloud<E, L>
+where
+    E: Ec2 + Clone + Send + Sync + 'static,
+    L: Elb + Send + Sync + 'static,
+{
     type InstancesV2 = AwsInstances<E>;
     type Instances = Unsupported;
     type Zones = Unsupported;
-    type LoadBalancer = Unsupported;
+    type LoadBalancer = AwsLoadBalancers<E, L>;
     type Routes = AwsRoutes<E, NodeIndex>;
 
     fn provider_name(&self) -> &str {
@@ -210,6 +241,33 @@ impl<E: Ec2 + Clone + Send + Sync + 'static> CloudProvider for AwsCloud<E> {
     fn routes(&self) -> Option<&Self::Routes> {
         Some(&self.routes)
     }
+
+    fn load_balancer(&self) -> Option<&Self::LoadBalancer> {
+        self.load_balancers.as_ref()
+    }
+}
+
+/// The load balancers' settings from the cloud config: the fallback subnet is `SubnetID`, else the subnet of the
+/// instance the CCM runs on (as upstream).
+fn load_balancer_config(config: &CloudConfig, env: &Environment, vpc: VpcId) -> LoadBalancerConfig {
+    let global = &config.global;
+    let fallback_subnet = global
+        .subnet_id
+        .as_deref()
+        .map(SubnetId::from)
+        .or_else(|| env.self_instance.as_ref().and_then(|i| i.subnet_id.clone()));
+    let health_probe = match global.health_probe_mode {
+        cloud_config::HealthProbeMode::ServiceNodePort => HealthProbeMode::ServiceNodePort,
+        cloud_config::HealthProbeMode::Shared => HealthProbeMode::Shared {
+            port: i32::from(global.shared_health_probe_port),
+            path: global.shared_health_probe_path.clone(),
+        },
+    };
+    LoadBalancerConfig::new(env.cluster.clone(), vpc)
+        .with_fallback_subnet(fallback_subnet)
+        .with_elb_security_group(global.elb_security_group.as_deref().map(SecurityGroupId::from))
+        .with_node_security_group_rules(!global.disable_security_group_ingress)
+        .with_health_probe(health_probe)
 }
 
 /// Finds the cluster and VPC: from the config where it says, else from the instance `self_id` (one

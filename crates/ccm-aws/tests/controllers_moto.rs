@@ -59,7 +59,11 @@ async fn nodes_are_initialized_and_retired() {
     ));
 
     eventually("all four nodes initialized", 30, async || {
-        let list = f.nodes.list(&ListParams::default().labels(&f.selector())).await.unwrap();
+        let list = f
+            .nodes
+            .list(&ListParams::default().labels(&f.selector()))
+            .await
+            .unwrap();
         list.items.len() == 4 && list.items.iter().all(initialized)
     })
     .await;
@@ -81,17 +85,36 @@ async fn nodes_are_initialized_and_retired() {
             .iter()
             .map(|a| (a.type_.clone(), a.address.clone()))
             .collect();
-        assert!(addresses.contains(&("InternalIP".into(), l.private_ip.clone())), "{addresses:?}");
-        assert!(addresses.contains(&("InternalDNS".into(), l.private_dns.clone())), "{addresses:?}");
-        assert!(addresses.contains(&("Hostname".into(), l.private_dns.clone())), "{addresses:?}");
+        assert!(
+            addresses.contains(&("InternalIP".into(), l.private_ip.clone())),
+            "{addresses:?}"
+        );
+        assert!(
+            addresses.contains(&("InternalDNS".into(), l.private_dns.clone())),
+            "{addresses:?}"
+        );
+        assert!(
+            addresses.contains(&("Hostname".into(), l.private_dns.clone())),
+            "{addresses:?}"
+        );
     }
 
     // The kubelets of the third and fourth nodes stop reporting; the third instance is terminated, the fourth
     // stopped.
     f.set_ready(&names[2], "False").await;
     f.set_ready(&names[3], "Unknown").await;
-    f.raw.terminate_instances().instance_ids(&launched[2].id).send().await.unwrap();
-    f.raw.stop_instances().instance_ids(&launched[3].id).send().await.unwrap();
+    f.raw
+        .terminate_instances()
+        .instance_ids(&launched[2].id)
+        .send()
+        .await
+        .unwrap();
+    f.raw
+        .stop_instances()
+        .instance_ids(&launched[3].id)
+        .send()
+        .await
+        .unwrap();
     eventually("the terminated instance's node deleted", 20, async || {
         f.nodes.get_opt(&names[2]).await.unwrap().is_none()
     })
@@ -105,7 +128,12 @@ async fn nodes_are_initialized_and_retired() {
     assert!(f.nodes.get_opt(&names[0]).await.unwrap().is_some());
 
     // Started again, the kubelet reports Ready and the taint goes.
-    f.raw.start_instances().instance_ids(&launched[3].id).send().await.unwrap();
+    f.raw
+        .start_instances()
+        .instance_ids(&launched[3].id)
+        .send()
+        .await
+        .unwrap();
     f.set_ready(&names[3], "True").await;
     eventually("the shutdown taint removed", 20, async || {
         let n = f.nodes.get(&names[3]).await.unwrap();

@@ -24,7 +24,13 @@ async fn a_burst_of_1000_nodes_costs_at_most_two_describe_instances() {
     let names: Vec<String> = launched
         .iter()
         .enumerate()
-        .map(|(k, l)| if k % 2 == 0 { l.id.clone() } else { l.private_dns.clone() })
+        .map(|(k, l)| {
+            if k % 2 == 0 {
+                l.id.clone()
+            } else {
+                l.private_dns.clone()
+            }
+        })
         .collect();
     let creates = futures::stream::iter(names.iter().map(|n| f.create_node(n)));
     futures::StreamExt::for_each_concurrent(creates, 32, |fut| fut).await;
@@ -42,7 +48,11 @@ async fn a_burst_of_1000_nodes_costs_at_most_two_describe_instances() {
         let _ = stopped.await;
     }));
     eventually("1,000 nodes initialized", 300, async || {
-        let list = f.nodes.list(&ListParams::default().labels(&f.selector())).await.unwrap();
+        let list = f
+            .nodes
+            .list(&ListParams::default().labels(&f.selector()))
+            .await
+            .unwrap();
         list.items.iter().filter(|n| initialized(n)).count() == NODES
     })
     .await;
@@ -58,6 +68,9 @@ async fn a_burst_of_1000_nodes_costs_at_most_two_describe_instances() {
         metrics.snapshot().api_writes,
         elapsed.as_secs_f64()
     );
-    assert!(describes <= 2, "{describes} DescribeInstances for a burst of {NODES} nodes");
+    assert!(
+        describes <= 2,
+        "{describes} DescribeInstances for a burst of {NODES} nodes"
+    );
     f.cleanup().await;
 }

@@ -73,7 +73,10 @@ impl World {
         // The CCM sees every Node: remove those an earlier, failed run of an end-to-end test left behind (these
         // tests run one at a time, so none is in use).
         let stale = kube::api::ListParams::default().labels("e2e-cluster");
-        nodes.delete_collection(&Default::default(), &stale).await.unwrap();
+        nodes
+            .delete_collection(&Default::default(), &stale)
+            .await
+            .unwrap();
         Self {
             raw,
             network,
@@ -199,6 +202,40 @@ impl Ccm {
         text.lines()
             .filter(|l| l.starts_with(metric) && labels.iter().all(|x| l.contains(x)))
             .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
+    /// The AWS requests made so far per operation (`aws_api_requests_total`, every outcome and retry), keeping
+    /// only mutating operations (all but `Describe*`, `Get*`, `List*`).
+    pub async fn mutations(&self) -> std::collections::BTreeMap<String, f64> {
+        let mut out = std::collections::BTreeMap::new();
+        for line in self.metrics().await.lines() {
+            let Some(rest) = line.strip_prefix("aws_api_requests_total{") else {
+                continue;
+            };
+            let Some(op) = rest
+                .split("operation=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+            else {
+                continue;
+            };
+            if ["Describe", "Get", "List"].iter().any(|p| op.starts_with(p)) {
+                continue;
+            }
+            let value: f64 = line
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            *out.entry(op.to_owned()).or_insert(0.0) += value;
+        }
+        out
+    }
+
+    /// Kills the process at once (no clean-up, the lease is left held), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// SIGTERM, then the exit status (killed after 20 s).

@@ -1,6 +1,7 @@
 use ccm_aws_api::{
     Tags,
     ec2::{Instance, InstanceState, MockEc2},
+    elb::MockElb,
 };
 use ccm_cloud_provider::InstancesV2;
 use k8s_openapi::api::core::v1::Node;
@@ -46,9 +47,14 @@ async fn everything_configured_costs_no_call() {
 #[tokio::test]
 async fn one_describe_finds_cluster_and_vpc() {
     let ec2 = ec2_returning(self_instance("i-1", &[("kubernetes.io/cluster/c1", "owned")]), 1);
-    let env = discover(&config(""), &ec2, "us-east-1".into(), Some(&InstanceId::from("i-1")))
-        .await
-        .unwrap();
+    let env = discover(
+        &config(""),
+        &ec2,
+        "us-east-1".into(),
+        Some(&InstanceId::from("i-1")),
+    )
+    .await
+    .unwrap();
     assert_eq!((env.cluster.id(), env.cluster.legacy()), ("c1", false));
     assert_eq!(env.vpc_id, Some(VpcId::from("vpc-self")));
 }
@@ -56,14 +62,27 @@ async fn one_describe_finds_cluster_and_vpc() {
 #[tokio::test]
 async fn untagged_self_instance_without_configured_id_fails_with_advice() {
     let ec2 = ec2_returning(self_instance("i-1", &[("Name", "x")]), 1);
-    let err = discover(&config(""), &ec2, "us-east-1".into(), Some(&InstanceId::from("i-1")))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, AwsCloudError::ClusterId(ClusterIdError::Tags { .. })), "{err}");
+    let err = discover(
+        &config(""),
+        &ec2,
+        "us-east-1".into(),
+        Some(&InstanceId::from("i-1")),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, AwsCloudError::ClusterId(ClusterIdError::Tags { .. })),
+        "{err}"
+    );
     // No instance at all (external control plane without an ID) names the config key.
-    let err = discover(&config("[Global]\nVPC = vpc-1\n"), &MockEc2::new(), "r".into(), None)
-        .await
-        .unwrap_err();
+    let err = discover(
+        &config("[Global]\nVPC = vpc-1\n"),
+        &MockEc2::new(),
+        "r".into(),
+        None,
+    )
+    .await
+    .unwrap_err();
     assert!(err.to_string().contains("KubernetesClusterID"), "{err}");
 }
 
@@ -82,9 +101,13 @@ async fn a_missing_self_instance_is_an_error() {
 }
 
 #[tokio::test]
-async fn the_provider_exposes_instances_v2_and_routes_and_uses_its_region() {
-    let cfg = config("[Global]\nKubernetesClusterID = c1\nVPC = vpc-1\nNodeIPFamilies = ipv6\nNodeIPFamilies = ipv4\n");
-    let env = discover(&cfg, &MockEc2::new(), "eu-west-1".into(), None).await.unwrap();
+async fn the_provider_exposes_instances_v2_routes_and_load_balancers_and_uses_its_region() {
+    let cfg = config(
+        "[Global]\nKubernetesClusterID = c1\nVPC = vpc-1\nNodeIPFamilies = ipv6\nNodeIPFamilies = ipv4\n",
+    );
+    let env = discover(&cfg, &MockEc2::new(), "eu-west-1".into(), None)
+        .await
+        .unwrap();
     let mut ec2 = MockEc2::new();
     ec2.expect_instances_by_id().returning(|ids| {
         let mut i = self_instance(ids[0].as_str(), &[("kubernetes.io/cluster/c1", "owned")]);
@@ -103,13 +126,19 @@ async fn the_provider_exposes_instances_v2_and_routes_and_uses_its_region() {
     });
     ec2.expect_instance_topology()
         .returning(|_| Box::pin(async { Ok(Vec::new()) }));
-    let cloud = AwsCloud::new(&cfg, std::sync::Arc::new(ec2), env).unwrap();
+    let cloud = AwsCloud::new(&cfg, std::sync::Arc::new(ec2), MockElb::new(), env).unwrap();
     assert_eq!(cloud.provider_name(), "aws");
-    assert!(cloud.load_balancer().is_none() && cloud.instances().is_none());
-    assert!(cloud.routes().is_some());
+    assert!(cloud.instances().is_none());
+    assert!(cloud.routes().is_some() && cloud.load_balancer().is_some());
     let mut node = Node::default();
     node.metadata.name = Some("i-0abc".into());
-    let md = cloud.instances_v2().unwrap().instance_metadata(&node).await.unwrap().unwrap();
+    let md = cloud
+        .instances_v2()
+        .unwrap()
+        .instance_metadata(&node)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(md.provider_id, "aws:///us-east-1a/i-0abc");
     assert_eq!(md.region, "eu-west-1");
     assert_eq!(md.instance_type, "m5.large");
@@ -125,6 +154,23 @@ fn a_bad_topology_pattern_names_the_key() {
         vpc_id: None,
         self_instance: None,
     };
-    let err = AwsCloud::new(&cfg, std::sync::Arc::new(MockEc2::new()), env).unwrap_err();
-    assert!(err.to_string().contains("SupportedTopologyInstanceTypePattern"), "{err}");
+    let err = AwsCloud::new(&cfg, std::sync::Arc::new(MockEc2::new()), MockElb::new(), env).unwrap_err();
+    assert!(
+        err.to_string().contains("SupportedTopologyInstanceTypePattern"),
+        "{err}"
+    );
+}
+
+#[test]
+fn without_a_vpc_there_are_no_load_balancers() {
+    let cfg = config("[Global]\nKubernetesClusterID = c1\n");
+    let env = Environment {
+        region: "r".into(),
+        cluster: ClusterTags::new("c1", false).unwrap(),
+        vpc_id: None,
+        self_instance: None,
+    };
+    let cloud = AwsCloud::new(&cfg, std::sync::Arc::new(MockEc2::new()), MockElb::new(), env).unwrap();
+    assert!(cloud.load_balancer().is_none());
+    assert!(cloud.instances_v2().is_some());
 }

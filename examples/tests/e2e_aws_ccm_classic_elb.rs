@@ -1,0 +1,413 @@
+//! End to end: Services of type LoadBalancer become Classic ELBs, with the `aws-cloud-controller-manager` binary
+//! against moto and the real kube-apiserver. A default Service gets its CLB (listeners, health check, security
+//! group, registered instances, status hostname); a restarted CCM with nothing changed makes 0 mutating AWS calls;
+//! a node joining or leaving costs only register or deregister calls; a port change converges; invalid
+//! annotations give a Warning Event and no mutation; deleting the Service removes the CLB, its security group and
+//! the finalizer, while a `shared`-tagged and an untagged group stay. Mutating calls are read from the CCM's
+//! /metrics.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types::{Filter, Tag};
+use ccm_testing::{TestEnv, unique_name};
+use common::{Ccm, World, eventually, initialized};
+use k8s_openapi::api::core::v1::{Event, Service};
+use kube::{
+    Api,
+    api::{ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+
+/// Makes the world's subnet a public, cluster-tagged ELB subnet (internet gateway route, role tag).
+async fn public_subnet(world: &World) {
+    let raw = &world.raw;
+    let igw = raw.create_internet_gateway().send().await.unwrap();
+    let igw = igw
+        .internet_gateway()
+        .unwrap()
+        .internet_gateway_id()
+        .unwrap()
+        .to_owned();
+    raw.attach_internet_gateway()
+        .internet_gateway_id(&igw)
+        .vpc_id(&world.network.vpc_id)
+        .send()
+        .await
+        .unwrap();
+    let tables = raw
+        .describe_route_tables()
+        .filters(
+            Filter::builder()
+                .name("vpc-id")
+                .values(&world.network.vpc_id)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let main = tables.route_tables()[0].route_table_id().unwrap().to_owned();
+    raw.create_route()
+        .route_table_id(&main)
+        .destination_cidr_block("0.0.0.0/0")
+        .gateway_id(&igw)
+        .send()
+        .await
+        .unwrap();
+    raw.create_tags()
+        .resources(&world.network.subnet_id)
+        .tags(Tag::builder().key("kubernetes.io/role/elb").value("1").build())
+        .tags(Tag::builder().key(world.cluster_key()).value("owned").build())
+        .send()
+        .await
+        .unwrap();
+}
+
+async fn security_group(world: &World, name: &str, tag: Option<(String, &str)>) -> String {
+    let mut req = world
+        .raw
+        .create_security_group()
+        .group_name(name)
+        .description("e2e bystander")
+        .vpc_id(&world.network.vpc_id);
+    if let Some((k, v)) = tag {
+        req = req.tag_specifications(
+            aws_sdk_ec2::types::TagSpecification::builder()
+                .resource_type(aws_sdk_ec2::types::ResourceType::SecurityGroup)
+                .tags(Tag::builder().key(k).value(v).build())
+                .build(),
+        );
+    }
+    req.send().await.unwrap().group_id().unwrap().to_owned()
+}
+
+async fn group_exists(world: &World, id: &str) -> bool {
+    world
+        .raw
+        .describe_security_groups()
+        .group_ids(id)
+        .send()
+        .await
+        .is_ok_and(|r| !r.security_groups().is_empty())
+}
+
+/// The groups in the world's VPC whose name is `k8s-elb-<lb name>` (the managed group's name).
+async fn managed_groups(world: &World, lb: &str) -> Vec<String> {
+    let out = world
+        .raw
+        .describe_security_groups()
+        .filters(
+            Filter::builder()
+                .name("vpc-id")
+                .values(&world.network.vpc_id)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    out.security_groups()
+        .iter()
+        .filter(|g| g.group_name().is_some_and(|n| n.contains(lb)))
+        .filter_map(|g| g.group_id().map(str::to_owned))
+        .collect()
+}
+
+fn service(name: &str, ports: &[i32], annotations: &BTreeMap<&str, &str>) -> Service {
+    let ports: Vec<_> = ports
+        .iter()
+        .map(|p| json!({ "name": format!("p{p}"), "port": p, "protocol": "TCP", "targetPort": 8080 }))
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": { "name": name, "annotations": annotations },
+        "spec": { "type": "LoadBalancer", "selector": { "app": name }, "ports": ports },
+    }))
+    .unwrap()
+}
+
+struct Elb(aws_sdk_elasticloadbalancing::Client);
+
+impl Elb {
+    async fn describe(
+        &self,
+        name: &str,
+    ) -> Option<aws_sdk_elasticloadbalancing::types::LoadBalancerDescription> {
+        let out = self
+            .0
+            .describe_load_balancers()
+            .load_balancer_names(name)
+            .send()
+            .await;
+        out.ok()?.load_balancer_descriptions().first().cloned()
+    }
+
+    async fn instances(&self, name: &str) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .describe(name)
+            .await
+            .map(|d| {
+                d.instances()
+                    .iter()
+                    .filter_map(|i| i.instance_id().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort();
+        ids
+    }
+
+    async fn listener_ports(&self, name: &str) -> Vec<i32> {
+        let mut ports: Vec<i32> = self
+            .describe(name)
+            .await
+            .map(|d| {
+                d.listener_descriptions()
+                    .iter()
+                    .filter_map(|l| l.listener().map(|l| l.load_balancer_port()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        ports.sort_unstable();
+        ports
+    }
+}
+
+fn changed(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .filter_map(|(op, n)| {
+            let d = n - before.get(op).copied().unwrap_or(0.0);
+            (d > 0.0).then(|| (op.clone(), d))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
+    let env = TestEnv::get();
+    let world = World::new("").await;
+    public_subnet(&world).await;
+    let shared = security_group(
+        &world,
+        &unique_name("shared"),
+        Some((world.cluster_key(), "shared")),
+    )
+    .await;
+    let untagged = security_group(&world, &unique_name("untagged"), None).await;
+    let launched = world.launch(3).await;
+    for l in &launched[..2] {
+        world.register_node(&l.id, None).await;
+    }
+    let client = env.kube_client().await.unwrap();
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let events: Api<Event> = Api::namespaced(client, "default");
+    let elb = Elb(aws_sdk_elasticloadbalancing::Client::new(&env.aws_config().await));
+    let mut ccm = Ccm::start(&world, &[]);
+    let nodes = world.nodes.clone();
+    eventually(&mut ccm, "two nodes initialized", 60, async || {
+        let mut all = true;
+        for l in &launched[..2] {
+            all &= nodes.get(&l.id).await.is_ok_and(|n| initialized(&n));
+        }
+        all
+    })
+    .await;
+
+    // A default Service.
+    let name = unique_name("web");
+    let created = services
+        .create(&PostParams::default(), &service(&name, &[80], &BTreeMap::new()))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    let lb = format!("a{}", uid.replace('-', ""))[..32].to_owned();
+    let svcs = services.clone();
+    eventually(&mut ccm, "the status hostname", 60, async || {
+        svcs.get(&name)
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|l| l.ingress)
+            .is_some()
+    })
+    .await;
+    let described = elb
+        .describe(&lb)
+        .await
+        .expect("the CLB exists under the upstream name");
+    let hostname = services
+        .get(&name)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .load_balancer
+        .unwrap()
+        .ingress
+        .unwrap()[0]
+        .hostname
+        .clone();
+    assert_eq!(hostname.as_deref(), described.dns_name());
+    assert_eq!(elb.listener_ports(&lb).await, [80]);
+    let node_port = services.get(&name).await.unwrap().spec.unwrap().ports.unwrap()[0]
+        .node_port
+        .unwrap();
+    let target = described
+        .health_check()
+        .map(|h| h.target().to_owned())
+        .unwrap_or_default();
+    assert_eq!(
+        target,
+        format!("TCP:{node_port}"),
+        "health check on the traffic node port"
+    );
+    let mut expected: Vec<String> = launched[..2].iter().map(|l| l.id.clone()).collect();
+    expected.sort();
+    eventually(&mut ccm, "both instances registered", 30, async || {
+        elb.instances(&lb).await == expected
+    })
+    .await;
+    let groups = managed_groups(&world, &lb).await;
+    assert_eq!(groups.len(), 1, "one managed security group: {groups:?}");
+    assert_eq!(described.security_groups(), groups.as_slice());
+
+    // A restart with nothing changed: the new process reconciles the Service and mutates nothing.
+    assert!(ccm.terminate().await.success());
+    let mut ccm = Ccm::start(&world, &[]);
+    let port = ccm.port;
+    eventually(&mut ccm, "the restarted CCM's service sync", 30, async || {
+        reconciles(port, "service-lb-controller").await >= 1.0
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let steady = ccm.mutations().await;
+    assert!(
+        steady.values().all(|n| *n == 0.0),
+        "a steady Service costs no mutating call: {steady:?}"
+    );
+
+    // A node joins: only a registration.
+    let before = ccm.mutations().await;
+    world.register_node(&launched[2].id, None).await;
+    expected.push(launched[2].id.clone());
+    expected.sort();
+    eventually(&mut ccm, "the joining node registered", 60, async || {
+        elb.instances(&lb).await == expected
+    })
+    .await;
+    let delta = changed(&before, &ccm.mutations().await);
+    assert_eq!(
+        delta.keys().collect::<Vec<_>>(),
+        ["RegisterInstancesWithLoadBalancer"],
+        "{delta:?}"
+    );
+
+    // A node leaves: only a deregistration.
+    let before = ccm.mutations().await;
+    nodes.delete(&launched[2].id, &Default::default()).await.unwrap();
+    expected.retain(|i| *i != launched[2].id);
+    eventually(&mut ccm, "the leaving node deregistered", 60, async || {
+        elb.instances(&lb).await == expected
+    })
+    .await;
+    let delta = changed(&before, &ccm.mutations().await);
+    assert_eq!(
+        delta.keys().collect::<Vec<_>>(),
+        ["DeregisterInstancesFromLoadBalancer"],
+        "{delta:?}"
+    );
+
+    // A port added converges.
+    let patch = json!({ "spec": { "ports": [
+        { "name": "p80", "port": 80, "protocol": "TCP", "targetPort": 8080 },
+        { "name": "p443", "port": 443, "protocol": "TCP", "targetPort": 8443 },
+    ] } });
+    services
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    eventually(&mut ccm, "the new listener", 60, async || {
+        elb.listener_ports(&lb).await == [80, 443]
+    })
+    .await;
+
+    // Invalid annotations: a Warning Event naming each, and no AWS mutation.
+    let before = ccm.mutations().await;
+    for (key, value) in [
+        (
+            "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval",
+            "often",
+        ),
+        (
+            "service.beta.kubernetes.io/aws-load-balancer-connection-idle-timeout",
+            "-5",
+        ),
+        (
+            "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled",
+            "maybe",
+        ),
+    ] {
+        let bad = unique_name("bad");
+        let annotations = BTreeMap::from([(key, value)]);
+        services
+            .create(&PostParams::default(), &service(&bad, &[80], &annotations))
+            .await
+            .unwrap();
+        let ev = events.clone();
+        eventually(
+            &mut ccm,
+            &format!("a Warning Event for {key}={value}"),
+            30,
+            async || {
+                let lp = ListParams::default().fields(&format!("involvedObject.name={bad}"));
+                ev.list(&lp).await.unwrap().items.iter().any(|e| {
+                    e.type_.as_deref() == Some("Warning")
+                        && e.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains(key) && m.contains(value))
+                })
+            },
+        )
+        .await;
+        services.delete(&bad, &Default::default()).await.unwrap();
+    }
+    let delta = changed(&before, &ccm.mutations().await);
+    assert!(delta.is_empty(), "invalid Services cause no mutation: {delta:?}");
+
+    // Deletion: the CLB, its group and the finalizer go; bystander groups stay.
+    services.delete(&name, &Default::default()).await.unwrap();
+    eventually(&mut ccm, "the Service gone (finalizer removed)", 60, async || {
+        svcs.get_opt(&name).await.unwrap().is_none()
+    })
+    .await;
+    assert!(elb.describe(&lb).await.is_none(), "the CLB is deleted");
+    assert!(
+        managed_groups(&world, &lb).await.is_empty(),
+        "its security group is deleted"
+    );
+    assert!(group_exists(&world, &shared).await && group_exists(&world, &untagged).await);
+    assert!(ccm.terminate().await.success());
+    world.cleanup().await;
+}
+
+async fn reconciles(port: u16, controller: &str) -> f64 {
+    let client = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .build()
+        .unwrap();
+    let Ok(r) = client
+        .get(format!("https://127.0.0.1:{port}/metrics"))
+        .send()
+        .await
+    else {
+        return 0.0;
+    };
+    let text = r.text().await.unwrap_or_default();
+    let label = format!("controller=\"{controller}\"");
+    text.lines()
+        .filter(|l| l.starts_with("ccm_controller_reconciles_total") && l.contains(&label))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
