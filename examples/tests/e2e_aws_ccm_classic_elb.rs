@@ -11,167 +11,17 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use aws_sdk_ec2::types::{Filter, Tag};
 use ccm_testing::{TestEnv, unique_name};
-use common::{Ccm, World, eventually, initialized};
+use common::{
+    Ccm, World, eventually, initialized,
+    lb::{Elb, group_exists, managed_groups, public_subnet, security_group, service},
+};
 use k8s_openapi::api::core::v1::{Event, Service};
 use kube::{
     Api,
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
-
-/// Makes the world's subnet a public, cluster-tagged ELB subnet (internet gateway route, role tag).
-async fn public_subnet(world: &World) {
-    let raw = &world.raw;
-    let igw = raw.create_internet_gateway().send().await.unwrap();
-    let igw = igw
-        .internet_gateway()
-        .unwrap()
-        .internet_gateway_id()
-        .unwrap()
-        .to_owned();
-    raw.attach_internet_gateway()
-        .internet_gateway_id(&igw)
-        .vpc_id(&world.network.vpc_id)
-        .send()
-        .await
-        .unwrap();
-    let tables = raw
-        .describe_route_tables()
-        .filters(
-            Filter::builder()
-                .name("vpc-id")
-                .values(&world.network.vpc_id)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let main = tables.route_tables()[0].route_table_id().unwrap().to_owned();
-    raw.create_route()
-        .route_table_id(&main)
-        .destination_cidr_block("0.0.0.0/0")
-        .gateway_id(&igw)
-        .send()
-        .await
-        .unwrap();
-    raw.create_tags()
-        .resources(&world.network.subnet_id)
-        .tags(Tag::builder().key("kubernetes.io/role/elb").value("1").build())
-        .tags(Tag::builder().key(world.cluster_key()).value("owned").build())
-        .send()
-        .await
-        .unwrap();
-}
-
-async fn security_group(world: &World, name: &str, tag: Option<(String, &str)>) -> String {
-    let mut req = world
-        .raw
-        .create_security_group()
-        .group_name(name)
-        .description("e2e bystander")
-        .vpc_id(&world.network.vpc_id);
-    if let Some((k, v)) = tag {
-        req = req.tag_specifications(
-            aws_sdk_ec2::types::TagSpecification::builder()
-                .resource_type(aws_sdk_ec2::types::ResourceType::SecurityGroup)
-                .tags(Tag::builder().key(k).value(v).build())
-                .build(),
-        );
-    }
-    req.send().await.unwrap().group_id().unwrap().to_owned()
-}
-
-async fn group_exists(world: &World, id: &str) -> bool {
-    world
-        .raw
-        .describe_security_groups()
-        .group_ids(id)
-        .send()
-        .await
-        .is_ok_and(|r| !r.security_groups().is_empty())
-}
-
-/// The groups in the world's VPC whose name is `k8s-elb-<lb name>` (the managed group's name).
-async fn managed_groups(world: &World, lb: &str) -> Vec<String> {
-    let out = world
-        .raw
-        .describe_security_groups()
-        .filters(
-            Filter::builder()
-                .name("vpc-id")
-                .values(&world.network.vpc_id)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-    out.security_groups()
-        .iter()
-        .filter(|g| g.group_name().is_some_and(|n| n.contains(lb)))
-        .filter_map(|g| g.group_id().map(str::to_owned))
-        .collect()
-}
-
-fn service(name: &str, ports: &[i32], annotations: &BTreeMap<&str, &str>) -> Service {
-    let ports: Vec<_> = ports
-        .iter()
-        .map(|p| json!({ "name": format!("p{p}"), "port": p, "protocol": "TCP", "targetPort": 8080 }))
-        .collect();
-    serde_json::from_value(json!({
-        "metadata": { "name": name, "annotations": annotations },
-        "spec": { "type": "LoadBalancer", "selector": { "app": name }, "ports": ports },
-    }))
-    .unwrap()
-}
-
-struct Elb(aws_sdk_elasticloadbalancing::Client);
-
-impl Elb {
-    async fn describe(
-        &self,
-        name: &str,
-    ) -> Option<aws_sdk_elasticloadbalancing::types::LoadBalancerDescription> {
-        let out = self
-            .0
-            .describe_load_balancers()
-            .load_balancer_names(name)
-            .send()
-            .await;
-        out.ok()?.load_balancer_descriptions().first().cloned()
-    }
-
-    async fn instances(&self, name: &str) -> Vec<String> {
-        let mut ids: Vec<String> = self
-            .describe(name)
-            .await
-            .map(|d| {
-                d.instances()
-                    .iter()
-                    .filter_map(|i| i.instance_id().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
-        ids.sort();
-        ids
-    }
-
-    async fn listener_ports(&self, name: &str) -> Vec<i32> {
-        let mut ports: Vec<i32> = self
-            .describe(name)
-            .await
-            .map(|d| {
-                d.listener_descriptions()
-                    .iter()
-                    .filter_map(|l| l.listener().map(|l| l.load_balancer_port()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        ports.sort_unstable();
-        ports
-    }
-}
 
 fn changed(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
     after

@@ -3,6 +3,8 @@
 //! the CCM at both), and the CCM process itself with its log, metrics and graceful stop.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+pub mod lb;
+
 use std::{
     fs::File,
     path::PathBuf,
@@ -20,6 +22,7 @@ use serde_json::json;
 
 /// moto, an IMDS emulator and a cloud config for one test's cluster.
 pub struct World {
+    pub extra_config: String,
     pub raw: aws_sdk_ec2::Client,
     pub network: ec2::Network,
     pub cluster_id: String,
@@ -49,26 +52,13 @@ impl World {
             .unwrap();
         let dir = std::env::temp_dir().join(&cluster_id);
         std::fs::create_dir_all(&dir).unwrap();
-        let endpoint = &env.aws_endpoint;
-        let region = &env.aws_region;
-        let mut config = format!("[Global]\n{extra_config}\n");
-        for service in [
-            "EC2",
-            "Elastic Load Balancing",
-            "Elastic Load Balancing v2",
-            "STS",
-        ] {
-            config.push_str(&format!(
-                "[ServiceOverride \"{service}\"]\nService = {service}\nRegion = {region}\nURL = {endpoint}\n\
-                 SigningRegion = {region}\n"
-            ));
-        }
-        config.push_str(&format!(
-            "[ServiceOverride \"imds\"]\nService = ec2imds\nRegion = {region}\nURL = {}\nSigningRegion = {region}\n",
-            imds.endpoint()
-        ));
-        let cloud_config = dir.join("cloud.conf");
-        std::fs::write(&cloud_config, config).unwrap();
+        let cloud_config = write_config(
+            &dir,
+            "cloud.conf",
+            extra_config,
+            &env.aws_endpoint,
+            &imds.endpoint(),
+        );
         let nodes: Api<Node> = Api::all(env.kube_client().await.unwrap());
         // The CCM sees every Node: remove those an earlier, failed run of an end-to-end test left behind (these
         // tests run one at a time, so none is in use).
@@ -78,6 +68,7 @@ impl World {
             .await
             .unwrap();
         Self {
+            extra_config: extra_config.to_owned(),
             raw,
             network,
             cluster_id,
@@ -87,6 +78,17 @@ impl World {
             dir,
             nodes,
         }
+    }
+
+    /// Another cloud config for this world whose AWS endpoints are `aws_endpoint` (e.g. a fault proxy).
+    pub fn config_via(&self, file: &str, aws_endpoint: &str) -> PathBuf {
+        write_config(
+            &self.dir,
+            file,
+            &self.extra_config,
+            aws_endpoint,
+            &self.imds.endpoint(),
+        )
     }
 
     pub fn cluster_key(&self) -> String {
@@ -130,6 +132,30 @@ impl World {
     }
 }
 
+/// Writes a cloud config: `[Global]` with `extra`, and overrides sending every AWS service to `aws_endpoint` and
+/// IMDS to `imds`.
+fn write_config(dir: &std::path::Path, file: &str, extra: &str, aws_endpoint: &str, imds: &str) -> PathBuf {
+    let region = &TestEnv::get().aws_region;
+    let mut config = format!("[Global]\n{extra}\n");
+    for service in [
+        "EC2",
+        "Elastic Load Balancing",
+        "Elastic Load Balancing v2",
+        "STS",
+    ] {
+        config.push_str(&format!(
+            "[ServiceOverride \"{service}\"]\nService = {service}\nRegion = {region}\nURL = {aws_endpoint}\n\
+             SigningRegion = {region}\n"
+        ));
+    }
+    config.push_str(&format!(
+        "[ServiceOverride \"imds\"]\nService = ec2imds\nRegion = {region}\nURL = {imds}\nSigningRegion = {region}\n"
+    ));
+    let path = dir.join(file);
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
 /// A running `aws-cloud-controller-manager`, killed when dropped.
 pub struct Ccm {
     child: Child,
@@ -141,14 +167,19 @@ pub struct Ccm {
 impl Ccm {
     /// Starts the binary for `world` with the upstream flags an operator would pass, plus `extra` flags.
     pub fn start(world: &World, extra: &[&str]) -> Self {
+        Self::start_with_config(world, &world.cloud_config, extra)
+    }
+
+    /// As [`Ccm::start`] with another cloud config (later flags in `extra` override earlier ones).
+    pub fn start_with_config(world: &World, cloud_config: &std::path::Path, extra: &[&str]) -> Self {
         let env = TestEnv::get();
         let port = free_port();
         let lease = format!("ccm-{}", world.cluster_id);
-        let log = world.dir.join("ccm.log");
+        let log = world.dir.join(format!("ccm-{port}.log"));
         let out = File::create(&log).unwrap();
         let mut args = vec![
             "--cloud-provider=aws".to_owned(),
-            format!("--cloud-config={}", world.cloud_config.display()),
+            format!("--cloud-config={}", cloud_config.display()),
             format!("--kubeconfig={}", env.kubeconfig.display()),
             format!("--leader-elect-resource-name={lease}"),
             "--bind-address=127.0.0.1".to_owned(),
