@@ -1,0 +1,74 @@
+//! End to end: `lb-plan` prints the plan for a Service manifest against moto, for a control plane outside AWS
+//! (Region, VPC, SubnetID and KubernetesClusterID in the cloud config, no IMDS), and writes nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::Command;
+
+use ccm_testing::TestEnv;
+use common::{
+    World,
+    lb::{Elb, lb_name, public_subnet},
+};
+use serde_json::json;
+
+#[tokio::test]
+async fn e2e_lb_plan_prints_the_creation_and_changes_nothing() {
+    let env = TestEnv::get();
+    let world = World::new("").await;
+    public_subnet(&world).await;
+    let launched = world.launch(1).await;
+    let external = format!(
+        "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {}\n",
+        env.aws_region, world.network.vpc_id, world.network.subnet_id, world.cluster_id
+    );
+    let external_world = World {
+        extra_config: external,
+        ..world
+    };
+    let config = external_world.config_via("external.conf", &env.aws_endpoint);
+    let uid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+    let service = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": { "name": "web", "namespace": "default", "uid": uid },
+        "spec": { "type": "LoadBalancer", "ports": [{ "port": 80, "protocol": "TCP", "nodePort": 30080 }] },
+    });
+    let nodes = json!({ "apiVersion": "v1", "kind": "NodeList", "items": [{
+        "metadata": { "name": launched[0].id },
+        "spec": { "providerID": format!("aws:///us-east-1a/{}", launched[0].id) },
+    }] });
+    let dir = &external_world.dir;
+    std::fs::write(dir.join("svc.json"), service.to_string()).unwrap();
+    std::fs::write(dir.join("nodes.json"), nodes.to_string()).unwrap();
+
+    let output = Command::new(env!("CARGO_BIN_EXE_lb-plan"))
+        .arg(format!("--cloud-config={}", config.display()))
+        .arg(format!("--service={}", dir.join("svc.json").display()))
+        .arg(format!("--nodes={}", dir.join("nodes.json").display()))
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let lb = lb_name(uid);
+    assert!(
+        stdout.starts_with(&format!("Service default/web -> Classic ELB {lb}")),
+        "{stdout}"
+    );
+    for expected in [
+        "create_load_balancer",
+        "create_security_group",
+        "TCP:30080",
+        &launched[0].id,
+    ] {
+        assert!(stdout.contains(expected), "{expected} not in:\n{stdout}");
+    }
+    let elb = Elb(aws_sdk_elasticloadbalancing::Client::new(&env.aws_config().await));
+    assert!(elb.describe(&lb).await.is_none(), "a dry run creates nothing");
+    let groups = common::lb::managed_groups(&external_world, &lb).await;
+    assert!(groups.is_empty(), "a dry run creates no group: {groups:?}");
+}
