@@ -420,7 +420,8 @@ impl Ec2 for AwsEc2 {
                 raw.client
                     .create_route()
                     .route_table_id(table.as_str())
-                    .destination_cidr_block(destination_cidr)
+                    .set_destination_cidr_block(ipv4_cidr(destination_cidr))
+                    .set_destination_ipv6_cidr_block(ipv6_cidr(destination_cidr))
                     .instance_id(instance.as_str())
                     .send()
             })
@@ -441,7 +442,8 @@ impl Ec2 for AwsEc2 {
                 raw.client
                     .replace_route()
                     .route_table_id(table.as_str())
-                    .destination_cidr_block(destination_cidr)
+                    .set_destination_cidr_block(ipv4_cidr(destination_cidr))
+                    .set_destination_ipv6_cidr_block(ipv6_cidr(destination_cidr))
                     .instance_id(instance.as_str())
                     .send()
             })
@@ -469,7 +471,8 @@ impl Ec2 for AwsEc2 {
                 raw.client
                     .delete_route()
                     .route_table_id(table.as_str())
-                    .destination_cidr_block(destination_cidr)
+                    .set_destination_cidr_block(ipv4_cidr(destination_cidr))
+                    .set_destination_ipv6_cidr_block(ipv6_cidr(destination_cidr))
                     .send()
             })
             .await?;
@@ -968,6 +971,16 @@ fn subnet(s: &sdk::Subnet) -> Option<Subnet> {
         .map(str::to_owned)
         .collect();
     Some(out)
+}
+
+/// `cidr` when it is an IPv4 CIDR: AWS takes IPv4 and IPv6 destinations in different fields.
+fn ipv4_cidr(cidr: &str) -> Option<String> {
+    (!cidr.contains(':')).then(|| cidr.to_owned())
+}
+
+/// `cidr` when it is an IPv6 CIDR.
+fn ipv6_cidr(cidr: &str) -> Option<String> {
+    cidr.contains(':').then(|| cidr.to_owned())
 }
 
 fn route_table(t: &sdk::RouteTable) -> Option<RouteTable> {

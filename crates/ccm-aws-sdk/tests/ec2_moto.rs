@@ -220,6 +220,26 @@ async fn route_tables_and_routes() {
         "the main table is marked"
     );
 
+    // IPv6 pod CIDRs go in AWS's IPv6 destination field, both ways.
+    ec2.create_route(&table, "fd00:10:244:1::/64", &a).await.unwrap();
+    let tables = ec2
+        .route_tables(&[Filter::new("route-table-id", [table.as_str()])])
+        .await
+        .unwrap();
+    let v6 = tables[0]
+        .routes
+        .iter()
+        .find(|r| r.destination_ipv6_cidr.as_deref() == Some("fd00:10:244:1::/64"))
+        .expect("the IPv6 route is listed");
+    assert_eq!(v6.instance_id.as_ref(), Some(&a));
+    ec2.replace_route(&table, "fd00:10:244:1::/64", &b).await.unwrap();
+    ec2.delete_route(&table, "fd00:10:244:1::/64").await.unwrap();
+    let tables = ec2
+        .route_tables(&[Filter::new("route-table-id", [table.as_str()])])
+        .await
+        .unwrap();
+    assert!(tables[0].routes.iter().all(|r| r.destination_ipv6_cidr.is_none()));
+
     ec2.delete_route(&table, "10.244.1.0/24").await.unwrap();
     let gone = ec2.delete_route(&table, "10.244.1.0/24").await.unwrap_err();
     assert_eq!(gone.kind(), ErrorKind::NotFound, "{gone}");
