@@ -120,11 +120,11 @@ async fn e2e_nodes_are_initialized_and_retired_by_the_ccm_binary() {
         .await;
     assert!(describes.is_some_and(|n| n >= 1.0), "{}", ccm.metrics().await);
     let metrics = ccm.metrics().await;
-    for name in ["cloud-node-controller", "cloud-node-lifecycle-controller"] {
-        assert!(
-            metrics.contains(&format!("running_managed_controllers{{")) && metrics.contains(name),
-            "{name} not running: {metrics}"
-        );
+    for name in ["cloud-node", "cloud-node-lifecycle"] {
+        let running = metrics.lines().any(|l| {
+            l.starts_with("running_managed_controllers{") && l.contains(&format!("\"{name}\"")) && l.ends_with(" 1")
+        });
+        assert!(running, "{name} not running: {metrics}");
     }
 
     // SIGTERM: a clean exit that hands the lease over at once.

@@ -66,7 +66,7 @@ pub enum AwsCloudError {
         what: &'static str,
         /// The failure.
         #[source]
-        source: ccm_aws_api::AwsError,
+        source: Box<ccm_aws_api::AwsError>,
     },
     /// The cluster ID is missing or unusable.
     #[error(transparent)]
@@ -78,7 +78,7 @@ pub enum AwsCloudError {
         instance: InstanceId,
         /// The failure.
         #[source]
-        source: ccm_aws_api::AwsError,
+        source: Box<ccm_aws_api::AwsError>,
     },
     /// `SupportedTopologyInstanceTypePattern` is not a regular expression.
     #[error("cloud config [Global] SupportedTopologyInstanceTypePattern: {0}")]
@@ -102,14 +102,14 @@ impl AwsCloud<AwsEc2, AwsElb> {
             Some(
                 AwsMetadata::new(&config.imds_options()).map_err(|source| AwsCloudError::Metadata {
                     what: "the endpoint",
-                    source,
+                    source: Box::new(source),
                 })?,
             )
         };
         let self_id = match &metadata {
             Some(m) => Some(m.instance_id().await.map_err(|source| AwsCloudError::Metadata {
                 what: "the instance ID",
-                source,
+                source: Box::new(source),
             })?),
             None => None,
         };
@@ -117,7 +117,7 @@ impl AwsCloud<AwsEc2, AwsElb> {
             (Some(region), _) => region,
             (None, Some(m)) => m.region().await.map_err(|source| AwsCloudError::Metadata {
                 what: "the region",
-                source,
+                source: Box::new(source),
             })?,
             // An external control plane names its cluster but may omit the region: the SDK's chain decides.
             (None, None) => String::new(),
@@ -304,7 +304,7 @@ async fn describe_self<E: Ec2>(ec2: &E, id: &InstanceId) -> Result<Instance, Aws
         .await
         .map_err(|source| AwsCloudError::SelfInstance {
             instance: id.clone(),
-            source,
+            source: Box::new(source),
         })?;
     found
         .into_iter()

@@ -37,7 +37,7 @@ pub enum ClusterIdError {
         instance: InstanceId,
         /// The failure.
         #[source]
-        source: AwsError,
+        source: Box<AwsError>,
     },
 }
 
@@ -57,7 +57,7 @@ pub async fn discover<E: Ec2>(
         .await
         .map_err(|source| ClusterIdError::Aws {
             instance: instance.clone(),
-            source,
+            source: Box::new(source),
         })?;
     let found = found
         .into_iter()

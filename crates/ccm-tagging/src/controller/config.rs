@@ -228,7 +228,11 @@ mod cli {
         #[arg(id = "tagging_resources", long = "resources", value_name = "RESOURCE", action = clap::ArgAction::Append)]
         pub resources: Vec<String>,
         /// Work items per second over the whole queue (0: no queue-wide limit).
-        #[arg(id = "tagging_rate_limit", long = "tagging-controller-rate-limit", default_value_t = 0.0)]
+        #[arg(
+            id = "tagging_rate_limit",
+            long = "tagging-controller-rate-limit",
+            default_value_t = 0.0
+        )]
         pub rate_limit: f64,
         /// Bucket size of the queue-wide limit (0: no queue-wide limit).
         #[arg(
