@@ -122,7 +122,9 @@ async fn e2e_nodes_are_initialized_and_retired_by_the_ccm_binary() {
     let metrics = ccm.metrics().await;
     for name in ["cloud-node", "cloud-node-lifecycle"] {
         let running = metrics.lines().any(|l| {
-            l.starts_with("running_managed_controllers{") && l.contains(&format!("\"{name}\"")) && l.ends_with(" 1")
+            l.starts_with("running_managed_controllers{")
+                && l.contains(&format!("\"{name}\""))
+                && l.ends_with(" 1")
         });
         assert!(running, "{name} not running: {metrics}");
     }

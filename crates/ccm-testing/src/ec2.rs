@@ -57,7 +57,9 @@ pub async fn network(ec2: &Client, octet: u8) -> Result<Network, aws_sdk_ec2::Er
 /// A second octet in 100..=249 derived from `name` (a [`unique_name`](crate::unique_name)), so that runs
 /// sharing one moto rarely reuse a CIDR and with it the instances' private DNS names.
 pub fn octet_for(name: &str) -> u8 {
-    let hash = name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    let hash = name
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
     100 + u8::try_from(hash % 150).unwrap_or(0)
 }
 
