@@ -162,6 +162,18 @@ impl Collector for ControllerCounters {
                 prometheus_client::metrics::counter::ConstCounter::new(field(snapshot)).encode(metric)?;
             }
         }
+        let mut family = encoder.encode_descriptor(
+            "ccm_controller_queue_depth",
+            "Keys waiting in the controller's work queue (0 for periodic controllers), by controller",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (controller, snapshot) in &snapshots {
+            let labels = [("controller", controller.as_str())];
+            let metric = family.encode_family(&labels)?;
+            let depth = i64::try_from(snapshot.queue_depth).unwrap_or(i64::MAX);
+            prometheus_client::metrics::gauge::ConstGauge::new(depth).encode(metric)?;
+        }
         Ok(())
     }
 }

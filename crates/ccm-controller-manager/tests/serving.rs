@@ -232,6 +232,8 @@ async fn healthz_and_metrics_over_https() {
         "# TYPE ccm_controller_errors counter",
         "# TYPE ccm_controller_provider_calls counter",
         "# TYPE ccm_controller_api_writes counter",
+        "# TYPE ccm_controller_queue_depth gauge",
+        "ccm_controller_queue_depth{controller=\"cloud-node-controller\"} 0",
         "ccm_controller_errors_total{controller=\"service-lb-controller\"} 0",
         "ccm_controller_reconciles_total{controller=\"probe\"} 0",
         &format!("leader_election_master_status{{name=\"kube-system/{lease}\"}} 1"),

@@ -110,12 +110,13 @@ pub async fn run<P: CloudProvider>(
         config.clock.clone(),
         config.metrics.clone(),
     );
+    let queue_with_depth = WorkQueue::with_metrics(config.metrics.clone());
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         provider,
         config,
         store,
-        queue: WorkQueue::default(),
+        queue: queue_with_depth,
         backoff: Backoff::new(Duration::from_millis(5), Duration::from_secs(1000)),
         recorder,
         superseded: Mutex::default(),

@@ -15,6 +15,7 @@ struct Counters {
     errors: AtomicU64,
     provider_calls: AtomicU64,
     api_writes: AtomicU64,
+    queue_depth: AtomicU64,
 }
 
 /// A point-in-time copy of [`ControllerMetrics`].
@@ -28,6 +29,8 @@ pub struct MetricsSnapshot {
     pub provider_calls: u64,
     /// Writes to the Kubernetes API (updates, patches, deletes, Events).
     pub api_writes: u64,
+    /// Keys waiting in the controller's work queue now (a gauge; 0 for the periodic controllers, which have none).
+    pub queue_depth: u64,
 }
 
 // === impl ControllerMetrics ===
@@ -40,7 +43,14 @@ impl ControllerMetrics {
             errors: self.0.errors.load(Ordering::Relaxed),
             provider_calls: self.0.provider_calls.load(Ordering::Relaxed),
             api_writes: self.0.api_writes.load(Ordering::Relaxed),
+            queue_depth: self.0.queue_depth.load(Ordering::Relaxed),
         }
+    }
+
+    pub(crate) fn set_queue_depth(&self, depth: usize) {
+        self.0
+            .queue_depth
+            .store(u64::try_from(depth).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
     pub(crate) fn reconcile(&self) {

@@ -139,6 +139,7 @@ pub async fn run<P: CloudProvider>(
         config.clock.clone(),
         config.metrics.clone(),
     );
+    let queue_with_depth = WorkQueue::with_metrics(config.metrics.clone());
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         provider,
@@ -146,7 +147,7 @@ pub async fn run<P: CloudProvider>(
         config,
         services,
         nodes,
-        queue: WorkQueue::default(),
+        queue: queue_with_depth,
         recorder,
         cache: Mutex::default(),
         last_synced: Mutex::default(),

@@ -9,6 +9,8 @@ use std::{
 
 use tokio::sync::Notify;
 
+use crate::ControllerMetrics;
+
 #[derive(Clone, Default)]
 pub(crate) struct WorkQueue(Arc<Shared>);
 
@@ -16,6 +18,8 @@ pub(crate) struct WorkQueue(Arc<Shared>);
 struct Shared {
     state: Mutex<State>,
     notify: Notify,
+    /// Where the queue's depth is published, if anywhere.
+    metrics: Option<ControllerMetrics>,
 }
 
 #[derive(Default)]
@@ -38,6 +42,20 @@ pub(crate) struct Backoff {
 // === impl WorkQueue ===
 
 impl WorkQueue {
+    /// A queue whose depth is kept in `metrics` ([`ControllerMetrics::snapshot`]'s `queue_depth`).
+    pub(crate) fn with_metrics(metrics: ControllerMetrics) -> Self {
+        Self(Arc::new(Shared {
+            metrics: Some(metrics),
+            ..Shared::default()
+        }))
+    }
+
+    fn publish(&self, depth: usize) {
+        if let Some(m) = &self.0.metrics {
+            m.set_queue_depth(depth);
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.0
             .state
@@ -56,7 +74,9 @@ impl WorkQueue {
         }
         if s.queued.insert(key.to_owned()) {
             s.queue.push_back(key.to_owned());
+            let depth = s.queue.len();
             drop(s);
+            self.publish(depth);
             self.0.notify.notify_one();
         }
     }
@@ -112,8 +132,10 @@ impl WorkQueue {
             s.queued.remove(key);
             s.processing.insert(key.clone());
         }
-        if !s.queue.is_empty() {
-            drop(s);
+        let depth = s.queue.len();
+        drop(s);
+        self.publish(depth);
+        if depth > 0 {
             self.0.notify.notify_one();
         }
         Some(batch)
@@ -185,6 +207,21 @@ mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
+    async fn depth_is_published() {
+        let metrics = ControllerMetrics::default();
+        let q = WorkQueue::with_metrics(metrics.clone());
+        q.add("a");
+        q.add("b");
+        q.add("a");
+        assert_eq!(metrics.snapshot().queue_depth, 2);
+        let batch = q.next_batch(1, Duration::ZERO).await.unwrap();
+        assert_eq!(batch, ["a"]);
+        assert_eq!(metrics.snapshot().queue_depth, 1);
+        q.next_batch(10, Duration::ZERO).await.unwrap();
+        assert_eq!(metrics.snapshot().queue_depth, 0);
+    }
+
+    #[tokio::test]
     async fn dedups_and_requeues_keys_added_while_processing() {
         let q = WorkQueue::default();
         q.add("a");
