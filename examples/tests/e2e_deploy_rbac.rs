@@ -2,9 +2,11 @@
 //! rendered by `kubectl kustomize` are applied to the real kube-apiserver; the `aws-cloud-controller-manager`
 //! binary runs as the ServiceAccount `kube-system/cloud-controller-manager` (a token from the TokenRequest API,
 //! nothing else) with the base's `--use-service-account-credentials=true`, so every controller acts as its own
-//! account bound only to its own ClusterRole. The cloud-node, cloud-node-lifecycle and tagging controllers do
-//! their work, and nothing in the log is forbidden. (The service and route controllers need load-balancer and
-//! route-table fixtures: their RBAC is checked by the dry run and rule comparison of deploy_manifests.rs.)
+//! account bound only to its own ClusterRole. Then the same with the Helm chart's one ClusterRole
+//! (`clusterRoleRules` of values.yaml) and one account. The cloud-node, cloud-node-lifecycle and tagging
+//! controllers do their work, and nothing in the log is forbidden. (The service and route controllers need
+//! load-balancer and route-table fixtures: their RBAC is checked by the dry run and rule comparison of
+//! deploy_manifests.rs only.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -42,14 +44,21 @@ fn kustomize_base() -> Vec<Value> {
 
 /// Applies the base's RBAC objects and ServiceAccount for real (server-side apply; idempotent).
 async fn apply_rbac(client: &kube::Client) {
-    for obj in kustomize_base() {
+    let objects: Vec<Value> = kustomize_base()
+        .into_iter()
+        .filter(|o| {
+            matches!(
+                o["kind"].as_str(),
+                Some("ClusterRole" | "ClusterRoleBinding" | "RoleBinding" | "ServiceAccount")
+            )
+        })
+        .collect();
+    apply(client, &objects).await;
+}
+
+async fn apply(client: &kube::Client, objects: &[Value]) {
+    for obj in objects {
         let kind = obj["kind"].as_str().unwrap();
-        if !matches!(
-            kind,
-            "ClusterRole" | "ClusterRoleBinding" | "RoleBinding" | "ServiceAccount"
-        ) {
-            continue;
-        }
         let (group, version) = obj["apiVersion"]
             .as_str()
             .unwrap()
@@ -77,8 +86,41 @@ async fn apply_rbac(client: &kube::Client) {
     }
 }
 
-/// A kubeconfig that authenticates as `kube-system/cloud-controller-manager` only.
-async fn service_account_kubeconfig(client: &kube::Client, world: &World) -> std::path::PathBuf {
+/// The Helm chart's RBAC as its templates make it from values.yaml (one ClusterRole from `clusterRoleRules`, bound
+/// to one ServiceAccount), under test names so that it cannot be confused with the kustomize objects.
+async fn apply_helm_rbac(client: &kube::Client) {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/helm/aws-cloud-controller-manager/values.yaml");
+    let values: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let objects = [
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": HELM_ACCOUNT, "namespace": "kube-system"},
+        }),
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": HELM_ROLE},
+            "rules": values["clusterRoleRules"],
+        }),
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": HELM_ROLE},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": HELM_ROLE},
+            "subjects": [{"kind": "ServiceAccount", "name": HELM_ACCOUNT, "namespace": "kube-system"}],
+        }),
+    ];
+    apply(client, &objects).await;
+}
+
+const HELM_ACCOUNT: &str = "e2e-helm-cloud-controller-manager";
+const HELM_ROLE: &str = "e2e-helm:cloud-controller-manager";
+
+/// A kubeconfig that authenticates as `kube-system/<account>` only.
+async fn service_account_kubeconfig(
+    client: &kube::Client,
+    world: &World,
+    account: &str,
+) -> std::path::PathBuf {
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "kube-system");
     let request = TokenRequest {
         spec: TokenRequestSpec {
@@ -89,7 +131,7 @@ async fn service_account_kubeconfig(client: &kube::Client, world: &World) -> std
         ..TokenRequest::default()
     };
     let token = sas
-        .create_token_request("cloud-controller-manager", &PostParams::default(), &request)
+        .create_token_request(account, &PostParams::default(), &request)
         .await
         .unwrap()
         .status
@@ -112,9 +154,24 @@ async fn service_account_kubeconfig(client: &kube::Client, world: &World) -> std
 #[tokio::test]
 async fn e2e_deploy_rbac_is_enough_for_the_controllers() {
     let admin = TestEnv::get().kube_client().await.unwrap();
+    // The kustomize base: each controller as its own account, bound to its own ClusterRole.
     apply_rbac(&admin).await;
+    exercise(
+        &admin,
+        "cloud-controller-manager",
+        "--use-service-account-credentials=true",
+    )
+    .await;
+    // The Helm chart: everything as one account bound to `clusterRoleRules`.
+    apply_helm_rbac(&admin).await;
+    exercise(&admin, HELM_ACCOUNT, "--use-service-account-credentials=false").await;
+}
+
+/// Runs the CCM as `kube-system/<account>` with the cloud-node, cloud-node-lifecycle and tagging controllers and
+/// checks that each did its work and that nothing was forbidden.
+async fn exercise(admin: &kube::Client, account: &str, credentials_flag: &str) {
     let world = World::new("").await;
-    let kubeconfig = service_account_kubeconfig(&admin, &world).await;
+    let kubeconfig = service_account_kubeconfig(admin, &world, account).await;
     // The CCM's credentials are really restricted: reading Secrets is forbidden to them.
     let restricted = kube::Client::try_from(
         kube::Config::from_custom_kubeconfig(
@@ -142,7 +199,7 @@ async fn e2e_deploy_rbac_is_enough_for_the_controllers() {
         &[
             // The later --kubeconfig wins (pflag semantics).
             kubeconfig_flag.as_str(),
-            "--use-service-account-credentials=true",
+            credentials_flag,
             "--configure-cloud-routes=false",
             "--controllers=*,tagging",
             tags.as_str(),
@@ -189,17 +246,18 @@ async fn e2e_deploy_rbac_is_enough_for_the_controllers() {
     eventually(
         &mut ccm,
         "the terminated instance's node deleted",
-        60,
+        // A lifecycle pass covers every NotReady Node of the shared apiserver (other tests leave hundreds).
+        180,
         async || nodes.get_opt(&names[1]).await.unwrap().is_none(),
     )
     .await;
 
     let status = ccm.terminate().await;
     let log = ccm.log_text();
-    assert!(status.success(), "{status}\n{log}");
+    assert!(status.success(), "{account}: {status}\n{log}");
     assert!(
         !log.to_lowercase().contains("forbidden"),
-        "something was forbidden to the deployed RBAC:\n{log}"
+        "{account}: something was forbidden to the deployed RBAC:\n{log}"
     );
     world.cleanup().await;
 }
