@@ -20,7 +20,7 @@ const WORKERS: i32 = 4;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let env = TestEnv::from_env()?;
-    let raw = aws_sdk_ec2::Client::new(&env.aws_config().await);
+    let raw = ec2::client(&env).await;
     let cluster = unique_name("sandbox");
     let key = format!("kubernetes.io/cluster/{cluster}");
     let network = ec2::network(&raw, ec2::octet_for(&cluster)).await?;

@@ -6,6 +6,11 @@ use aws_sdk_ec2::{
     types::{InstanceType, ResourceType, Tag, TagSpecification},
 };
 
+/// An EC2 client for moto (so that tools built on these fixtures need not name the SDK).
+pub async fn client(env: &crate::TestEnv) -> Client {
+    Client::new(&env.aws_config().await)
+}
+
 /// The AMI moto accepts.
 pub const AMI: &str = "ami-12c6146b";
 
