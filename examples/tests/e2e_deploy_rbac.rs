@@ -14,7 +14,11 @@ mod common;
 use std::{path::Path, process::Command};
 
 use ccm_testing::TestEnv;
-use common::{Ccm, World, eventually, initialized, label};
+use common::{
+    Ccm, World, eventually, initialized, label,
+    lb::{public_subnet, service},
+};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::{
     authentication::v1::{TokenRequest, TokenRequestSpec},
     core::v1::ServiceAccount,
@@ -167,8 +171,8 @@ async fn e2e_deploy_rbac_is_enough_for_the_controllers() {
     exercise(&admin, HELM_ACCOUNT, "--use-service-account-credentials=false").await;
 }
 
-/// Runs the CCM as `kube-system/<account>` with the cloud-node, cloud-node-lifecycle and tagging controllers and
-/// checks that each did its work and that nothing was forbidden.
+/// Runs the CCM as `kube-system/<account>` with every controller (cloud-node, cloud-node-lifecycle, route, service
+/// and tagging) and checks that each did its work and that nothing was forbidden.
 async fn exercise(admin: &kube::Client, account: &str, credentials_flag: &str) {
     let world = World::new("").await;
     let kubeconfig = service_account_kubeconfig(admin, &world, account).await;
@@ -187,10 +191,32 @@ async fn exercise(admin: &kube::Client, account: &str, credentials_flag: &str) {
         Err(kube::Error::Api(s)) if s.code == 403 => {}
         other => panic!("the service account's token must not read Secrets: {other:?}"),
     }
+    // Routes and a load balancer too, so that the route and service controllers' roles are exercised.
+    public_subnet(&world).await;
+    let table = world
+        .raw
+        .create_route_table()
+        .vpc_id(&world.network.vpc_id)
+        .send()
+        .await
+        .unwrap();
+    let table = table.route_table().unwrap().route_table_id().unwrap().to_owned();
+    let cluster_tag = aws_sdk_ec2::types::Tag::builder()
+        .key(world.cluster_key())
+        .value("owned")
+        .build();
+    world
+        .raw
+        .create_tags()
+        .resources(&table)
+        .tags(cluster_tag)
+        .send()
+        .await
+        .unwrap();
     let launched = world.launch(2).await;
     let names = [launched[0].private_dns.clone(), launched[1].id.clone()];
-    for name in &names {
-        world.register_node(name, None).await;
+    for (k, name) in names.iter().enumerate() {
+        world.register_node(name, Some(&format!("10.244.{k}.0/24"))).await;
     }
     let kubeconfig_flag = format!("--kubeconfig={}", kubeconfig.display());
     let tags = format!("--tags=e2e-rbac={}", world.cluster_id);
@@ -200,7 +226,10 @@ async fn exercise(admin: &kube::Client, account: &str, credentials_flag: &str) {
             // The later --kubeconfig wins (pflag semantics).
             kubeconfig_flag.as_str(),
             credentials_flag,
-            "--configure-cloud-routes=false",
+            "--configure-cloud-routes=true",
+            "--allocate-node-cidrs=true",
+            "--cluster-cidr=10.244.0.0/16",
+            "--route-reconciliation-period=2s",
             "--controllers=*,tagging",
             tags.as_str(),
             "--resources=instance",
@@ -233,6 +262,70 @@ async fn exercise(admin: &kube::Client, account: &str, credentials_flag: &str) {
             .any(|t| t.key() == Some("e2e-rbac") && t.value() == Some(world.cluster_id.as_str())),
         "the tagging controller tagged the instance: {instance_tags:?}"
     );
+
+    // The route controller (account route-controller): routes in the tagged table, NetworkUnavailable=False.
+    eventually(
+        &mut ccm,
+        "a route per node and NetworkUnavailable=False",
+        90,
+        async || {
+            let tables = world
+                .raw
+                .describe_route_tables()
+                .route_table_ids(&table)
+                .send()
+                .await
+                .unwrap();
+            let routes = tables.route_tables()[0]
+                .routes()
+                .iter()
+                .filter(|r| r.instance_id().is_some())
+                .count();
+            let mut ready = routes == names.len();
+            for name in &names {
+                let conditions = nodes
+                    .get(name)
+                    .await
+                    .unwrap()
+                    .status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default();
+                ready &= conditions
+                    .iter()
+                    .any(|c| c.type_ == "NetworkUnavailable" && c.status == "False");
+            }
+            ready
+        },
+    )
+    .await;
+
+    // The service controller (account service-controller): a Classic ELB, its status, its finalizer, deletion.
+    let services: Api<Service> = Api::namespaced(admin.clone(), "default");
+    let svc_name = ccm_testing::unique_name("rbac");
+    services
+        .create(
+            &Default::default(),
+            &service(&svc_name, &[80], &Default::default()),
+        )
+        .await
+        .unwrap();
+    let svcs = services.clone();
+    eventually(&mut ccm, "the Service's load balancer hostname", 90, async || {
+        let svc = svcs.get(&svc_name).await.unwrap();
+        svc.status
+            .and_then(|s| s.load_balancer)
+            .and_then(|l| l.ingress)
+            .is_some()
+    })
+    .await;
+    services.delete(&svc_name, &Default::default()).await.unwrap();
+    eventually(
+        &mut ccm,
+        "the Service deleted (finalizer removed)",
+        90,
+        async || svcs.get_opt(&svc_name).await.unwrap().is_none(),
+    )
+    .await;
 
     // The node-lifecycle controller (account node-controller) deletes the Node of a terminated instance.
     world.set_ready(&names[1], "False").await;
