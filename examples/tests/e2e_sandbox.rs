@@ -1,5 +1,5 @@
 //! End to end: the README's main command's program, `sandbox`, initializes its nodes with the CCM binary and
-//! prints them before and after.
+//! prints them before and after, with its peak memory.
 
 use std::process::Command;
 
@@ -13,7 +13,7 @@ fn e2e_sandbox_shows_the_nodes_initialized() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     let (before, after) = stdout
-        .split_once("\nafter:")
+        .split_once("\nafter (")
         .expect("a before and an after section");
     assert_eq!(before.matches("uninitialized").count(), 4, "{stdout}");
     assert_eq!(
@@ -22,6 +22,10 @@ fn e2e_sandbox_shows_the_nodes_initialized() {
         "{stdout}"
     );
     assert!(!after.contains("uninitialized"), "{stdout}");
+    assert!(
+        stdout.contains("aws-cloud-controller-manager memory: peak "),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("aws-cloud-controller-manager stopped (exit status: 0)"),
         "{stdout}"

@@ -115,3 +115,26 @@ pub async fn zone_id(ec2: &Client, zone: &str) -> Result<Option<String>, aws_sdk
         .and_then(|z| z.zone_id())
         .map(str::to_owned))
 }
+
+/// A cloud config that sends every AWS service of the CCM to `aws_endpoint` and IMDS to `imds_endpoint`, with
+/// `global` (lines of `key = value`) in its `[Global]` section.
+pub fn cloud_config(region: &str, aws_endpoint: &str, imds_endpoint: &str, global: &str) -> String {
+    let mut config = format!("[Global]\n{global}\n");
+    let services = [
+        "EC2",
+        "Elastic Load Balancing",
+        "Elastic Load Balancing v2",
+        "STS",
+    ];
+    let overrides = services
+        .iter()
+        .map(|s| (*s, aws_endpoint))
+        .chain([("ec2imds", imds_endpoint)]);
+    for (service, url) in overrides {
+        config.push_str(&format!(
+            "[ServiceOverride \"{service}\"]\nService = {service}\nRegion = {region}\nURL = {url}\n\
+             SigningRegion = {region}\n"
+        ));
+    }
+    config
+}

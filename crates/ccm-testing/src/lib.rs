@@ -15,6 +15,7 @@ mod env;
 mod fault_proxy;
 mod imds;
 mod names;
+pub mod nodes;
 pub mod provider;
 
 pub use env::{EnvError, TestEnv};

@@ -135,22 +135,7 @@ impl World {
 /// Writes a cloud config: `[Global]` with `extra`, and overrides sending every AWS service to `aws_endpoint` and
 /// IMDS to `imds`.
 fn write_config(dir: &std::path::Path, file: &str, extra: &str, aws_endpoint: &str, imds: &str) -> PathBuf {
-    let region = &TestEnv::get().aws_region;
-    let mut config = format!("[Global]\n{extra}\n");
-    for service in [
-        "EC2",
-        "Elastic Load Balancing",
-        "Elastic Load Balancing v2",
-        "STS",
-    ] {
-        config.push_str(&format!(
-            "[ServiceOverride \"{service}\"]\nService = {service}\nRegion = {region}\nURL = {aws_endpoint}\n\
-             SigningRegion = {region}\n"
-        ));
-    }
-    config.push_str(&format!(
-        "[ServiceOverride \"imds\"]\nService = ec2imds\nRegion = {region}\nURL = {imds}\nSigningRegion = {region}\n"
-    ));
+    let config = ec2::cloud_config(&TestEnv::get().aws_region, aws_endpoint, imds, extra);
     let path = dir.join(file);
     std::fs::write(&path, config).unwrap();
     path
