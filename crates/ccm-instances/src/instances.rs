@@ -4,6 +4,7 @@ use std::{
     collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     net::IpAddr,
     sync::{Arc, Mutex, PoisonError},
+    time::Duration,
 };
 
 use ccm_aws_api::{
@@ -37,6 +38,10 @@ pub const IDS_PER_LOOKUP: usize = 1000;
 
 /// Values per EC2 filter (AWS accepts 200).
 pub const VALUES_PER_FILTER: usize = 200;
+
+/// How long a topology lookup may hold up the initialization of nodes whose instance types do not match
+/// `SupportedTopologyInstanceTypePattern` (their topology labels are best effort).
+pub const BEST_EFFORT_TOPOLOGY: Duration = Duration::from_secs(3);
 
 /// The states a node name may match (all but terminated), as upstream.
 const LIVE_STATES: [&str; 5] = ["pending", "running", "shutting-down", "stopping", "stopped"];
@@ -513,7 +518,26 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         }
         let ids: Vec<InstanceId> = candidates.iter().map(|(id, _)| id.clone()).collect();
         let pattern = &self.config.topology_instance_types;
-        match self.ec2.instance_topology(&ids).await {
+        // Only types matching the pattern need an answer (their errors fail initialization); for the others the
+        // labels are best effort, so a slow or retried call must not hold their initialization up.
+        let required = candidates.iter().any(|(_, ty)| pattern.is_match(ty));
+        let call = self.ec2.instance_topology(&ids);
+        let answer = if required {
+            call.await
+        } else {
+            match tokio::time::timeout(BEST_EFFORT_TOPOLOGY, call).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    tracing::warn!(
+                        instances = ids.len(),
+                        after = ?BEST_EFFORT_TOPOLOGY,
+                        "instance topology did not answer in time; initializing without network-node labels"
+                    );
+                    return out;
+                }
+            }
+        };
+        match answer {
             Ok(list) => {
                 let mut nodes: HashMap<InstanceId, Vec<String>> = list
                     .into_iter()

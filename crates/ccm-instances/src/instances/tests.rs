@@ -674,6 +674,60 @@ async fn topology_labels_and_negative_cache() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_slow_topology_does_not_hold_up_types_that_need_none() {
+    let known = vec![instance("i-m5", InstanceState::Running, "m5.large")];
+    let nodes = [node("i-m5", None, &[])];
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let mut ec2 = MockEc2::new();
+    by_id(&mut ec2, known);
+    zones(&mut ec2);
+    // An answer only after a minute (an outage with retries).
+    ec2.expect_instance_topology().returning(|_| {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(Vec::new())
+        })
+    });
+    let started = tokio::time::Instant::now();
+    let out = aws(ec2).metadata(&refs).await;
+    let meta = out[0].as_ref().unwrap().as_ref().unwrap();
+    assert!(
+        !meta
+            .additional_labels
+            .keys()
+            .any(|k| k.contains("network-node-layer"))
+    );
+    assert_eq!(
+        started.elapsed(),
+        BEST_EFFORT_TOPOLOGY,
+        "initialized after the best-effort bound"
+    );
+
+    // A type that needs its topology waits for the answer.
+    let known = vec![instance("i-p4d", InstanceState::Running, "p4d.24xlarge")];
+    let nodes = [node("i-p4d", None, &[])];
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let mut ec2 = MockEc2::new();
+    by_id(&mut ec2, known);
+    zones(&mut ec2);
+    ec2.expect_instance_topology().returning(|ids| {
+        let id = ids[0].clone();
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(vec![InstanceTopology::new(
+                id,
+                "p4d.24xlarge",
+                vec!["nn-1".into()],
+            )])
+        })
+    });
+    let started = tokio::time::Instant::now();
+    let out = aws(ec2).metadata(&refs).await;
+    assert!(out[0].is_ok());
+    assert_eq!(started.elapsed(), Duration::from_secs(60));
+}
+
+#[tokio::test(start_paused = true)]
 async fn topology_errors() {
     let known = vec![
         instance("i-p4d", InstanceState::Running, "p4d.24xlarge"),
