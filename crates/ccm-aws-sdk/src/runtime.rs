@@ -58,6 +58,17 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// `attempts` attempts with millisecond back-offs (5 ms, 20 ms after throttling, at most 50 ms): for emulators
+    /// such as moto and for tests, where waiting only slows things down.
+    pub fn quick(attempts: u32) -> Self {
+        Self {
+            max_attempts: attempts,
+            base_delay: Duration::from_millis(5),
+            throttle_base_delay: Duration::from_millis(20),
+            max_delay: Duration::from_millis(50),
+        }
+    }
+
     /// The jittered delay before attempt `attempt + 1` (`attempt` starts at 1) after an error of `kind`.
     fn backoff(&self, attempt: u32, kind: ErrorKind) -> Duration {
         let base = if kind == ErrorKind::Throttled {

@@ -5,7 +5,6 @@
 
 use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
 use ccm_aws_api::VpcId;
-use std::time::Duration;
 
 use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits, RetryPolicy};
 use ccm_cloud_provider::{InstancesV2, NodeAddressType};
@@ -46,12 +45,7 @@ async fn nodes_by_id_dns_name_and_provider_id_against_moto() {
         AdapterOptions::default()
             .with_rate_limits(RateLimits::unlimited())
             // moto answers DescribeInstanceTopology with HTTP 500: retry it quickly.
-            .with_retry(RetryPolicy {
-                max_attempts: 2,
-                base_delay: Duration::from_millis(5),
-                throttle_base_delay: Duration::from_millis(20),
-                max_delay: Duration::from_millis(50),
-            }),
+            .with_retry(RetryPolicy::quick(2)),
     );
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster_id = unique_name("inst");

@@ -10,7 +10,6 @@ use std::{
         Arc,
         atomic::{AtomicUsize, Ordering},
     },
-    time::Duration,
 };
 
 use aws_sdk_ec2::types::{Filter as SdkFilter, InstanceType, ResourceType, Tag, TagSpecification};
@@ -139,12 +138,7 @@ async fn world(cidr_second_octet: u8) -> World {
         &sdk,
         AdapterOptions::default()
             .with_rate_limits(RateLimits::unlimited())
-            .with_retry(RetryPolicy {
-                max_attempts: 1,
-                base_delay: Duration::from_millis(5),
-                throttle_base_delay: Duration::from_millis(5),
-                max_delay: Duration::from_millis(5),
-            }),
+            .with_retry(RetryPolicy::quick(1)),
     );
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster_id = unique_name("lb");

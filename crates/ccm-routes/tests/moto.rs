@@ -5,15 +5,16 @@
 //! the adapter always sends: blackhole replacement and IPv6 are covered by the unit tests.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
+mod common;
 
-use aws_sdk_ec2::types::{InstanceAttributeName, InstanceType, ResourceType, Tag, TagSpecification};
+use aws_sdk_ec2::types::{InstanceAttributeName, InstanceType, ResourceType};
 use ccm_aws_api::VpcId;
 use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits, RetryPolicy};
 use ccm_cloud_provider::{Route, Routes};
 use ccm_routes::{AwsRoutes, RoutesConfig, RoutesError};
 use ccm_tagging::ClusterTags;
 use ccm_testing::{TestEnv, unique_name};
+use common::{table_routes, tag_spec};
 
 fn route(node: &str, cidr: &str) -> Route {
     Route {
@@ -21,29 +22,6 @@ fn route(node: &str, cidr: &str) -> Route {
         destination_cidr: cidr.to_owned(),
         ..Route::default()
     }
-}
-
-/// The routes of a table as `(destination, instance)` pairs, sorted, the local route left out.
-async fn table_routes(raw: &aws_sdk_ec2::Client, table: &str) -> Vec<(String, String)> {
-    let out = raw
-        .describe_route_tables()
-        .route_table_ids(table)
-        .send()
-        .await
-        .unwrap();
-    let mut routes: Vec<(String, String)> = out.route_tables()[0]
-        .routes()
-        .iter()
-        .filter(|r| r.gateway_id() != Some("local"))
-        .map(|r| {
-            (
-                r.destination_cidr_block().unwrap_or_default().to_owned(),
-                r.instance_id().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect();
-    routes.sort();
-    routes
 }
 
 async fn source_dest_check(raw: &aws_sdk_ec2::Client, instance: &str) -> Option<bool> {
@@ -57,13 +35,6 @@ async fn source_dest_check(raw: &aws_sdk_ec2::Client, instance: &str) -> Option<
         .and_then(|v| v.value())
 }
 
-fn tag_spec(resource: ResourceType, key: &str, value: &str) -> TagSpecification {
-    TagSpecification::builder()
-        .resource_type(resource)
-        .tags(Tag::builder().key(key).value(value).build())
-        .build()
-}
-
 #[tokio::test]
 async fn routes_in_tagged_tables_against_moto() {
     let env = TestEnv::get();
@@ -72,12 +43,7 @@ async fn routes_in_tagged_tables_against_moto() {
         &sdk,
         AdapterOptions::default()
             .with_rate_limits(RateLimits::unlimited())
-            .with_retry(RetryPolicy {
-                max_attempts: 2,
-                base_delay: Duration::from_millis(5),
-                throttle_base_delay: Duration::from_millis(20),
-                max_delay: Duration::from_millis(50),
-            }),
+            .with_retry(RetryPolicy::quick(2)),
     );
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster_id = unique_name("routes");

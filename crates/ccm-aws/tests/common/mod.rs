@@ -1,7 +1,7 @@
 //! The fixture shared by the AwsCloud integration tests: a VPC in moto, the CCM's own instance tagged for a fresh
 //! cluster, `AwsCloud` on the real adapter, and Nodes labelled per test so that the controllers, which select that
 //! label, never see another test's nodes.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code, unused_imports)]
 
 use std::{sync::Arc, time::Duration};
 
@@ -15,6 +15,8 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PostParams},
 };
 use serde_json::json;
+
+pub use ccm_testing::nodes::{is_initialized as initialized, label, taint_keys as taints};
 
 const GROUP_LABEL: &str = "ccm-test/group";
 
@@ -32,12 +34,7 @@ pub async fn fixture() -> Fixture {
     let env = TestEnv::get();
     let sdk = env.aws_config().await;
     // moto answers DescribeInstanceTopology with HTTP 500: give up on it quickly.
-    let retry = RetryPolicy {
-        max_attempts: 2,
-        base_delay: Duration::from_millis(5),
-        throttle_base_delay: Duration::from_millis(20),
-        max_delay: Duration::from_millis(50),
-    };
+    let retry = RetryPolicy::quick(2);
     let adapter = Adapter::new(
         &sdk,
         AdapterOptions::default()
@@ -119,23 +116,6 @@ impl Fixture {
     pub fn describes(&self) -> u64 {
         self.adapter.metrics().attempts("ec2", "DescribeInstances")
     }
-}
-
-pub fn taints(n: &Node) -> Vec<String> {
-    n.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .map(|t| t.iter().map(|t| t.key.clone()).collect())
-        .unwrap_or_default()
-}
-
-pub fn label<'a>(n: &'a Node, key: &str) -> Option<&'a str> {
-    n.metadata.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-pub fn initialized(n: &Node) -> bool {
-    n.spec.as_ref().and_then(|s| s.provider_id.as_ref()).is_some()
-        && !taints(n).iter().any(|t| t == keys::TAINT_UNINITIALIZED)
 }
 
 pub async fn eventually(what: &str, secs: u64, mut check: impl AsyncFnMut() -> bool) {
