@@ -6,7 +6,7 @@ use std::{process::ExitCode, sync::Arc};
 
 use ccm_aws::{AwsCloud, CloudConfig};
 use ccm_aws_sdk::AdapterOptions;
-use ccm_controller_manager::{BoxError, Options, Runtime};
+use ccm_controller_manager::{Options, Runtime};
 use ccm_tagging::controller::{TaggingArgs, TaggingConfig, TaggingController, TaggingMetrics};
 use clap::Parser;
 
@@ -35,13 +35,13 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %ErrorChain(e.as_ref()), "cloud-controller-manager failed");
+            tracing::error!(error = format!("{e:#}"), "cloud-controller-manager failed");
             ExitCode::FAILURE
         }
     }
 }
 
-async fn run(cli: Cli) -> Result<(), BoxError> {
+async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = CloudConfig::load(&cli.manager.cloud_config)?;
     for warning in &config.warnings {
         tracing::warn!(path = %cli.manager.cloud_config, "cloud config: {warning}");
@@ -73,21 +73,6 @@ async fn run(cli: Cli) -> Result<(), BoxError> {
     registered.register(runtime.registry());
     runtime.run(Arc::new(cloud)).await?;
     Ok(())
-}
-
-/// Formats an error with its causes, for the one fatal log line.
-struct ErrorChain<'a>(&'a (dyn std::error::Error + 'static));
-
-impl std::fmt::Display for ErrorChain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(s) = source {
-            write!(f, ": {s}")?;
-            source = s.source();
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
