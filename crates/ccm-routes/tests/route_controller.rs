@@ -5,9 +5,11 @@
 //! mapping comes from a `NodeIndex` (the wiring the composition uses).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::{sync::Arc, time::Duration};
 
-use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
+use aws_sdk_ec2::types::{InstanceType, ResourceType};
 use ccm_aws_api::VpcId;
 use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, RateLimits};
 use ccm_cloud_provider::{CloudProvider, Unsupported};
@@ -15,6 +17,7 @@ use ccm_controllers::route::{self, RouteConfig};
 use ccm_routes::{AwsRoutes, NodeIndex, RoutesConfig};
 use ccm_tagging::ClusterTags;
 use ccm_testing::{TestEnv, unique_name};
+use common::{table_routes, tag_spec};
 use k8s_openapi::{
     api::core::v1::{Node, NodeSpec},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -42,36 +45,6 @@ impl CloudProvider for Provider {
     fn routes(&self) -> Option<&Self::Routes> {
         Some(&self.0)
     }
-}
-
-fn tag_spec(resource: ResourceType, key: &str, value: &str) -> TagSpecification {
-    TagSpecification::builder()
-        .resource_type(resource)
-        .tags(Tag::builder().key(key).value(value).build())
-        .build()
-}
-
-/// `(destination, instance)` of a table's routes, sorted, the local route left out.
-async fn table_routes(raw: &aws_sdk_ec2::Client, table: &str) -> Vec<(String, String)> {
-    let out = raw
-        .describe_route_tables()
-        .route_table_ids(table)
-        .send()
-        .await
-        .unwrap();
-    let mut routes: Vec<(String, String)> = out.route_tables()[0]
-        .routes()
-        .iter()
-        .filter(|r| r.gateway_id() != Some("local"))
-        .map(|r| {
-            (
-                r.destination_cidr_block().unwrap_or_default().to_owned(),
-                r.instance_id().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect();
-    routes.sort();
-    routes
 }
 
 async fn eventually<F, Fut>(what: &str, f: F)

@@ -51,3 +51,16 @@ pub fn summary(n: &Node) -> String {
         ip.unwrap_or_else(dash),
     )
 }
+
+/// The keys of the Node's taints.
+pub fn taint_keys(n: &Node) -> Vec<String> {
+    let taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());
+    taints
+        .map(|t| t.iter().map(|t| t.key.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// The value of label `key`.
+pub fn label<'a>(n: &'a Node, key: &str) -> Option<&'a str> {
+    n.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}

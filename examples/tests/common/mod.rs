@@ -1,9 +1,11 @@
 //! What the end-to-end tests of `aws-cloud-controller-manager` share: an AWS "world" in moto (a VPC, the CCM's own
 //! instance tagged for a fresh cluster, an IMDS emulator that names that instance, and a cloud config that points
 //! the CCM at both), and the CCM process itself with its log, metrics and graceful stop.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code, unused_imports)]
 
 pub mod lb;
+
+pub use ccm_testing::nodes::{is_initialized as initialized, label, taint_keys};
 
 use std::{
     fs::File,
@@ -305,23 +307,4 @@ pub async fn eventually(ccm: &mut Ccm, what: &str, secs: u64, mut check: impl As
         "timed out after {secs} s waiting for {what}\nCCM log:\n{}",
         ccm.log_text()
     );
-}
-
-pub fn taint_keys(n: &Node) -> Vec<String> {
-    n.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .map(|t| t.iter().map(|t| t.key.clone()).collect())
-        .unwrap_or_default()
-}
-
-pub fn label<'a>(n: &'a Node, key: &str) -> Option<&'a str> {
-    n.metadata.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-pub fn initialized(n: &Node) -> bool {
-    n.spec.as_ref().and_then(|s| s.provider_id.as_ref()).is_some()
-        && !taint_keys(n)
-            .iter()
-            .any(|t| t == "node.cloudprovider.kubernetes.io/uninitialized")
 }
