@@ -12,6 +12,7 @@
 
 pub mod annotations;
 pub mod classic;
+pub mod nlb;
 mod provider;
 pub mod shared;
 pub mod spec;

@@ -55,6 +55,9 @@ pub struct LoadBalancerConfig {
     pub manage_node_security_groups: bool,
     /// `ClusterServiceLoadBalancerHealthProbeMode` and its port and path.
     pub health_probe: HealthProbeMode,
+    /// `[Global] NLBSecurityGroupMode = Managed`: new NLBs get a managed security group (or the groups of the
+    /// `security-groups` annotation).
+    pub nlb_managed_security_groups: bool,
 }
 
 /// One atomic ingress rule from a CIDR: protocol, port range, source.
@@ -83,6 +86,7 @@ impl LoadBalancerConfig {
             elb_security_group: None,
             manage_node_security_groups: true,
             health_probe: HealthProbeMode::ServiceNodePort,
+            nlb_managed_security_groups: false,
         }
     }
 
@@ -104,6 +108,13 @@ impl LoadBalancerConfig {
     #[must_use]
     pub fn with_node_security_group_rules(mut self, manage: bool) -> Self {
         self.manage_node_security_groups = manage;
+        self
+    }
+
+    /// Sets `[Global] NLBSecurityGroupMode = Managed` (true) or unset (false).
+    #[must_use]
+    pub fn with_nlb_managed_security_groups(mut self, managed: bool) -> Self {
+        self.nlb_managed_security_groups = managed;
         self
     }
 
