@@ -6,9 +6,9 @@
 //! config or that instance's tags; the VPC from the config or that instance. One DescribeInstances at most.
 
 use ccm_aws_api::{
-    Ec2, Elb, InstanceId, Metadata, RouteTableId, SecurityGroupId, SubnetId, VpcId, ec2::Instance,
+    Ec2, Elb, Elbv2, InstanceId, Metadata, RouteTableId, SecurityGroupId, SubnetId, VpcId, ec2::Instance,
 };
-use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, AwsElb, AwsMetadata};
+use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, AwsElb, AwsElbv2, AwsMetadata};
 use ccm_cloud_provider::{CloudProvider, Unsupported};
 use ccm_instances::{AwsInstances, InstancesConfig};
 use ccm_load_balancers::{AwsLoadBalancers, HealthProbeMode, LoadBalancerConfig};
@@ -26,13 +26,13 @@ use crate::{
 /// The provider name, for `--cloud-provider`.
 pub const PROVIDER_NAME: &str = "aws";
 
-/// The AWS cloud provider, generic over the EC2 and ELB ports so that tests can run it on fakes.
+/// The AWS cloud provider, generic over the EC2, ELB and ELBv2 ports so that tests can run it on fakes.
 #[derive(Debug)]
-pub struct AwsCloud<E = AwsEc2, L = AwsElb> {
+pub struct AwsCloud<E = AwsEc2, L = AwsElb, V = AwsElbv2> {
     ec2: E,
     instances: AwsInstances<E>,
     routes: AwsRoutes<E, NodeIndex>,
-    load_balancers: Option<AwsLoadBalancers<E, L>>,
+    load_balancers: Option<AwsLoadBalancers<E, L, V>>,
     cluster: ClusterTags,
     region: String,
     vpc_id: Option<VpcId>,
@@ -87,7 +87,7 @@ pub enum AwsCloudError {
 
 // === impl AwsCloud ===
 
-impl AwsCloud<AwsEc2, AwsElb> {
+impl AwsCloud<AwsEc2, AwsElb, AwsElbv2> {
     /// Starts the provider as the CCM does: IMDS (unless the control plane is external), then the SDK adapter
     /// with the config's endpoint overrides and role, then the environment. Returns the adapter too, for its
     /// call metrics.
@@ -130,18 +130,31 @@ impl AwsCloud<AwsEc2, AwsElb> {
         let adapter = Adapter::from_env(region_opt, options).await;
         let region = adapter.region().map_or(region, str::to_owned);
         let env = discover(config, adapter.ec2(), region, self_id.as_ref()).await?;
-        let cloud = Self::new(config, adapter.ec2().clone(), adapter.elb().clone(), env)?;
+        let cloud = Self::new(
+            config,
+            adapter.ec2().clone(),
+            adapter.elb().clone(),
+            adapter.elbv2().clone(),
+            env,
+        )?;
         Ok((cloud, adapter))
     }
 }
 
-impl<E, L> AwsCloud<E, L>
+impl<E, L, V> AwsCloud<E, L, V>
 where
     E: Ec2 + Clone + Send + Sync + 'static,
     L: Elb + Send + Sync + 'static,
+    V: Elbv2 + Send + Sync + 'static,
 {
-    /// The provider on `ec2` and `elb` for an already discovered environment.
-    pub fn new(config: &CloudConfig, ec2: E, elb: L, env: Environment) -> Result<Self, AwsCloudError> {
+    /// The provider on the `ec2`, `elb` and `elbv2` ports for an already discovered environment.
+    pub fn new(
+        config: &CloudConfig,
+        ec2: E,
+        elb: L,
+        elbv2: V,
+        env: Environment,
+    ) -> Result<Self, AwsCloudError> {
         let global = &config.global;
         let pattern = Regex::new(&global.supported_topology_instance_type_pattern)
             .map_err(AwsCloudError::TopologyPattern)?;
@@ -178,6 +191,7 @@ where
             Some(vpc) => Some(AwsLoadBalancers::new(
                 ec2.clone(),
                 elb,
+                elbv2,
                 load_balancer_config(config, &env, vpc.clone()),
             )),
             None => {
@@ -219,15 +233,16 @@ where
     }
 }
 
-impl<E, L> CloudProvider for AwsCloud<E, L>
+impl<E, L, V> CloudProvider for AwsCloud<E, L, V>
 where
     E: Ec2 + Clone + Send + Sync + 'static,
     L: Elb + Send + Sync + 'static,
+    V: Elbv2 + Send + Sync + 'static,
 {
     type InstancesV2 = AwsInstances<E>;
     type Instances = Unsupported;
     type Zones = Unsupported;
-    type LoadBalancer = AwsLoadBalancers<E, L>;
+    type LoadBalancer = AwsLoadBalancers<E, L, V>;
     type Routes = AwsRoutes<E, NodeIndex>;
 
     fn provider_name(&self) -> &str {
@@ -268,6 +283,9 @@ fn load_balancer_config(config: &CloudConfig, env: &Environment, vpc: VpcId) -> 
         .with_elb_security_group(global.elb_security_group.as_deref().map(SecurityGroupId::from))
         .with_node_security_group_rules(!global.disable_security_group_ingress)
         .with_health_probe(health_probe)
+        .with_nlb_managed_security_groups(
+            global.nlb_security_group_mode == cloud_config::NlbSecurityGroupMode::Managed,
+        )
 }
 
 /// Finds the cluster and VPC: from the config where it says, else from the instance `self_id` (one

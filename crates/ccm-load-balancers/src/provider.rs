@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeSet, fmt};
 
-use ccm_aws_api::{Ec2, Elb, ec2::AvailabilityZone};
+use ccm_aws_api::{Ec2, Elb, Elbv2, ec2::AvailabilityZone};
 use ccm_cloud_provider::{CloudError, LoadBalancer, LoadBalancerStatus};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, Service};
 use serde::Serialize;
@@ -17,12 +17,14 @@ use crate::{
     spec::{Flavour, ServiceSpec, parse_service},
 };
 
-/// Classic ELBs for Services of type `LoadBalancer` (NLBs are reported as not yet supported; `nlb-ip` and
-/// `external` as implemented elsewhere).
+/// Classic ELBs and NLBs for Services of type `LoadBalancer` (`nlb-ip` and `external` are implemented
+/// elsewhere: the AWS Load Balancer Controller).
 #[derive(Debug)]
-pub struct AwsLoadBalancers<E, L> {
+pub struct AwsLoadBalancers<E, L, V> {
     ec2: E,
     elb: L,
+    #[allow(dead_code, reason = "NLBs are being implemented on it")]
+    elbv2: V,
     config: LoadBalancerConfig,
     zones: OnceCell<Vec<AvailabilityZone>>,
 }
@@ -51,12 +53,13 @@ fn status(hostname: &str) -> LoadBalancerStatus {
 
 // === impl AwsLoadBalancers ===
 
-impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync> AwsLoadBalancers<E, L> {
-    /// Load balancers over the EC2 and Classic ELB ports.
-    pub fn new(ec2: E, elb: L, config: LoadBalancerConfig) -> Self {
+impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoadBalancers<E, L, V> {
+    /// Load balancers over the EC2, Classic ELB and ELBv2 ports.
+    pub fn new(ec2: E, elb: L, elbv2: V, config: LoadBalancerConfig) -> Self {
         Self {
             ec2,
             elb,
+            elbv2,
             config,
             zones: OnceCell::new(),
         }
@@ -189,7 +192,9 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync> AwsLoadBalancers<E, L> {
     }
 }
 
-impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync> LoadBalancer for AwsLoadBalancers<E, L> {
+impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBalancer
+    for AwsLoadBalancers<E, L, V>
+{
     async fn get_load_balancer(
         &self,
         _cluster_name: &str,
@@ -262,8 +267,8 @@ impl fmt::Display for DryRun {
 /// Dry run for a Service manifest (JSON, as `kubectl get svc -o json` prints it) and nodes: the desired model
 /// and the plan an ensure would apply, reading AWS through the ports and writing nothing. `Display` prints
 /// one numbered change per line; `serde_json` gives the whole result.
-pub async fn plan_for<E: Ec2 + Send + Sync, L: Elb + Send + Sync>(
-    load_balancers: &AwsLoadBalancers<E, L>,
+pub async fn plan_for<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync>(
+    load_balancers: &AwsLoadBalancers<E, L, V>,
     service_json: &str,
     nodes: &[Node],
 ) -> Result<DryRun, PlanForError> {

@@ -318,7 +318,12 @@ impl World {
 #[tokio::test]
 async fn classic_elb_lifecycle_against_moto() {
     let w = world(91).await;
-    let lbs = AwsLoadBalancers::new(w.adapter.ec2().clone(), w.adapter.elb().clone(), w.config.clone());
+    let lbs = AwsLoadBalancers::new(
+        w.adapter.ec2().clone(),
+        w.adapter.elb().clone(),
+        w.adapter.elbv2().clone(),
+        w.config.clone(),
+    );
     let metrics = w.adapter.metrics().clone();
     let uid = uid();
     let svc = service(&uid, &[(80, 30080)], &[]);
@@ -699,7 +704,12 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
     let refs: Vec<&Node> = nodes.iter().collect();
     // Proxy protocol adds policy calls, so that every kind of creation step gets a crash in front of it.
     let annotations = [(Key::ProxyProtocol, "*"), (Key::ConnectionIdleTimeout, "90")];
-    let healthy = AwsLoadBalancers::new(w.adapter.ec2().clone(), w.adapter.elb().clone(), w.config.clone());
+    let healthy = AwsLoadBalancers::new(
+        w.adapter.ec2().clone(),
+        w.adapter.elb().clone(),
+        w.adapter.elbv2().clone(),
+        w.config.clone(),
+    );
     let mut crashed_creations = 0;
     for k in 1.. {
         let svc = service(&uid(), &[(443, 30443)], &annotations);
@@ -716,6 +726,7 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
                 count: count.clone(),
                 fail_at: k,
             },
+            w.adapter.elbv2().clone(),
             w.config.clone(),
         );
         let crashed = faulty.ensure_load_balancer("kubernetes", &svc, &refs).await;
@@ -774,6 +785,7 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
                 count,
                 fail_at: k,
             },
+            w.adapter.elbv2().clone(),
             w.config.clone(),
         );
         let _ = faulty.ensure_load_balancer_deleted("kubernetes", &svc).await;
@@ -797,7 +809,12 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
 #[tokio::test]
 async fn switching_to_given_groups_retires_the_managed_group() {
     let w = world(93).await;
-    let lbs = AwsLoadBalancers::new(w.adapter.ec2().clone(), w.adapter.elb().clone(), w.config.clone());
+    let lbs = AwsLoadBalancers::new(
+        w.adapter.ec2().clone(),
+        w.adapter.elb().clone(),
+        w.adapter.elbv2().clone(),
+        w.config.clone(),
+    );
     let metrics = w.adapter.metrics().clone();
     let nodes: Vec<Node> = w.instances.iter().map(|i| node(i)).collect();
     let refs: Vec<&Node> = nodes.iter().collect();
@@ -844,7 +861,12 @@ async fn switching_to_given_groups_retires_the_managed_group() {
 #[tokio::test]
 async fn https_listeners_with_policies_are_steady_after_creation() {
     let w = world(94).await;
-    let lbs = AwsLoadBalancers::new(w.adapter.ec2().clone(), w.adapter.elb().clone(), w.config.clone());
+    let lbs = AwsLoadBalancers::new(
+        w.adapter.ec2().clone(),
+        w.adapter.elb().clone(),
+        w.adapter.elbv2().clone(),
+        w.config.clone(),
+    );
     let metrics = w.adapter.metrics().clone();
     let nodes: Vec<Node> = w.instances.iter().map(|i| node(i)).collect();
     let refs: Vec<&Node> = nodes.iter().collect();

@@ -2,6 +2,7 @@ use ccm_aws_api::{
     Tags,
     ec2::{Instance, InstanceState, MockEc2},
     elb::MockElb,
+    elbv2::MockElbv2,
 };
 use ccm_cloud_provider::InstancesV2;
 use k8s_openapi::api::core::v1::Node;
@@ -126,7 +127,14 @@ async fn the_provider_exposes_instances_v2_routes_and_load_balancers_and_uses_it
     });
     ec2.expect_instance_topology()
         .returning(|_| Box::pin(async { Ok(Vec::new()) }));
-    let cloud = AwsCloud::new(&cfg, std::sync::Arc::new(ec2), MockElb::new(), env).unwrap();
+    let cloud = AwsCloud::new(
+        &cfg,
+        std::sync::Arc::new(ec2),
+        MockElb::new(),
+        MockElbv2::new(),
+        env,
+    )
+    .unwrap();
     assert_eq!(cloud.provider_name(), "aws");
     assert!(cloud.instances().is_none());
     assert!(cloud.routes().is_some() && cloud.load_balancer().is_some());
@@ -154,7 +162,14 @@ fn a_bad_topology_pattern_names_the_key() {
         vpc_id: None,
         self_instance: None,
     };
-    let err = AwsCloud::new(&cfg, std::sync::Arc::new(MockEc2::new()), MockElb::new(), env).unwrap_err();
+    let err = AwsCloud::new(
+        &cfg,
+        std::sync::Arc::new(MockEc2::new()),
+        MockElb::new(),
+        MockElbv2::new(),
+        env,
+    )
+    .unwrap_err();
     assert!(
         err.to_string().contains("SupportedTopologyInstanceTypePattern"),
         "{err}"
@@ -170,7 +185,14 @@ fn without_a_vpc_there_are_no_load_balancers() {
         vpc_id: None,
         self_instance: None,
     };
-    let cloud = AwsCloud::new(&cfg, std::sync::Arc::new(MockEc2::new()), MockElb::new(), env).unwrap();
+    let cloud = AwsCloud::new(
+        &cfg,
+        std::sync::Arc::new(MockEc2::new()),
+        MockElb::new(),
+        MockElbv2::new(),
+        env,
+    )
+    .unwrap();
     assert!(cloud.load_balancer().is_none());
     assert!(cloud.instances_v2().is_some());
 }

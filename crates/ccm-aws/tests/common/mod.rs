@@ -64,8 +64,16 @@ pub async fn fixture() -> Fixture {
         environment.vpc_id.as_ref().map(|v| v.as_str().to_owned()),
         Some(network.vpc_id.clone())
     );
-    let cloud =
-        Arc::new(AwsCloud::new(&config, adapter.ec2().clone(), adapter.elb().clone(), environment).unwrap());
+    let cloud = Arc::new(
+        AwsCloud::new(
+            &config,
+            adapter.ec2().clone(),
+            adapter.elb().clone(),
+            adapter.elbv2().clone(),
+            environment,
+        )
+        .unwrap(),
+    );
     let client = env.kube_client().await.unwrap();
     Fixture {
         adapter,

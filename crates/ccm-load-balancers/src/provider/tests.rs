@@ -5,7 +5,7 @@ use crate::{
 };
 use ccm_aws_api::ec2::{RouteTable, SecurityGroup, Subnet};
 use ccm_aws_api::elb::ClassicLoadBalancer;
-use ccm_aws_api::{SecurityGroupId, SubnetId, Tags, VpcId, ec2::MockEc2, elb::MockElb};
+use ccm_aws_api::{SecurityGroupId, SubnetId, Tags, VpcId, ec2::MockEc2, elb::MockElb, elbv2::MockElbv2};
 
 #[tokio::test]
 async fn invalid_services_and_other_flavours_make_no_aws_call() {
@@ -18,7 +18,7 @@ async fn invalid_services_and_other_flavours_make_no_aws_call() {
     ec2.expect_security_groups()
         .times(2)
         .returning(|_| Box::pin(async { Ok(vec![]) }));
-    let lbs = AwsLoadBalancers::new(ec2, elb, config());
+    let lbs = AwsLoadBalancers::new(ec2, elb, MockElbv2::new(), config());
     let n = node("i-1");
     let invalid = service(
         &[(Key::ConnectionIdleTimeout, "0"), (Key::ProxyProtocol, "on")],
@@ -141,7 +141,7 @@ async fn ensure_of_a_steady_service_only_reads() {
             })
         })
     });
-    let lbs = AwsLoadBalancers::new(ec2, elb, c);
+    let lbs = AwsLoadBalancers::new(ec2, elb, MockElbv2::new(), c);
     for _ in 0..2 {
         let status = lbs.ensure_load_balancer("k", &svc, &[&n]).await.unwrap();
         assert_eq!(
@@ -182,7 +182,7 @@ async fn plan_for_prints_the_plan_of_a_manifest_and_writes_nothing() {
         .returning(|_| Box::pin(async { Ok(None) }));
     let mut c = config();
     c.manage_node_security_groups = false;
-    let lbs = AwsLoadBalancers::new(ec2, elb, c);
+    let lbs = AwsLoadBalancers::new(ec2, elb, MockElbv2::new(), c);
     let manifest = serde_json::to_string(&service(&[(Key::ProxyProtocol, "*")], &[(80, 30080)])).unwrap();
     let nodes = [node("i-1")];
     let dry = plan_for(&lbs, &manifest, &nodes).await.unwrap();
@@ -241,7 +241,7 @@ async fn a_classic_elb_outlives_no_type_change() {
     elb.expect_delete_load_balancer()
         .times(1)
         .returning(|_| Box::pin(async { Ok(()) }));
-    let lbs = AwsLoadBalancers::new(ec2, elb, config());
+    let lbs = AwsLoadBalancers::new(ec2, elb, MockElbv2::new(), config());
     let svc = service(&[(Key::Type, "nlb")], &[(80, 30080)]);
     let status = lbs.get_load_balancer("k", &svc).await.unwrap().unwrap();
     assert_eq!(
