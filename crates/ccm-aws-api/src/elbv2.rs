@@ -252,6 +252,10 @@ pub trait Elbv2 {
     fn target_groups(&self, load_balancer_arn: &str)
     -> impl Future<Output = Result<Vec<TargetGroup>>> + Send;
 
+    /// The target group named `name`, or `None` (found whether or not a load balancer uses it: crash-safe
+    /// adoption and cleanup go by the deterministic name).
+    fn target_group(&self, name: &str) -> impl Future<Output = Result<Option<TargetGroup>>> + Send;
+
     /// Creates a target group.
     fn create_target_group(&self, group: &NewTargetGroup)
     -> impl Future<Output = Result<TargetGroup>> + Send;

@@ -275,6 +275,24 @@ impl Elbv2 for AwsElbv2 {
             .await
     }
 
+    async fn target_group(&self, name: &str) -> Result<Option<TargetGroup>> {
+        let result = self
+            .rt
+            .call(DESCRIBE_TARGET_GROUPS, || {
+                self.client.describe_target_groups().names(name).send()
+            })
+            .await;
+        match result {
+            Ok(out) => Ok(out
+                .target_groups()
+                .iter()
+                .filter_map(target_group)
+                .find(|g| g.name == name)),
+            Err(err) if err.is_not_found() => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
     async fn create_target_group(&self, group: &NewTargetGroup) -> Result<TargetGroup> {
         let hc = &group.health_check;
         let out = self

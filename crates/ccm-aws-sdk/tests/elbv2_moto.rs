@@ -129,6 +129,8 @@ async fn network_load_balancer_lifecycle() {
 
     let groups = elbv2.target_groups(&lb.arn).await.unwrap();
     assert_eq!(groups.iter().map(|g| &g.arn).collect::<Vec<_>>(), [&tg.arn]);
+    let by_name = elbv2.target_group(&tg.name).await.unwrap().unwrap();
+    assert_eq!((by_name.arn.as_str(), by_name.port), (tg.arn.as_str(), 30080));
     assert_eq!(groups[0].load_balancer_arns, std::slice::from_ref(&lb.arn));
     elbv2
         .modify_target_group(
@@ -225,6 +227,10 @@ async fn unknown_elbv2_resources_are_not_found() {
     let arn = "arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/net/missing/0123456789abcdef";
     let err = elbv2.listeners(arn).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert_eq!(
+        elbv2.target_group(&unique_name("tg-missing")).await.unwrap(),
+        None
+    );
     let tg_arn = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/missing/0123456789abcdef";
     let err = elbv2.target_group_attributes(tg_arn).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
