@@ -34,6 +34,24 @@ pub trait LoadBalancer: Send + Sync {
         nodes: &[&Node],
     ) -> impl Future<Output = Result<LoadBalancerStatus>> + Send;
 
+    /// [`LoadBalancer::ensure_load_balancer`], also reporting what the users of the Service should hear about
+    /// (a load balancer replaced, a setting that cannot be applied): the service controller publishes each
+    /// [`Notice`] as an Event on the Service. The default reports nothing; a provider that overrides this should
+    /// make `ensure_load_balancer` call it and drop the notices.
+    fn ensure_load_balancer_reporting(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> impl Future<Output = Result<Ensured>> + Send {
+        async move {
+            Ok(Ensured {
+                status: self.ensure_load_balancer(cluster_name, service, nodes).await?,
+                notices: Vec::new(),
+            })
+        }
+    }
+
     /// Updates only the load balancer's back-end hosts to `nodes`.
     fn update_load_balancer(
         &self,
@@ -48,4 +66,56 @@ pub trait LoadBalancer: Send + Sync {
         cluster_name: &str,
         service: &Service,
     ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// What [`LoadBalancer::ensure_load_balancer_reporting`] returns.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Ensured {
+    /// The status (written to `status.loadBalancer`).
+    pub status: LoadBalancerStatus,
+    /// What to tell the Service's users, in order.
+    pub notices: Vec<Notice>,
+}
+
+/// Something a provider did or could not do that the Service's users should know: an Event on the Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    /// A `Warning` Event (else `Normal`).
+    pub warning: bool,
+    /// The Event reason, UpperCamelCase (`RecreatingLoadBalancer`).
+    pub reason: String,
+    /// The Event message.
+    pub message: String,
+}
+
+// === impl Ensured ===
+
+impl Ensured {
+    /// A status with notices.
+    pub fn new(status: LoadBalancerStatus, notices: Vec<Notice>) -> Self {
+        Self { status, notices }
+    }
+}
+
+// === impl Notice ===
+
+impl Notice {
+    /// A `Normal` notice.
+    pub fn normal(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            warning: false,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A `Warning` notice.
+    pub fn warning(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            warning: true,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
 }

@@ -417,11 +417,22 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
         let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
         lock(&ctx.last_synced).insert(key.clone(), host_set(&refs));
         ctx.config.metrics.provider_call();
-        let status = match lb.ensure_load_balancer(cluster, svc, &refs).await {
-            Ok(status) => status,
+        let ensured = match lb.ensure_load_balancer_reporting(cluster, svc, &refs).await {
+            Ok(ensured) => ensured,
             Err(CloudError::ImplementedElsewhere) => return Ok(Op::Ensure),
             Err(e) => return Err(Error::cloud("failed to ensure load balancer", &key, e)),
         };
+        for notice in &ensured.notices {
+            let kind = if notice.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            ctx.recorder
+                .publish(&reference, kind, &notice.reason, &notice.message)
+                .await;
+        }
+        let status = ensured.status;
         ctx.recorder
             .publish(
                 &reference,

@@ -30,8 +30,8 @@ use std::{
 };
 
 use ccm_cloud_provider::{
-    CloudError, CloudProvider, InstanceMetadata, Instances, InstancesV2, LoadBalancer, LoadBalancerStatus,
-    NodeAddress, Route, Routes, Zone, Zones, split_provider_id,
+    CloudError, CloudProvider, Ensured, InstanceMetadata, Instances, InstancesV2, LoadBalancer,
+    LoadBalancerStatus, NodeAddress, Notice, Route, Routes, Zone, Zones, split_provider_id,
 };
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, PortStatus, Service};
 
@@ -169,6 +169,7 @@ struct State {
     delay: Duration,
     external_ip: String,
     ip_mode: Option<String>,
+    notices: Vec<Notice>,
 }
 
 // === impl FakeInstance ===
@@ -380,6 +381,11 @@ impl FakeProvider {
         let mut s = self.state();
         s.external_ip = ip.into();
         s.ip_mode = ip_mode.map(str::to_owned);
+    }
+
+    /// The notices every `ensure_load_balancer_reporting` returns (default none).
+    pub fn set_load_balancer_notices(&self, notices: Vec<Notice>) {
+        self.state().notices = notices;
     }
 
     /// Makes calls of `method` fail with `make()`: the next `times` calls, or every call with `None`.
@@ -851,6 +857,16 @@ impl LoadBalancer for FakeProvider {
         };
         s.load_balancers.insert(key, lb);
         Ok(status)
+    }
+
+    async fn ensure_load_balancer_reporting(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> Result<Ensured, CloudError> {
+        let status = self.ensure_load_balancer(cluster_name, service, nodes).await?;
+        Ok(Ensured::new(status, self.state().notices.clone()))
     }
 
     async fn update_load_balancer(

@@ -666,6 +666,38 @@ mod scripted {
         }
     }
 
+    /// The provider's notices become Events on the Service, in order, between `EnsuringLoadBalancer` and
+    /// `EnsuredLoadBalancer`.
+    #[tokio::test]
+    async fn provider_notices_become_events_on_the_service() {
+        let h = harness(|_| None, vec![with(finalized)], vec![named_node("n1")]);
+        h.provider.set_load_balancer_notices(vec![
+            ccm_cloud_provider::Notice::warning("RecreatingLoadBalancer", "scheme changed: new DNS name"),
+            ccm_cloud_provider::Notice::normal("Other", "fine"),
+        ]);
+        let lb = h.provider.load_balancer().unwrap();
+        sync_load_balancer_if_needed(&h.ctx, lb, &with(finalized))
+            .await
+            .unwrap();
+        assert_eq!(
+            h.api.event_reasons(),
+            [
+                "EnsuringLoadBalancer",
+                "RecreatingLoadBalancer",
+                "Other",
+                "EnsuredLoadBalancer"
+            ]
+        );
+        let warning = h
+            .api
+            .requests()
+            .into_iter()
+            .find(|r| r.is_event() && r.body["reason"] == "RecreatingLoadBalancer")
+            .unwrap();
+        assert_eq!(warning.body["type"], "Warning");
+        assert_eq!(warning.body["message"], "scheme changed: new DNS name");
+    }
+
     /// Upstream `TestSlowNodeSync`: while a node-sync pass is stuck in a slow `UpdateLoadBalancer`, a Service
     /// sync still runs (with the newest nodes), the pass does not push an older host set over it, and the node
     /// added meanwhile reaches every load balancer on the next pass.
