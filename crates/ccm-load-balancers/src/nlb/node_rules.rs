@@ -3,15 +3,52 @@
 //! discovery. Every rule carries a description naming the load balancer, so that the rules of one NLB can be found,
 //! reconciled and removed without touching anybody else's.
 //!
-//! INTERFACE SKELETON (written by the lead so that two people can work in parallel): the owner of this file fills
-//! in the bodies and may add items, but keeps these signatures (or agrees changes with the lead).
+//! The behaviour of upstream's `updateInstanceSecurityGroupsForNLB`, made correct and cheap:
+//!
+//! - The group of a target instance that receives the rules is [`shared::instance_group`]: its only group tagged
+//!   for the cluster, else its only untagged group (several candidates are an error naming them).
+//! - On each such group: **client rules**, `tcp`/`udp` on each node port from each client CIDR, described
+//!   [`CLIENT_RULE_PREFIX`]`<name>`; **health rules**, `tcp` on each health check port from the IPv4 CIDR of each
+//!   of the load balancer's subnets, described [`HEALTH_RULE_PREFIX`]`<name>` (left out when the clients are
+//!   exactly `0.0.0.0/0`, every client port is TCP and the health ports are client ports, and, one by one, when a
+//!   client rule already allows the same thing); **MTU rules**, ICMP "fragmentation needed" (type 3 code 4;
+//!   ICMPv6 "packet too big", type 2 code 0, for IPv6 sources) from every CIDR that any NLB's client rule on the
+//!   group allows, described [`MTU_RULE`] (shared by every NLB: an MTU rule goes when no client rule of any NLB
+//!   uses its CIDR any more).
+//! - The cluster's other groups (tagged `kubernetes.io/cluster/<id>` with any value, in the cluster's VPC) lose
+//!   the rules described with this load balancer's name. Rules with another description are never changed, nor
+//!   are groups of other clusters, nor untagged groups other than the target instances' chosen ones.
+//! - A rule that AWS already has under another description (the same protocol, ports and source, which AWS
+//!   treats as one rule) is taken as present: authorizing it again would fail as a duplicate. Its owner may remove
+//!   it later; the next reconcile of this load balancer adds it back under its own description.
+//!
+//! AWS calls of [`observe`], made concurrently: one `DescribeInstances` for all targets (none without targets),
+//! one `DescribeSecurityGroups` filtered on the cluster tag key and the VPC (two in legacy tag mode), one
+//! `DescribeSubnets` for the load balancer's subnets (none when no health rule is needed), then one more
+//! `DescribeSecurityGroups` only when a target instance has no group in that set (untagged node groups). So 3
+//! reads for a cluster with tagged node groups, never a whole-region scan (upstream reads every group of the
+//! region). [`plan`] is pure and returns nothing when the groups are right, so a steady reconcile makes no
+//! mutating call; [`apply`] makes one `AuthorizeSecurityGroupIngress` or `RevokeSecurityGroupIngress` per change
+//! (one per rule only when a crashed or concurrent run left some of the batch done already).
+//!
+//! Deletion: `plan(&NodeAccess::none(name), &observed)` revokes every rule of the load balancer from the observed
+//! groups (and the MTU rules that no client rule needs any more). Observing with the last target instances (or a
+//! [`NodeAccess`] that still names them) also cleans their untagged groups, which the tag-filtered read cannot
+//! find.
 
-use std::collections::BTreeSet;
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::{Ipv4Addr, Ipv6Addr},
+};
 
-use ccm_aws_api::{Ec2, SubnetId, ec2::SecurityGroup};
+use ccm_aws_api::{
+    AwsError, Ec2, ErrorKind, Filter, InstanceId, SecurityGroupId, SubnetId,
+    ec2::{InstanceState, IpPermission, IpRange, SecurityGroup},
+};
+use ccm_tagging::LEGACY_CLUSTER_TAG;
 use serde::Serialize;
 
-use crate::{Error, LoadBalancerConfig, shared::Rule};
+use crate::{Error, LoadBalancerConfig, shared, shared::Rule};
 
 /// The description prefix of client rules: `kubernetes.io/rule/nlb/client=<load balancer name>`.
 pub const CLIENT_RULE_PREFIX: &str = "kubernetes.io/rule/nlb/client=";
@@ -40,7 +77,7 @@ pub struct NodeAccess {
 pub struct DescribedRule {
     /// The rule.
     pub rule: Rule,
-    /// Its description.
+    /// Its description (empty when the rule has none).
     pub description: String,
 }
 
@@ -48,8 +85,14 @@ pub struct DescribedRule {
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Observed {
-    /// The groups that may hold this load balancer's rules or must receive them.
+    /// The groups that may hold this load balancer's rules or must receive them, sorted by ID: the cluster's
+    /// groups in its VPC and the group chosen for each target instance. [`plan`] changes nothing else.
     pub groups: Vec<SecurityGroup>,
+    /// The group that receives the rules, per target instance ID (instances without a candidate group, unknown
+    /// or terminated ones are absent).
+    pub instance_groups: BTreeMap<String, SecurityGroupId>,
+    /// The IPv4 CIDRs of the load balancer's subnets, where health checks come from.
+    pub health_sources: Vec<String>,
 }
 
 /// A change to one node group.
@@ -84,29 +127,449 @@ impl NodeAccess {
             instances: Vec::new(),
         }
     }
+
+    /// The description of this load balancer's client rules.
+    pub fn client_description(&self) -> String {
+        format!("{CLIENT_RULE_PREFIX}{}", self.load_balancer)
+    }
+
+    /// The description of this load balancer's health check rules.
+    pub fn health_description(&self) -> String {
+        format!("{HEALTH_RULE_PREFIX}{}", self.load_balancer)
+    }
+
+    /// Whether the client rules already allow every health check (clients are exactly `0.0.0.0/0`, every
+    /// client port is TCP and the health ports are among them), so no health rule is needed.
+    pub fn health_covered_by_clients(&self) -> bool {
+        let all_v4 = self.client_cidrs.len() == 1 && canonical_cidr(&self.client_cidrs[0]) == "0.0.0.0/0";
+        let all_tcp = self
+            .client_ports
+            .iter()
+            .all(|(p, _)| p.eq_ignore_ascii_case("tcp"));
+        let tcp_ports: BTreeSet<i32> = self.client_ports.iter().map(|(_, port)| *port).collect();
+        all_v4 && all_tcp && self.health_ports.is_subset(&tcp_ports)
+    }
+
+    /// The client and health rules every target group must hold, given the health check sources.
+    pub fn rules(&self, health_sources: &[String]) -> BTreeSet<DescribedRule> {
+        let client = self.client_description();
+        let mut rules = BTreeSet::new();
+        for (protocol, port) in &self.client_ports {
+            for cidr in &self.client_cidrs {
+                rules.insert(DescribedRule {
+                    rule: Rule {
+                        protocol: protocol.to_ascii_lowercase(),
+                        from_port: *port,
+                        to_port: *port,
+                        cidr: canonical_cidr(cidr),
+                    },
+                    description: client.clone(),
+                });
+            }
+        }
+        if self.health_covered_by_clients() {
+            return rules;
+        }
+        let allowed: BTreeSet<Rule> = rules.iter().map(|r| r.rule.clone()).collect();
+        let health = self.health_description();
+        for port in &self.health_ports {
+            for cidr in health_sources {
+                let rule = Rule {
+                    protocol: "tcp".to_owned(),
+                    from_port: *port,
+                    to_port: *port,
+                    cidr: canonical_cidr(cidr),
+                };
+                // AWS keeps one rule per protocol, ports and source: a client rule covers it already.
+                if !allowed.contains(&rule) {
+                    rules.insert(DescribedRule {
+                        rule,
+                        description: health.clone(),
+                    });
+                }
+            }
+        }
+        rules
+    }
+
+    /// Whether any health rule may be needed (and so the subnets' CIDRs must be read).
+    fn needs_health_sources(&self) -> bool {
+        !self.instances.is_empty() && !self.health_ports.is_empty() && !self.health_covered_by_clients()
+    }
+}
+
+// === impl DescribedRule ===
+
+impl DescribedRule {
+    /// The ICMP path MTU rule for `cidr`: type 3 code 4 (ICMPv6 type 2 code 0 for IPv6), described [`MTU_RULE`].
+    pub fn mtu(cidr: &str) -> Self {
+        let cidr = canonical_cidr(cidr);
+        let (protocol, ty, code) = if cidr.contains(':') {
+            ("icmpv6", 2, 0)
+        } else {
+            ("icmp", 3, 4)
+        };
+        Self {
+            rule: Rule {
+                protocol: protocol.to_owned(),
+                from_port: ty,
+                to_port: code,
+                cidr,
+            },
+            description: MTU_RULE.to_owned(),
+        }
+    }
+}
+
+// === impl RuleChange ===
+
+impl RuleChange {
+    /// The group changed.
+    pub fn group(&self) -> &str {
+        match self {
+            Self::Authorize { group, .. } | Self::Revoke { group, .. } => group,
+        }
+    }
+}
+
+/// `cidr` in the form AWS reports it (IPv6 compressed and lower case, IPv4 without leading zeros), so that
+/// desired and observed rules compare equal; anything unparsable is returned unchanged (AWS rejects it).
+fn canonical_cidr(cidr: &str) -> String {
+    let cidr = cidr.trim();
+    let Some((addr, len)) = cidr.split_once('/') else {
+        return cidr.to_owned();
+    };
+    if let Ok(v4) = addr.parse::<Ipv4Addr>() {
+        return format!("{v4}/{len}");
+    }
+    if let Ok(v6) = addr.parse::<Ipv6Addr>() {
+        return format!("{v6}/{len}");
+    }
+    cidr.to_owned()
+}
+
+/// AWS reports protocols by name or by IANA number.
+fn protocol_name(protocol: &str) -> String {
+    match protocol {
+        "6" => "tcp".to_owned(),
+        "17" => "udp".to_owned(),
+        "1" => "icmp".to_owned(),
+        "58" => "icmpv6".to_owned(),
+        other => other.to_ascii_lowercase(),
+    }
+}
+
+/// Every CIDR rule of a group with its description (rules from groups and all-port rules are not listed).
+pub fn described_rules(group: &SecurityGroup) -> BTreeSet<DescribedRule> {
+    let mut rules = BTreeSet::new();
+    for p in &group.ingress {
+        let (Some(from), Some(to)) = (p.from_port, p.to_port) else {
+            continue;
+        };
+        for r in p.ip_ranges.iter().chain(&p.ipv6_ranges) {
+            rules.insert(DescribedRule {
+                rule: Rule {
+                    protocol: protocol_name(&p.protocol),
+                    from_port: from,
+                    to_port: to,
+                    cidr: canonical_cidr(&r.cidr),
+                },
+                description: r.description.clone().unwrap_or_default(),
+            });
+        }
+    }
+    rules
+}
+
+/// The rules as EC2 permissions, one per protocol and port range, with their descriptions.
+pub fn permissions(rules: &[DescribedRule]) -> Vec<IpPermission> {
+    let mut by_ports: BTreeMap<(&str, i32, i32), IpPermission> = BTreeMap::new();
+    for r in rules {
+        let p = by_ports
+            .entry((r.rule.protocol.as_str(), r.rule.from_port, r.rule.to_port))
+            .or_insert_with(|| IpPermission {
+                protocol: r.rule.protocol.clone(),
+                from_port: Some(r.rule.from_port),
+                to_port: Some(r.rule.to_port),
+                ..IpPermission::default()
+            });
+        let range = IpRange {
+            cidr: r.rule.cidr.clone(),
+            description: (!r.description.is_empty()).then(|| r.description.clone()),
+        };
+        if r.rule.cidr.contains(':') {
+            p.ipv6_ranges.push(range);
+        } else {
+            p.ip_ranges.push(range);
+        }
+    }
+    by_ports.into_values().collect()
 }
 
 /// Reads the groups that matter for `access`: the target instances' groups and the cluster's groups that hold
 /// rules of this load balancer; `lb_subnets` are the load balancer's subnets (health checks come from their
-/// CIDRs).
+/// CIDRs). See the module documentation for the calls made.
 pub async fn observe<E: Ec2>(
     ec2: &E,
     config: &LoadBalancerConfig,
     access: &NodeAccess,
     lb_subnets: &[SubnetId],
 ) -> Result<Observed, Error> {
-    let _ = (ec2, config, access, lb_subnets);
-    Ok(Observed::default())
+    let context = "reading the nodes' security groups";
+    let ids: Vec<InstanceId> = access
+        .instances
+        .iter()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .map(|i| InstanceId::new(i.clone()))
+        .collect();
+    let vpc = Filter::new("vpc-id", [config.vpc_id.as_str()]);
+    let subnet_ids: BTreeSet<&str> = lb_subnets.iter().map(SubnetId::as_str).collect();
+    let read_subnets = access.needs_health_sources() && !subnet_ids.is_empty();
+    let cluster_filters = [Filter::tag_key(config.cluster.key()), vpc.clone()];
+    let (instances, tagged, legacy, subnets) = tokio::join!(
+        async {
+            if ids.is_empty() {
+                Ok(Vec::new())
+            } else {
+                ec2.instances_by_id(&ids).await
+            }
+        },
+        ec2.security_groups(&cluster_filters),
+        async {
+            if config.cluster.legacy() {
+                ec2.security_groups(&[
+                    Filter::tag(LEGACY_CLUSTER_TAG, [config.cluster.id()]),
+                    vpc.clone(),
+                ])
+                .await
+            } else {
+                Ok(Vec::new())
+            }
+        },
+        async {
+            if read_subnets {
+                ec2.subnets(&[Filter::new("subnet-id", subnet_ids.iter().copied())])
+                    .await
+            } else {
+                Ok(Vec::new())
+            }
+        },
+    );
+    let mut instances = instances.map_err(Error::aws(context))?;
+    instances.retain(|i| !matches!(i.state, InstanceState::Terminated));
+    let mut groups: BTreeMap<SecurityGroupId, SecurityGroup> = BTreeMap::new();
+    for g in tagged
+        .map_err(Error::aws(context))?
+        .into_iter()
+        .chain(legacy.map_err(Error::aws(context))?)
+    {
+        if config.cluster.is_tagged(&g.tags) {
+            groups.insert(g.id.clone(), g);
+        }
+    }
+
+    // An instance with a cluster-tagged group gets the rules there (or is ambiguous) whatever its other groups
+    // are; the groups of the other instances are read to find their only untagged one.
+    let missing: BTreeSet<&str> = instances
+        .iter()
+        .filter(|i| !i.security_groups.iter().any(|g| groups.contains_key(g)))
+        .flat_map(|i| &i.security_groups)
+        .map(SecurityGroupId::as_str)
+        .collect();
+    let others: BTreeMap<SecurityGroupId, SecurityGroup> = if missing.is_empty() {
+        BTreeMap::new()
+    } else {
+        ec2.security_groups(&[Filter::new("group-id", missing.iter().copied())])
+            .await
+            .map_err(Error::aws(context))?
+            .into_iter()
+            .map(|g| (g.id.clone(), g))
+            .collect()
+    };
+
+    let mut instance_groups = BTreeMap::new();
+    for instance in &instances {
+        let candidates: Vec<&SecurityGroup> = instance
+            .security_groups
+            .iter()
+            .filter_map(|id| groups.get(id).or_else(|| others.get(id)))
+            .collect();
+        match shared::instance_group(&instance.id, &candidates, &config.cluster)? {
+            Some(group) => {
+                if let Some(g) = others.get(&group) {
+                    groups.entry(group.clone()).or_insert_with(|| g.clone());
+                }
+                instance_groups.insert(instance.id.to_string(), group);
+            }
+            None => tracing::warn!(
+                instance = %instance.id,
+                load_balancer = %access.load_balancer,
+                "the instance has no security group tagged for the cluster nor an untagged one; it gets no NLB rules"
+            ),
+        }
+    }
+
+    let mut health_sources = Vec::new();
+    if read_subnets {
+        let subnets = subnets.map_err(Error::aws("reading the load balancer's subnets"))?;
+        let found: BTreeSet<&str> = subnets.iter().map(|s| s.id.as_str()).collect();
+        let lost: Vec<&str> = subnet_ids.difference(&found).copied().collect();
+        if !lost.is_empty() {
+            // Without every source the health rules of the missing subnets would be revoked: change nothing.
+            return Err(Error::aws("reading the load balancer's subnets")(
+                AwsError::new(ErrorKind::NotFound, "ec2", "DescribeSubnets")
+                    .with_code("InvalidSubnetID.NotFound")
+                    .with_message(format!(
+                        "subnets {lost:?} of load balancer {} not found; health check rules are left unchanged",
+                        access.load_balancer
+                    )),
+            ));
+        }
+        health_sources = subnets.into_iter().filter_map(|s| s.cidr_block).collect();
+        health_sources.sort();
+        health_sources.dedup();
+    }
+
+    Ok(Observed {
+        groups: groups.into_values().collect(),
+        instance_groups,
+        health_sources,
+    })
 }
 
-/// The changes that make the observed groups match `access` (pure).
+/// The changes that make the observed groups match `access` (pure). Per group, in this order: revocations of
+/// rules that are re-added under another description, additions, then the other revocations (so that traffic
+/// keeps flowing while a port changes).
 pub fn plan(access: &NodeAccess, observed: &Observed) -> Vec<RuleChange> {
-    let _ = (access, observed);
-    Vec::new()
+    let client = access.client_description();
+    let health = access.health_description();
+    let targets: BTreeSet<&SecurityGroupId> = access
+        .instances
+        .iter()
+        .filter_map(|i| observed.instance_groups.get(i))
+        .collect();
+    let wanted = access.rules(&observed.health_sources);
+    let mut done: BTreeSet<&SecurityGroupId> = BTreeSet::new();
+    let mut changes = Vec::new();
+    for group in &observed.groups {
+        if !done.insert(&group.id) {
+            continue;
+        }
+        let is_target = targets.contains(&group.id);
+        let present = described_rules(group);
+        let ours = |r: &DescribedRule| r.description == client || r.description == health;
+        if !is_target && !present.iter().any(ours) {
+            // Neither a target nor holding our rules: another load balancer's business.
+            continue;
+        }
+        let mine: BTreeSet<DescribedRule> = if is_target {
+            wanted.clone()
+        } else {
+            BTreeSet::new()
+        };
+
+        // ICMP for path MTU discovery from every CIDR any NLB's client rule allows here.
+        let mut mtu_cidrs: BTreeSet<&str> = present
+            .iter()
+            .filter(|r| r.description.starts_with(CLIENT_RULE_PREFIX) && r.description != client)
+            .map(|r| r.rule.cidr.as_str())
+            .collect();
+        mtu_cidrs.extend(
+            mine.iter()
+                .filter(|r| r.description == client)
+                .map(|r| r.rule.cidr.as_str()),
+        );
+        let mtu: BTreeSet<DescribedRule> = mtu_cidrs.into_iter().map(DescribedRule::mtu).collect();
+
+        let stale: Vec<&DescribedRule> = present
+            .iter()
+            .filter(|r| (ours(r) && !mine.contains(*r)) || (r.description == MTU_RULE && !mtu.contains(*r)))
+            .collect();
+        // What AWS keeps after the revocations: one rule per protocol, ports and source, whatever its description.
+        let kept: BTreeSet<&Rule> = present
+            .iter()
+            .filter(|r| !stale.contains(r))
+            .map(|r| &r.rule)
+            .collect();
+        let mut add: BTreeMap<&Rule, &DescribedRule> = BTreeMap::new();
+        for r in mine.iter().chain(&mtu) {
+            if !kept.contains(&r.rule) {
+                add.entry(&r.rule).or_insert(r);
+            }
+        }
+        let (first, later): (Vec<&DescribedRule>, Vec<&DescribedRule>) =
+            stale.into_iter().partition(|r| add.contains_key(&r.rule));
+        let id = group.id.to_string();
+        let owned = |rules: Vec<&DescribedRule>| rules.into_iter().cloned().collect::<Vec<_>>();
+        if !first.is_empty() {
+            changes.push(RuleChange::Revoke {
+                group: id.clone(),
+                rules: owned(first),
+            });
+        }
+        if !add.is_empty() {
+            changes.push(RuleChange::Authorize {
+                group: id.clone(),
+                rules: owned(add.into_values().collect()),
+            });
+        }
+        if !later.is_empty() {
+            changes.push(RuleChange::Revoke {
+                group: id,
+                rules: owned(later),
+            });
+        }
+    }
+    changes
 }
 
 /// Applies one change; repeating it after a crash is harmless (duplicates and missing rules are not errors).
+/// One call per change; only when AWS reports part of the batch as already done (a duplicate to add, a missing
+/// rule to remove) is the batch retried rule by rule, skipping those.
 pub async fn apply<E: Ec2>(ec2: &E, change: &RuleChange) -> Result<(), Error> {
-    let _ = (ec2, change);
+    match change {
+        RuleChange::Authorize { group, rules } => {
+            let context = "authorizing NLB rules on a node security group";
+            let id = SecurityGroupId::new(group.clone());
+            match ec2.authorize_ingress(&id, &permissions(rules)).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::Conflict => {
+                    for r in rules {
+                        match ec2
+                            .authorize_ingress(&id, &permissions(std::slice::from_ref(r)))
+                            .await
+                        {
+                            Err(e) if e.kind() != ErrorKind::Conflict => return Err(Error::aws(context)(e)),
+                            _ => {}
+                        }
+                    }
+                }
+                Err(e) => return Err(Error::aws(context)(e)),
+            }
+        }
+        RuleChange::Revoke { group, rules } => {
+            let context = "revoking NLB rules from a node security group";
+            let id = SecurityGroupId::new(group.clone());
+            match ec2.revoke_ingress(&id, &permissions(rules)).await {
+                Ok(()) => {}
+                Err(e) if e.is_not_found() => {
+                    for r in rules {
+                        match ec2
+                            .revoke_ingress(&id, &permissions(std::slice::from_ref(r)))
+                            .await
+                        {
+                            Err(e) if !e.is_not_found() => return Err(Error::aws(context)(e)),
+                            _ => {}
+                        }
+                    }
+                }
+                Err(e) => return Err(Error::aws(context)(e)),
+            }
+        }
+    }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
