@@ -17,7 +17,9 @@ mod provider;
 pub mod shared;
 pub mod spec;
 
-pub use provider::{AwsLoadBalancers, DryRun, PlanForError, plan_for};
+pub use provider::{
+    AwsLoadBalancers, Changes, DEFAULT_CLUSTER_NAME, DesiredModel, DryRun, PlanForError, plan_for,
+};
 pub use shared::{HealthProbeMode, LoadBalancerConfig};
 pub use spec::{Flavour, InvalidService, ServiceSpec, parse_service};
 
@@ -91,6 +93,10 @@ pub enum Error {
         /// The load balancer.
         name: String,
     },
+    /// The NLB is in state `failed`: AWS could not provision it. Delete the Service's load balancer (set the
+    /// Service type to ClusterIP and back) or fix what AWS reports for it.
+    #[error("NLB {0} is in state failed: AWS could not provision it")]
+    LoadBalancerFailed(String),
     /// The flavour is not implemented by this crate yet.
     #[error(
         "Network Load Balancers (aws-load-balancer-type: nlb) are not yet supported by this controller; use a \

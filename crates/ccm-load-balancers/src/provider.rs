@@ -1,10 +1,10 @@
-//! [`AwsLoadBalancers`]: the `LoadBalancer` capability over the EC2 and Classic ELB ports, and [`plan_for`], the
-//! dry run over the same code.
+//! [`AwsLoadBalancers`]: the `LoadBalancer` capability over the EC2, Classic ELB and ELBv2 ports, and
+//! [`plan_for`], the dry run over the same code.
 
 use std::{collections::BTreeSet, fmt};
 
 use ccm_aws_api::{Ec2, Elb, Elbv2, ec2::AvailabilityZone};
-use ccm_cloud_provider::{CloudError, LoadBalancer, LoadBalancerStatus};
+use ccm_cloud_provider::{CloudError, Ensured, LoadBalancer, LoadBalancerStatus, Notice};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, Service};
 use serde::Serialize;
 use tokio::sync::OnceCell;
@@ -12,10 +12,12 @@ use tokio::sync::OnceCell;
 use crate::{
     Error, LoadBalancerConfig,
     annotations::{Annotations, Key},
-    classic::{self, Change, Desired, Scope},
-    shared,
+    classic, nlb, shared,
     spec::{Flavour, ServiceSpec, parse_service},
 };
+
+/// The cluster name used by dry runs when none is set (the controller manager's `--cluster-name` default).
+pub const DEFAULT_CLUSTER_NAME: &str = "kubernetes";
 
 /// Classic ELBs and NLBs for Services of type `LoadBalancer` (`nlb-ip` and `external` are implemented
 /// elsewhere: the AWS Load Balancer Controller).
@@ -23,10 +25,30 @@ use crate::{
 pub struct AwsLoadBalancers<E, L, V> {
     ec2: E,
     elb: L,
-    #[allow(dead_code, reason = "NLBs are being implemented on it")]
     elbv2: V,
     config: LoadBalancerConfig,
+    cluster_name: String,
     zones: OnceCell<Vec<AvailabilityZone>>,
+}
+
+/// The desired model of a dry run, by flavour.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum DesiredModel {
+    /// A Classic ELB.
+    Classic(classic::Desired),
+    /// An NLB.
+    Network(nlb::Desired),
+}
+
+/// The changes of a dry run, by flavour.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Changes {
+    /// A Classic ELB's.
+    Classic(Vec<classic::Change>),
+    /// An NLB's.
+    Network(Vec<nlb::Change>),
 }
 
 /// A dry run's result: the desired model and the plan against the current AWS state.
@@ -35,9 +57,9 @@ pub struct DryRun {
     /// The Service's spec.
     pub spec: ServiceSpec,
     /// The desired load balancer.
-    pub desired: Desired,
+    pub desired: DesiredModel,
     /// The ordered changes an ensure would make (empty: nothing to do).
-    pub changes: Vec<Change>,
+    pub changes: Changes,
 }
 
 fn status(hostname: &str) -> LoadBalancerStatus {
@@ -51,6 +73,17 @@ fn status(hostname: &str) -> LoadBalancerStatus {
     }
 }
 
+fn service_key(service: &Service) -> (String, String) {
+    (
+        service
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_owned()),
+        service.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
 // === impl AwsLoadBalancers ===
 
 impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoadBalancers<E, L, V> {
@@ -61,8 +94,17 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             elb,
             elbv2,
             config,
+            cluster_name: DEFAULT_CLUSTER_NAME.to_owned(),
             zones: OnceCell::new(),
         }
+    }
+
+    /// Sets the cluster name dry runs use (`--cluster-name`; it names NLBs' managed security groups). Ensure
+    /// and delete use the name the controller passes.
+    #[must_use]
+    pub fn with_cluster_name(mut self, cluster_name: impl Into<String>) -> Self {
+        self.cluster_name = cluster_name.into();
+        self
     }
 
     /// The configuration.
@@ -83,43 +125,73 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             .map(Vec::as_slice)
     }
 
-    /// The desired model of a valid Classic ELB Service.
-    async fn desired(&self, spec: &ServiceSpec, nodes: &[&Node]) -> Result<Desired, Error> {
+    async fn subnets(&self, spec: &ServiceSpec) -> Result<Vec<ccm_aws_api::SubnetId>, Error> {
         let zones = if spec.subnets.is_none() {
             self.zones().await?
         } else {
             &[]
         };
-        let subnets = shared::resolve_subnets(&self.ec2, &self.config, spec, zones).await?;
+        shared::resolve_subnets(&self.ec2, &self.config, spec, zones).await
+    }
+
+    /// The desired model of a valid Classic ELB Service.
+    async fn desired(&self, spec: &ServiceSpec, nodes: &[&Node]) -> Result<classic::Desired, Error> {
+        let subnets = self.subnets(spec).await?;
         classic::build(spec, nodes, &self.config, &subnets)
+    }
+
+    /// The desired model of a valid NLB Service.
+    async fn nlb_desired(
+        &self,
+        cluster_name: &str,
+        spec: &ServiceSpec,
+        nodes: &[&Node],
+    ) -> Result<nlb::Desired, Error> {
+        let subnets = self.subnets(spec).await?;
+        nlb::build(spec, nodes, &self.config, cluster_name, &subnets)
     }
 
     /// The dry run: the desired model and the plan against the current AWS state, reading only.
     pub async fn dry_run(&self, service: &Service, nodes: &[&Node]) -> Result<DryRun, Error> {
         let spec = parse_service(service)?;
         if spec.flavour == Flavour::Network {
-            return Err(Error::NlbNotYetSupported);
+            let desired = self.nlb_desired(&self.cluster_name, &spec, nodes).await?;
+            let observed =
+                nlb::observe(&self.ec2, &self.elbv2, &self.config, &desired, nlb::Scope::Full).await?;
+            let changes = nlb::plan(&desired, &observed);
+            return Ok(DryRun {
+                spec,
+                desired: DesiredModel::Network(desired),
+                changes: Changes::Network(changes),
+            });
         }
         let desired = self.desired(&spec, nodes).await?;
-        let observed = classic::observe(&self.ec2, &self.elb, &self.config, &desired, Scope::Full).await?;
+        let observed =
+            classic::observe(&self.ec2, &self.elb, &self.config, &desired, classic::Scope::Full).await?;
         let changes = classic::plan(&desired, &observed);
         Ok(DryRun {
             spec,
-            desired,
-            changes,
+            desired: DesiredModel::Classic(desired),
+            changes: Changes::Classic(changes),
         })
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
-    async fn ensure(&self, service: &Service, nodes: &[&Node]) -> Result<LoadBalancerStatus, CloudError> {
+    async fn ensure(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> Result<Ensured, CloudError> {
         let spec = parse_service(service).map_err(Error::from)?;
         match spec.flavour {
             Flavour::External => return Err(CloudError::ImplementedElsewhere),
-            Flavour::Network => return Err(Error::NlbNotYetSupported.into()),
+            Flavour::Network => return self.ensure_nlb(cluster_name, &spec, nodes).await,
             Flavour::Classic => {}
         }
         let desired = self.desired(&spec, nodes).await?;
-        let observed = classic::observe(&self.ec2, &self.elb, &self.config, &desired, Scope::Full).await?;
+        let observed =
+            classic::observe(&self.ec2, &self.elb, &self.config, &desired, classic::Scope::Full).await?;
         let changes = classic::plan(&desired, &observed);
         let existing_dns = observed.load_balancer.as_ref().map(|lb| lb.dns_name.clone());
         if !changes.is_empty() {
@@ -135,7 +207,41 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         )
         .await?;
         let dns = applied.created_dns_name.or(existing_dns).unwrap_or_default();
-        Ok(status(&dns))
+        Ok(Ensured::new(status(&dns), Vec::new()))
+    }
+
+    async fn ensure_nlb(
+        &self,
+        cluster_name: &str,
+        spec: &ServiceSpec,
+        nodes: &[&Node],
+    ) -> Result<Ensured, CloudError> {
+        let desired = self.nlb_desired(cluster_name, spec, nodes).await?;
+        let observed = nlb::observe(&self.ec2, &self.elbv2, &self.config, &desired, nlb::Scope::Full).await?;
+        let changes = nlb::plan(&desired, &observed);
+        let mut notices = Vec::new();
+        if let Some(message) = nlb::recreation(&changes) {
+            tracing::warn!(service = %spec.key(), load_balancer = %desired.name, %message, "recreating NLB");
+            notices.push(Notice::warning("RecreatingLoadBalancer", message));
+        }
+        if !changes.is_empty() {
+            tracing::info!(service = %spec.key(), load_balancer = %desired.name, changes = changes.len(), "reconciling NLB");
+        }
+        let applied = nlb::apply(
+            &self.ec2,
+            &self.elbv2,
+            &self.config,
+            &desired.name,
+            &observed,
+            &changes,
+        )
+        .await?;
+        let lb = applied.created.or(observed.load_balancer);
+        let hostname = match &lb {
+            Some(lb) => nlb::status_hostname(lb)?.unwrap_or_default(),
+            None => String::new(),
+        };
+        Ok(Ensured::new(status(&hostname), notices))
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
@@ -143,16 +249,23 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let spec = parse_service(service).map_err(Error::from)?;
         match spec.flavour {
             Flavour::External => return Err(CloudError::ImplementedElsewhere),
-            Flavour::Network => return Err(Error::NlbNotYetSupported.into()),
+            Flavour::Network => return self.update_nlb(spec, nodes).await,
             Flavour::Classic => {}
         }
         // Subnets do not matter for the hosts: build with none and keep only host changes.
         let desired = classic::build(&spec, nodes, &self.config, &[])?;
-        let observed = classic::observe(&self.ec2, &self.elb, &self.config, &desired, Scope::Hosts).await?;
+        let observed = classic::observe(
+            &self.ec2,
+            &self.elb,
+            &self.config,
+            &desired,
+            classic::Scope::Hosts,
+        )
+        .await?;
         if observed.load_balancer.is_none() {
             return Err(Error::NotFound(desired.name).into());
         }
-        let changes: Vec<Change> = classic::plan(&desired, &observed)
+        let changes: Vec<classic::Change> = classic::plan(&desired, &observed)
             .into_iter()
             .filter(classic::is_host_change)
             .collect();
@@ -168,27 +281,124 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         Ok(())
     }
 
+    /// Node changes: targets and the nodes' rules only (no subnet discovery, no other reads).
+    async fn update_nlb(&self, mut spec: ServiceSpec, nodes: &[&Node]) -> Result<(), CloudError> {
+        // Built without subnets (the node rules take the NLB's own): the per-subnet addresses do not matter here.
+        spec.eip_allocations.clear();
+        spec.private_ipv4_addresses.clear();
+        let desired = nlb::build(&spec, nodes, &self.config, &self.cluster_name, &[])?;
+        let observed =
+            nlb::observe(&self.ec2, &self.elbv2, &self.config, &desired, nlb::Scope::Hosts).await?;
+        if observed.load_balancer.is_none() {
+            return Err(Error::NotFound(desired.name).into());
+        }
+        let changes: Vec<nlb::Change> = nlb::plan(&desired, &observed)
+            .into_iter()
+            .filter(nlb::is_host_change)
+            .collect();
+        nlb::apply(
+            &self.ec2,
+            &self.elbv2,
+            &self.config,
+            &desired.name,
+            &observed,
+            &changes,
+        )
+        .await?;
+        Ok(())
+    }
+
     #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
-    async fn delete(&self, service: &Service) -> Result<(), CloudError> {
-        // Whatever the type annotation says now: a Classic ELB under the Service's name was created by this
-        // controller (before a refused type change, for example) and must not outlive the Service.
-        let name = shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default())?;
+    async fn delete(&self, cluster_name: &str, service: &Service) -> Result<(), CloudError> {
+        // Whatever the type annotation says now: a Classic ELB or an NLB under the Service's name was created by
+        // this controller (before a refused type change, for example) and must not outlive the Service.
+        let uid = service.metadata.uid.as_deref().unwrap_or_default();
+        let name = shared::load_balancer_name(uid)?;
         let raw = service.metadata.annotations.clone().unwrap_or_default();
         let annotations = Annotations::parse(&raw);
-        let service_key = format!(
-            "{}/{}",
-            service.metadata.namespace.as_deref().unwrap_or("default"),
-            service.metadata.name.as_deref().unwrap_or_default()
-        );
+        let (namespace, service_name) = service_key(service);
+        let key = format!("{namespace}/{service_name}");
         let keep: BTreeSet<String> = [Key::SecurityGroups, Key::ExtraSecurityGroups]
             .iter()
             .flat_map(|k| annotations.list(*k).unwrap_or_default().iter().cloned())
             .collect();
         let observed =
-            classic::observe_delete(&self.ec2, &self.elb, &self.config, &name, &service_key, &keep).await?;
+            classic::observe_delete(&self.ec2, &self.elb, &self.config, &name, &key, &keep).await?;
         let changes = classic::plan_delete(&name, &observed);
         classic::apply(&self.ec2, &self.elb, &self.config, &name, None, &changes).await?;
+
+        // The NLB side: read fully when the Service says NLB or an NLB exists under the name.
+        let is_nlb = annotations.text(Key::Type) == Some("nlb");
+        if !is_nlb
+            && self
+                .elbv2
+                .load_balancer(&name)
+                .await
+                .map_err(Error::aws("reading the NLB to delete"))?
+                .is_none()
+        {
+            return Ok(());
+        }
+        let target_groups: Vec<String> = parse_service(service)
+            .map(|spec| {
+                nlb::listeners(&spec)
+                    .into_iter()
+                    .map(|l| l.target_group.name)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let managed = nlb::managed_group_name(cluster_name, &namespace, &service_name, uid);
+        let observed = nlb::observe_delete(
+            &self.ec2,
+            &self.elbv2,
+            &self.config,
+            &name,
+            &target_groups,
+            Some(&managed)
+                .filter(|_| !keep.contains(&managed))
+                .map(String::as_str),
+        )
+        .await?;
+        let changes = nlb::plan_delete(&name, &observed);
+        nlb::apply(
+            &self.ec2,
+            &self.elbv2,
+            &self.config,
+            &name,
+            &nlb::Observed::default(),
+            &changes,
+        )
+        .await?;
         Ok(())
+    }
+
+    async fn get(&self, service: &Service) -> Result<Option<LoadBalancerStatus>, CloudError> {
+        let name = shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default())?;
+        let raw = service.metadata.annotations.clone().unwrap_or_default();
+        let nlb_first = Annotations::parse(&raw).text(Key::Type) == Some("nlb");
+        for network in [nlb_first, !nlb_first] {
+            if network {
+                let lb = self
+                    .elbv2
+                    .load_balancer(&name)
+                    .await
+                    .map_err(Error::aws("reading the NLB"))?
+                    .filter(|lb| lb.lb_type == "network");
+                if let Some(lb) = lb {
+                    return Ok(Some(status(&nlb::status_hostname(&lb)?.unwrap_or_default())));
+                }
+            } else {
+                let lb = self
+                    .elb
+                    .load_balancer(&name)
+                    .await
+                    .map_err(Error::aws("reading the load balancer"))?;
+                if let Some(lb) = lb {
+                    return Ok(Some(status(&lb.dns_name)));
+                }
+            }
+        }
+        Ok(None)
     }
 }
 
@@ -200,16 +410,9 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         _cluster_name: &str,
         service: &Service,
     ) -> ccm_cloud_provider::Result<Option<LoadBalancerStatus>> {
-        // Only Classic ELBs are ever created by this controller, and only under this name: whatever the type
-        // annotation says now, such a load balancer is ours (an `nlb-ip` Service has none unless it was a Classic
-        // one before).
-        let name = shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default())?;
-        let lb = self
-            .elb
-            .load_balancer(&name)
-            .await
-            .map_err(Error::aws("reading the load balancer"))?;
-        Ok(lb.map(|lb| status(&lb.dns_name)))
+        // Whatever the type annotation says now: the flavour it names is looked up first, then the other one
+        // (an `nlb-ip` Service has none unless it had one of ours before).
+        self.get(service).await
     }
 
     fn load_balancer_name(&self, _cluster_name: &str, service: &Service) -> String {
@@ -218,11 +421,20 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
 
     async fn ensure_load_balancer(
         &self,
-        _cluster_name: &str,
+        cluster_name: &str,
         service: &Service,
         nodes: &[&Node],
     ) -> ccm_cloud_provider::Result<LoadBalancerStatus> {
-        self.ensure(service, nodes).await
+        Ok(self.ensure(cluster_name, service, nodes).await?.status)
+    }
+
+    async fn ensure_load_balancer_reporting(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> ccm_cloud_provider::Result<Ensured> {
+        self.ensure(cluster_name, service, nodes).await
     }
 
     async fn update_load_balancer(
@@ -236,10 +448,10 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
 
     async fn ensure_load_balancer_deleted(
         &self,
-        _cluster_name: &str,
+        cluster_name: &str,
         service: &Service,
     ) -> ccm_cloud_provider::Result<()> {
-        self.delete(service).await
+        self.delete(cluster_name, service).await
     }
 }
 
@@ -247,17 +459,20 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
 
 impl fmt::Display for DryRun {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "Service {} -> Classic ELB {}",
-            self.spec.key(),
-            self.desired.name
-        )?;
-        if self.changes.is_empty() {
+        let (kind, name) = match &self.desired {
+            DesiredModel::Classic(d) => ("Classic ELB", &d.name),
+            DesiredModel::Network(d) => ("NLB", &d.name),
+        };
+        writeln!(f, "Service {} -> {kind} {name}", self.spec.key())?;
+        let lines = match &self.changes {
+            Changes::Classic(c) => c.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>(),
+            Changes::Network(c) => c.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>(),
+        }
+        .map_err(|_| fmt::Error)?;
+        if lines.is_empty() {
             return writeln!(f, "up to date: no change");
         }
-        for (i, change) in self.changes.iter().enumerate() {
-            let line = serde_json::to_string(change).map_err(|_| fmt::Error)?;
+        for (i, line) in lines.iter().enumerate() {
             writeln!(f, "{:>3}. {line}", i + 1)?;
         }
         Ok(())

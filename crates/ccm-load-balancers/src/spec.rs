@@ -286,12 +286,31 @@ pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
             "at least one port with a node port (allocateLoadBalancerNodePorts must not be false)",
         );
     }
-    if protocols.len() > 1 && flavour != Flavour::External {
+    if protocols.len() > 1 && flavour == Flavour::Classic {
         problem(
             "spec.ports",
             protocols.join(","),
             "one protocol for all ports (mixed protocols are not supported)",
         );
+    }
+    if flavour == Flavour::Network {
+        // TCP and UDP on one port number become one TCP_UDP listener, which forwards to one node port.
+        for (i, p) in ports.iter().enumerate() {
+            if let Some(other) = ports[..i]
+                .iter()
+                .find(|o| o.port == p.port && o.protocol != p.protocol && o.node_port != p.node_port)
+            {
+                problem(
+                    "spec.ports",
+                    format!(
+                        "port {} {}->{} and {}->{}",
+                        p.port, other.protocol, other.node_port, p.protocol, p.node_port
+                    ),
+                    "the same nodePort for TCP and UDP on one port (an NLB serves both with one TCP_UDP listener \
+                     and target group)",
+                );
+            }
+        }
     }
 
     // Source ranges: the field wins over the annotation.

@@ -12,13 +12,18 @@ async fn invalid_services_and_other_flavours_make_no_aws_call() {
     // Mocks without expectations panic on any call; only get and delete look for a Classic ELB by name.
     let mut ec2 = MockEc2::new();
     let mut elb = MockElb::new();
+    let mut elbv2 = MockElbv2::new();
     elb.expect_load_balancer()
-        .times(4)
+        .times(2)
+        .returning(|_| Box::pin(async { Ok(None) }));
+    elbv2
+        .expect_load_balancer()
+        .times(2)
         .returning(|_| Box::pin(async { Ok(None) }));
     ec2.expect_security_groups()
-        .times(2)
+        .times(1)
         .returning(|_| Box::pin(async { Ok(vec![]) }));
-    let lbs = AwsLoadBalancers::new(ec2, elb, MockElbv2::new(), config());
+    let lbs = AwsLoadBalancers::new(ec2, elb, elbv2, config());
     let n = node("i-1");
     let invalid = service(
         &[(Key::ConnectionIdleTimeout, "0"), (Key::ProxyProtocol, "on")],
@@ -51,10 +56,6 @@ async fn invalid_services_and_other_flavours_make_no_aws_call() {
     lbs.ensure_load_balancer_deleted("k", &external).await.unwrap();
 
     let nlb = service(&[(Key::Type, "nlb")], &[(80, 30080)]);
-    let e = lbs.ensure_load_balancer("k", &nlb, &[&n]).await.unwrap_err();
-    assert!(e.to_string().contains("not yet supported"), "{e}");
-    assert_eq!(lbs.get_load_balancer("k", &nlb).await.unwrap(), None);
-    lbs.ensure_load_balancer_deleted("k", &nlb).await.unwrap();
     assert_eq!(
         lbs.load_balancer_name("k", &nlb),
         "a0f1e2d3c4b5a69788796a5b4c3d2e1f"
@@ -192,17 +193,19 @@ async fn plan_for_prints_the_plan_of_a_manifest_and_writes_nothing() {
         lines[0],
         "Service prod/web -> Classic ELB a0f1e2d3c4b5a69788796a5b4c3d2e1f"
     );
-    let kinds: Vec<&str> = dry
-        .changes
+    let Changes::Classic(changes) = &dry.changes else {
+        panic!("a Classic ELB plan expected");
+    };
+    let kinds: Vec<&str> = changes
         .iter()
         .map(|c| match c {
-            Change::CreateSecurityGroup { .. } => "sg",
-            Change::AuthorizeIngress { .. } => "ingress",
-            Change::CreateLoadBalancer { .. } => "lb",
-            Change::ConfigureHealthCheck { .. } => "hc",
-            Change::CreatePolicy { .. } => "policy",
-            Change::SetBackendPolicies { .. } => "backend",
-            Change::RegisterInstances { .. } => "register",
+            classic::Change::CreateSecurityGroup { .. } => "sg",
+            classic::Change::AuthorizeIngress { .. } => "ingress",
+            classic::Change::CreateLoadBalancer { .. } => "lb",
+            classic::Change::ConfigureHealthCheck { .. } => "hc",
+            classic::Change::CreatePolicy { .. } => "policy",
+            classic::Change::SetBackendPolicies { .. } => "backend",
+            classic::Change::RegisterInstances { .. } => "register",
             _ => "other",
         })
         .collect();
@@ -235,13 +238,26 @@ async fn a_classic_elb_outlives_no_type_change() {
         let lb = ClassicLoadBalancer::new(n, "old.us-east-1.elb.amazonaws.com");
         Box::pin(async move { Ok(Some(lb)) })
     });
+    // The Classic ELB's group and the NLB's managed group, looked up by name.
     ec2.expect_security_groups()
-        .times(1)
+        .times(2)
         .returning(|_| Box::pin(async { Ok(vec![]) }));
     elb.expect_delete_load_balancer()
         .times(1)
         .returning(|_| Box::pin(async { Ok(()) }));
-    let lbs = AwsLoadBalancers::new(ec2, elb, MockElbv2::new(), config());
+    // The Service says NLB: looked up first by get, and searched (with its target groups) by delete.
+    let mut elbv2 = MockElbv2::new();
+    elbv2
+        .expect_load_balancer()
+        .times(2)
+        .returning(|_| Box::pin(async { Ok(None) }));
+    elbv2
+        .expect_target_group()
+        .times(1)
+        .returning(|_| Box::pin(async { Ok(None) }));
+    let mut c = config();
+    c.manage_node_security_groups = false;
+    let lbs = AwsLoadBalancers::new(ec2, elb, elbv2, c);
     let svc = service(&[(Key::Type, "nlb")], &[(80, 30080)]);
     let status = lbs.get_load_balancer("k", &svc).await.unwrap().unwrap();
     assert_eq!(
