@@ -9,12 +9,12 @@
 //!   for the cluster, else its only untagged group (several candidates are an error naming them).
 //! - On each such group: **client rules**, `tcp`/`udp` on each node port from each client CIDR, described
 //!   [`CLIENT_RULE_PREFIX`]`<name>`; **health rules**, `tcp` on each health check port from the IPv4 CIDR of each
-//!   of the load balancer's subnets, described [`HEALTH_RULE_PREFIX`]`<name>` (left out when the clients are
-//!   exactly `0.0.0.0/0`, every client port is TCP and the health ports are client ports, and, one by one, when a
-//!   client rule already allows the same thing); **MTU rules**, ICMP "fragmentation needed" (type 3 code 4;
-//!   ICMPv6 "packet too big", type 2 code 0, for IPv6 sources) from every CIDR that any NLB's client rule on the
-//!   group allows, described [`MTU_RULE`] (shared by every NLB: an MTU rule goes when no client rule of any NLB
-//!   uses its CIDR any more).
+//!   of the load balancer's subnets, described [`HEALTH_RULE_PREFIX`]`<name>`, left out when the client rules
+//!   already allow them (clients include `0.0.0.0/0` (upstream: are exactly that), every client port is TCP and
+//!   the health ports are client ports; or, rule by rule, a client rule with the same port and source);
+//!   **MTU rules**, ICMP "fragmentation needed" (type 3 code 4; ICMPv6 "packet too big", type 2 code 0, for IPv6
+//!   sources) from every CIDR that any NLB's client rule on the group allows, described [`MTU_RULE`] (shared by
+//!   every NLB: an MTU rule goes when no client rule of any NLB uses its CIDR any more).
 //! - The cluster's other groups (tagged `kubernetes.io/cluster/<id>` with any value, in the cluster's VPC) lose
 //!   the rules described with this load balancer's name. Rules with another description are never changed, nor
 //!   are groups of other clusters, nor untagged groups other than the target instances' chosen ones.
@@ -138,10 +138,10 @@ impl NodeAccess {
         format!("{HEALTH_RULE_PREFIX}{}", self.load_balancer)
     }
 
-    /// Whether the client rules already allow every health check (clients are exactly `0.0.0.0/0`, every
-    /// client port is TCP and the health ports are among them), so no health rule is needed.
+    /// Whether the client rules already allow every health check (clients include `0.0.0.0/0`, every client
+    /// port is TCP and the health ports are among them), so no health rule is needed.
     pub fn health_covered_by_clients(&self) -> bool {
-        let all_v4 = self.client_cidrs.len() == 1 && canonical_cidr(&self.client_cidrs[0]) == "0.0.0.0/0";
+        let all_v4 = self.client_cidrs.iter().any(|c| canonical_cidr(c) == "0.0.0.0/0");
         let all_tcp = self
             .client_ports
             .iter()

@@ -154,6 +154,9 @@ fn health_rules_are_left_out_only_when_the_clients_already_cover_them() {
     let covered = access(&[("tcp", 30080)], &["0.0.0.0/0"], &[30080], &["i-1"]);
     assert!(covered.health_covered_by_clients());
     assert_eq!(health_rules(&covered), 0);
+    // IPv6 clients besides: still covered (health checks come from IPv4 subnets).
+    let dual = access(&[("tcp", 30080)], &["0.0.0.0/0", "::/0"], &[30080], &["i-1"]);
+    assert_eq!(health_rules(&dual), 0);
     // Another health port (externalTrafficPolicy: Local).
     let local = access(&[("tcp", 30080)], &["0.0.0.0/0"], &[32000], &["i-1"]);
     assert_eq!(health_rules(&local), 1);
