@@ -232,18 +232,27 @@ impl RuleChange {
     }
 }
 
-/// `cidr` in the form AWS reports it (IPv6 compressed and lower case, IPv4 without leading zeros), so that
-/// desired and observed rules compare equal; anything unparsable is returned unchanged (AWS rejects it).
+/// `cidr` in the form AWS keeps it (the network address without host bits; IPv6 compressed and lower case), so
+/// that desired and observed rules compare equal; anything unparsable is returned unchanged (AWS rejects it).
 fn canonical_cidr(cidr: &str) -> String {
     let cidr = cidr.trim();
     let Some((addr, len)) = cidr.split_once('/') else {
         return cidr.to_owned();
     };
-    if let Ok(v4) = addr.parse::<Ipv4Addr>() {
-        return format!("{v4}/{len}");
+    let Ok(len) = len.parse::<u32>() else {
+        return cidr.to_owned();
+    };
+    if let Ok(v4) = addr.parse::<Ipv4Addr>()
+        && len <= 32
+    {
+        let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+        return format!("{}/{len}", Ipv4Addr::from(u32::from(v4) & mask));
     }
-    if let Ok(v6) = addr.parse::<Ipv6Addr>() {
-        return format!("{v6}/{len}");
+    if let Ok(v6) = addr.parse::<Ipv6Addr>()
+        && len <= 128
+    {
+        let mask = u128::MAX.checked_shl(128 - len).unwrap_or(0);
+        return format!("{}/{len}", Ipv6Addr::from(u128::from(v6) & mask));
     }
     cidr.to_owned()
 }

@@ -780,3 +780,14 @@ async fn apply_reports_other_failures() {
     assert!(matches!(apply(&ec2, &add).await, Err(Error::Aws { .. })));
     assert!(matches!(apply(&ec2, &remove).await, Err(Error::Aws { .. })));
 }
+
+#[test]
+fn cidrs_are_compared_in_the_form_aws_keeps() {
+    assert_eq!(canonical_cidr("10.1.2.3/8"), "10.0.0.0/8");
+    assert_eq!(canonical_cidr(" 0.0.0.0/0"), "0.0.0.0/0");
+    assert_eq!(canonical_cidr("198.51.100.7/32"), "198.51.100.7/32");
+    assert_eq!(canonical_cidr("2001:DB8:0:0:1::/32"), "2001:db8::/32");
+    assert_eq!(canonical_cidr("::/0"), "::/0");
+    assert_eq!(canonical_cidr("not-a-cidr"), "not-a-cidr");
+    assert_eq!(canonical_cidr("10.0.0.0/33"), "10.0.0.0/33");
+}
