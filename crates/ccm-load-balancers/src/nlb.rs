@@ -798,14 +798,14 @@ pub async fn observe<E: Ec2, V: Elbv2>(
         }
     }
     for wanted in desired.target_groups() {
-        if full && !groups.iter().any(|g| g.name == wanted.name) {
-            if let Some(g) = elbv2
+        if full
+            && !groups.iter().any(|g| g.name == wanted.name)
+            && let Some(g) = elbv2
                 .target_group(&wanted.name)
                 .await
                 .map_err(Error::aws(context))?
-            {
-                groups.push(g);
-            }
+        {
+            groups.push(g);
         }
     }
     let wanted: BTreeSet<&str> = desired.target_groups().map(|g| g.name.as_str()).collect();
@@ -936,6 +936,15 @@ pub fn recreation_reasons(desired: &Desired, lb: &LoadBalancerV2) -> Vec<String>
         ));
     }
     reasons
+}
+
+/// The attributes of a fresh NLB, also assumed for keys AWS does not report.
+fn default_attributes() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (CROSS_ZONE_ATTRIBUTE.to_owned(), "false".to_owned()),
+        (ACCESS_LOGS_ATTRIBUTE.to_owned(), "false".to_owned()),
+        (ACCESS_LOGS_PREFIX_ATTRIBUTE.to_owned(), String::new()),
+    ])
 }
 
 fn add_tags_if_missing(arns: &mut Vec<String>, arn: &str, current: Option<&Tags>, desired: &Tags) {
@@ -1069,10 +1078,7 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
         Security::Managed(_) => Some(vec![GroupRef::Managed]),
         Security::Given(ids) => Some(ids.iter().cloned().map(GroupRef::Id).collect()),
     };
-    let fresh_attributes = BTreeMap::from([
-        (CROSS_ZONE_ATTRIBUTE.to_owned(), "false".to_owned()),
-        (ACCESS_LOGS_ATTRIBUTE.to_owned(), "false".to_owned()),
-    ]);
+    let fresh_attributes = default_attributes();
     let current_attributes = match lb {
         None => {
             let addresses = |i: usize, list: &[String]| list.get(i).cloned();
@@ -1125,10 +1131,11 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
             &observed.attributes
         }
     };
+    let defaults = default_attributes();
     let attributes: BTreeMap<String, String> = desired
         .attributes
         .iter()
-        .filter(|(k, v)| current_attributes.get(*k) != Some(*v))
+        .filter(|(k, v)| current_attributes.get(*k).or_else(|| defaults.get(*k)) != Some(*v))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     if !attributes.is_empty() {
@@ -1173,17 +1180,13 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
             }
             continue;
         }
-        let modifiable = same_protocol || (current.protocol.eq_ignore_ascii_case("TCP") && tls);
-        if modifiable {
+        if same_protocol {
             changes.push(Change::ModifyListener {
                 arn: current.arn.clone(),
                 port: l.port,
-                protocol: (!same_protocol).then(|| l.protocol.clone()),
+                protocol: None,
                 certificate: l.certificate.clone().filter(|_| cert_differs),
-                ssl_policy: l
-                    .ssl_policy
-                    .clone()
-                    .filter(|_| policy_differs || (!same_protocol && tls)),
+                ssl_policy: l.ssl_policy.clone().filter(|_| policy_differs),
                 target_group: tg_differs.then(|| l.target_group.name.clone()),
             });
             if !observed.tags.is_empty() {
@@ -1195,7 +1198,8 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
                 );
             }
         } else {
-            // UDP, TCP_UDP and TLS -> TCP: replaced (ModifyListener cannot make every such change).
+            // A protocol change (TCP -> TLS, TCP -> UDP, ...) replaces the listener of that port: deleted first,
+            // so no DuplicateListener; ModifyListener cannot make every such change (UDP, TCP_UDP, TLS -> TCP).
             changes.push(Change::DeleteListener {
                 port: current.port,
                 arn: current.arn.clone(),

@@ -1,0 +1,707 @@
+//! NLBs through `AwsLoadBalancers` and the real adapter against moto: the upstream e2e scenarios at library level
+//! (default, target-node-labels, internal with target group attributes, BYO group, managed -> BYO, BYO ->
+//! managed), a TCP -> TLS change, a steady second ensure (0 mutating calls), node changes (targets only) and
+//! deletion (no owned resource left, a BYO group kept). Each test has its own VPC, instances and cluster ID.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
+use ccm_aws_api::{Ec2, Elbv2, Filter, VpcId};
+use ccm_aws_sdk::{Adapter, AdapterOptions, CallMetrics, RateLimits, RetryPolicy};
+use ccm_cloud_provider::LoadBalancer;
+use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
+use ccm_tagging::ClusterTags;
+use ccm_testing::{TestEnv, unique_name};
+use k8s_openapi::{
+    api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec},
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const CLUSTER_NAME: &str = "kubernetes";
+
+type Lbs = AwsLoadBalancers<ccm_aws_sdk::AwsEc2, ccm_aws_sdk::AwsElb, ccm_aws_sdk::AwsElbv2>;
+
+fn mutation_counts(metrics: &CallMetrics) -> BTreeMap<&'static str, u64> {
+    let mut out = BTreeMap::new();
+    for (k, s) in metrics.snapshot() {
+        if !k.operation.starts_with("Describe") {
+            *out.entry(k.operation).or_default() += s.attempts;
+        }
+    }
+    out
+}
+
+fn diff(
+    after: &BTreeMap<&'static str, u64>,
+    before: &BTreeMap<&'static str, u64>,
+) -> BTreeMap<&'static str, u64> {
+    after
+        .iter()
+        .map(|(k, v)| (*k, v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, v)| *v > 0)
+        .collect()
+}
+
+fn uid() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/uuid")
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+fn service(uid: &str, ports: &[(i32, i32)], annotations: &[(Key, &str)]) -> Service {
+    let mut all: BTreeMap<String, String> = annotations
+        .iter()
+        .map(|(k, v)| (k.name().to_owned(), (*v).to_owned()))
+        .collect();
+    all.insert(Key::Type.name().to_owned(), "nlb".to_owned());
+    Service {
+        metadata: ObjectMeta {
+            name: Some("web".into()),
+            namespace: Some("moto".into()),
+            uid: Some(uid.to_owned()),
+            annotations: Some(all),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|(port, node_port)| ServicePort {
+                        port: *port,
+                        node_port: Some(*node_port),
+                        protocol: Some("TCP".into()),
+                        ..ServicePort::default()
+                    })
+                    .collect(),
+            ),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn node(instance: &str, labels: &[(&str, &str)]) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(instance.to_owned()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: Some(format!("aws:///us-east-1a/{instance}")),
+            ..NodeSpec::default()
+        }),
+        status: None,
+    }
+}
+
+struct World {
+    adapter: Adapter,
+    raw: aws_sdk_ec2::Client,
+    config: LoadBalancerConfig,
+    vpc: String,
+    instances: Vec<String>,
+}
+
+async fn world(octet: u8) -> World {
+    let env = TestEnv::get();
+    let sdk = env.aws_config().await;
+    let adapter = Adapter::new(
+        &sdk,
+        AdapterOptions::default()
+            .with_rate_limits(RateLimits::unlimited())
+            .with_retry(RetryPolicy::quick(1)),
+    );
+    let raw = aws_sdk_ec2::Client::new(&sdk);
+    let cluster = ClusterTags::new(unique_name("nlb"), false).unwrap();
+    let tag = |k: &str, v: &str| Tag::builder().key(k).value(v).build();
+    let vpc = raw
+        .create_vpc()
+        .cidr_block(format!("10.{octet}.0.0/16"))
+        .send()
+        .await
+        .unwrap();
+    let vpc = vpc.vpc().unwrap().vpc_id().unwrap().to_owned();
+    let igw = raw.create_internet_gateway().send().await.unwrap();
+    let igw = igw
+        .internet_gateway()
+        .unwrap()
+        .internet_gateway_id()
+        .unwrap()
+        .to_owned();
+    raw.attach_internet_gateway()
+        .internet_gateway_id(&igw)
+        .vpc_id(&vpc)
+        .send()
+        .await
+        .unwrap();
+    let table = raw.create_route_table().vpc_id(&vpc).send().await.unwrap();
+    let table = table.route_table().unwrap().route_table_id().unwrap().to_owned();
+    raw.create_route()
+        .route_table_id(&table)
+        .destination_cidr_block("0.0.0.0/0")
+        .gateway_id(&igw)
+        .send()
+        .await
+        .unwrap();
+    let mut subnets = Vec::new();
+    for (i, zone) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
+        let s = raw
+            .create_subnet()
+            .vpc_id(&vpc)
+            .cidr_block(format!("10.{octet}.{}.0/24", i + 1))
+            .availability_zone(*zone)
+            .tag_specifications(
+                TagSpecification::builder()
+                    .resource_type(ResourceType::Subnet)
+                    .tags(tag(&cluster.key(), "shared"))
+                    .tags(tag("kubernetes.io/role/elb", "1"))
+                    .tags(tag("kubernetes.io/role/internal-elb", "1"))
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let id = s.subnet().unwrap().subnet_id().unwrap().to_owned();
+        raw.associate_route_table()
+            .route_table_id(&table)
+            .subnet_id(&id)
+            .send()
+            .await
+            .unwrap();
+        subnets.push(id);
+    }
+    let node_group = raw
+        .create_security_group()
+        .group_name(unique_name("nodes"))
+        .description("nodes")
+        .vpc_id(&vpc)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::SecurityGroup)
+                .tags(tag(&cluster.key(), "owned"))
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .group_id()
+        .unwrap()
+        .to_owned();
+    let run = raw
+        .run_instances()
+        .image_id("ami-12c6146b")
+        .instance_type(InstanceType::M5Large)
+        .min_count(3)
+        .max_count(3)
+        .subnet_id(&subnets[0])
+        .security_group_ids(&node_group)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Instance)
+                .tags(tag(&cluster.key(), "owned"))
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut instances: Vec<String> = run
+        .instances()
+        .iter()
+        .map(|i| i.instance_id().unwrap().to_owned())
+        .collect();
+    instances.sort();
+    World {
+        config: LoadBalancerConfig::new(cluster, VpcId::new(&vpc)),
+        adapter,
+        raw,
+        vpc,
+        instances,
+    }
+}
+
+impl World {
+    fn lbs(&self, config: LoadBalancerConfig) -> Lbs {
+        AwsLoadBalancers::new(
+            self.adapter.ec2().clone(),
+            self.adapter.elb().clone(),
+            self.adapter.elbv2().clone(),
+            config,
+        )
+    }
+
+    fn nodes(&self) -> Vec<Node> {
+        self.instances.iter().map(|i| node(i, &[])).collect()
+    }
+
+    async fn byo_group(&self) -> String {
+        self.raw
+            .create_security_group()
+            .group_name(unique_name("byo"))
+            .description("bring your own")
+            .vpc_id(&self.vpc)
+            .send()
+            .await
+            .unwrap()
+            .group_id()
+            .unwrap()
+            .to_owned()
+    }
+
+    async fn group_exists(&self, id: &str) -> bool {
+        !self
+            .adapter
+            .ec2()
+            .security_groups(&[Filter::new("group-id", [id])])
+            .await
+            .unwrap()
+            .is_empty()
+    }
+
+    async fn lb_groups(&self, name: &str) -> Vec<String> {
+        let lb = self.adapter.elbv2().load_balancer(name).await.unwrap().unwrap();
+        lb.security_groups.iter().map(ToString::to_string).collect()
+    }
+}
+
+/// An ACM certificate from moto (JSON 1.1 `CertificateManager.RequestCertificate` over plain HTTP).
+async fn certificate(domain: &str) -> String {
+    let endpoint = &TestEnv::get().aws_endpoint;
+    let hostport = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let body = format!("{{\"DomainName\":\"{domain}\"}}");
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/x-amz-json-1.1\r\nX-Amz-Target: \
+         CertificateManager.RequestCertificate\r\nAuthorization: AWS4-HMAC-SHA256 \
+         Credential=test/20260101/us-east-1/acm/aws4_request, SignedHeaders=host, Signature=0\r\nContent-Length: \
+         {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(hostport).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let start = response.find("arn:aws:acm:").expect(&response);
+    let end = response[start..].find('"').unwrap();
+    response[start..start + end].to_owned()
+}
+
+async fn ensure(lbs: &Lbs, svc: &Service, nodes: &[Node]) -> String {
+    let nodes: Vec<&Node> = nodes.iter().collect();
+    let status = lbs.ensure_load_balancer(CLUSTER_NAME, svc, &nodes).await.unwrap();
+    status.ingress.unwrap()[0].hostname.clone().unwrap()
+}
+
+#[tokio::test]
+async fn default_nlb_is_created_steady_updated_and_deleted() {
+    let w = world(121).await;
+    let lbs = w.lbs(w.config.clone());
+    let metrics = w.adapter.metrics().clone();
+    let elbv2 = w.adapter.elbv2();
+    let uid = uid();
+    let svc = service(&uid, &[(80, 30080)], &[]);
+    let name = lbs.load_balancer_name(CLUSTER_NAME, &svc);
+    let nodes = w.nodes();
+
+    let before = mutation_counts(&metrics);
+    let hostname = ensure(&lbs, &svc, &nodes).await;
+    let created = diff(&mutation_counts(&metrics), &before);
+    println!("create: {created:?}");
+    let lb = elbv2.load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!(hostname, lb.dns_name);
+    assert!(!lb.internal);
+    assert!(lb.security_groups.is_empty(), "mode off: no groups");
+    let listeners = elbv2.listeners(&lb.arn).await.unwrap();
+    assert_eq!(
+        listeners
+            .iter()
+            .map(|l| (l.port, l.protocol.as_str()))
+            .collect::<Vec<_>>(),
+        [(80, "TCP")]
+    );
+    let tgs = elbv2.target_groups(&lb.arn).await.unwrap();
+    assert_eq!(tgs.len(), 1);
+    assert_eq!((tgs[0].protocol.as_str(), tgs[0].port), ("TCP", 30080));
+    assert!(tgs[0].name.starts_with("k8s-moto-web-"), "{}", tgs[0].name);
+    let hc = &tgs[0].health_check;
+    assert_eq!(
+        (
+            hc.protocol.as_deref(),
+            hc.port.as_deref(),
+            hc.interval_seconds,
+            hc.timeout_seconds,
+            hc.healthy_threshold,
+            hc.unhealthy_threshold
+        ),
+        (
+            Some("TCP"),
+            Some("traffic-port"),
+            Some(30),
+            Some(10),
+            Some(3),
+            Some(3)
+        )
+    );
+    let mut targets: Vec<String> = elbv2
+        .target_health(&tgs[0].arn)
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.target.id.to_string())
+        .collect();
+    targets.sort();
+    assert_eq!(targets, w.instances);
+    // The load balancer's own calls, and one for the nodes' rules (client and MTU rules in one call).
+    assert_eq!(
+        created,
+        BTreeMap::from([
+            ("AuthorizeSecurityGroupIngress", 1),
+            ("CreateLoadBalancer", 1),
+            ("CreateTargetGroup", 1),
+            ("RegisterTargets", 1),
+            ("CreateListener", 1),
+        ])
+    );
+
+    // Steady: nothing but reads.
+    let before = mutation_counts(&metrics);
+    assert_eq!(ensure(&lbs, &svc, &nodes).await, hostname);
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+    assert_eq!(
+        lbs.get_load_balancer(CLUSTER_NAME, &svc)
+            .await
+            .unwrap()
+            .unwrap()
+            .ingress
+            .unwrap()[0]
+            .hostname
+            .as_deref(),
+        Some(hostname.as_str())
+    );
+
+    // A node goes: only its deregistration.
+    let before = mutation_counts(&metrics);
+    let fewer: Vec<&Node> = nodes[..2].iter().collect();
+    lbs.update_load_balancer(CLUSTER_NAME, &svc, &fewer)
+        .await
+        .unwrap();
+    assert_eq!(
+        diff(&mutation_counts(&metrics), &before),
+        BTreeMap::from([("DeregisterTargets", 1)])
+    );
+    assert_eq!(elbv2.target_health(&tgs[0].arn).await.unwrap().len(), 2);
+
+    // Health check annotations: one modification, then steady again (the timeout and unhealthy threshold
+    // included, which upstream never applies).
+    let svc = service(
+        &uid,
+        &[(80, 30080)],
+        &[
+            (Key::HealthcheckTimeout, "6"),
+            (Key::HealthcheckUnhealthyThreshold, "5"),
+        ],
+    );
+    let before = mutation_counts(&metrics);
+    ensure(&lbs, &svc, &nodes).await;
+    assert_eq!(
+        diff(&mutation_counts(&metrics), &before),
+        BTreeMap::from([("ModifyTargetGroup", 1), ("RegisterTargets", 1)])
+    );
+    let tg = elbv2.target_group(&tgs[0].name).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            tg.health_check.timeout_seconds,
+            tg.health_check.unhealthy_threshold
+        ),
+        (Some(6), Some(5))
+    );
+    let before = mutation_counts(&metrics);
+    ensure(&lbs, &svc, &nodes).await;
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+
+    // A second port, and the node port of the first changed: new target groups, the old one deleted.
+    let svc = service(&uid, &[(80, 30081), (8080, 30090)], &[]);
+    ensure(&lbs, &svc, &nodes).await;
+    // (Through the listeners: moto does not move a target group to the load balancer on ModifyListener.)
+    let mut tgs2 = Vec::new();
+    for l in elbv2.listeners(&lb.arn).await.unwrap() {
+        let arn = &l.default_target_groups[0];
+        let g = elbv2
+            .target_groups(&lb.arn)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|g| g.arn == *arn);
+        let g = match g {
+            Some(g) => g,
+            None => {
+                let name = arn.split('/').nth(1).unwrap();
+                elbv2.target_group(name).await.unwrap().unwrap()
+            }
+        };
+        tgs2.push((l.port, g));
+    }
+    tgs2.sort_by_key(|(port, _)| *port);
+    assert_eq!(
+        tgs2.iter().map(|(p, g)| (*p, g.port)).collect::<Vec<_>>(),
+        [(80, 30081), (8080, 30090)]
+    );
+    let tgs2: Vec<_> = tgs2.into_iter().map(|(_, g)| g).collect();
+    assert_eq!(elbv2.target_group(&tgs[0].name).await.unwrap(), None);
+    let before = mutation_counts(&metrics);
+    ensure(&lbs, &svc, &nodes).await;
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+
+    // Deletion leaves nothing of ours; repeating it is harmless.
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
+        .await
+        .unwrap();
+    assert_eq!(elbv2.load_balancer(&name).await.unwrap(), None);
+    for g in &tgs2 {
+        assert_eq!(elbv2.target_group(&g.name).await.unwrap(), None);
+    }
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
+        .await
+        .unwrap();
+    assert_eq!(lbs.get_load_balancer(CLUSTER_NAME, &svc).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn target_node_labels_select_the_targets() {
+    let w = world(122).await;
+    let lbs = w.lbs(w.config.clone());
+    let elbv2 = w.adapter.elbv2();
+    let svc = service(&uid(), &[(80, 30080)], &[(Key::TargetNodeLabels, "role=edge")]);
+    let nodes: Vec<Node> = w
+        .instances
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            if i < 2 {
+                node(id, &[("role", "edge")])
+            } else {
+                node(id, &[("role", "other")])
+            }
+        })
+        .collect();
+    ensure(&lbs, &svc, &nodes).await;
+    let lb = elbv2
+        .load_balancer(&lbs.load_balancer_name(CLUSTER_NAME, &svc))
+        .await
+        .unwrap()
+        .unwrap();
+    let listeners = elbv2.listeners(&lb.arn).await.unwrap();
+    let tg = &listeners[0].default_target_groups[0];
+    assert_eq!(elbv2.target_health(tg).await.unwrap().len(), 2);
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn internal_nlb_with_target_group_attributes() {
+    let w = world(123).await;
+    let lbs = w.lbs(w.config.clone());
+    let metrics = w.adapter.metrics().clone();
+    let elbv2 = w.adapter.elbv2();
+    let svc = service(
+        &uid(),
+        &[(80, 30080)],
+        &[
+            (Key::Internal, "true"),
+            (Key::TargetGroupAttributes, "preserve_client_ip.enabled=false"),
+            (Key::CrossZoneLoadBalancingEnabled, "true"),
+        ],
+    );
+    ensure(&lbs, &svc, &w.nodes()).await;
+    let lb = elbv2
+        .load_balancer(&lbs.load_balancer_name(CLUSTER_NAME, &svc))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(lb.internal);
+    let tgs = elbv2.target_groups(&lb.arn).await.unwrap();
+    assert_eq!(tgs.len(), 1);
+    let attributes = elbv2.target_group_attributes(&tgs[0].arn).await.unwrap();
+    assert_eq!(
+        attributes.get("preserve_client_ip.enabled").map(String::as_str),
+        Some("false")
+    );
+    let lb_attributes = elbv2.load_balancer_attributes(&lb.arn).await.unwrap();
+    assert_eq!(
+        lb_attributes
+            .get("load_balancing.cross_zone.enabled")
+            .map(String::as_str),
+        Some("true")
+    );
+    let before = mutation_counts(&metrics);
+    ensure(&lbs, &svc, &w.nodes()).await;
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+
+    // internet-facing now: the NLB is recreated, with a Warning notice naming the change.
+    let mut public = svc.clone();
+    public
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .remove(Key::Internal.name());
+    let nodes: Vec<Node> = w.nodes();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let ensured = lbs
+        .ensure_load_balancer_reporting(CLUSTER_NAME, &public, &refs)
+        .await
+        .unwrap();
+    assert_eq!(ensured.notices.len(), 1);
+    assert!(ensured.notices[0].warning);
+    assert_eq!(ensured.notices[0].reason, "RecreatingLoadBalancer");
+    assert!(
+        ensured.notices[0].message.contains("internal -> internet-facing"),
+        "{}",
+        ensured.notices[0].message
+    );
+    let recreated = elbv2
+        .load_balancer(&lbs.load_balancer_name(CLUSTER_NAME, &svc))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!recreated.internal);
+    assert_ne!(recreated.arn, lb.arn);
+    // The target group was kept and moved to the new NLB.
+    let tgs_after = elbv2.target_groups(&recreated.arn).await.unwrap();
+    assert_eq!(
+        tgs_after.iter().map(|g| &g.name).collect::<Vec<_>>(),
+        [&tgs[0].name]
+    );
+    let before = mutation_counts(&metrics);
+    ensure(&lbs, &public, &w.nodes()).await;
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &public)
+        .await
+        .unwrap();
+    assert_eq!(elbv2.target_group(&tgs[0].name).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn byo_security_group_is_used_as_is_and_survives() {
+    let w = world(124).await;
+    let lbs = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
+    let byo = w.byo_group().await;
+    let svc = service(&uid(), &[(80, 30080)], &[(Key::SecurityGroups, &byo)]);
+    let name = lbs.load_balancer_name(CLUSTER_NAME, &svc);
+    ensure(&lbs, &svc, &w.nodes()).await;
+    assert_eq!(w.lb_groups(&name).await, std::slice::from_ref(&byo));
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
+        .await
+        .unwrap();
+    assert!(w.group_exists(&byo).await);
+}
+
+#[tokio::test]
+async fn managed_to_byo_and_back() {
+    let w = world(125).await;
+    let lbs = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
+    let metrics = w.adapter.metrics().clone();
+    let byo = w.byo_group().await;
+    let uid = uid();
+    let managed_svc = service(&uid, &[(80, 30080)], &[]);
+    let name = lbs.load_balancer_name(CLUSTER_NAME, &managed_svc);
+    ensure(&lbs, &managed_svc, &w.nodes()).await;
+    let groups = w.lb_groups(&name).await;
+    assert_eq!(groups.len(), 1);
+    let managed = groups[0].clone();
+    assert_ne!(managed, byo);
+    let group = &w
+        .adapter
+        .ec2()
+        .security_groups(&[Filter::new("group-id", [managed.as_str()])])
+        .await
+        .unwrap()[0];
+    assert_eq!(group.description, "[k8s] Managed SecurityGroup for LoadBalancer");
+    assert!(group.name.starts_with("k8s-moto-web-"), "{}", group.name);
+    let before = mutation_counts(&metrics);
+    ensure(&lbs, &managed_svc, &w.nodes()).await;
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+
+    // managed -> BYO: exactly [BYO], the managed group deleted.
+    let byo_svc = service(&uid, &[(80, 30080)], &[(Key::SecurityGroups, &byo)]);
+    ensure(&lbs, &byo_svc, &w.nodes()).await;
+    assert_eq!(w.lb_groups(&name).await, std::slice::from_ref(&byo));
+    assert!(!w.group_exists(&managed).await);
+    let before = mutation_counts(&metrics);
+    ensure(&lbs, &byo_svc, &w.nodes()).await;
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+
+    // BYO -> managed: a new managed group first, the BYO group untouched.
+    ensure(&lbs, &managed_svc, &w.nodes()).await;
+    let groups = w.lb_groups(&name).await;
+    assert_eq!(groups.len(), 1);
+    assert_ne!(groups[0], byo);
+    assert!(w.group_exists(&byo).await);
+
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &managed_svc)
+        .await
+        .unwrap();
+    assert!(!w.group_exists(&groups[0]).await, "the managed group is deleted");
+    assert!(w.group_exists(&byo).await, "the BYO group survives");
+}
+
+#[tokio::test]
+async fn tcp_to_tls_replaces_the_listener() {
+    let w = world(126).await;
+    let lbs = w.lbs(w.config.clone());
+    let metrics = w.adapter.metrics().clone();
+    let elbv2 = w.adapter.elbv2();
+    let uid = uid();
+    let svc = service(&uid, &[(443, 30443)], &[]);
+    ensure(&lbs, &svc, &w.nodes()).await;
+    let cert = certificate(&format!("{}.example.com", unique_name("tls"))).await;
+    let tls = service(
+        &uid,
+        &[(443, 30443)],
+        &[
+            (Key::SslCert, &cert),
+            (Key::SslNegotiationPolicy, "ELBSecurityPolicy-TLS13-1-2-2021-06"),
+        ],
+    );
+    let before = mutation_counts(&metrics);
+    ensure(&lbs, &tls, &w.nodes()).await;
+    assert_eq!(
+        diff(&mutation_counts(&metrics), &before),
+        BTreeMap::from([("CreateListener", 1), ("DeleteListener", 1)])
+    );
+    let lb = elbv2
+        .load_balancer(&lbs.load_balancer_name(CLUSTER_NAME, &svc))
+        .await
+        .unwrap()
+        .unwrap();
+    let listeners = elbv2.listeners(&lb.arn).await.unwrap();
+    assert_eq!(listeners.len(), 1);
+    assert_eq!(listeners[0].protocol, "TLS");
+    assert_eq!(listeners[0].certificates, std::slice::from_ref(&cert));
+    let before = mutation_counts(&metrics);
+    ensure(&lbs, &tls, &w.nodes()).await;
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+
+    // Back to TCP: the listener is replaced.
+    ensure(&lbs, &svc, &w.nodes()).await;
+    let listeners = elbv2.listeners(&lb.arn).await.unwrap();
+    assert_eq!(
+        listeners
+            .iter()
+            .map(|l| (l.port, l.protocol.as_str()))
+            .collect::<Vec<_>>(),
+        [(443, "TCP")]
+    );
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
+        .await
+        .unwrap();
+}
