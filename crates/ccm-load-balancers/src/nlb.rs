@@ -1389,15 +1389,22 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
             }
             Change::AuthorizeIngress { rules } => {
                 let id = self.group(&GroupRef::Managed)?;
-                for rule in rules {
-                    match ec2.authorize_ingress(&id, &[rule.to_permission()]).await {
-                        Err(e) if e.kind() != ccm_aws_api::ErrorKind::Conflict => {
-                            return Err(Error::aws("authorizing NLB ingress")(e));
+                let perms: Vec<IpPermission> = rules.iter().map(Rule::to_permission).collect();
+                match ec2.authorize_ingress(&id, &perms).await {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == ccm_aws_api::ErrorKind::Conflict => {
+                        // Some exist already (a crashed run): one by one, skipping duplicates.
+                        for p in &perms {
+                            match ec2.authorize_ingress(&id, std::slice::from_ref(p)).await {
+                                Err(e) if e.kind() != ccm_aws_api::ErrorKind::Conflict => {
+                                    return Err(Error::aws("authorizing NLB ingress")(e));
+                                }
+                                _ => {}
+                            }
                         }
-                        _ => {}
                     }
+                    Err(e) => return Err(Error::aws("authorizing NLB ingress")(e)),
                 }
-                self.applied.mutations += rules.len().saturating_sub(1);
             }
             Change::RevokeIngress { rules } => {
                 let id = self.group(&GroupRef::Managed)?;

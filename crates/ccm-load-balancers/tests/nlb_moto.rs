@@ -4,7 +4,12 @@
 //! deletion (no owned resource left, a BYO group kept). Each test has its own VPC, instances and cluster ID.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
+mod common;
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, atomic::AtomicUsize},
+};
 
 use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
 use ccm_aws_api::{Ec2, Elbv2, Filter, VpcId};
@@ -13,6 +18,7 @@ use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
 use ccm_tagging::ClusterTags;
 use ccm_testing::{TestEnv, unique_name};
+use common::Faulty;
 use k8s_openapi::{
     api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -704,4 +710,118 @@ async fn tcp_to_tls_replaces_the_listener() {
     lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
+    let w = world(127).await;
+    let config = w.config.clone().with_nlb_managed_security_groups(true);
+    let healthy = w.lbs(config.clone());
+    let metrics = w.adapter.metrics().clone();
+    let elbv2 = w.adapter.elbv2();
+    let nodes = w.nodes();
+    let annotations = [
+        (Key::TargetGroupAttributes, "proxy_protocol_v2.enabled=true"),
+        (Key::CrossZoneLoadBalancingEnabled, "true"),
+    ];
+    let faulty = |k: usize| {
+        let count = Arc::new(AtomicUsize::new(0));
+        AwsLoadBalancers::new(
+            Faulty {
+                inner: w.adapter.ec2().clone(),
+                count: count.clone(),
+                fail_at: k,
+            },
+            w.adapter.elb().clone(),
+            Faulty {
+                inner: w.adapter.elbv2().clone(),
+                count,
+                fail_at: k,
+            },
+            config.clone(),
+        )
+    };
+    let mut crashed_creations = 0;
+    for k in 1.. {
+        let svc = service(&uid(), &[(80, 30080), (443, 30443)], &annotations);
+        let name = healthy.load_balancer_name(CLUSTER_NAME, &svc);
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let crashed = faulty(k).ensure_load_balancer(CLUSTER_NAME, &svc, &refs).await;
+        let done = crashed.is_ok();
+        if !done {
+            crashed_creations += 1;
+            assert!(crashed.unwrap_err().to_string().contains("injected crash"));
+        }
+        ensure(&healthy, &svc, &nodes).await;
+        let lb = elbv2.load_balancer(&name).await.unwrap().unwrap();
+        assert_eq!(lb.security_groups.len(), 1, "crash before mutation {k}");
+        let managed = lb.security_groups[0].to_string();
+        let group = &w
+            .adapter
+            .ec2()
+            .security_groups(&[Filter::new("group-id", [managed.as_str()])])
+            .await
+            .unwrap()[0];
+        let same_name = w
+            .adapter
+            .ec2()
+            .security_groups(&[
+                Filter::new("group-name", [group.name.as_str()]),
+                Filter::new("vpc-id", [w.vpc.as_str()]),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(same_name.len(), 1, "crash before mutation {k}");
+        let listeners = elbv2.listeners(&lb.arn).await.unwrap();
+        assert_eq!(listeners.len(), 2, "crash before mutation {k}");
+        let mut tg_names = Vec::new();
+        for l in &listeners {
+            let tg_name = l.default_target_groups[0].split('/').nth(1).unwrap().to_owned();
+            let tg = elbv2.target_group(&tg_name).await.unwrap().unwrap();
+            assert_eq!(
+                elbv2.target_health(&tg.arn).await.unwrap().len(),
+                3,
+                "crash before mutation {k}"
+            );
+            let attributes = elbv2.target_group_attributes(&tg.arn).await.unwrap();
+            assert_eq!(
+                attributes.get("proxy_protocol_v2.enabled").map(String::as_str),
+                Some("true"),
+                "crash before mutation {k}"
+            );
+            tg_names.push(tg_name);
+        }
+        let before = mutation_counts(&metrics);
+        ensure(&healthy, &svc, &nodes).await;
+        assert_eq!(
+            diff(&mutation_counts(&metrics), &before),
+            BTreeMap::new(),
+            "crash before mutation {k}: not converged"
+        );
+
+        // Deletion crashes at the same point, and the next deletion completes it.
+        let _ = faulty(k).ensure_load_balancer_deleted(CLUSTER_NAME, &svc).await;
+        healthy
+            .ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
+            .await
+            .unwrap();
+        assert_eq!(
+            elbv2.load_balancer(&name).await.unwrap(),
+            None,
+            "crash in deletion at {k}"
+        );
+        for tg in &tg_names {
+            assert_eq!(
+                elbv2.target_group(tg).await.unwrap(),
+                None,
+                "crash in deletion at {k}"
+            );
+        }
+        assert!(!w.group_exists(&managed).await, "crash in deletion at {k}");
+        if done {
+            break;
+        }
+    }
+    eprintln!("creation crashed and recovered before each of its {crashed_creations} mutating calls");
+    assert!(crashed_creations >= 10, "{crashed_creations}");
 }
