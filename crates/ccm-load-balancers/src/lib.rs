@@ -5,6 +5,8 @@
 //! - [`spec`]: a Service parsed into a [`ServiceSpec`], with every problem collected ([`InvalidService`]);
 //! - [`shared`]: names, tags, subnet discovery, security group rules, target instances;
 //! - [`classic`]: the Classic ELB model ([`classic::build`]), plan ([`classic::plan`]) and apply;
+//! - [`nlb`]: the NLB model ([`nlb::build`]), plan ([`nlb::plan`]) and apply, and the nodes' rules
+//!   ([`nlb::node_rules`]);
 //! - [`AwsLoadBalancers`]: the [`ccm_cloud_provider::LoadBalancer`] implementation; [`plan_for`]: a dry run.
 //!
 //! May depend on: `ccm-cloud-provider`, `ccm-aws-api`, `ccm-tagging`, `k8s-openapi`. Never on `aws-sdk-*`, `kube`
@@ -97,12 +99,6 @@ pub enum Error {
     /// Service type to ClusterIP and back) or fix what AWS reports for it.
     #[error("NLB {0} is in state failed: AWS could not provision it")]
     LoadBalancerFailed(String),
-    /// The flavour is not implemented by this crate yet.
-    #[error(
-        "Network Load Balancers (aws-load-balancer-type: nlb) are not yet supported by this controller; use a \
-         Classic ELB or the AWS Load Balancer Controller"
-    )]
-    NlbNotYetSupported,
 }
 
 // === impl Error ===

@@ -318,9 +318,13 @@ async fn default_nlb_is_created_steady_updated_and_deleted() {
     let nodes = w.nodes();
 
     let before = mutation_counts(&metrics);
+    let calls = metrics.total_attempts();
     let hostname = ensure(&lbs, &svc, &nodes).await;
     let created = diff(&mutation_counts(&metrics), &before);
-    println!("create: {created:?}");
+    eprintln!(
+        "create: {} calls, mutating {created:?}",
+        metrics.total_attempts() - calls
+    );
     let lb = elbv2.load_balancer(&name).await.unwrap().unwrap();
     assert_eq!(hostname, lb.dns_name);
     assert!(!lb.internal);
@@ -379,7 +383,9 @@ async fn default_nlb_is_created_steady_updated_and_deleted() {
 
     // Steady: nothing but reads.
     let before = mutation_counts(&metrics);
+    let calls = metrics.total_attempts();
     assert_eq!(ensure(&lbs, &svc, &nodes).await, hostname);
+    eprintln!("steady: {} calls", metrics.total_attempts() - calls);
     assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
     assert_eq!(
         lbs.get_load_balancer(CLUSTER_NAME, &svc)
@@ -395,10 +401,12 @@ async fn default_nlb_is_created_steady_updated_and_deleted() {
 
     // A node goes: only its deregistration.
     let before = mutation_counts(&metrics);
+    let calls = metrics.total_attempts();
     let fewer: Vec<&Node> = nodes[..2].iter().collect();
     lbs.update_load_balancer(CLUSTER_NAME, &svc, &fewer)
         .await
         .unwrap();
+    eprintln!("update (a node gone): {} calls", metrics.total_attempts() - calls);
     assert_eq!(
         diff(&mutation_counts(&metrics), &before),
         BTreeMap::from([("DeregisterTargets", 1)])
@@ -467,9 +475,16 @@ async fn default_nlb_is_created_steady_updated_and_deleted() {
     assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
 
     // Deletion leaves nothing of ours; repeating it is harmless.
+    let before = mutation_counts(&metrics);
+    let calls = metrics.total_attempts();
     lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
         .await
         .unwrap();
+    eprintln!(
+        "delete (2 ports): {} calls, mutating {:?}",
+        metrics.total_attempts() - calls,
+        diff(&mutation_counts(&metrics), &before)
+    );
     assert_eq!(elbv2.load_balancer(&name).await.unwrap(), None);
     for g in &tgs2 {
         assert_eq!(elbv2.target_group(&g.name).await.unwrap(), None);
