@@ -156,8 +156,14 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let spec = parse_service(service)?;
         if spec.flavour == Flavour::Network {
             let desired = self.nlb_desired(&self.cluster_name, &spec, nodes).await?;
-            let observed =
-                nlb::observe(&self.ec2, &self.elbv2, &self.config, &desired, nlb::Scope::Full).await?;
+            let observed = Box::pin(nlb::observe(
+                &self.ec2,
+                &self.elbv2,
+                &self.config,
+                &desired,
+                nlb::Scope::Full,
+            ))
+            .await?;
             let changes = nlb::plan(&desired, &observed);
             return Ok(DryRun {
                 spec,
@@ -186,7 +192,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let spec = parse_service(service).map_err(Error::from)?;
         match spec.flavour {
             Flavour::External => return Err(CloudError::ImplementedElsewhere),
-            Flavour::Network => return self.ensure_nlb(cluster_name, &spec, nodes).await,
+            // Boxed: the NLB path's state (large with the SDK adapter's futures) lives on the heap.
+            Flavour::Network => return Box::pin(self.ensure_nlb(cluster_name, &spec, nodes)).await,
             Flavour::Classic => {}
         }
         let desired = self.desired(&spec, nodes).await?;
@@ -249,7 +256,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let spec = parse_service(service).map_err(Error::from)?;
         match spec.flavour {
             Flavour::External => return Err(CloudError::ImplementedElsewhere),
-            Flavour::Network => return self.update_nlb(spec, nodes).await,
+            Flavour::Network => return Box::pin(self.update_nlb(spec, nodes)).await,
             Flavour::Classic => {}
         }
         // Subnets do not matter for the hosts: build with none and keep only host changes.
@@ -348,7 +355,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             })
             .unwrap_or_default();
         let managed = nlb::managed_group_name(cluster_name, &namespace, &service_name, uid);
-        let observed = nlb::observe_delete(
+        let observed = Box::pin(nlb::observe_delete(
             &self.ec2,
             &self.elbv2,
             &self.config,
@@ -357,7 +364,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             Some(&managed)
                 .filter(|_| !keep.contains(&managed))
                 .map(String::as_str),
-        )
+        ))
         .await?;
         let changes = nlb::plan_delete(&name, &observed);
         nlb::apply(

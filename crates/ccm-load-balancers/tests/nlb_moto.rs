@@ -840,3 +840,37 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
     eprintln!("creation crashed and recovered before each of its {crashed_creations} mutating calls");
     assert!(crashed_creations >= 10, "{crashed_creations}");
 }
+
+#[tokio::test]
+async fn the_dry_run_plans_an_nlb_and_reads_only() {
+    let w = world(128).await;
+    let lbs = w.lbs(w.config.clone());
+    let metrics = w.adapter.metrics().clone();
+    let svc = service(&uid(), &[(80, 30080)], &[]);
+    let name = lbs.load_balancer_name(CLUSTER_NAME, &svc);
+    let nodes = w.nodes();
+    let manifest = serde_json::to_string(&svc).unwrap();
+    let before = mutation_counts(&metrics);
+    let dry = Box::pin(ccm_load_balancers::plan_for(&lbs, &manifest, &nodes))
+        .await
+        .unwrap();
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+    let printed = dry.to_string();
+    assert!(
+        printed.starts_with(&format!("Service moto/web -> NLB {name}\n")),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("\"change\":\"create_load_balancer\""),
+        "{printed}"
+    );
+    ensure(&lbs, &svc, &nodes).await;
+    let printed = Box::pin(ccm_load_balancers::plan_for(&lbs, &manifest, &nodes))
+        .await
+        .unwrap()
+        .to_string();
+    assert!(printed.ends_with("up to date: no change\n"), "{printed}");
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
+        .await
+        .unwrap();
+}
