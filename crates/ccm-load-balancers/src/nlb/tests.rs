@@ -921,3 +921,62 @@ async fn observe_of_a_steady_nlb_reads_once_per_item_and_refuses_a_failed_one() 
         .unwrap_err();
     assert!(matches!(e, Error::LoadBalancerFailed(_)), "{e}");
 }
+
+#[test]
+fn access_logs_cross_zone_and_target_group_attributes_come_from_annotations() {
+    let d = desired(
+        &[
+            (Key::AccessLogEnabled, "true"),
+            (Key::AccessLogS3BucketName, "logs"),
+            (Key::AccessLogS3BucketPrefix, "nlb"),
+            (Key::CrossZoneLoadBalancingEnabled, "true"),
+            (
+                Key::TargetGroupAttributes,
+                "preserve_client_ip.enabled=false,proxy_protocol_v2.enabled=true",
+            ),
+            (Key::AdditionalResourceTags, "team=a,cost=b"),
+        ],
+        &[(80, 30080)],
+    );
+    assert_eq!(
+        d.attributes,
+        BTreeMap::from([
+            (ACCESS_LOGS_ATTRIBUTE.to_owned(), "true".to_owned()),
+            (ACCESS_LOGS_BUCKET_ATTRIBUTE.to_owned(), "logs".to_owned()),
+            (ACCESS_LOGS_PREFIX_ATTRIBUTE.to_owned(), "nlb".to_owned()),
+            (CROSS_ZONE_ATTRIBUTE.to_owned(), "true".to_owned()),
+        ])
+    );
+    assert_eq!(
+        d.target_group_attributes,
+        BTreeMap::from([
+            ("preserve_client_ip.enabled".to_owned(), "false".to_owned()),
+            ("proxy_protocol_v2.enabled".to_owned(), "true".to_owned()),
+        ])
+    );
+    assert_eq!(d.tags.get("team").map(String::as_str), Some("a"));
+    // Only differing target group attributes are set.
+    let mut o = converged(&d);
+    o.target_groups[0]
+        .attributes
+        .insert("proxy_protocol_v2.enabled".into(), "false".into());
+    let changes = plan(&d, &o);
+    assert_eq!(
+        changes,
+        [Change::ModifyTargetGroupAttributes {
+            name: d.listeners[0].target_group.name.clone(),
+            attributes: BTreeMap::from([("proxy_protocol_v2.enabled".to_owned(), "true".to_owned())]),
+        }]
+    );
+    // Every problem of an NLB Service at once.
+    let e = parse_service(&nlb_service(
+        &[
+            (Key::TargetGroupAttributes, "bogus=true"),
+            (Key::HealthcheckProtocol, "SSL"),
+            (Key::ExtraSecurityGroups, "sg-1"),
+        ],
+        &[(80, 30080)],
+    ))
+    .unwrap_err();
+    assert_eq!(e.problems.len(), 3, "{e}");
+}
