@@ -73,6 +73,26 @@ fn status(hostname: &str) -> LoadBalancerStatus {
     }
 }
 
+/// The refusal of a flavour change after creation: `has` names the load balancer the Service already has.
+fn flavour_change(spec: &ServiceSpec, has: &str) -> Error {
+    Error::Invalid(crate::InvalidService {
+        namespace: spec.namespace.clone(),
+        name: spec.name.clone(),
+        problems: vec![crate::annotations::Problem {
+            field: Key::Type.name().to_owned(),
+            value: if spec.flavour == Flavour::Network {
+                "nlb".to_owned()
+            } else {
+                "(absent: classic)".to_owned()
+            },
+            accepted: format!(
+                "the Service already has {has}: the type cannot change after creation; delete and re-create the \
+                 Service (or restore the annotation)"
+            ),
+        }],
+    })
+}
+
 fn service_key(service: &Service) -> (String, String) {
     (
         service
@@ -199,6 +219,9 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let desired = self.desired(&spec, nodes).await?;
         let observed =
             classic::observe(&self.ec2, &self.elb, &self.config, &desired, classic::Scope::Full).await?;
+        if observed.load_balancer.is_none() && self.has_nlb(&desired.name).await? {
+            return Err(flavour_change(&spec, "an NLB").into());
+        }
         let changes = classic::plan(&desired, &observed);
         let existing_dns = observed.load_balancer.as_ref().map(|lb| lb.dns_name.clone());
         if !changes.is_empty() {
@@ -225,6 +248,17 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     ) -> Result<Ensured, CloudError> {
         let desired = self.nlb_desired(cluster_name, spec, nodes).await?;
         let observed = nlb::observe(&self.ec2, &self.elbv2, &self.config, &desired, nlb::Scope::Full).await?;
+        // Before creating an NLB: the Service must not have a Classic ELB (one call, on creation only).
+        if observed.load_balancer.is_none()
+            && self
+                .elb
+                .load_balancer(&desired.name)
+                .await
+                .map_err(Error::aws("reading the load balancer"))?
+                .is_some()
+        {
+            return Err(flavour_change(spec, "a Classic ELB").into());
+        }
         let changes = nlb::plan(&desired, &observed);
         let mut notices = Vec::new();
         if let Some(message) = nlb::recreation(&changes) {
@@ -377,6 +411,15 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         )
         .await?;
         Ok(())
+    }
+
+    async fn has_nlb(&self, name: &str) -> Result<bool, Error> {
+        Ok(self
+            .elbv2
+            .load_balancer(name)
+            .await
+            .map_err(Error::aws("reading the NLB"))?
+            .is_some_and(|lb| lb.lb_type == "network"))
     }
 
     async fn get(&self, service: &Service) -> Result<Option<LoadBalancerStatus>, CloudError> {

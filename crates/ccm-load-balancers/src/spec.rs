@@ -211,9 +211,11 @@ pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
             .and_then(|lb| lb.ingress.as_ref())
             .and_then(|i| i.first())
             .and_then(|i| i.hostname.as_deref());
+        // Only the unambiguous case: an NLB hostname on a Service that wants a Classic ELB (moto names NLBs like
+        // Classic ELBs, so an NLB wanted over a Classic-looking hostname is checked against AWS by the provider).
         if let Some(existing) = hostname.and_then(existing_flavour) {
             let wants_classic = flavour == Flavour::Classic;
-            if existing != wants_classic {
+            if !existing && wants_classic {
                 let (has, value) = if existing {
                     ("a Classic ELB", "nlb")
                 } else {

@@ -12,7 +12,7 @@ use std::{
 };
 
 use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
-use ccm_aws_api::{Ec2, Elbv2, Filter, VpcId};
+use ccm_aws_api::{Ec2, Elb, Elbv2, Filter, VpcId};
 use ccm_aws_sdk::{Adapter, AdapterOptions, CallMetrics, RateLimits, RetryPolicy};
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
@@ -873,4 +873,74 @@ async fn the_dry_run_plans_an_nlb_and_reads_only() {
     lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn the_flavour_cannot_change_after_creation() {
+    let w = world(129).await;
+    let lbs = w.lbs(w.config.clone());
+    let nodes = w.nodes();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let first = uid();
+    let nlb = service(&first, &[(80, 30080)], &[]);
+    ensure(&lbs, &nlb, &nodes).await;
+    // The same Service as Classic (moto's NLB hostnames look Classic: the check asks AWS, not the hostname).
+    let mut classic = nlb.clone();
+    classic
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .remove(Key::Type.name());
+    let e = lbs
+        .ensure_load_balancer(CLUSTER_NAME, &classic, &refs)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("already has an NLB"), "{e}");
+    assert!(
+        w.adapter
+            .elb()
+            .load_balancer(&lbs.load_balancer_name(CLUSTER_NAME, &nlb))
+            .await
+            .unwrap()
+            .is_none(),
+        "no Classic ELB made"
+    );
+    // Deleting the Classic-annotated Service deletes its NLB.
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &classic)
+        .await
+        .unwrap();
+    assert_eq!(lbs.get_load_balancer(CLUSTER_NAME, &nlb).await.unwrap(), None);
+
+    // A Classic ELB first, then the Service says NLB.
+    let second = uid();
+    let mut classic = service(&second, &[(80, 30080)], &[]);
+    classic
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .remove(Key::Type.name());
+    lbs.ensure_load_balancer(CLUSTER_NAME, &classic, &refs)
+        .await
+        .unwrap();
+    let nlb = service(&second, &[(80, 30080)], &[]);
+    let e = lbs
+        .ensure_load_balancer(CLUSTER_NAME, &nlb, &refs)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("already has a Classic ELB"), "{e}");
+    assert_eq!(
+        w.adapter
+            .elbv2()
+            .load_balancer(&lbs.load_balancer_name(CLUSTER_NAME, &nlb))
+            .await
+            .unwrap(),
+        None,
+        "no NLB made"
+    );
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &nlb)
+        .await
+        .unwrap();
+    assert_eq!(lbs.get_load_balancer(CLUSTER_NAME, &nlb).await.unwrap(), None);
 }
