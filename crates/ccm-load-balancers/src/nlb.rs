@@ -840,6 +840,14 @@ pub async fn observe<E: Ec2, V: Elbv2>(
     if full && !arns.is_empty() {
         observed.tags = elbv2.tags(&arns).await.map_err(Error::aws(context))?;
     }
+    // An NLB of another cluster under this name (two controllers of different clusters watching one API server)
+    // is not adopted.
+    if let Some(lb) = &load_balancer
+        && let Some(tags) = observed.tags.get(&lb.arn)
+        && config.cluster.ownership(tags) == ccm_tagging::Ownership::Foreign
+    {
+        config.cluster.ensure_owned(&lb.name, tags)?;
+    }
     for g in &observed.target_groups {
         let tags = observed.tags.get(&g.group.arn);
         let attached = load_balancer
@@ -1725,10 +1733,22 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
             groups.push(g);
         }
     }
-    if !groups.is_empty() {
-        let arns: Vec<String> = groups.iter().map(|g| g.arn.clone()).collect();
+    let mut load_balancer = load_balancer;
+    let arns: Vec<String> = load_balancer
+        .iter()
+        .map(|lb| lb.arn.clone())
+        .chain(groups.iter().map(|g| g.arn.clone()))
+        .collect();
+    if !arns.is_empty() {
         let tags = elbv2.tags(&arns).await.map_err(Error::aws(context))?;
         groups.retain(|g| tags.get(&g.arn).is_some_and(|t| config.cluster.is_owned(t)));
+        // Another cluster's NLB under this name is left alone.
+        if load_balancer.as_ref().is_some_and(|lb| {
+            tags.get(&lb.arn)
+                .is_some_and(|t| config.cluster.ownership(t) == ccm_tagging::Ownership::Foreign)
+        }) {
+            load_balancer = None;
+        }
     }
     let mut observed = DeleteObserved {
         target_groups: groups,

@@ -980,3 +980,52 @@ fn access_logs_cross_zone_and_target_group_attributes_come_from_annotations() {
     .unwrap_err();
     assert_eq!(e.problems.len(), 3, "{e}");
 }
+
+#[tokio::test]
+async fn another_clusters_nlb_is_neither_adopted_nor_deleted() {
+    let d = desired(&[], &[(80, 30080)]);
+    let foreign = Tags::from([("kubernetes.io/cluster/other".to_owned(), "owned".to_owned())]);
+    let mocks = || {
+        let mut elbv2 = MockElbv2::new();
+        elbv2.expect_load_balancer().returning(|n| {
+            let lb = LoadBalancerV2::new("arn:lb", n, "x");
+            Box::pin(async move { Ok(Some(lb)) })
+        });
+        elbv2
+            .expect_target_groups()
+            .returning(|_| Box::pin(async { Ok(vec![]) }));
+        elbv2
+            .expect_load_balancer_attributes()
+            .returning(|_| Box::pin(async { Ok(BTreeMap::new()) }));
+        elbv2
+            .expect_listeners()
+            .returning(|_| Box::pin(async { Ok(vec![]) }));
+        elbv2
+            .expect_target_group()
+            .returning(|_| Box::pin(async { Ok(None) }));
+        let tags = foreign.clone();
+        elbv2.expect_tags().returning(move |_| {
+            let t = BTreeMap::from([("arn:lb".to_owned(), tags.clone())]);
+            Box::pin(async move { Ok(t) })
+        });
+        elbv2
+    };
+    let e = observe(&MockEc2::new(), &mocks(), &config(), &d, Scope::Full)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Ownership(_)), "{e}");
+    let mut c = config();
+    c.manage_node_security_groups = false;
+    let observed = observe_delete(
+        &MockEc2::new(),
+        &mocks(),
+        &c,
+        NAME,
+        &["k8s-prod-web-x".into()],
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(observed.load_balancer.is_none());
+    assert_eq!(plan_delete(NAME, &observed), []);
+}
