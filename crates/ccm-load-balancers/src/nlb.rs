@@ -798,8 +798,9 @@ pub async fn observe<E: Ec2, V: Elbv2>(
         }
     }
     for wanted in desired.target_groups() {
-        if full
-            && !groups.iter().any(|g| g.name == wanted.name)
+        // (Never in steady state: the wanted groups are attached. Moto does not attach a group that a listener
+        // was moved to, so the updates need the lookup too.)
+        if !groups.iter().any(|g| g.name == wanted.name)
             && let Some(g) = elbv2
                 .target_group(&wanted.name)
                 .await

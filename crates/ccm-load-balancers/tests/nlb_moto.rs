@@ -474,6 +474,16 @@ async fn default_nlb_is_created_steady_updated_and_deleted() {
     ensure(&lbs, &svc, &nodes).await;
     assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
 
+    // A node goes again: one deregistration per target group (found by name where moto did not attach it).
+    let before = mutation_counts(&metrics);
+    lbs.update_load_balancer(CLUSTER_NAME, &svc, &fewer)
+        .await
+        .unwrap();
+    assert_eq!(
+        diff(&mutation_counts(&metrics), &before),
+        BTreeMap::from([("DeregisterTargets", 2)])
+    );
+
     // Deletion leaves nothing of ours; repeating it is harmless.
     let before = mutation_counts(&metrics);
     let calls = metrics.total_attempts();
