@@ -148,7 +148,7 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         applies: Applies::Both,
         doc: "`nlb` makes a Network Load Balancer with instance targets; `nlb-ip` and `external` are left to the \
               AWS Load Balancer Controller; absent, `classic` or `clb` make a Classic ELB. Cannot change after \
-              creation (the Service's status hostname tells which flavour exists).",
+              creation (the load balancer under the Service's name tells which flavour exists).",
     },
     AnnotationDef {
         key: Key::Internal,
@@ -156,8 +156,9 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         value: ValueType::OneOf(&["true", "false", "0.0.0.0/0"]),
         default: "false (internet-facing)",
         applies: Applies::Both,
-        doc: "`true` (or the legacy `0.0.0.0/0`) gives the `internal` scheme. The scheme is fixed at creation: \
-              changing it later needs a new Service.",
+        doc: "`true` (or the legacy `0.0.0.0/0`) gives the `internal` scheme. A Classic ELB keeps the scheme it \
+              was created with (a warning is logged); an NLB is recreated with the new scheme (a \
+              `RecreatingLoadBalancer` Warning Event; its DNS name changes).",
     },
     AnnotationDef {
         key: Key::Subnets,
@@ -166,7 +167,8 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         default: "discovered",
         applies: Applies::Both,
         doc: "Subnet IDs or `Name` tags, one per zone, instead of discovery (cluster-tagged subnets, role tags \
-              `kubernetes.io/role/elb` / `kubernetes.io/role/internal-elb`, one per zone).",
+              `kubernetes.io/role/elb` / `kubernetes.io/role/internal-elb`, one per zone). Changing them \
+              recreates an NLB (a Classic ELB attaches and detaches).",
     },
     AnnotationDef {
         key: Key::SourceRanges,
@@ -380,7 +382,8 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         value: ValueType::IdList("eipalloc-"),
         default: "none",
         applies: Applies::Nlb,
-        doc: "Elastic IP allocations, one per subnet (internet-facing NLB, at creation only).",
+        doc: "Elastic IP allocations, one per subnet in subnet ID order (internet-facing NLB); a change recreates the \
+              NLB.",
     },
     AnnotationDef {
         key: Key::PrivateIpv4Addresses,
@@ -388,7 +391,7 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         value: ValueType::Ipv4List,
         default: "none",
         applies: Applies::Nlb,
-        doc: "Private IPv4 addresses, one per subnet (internal NLB, at creation only).",
+        doc: "Private IPv4 addresses, one per subnet in subnet ID order (internal NLB); a change recreates the NLB.",
     },
     AnnotationDef {
         key: Key::TargetGroupAttributes,
