@@ -954,3 +954,70 @@ async fn the_flavour_cannot_change_after_creation() {
         .unwrap();
     assert_eq!(lbs.get_load_balancer(CLUSTER_NAME, &nlb).await.unwrap(), None);
 }
+
+#[tokio::test]
+async fn a_recreation_crashed_at_any_call_converges() {
+    let w = world(130).await;
+    let healthy = w.lbs(w.config.clone());
+    let metrics = w.adapter.metrics().clone();
+    let elbv2 = w.adapter.elbv2();
+    let nodes = w.nodes();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let mut crashed = 0;
+    for k in 1.. {
+        let uid = uid();
+        let public = service(&uid, &[(80, 30080)], &[]);
+        let internal = service(&uid, &[(80, 30080)], &[(Key::Internal, "true")]);
+        let name = healthy.load_balancer_name(CLUSTER_NAME, &public);
+        ensure(&healthy, &public, &nodes).await;
+        let count = Arc::new(AtomicUsize::new(0));
+        let faulty = AwsLoadBalancers::new(
+            Faulty {
+                inner: w.adapter.ec2().clone(),
+                count: count.clone(),
+                fail_at: k,
+            },
+            w.adapter.elb().clone(),
+            Faulty {
+                inner: w.adapter.elbv2().clone(),
+                count,
+                fail_at: k,
+            },
+            w.config.clone(),
+        );
+        let done = faulty
+            .ensure_load_balancer(CLUSTER_NAME, &internal, &refs)
+            .await
+            .is_ok();
+        if !done {
+            crashed += 1;
+        }
+        ensure(&healthy, &internal, &nodes).await;
+        let lb = elbv2.load_balancer(&name).await.unwrap().unwrap();
+        assert!(lb.internal, "crash before mutation {k}");
+        let listeners = elbv2.listeners(&lb.arn).await.unwrap();
+        assert_eq!(listeners.len(), 1, "crash before mutation {k}");
+        let tg = &listeners[0].default_target_groups[0];
+        assert_eq!(
+            elbv2.target_health(tg).await.unwrap().len(),
+            3,
+            "crash before mutation {k}"
+        );
+        let before = mutation_counts(&metrics);
+        ensure(&healthy, &internal, &nodes).await;
+        assert_eq!(
+            diff(&mutation_counts(&metrics), &before),
+            BTreeMap::new(),
+            "crash before mutation {k}: not converged"
+        );
+        healthy
+            .ensure_load_balancer_deleted(CLUSTER_NAME, &internal)
+            .await
+            .unwrap();
+        if done {
+            break;
+        }
+    }
+    eprintln!("recreation crashed and recovered before each of its {crashed} mutating calls");
+    assert!(crashed >= 3, "{crashed}");
+}

@@ -1029,3 +1029,21 @@ async fn another_clusters_nlb_is_neither_adopted_nor_deleted() {
     assert!(observed.load_balancer.is_none());
     assert_eq!(plan_delete(NAME, &observed), []);
 }
+
+#[test]
+fn a_recreation_interrupted_after_the_deletion_completes_without_a_second_notice() {
+    let internal = desired(&[(Key::Internal, "true")], &[(80, 30080)]);
+    // The old NLB is gone; its target group is left, found by name and no longer attached.
+    let mut o = converged(&internal);
+    o.load_balancer = None;
+    o.listeners.clear();
+    o.attributes.clear();
+    o.target_groups[0].group.load_balancer_arns.clear();
+    let changes = plan(&internal, &o);
+    assert_eq!(kinds(&changes), ["create_load_balancer", "create_listener"]);
+    assert_eq!(recreation(&changes), None);
+    let Change::CreateListener { listener, .. } = &changes[1] else {
+        panic!()
+    };
+    assert_eq!(listener.target_group, internal.listeners[0].target_group);
+}
