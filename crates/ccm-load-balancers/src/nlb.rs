@@ -1767,8 +1767,20 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
             .iter()
             .flat_map(|lb| lb.availability_zones.iter().filter_map(|z| z.subnet_id.clone()))
             .collect();
-        observed.node_rules =
-            Some(node_rules::observe(ec2, config, &NodeAccess::none(name), &subnets).await?);
+        // The instances still registered lead to the nodes' untagged groups, which no tag finds (deletion runs
+        // without the node list); the nodes' rules are revoked before the target groups go, so a repeated
+        // deletion still sees them.
+        let mut instances = std::collections::BTreeSet::new();
+        for tg in &observed.target_groups {
+            for health in elbv2.target_health(&tg.arn).await.map_err(Error::aws(context))? {
+                instances.insert(health.target.id.to_string());
+            }
+        }
+        let access = NodeAccess {
+            instances: instances.into_iter().collect(),
+            ..NodeAccess::none(name)
+        };
+        observed.node_rules = Some(node_rules::observe(ec2, config, &access, &subnets).await?);
     }
     observed.load_balancer = load_balancer;
     Ok(observed)
