@@ -128,7 +128,7 @@ async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
     let mut ccm = Ccm::start(&world, &[]);
     let port = ccm.port;
     eventually(&mut ccm, "the restarted CCM's service sync", 30, async || {
-        reconciles(port, "service-lb-controller").await >= 1.0
+        common::reconciles(port, "service-lb-controller").await >= 1.0
     })
     .await;
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
@@ -240,24 +240,4 @@ async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
     assert!(group_exists(&world, &shared).await && group_exists(&world, &untagged).await);
     assert!(ccm.terminate().await.success());
     world.cleanup().await;
-}
-
-async fn reconciles(port: u16, controller: &str) -> f64 {
-    let client = reqwest::Client::builder()
-        .danger_accept_invalid_certs(true)
-        .build()
-        .unwrap();
-    let Ok(r) = client
-        .get(format!("https://127.0.0.1:{port}/metrics"))
-        .send()
-        .await
-    else {
-        return 0.0;
-    };
-    let text = r.text().await.unwrap_or_default();
-    let label = format!("controller=\"{controller}\"");
-    text.lines()
-        .filter(|l| l.starts_with("ccm_controller_reconciles_total") && l.contains(&label))
-        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0)
 }

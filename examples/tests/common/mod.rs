@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code, unused_imports)]
 
 pub mod lb;
+pub mod nlb;
 
 pub use ccm_testing::nodes::{is_initialized as initialized, label, taint_keys};
 
@@ -307,4 +308,25 @@ pub async fn eventually(ccm: &mut Ccm, what: &str, secs: u64, mut check: impl As
         "timed out after {secs} s waiting for {what}\nCCM log:\n{}",
         ccm.log_text()
     );
+}
+
+/// `ccm_controller_reconciles_total` of `controller` on the CCM serving /metrics on `port` (0 while it is not up).
+pub async fn reconciles(port: u16, controller: &str) -> f64 {
+    let client = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .build()
+        .unwrap();
+    let Ok(r) = client
+        .get(format!("https://127.0.0.1:{port}/metrics"))
+        .send()
+        .await
+    else {
+        return 0.0;
+    };
+    let text = r.text().await.unwrap_or_default();
+    let label = format!("controller=\"{controller}\"");
+    text.lines()
+        .filter(|l| l.starts_with("ccm_controller_reconciles_total") && l.contains(&label))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
 }

@@ -1,0 +1,232 @@
+//! NLB helpers for the end-to-end tests: reading load balancers, listeners, target groups, targets and tags
+//! from moto's ELBv2, an ACM certificate, and NLB Services.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::collections::BTreeMap;
+
+use aws_sdk_elasticloadbalancingv2::types::{Listener, LoadBalancer, TargetGroup};
+use ccm_testing::TestEnv;
+use k8s_openapi::api::core::v1::Service;
+use serde_json::json;
+
+/// The `service.beta.kubernetes.io/aws-load-balancer-` annotation `suffix`.
+pub fn key(suffix: &str) -> String {
+    format!("service.beta.kubernetes.io/aws-load-balancer-{suffix}")
+}
+
+/// A Service of type LoadBalancer with `type: nlb` and `annotations` (full keys); ports as (port, protocol).
+pub fn service(name: &str, ports: &[(i32, &str)], annotations: &BTreeMap<String, String>) -> Service {
+    let ports: Vec<_> = ports
+        .iter()
+        .map(|(p, proto)| {
+            json!({ "name": format!("p{p}{}", proto.to_lowercase()), "port": p, "protocol": proto, "targetPort": 8080 })
+        })
+        .collect();
+    let mut annotations = annotations.clone();
+    annotations.insert(key("type"), "nlb".to_owned());
+    serde_json::from_value(json!({
+        "metadata": { "name": name, "annotations": annotations, "labels": { "e2e-nlb": "true" } },
+        "spec": { "type": "LoadBalancer", "selector": { "app": name }, "ports": ports },
+    }))
+    .unwrap()
+}
+
+/// Deletes the NLB Services an earlier, failed run left behind (their finalizer removed: no CCM of theirs runs
+/// any more), so that this run's CCM does not reconcile them onto this run's nodes.
+pub async fn delete_stale_services(services: &kube::Api<Service>) {
+    let stale = kube::api::ListParams::default().labels("e2e-nlb");
+    for svc in services.list(&stale).await.unwrap() {
+        let name = svc.metadata.name.unwrap();
+        let patch = json!({ "metadata": { "finalizers": null } });
+        let _ = services
+            .patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await;
+        let _ = services.delete(&name, &Default::default()).await;
+    }
+}
+
+/// moto's ELBv2, read the way an operator would with the AWS CLI.
+pub struct Nlb(pub aws_sdk_elasticloadbalancingv2::Client);
+
+impl Nlb {
+    pub async fn connect() -> Self {
+        Self(aws_sdk_elasticloadbalancingv2::Client::new(
+            &TestEnv::get().aws_config().await,
+        ))
+    }
+
+    pub async fn describe(&self, name: &str) -> Option<LoadBalancer> {
+        let out = self.0.describe_load_balancers().names(name).send().await;
+        out.ok()?.load_balancers().first().cloned()
+    }
+
+    pub async fn listeners(&self, lb_arn: &str) -> Vec<Listener> {
+        let out = self
+            .0
+            .describe_listeners()
+            .load_balancer_arn(lb_arn)
+            .send()
+            .await
+            .unwrap();
+        let mut listeners = out.listeners().to_vec();
+        listeners.sort_by_key(|l| l.port());
+        listeners
+    }
+
+    /// (port, protocol) of each listener, sorted.
+    pub async fn listener_summary(&self, name: &str) -> Vec<(i32, String)> {
+        let Some(lb) = self.describe(name).await else {
+            return Vec::new();
+        };
+        self.listeners(lb.load_balancer_arn().unwrap())
+            .await
+            .iter()
+            .map(|l| {
+                (
+                    l.port().unwrap_or_default(),
+                    l.protocol().map(|p| p.as_str().to_owned()).unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    pub async fn target_groups(&self, lb_arn: &str) -> Vec<TargetGroup> {
+        let out = self
+            .0
+            .describe_target_groups()
+            .load_balancer_arn(lb_arn)
+            .send()
+            .await
+            .unwrap();
+        out.target_groups().to_vec()
+    }
+
+    /// Every target group in the region.
+    pub async fn all_target_groups(&self) -> Vec<TargetGroup> {
+        self.0
+            .describe_target_groups()
+            .send()
+            .await
+            .unwrap()
+            .target_groups()
+            .to_vec()
+    }
+
+    /// Every load balancer in the region.
+    pub async fn all_load_balancers(&self) -> Vec<LoadBalancer> {
+        self.0
+            .describe_load_balancers()
+            .send()
+            .await
+            .unwrap()
+            .load_balancers()
+            .to_vec()
+    }
+
+    /// The registered instance IDs of a target group, sorted.
+    pub async fn targets(&self, tg_arn: &str) -> Vec<String> {
+        let out = self
+            .0
+            .describe_target_health()
+            .target_group_arn(tg_arn)
+            .send()
+            .await
+            .unwrap();
+        let mut ids: Vec<String> = out
+            .target_health_descriptions()
+            .iter()
+            .filter_map(|d| d.target()?.id().map(str::to_owned))
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    pub async fn target_group_attributes(&self, tg_arn: &str) -> BTreeMap<String, String> {
+        let out = self
+            .0
+            .describe_target_group_attributes()
+            .target_group_arn(tg_arn)
+            .send()
+            .await
+            .unwrap();
+        out.attributes()
+            .iter()
+            .filter_map(|a| Some((a.key()?.to_owned(), a.value()?.to_owned())))
+            .collect()
+    }
+
+    /// The tags of each resource, by ARN.
+    pub async fn tags(&self, arns: &[String]) -> BTreeMap<String, BTreeMap<String, String>> {
+        let mut all = BTreeMap::new();
+        for chunk in arns.chunks(20) {
+            let out = self
+                .0
+                .describe_tags()
+                .set_resource_arns(Some(chunk.to_vec()))
+                .send()
+                .await
+                .unwrap();
+            for d in out.tag_descriptions() {
+                let tags = d
+                    .tags()
+                    .iter()
+                    .filter_map(|t| Some((t.key()?.to_owned(), t.value().unwrap_or_default().to_owned())))
+                    .collect();
+                all.insert(d.resource_arn().unwrap_or_default().to_owned(), tags);
+            }
+        }
+        all
+    }
+
+    /// ARNs of load balancers and target groups tagged `cluster_key` (any value).
+    pub async fn cluster_resources(&self, cluster_key: &str) -> Vec<String> {
+        let mut arns: Vec<String> = self
+            .all_load_balancers()
+            .await
+            .iter()
+            .filter_map(|l| l.load_balancer_arn().map(str::to_owned))
+            .collect();
+        arns.extend(
+            self.all_target_groups()
+                .await
+                .iter()
+                .filter_map(|t| t.target_group_arn().map(str::to_owned)),
+        );
+        self.tags(&arns)
+            .await
+            .into_iter()
+            .filter(|(_, tags)| tags.contains_key(cluster_key))
+            .map(|(arn, _)| arn)
+            .collect()
+    }
+}
+
+/// A certificate from moto's ACM (`RequestCertificate`, JSON 1.1; moto does not check signatures, but routes by
+/// the credential scope's service name).
+pub async fn certificate(domain: &str) -> String {
+    let env = TestEnv::get();
+    let client = reqwest::Client::new();
+    let body = json!({ "DomainName": domain, "ValidationMethod": "DNS" });
+    let auth = format!(
+        "AWS4-HMAC-SHA256 Credential=testing/20260101/{}/acm/aws4_request, SignedHeaders=host, Signature=0",
+        env.aws_region
+    );
+    let response = client
+        .post(&env.aws_endpoint)
+        .header("X-Amz-Target", "CertificateManager.RequestCertificate")
+        .header("Content-Type", "application/x-amz-json-1.1")
+        .header("Authorization", auth)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let value: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    value["CertificateArn"]
+        .as_str()
+        .expect("an ACM certificate ARN")
+        .to_owned()
+}
