@@ -30,6 +30,7 @@ use ccm_aws_api::{
 };
 use k8s_openapi::api::core::v1::Node;
 use serde::Serialize;
+use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
 use crate::{
@@ -382,12 +383,35 @@ fn alnum_prefix(s: &str, n: usize) -> String {
     s.chars().filter(char::is_ascii_alphanumeric).take(n).collect()
 }
 
-/// The target group name of one listener: `k8s-<namespace:8>-<name:8>-<hash:10>` (non-alphanumeric characters
-/// dropped), the hash being the first 10 hex digits of sha256 over `<uid>/<port>/<node port>/<target protocol>`.
-/// The UID keeps Services re-created under the same name apart; port, node port and protocol change exactly
-/// when a new group is needed (the health check is modified in place, so it is not part of the name).
-pub fn target_group_name(spec: &ServiceSpec, port: i32, node_port: i32, protocol: &str) -> String {
-    let hash = sha256_hex(&format!("{}/{port}/{node_port}/{protocol}", spec.uid));
+/// The target group name of one listener, exactly as upstream names it, so that the groups of NLBs made by the Go
+/// controller are found (and kept) after a migration: `k8s-<namespace:8>-<name:8>-<hash:10>` (non-alphanumeric
+/// characters dropped), the hash being the first 10 hex digits of sha1 over the cluster ID, namespace, name,
+/// port, node port, target protocol, target type (`instance`), health check protocol and interval. A change of
+/// any of those needs a new group (AWS cannot change the first ones in place; upstream names the last two too);
+/// every other health check field is modified in place.
+pub fn target_group_name(
+    cluster_id: &str,
+    spec: &ServiceSpec,
+    port: i32,
+    node_port: i32,
+    protocol: &str,
+    health_check: &HealthCheck,
+) -> String {
+    let mut hasher = Sha1::new();
+    for part in [
+        cluster_id,
+        &spec.namespace,
+        &spec.name,
+        &port.to_string(),
+        &node_port.to_string(),
+        protocol,
+        "instance",
+        &health_check.protocol,
+        &health_check.interval.to_string(),
+    ] {
+        hasher.update(part.as_bytes());
+    }
+    let hash: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
     format!(
         "k8s-{}-{}-{}",
         alnum_prefix(&spec.namespace, 8),
@@ -409,7 +433,8 @@ pub fn managed_group_name(cluster_name: &str, namespace: &str, name: &str, uid: 
 }
 
 /// The listeners of a Service, one per port number (TCP and UDP on one port: `TCP_UDP`), in port order.
-pub fn listeners(spec: &ServiceSpec) -> Vec<Listener> {
+pub fn listeners(spec: &ServiceSpec, config: &LoadBalancerConfig) -> Vec<Listener> {
+    let health_check = health_check(spec, config);
     let mut by_port: Vec<(i32, Vec<&PortSpec>)> = Vec::new();
     for p in &spec.ports {
         match by_port.iter_mut().find(|(port, _)| *port == p.port) {
@@ -417,10 +442,13 @@ pub fn listeners(spec: &ServiceSpec) -> Vec<Listener> {
             None => by_port.push((p.port, vec![p])),
         }
     }
-    by_port.iter().map(|(_, g)| listener(spec, g)).collect()
+    by_port
+        .iter()
+        .map(|(_, g)| listener(spec, config.cluster.id(), &health_check, g))
+        .collect()
 }
 
-fn listener(spec: &ServiceSpec, group: &[&PortSpec]) -> Listener {
+fn listener(spec: &ServiceSpec, cluster_id: &str, health_check: &HealthCheck, group: &[&PortSpec]) -> Listener {
     let first = group[0];
     let has = |p: &str| group.iter().any(|g| g.protocol == p);
     let mut protocol = if has("TCP") && has("UDP") {
@@ -452,7 +480,14 @@ fn listener(spec: &ServiceSpec, group: &[&PortSpec]) -> Listener {
         certificate,
         ssl_policy,
         target_group: TargetGroupSpec {
-            name: target_group_name(spec, first.port, first.node_port, target_protocol),
+            name: target_group_name(
+                cluster_id,
+                spec,
+                first.port,
+                first.node_port,
+                target_protocol,
+                health_check,
+            ),
             protocol: target_protocol.to_owned(),
             port: first.node_port,
         },
@@ -562,7 +597,7 @@ pub fn build(
         .into());
     }
 
-    let listeners = listeners(spec);
+    let listeners = listeners(spec, config);
     let health_check = health_check(spec, config);
 
     let security = match (&spec.security_groups, config.nlb_managed_security_groups) {

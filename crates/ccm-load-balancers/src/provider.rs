@@ -382,7 +382,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         }
         let target_groups: Vec<String> = parse_service(service)
             .map(|spec| {
-                nlb::listeners(&spec)
+                nlb::listeners(&spec, &self.config)
                     .into_iter()
                     .map(|l| l.target_group.name)
                     .collect()

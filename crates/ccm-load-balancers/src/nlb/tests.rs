@@ -494,6 +494,39 @@ fn health_check_changes_modify_in_place_and_only_when_different() {
     assert_eq!(plan(&d, &o), []);
 }
 
+/// Target group names are the Go controller's, byte for byte (the value computed independently with Python's
+/// hashlib), so the groups of an NLB it made are found by name after a migration and not replaced.
+#[test]
+fn target_group_names_are_the_go_controllers() {
+    let mut spec = parse_service(&nlb_service(&[], &[(443, 31443)])).unwrap();
+    spec.namespace = "kube-system".into();
+    spec.name = "my-web.app".into();
+    let hc = HealthCheck {
+        protocol: "HTTP".into(),
+        interval: 10,
+        ..health_check(&spec, &config())
+    };
+    assert_eq!(
+        target_group_name("e2e-cluster", &spec, 443, 31443, "TLS", &hc),
+        "k8s-kubesyst-mywebapp-52a022e6af"
+    );
+}
+
+/// The health check protocol and interval are part of the name (as upstream): changing them moves the listener
+/// to a new target group; the other fields are modified in place (above).
+#[test]
+fn a_health_check_interval_change_moves_the_listener_to_a_new_target_group() {
+    let before = desired(&[], &[(80, 30080)]);
+    let after = desired(&[(Key::HealthcheckInterval, "10")], &[(80, 30080)]);
+    assert_ne!(
+        before.listeners[0].target_group.name,
+        after.listeners[0].target_group.name
+    );
+    let changes = kinds(&plan(&after, &converged(&before)));
+    assert!(changes.contains(&"create_target_group".to_owned()), "{changes:?}");
+    assert!(changes.contains(&"delete_target_group".to_owned()), "{changes:?}");
+}
+
 #[test]
 fn targets_are_diffed_and_draining_ones_left_alone() {
     let d = desired(&[], &[(80, 30080)]);
