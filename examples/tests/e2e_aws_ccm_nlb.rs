@@ -280,7 +280,10 @@ async fn e2e_nlbs_with_managed_security_groups() {
         &[(80, "TCP")],
         &[
             ("internal", "true"),
-            ("target-group-attributes", "preserve_client_ip.enabled=false"),
+            (
+                "target-group-attributes",
+                "preserve_client_ip.enabled=false,deregistration_delay.timeout_seconds=30",
+            ),
         ],
     )
     .await;
@@ -298,6 +301,12 @@ async fn e2e_nlbs_with_managed_security_groups() {
     assert_eq!(
         attributes.get("preserve_client_ip.enabled").map(String::as_str),
         Some("false")
+    );
+    assert_eq!(
+        attributes
+            .get("deregistration_delay.timeout_seconds")
+            .map(String::as_str),
+        Some("30")
     );
 
     // Case 9: a bring-your-own group.

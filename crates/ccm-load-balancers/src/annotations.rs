@@ -485,7 +485,8 @@ impl ValueType {
             }
             Self::LabelList => "comma-separated key=value node labels (value may be empty)".to_owned(),
             Self::TargetGroupAttributes => "comma-separated preserve_client_ip.enabled=true|false, \
-                                            proxy_protocol_v2.enabled=true|false"
+                                            proxy_protocol_v2.enabled=true|false, \
+                                            deregistration_delay.timeout_seconds=0..3600"
                 .to_owned(),
         }
     }
@@ -630,12 +631,13 @@ pub fn parse_value(key: Key, raw: &str) -> Result<Value, String> {
         }
         ValueType::TargetGroupAttributes => {
             let items = pairs(raw);
-            let known = ["preserve_client_ip.enabled", "proxy_protocol_v2.enabled"];
-            if items.is_empty()
-                || items
-                    .iter()
-                    .any(|(k, v)| !known.contains(&k.as_str()) || !matches!(v.as_str(), "true" | "false"))
-            {
+            let valid = |k: &str, v: &str| match k {
+                "preserve_client_ip.enabled" | "proxy_protocol_v2.enabled" => matches!(v, "true" | "false"),
+                // AWS's range; the default is 300 s.
+                "deregistration_delay.timeout_seconds" => v.parse::<u16>().is_ok_and(|s| s <= 3600),
+                _ => false,
+            };
+            if items.is_empty() || items.iter().any(|(k, v)| !valid(k, v)) {
                 return bad();
             }
             Ok(Value::Pairs(items))

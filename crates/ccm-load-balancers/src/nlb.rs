@@ -448,7 +448,12 @@ pub fn listeners(spec: &ServiceSpec, config: &LoadBalancerConfig) -> Vec<Listene
         .collect()
 }
 
-fn listener(spec: &ServiceSpec, cluster_id: &str, health_check: &HealthCheck, group: &[&PortSpec]) -> Listener {
+fn listener(
+    spec: &ServiceSpec,
+    cluster_id: &str,
+    health_check: &HealthCheck,
+    group: &[&PortSpec],
+) -> Listener {
     let first = group[0];
     let has = |p: &str| group.iter().any(|g| g.protocol == p);
     let mut protocol = if has("TCP") && has("UDP") {
@@ -683,11 +688,7 @@ pub fn build(
         managed_group_name: managed_group_name(cluster_name, &spec.namespace, &spec.name, &spec.uid),
         listeners,
         health_check,
-        target_group_attributes: spec
-            .target_group_attributes
-            .iter()
-            .map(|(k, v)| (k.clone(), v.to_string()))
-            .collect(),
+        target_group_attributes: spec.target_group_attributes.clone(),
         attributes,
         instances,
         tags: shared::load_balancer_tags(&config.cluster, spec),

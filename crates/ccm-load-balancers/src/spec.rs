@@ -122,8 +122,8 @@ pub struct ServiceSpec {
     pub eip_allocations: Vec<String>,
     /// NLB private IPv4 addresses.
     pub private_ipv4_addresses: Vec<String>,
-    /// NLB target group attributes.
-    pub target_group_attributes: BTreeMap<String, bool>,
+    /// NLB target group attributes (validated keys and values, as AWS takes them).
+    pub target_group_attributes: BTreeMap<String, String>,
 }
 
 /// A Service whose load balancer cannot be built: every problem found, each naming the field or annotation,
@@ -385,13 +385,15 @@ pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
             "one of TCP, HTTP, HTTPS on NLB",
         );
     }
-    let target_group_attributes: BTreeMap<String, bool> = a
+    let target_group_attributes: BTreeMap<String, String> = a
         .pairs(Key::TargetGroupAttributes)
         .unwrap_or_default()
         .iter()
-        .map(|(k, v)| (k.clone(), v == "true"))
+        .cloned()
         .collect();
-    if target_group_attributes.get("preserve_client_ip.enabled") == Some(&false)
+    if target_group_attributes
+        .get("preserve_client_ip.enabled")
+        .is_some_and(|v| v == "false")
         && protocols.iter().any(|p| p == "UDP")
     {
         problem(

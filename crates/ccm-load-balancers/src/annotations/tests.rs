@@ -156,6 +156,11 @@ fn good_values() {
             ]),
         ),
         (
+            Key::TargetGroupAttributes,
+            "deregistration_delay.timeout_seconds=30",
+            p(&[("deregistration_delay.timeout_seconds", "30")]),
+        ),
+        (
             Key::SourceRanges,
             "10.0.0.0/8, 2001:db8::/32",
             l(&["10.0.0.0/8", "2001:db8::/32"]),
@@ -207,7 +212,12 @@ fn bad_values_name_what_is_accepted() {
         (Key::TargetNodeLabels, "=x", "node labels"),
         (
             Key::TargetGroupAttributes,
-            "deregistration_delay.timeout_seconds=30",
+            "deregistration_delay.timeout_seconds=3601",
+            "deregistration_delay.timeout_seconds=0..3600",
+        ),
+        (
+            Key::TargetGroupAttributes,
+            "stickiness.enabled=true",
             "preserve_client_ip.enabled",
         ),
         (
