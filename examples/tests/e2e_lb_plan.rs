@@ -1,5 +1,6 @@
 //! End to end: `lb-plan` prints the plan for a Service manifest against moto, for a control plane outside AWS
-//! (Region, VPC, SubnetID and KubernetesClusterID in the cloud config, no IMDS), and writes nothing.
+//! (Region, VPC, SubnetID and KubernetesClusterID in the cloud config, no IMDS), for a Classic ELB and an NLB,
+//! and writes nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -71,4 +72,49 @@ async fn e2e_lb_plan_prints_the_creation_and_changes_nothing() {
     assert!(elb.describe(&lb).await.is_none(), "a dry run creates nothing");
     let groups = common::lb::managed_groups(&external_world, &lb).await;
     assert!(groups.is_empty(), "a dry run creates no group: {groups:?}");
+
+    // An NLB Service: its listener, target group and targets planned, nothing created.
+    let nlb_uid = "1f2e3d4c-5b6a-7988-9796-b5c4d3e2f1a0";
+    let nlb_service = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": { "name": "edge", "namespace": "default", "uid": nlb_uid,
+                      "annotations": { "service.beta.kubernetes.io/aws-load-balancer-type": "nlb" } },
+        "spec": { "type": "LoadBalancer", "ports": [{ "port": 53, "protocol": "UDP", "nodePort": 30053 }] },
+    });
+    std::fs::write(dir.join("nlb.json"), nlb_service.to_string()).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_lb-plan"))
+        .arg(format!("--cloud-config={}", config.display()))
+        .arg(format!("--service={}", dir.join("nlb.json").display()))
+        .arg(format!("--nodes={}", dir.join("nodes.json").display()))
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let nlb_name = lb_name(nlb_uid);
+    assert!(
+        stdout.starts_with(&format!("Service default/edge -> NLB {nlb_name}")),
+        "{stdout}"
+    );
+    for expected in [
+        "create_target_group",
+        "create_load_balancer",
+        "create_listener",
+        "\"UDP\"",
+        "30053",
+        &launched[0].id,
+    ] {
+        assert!(stdout.contains(expected), "{expected} not in:\n{stdout}");
+    }
+    let nlb = common::nlb::Nlb::connect().await;
+    assert!(
+        nlb.describe(&nlb_name).await.is_none(),
+        "a dry run creates no NLB"
+    );
 }
