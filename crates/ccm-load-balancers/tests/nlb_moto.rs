@@ -11,228 +11,30 @@ use std::{
     sync::{Arc, atomic::AtomicUsize},
 };
 
-use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
-use ccm_aws_api::{Ec2, Elb, Elbv2, Filter, VpcId};
-use ccm_aws_sdk::{Adapter, AdapterOptions, CallMetrics, RateLimits, RetryPolicy};
+use ccm_aws_api::{Ec2, Elb, Elbv2, Filter};
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
-use ccm_tagging::ClusterTags;
 use ccm_testing::{TestEnv, unique_name};
-use common::Faulty;
-use k8s_openapi::{
-    api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec},
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+use common::{
+    Faulty,
+    world::{World, diff, mutation_counts, node, uid},
 };
+use k8s_openapi::api::core::v1::{Node, Service};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const CLUSTER_NAME: &str = "kubernetes";
 
 type Lbs = AwsLoadBalancers<ccm_aws_sdk::AwsEc2, ccm_aws_sdk::AwsElb, ccm_aws_sdk::AwsElbv2>;
 
-fn mutation_counts(metrics: &CallMetrics) -> BTreeMap<&'static str, u64> {
-    let mut out = BTreeMap::new();
-    for (k, s) in metrics.snapshot() {
-        if !k.operation.starts_with("Describe") {
-            *out.entry(k.operation).or_default() += s.attempts;
-        }
-    }
-    out
-}
-
-fn diff(
-    after: &BTreeMap<&'static str, u64>,
-    before: &BTreeMap<&'static str, u64>,
-) -> BTreeMap<&'static str, u64> {
-    after
-        .iter()
-        .map(|(k, v)| (*k, v - before.get(k).copied().unwrap_or(0)))
-        .filter(|(_, v)| *v > 0)
-        .collect()
-}
-
-fn uid() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/uuid")
-        .unwrap()
-        .trim()
-        .to_owned()
-}
-
-fn service(uid: &str, ports: &[(i32, i32)], annotations: &[(Key, &str)]) -> Service {
-    let mut all: BTreeMap<String, String> = annotations
-        .iter()
-        .map(|(k, v)| (k.name().to_owned(), (*v).to_owned()))
-        .collect();
-    all.insert(Key::Type.name().to_owned(), "nlb".to_owned());
-    Service {
-        metadata: ObjectMeta {
-            name: Some("web".into()),
-            namespace: Some("moto".into()),
-            uid: Some(uid.to_owned()),
-            annotations: Some(all),
-            ..ObjectMeta::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("LoadBalancer".into()),
-            ports: Some(
-                ports
-                    .iter()
-                    .map(|(port, node_port)| ServicePort {
-                        port: *port,
-                        node_port: Some(*node_port),
-                        protocol: Some("TCP".into()),
-                        ..ServicePort::default()
-                    })
-                    .collect(),
-            ),
-            ..ServiceSpec::default()
-        }),
-        status: None,
-    }
-}
-
-fn node(instance: &str, labels: &[(&str, &str)]) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(instance.to_owned()),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect(),
-            ),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            provider_id: Some(format!("aws:///us-east-1a/{instance}")),
-            ..NodeSpec::default()
-        }),
-        status: None,
-    }
-}
-
-struct World {
-    adapter: Adapter,
-    raw: aws_sdk_ec2::Client,
-    config: LoadBalancerConfig,
-    vpc: String,
-    instances: Vec<String>,
-}
-
 async fn world(octet: u8) -> World {
-    let env = TestEnv::get();
-    let sdk = env.aws_config().await;
-    let adapter = Adapter::new(
-        &sdk,
-        AdapterOptions::default()
-            .with_rate_limits(RateLimits::unlimited())
-            .with_retry(RetryPolicy::quick(1)),
-    );
-    let raw = aws_sdk_ec2::Client::new(&sdk);
-    let cluster = ClusterTags::new(unique_name("nlb"), false).unwrap();
-    let tag = |k: &str, v: &str| Tag::builder().key(k).value(v).build();
-    let vpc = raw
-        .create_vpc()
-        .cidr_block(format!("10.{octet}.0.0/16"))
-        .send()
-        .await
-        .unwrap();
-    let vpc = vpc.vpc().unwrap().vpc_id().unwrap().to_owned();
-    let igw = raw.create_internet_gateway().send().await.unwrap();
-    let igw = igw
-        .internet_gateway()
-        .unwrap()
-        .internet_gateway_id()
-        .unwrap()
-        .to_owned();
-    raw.attach_internet_gateway()
-        .internet_gateway_id(&igw)
-        .vpc_id(&vpc)
-        .send()
-        .await
-        .unwrap();
-    let table = raw.create_route_table().vpc_id(&vpc).send().await.unwrap();
-    let table = table.route_table().unwrap().route_table_id().unwrap().to_owned();
-    raw.create_route()
-        .route_table_id(&table)
-        .destination_cidr_block("0.0.0.0/0")
-        .gateway_id(&igw)
-        .send()
-        .await
-        .unwrap();
-    let mut subnets = Vec::new();
-    for (i, zone) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
-        let s = raw
-            .create_subnet()
-            .vpc_id(&vpc)
-            .cidr_block(format!("10.{octet}.{}.0/24", i + 1))
-            .availability_zone(*zone)
-            .tag_specifications(
-                TagSpecification::builder()
-                    .resource_type(ResourceType::Subnet)
-                    .tags(tag(&cluster.key(), "shared"))
-                    .tags(tag("kubernetes.io/role/elb", "1"))
-                    .tags(tag("kubernetes.io/role/internal-elb", "1"))
-                    .build(),
-            )
-            .send()
-            .await
-            .unwrap();
-        let id = s.subnet().unwrap().subnet_id().unwrap().to_owned();
-        raw.associate_route_table()
-            .route_table_id(&table)
-            .subnet_id(&id)
-            .send()
-            .await
-            .unwrap();
-        subnets.push(id);
-    }
-    let node_group = raw
-        .create_security_group()
-        .group_name(unique_name("nodes"))
-        .description("nodes")
-        .vpc_id(&vpc)
-        .tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::SecurityGroup)
-                .tags(tag(&cluster.key(), "owned"))
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap()
-        .group_id()
-        .unwrap()
-        .to_owned();
-    let run = raw
-        .run_instances()
-        .image_id("ami-12c6146b")
-        .instance_type(InstanceType::M5Large)
-        .min_count(3)
-        .max_count(3)
-        .subnet_id(&subnets[0])
-        .security_group_ids(&node_group)
-        .tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::Instance)
-                .tags(tag(&cluster.key(), "owned"))
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let mut instances: Vec<String> = run
-        .instances()
-        .iter()
-        .map(|i| i.instance_id().unwrap().to_owned())
-        .collect();
-    instances.sort();
-    World {
-        config: LoadBalancerConfig::new(cluster, VpcId::new(&vpc)),
-        adapter,
-        raw,
-        vpc,
-        instances,
-    }
+    common::world::world(octet, "nlb", true).await
+}
+
+/// An NLB Service: [`common::world::service`] with `aws-load-balancer-type: nlb`.
+fn service(uid: &str, ports: &[(i32, i32)], annotations: &[(Key, &str)]) -> Service {
+    let mut all = annotations.to_vec();
+    all.push((Key::Type, "nlb"));
+    common::world::service(uid, ports, &all)
 }
 
 impl World {

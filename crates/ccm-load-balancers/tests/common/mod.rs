@@ -2,6 +2,8 @@
 //! the process died just before it.
 #![allow(dead_code)]
 
+pub mod world;
+
 use std::{
     collections::BTreeMap,
     sync::{
