@@ -154,7 +154,8 @@ async fn owned_groups(world: &World) -> Vec<String> {
         .collect()
 }
 
-async fn start_world(config: &str, nodes: i32) -> (World, Vec<String>, Api<Service>, Api<Event>) {
+/// A world with `nodes` initialized Nodes (sorted instance IDs) and the CCM running with `config`.
+async fn start_world(config: &str, nodes: i32) -> (World, Vec<String>, Api<Service>, Api<Event>, Nlb, Ccm) {
     let env = TestEnv::get();
     let world = World::new(config).await;
     public_subnet(&world).await;
@@ -177,7 +178,11 @@ async fn start_world(config: &str, nodes: i32) -> (World, Vec<String>, Api<Servi
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     delete_stale_services(&services).await;
     let events: Api<Event> = Api::namespaced(client, "default");
-    (world, launched, services, events)
+    let mut ccm = Ccm::start(&world, &[]);
+    wait_initialized(&mut ccm, &world.nodes, &launched).await;
+    let mut launched = launched;
+    launched.sort();
+    (world, launched, services, events, Nlb::connect().await, ccm)
 }
 
 async fn wait_initialized(ccm: &mut Ccm, nodes: &Api<Node>, ids: &[String]) {
@@ -193,12 +198,9 @@ async fn wait_initialized(ccm: &mut Ccm, nodes: &Api<Node>, ids: &[String]) {
 
 #[tokio::test]
 async fn e2e_nlbs_with_managed_security_groups() {
-    let (world, instances, services, events) = start_world("NLBSecurityGroupMode = Managed", 3).await;
-    let nlb = Nlb::connect().await;
-    let mut ccm = Ccm::start(&world, &[]);
-    wait_initialized(&mut ccm, &world.nodes, &instances).await;
-    let mut all = instances.clone();
-    all.sort();
+    let (world, instances, services, events, nlb, mut ccm) =
+        start_world("NLBSecurityGroupMode = Managed", 3).await;
+    let all = instances.clone();
 
     // Case 6: a default NLB.
     let default = unique_name("nlb");
@@ -430,12 +432,8 @@ async fn e2e_nlbs_with_managed_security_groups() {
 
 #[tokio::test]
 async fn e2e_nlbs_without_security_group_mode() {
-    let (world, instances, services, _events) = start_world("", 2).await;
-    let nlb = Nlb::connect().await;
-    let mut ccm = Ccm::start(&world, &[]);
-    wait_initialized(&mut ccm, &world.nodes, &instances).await;
-    let mut all = instances.clone();
-    all.sort();
+    let (world, instances, services, _events, nlb, mut ccm) = start_world("", 2).await;
+    let all = instances.clone();
 
     let default = unique_name("nlb");
     let default_lb = create(&services, &default, &[(80, "TCP")], &[]).await;

@@ -5,7 +5,10 @@
 
 mod common;
 
-use std::process::Command;
+use std::{
+    path::Path,
+    process::{Command, Output},
+};
 
 use ccm_testing::TestEnv;
 use common::{
@@ -13,6 +16,19 @@ use common::{
     lb::{Elb, lb_name, public_subnet},
 };
 use serde_json::json;
+
+/// Runs `lb-plan` for a Service manifest and a NodeList file.
+fn lb_plan(config: &Path, service: &Path, nodes: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lb-plan"))
+        .arg(format!("--cloud-config={}", config.display()))
+        .arg(format!("--service={}", service.display()))
+        .arg(format!("--nodes={}", nodes.display()))
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap()
+}
 
 #[tokio::test]
 async fn e2e_lb_plan_prints_the_creation_and_changes_nothing() {
@@ -43,15 +59,7 @@ async fn e2e_lb_plan_prints_the_creation_and_changes_nothing() {
     std::fs::write(dir.join("svc.json"), service.to_string()).unwrap();
     std::fs::write(dir.join("nodes.json"), nodes.to_string()).unwrap();
 
-    let output = Command::new(env!("CARGO_BIN_EXE_lb-plan"))
-        .arg(format!("--cloud-config={}", config.display()))
-        .arg(format!("--service={}", dir.join("svc.json").display()))
-        .arg(format!("--nodes={}", dir.join("nodes.json").display()))
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .output()
-        .unwrap();
+    let output = lb_plan(&config, &dir.join("svc.json"), &dir.join("nodes.json"));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
@@ -82,15 +90,7 @@ async fn e2e_lb_plan_prints_the_creation_and_changes_nothing() {
         "spec": { "type": "LoadBalancer", "ports": [{ "port": 53, "protocol": "UDP", "nodePort": 30053 }] },
     });
     std::fs::write(dir.join("nlb.json"), nlb_service.to_string()).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_lb-plan"))
-        .arg(format!("--cloud-config={}", config.display()))
-        .arg(format!("--service={}", dir.join("nlb.json").display()))
-        .arg(format!("--nodes={}", dir.join("nodes.json").display()))
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .output()
-        .unwrap();
+    let output = lb_plan(&config, &dir.join("nlb.json"), &dir.join("nodes.json"));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
