@@ -890,21 +890,6 @@ pub fn is_host_change(change: &Change) -> bool {
     )
 }
 
-async fn find_managed_group<E: Ec2>(
-    ec2: &E,
-    config: &LoadBalancerConfig,
-    name: &str,
-) -> Result<Option<SecurityGroup>, Error> {
-    let groups = ec2
-        .security_groups(&[
-            Filter::new("group-name", [name]),
-            Filter::new("vpc-id", [config.vpc_id.as_str()]),
-        ])
-        .await
-        .map_err(Error::aws("looking up the load balancer's security group"))?;
-    Ok(groups.into_iter().find(|g| g.name == name))
-}
-
 /// The group of each target instance that should allow the load balancer, and the targets that exist.
 async fn target_groups<E: Ec2>(
     ec2: &E,
@@ -1004,7 +989,7 @@ pub async fn observe<E: Ec2, L: Elb>(
         },
         async {
             if desired.managed_group.is_some() || full {
-                find_managed_group(ec2, config, &group_name).await
+                shared::find_group(ec2, config, &group_name).await
             } else {
                 Ok(None)
             }
@@ -1153,7 +1138,7 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
                     Ok(id) => id,
                     // Created concurrently or by a run that crashed before recording it: adopt it by name.
                     Err(e) if e.kind() == ccm_aws_api::ErrorKind::Conflict => {
-                        find_managed_group(ec2, self.config, group_name)
+                        shared::find_group(ec2, self.config, group_name)
                             .await?
                             .map(|g| g.id)
                             .ok_or_else(|| Error::aws("creating the load balancer's security group")(e))?
@@ -1414,7 +1399,7 @@ pub async fn observe_delete<E: Ec2, L: Elb>(
         .map(|lb| lb.security_groups.iter().cloned().collect())
         .unwrap_or_default();
     let mut groups = Vec::new();
-    if let Some(managed) = find_managed_group(ec2, config, &shared::security_group_name(name)).await? {
+    if let Some(managed) = shared::find_group(ec2, config, &shared::security_group_name(name)).await? {
         candidates.remove(&managed.id);
         if config.cluster.is_owned(&managed.tags) {
             groups.push(managed.id);

@@ -745,21 +745,6 @@ impl Desired {
     }
 }
 
-async fn find_group<E: Ec2>(
-    ec2: &E,
-    config: &LoadBalancerConfig,
-    name: &str,
-) -> Result<Option<SecurityGroup>, Error> {
-    let groups = ec2
-        .security_groups(&[
-            Filter::new("group-name", [name]),
-            Filter::new("vpc-id", [config.vpc_id.as_str()]),
-        ])
-        .await
-        .map_err(Error::aws("looking up the NLB's managed security group"))?;
-    Ok(groups.into_iter().find(|g| g.name == name))
-}
-
 /// The permissions of cluster-tagged groups that reference `source`.
 async fn references<E: Ec2>(
     ec2: &E,
@@ -896,7 +881,7 @@ pub async fn observe<E: Ec2, V: Elbv2>(
     }
     if full {
         if desired.wants_groups() {
-            observed.managed_group = find_group(ec2, config, &desired.managed_group_name).await?;
+            observed.managed_group = shared::find_group(ec2, config, &desired.managed_group_name).await?;
         }
         if let (Security::Given(given), Some(group)) = (&desired.security, &observed.managed_group)
             && !given.iter().any(|g| g == group.id.as_str())
@@ -1418,7 +1403,7 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                 self.managed = Some(match created {
                     Ok(id) => id,
                     Err(e) if e.kind() == ccm_aws_api::ErrorKind::Conflict => {
-                        find_group(ec2, self.config, name)
+                        shared::find_group(ec2, self.config, name)
                             .await?
                             .map(|g| g.id)
                             .ok_or_else(|| Error::aws("creating the NLB's security group")(e))?
@@ -1792,7 +1777,7 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
         ..DeleteObserved::default()
     };
     if let Some(group_name) = managed_group_name
-        && let Some(group) = find_group(ec2, config, group_name).await?
+        && let Some(group) = shared::find_group(ec2, config, group_name).await?
         && config.cluster.is_owned(&group.tags)
     {
         observed.references = references(ec2, config, &group.id).await?;

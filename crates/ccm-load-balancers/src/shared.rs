@@ -233,6 +233,22 @@ pub fn observed_rules(group: &SecurityGroup) -> BTreeSet<Rule> {
     rules
 }
 
+/// The security group named `name` in the cluster's VPC (a load balancer's managed group), if any.
+pub async fn find_group<E: Ec2>(
+    ec2: &E,
+    config: &LoadBalancerConfig,
+    name: &str,
+) -> Result<Option<SecurityGroup>, Error> {
+    let groups = ec2
+        .security_groups(&[
+            Filter::new("group-name", [name]),
+            Filter::new("vpc-id", [config.vpc_id.as_str()]),
+        ])
+        .await
+        .map_err(Error::aws("looking up the load balancer's security group"))?;
+    Ok(groups.into_iter().find(|g| g.name == name))
+}
+
 /// Whether `group` allows all traffic from `source`.
 pub fn allows_all_from(group: &SecurityGroup, source: &SecurityGroupId) -> bool {
     group
