@@ -26,6 +26,8 @@ pub struct LoadBalancerV2 {
     pub availability_zones: Vec<LoadBalancerZone>,
     /// Security groups (NLBs created without any can never have some).
     pub security_groups: Vec<SecurityGroupId>,
+    /// `ipv4` or `dualstack` (ALBs also `dualstack-without-public-ipv4`); empty when AWS does not say.
+    pub ip_address_type: String,
 }
 
 /// A zone of a load balancer.
@@ -61,6 +63,8 @@ pub struct NewNetworkLoadBalancer {
     pub subnet_mappings: Vec<SubnetMapping>,
     /// Security groups; `None` creates an NLB that can never have any.
     pub security_groups: Option<Vec<SecurityGroupId>>,
+    /// `ipv4` or `dualstack`; `None` leaves the AWS default (`ipv4`).
+    pub ip_address_type: Option<String>,
     /// Tags applied at creation.
     pub tags: Tags,
 }
@@ -223,6 +227,13 @@ pub trait Elbv2 {
         groups: &[SecurityGroupId],
     ) -> impl Future<Output = Result<()>> + Send;
 
+    /// Sets the IP address type (`ipv4` or `dualstack`; dualstack needs subnets with IPv6 CIDR blocks).
+    fn set_ip_address_type(
+        &self,
+        arn: &str,
+        ip_address_type: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+
     /// The load balancer attributes (`load_balancing.cross_zone.enabled`, `access_logs.s3.enabled`, ...).
     fn load_balancer_attributes(
         &self,
@@ -326,6 +337,7 @@ impl LoadBalancerV2 {
             vpc_id: None,
             availability_zones: Vec::new(),
             security_groups: Vec::new(),
+            ip_address_type: "ipv4".to_owned(),
         }
     }
 }

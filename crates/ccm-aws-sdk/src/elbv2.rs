@@ -29,6 +29,7 @@ const DESCRIBE_LOAD_BALANCERS: Op = op("DescribeLoadBalancers", ActionClass::Non
 const CREATE_LOAD_BALANCER: Op = op("CreateLoadBalancer", ActionClass::ResourceIntensive);
 const DELETE_LOAD_BALANCER: Op = op("DeleteLoadBalancer", ActionClass::Mutating);
 const SET_SECURITY_GROUPS: Op = op("SetSecurityGroups", ActionClass::Mutating);
+const SET_IP_ADDRESS_TYPE: Op = op("SetIpAddressType", ActionClass::Mutating);
 const DESCRIBE_LB_ATTRIBUTES: Op = op("DescribeLoadBalancerAttributes", ActionClass::NonMutating);
 const MODIFY_LB_ATTRIBUTES: Op = op("ModifyLoadBalancerAttributes", ActionClass::Mutating);
 const DESCRIBE_LISTENERS: Op = op("DescribeListeners", ActionClass::NonMutating);
@@ -108,6 +109,7 @@ impl Elbv2 for AwsElbv2 {
                     })
                     .set_subnet_mappings(Some(mappings.clone()))
                     .set_security_groups(groups.clone())
+                    .set_ip_address_type(lb.ip_address_type.as_deref().map(sdk::IpAddressType::from))
                     .set_tags(non_empty_tags(&lb.tags))
                     .send()
             })
@@ -137,6 +139,19 @@ impl Elbv2 for AwsElbv2 {
                     .set_security_groups()
                     .load_balancer_arn(arn)
                     .set_security_groups(Some(groups.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn set_ip_address_type(&self, arn: &str, ip_address_type: &str) -> Result<()> {
+        self.rt
+            .call(SET_IP_ADDRESS_TYPE, || {
+                self.client
+                    .set_ip_address_type()
+                    .load_balancer_arn(arn)
+                    .ip_address_type(sdk::IpAddressType::from(ip_address_type))
                     .send()
             })
             .await?;
@@ -580,6 +595,10 @@ fn load_balancer(l: &sdk::LoadBalancer) -> Option<LoadBalancerV2> {
         .iter()
         .map(|g| SecurityGroupId::new(g.as_str()))
         .collect();
+    out.ip_address_type = l
+        .ip_address_type()
+        .map(|t| t.as_str().to_owned())
+        .unwrap_or_default();
     Some(out)
 }
 

@@ -41,6 +41,7 @@ async fn network_load_balancer_lifecycle() {
                 ..SubnetMapping::default()
             }],
             security_groups: Some(vec![sg.clone()]),
+            ip_address_type: None,
             tags: tags.clone(),
         })
         .await
@@ -49,6 +50,7 @@ async fn network_load_balancer_lifecycle() {
     assert_eq!(lb.lb_type, "network");
     assert!(lb.internal);
     assert_eq!(lb.vpc_id.as_ref().map(VpcId::as_str), Some(fx.vpc_id.as_str()));
+    assert_eq!(lb.ip_address_type, "ipv4", "no type given: the AWS default");
     let found = elbv2.load_balancer(&name).await.unwrap().unwrap();
     assert_eq!(found.arn, lb.arn);
     assert_eq!(
@@ -213,6 +215,42 @@ async fn network_load_balancer_lifecycle() {
         "deleted: not found maps to None"
     );
     let err = elbv2.target_health(&tg.arn).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+}
+
+#[tokio::test]
+async fn network_load_balancer_ip_address_type() {
+    let fx = fixture("nlb-ip", 0).await;
+    let adapter = adapter(None).await;
+    let elbv2 = adapter.elbv2();
+    let name = unique_name("nlb-ds");
+    let lb = elbv2
+        .create_load_balancer(&NewNetworkLoadBalancer {
+            name: name.clone(),
+            internal: false,
+            subnet_mappings: vec![SubnetMapping {
+                subnet_id: Some(SubnetId::new(&fx.subnet_id)),
+                ..SubnetMapping::default()
+            }],
+            security_groups: None,
+            ip_address_type: Some("dualstack".into()),
+            tags: Tags::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(lb.ip_address_type, "dualstack", "as created");
+    let found = elbv2.load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!(found.ip_address_type, "dualstack", "as described");
+
+    elbv2.set_ip_address_type(&lb.arn, "ipv4").await.unwrap();
+    let found = elbv2.load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!(found.ip_address_type, "ipv4", "switched in place");
+    assert_eq!(found.arn, lb.arn);
+
+    let err = elbv2.set_ip_address_type(&lb.arn, "ipv6").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
+    elbv2.delete_load_balancer(&lb.arn).await.unwrap();
+    let err = elbv2.set_ip_address_type(&lb.arn, "dualstack").await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
 }
 

@@ -226,6 +226,11 @@ const TABLE: &[(&str, &str, Grant)] = &[
     ),
     (
         "Elbv2",
+        "SetIpAddressType",
+        Actions(CP, &["elasticloadbalancing:SetIpAddressType"]),
+    ),
+    (
+        "Elbv2",
         "DescribeLoadBalancerAttributes",
         Actions(CP, &["elasticloadbalancing:DescribeLoadBalancerAttributes"]),
     ),

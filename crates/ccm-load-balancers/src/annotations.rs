@@ -132,6 +132,7 @@ keys!(
     HealthcheckInterval,
     EipAllocations,
     PrivateIpv4Addresses,
+    IpAddressType,
     TargetGroupAttributes,
 );
 
@@ -392,6 +393,16 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         default: "none",
         applies: Applies::Nlb,
         doc: "Private IPv4 addresses, one per subnet in subnet ID order (internal NLB); a change recreates the NLB.",
+    },
+    AnnotationDef {
+        key: Key::IpAddressType,
+        name: "service.beta.kubernetes.io/aws-load-balancer-ip-address-type",
+        value: ValueType::OneOf(&["ipv4", "dualstack"]),
+        default: "ipv4",
+        applies: Applies::Nlb,
+        doc: "`dualstack` gives the NLB IPv6 addresses too (its subnets need IPv6 CIDR blocks); a change is made in \
+              place (`SetIpAddressType`). With the default source ranges, the managed security group then also \
+              admits `::/0`. Same key and values as the AWS Load Balancer Controller.",
     },
     AnnotationDef {
         key: Key::TargetGroupAttributes,

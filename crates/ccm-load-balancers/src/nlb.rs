@@ -38,7 +38,7 @@ use crate::{
     annotations::{Key, Problem},
     classic::{GroupRef, ManagedGroup},
     shared::{self, HealthProbeMode, Rule},
-    spec::{PortSpec, ServiceSpec},
+    spec::{IpAddressType, PortSpec, ServiceSpec},
 };
 
 use node_rules::{NodeAccess, RuleChange};
@@ -129,6 +129,8 @@ pub struct Desired {
     pub eip_allocations: Vec<String>,
     /// Private IPv4 addresses, index-mapped onto the sorted subnets.
     pub private_ipv4_addresses: Vec<String>,
+    /// `ipv4` or `dualstack` (changed in place).
+    pub ip_address_type: IpAddressType,
     /// Security groups.
     pub security: Security,
     /// The managed group's name (also when groups are given: a managed group left from before is released).
@@ -237,8 +239,15 @@ pub enum Change {
         subnets: Vec<(String, Option<String>, Option<String>)>,
         /// Groups (`None`: an NLB without groups).
         security_groups: Option<Vec<GroupRef>>,
+        /// `ipv4` or `dualstack`.
+        ip_address_type: IpAddressType,
         /// Tags.
         tags: Tags,
+    },
+    /// Change the load balancer's IP address type in place.
+    SetIpAddressType {
+        /// The type wanted.
+        ip_address_type: IpAddressType,
     },
     /// Replace the load balancer's groups.
     SetSecurityGroups {
@@ -609,6 +618,12 @@ pub fn build(
         (_, false) => Security::Unmanaged,
         (Some(given), true) => Security::Given(given.clone()),
         (None, true) => {
+            // A dualstack NLB also takes IPv6 clients: the default "everyone" then includes `::/0` (ranges the
+            // user gave are taken as they are).
+            let mut source_ranges = spec.source_ranges.clone();
+            if spec.ip_address_type == IpAddressType::Dualstack && spec.source_ranges_defaulted {
+                source_ranges.push("::/0".to_owned());
+            }
             let mut ingress = BTreeSet::new();
             for l in &listeners {
                 let protocols: &[&str] = match l.protocol.as_str() {
@@ -617,11 +632,7 @@ pub fn build(
                     _ => &["tcp"],
                 };
                 for protocol in protocols {
-                    ingress.extend(shared::load_balancer_ingress(
-                        protocol,
-                        &[l.port],
-                        &spec.source_ranges,
-                    ));
+                    ingress.extend(shared::load_balancer_ingress(protocol, &[l.port], &source_ranges));
                 }
             }
             Security::Managed(ManagedGroup {
@@ -684,6 +695,7 @@ pub fn build(
         subnets_pinned: spec.subnets.is_some(),
         eip_allocations: spec.eip_allocations.clone(),
         private_ipv4_addresses: spec.private_ipv4_addresses.clone(),
+        ip_address_type: spec.ip_address_type,
         security,
         managed_group_name: managed_group_name(cluster_name, &spec.namespace, &spec.name, &spec.uid),
         listeners,
@@ -1128,11 +1140,23 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
                     })
                     .collect(),
                 security_groups: groups_wanted,
+                ip_address_type: desired.ip_address_type,
                 tags: desired.tags.clone(),
             });
             &fresh_attributes
         }
         Some(current) => {
+            // AWS always reports the type; an empty one (never seen) is the AWS default.
+            let current_type = if current.ip_address_type.is_empty() {
+                IpAddressType::Ipv4.as_str()
+            } else {
+                current.ip_address_type.as_str()
+            };
+            if !current_type.eq_ignore_ascii_case(desired.ip_address_type.as_str()) {
+                changes.push(Change::SetIpAddressType {
+                    ip_address_type: desired.ip_address_type,
+                });
+            }
             if let Some(wanted) = groups_wanted
                 && !groupless
             {
@@ -1529,6 +1553,7 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                 internal,
                 subnets,
                 security_groups,
+                ip_address_type,
                 tags,
             } => {
                 let groups = security_groups
@@ -1548,6 +1573,9 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                             })
                             .collect(),
                         security_groups: groups,
+                        // The AWS default is left implicit (IAM conditions and older endpoints see no change).
+                        ip_address_type: (*ip_address_type != IpAddressType::Ipv4)
+                            .then(|| ip_address_type.as_str().to_owned()),
                         tags: tags.clone(),
                     })
                     .await;
@@ -1562,6 +1590,13 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                 };
                 self.lb_arn = Some(lb.arn.clone());
                 self.applied.created = Some(lb);
+            }
+            Change::SetIpAddressType { ip_address_type } => {
+                let arn = self.lb_arn()?;
+                elbv2
+                    .set_ip_address_type(&arn, ip_address_type.as_str())
+                    .await
+                    .map_err(Error::aws("setting the NLB's IP address type"))?;
             }
             Change::SetSecurityGroups { groups } => {
                 let arn = self.lb_arn()?;

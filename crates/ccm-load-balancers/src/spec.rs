@@ -20,6 +20,17 @@ pub enum Flavour {
     External,
 }
 
+/// The IP address type of an NLB (`aws-load-balancer-ip-address-type`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IpAddressType {
+    /// IPv4 addresses only (the default).
+    #[default]
+    Ipv4,
+    /// IPv4 and IPv6 addresses.
+    Dualstack,
+}
+
 /// One Service port with a node port.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PortSpec {
@@ -82,6 +93,8 @@ pub struct ServiceSpec {
     pub ports: Vec<PortSpec>,
     /// Client CIDRs.
     pub source_ranges: Vec<String>,
+    /// Whether `source_ranges` is the default (`0.0.0.0/0`), not given by the user.
+    pub source_ranges_defaulted: bool,
     /// `externalTrafficPolicy: Local`.
     pub local_traffic: bool,
     /// `spec.healthCheckNodePort` (for `Local`).
@@ -124,6 +137,8 @@ pub struct ServiceSpec {
     pub private_ipv4_addresses: Vec<String>,
     /// NLB target group attributes (validated keys and values, as AWS takes them).
     pub target_group_attributes: BTreeMap<String, String>,
+    /// NLB IP address type.
+    pub ip_address_type: IpAddressType,
 }
 
 /// A Service whose load balancer cannot be built: every problem found, each naming the field or annotation,
@@ -316,6 +331,11 @@ pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
     }
 
     // Source ranges: the field wins over the annotation.
+    let source_ranges_defaulted = spec
+        .load_balancer_source_ranges
+        .as_deref()
+        .is_none_or(<[String]>::is_empty)
+        && a.list(Key::SourceRanges).is_none();
     let source_ranges = match spec.load_balancer_source_ranges.as_deref() {
         Some(ranges) if !ranges.is_empty() => {
             let mut out = Vec::new();
@@ -412,6 +432,7 @@ pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
         internal,
         ports,
         source_ranges,
+        source_ranges_defaulted,
         local_traffic: spec.external_traffic_policy.as_deref() == Some("Local"),
         health_check_node_port: spec.health_check_node_port.filter(|p| *p > 0),
         subnets: a.list(Key::Subnets).map(<[String]>::to_vec),
@@ -438,6 +459,10 @@ pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
         eip_allocations: a.list(Key::EipAllocations).unwrap_or_default().to_vec(),
         private_ipv4_addresses: a.list(Key::PrivateIpv4Addresses).unwrap_or_default().to_vec(),
         target_group_attributes,
+        ip_address_type: match a.text(Key::IpAddressType) {
+            Some("dualstack") => IpAddressType::Dualstack,
+            _ => IpAddressType::Ipv4,
+        },
     };
     if out.flavour == Flavour::External {
         // Only the type matters: the other controller validates the rest.
@@ -468,6 +493,18 @@ pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
             name: out.name,
             problems,
         })
+    }
+}
+
+// === impl IpAddressType ===
+
+impl IpAddressType {
+    /// The value AWS takes (`ipv4`, `dualstack`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ipv4 => "ipv4",
+            Self::Dualstack => "dualstack",
+        }
     }
 }
 

@@ -823,3 +823,85 @@ async fn a_recreation_crashed_at_any_call_converges() {
     eprintln!("recreation crashed and recovered before each of its {crashed} mutating calls");
     assert!(crashed >= 3, "{crashed}");
 }
+
+/// A group's CIDR rules as sorted (protocol, from port, CIDR).
+async fn cidr_rules(w: &World, group: &str) -> Vec<(String, i32, String)> {
+    let groups = w
+        .adapter
+        .ec2()
+        .security_groups(&[Filter::new("group-id", [group])])
+        .await
+        .unwrap();
+    let mut rules: Vec<(String, i32, String)> = groups[0]
+        .ingress
+        .iter()
+        .flat_map(|p| {
+            p.ip_ranges
+                .iter()
+                .chain(&p.ipv6_ranges)
+                .map(|r| (p.protocol.clone(), p.from_port.unwrap_or(-1), r.cidr.clone()))
+        })
+        .collect();
+    rules.sort();
+    rules
+}
+
+#[tokio::test]
+async fn dualstack_is_created_steady_and_switched_back_in_place() {
+    let w = world(131).await;
+    let lbs = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
+    let metrics = w.adapter.metrics().clone();
+    let elbv2 = w.adapter.elbv2();
+    let uid = uid();
+    let dual = service(&uid, &[(80, 30080)], &[(Key::IpAddressType, "dualstack")]);
+    let name = lbs.load_balancer_name(CLUSTER_NAME, &dual);
+    let nodes = w.nodes();
+    let hostname = ensure(&lbs, &dual, &nodes).await;
+    let lb = elbv2.load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!(lb.ip_address_type, "dualstack");
+    let groups = w.lb_groups(&name).await;
+    assert_eq!(groups.len(), 1);
+    let rule = |p: &str, port: i32, cidr: &str| (p.to_owned(), port, cidr.to_owned());
+    assert_eq!(
+        cidr_rules(&w, &groups[0]).await,
+        [
+            rule("icmp", 3, "0.0.0.0/0"),
+            rule("icmpv6", 2, "::/0"),
+            rule("tcp", 80, "0.0.0.0/0"),
+            rule("tcp", 80, "::/0"),
+        ],
+        "the default source ranges include ::/0 on a dualstack NLB"
+    );
+
+    // Steady: nothing but reads.
+    let before = mutation_counts(&metrics);
+    assert_eq!(ensure(&lbs, &dual, &nodes).await, hostname);
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+
+    // Back to ipv4: changed in place (same ARN and hostname), the IPv6 rules revoked.
+    let ipv4 = service(&uid, &[(80, 30080)], &[]);
+    let before = mutation_counts(&metrics);
+    assert_eq!(ensure(&lbs, &ipv4, &nodes).await, hostname);
+    assert_eq!(
+        diff(&mutation_counts(&metrics), &before),
+        BTreeMap::from([("RevokeSecurityGroupIngress", 1), ("SetIpAddressType", 1)])
+    );
+    let after = elbv2.load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!(
+        (after.arn.as_str(), after.ip_address_type.as_str()),
+        (lb.arn.as_str(), "ipv4")
+    );
+    assert_eq!(
+        cidr_rules(&w, &groups[0]).await,
+        [rule("icmp", 3, "0.0.0.0/0"), rule("tcp", 80, "0.0.0.0/0")]
+    );
+    let before = mutation_counts(&metrics);
+    ensure(&lbs, &ipv4, &nodes).await;
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &ipv4)
+        .await
+        .unwrap();
+    assert_eq!(elbv2.load_balancer(&name).await.unwrap(), None);
+    assert!(!w.group_exists(&groups[0]).await);
+}

@@ -67,10 +67,17 @@ fn every_annotation_of_the_reference_is_in_the_table() {
         let name = format!("{PREFIX}{suffix}");
         assert!(ANNOTATIONS.iter().any(|d| d.name == name), "{name} missing");
     }
+    // Plus load-balancer-source-ranges, and ip-address-type (the AWS Load Balancer Controller's key; the
+    // reference's controller has none).
+    assert!(
+        ANNOTATIONS
+            .iter()
+            .any(|d| d.name == format!("{PREFIX}ip-address-type"))
+    );
     assert_eq!(
         ANNOTATIONS.len(),
-        reference.len() + 1,
-        "plus load-balancer-source-ranges"
+        reference.len() + 2,
+        "plus load-balancer-source-ranges and ip-address-type"
     );
 }
 

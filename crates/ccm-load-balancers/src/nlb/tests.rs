@@ -54,6 +54,7 @@ fn managed_config() -> LoadBalancerConfig {
 fn converged(desired: &Desired) -> Observed {
     let mut lb = LoadBalancerV2::new("arn:lb", &desired.name, "nlb.elb.us-east-1.amazonaws.com");
     lb.internal = desired.internal;
+    lb.ip_address_type = desired.ip_address_type.as_str().to_owned();
     lb.availability_zones = desired
         .subnets
         .iter()
@@ -1079,4 +1080,163 @@ fn a_recreation_interrupted_after_the_deletion_completes_without_a_second_notice
         panic!()
     };
     assert_eq!(listener.target_group, internal.listeners[0].target_group);
+}
+
+fn managed_ingress(d: &Desired) -> BTreeSet<(String, i32, String)> {
+    let Security::Managed(m) = &d.security else {
+        panic!("{:?}", d.security)
+    };
+    m.ingress
+        .iter()
+        .map(|r| (r.protocol.clone(), r.from_port, r.cidr.clone()))
+        .collect()
+}
+
+#[test]
+fn ip_address_type_defaults_to_ipv4_and_dualstack_admits_ipv6_only_by_default() {
+    let mut c = managed_config();
+    c.manage_node_security_groups = true;
+    let ipv4 = build_with(&[], &[(80, 30080)], &c).unwrap();
+    assert_eq!(ipv4.ip_address_type, IpAddressType::Ipv4);
+    let v4_rules = BTreeSet::from([
+        ("icmp".to_owned(), 3, "0.0.0.0/0".to_owned()),
+        ("tcp".to_owned(), 80, "0.0.0.0/0".to_owned()),
+    ]);
+    assert_eq!(managed_ingress(&ipv4), v4_rules);
+    assert_eq!(ipv4.node_access.as_ref().unwrap().client_cidrs, ["0.0.0.0/0"]);
+
+    let dual = build_with(&[(Key::IpAddressType, "DualStack")], &[(80, 30080)], &c).unwrap();
+    assert_eq!(dual.ip_address_type, IpAddressType::Dualstack);
+    let mut dual_rules = v4_rules;
+    dual_rules.insert(("icmpv6".to_owned(), 2, "::/0".to_owned()));
+    dual_rules.insert(("tcp".to_owned(), 80, "::/0".to_owned()));
+    assert_eq!(managed_ingress(&dual), dual_rules);
+    // The nodes see IPv4 sources only (an IPv4 target group): their client rules keep the IPv4 default.
+    assert_eq!(
+        dual.node_access.as_ref().unwrap().client_cidrs,
+        ["0.0.0.0/0"],
+        "node rules unchanged"
+    );
+
+    // Ranges the user gave are taken as they are, also an explicit 0.0.0.0/0.
+    for ranges in ["10.0.0.0/8", "0.0.0.0/0"] {
+        let d = build_with(
+            &[(Key::IpAddressType, "dualstack"), (Key::SourceRanges, ranges)],
+            &[(80, 30080)],
+            &c,
+        )
+        .unwrap();
+        assert!(
+            managed_ingress(&d).iter().all(|(_, _, cidr)| cidr == ranges),
+            "{ranges}: {:?}",
+            managed_ingress(&d)
+        );
+    }
+}
+
+#[test]
+fn an_invalid_ip_address_type_is_collected_and_ignored_on_classic() {
+    let e = parse_service(&nlb_service(
+        &[(Key::IpAddressType, "ipv6"), (Key::HealthcheckPort, "x")],
+        &[(80, 30080)],
+    ))
+    .unwrap_err();
+    let problem = e
+        .problems
+        .iter()
+        .find(|p| p.field == Key::IpAddressType.name())
+        .unwrap();
+    assert_eq!(problem.value, "ipv6");
+    assert_eq!(problem.accepted, "one of ipv4, dualstack");
+    assert_eq!(e.problems.len(), 2, "every problem collected: {e}");
+    assert!(
+        e.to_string()
+            .contains("service.beta.kubernetes.io/aws-load-balancer-ip-address-type=\"ipv6\""),
+        "{e}"
+    );
+    // NLB only: a Classic ELB ignores the key, also a bad value of it (logged).
+    for value in ["dualstack", "ipv6"] {
+        let spec = parse_service(&service(&[(Key::IpAddressType, value)], &[(80, 30080)])).unwrap();
+        assert_eq!(spec.flavour, crate::Flavour::Classic);
+    }
+}
+
+#[test]
+fn an_ip_address_type_change_is_one_set_call_and_steady_is_nothing() {
+    let dual = desired(&[(Key::IpAddressType, "dualstack")], &[(80, 30080)]);
+    let created = plan(&dual, &Observed::default());
+    assert!(
+        created.iter().any(|c| matches!(
+            c,
+            Change::CreateLoadBalancer {
+                ip_address_type: IpAddressType::Dualstack,
+                ..
+            }
+        )),
+        "{created:?}"
+    );
+    assert_eq!(plan(&dual, &converged(&dual)), []);
+
+    // ipv4 -> dualstack and back: one in-place change each, never a recreation.
+    let ipv4 = desired(&[], &[(80, 30080)]);
+    assert_eq!(
+        plan(&dual, &converged(&ipv4)),
+        [Change::SetIpAddressType {
+            ip_address_type: IpAddressType::Dualstack
+        }]
+    );
+    assert_eq!(
+        plan(&ipv4, &converged(&dual)),
+        [Change::SetIpAddressType {
+            ip_address_type: IpAddressType::Ipv4
+        }]
+    );
+    // A type AWS does not report is its default.
+    let mut observed = converged(&ipv4);
+    observed.load_balancer.as_mut().unwrap().ip_address_type = String::new();
+    assert_eq!(plan(&ipv4, &observed), []);
+}
+
+#[tokio::test]
+async fn apply_sets_the_ip_address_type_and_creates_with_it() {
+    let dual = desired(&[(Key::IpAddressType, "dualstack")], &[(80, 30080)]);
+    let observed = converged(&desired(&[], &[(80, 30080)]));
+    let changes = plan(&dual, &observed);
+    let mut elbv2 = MockElbv2::new();
+    elbv2
+        .expect_set_ip_address_type()
+        .withf(|arn, t| arn == "arn:lb" && t == "dualstack")
+        .times(1)
+        .returning(|_, _| Box::pin(async { Ok(()) }));
+    let applied = apply(&MockEc2::new(), &elbv2, &config(), NAME, &observed, &changes)
+        .await
+        .unwrap();
+    assert_eq!(applied.mutations, 1);
+
+    // Created with the type (and the AWS default left implicit).
+    for (d, wanted) in [(dual, Some("dualstack")), (desired(&[], &[(80, 30080)]), None)] {
+        let changes: Vec<Change> = plan(&d, &Observed::default())
+            .into_iter()
+            .filter(|c| matches!(c, Change::CreateLoadBalancer { .. }))
+            .collect();
+        let mut elbv2 = MockElbv2::new();
+        elbv2
+            .expect_create_load_balancer()
+            .withf(move |lb| lb.ip_address_type.as_deref() == wanted)
+            .times(1)
+            .returning(|lb| {
+                let created = LoadBalancerV2::new("arn:lb-new", &lb.name, "new.elb.amazonaws.com");
+                Box::pin(async move { Ok(created) })
+            });
+        apply(
+            &MockEc2::new(),
+            &elbv2,
+            &config(),
+            NAME,
+            &Observed::default(),
+            &changes,
+        )
+        .await
+        .unwrap();
+    }
 }
