@@ -62,6 +62,16 @@ pub struct DryRun {
     pub changes: Changes,
 }
 
+/// The error of a recreation that failed part-way: what was being done, then the failure, keeping its retry
+/// delay.
+fn recreation_failed(why: &str, error: Error) -> CloudError {
+    let error = CloudError::from(error);
+    match error.retry_delay() {
+        Some(after) => CloudError::retry_after(format!("recreating the NLB ({why}): {error}"), after),
+        None => CloudError::with_source(format!("recreating the NLB ({why})"), error),
+    }
+}
+
 fn status(hostname: &str) -> LoadBalancerStatus {
     LoadBalancerStatus {
         ingress: (!hostname.is_empty()).then(|| {
@@ -276,7 +286,13 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             &observed,
             &changes,
         )
-        .await?;
+        .await
+        .map_err(|e| match &notices.first() {
+            // A recreation that failed part-way still tells the Service's users why its NLB is gone (the
+            // notice itself is only posted with a status).
+            Some(recreating) => recreation_failed(&recreating.message, e),
+            None => e.into(),
+        })?;
         let lb = applied.created.or(observed.load_balancer);
         let hostname = match &lb {
             Some(lb) => nlb::status_hostname(lb)?.unwrap_or_default(),

@@ -787,11 +787,15 @@ async fn a_recreation_crashed_at_any_call_converges() {
             },
             w.config.clone(),
         );
-        let done = faulty
-            .ensure_load_balancer(CLUSTER_NAME, &internal, &refs)
-            .await
-            .is_ok();
-        if !done {
+        let result = faulty.ensure_load_balancer(CLUSTER_NAME, &internal, &refs).await;
+        let done = result.is_ok();
+        if let Err(e) = result {
+            // The failure says what was being done: the Service's Event explains why its NLB is gone.
+            let message = e.to_string();
+            assert!(
+                message.starts_with("recreating the NLB (") && message.contains("internal"),
+                "crash before mutation {k}: {message}"
+            );
             crashed += 1;
         }
         ensure(&healthy, &internal, &nodes).await;
