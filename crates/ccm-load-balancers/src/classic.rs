@@ -49,6 +49,19 @@ pub struct ManagedGroup {
     pub ingress: BTreeSet<Rule>,
 }
 
+/// What brings the observed managed group to [`ManagedGroup`]: both flavours plan it the same way.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupDiff {
+    /// The group is missing: create it (with its tags).
+    pub create: bool,
+    /// Tags the existing group lacks (read-repair; existing values are never overwritten).
+    pub missing_tags: Tags,
+    /// Rules to add.
+    pub authorize: Vec<Rule>,
+    /// Rules to remove.
+    pub revoke: Vec<Rule>,
+}
+
 /// A listener.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct Listener {
@@ -474,6 +487,32 @@ pub fn build(
     })
 }
 
+// === impl ManagedGroup ===
+
+impl ManagedGroup {
+    /// What `observed` (the group found by name, if any) lacks or has too much.
+    pub fn diff(&self, observed: Option<&SecurityGroup>) -> GroupDiff {
+        let (create, missing_tags, current) = match observed {
+            None => (true, Tags::new(), BTreeSet::new()),
+            Some(group) => (
+                false,
+                self.tags
+                    .iter()
+                    .filter(|(k, _)| !group.tags.contains_key(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                shared::observed_rules(group),
+            ),
+        };
+        GroupDiff {
+            create,
+            missing_tags,
+            authorize: self.ingress.difference(&current).cloned().collect(),
+            revoke: current.difference(&self.ingress).cloned().collect(),
+        }
+    }
+}
+
 // === impl Listener ===
 
 impl Listener {
@@ -584,43 +623,30 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
 
     // 1. The managed group and its rules.
     if let Some(managed) = &desired.managed_group {
-        let current_rules = match &observed.managed_group {
-            None => {
-                changes.push(Change::CreateSecurityGroup {
-                    name: managed.name.clone(),
-                    description: managed.description.clone(),
-                    tags: managed.tags.clone(),
-                });
-                BTreeSet::new()
-            }
-            Some(group) => {
-                let missing: Tags = managed
-                    .tags
-                    .iter()
-                    .filter(|(k, _)| !group.tags.contains_key(*k))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                if !missing.is_empty() {
-                    changes.push(Change::TagSecurityGroup {
-                        group: GroupRef::Managed,
-                        tags: missing,
-                    });
-                }
-                shared::observed_rules(group)
-            }
-        };
-        let add: Vec<Rule> = managed.ingress.difference(&current_rules).cloned().collect();
-        let remove: Vec<Rule> = current_rules.difference(&managed.ingress).cloned().collect();
-        if !add.is_empty() {
-            changes.push(Change::AuthorizeIngress {
-                group: GroupRef::Managed,
-                rules: add,
+        let diff = managed.diff(observed.managed_group.as_ref());
+        if diff.create {
+            changes.push(Change::CreateSecurityGroup {
+                name: managed.name.clone(),
+                description: managed.description.clone(),
+                tags: managed.tags.clone(),
             });
         }
-        if !remove.is_empty() {
+        if !diff.missing_tags.is_empty() {
+            changes.push(Change::TagSecurityGroup {
+                group: GroupRef::Managed,
+                tags: diff.missing_tags,
+            });
+        }
+        if !diff.authorize.is_empty() {
+            changes.push(Change::AuthorizeIngress {
+                group: GroupRef::Managed,
+                rules: diff.authorize,
+            });
+        }
+        if !diff.revoke.is_empty() {
             changes.push(Change::RevokeIngress {
                 group: GroupRef::Managed,
-                rules: remove,
+                rules: diff.revoke,
             });
         }
     }

@@ -1021,35 +1021,26 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
     if let Security::Managed(managed) = &desired.security
         && !groupless
     {
-        let current_rules = match &observed.managed_group {
-            None => {
-                changes.push(Change::CreateSecurityGroup {
-                    name: managed.name.clone(),
-                    description: managed.description.clone(),
-                    tags: managed.tags.clone(),
-                });
-                BTreeSet::new()
-            }
-            Some(group) => {
-                let missing: Tags = managed
-                    .tags
-                    .iter()
-                    .filter(|(k, _)| !group.tags.contains_key(*k))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                if !missing.is_empty() {
-                    changes.push(Change::TagSecurityGroup { tags: missing });
-                }
-                shared::observed_rules(group)
-            }
-        };
-        let add: Vec<Rule> = managed.ingress.difference(&current_rules).cloned().collect();
-        let remove: Vec<Rule> = current_rules.difference(&managed.ingress).cloned().collect();
-        if !add.is_empty() {
-            changes.push(Change::AuthorizeIngress { rules: add });
+        let diff = managed.diff(observed.managed_group.as_ref());
+        if diff.create {
+            changes.push(Change::CreateSecurityGroup {
+                name: managed.name.clone(),
+                description: managed.description.clone(),
+                tags: managed.tags.clone(),
+            });
         }
-        if !remove.is_empty() {
-            changes.push(Change::RevokeIngress { rules: remove });
+        if !diff.missing_tags.is_empty() {
+            changes.push(Change::TagSecurityGroup {
+                tags: diff.missing_tags,
+            });
+        }
+        if !diff.authorize.is_empty() {
+            changes.push(Change::AuthorizeIngress {
+                rules: diff.authorize,
+            });
+        }
+        if !diff.revoke.is_empty() {
+            changes.push(Change::RevokeIngress { rules: diff.revoke });
         }
     }
 
