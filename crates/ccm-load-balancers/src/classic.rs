@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
     Ec2, Elb, Filter, InstanceId, SecurityGroupId, SubnetId, Tags,
-    ec2::{IpPermission, NewSecurityGroup, SecurityGroup, SourceGroup},
+    ec2::{IpPermission, SecurityGroup, SourceGroup},
     elb::{
         ClassicAccessLog, ClassicAttributes, ClassicHealthCheck, ClassicListener, ClassicLoadBalancer,
         ClassicPolicy, NewClassicLoadBalancer,
@@ -1152,25 +1152,9 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
                 description,
                 tags,
             } => {
-                let created = ec2
-                    .create_security_group(&NewSecurityGroup {
-                        name: group_name.clone(),
-                        description: description.clone(),
-                        vpc_id: self.config.vpc_id.clone(),
-                        tags: tags.clone(),
-                    })
-                    .await;
-                self.managed = Some(match created {
-                    Ok(id) => id,
-                    // Created concurrently or by a run that crashed before recording it: adopt it by name.
-                    Err(e) if e.kind() == ccm_aws_api::ErrorKind::Conflict => {
-                        shared::find_group(ec2, self.config, group_name)
-                            .await?
-                            .map(|g| g.id)
-                            .ok_or_else(|| Error::aws("creating the load balancer's security group")(e))?
-                    }
-                    Err(e) => return Err(Error::aws("creating the load balancer's security group")(e)),
-                });
+                self.managed = Some(
+                    shared::create_or_adopt_group(ec2, self.config, group_name, description, tags).await?,
+                );
             }
             Change::TagSecurityGroup { group, tags } => {
                 let id = self.group(group)?;
@@ -1179,33 +1163,19 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
                     .map_err(Error::aws("tagging the load balancer's security group"))?;
             }
             Change::AuthorizeIngress { group, rules } => {
-                let id = self.group(group)?;
                 let perms: Vec<IpPermission> = rules.iter().map(Rule::to_permission).collect();
-                match ec2.authorize_ingress(&id, &perms).await {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == ccm_aws_api::ErrorKind::Conflict => {
-                        // Some already exist (a crashed run): add them one by one, skipping duplicates.
-                        for p in &perms {
-                            match ec2.authorize_ingress(&id, std::slice::from_ref(p)).await {
-                                Err(e) if e.kind() != ccm_aws_api::ErrorKind::Conflict => {
-                                    return Err(Error::aws("authorizing load balancer ingress")(e));
-                                }
-                                _ => {}
-                            }
-                        }
-                    }
-                    Err(e) => return Err(Error::aws("authorizing load balancer ingress")(e)),
-                }
+                shared::authorize_idempotent(
+                    ec2,
+                    &self.group(group)?,
+                    &perms,
+                    "authorizing load balancer ingress",
+                )
+                .await?;
             }
             Change::RevokeIngress { group, rules } => {
-                let id = self.group(group)?;
                 let perms: Vec<IpPermission> = rules.iter().map(Rule::to_permission).collect();
-                match ec2.revoke_ingress(&id, &perms).await {
-                    Err(e) if !e.is_not_found() => {
-                        return Err(Error::aws("revoking load balancer ingress")(e));
-                    }
-                    _ => {}
-                }
+                shared::revoke_idempotent(ec2, &self.group(group)?, &perms, "revoking load balancer ingress")
+                    .await?;
             }
             Change::CreateLoadBalancer {
                 name: lb_name,

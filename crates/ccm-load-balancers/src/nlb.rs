@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
     Ec2, Elbv2, Filter, InstanceId, SecurityGroupId, SubnetId, Tags,
-    ec2::{IpPermission, NewSecurityGroup, SecurityGroup, SourceGroup},
+    ec2::{IpPermission, SecurityGroup, SourceGroup},
     elbv2::{
         ListenerChange, ListenerV2, LoadBalancerV2, NewListener, NewNetworkLoadBalancer, NewTargetGroup,
         SubnetMapping, Target, TargetGroup, TargetGroupHealthCheck, TargetHealth,
@@ -1407,24 +1407,8 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                 description,
                 tags,
             } => {
-                let created = ec2
-                    .create_security_group(&NewSecurityGroup {
-                        name: name.clone(),
-                        description: description.clone(),
-                        vpc_id: self.config.vpc_id.clone(),
-                        tags: tags.clone(),
-                    })
-                    .await;
-                self.managed = Some(match created {
-                    Ok(id) => id,
-                    Err(e) if e.kind() == ccm_aws_api::ErrorKind::Conflict => {
-                        shared::find_group(ec2, self.config, name)
-                            .await?
-                            .map(|g| g.id)
-                            .ok_or_else(|| Error::aws("creating the NLB's security group")(e))?
-                    }
-                    Err(e) => return Err(Error::aws("creating the NLB's security group")(e)),
-                });
+                self.managed =
+                    Some(shared::create_or_adopt_group(ec2, self.config, name, description, tags).await?);
             }
             Change::TagSecurityGroup { tags } => {
                 let id = self.group(&GroupRef::Managed)?;
@@ -1433,31 +1417,24 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                     .map_err(Error::aws("tagging the NLB's security group"))?;
             }
             Change::AuthorizeIngress { rules } => {
-                let id = self.group(&GroupRef::Managed)?;
                 let perms: Vec<IpPermission> = rules.iter().map(Rule::to_permission).collect();
-                match ec2.authorize_ingress(&id, &perms).await {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == ccm_aws_api::ErrorKind::Conflict => {
-                        // Some exist already (a crashed run): one by one, skipping duplicates.
-                        for p in &perms {
-                            match ec2.authorize_ingress(&id, std::slice::from_ref(p)).await {
-                                Err(e) if e.kind() != ccm_aws_api::ErrorKind::Conflict => {
-                                    return Err(Error::aws("authorizing NLB ingress")(e));
-                                }
-                                _ => {}
-                            }
-                        }
-                    }
-                    Err(e) => return Err(Error::aws("authorizing NLB ingress")(e)),
-                }
+                shared::authorize_idempotent(
+                    ec2,
+                    &self.group(&GroupRef::Managed)?,
+                    &perms,
+                    "authorizing NLB ingress",
+                )
+                .await?;
             }
             Change::RevokeIngress { rules } => {
-                let id = self.group(&GroupRef::Managed)?;
                 let perms: Vec<IpPermission> = rules.iter().map(Rule::to_permission).collect();
-                match ec2.revoke_ingress(&id, &perms).await {
-                    Err(e) if !e.is_not_found() => return Err(Error::aws("revoking NLB ingress")(e)),
-                    _ => {}
-                }
+                shared::revoke_idempotent(
+                    ec2,
+                    &self.group(&GroupRef::Managed)?,
+                    &perms,
+                    "revoking NLB ingress",
+                )
+                .await?;
             }
             Change::DeleteLoadBalancer { arn, .. } => {
                 match elbv2.delete_load_balancer(arn).await {

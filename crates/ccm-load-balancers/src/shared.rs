@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
-    Ec2, Filter, InstanceId, SecurityGroupId, SubnetId, Tags, VpcId,
-    ec2::{AvailabilityZone, RouteTable, SecurityGroup, Subnet},
+    Ec2, ErrorKind, Filter, InstanceId, SecurityGroupId, SubnetId, Tags, VpcId,
+    ec2::{AvailabilityZone, IpPermission, NewSecurityGroup, RouteTable, SecurityGroup, Subnet},
 };
 use ccm_tagging::{ClusterTags, Ownership};
 use k8s_openapi::api::core::v1::Node;
@@ -247,6 +247,78 @@ pub async fn find_group<E: Ec2>(
         .await
         .map_err(Error::aws("looking up the load balancer's security group"))?;
     Ok(groups.into_iter().find(|g| g.name == name))
+}
+
+/// Creates the managed group `name` in the cluster's VPC; one that already exists (created concurrently, or by a
+/// run that crashed before recording it) is adopted by name.
+pub async fn create_or_adopt_group<E: Ec2>(
+    ec2: &E,
+    config: &LoadBalancerConfig,
+    name: &str,
+    description: &str,
+    tags: &Tags,
+) -> Result<SecurityGroupId, Error> {
+    let context = "creating the load balancer's security group";
+    let created = ec2
+        .create_security_group(&NewSecurityGroup {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            vpc_id: config.vpc_id.clone(),
+            tags: tags.clone(),
+        })
+        .await;
+    match created {
+        Ok(id) => Ok(id),
+        Err(e) if e.kind() == ErrorKind::Conflict => find_group(ec2, config, name)
+            .await?
+            .map(|g| g.id)
+            .ok_or_else(|| Error::aws(context)(e)),
+        Err(e) => Err(Error::aws(context)(e)),
+    }
+}
+
+/// Adds `permissions` to `group` in one call; when some exist already (a crashed run), adds them one by one,
+/// skipping the duplicates, so repeating it is harmless.
+pub async fn authorize_idempotent<E: Ec2>(
+    ec2: &E,
+    group: &SecurityGroupId,
+    permissions: &[IpPermission],
+    context: &'static str,
+) -> Result<(), Error> {
+    match ec2.authorize_ingress(group, permissions).await {
+        Err(e) if e.kind() == ErrorKind::Conflict => {
+            for p in permissions {
+                match ec2.authorize_ingress(group, std::slice::from_ref(p)).await {
+                    Err(e) if e.kind() != ErrorKind::Conflict => return Err(Error::aws(context)(e)),
+                    _ => {}
+                }
+            }
+            Ok(())
+        }
+        other => other.map_err(Error::aws(context)),
+    }
+}
+
+/// Removes `permissions` from `group` in one call; when some are gone already (AWS then removes none), removes
+/// them one by one, skipping the missing ones, so repeating it is harmless.
+pub async fn revoke_idempotent<E: Ec2>(
+    ec2: &E,
+    group: &SecurityGroupId,
+    permissions: &[IpPermission],
+    context: &'static str,
+) -> Result<(), Error> {
+    match ec2.revoke_ingress(group, permissions).await {
+        Err(e) if e.is_not_found() => {
+            for p in permissions {
+                match ec2.revoke_ingress(group, std::slice::from_ref(p)).await {
+                    Err(e) if !e.is_not_found() => return Err(Error::aws(context)(e)),
+                    _ => {}
+                }
+            }
+            Ok(())
+        }
+        other => other.map_err(Error::aws(context)),
+    }
 }
 
 /// Whether `group` allows all traffic from `source`.

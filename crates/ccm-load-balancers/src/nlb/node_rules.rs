@@ -539,45 +539,16 @@ pub fn plan(access: &NodeAccess, observed: &Observed) -> Vec<RuleChange> {
 pub async fn apply<E: Ec2>(ec2: &E, change: &RuleChange) -> Result<(), Error> {
     match change {
         RuleChange::Authorize { group, rules } => {
-            let context = "authorizing NLB rules on a node security group";
             let id = SecurityGroupId::new(group.clone());
-            match ec2.authorize_ingress(&id, &permissions(rules)).await {
-                Ok(()) => {}
-                Err(e) if e.kind() == ErrorKind::Conflict => {
-                    for r in rules {
-                        match ec2
-                            .authorize_ingress(&id, &permissions(std::slice::from_ref(r)))
-                            .await
-                        {
-                            Err(e) if e.kind() != ErrorKind::Conflict => return Err(Error::aws(context)(e)),
-                            _ => {}
-                        }
-                    }
-                }
-                Err(e) => return Err(Error::aws(context)(e)),
-            }
+            let context = "authorizing NLB rules on a node security group";
+            shared::authorize_idempotent(ec2, &id, &permissions(rules), context).await
         }
         RuleChange::Revoke { group, rules } => {
-            let context = "revoking NLB rules from a node security group";
             let id = SecurityGroupId::new(group.clone());
-            match ec2.revoke_ingress(&id, &permissions(rules)).await {
-                Ok(()) => {}
-                Err(e) if e.is_not_found() => {
-                    for r in rules {
-                        match ec2
-                            .revoke_ingress(&id, &permissions(std::slice::from_ref(r)))
-                            .await
-                        {
-                            Err(e) if !e.is_not_found() => return Err(Error::aws(context)(e)),
-                            _ => {}
-                        }
-                    }
-                }
-                Err(e) => return Err(Error::aws(context)(e)),
-            }
+            let context = "revoking NLB rules from a node security group";
+            shared::revoke_idempotent(ec2, &id, &permissions(rules), context).await
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]
