@@ -53,16 +53,6 @@ impl World {
             .unwrap()
     }
 
-    async fn group_exists(&self, id: &str) -> bool {
-        !self
-            .adapter
-            .ec2()
-            .security_groups(&[Filter::new("group-id", [id])])
-            .await
-            .unwrap()
-            .is_empty()
-    }
-
     async fn node_group_sources(&self) -> Vec<String> {
         let g = self
             .raw

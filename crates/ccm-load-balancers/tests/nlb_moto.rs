@@ -65,16 +65,6 @@ impl World {
             .to_owned()
     }
 
-    async fn group_exists(&self, id: &str) -> bool {
-        !self
-            .adapter
-            .ec2()
-            .security_groups(&[Filter::new("group-id", [id])])
-            .await
-            .unwrap()
-            .is_empty()
-    }
-
     async fn lb_groups(&self, name: &str) -> Vec<String> {
         let lb = self.adapter.elbv2().load_balancer(name).await.unwrap().unwrap();
         lb.security_groups.iter().map(ToString::to_string).collect()

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
-use ccm_aws_api::VpcId;
+use ccm_aws_api::{Ec2, VpcId};
 use ccm_aws_sdk::{Adapter, AdapterOptions, CallMetrics, RateLimits, RetryPolicy};
 use ccm_load_balancers::{LoadBalancerConfig, annotations::Key};
 use ccm_tagging::ClusterTags;
@@ -230,5 +230,20 @@ pub async fn world(cidr_second_octet: u8, prefix: &str, internal_subnets: bool) 
         subnets,
         node_group,
         instances,
+    }
+}
+
+// === impl World ===
+
+impl World {
+    /// Whether the security group `id` exists.
+    pub async fn group_exists(&self, id: &str) -> bool {
+        !self
+            .adapter
+            .ec2()
+            .security_groups(&[ccm_aws_api::Filter::new("group-id", [id])])
+            .await
+            .unwrap()
+            .is_empty()
     }
 }
