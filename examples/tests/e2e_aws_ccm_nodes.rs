@@ -69,13 +69,7 @@ async fn e2e_nodes_are_initialized_and_retired_by_the_ccm_binary() {
     // Kubelets stop reporting: the third instance is terminated, the fourth stopped.
     world.set_ready(&names[2], "False").await;
     world.set_ready(&names[3], "Unknown").await;
-    world
-        .raw
-        .terminate_instances()
-        .instance_ids(&launched[2].id)
-        .send()
-        .await
-        .unwrap();
+    world.terminate(&launched[2].id).await;
     world
         .raw
         .stop_instances()

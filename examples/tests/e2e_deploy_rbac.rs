@@ -329,13 +329,7 @@ async fn exercise(admin: &kube::Client, account: &str, credentials_flag: &str) {
 
     // The node-lifecycle controller (account node-controller) deletes the Node of a terminated instance.
     world.set_ready(&names[1], "False").await;
-    world
-        .raw
-        .terminate_instances()
-        .instance_ids(&launched[1].id)
-        .send()
-        .await
-        .unwrap();
+    world.terminate(&launched[1].id).await;
     eventually(
         &mut ccm,
         "the terminated instance's node deleted",

@@ -119,6 +119,16 @@ impl World {
         self.set_ready(name, "True").await;
     }
 
+    /// Terminates an instance, as a scale-in or a failed host would.
+    pub async fn terminate(&self, instance: &str) {
+        self.raw
+            .terminate_instances()
+            .instance_ids(instance)
+            .send()
+            .await
+            .unwrap();
+    }
+
     pub async fn set_ready(&self, name: &str, ready: &str) {
         let status =
             json!({ "status": { "conditions": [{ "type": "Ready", "status": ready, "reason": "E2E" }] } });
