@@ -23,16 +23,6 @@ use kube::{
 };
 use serde_json::json;
 
-fn changed(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
-    after
-        .iter()
-        .filter_map(|(op, n)| {
-            let d = n - before.get(op).copied().unwrap_or(0.0);
-            (d > 0.0).then(|| (op.clone(), d))
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
     let env = TestEnv::get();
@@ -143,11 +133,13 @@ async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
     world.register_node(&launched[2].id, None).await;
     expected.push(launched[2].id.clone());
     expected.sort();
+    let port = ccm.port;
     eventually(&mut ccm, "the joining node registered", 60, async || {
         elb.instances(&lb).await == expected
+            && common::mutated_since(port, &before, "RegisterInstancesWithLoadBalancer").await
     })
     .await;
-    let delta = changed(&before, &ccm.mutations().await);
+    let delta = common::changed(&before, &ccm.mutations().await);
     assert_eq!(
         delta.keys().collect::<Vec<_>>(),
         ["RegisterInstancesWithLoadBalancer"],
@@ -160,9 +152,10 @@ async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
     expected.retain(|i| *i != launched[2].id);
     eventually(&mut ccm, "the leaving node deregistered", 60, async || {
         elb.instances(&lb).await == expected
+            && common::mutated_since(port, &before, "DeregisterInstancesFromLoadBalancer").await
     })
     .await;
-    let delta = changed(&before, &ccm.mutations().await);
+    let delta = common::changed(&before, &ccm.mutations().await);
     assert_eq!(
         delta.keys().collect::<Vec<_>>(),
         ["DeregisterInstancesFromLoadBalancer"],
@@ -223,7 +216,7 @@ async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
         .await;
         services.delete(&bad, &Default::default()).await.unwrap();
     }
-    let delta = changed(&before, &ccm.mutations().await);
+    let delta = common::changed(&before, &ccm.mutations().await);
     assert!(delta.is_empty(), "invalid Services cause no mutation: {delta:?}");
 
     // Deletion: the CLB, its group and the finalizer go; bystander groups stay.

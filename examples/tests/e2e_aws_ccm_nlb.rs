@@ -385,11 +385,16 @@ async fn e2e_nlbs_with_managed_security_groups() {
     .await;
     // The Event is posted after the provider returns, so after the new NLB is visible in AWS.
     let lp = ListParams::default().fields(&format!("involvedObject.name={default}"));
-    eventually(&mut ccm, "a Warning Event says the NLB was recreated", 30, async || {
-        events.list(&lp).await.unwrap().items.into_iter().any(|e| {
-            e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("RecreatingLoadBalancer")
-        })
-    })
+    eventually(
+        &mut ccm,
+        "a Warning Event says the NLB was recreated",
+        30,
+        async || {
+            events.list(&lp).await.unwrap().items.into_iter().any(|e| {
+                e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("RecreatingLoadBalancer")
+            })
+        },
+    )
     .await;
     assert_eq!(
         groups_of(&nlb, &default_lb).await,

@@ -214,15 +214,7 @@ impl Ccm {
 
     /// `/metrics` over HTTPS (self-signed certificate).
     pub async fn metrics(&self) -> String {
-        let client = reqwest::Client::builder()
-            .danger_accept_invalid_certs(true)
-            .timeout(Duration::from_secs(5))
-            .build()
-            .unwrap();
-        let url = format!("https://127.0.0.1:{}/metrics", self.port);
-        let r = client.get(&url).send().await.unwrap();
-        assert_eq!(r.status().as_u16(), 200, "{url}");
-        r.text().await.unwrap()
+        metrics(self.port).await
     }
 
     /// The value of the first sample of `metric` whose labels contain every one of `labels`.
@@ -236,29 +228,7 @@ impl Ccm {
     /// The AWS requests made so far per operation (`aws_api_requests_total`, every outcome and retry), keeping
     /// only mutating operations (all but `Describe*`, `Get*`, `List*`).
     pub async fn mutations(&self) -> std::collections::BTreeMap<String, f64> {
-        let mut out = std::collections::BTreeMap::new();
-        for line in self.metrics().await.lines() {
-            let Some(rest) = line.strip_prefix("aws_api_requests_total{") else {
-                continue;
-            };
-            let Some(op) = rest
-                .split("operation=\"")
-                .nth(1)
-                .and_then(|r| r.split('"').next())
-            else {
-                continue;
-            };
-            if ["Describe", "Get", "List"].iter().any(|p| op.starts_with(p)) {
-                continue;
-            }
-            let value: f64 = line
-                .rsplit(' ')
-                .next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0.0);
-            *out.entry(op.to_owned()).or_insert(0.0) += value;
-        }
-        out
+        mutations(self.port).await
     }
 
     /// Kills the process at once (no clean-up, the lease is left held), as a crash would.
@@ -318,6 +288,71 @@ pub async fn eventually(ccm: &mut Ccm, what: &str, secs: u64, mut check: impl As
         "timed out after {secs} s waiting for {what}\nCCM log:\n{}",
         ccm.log_text()
     );
+}
+
+/// `/metrics` of the CCM serving it on `port`, over HTTPS (self-signed certificate).
+pub async fn metrics(port: u16) -> String {
+    let client = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let url = format!("https://127.0.0.1:{port}/metrics");
+    let r = client.get(&url).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{url}");
+    r.text().await.unwrap()
+}
+
+/// The mutating AWS requests (all but `Describe*`, `Get*`, `List*`) made so far by the CCM serving /metrics on
+/// `port`, per operation. A call is counted when its response has arrived, so a test that sees a change in moto
+/// must wait for its count too (see `mutated_since`).
+pub async fn mutations(port: u16) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in metrics(port).await.lines() {
+        let Some(rest) = line.strip_prefix("aws_api_requests_total{") else {
+            continue;
+        };
+        let Some(op) = rest
+            .split("operation=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+        else {
+            continue;
+        };
+        if ["Describe", "Get", "List"].iter().any(|p| op.starts_with(p)) {
+            continue;
+        }
+        let value: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        *out.entry(op.to_owned()).or_insert(0.0) += value;
+    }
+    out
+}
+
+/// The mutating operations counted since `before` (see `mutations`), with how many times each.
+pub fn changed(
+    before: &std::collections::BTreeMap<String, f64>,
+    after: &std::collections::BTreeMap<String, f64>,
+) -> std::collections::BTreeMap<String, f64> {
+    after
+        .iter()
+        .filter_map(|(op, n)| {
+            let d = n - before.get(op).copied().unwrap_or(0.0);
+            (d > 0.0).then(|| (op.clone(), d))
+        })
+        .collect()
+}
+
+/// Whether `operation` was counted on `port` since `before`.
+pub async fn mutated_since(
+    port: u16,
+    before: &std::collections::BTreeMap<String, f64>,
+    operation: &str,
+) -> bool {
+    changed(before, &mutations(port).await).contains_key(operation)
 }
 
 /// `ccm_controller_reconciles_total` of `controller` on the CCM serving /metrics on `port` (0 while it is not up).
