@@ -227,6 +227,10 @@ pub trait Elbv2 {
         groups: &[SecurityGroupId],
     ) -> impl Future<Output = Result<()>> + Send;
 
+    /// Replaces the subnets (one per Availability Zone). On an NLB, AWS accepts subnets in additional zones;
+    /// callers must not rely on removing or swapping a zone's subnet in place.
+    fn set_subnets(&self, arn: &str, subnets: &[SubnetId]) -> impl Future<Output = Result<()>> + Send;
+
     /// Sets the IP address type (`ipv4` or `dualstack`; dualstack needs subnets with IPv6 CIDR blocks).
     fn set_ip_address_type(
         &self,

@@ -30,6 +30,7 @@ const CREATE_LOAD_BALANCER: Op = op("CreateLoadBalancer", ActionClass::ResourceI
 const DELETE_LOAD_BALANCER: Op = op("DeleteLoadBalancer", ActionClass::Mutating);
 const SET_SECURITY_GROUPS: Op = op("SetSecurityGroups", ActionClass::Mutating);
 const SET_IP_ADDRESS_TYPE: Op = op("SetIpAddressType", ActionClass::Mutating);
+const SET_SUBNETS: Op = op("SetSubnets", ActionClass::Mutating);
 const DESCRIBE_LB_ATTRIBUTES: Op = op("DescribeLoadBalancerAttributes", ActionClass::NonMutating);
 const MODIFY_LB_ATTRIBUTES: Op = op("ModifyLoadBalancerAttributes", ActionClass::Mutating);
 const DESCRIBE_LISTENERS: Op = op("DescribeListeners", ActionClass::NonMutating);
@@ -139,6 +140,20 @@ impl Elbv2 for AwsElbv2 {
                     .set_security_groups()
                     .load_balancer_arn(arn)
                     .set_security_groups(Some(groups.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn set_subnets(&self, arn: &str, subnets: &[SubnetId]) -> Result<()> {
+        let subnets: Vec<String> = subnets.iter().map(|s| s.as_str().to_owned()).collect();
+        self.rt
+            .call(SET_SUBNETS, || {
+                self.client
+                    .set_subnets()
+                    .load_balancer_arn(arn)
+                    .set_subnets(Some(subnets.clone()))
                     .send()
             })
             .await?;

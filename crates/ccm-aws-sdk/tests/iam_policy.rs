@@ -231,6 +231,11 @@ const TABLE: &[(&str, &str, Grant)] = &[
     ),
     (
         "Elbv2",
+        "SetSubnets",
+        Actions(CP, &["elasticloadbalancing:SetSubnets"]),
+    ),
+    (
+        "Elbv2",
         "DescribeLoadBalancerAttributes",
         Actions(CP, &["elasticloadbalancing:DescribeLoadBalancerAttributes"]),
     ),

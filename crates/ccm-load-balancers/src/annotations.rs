@@ -168,8 +168,9 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         default: "discovered",
         applies: Applies::Both,
         doc: "Subnet IDs or `Name` tags, one per zone, instead of discovery (cluster-tagged subnets, role tags \
-              `kubernetes.io/role/elb` / `kubernetes.io/role/internal-elb`, one per zone). Changing them \
-              recreates an NLB (a Classic ELB attaches and detaches).",
+              `kubernetes.io/role/elb` / `kubernetes.io/role/internal-elb`, one per zone). On an NLB, subnets in \
+              added zones are added in place; removing or swapping one recreates the NLB (a Classic ELB \
+              attaches and detaches).",
     },
     AnnotationDef {
         key: Key::SourceRanges,

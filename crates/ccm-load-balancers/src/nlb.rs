@@ -122,8 +122,9 @@ pub struct Desired {
     pub internal: bool,
     /// Subnets (sorted).
     pub subnets: Vec<String>,
-    /// Whether the subnets come from the annotation (then a difference recreates the NLB; discovered subnets
-    /// never do: a newly tagged subnet must not replace every NLB of the cluster).
+    /// Whether the subnets come from the annotation (then a difference is reconciled: subnets in added zones
+    /// in place, anything else by recreation; discovered subnets never change an existing NLB: a newly tagged
+    /// subnet must not touch every NLB of the cluster).
     pub subnets_pinned: bool,
     /// EIP allocations, index-mapped onto the sorted subnets.
     pub eip_allocations: Vec<String>,
@@ -243,6 +244,11 @@ pub enum Change {
         ip_address_type: IpAddressType,
         /// Tags.
         tags: Tags,
+    },
+    /// Add subnets (in new Availability Zones) to the load balancer in place: the whole list wanted.
+    SetSubnets {
+        /// The subnets, the current ones included.
+        subnets: Vec<String>,
     },
     /// Change the load balancer's IP address type in place.
     SetIpAddressType {
@@ -903,13 +909,14 @@ pub async fn observe<E: Ec2, V: Elbv2>(
         }
     }
     if let Some(access) = &desired.node_access {
+        // The subnets the NLB has after this run: pinned ones are made so (in place or by recreation).
         let subnets: Vec<SubnetId> = match &load_balancer {
-            Some(lb) => lb
+            Some(lb) if !desired.subnets_pinned => lb
                 .availability_zones
                 .iter()
                 .filter_map(|z| z.subnet_id.clone())
                 .collect(),
-            None => desired.subnets.iter().map(|s| SubnetId::new(s.clone())).collect(),
+            _ => desired.subnets.iter().map(|s| SubnetId::new(s.clone())).collect(),
         };
         observed.node_rules = Some(node_rules::observe(ec2, config, access, &subnets).await?);
     }
@@ -934,7 +941,7 @@ pub fn recreation_reasons(desired: &Desired, lb: &LoadBalancerV2) -> Vec<String>
         .filter_map(|z| z.subnet_id.as_ref().map(ToString::to_string))
         .collect();
     let wanted: BTreeSet<String> = desired.subnets.iter().cloned().collect();
-    if desired.subnets_pinned && current != wanted {
+    if desired.subnets_pinned && current != wanted && !subnets_added_in_place(desired, lb) {
         reasons.push(format!(
             "subnets {} -> {}",
             current.into_iter().collect::<Vec<_>>().join(","),
@@ -978,6 +985,25 @@ pub fn recreation_reasons(desired: &Desired, lb: &LoadBalancerV2) -> Vec<String>
         ));
     }
     reasons
+}
+
+/// Whether the NLB's pinned subnets change only by subnets added (in zones the NLB does not use yet: one subnet
+/// per zone is AWS's rule and its error names the zone otherwise), which `SetSubnets` does in place, keeping the
+/// DNS name. Removing or swapping a subnet, or adding one where EIPs or private addresses are pinned (their
+/// index mapping onto the sorted subnets shifts), needs a new NLB.
+fn subnets_added_in_place(desired: &Desired, lb: &LoadBalancerV2) -> bool {
+    let current: BTreeSet<&str> = lb
+        .availability_zones
+        .iter()
+        .filter_map(|z| z.subnet_id.as_ref().map(SubnetId::as_str))
+        .collect();
+    let wanted: BTreeSet<&str> = desired.subnets.iter().map(String::as_str).collect();
+    desired.subnets_pinned
+        && desired.eip_allocations.is_empty()
+        && desired.private_ipv4_addresses.is_empty()
+        && !current.is_empty()
+        && current.is_subset(&wanted)
+        && current != wanted
 }
 
 /// The attributes of a fresh NLB, also assumed for keys AWS does not report.
@@ -1143,6 +1169,12 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
             } else {
                 current.ip_address_type.as_str()
             };
+            // Subnets first: a dual-stack NLB needs every subnet, new ones included, to have IPv6.
+            if subnets_added_in_place(desired, current) {
+                changes.push(Change::SetSubnets {
+                    subnets: desired.subnets.clone(),
+                });
+            }
             if !current_type.eq_ignore_ascii_case(desired.ip_address_type.as_str()) {
                 changes.push(Change::SetIpAddressType {
                     ip_address_type: desired.ip_address_type,
@@ -1558,6 +1590,14 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                 };
                 self.lb_arn = Some(lb.arn.clone());
                 self.applied.created = Some(lb);
+            }
+            Change::SetSubnets { subnets } => {
+                let arn = self.lb_arn()?;
+                let subnets: Vec<SubnetId> = subnets.iter().cloned().map(SubnetId::new).collect();
+                elbv2
+                    .set_subnets(&arn, &subnets)
+                    .await
+                    .map_err(Error::aws("adding subnets to the NLB"))?;
             }
             Change::SetIpAddressType { ip_address_type } => {
                 let arn = self.lb_arn()?;

@@ -11,7 +11,7 @@ use std::{
     sync::{Arc, atomic::AtomicUsize},
 };
 
-use ccm_aws_api::{Ec2, Elb, Elbv2, Filter};
+use ccm_aws_api::{Ec2, Elb, Elbv2, Filter, elbv2::LoadBalancerV2};
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
 use ccm_testing::{TestEnv, unique_name};
@@ -898,4 +898,75 @@ async fn dualstack_is_created_steady_and_switched_back_in_place() {
         .unwrap();
     assert_eq!(elbv2.load_balancer(&name).await.unwrap(), None);
     assert!(!w.group_exists(&groups[0]).await);
+}
+
+#[tokio::test]
+async fn a_pinned_subnet_in_a_new_zone_is_added_in_place() {
+    let w = world(132).await;
+    let lbs = w.lbs(w.config.clone());
+    let metrics = w.adapter.metrics().clone();
+    let elbv2 = w.adapter.elbv2();
+    let uid = uid();
+    let nodes = w.nodes();
+    // A health check port other than the node port, so that the nodes get health rules from the NLB's subnets.
+    let annotated = |subnets: &str| {
+        service(
+            &uid,
+            &[(80, 30080)],
+            &[(Key::Subnets, subnets), (Key::HealthcheckPort, "10256")],
+        )
+    };
+    let one = annotated(&w.subnets[0]);
+    let name = lbs.load_balancer_name(CLUSTER_NAME, &one);
+    let hostname = ensure(&lbs, &one, &nodes).await;
+    let lb = elbv2.load_balancer(&name).await.unwrap().unwrap();
+    let subnets_of = |lb: &LoadBalancerV2| -> Vec<String> {
+        let mut s: Vec<String> = lb
+            .availability_zones
+            .iter()
+            .filter_map(|z| z.subnet_id.as_ref().map(ToString::to_string))
+            .collect();
+        s.sort();
+        s
+    };
+    assert_eq!(subnets_of(&lb), [w.subnets[0].clone()]);
+    let health_sources = async || -> Vec<String> {
+        let mut cidrs: Vec<String> = cidr_rules(&w, &w.node_group)
+            .await
+            .into_iter()
+            .filter(|(_, port, _)| *port == 10256)
+            .map(|(_, _, cidr)| cidr)
+            .collect();
+        cidrs.sort();
+        cidrs
+    };
+    assert_eq!(health_sources().await, ["10.132.1.0/24"]);
+
+    // The second zone's subnet added: one SetSubnets on the same NLB, and the health rule follows at once.
+    let both = annotated(&format!("{},{}", w.subnets[1], w.subnets[0]));
+    let before = mutation_counts(&metrics);
+    assert_eq!(ensure(&lbs, &both, &nodes).await, hostname, "the DNS name stays");
+    let calls = diff(&mutation_counts(&metrics), &before);
+    assert_eq!(calls.get("SetSubnets"), Some(&1), "{calls:?}");
+    assert!(
+        !calls.contains_key("DeleteLoadBalancer") && !calls.contains_key("CreateLoadBalancer"),
+        "{calls:?}"
+    );
+    let after = elbv2.load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!(after.arn, lb.arn);
+    let mut wanted = w.subnets.clone();
+    wanted.sort();
+    assert_eq!(subnets_of(&after), wanted);
+    assert_eq!(health_sources().await, ["10.132.1.0/24", "10.132.2.0/24"]);
+
+    // Steady.
+    let before = mutation_counts(&metrics);
+    ensure(&lbs, &both, &nodes).await;
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &both)
+        .await
+        .unwrap();
+    assert_eq!(elbv2.load_balancer(&name).await.unwrap(), None);
+    assert_eq!(health_sources().await, Vec::<String>::new());
 }

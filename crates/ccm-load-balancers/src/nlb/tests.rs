@@ -44,6 +44,18 @@ fn desired(annotations: &[(Key, &str)], ports: &[(i32, i32)]) -> Desired {
     build_with(annotations, ports, &c).unwrap()
 }
 
+/// A Service with the `subnets` annotation resolved to `subnets` (sorted, as `build` sorts them).
+fn pinned(subnets: &[&str], more: &[(Key, &str)]) -> Desired {
+    let annotations: Vec<(Key, &str)> = [(Key::Subnets, "pinned")]
+        .into_iter()
+        .chain(more.iter().copied())
+        .collect();
+    let mut d = desired(&annotations, &[(80, 30080)]);
+    d.subnets = subnets.iter().map(|s| (*s).to_owned()).collect();
+    d.subnets.sort();
+    d
+}
+
 fn managed_config() -> LoadBalancerConfig {
     let mut c = config().with_nlb_managed_security_groups(true);
     c.manage_node_security_groups = false;
@@ -758,13 +770,20 @@ fn changes_an_nlb_cannot_take_recreate_it_with_a_reason() {
     let message = recreation(&plan(&byo, &converged(&public))).unwrap();
     assert!(message.contains("created without security groups"), "{message}");
 
-    // Pinned subnets differ; discovered ones never recreate.
-    let mut pinned = desired(&[(Key::Subnets, "subnet-a,subnet-b")], &[(80, 30080)]);
-    let mut o = converged(&pinned);
+    // A pinned subnet removed or swapped recreates; discovered subnets never change an NLB.
+    let mut one = pinned(&["subnet-a"], &[]);
+    let mut o = converged(&pinned(&["subnet-a", "subnet-b"], &[]));
+    assert!(
+        recreation(&plan(&one, &o))
+            .unwrap()
+            .contains("subnets subnet-a,subnet-b -> subnet-a")
+    );
+    let swapped = pinned(&["subnet-a", "subnet-c"], &[]);
+    assert!(recreation(&plan(&swapped, &o)).unwrap().contains("subnets"));
+    one.subnets_pinned = false;
     o.load_balancer.as_mut().unwrap().availability_zones.pop();
-    assert!(recreation(&plan(&pinned, &o)).unwrap().contains("subnets"));
-    pinned.subnets_pinned = false;
-    assert_eq!(plan(&pinned, &o), []);
+    o.load_balancer.as_mut().unwrap().availability_zones[0].subnet_id = Some(SubnetId::new("subnet-z"));
+    assert_eq!(plan(&one, &o), []);
 
     // EIPs.
     let eips = desired(&[(Key::EipAllocations, "eipalloc-1,eipalloc-2")], &[(80, 30080)]);
@@ -1239,4 +1258,55 @@ async fn apply_sets_the_ip_address_type_and_creates_with_it() {
         .await
         .unwrap();
     }
+}
+
+#[test]
+fn pinned_subnets_in_added_zones_are_set_in_place() {
+    let one = pinned(&["subnet-a"], &[]);
+    let two = pinned(&["subnet-b", "subnet-a"], &[]);
+    assert_eq!(
+        plan(&two, &converged(&one)),
+        [Change::SetSubnets {
+            subnets: vec!["subnet-a".to_owned(), "subnet-b".to_owned()]
+        }],
+        "the whole sorted list, no recreation"
+    );
+    assert_eq!(plan(&two, &converged(&two)), []);
+
+    // With pinned EIPs or private addresses the index mapping shifts: a new NLB.
+    let eips = pinned(
+        &["subnet-a", "subnet-b"],
+        &[(Key::EipAllocations, "eipalloc-1,eipalloc-2")],
+    );
+    let mut o = converged(&one);
+    o.load_balancer.as_mut().unwrap().availability_zones[0]
+        .addresses
+        .push(SubnetMapping {
+            subnet_id: Some(SubnetId::new("subnet-a")),
+            allocation_id: Some("eipalloc-1".to_owned()),
+            private_ipv4_address: None,
+        });
+    let message = recreation(&plan(&eips, &o)).unwrap();
+    assert!(
+        message.contains("subnets subnet-a -> subnet-a,subnet-b"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn apply_sets_the_subnets() {
+    let one = pinned(&["subnet-a"], &[]);
+    let two = pinned(&["subnet-a", "subnet-b"], &[]);
+    let observed = converged(&one);
+    let changes = plan(&two, &observed);
+    let mut elbv2 = MockElbv2::new();
+    elbv2
+        .expect_set_subnets()
+        .withf(|arn, s| arn == "arn:lb" && s == [SubnetId::new("subnet-a"), SubnetId::new("subnet-b")])
+        .times(1)
+        .returning(|_, _| Box::pin(async { Ok(()) }));
+    let applied = apply(&MockEc2::new(), &elbv2, &config(), NAME, &observed, &changes)
+        .await
+        .unwrap();
+    assert_eq!(applied.mutations, 1);
 }

@@ -216,6 +216,10 @@ impl<T: Elbv2 + Sync> Elbv2 for Faulty<T> {
         self.tick("SetSecurityGroups")?;
         self.inner.set_security_groups(arn, groups).await
     }
+    async fn set_subnets(&self, arn: &str, subnets: &[SubnetId]) -> Result<()> {
+        self.tick("SetSubnets")?;
+        self.inner.set_subnets(arn, subnets).await
+    }
     async fn set_ip_address_type(&self, arn: &str, ip_address_type: &str) -> Result<()> {
         self.tick("SetIpAddressType")?;
         self.inner.set_ip_address_type(arn, ip_address_type).await
