@@ -176,6 +176,44 @@ async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
     })
     .await;
 
+    // A scheme change: the CLB is recreated internal under the same name, and a Warning Event says so.
+    let patch = json!({ "metadata": { "annotations": {
+        "service.beta.kubernetes.io/aws-load-balancer-internal": "true"
+    } } });
+    services
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    eventually(&mut ccm, "the CLB recreated internal", 60, async || {
+        elb.describe(&lb)
+            .await
+            .is_some_and(|l| l.scheme() == Some("internal"))
+            && elb.listener_ports(&lb).await == [80, 443]
+            && elb.instances(&lb).await == expected
+    })
+    .await;
+    let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
+    eventually(
+        &mut ccm,
+        "a RecreatingLoadBalancer Warning Event",
+        30,
+        async || {
+            events.list(&lp).await.unwrap().items.iter().any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some("RecreatingLoadBalancer")
+                    && e.message
+                        .as_deref()
+                        .is_some_and(|m| m.contains("internet-facing -> internal"))
+            })
+        },
+    )
+    .await;
+    assert_eq!(
+        managed_groups(&world, &lb).await,
+        groups,
+        "the recreated CLB keeps its security group"
+    );
+
     // Invalid annotations: a Warning Event naming each, and no AWS mutation.
     let before = ccm.mutations().await;
     for (key, value) in [

@@ -157,9 +157,10 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         value: ValueType::OneOf(&["true", "false", "0.0.0.0/0"]),
         default: "false (internet-facing)",
         applies: Applies::Both,
-        doc: "`true` (or the legacy `0.0.0.0/0`) gives the `internal` scheme. A Classic ELB keeps the scheme it \
-              was created with (a warning is logged); an NLB is recreated with the new scheme (a \
-              `RecreatingLoadBalancer` Warning Event; its DNS name changes).",
+        doc: "`true` (or the legacy `0.0.0.0/0`) gives the `internal` scheme. Changing it recreates the load \
+              balancer under the same name with the new scheme (a `RecreatingLoadBalancer` Warning Event; its DNS \
+              name changes); a Classic ELB not tagged as owned by the cluster keeps its scheme (a warning is \
+              logged).",
     },
     AnnotationDef {
         key: Key::Subnets,

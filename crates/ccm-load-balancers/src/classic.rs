@@ -288,6 +288,9 @@ pub enum Change {
     DeleteLoadBalancer {
         /// Its name.
         name: String,
+        /// Why it is recreated (`None`: deleted with the Service).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        recreate_because: Option<String>,
     },
     /// Delete an owned security group.
     DeleteSecurityGroup {
@@ -315,6 +318,9 @@ pub struct Observed {
     pub load_balancer: Option<ClassicLoadBalancer>,
     /// Its tags.
     pub tags: Tags,
+    /// Whether its tags say this cluster owns it (`None`: tags not read): only an owned load balancer is ever
+    /// recreated.
+    pub owned: Option<bool>,
     /// Its attributes (`None` if not read).
     pub attributes: Option<ClassicAttributes>,
     /// Which of our policies exist on it.
@@ -651,9 +657,31 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
         }
     }
 
-    // 2. The load balancer itself; a missing one is planned against what creation yields.
+    // 2. The load balancer itself; a missing one is planned against what creation yields. A Classic ELB cannot
+    // change its scheme: an owned one is deleted and created again under the same name (its group, and so the
+    // nodes' rules, are kept); another's is left as it is, with a warning.
+    let mut current = observed.load_balancer.as_ref();
+    if let Some(lb) = current
+        && lb.internal != desired.internal
+    {
+        let reason = format!("scheme {} -> {}", scheme(lb.internal), scheme(desired.internal));
+        if observed.owned == Some(true) {
+            changes.push(Change::DeleteLoadBalancer {
+                name: desired.name.clone(),
+                recreate_because: Some(reason),
+            });
+            current = None;
+        } else if observed.owned == Some(false) {
+            tracing::warn!(
+                load_balancer = %desired.name,
+                %reason,
+                "the load balancer is not owned by this cluster (no cluster tag `owned`): its scheme is left as it is"
+            );
+        }
+    }
+    let no_policies = BTreeSet::new();
     let created;
-    let (lb, tags, attributes, policies) = match &observed.load_balancer {
+    let (lb, tags, attributes, policies) = match current {
         Some(lb) => (
             lb,
             &observed.tags,
@@ -677,11 +705,12 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
                 &created,
                 &desired.tags,
                 Some(fresh_attributes()),
-                &observed.policies,
+                // A load balancer's policies go with it.
+                &no_policies,
             )
         }
     };
-    let exists = observed.load_balancer.is_some();
+    let exists = current.is_some();
     let mut recreated_ports = BTreeSet::new();
     if exists {
         let add_tags = ccm_tagging::additions(tags, &desired.tags);
@@ -747,12 +776,6 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
             changes.push(Change::ApplySecurityGroups {
                 groups: desired.security_groups.clone(),
             });
-        }
-        if lb.internal != desired.internal {
-            tracing::warn!(
-                load_balancer = %desired.name,
-                "the scheme (internal) of an existing load balancer cannot change: re-create the Service"
-            );
         }
     }
 
@@ -903,6 +926,35 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
         });
     }
     changes
+}
+
+fn scheme(internal: bool) -> &'static str {
+    if internal { "internal" } else { "internet-facing" }
+}
+
+/// What changed that makes a plan recreate the load balancer (`None`: no recreation).
+pub fn recreation_reason(changes: &[Change]) -> Option<&str> {
+    changes.iter().find_map(|c| match c {
+        Change::DeleteLoadBalancer {
+            recreate_because: Some(reason),
+            ..
+        } => Some(reason.as_str()),
+        _ => None,
+    })
+}
+
+/// The notice of a plan that recreates the load balancer: a Warning naming what changed.
+pub fn recreation(changes: &[Change]) -> Option<String> {
+    changes.iter().find_map(|c| match c {
+        Change::DeleteLoadBalancer {
+            recreate_because: Some(reason),
+            name,
+        } => Some(format!(
+            "recreating Classic ELB {name}: {reason}; its DNS name changes and traffic is interrupted until the \
+             new load balancer is in service"
+        )),
+        _ => None,
+    })
 }
 
 /// Whether a change only concerns the back-end hosts (what `UpdateLoadBalancer` may do).
@@ -1084,6 +1136,7 @@ pub async fn observe<E: Ec2, L: Elb>(
         },
     );
     if let Some((tags, attributes, policies)) = details? {
+        observed.owned = Some(config.cluster.is_owned(&tags));
         observed.tags = tags;
         observed.attributes = Some(attributes);
         observed.policies = policies;
@@ -1314,7 +1367,7 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
                     _ => {}
                 }
             }
-            Change::DeleteLoadBalancer { name: lb_name } => elb
+            Change::DeleteLoadBalancer { name: lb_name, .. } => elb
                 .delete_load_balancer(lb_name)
                 .await
                 .map_err(Error::aws("deleting the load balancer"))?,
@@ -1458,6 +1511,7 @@ pub fn plan_delete(name: &str, observed: &DeleteObserved) -> Vec<Change> {
     if observed.load_balancer.is_some() {
         changes.push(Change::DeleteLoadBalancer {
             name: name.to_owned(),
+            recreate_because: None,
         });
     }
     changes.extend(

@@ -1379,6 +1379,17 @@ pub fn is_host_change(change: &Change) -> bool {
     )
 }
 
+/// What changed that makes a plan recreate the load balancer (`None`: no recreation).
+pub fn recreation_reason(changes: &[Change]) -> Option<&str> {
+    changes.iter().find_map(|c| match c {
+        Change::DeleteLoadBalancer {
+            recreate_because: Some(reason),
+            ..
+        } => Some(reason.as_str()),
+        _ => None,
+    })
+}
+
 /// The notices of a plan: a recreation, as a Warning naming what changed.
 pub fn recreation(changes: &[Change]) -> Option<String> {
     changes.iter().find_map(|c| match c {

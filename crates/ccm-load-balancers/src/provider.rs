@@ -64,11 +64,11 @@ pub struct DryRun {
 
 /// The error of a recreation that failed part-way: what was being done, then the failure, keeping its retry
 /// delay.
-fn recreation_failed(why: &str, error: Error) -> CloudError {
+fn recreation_failed(what: &str, why: &str, error: Error) -> CloudError {
     let error = CloudError::from(error);
     match error.retry_delay() {
-        Some(after) => CloudError::retry_after(format!("recreating the NLB ({why}): {error}"), after),
-        None => CloudError::with_source(format!("recreating the NLB ({why})"), error),
+        Some(after) => CloudError::retry_after(format!("recreating the {what} ({why}): {error}"), after),
+        None => CloudError::with_source(format!("recreating the {what} ({why})"), error),
     }
 }
 
@@ -234,6 +234,11 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         }
         let changes = classic::plan(&desired, &observed);
         let existing_dns = observed.load_balancer.as_ref().map(|lb| lb.dns_name.clone());
+        let mut notices = Vec::new();
+        if let Some(message) = classic::recreation(&changes) {
+            tracing::warn!(service = %spec.key(), load_balancer = %desired.name, %message, "recreating Classic ELB");
+            notices.push(Notice::warning("RecreatingLoadBalancer", message));
+        }
         if !changes.is_empty() {
             tracing::info!(service = %spec.key(), load_balancer = %desired.name, changes = changes.len(), "reconciling Classic ELB");
         }
@@ -245,9 +250,17 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             observed.managed_group.map(|g| g.id),
             &changes,
         )
-        .await?;
+        .await
+        .map_err(|e| match notices.first() {
+            Some(_) => recreation_failed(
+                "Classic ELB",
+                classic::recreation_reason(&changes).unwrap_or_default(),
+                e,
+            ),
+            None => e.into(),
+        })?;
         let dns = applied.created_dns_name.or(existing_dns).unwrap_or_default();
-        Ok(Ensured::new(status(&dns), Vec::new()))
+        Ok(Ensured::new(status(&dns), notices))
     }
 
     async fn ensure_nlb(
@@ -290,7 +303,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         .map_err(|e| match &notices.first() {
             // A recreation that failed part-way still tells the Service's users why its NLB is gone (the
             // notice itself is only posted with a status).
-            Some(recreating) => recreation_failed(&recreating.message, e),
+            Some(_) => recreation_failed("NLB", nlb::recreation_reason(&changes).unwrap_or_default(), e),
             None => e.into(),
         })?;
         let lb = applied.created.or(observed.load_balancer);

@@ -546,3 +546,109 @@ async fn https_listeners_with_policies_are_steady_after_creation() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_scheme_change_recreates_the_classic_elb_at_any_crash_point() {
+    let w = world(95).await;
+    let metrics = w.adapter.metrics().clone();
+    let nodes: Vec<Node> = w.instances.iter().map(|i| node(i)).collect();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let healthy = AwsLoadBalancers::new(
+        w.adapter.ec2().clone(),
+        w.adapter.elb().clone(),
+        w.adapter.elbv2().clone(),
+        w.config.clone(),
+    );
+    let elb = w.adapter.elb();
+    let mut crashed = 0;
+    for k in 1.. {
+        let uid = uid();
+        let public = service(&uid, &[(80, 30080)], &[(Key::ProxyProtocol, "*")]);
+        let internal = service(
+            &uid,
+            &[(80, 30080)],
+            &[(Key::ProxyProtocol, "*"), (Key::Internal, "true")],
+        );
+        let name = healthy.load_balancer_name("kubernetes", &public);
+        healthy
+            .ensure_load_balancer("kubernetes", &public, &refs)
+            .await
+            .unwrap();
+        let group = elb.load_balancer(&name).await.unwrap().unwrap().security_groups;
+
+        let count = Arc::new(AtomicUsize::new(0));
+        let faulty = AwsLoadBalancers::new(
+            Faulty {
+                inner: w.adapter.ec2().clone(),
+                count: count.clone(),
+                fail_at: k,
+            },
+            Faulty {
+                inner: elb.clone(),
+                count,
+                fail_at: k,
+            },
+            w.adapter.elbv2().clone(),
+            w.config.clone(),
+        );
+        let done = match faulty
+            .ensure_load_balancer_reporting("kubernetes", &internal, &refs)
+            .await
+        {
+            Ok(ensured) => {
+                // The uninterrupted run reports the recreation for the Service's Events.
+                assert_eq!(ensured.notices.len(), 1, "{:?}", ensured.notices);
+                let notice = &ensured.notices[0];
+                assert!(notice.warning && notice.reason == "RecreatingLoadBalancer");
+                assert!(
+                    notice.message.contains("scheme internet-facing -> internal"),
+                    "{}",
+                    notice.message
+                );
+                true
+            }
+            Err(e) => {
+                let message = e.to_string();
+                assert!(
+                    message.starts_with("recreating the Classic ELB (scheme internet-facing -> internal)"),
+                    "crash before mutation {k}: {message}"
+                );
+                crashed += 1;
+                false
+            }
+        };
+        // The next run converges: internal, same group (the nodes' rule kept), instances and policies back.
+        healthy
+            .ensure_load_balancer("kubernetes", &internal, &refs)
+            .await
+            .unwrap();
+        let lb = elb.load_balancer(&name).await.unwrap().unwrap();
+        assert!(lb.internal, "crash before mutation {k}");
+        assert_eq!(lb.security_groups, group, "crash before mutation {k}");
+        assert_eq!(lb.instances.len(), 3, "crash before mutation {k}");
+        assert_eq!(lb.backend_policies.len(), 1, "crash before mutation {k}");
+        assert!(
+            w.node_group_sources().await.contains(&group[0].to_string()),
+            "crash before mutation {k}"
+        );
+        let before = mutations(&metrics);
+        healthy
+            .ensure_load_balancer("kubernetes", &internal, &refs)
+            .await
+            .unwrap();
+        assert_eq!(
+            mutations(&metrics) - before,
+            0,
+            "crash before mutation {k}: not converged"
+        );
+        healthy
+            .ensure_load_balancer_deleted("kubernetes", &internal)
+            .await
+            .unwrap();
+        if done {
+            break;
+        }
+    }
+    eprintln!("the recreation crashed and recovered before each of its {crashed} mutating calls");
+    assert!(crashed >= 4, "{crashed}");
+}

@@ -148,6 +148,7 @@ fn converged(desired: &Desired) -> Observed {
             t.insert("aws:cloudformation:stack".into(), "x".into());
             t
         },
+        owned: Some(true),
         attributes: Some(attributes),
         policies,
         managed_group: desired.managed_group.as_ref().map(|_| group),
@@ -678,7 +679,10 @@ async fn apply_adopts_a_group_created_by_a_crashed_run_and_tolerates_duplicates(
 #[tokio::test]
 async fn apply_stops_at_the_first_failure_and_reports_a_group_in_use_as_retry() {
     let changes = vec![
-        Change::DeleteLoadBalancer { name: "x".into() },
+        Change::DeleteLoadBalancer {
+            name: "x".into(),
+            recreate_because: None,
+        },
         Change::DeleteSecurityGroup { group: "sg-1".into() },
         Change::DeleteSecurityGroup { group: "sg-2".into() },
     ];
@@ -868,4 +872,49 @@ async fn apply_resolves_the_managed_group_to_the_observed_id() {
     .await
     .unwrap_err();
     assert!(e.to_string().contains("k8s-elb-x"), "{e}");
+}
+
+#[test]
+fn a_scheme_change_recreates_an_owned_classic_elb_and_says_so() {
+    let public = desired_for(&[], &[(80, 30080)], &["i-1"]);
+    let internal = desired_for(&[(Key::Internal, "true")], &[(80, 30080)], &["i-1"]);
+    let observed = converged(&public);
+    let changes = plan(&internal, &observed);
+    let kinds: Vec<String> = serde_json::to_value(&changes)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["change"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "delete_load_balancer",
+            "create_load_balancer",
+            "configure_health_check",
+            "register_instances"
+        ],
+        "the group and the nodes' rules are kept; fresh attributes already match: {changes:?}"
+    );
+    assert!(matches!(
+        &changes[1],
+        Change::CreateLoadBalancer { internal: true, .. }
+    ));
+    let message = recreation(&changes).unwrap();
+    assert!(
+        message.contains("scheme internet-facing -> internal") && message.contains("DNS name changes"),
+        "{message}"
+    );
+    // Steady afterwards; and a plain deletion is no recreation.
+    assert_eq!(plan(&internal, &converged(&internal)), []);
+    assert_eq!(recreation(&plan(&public, &observed)), None);
+
+    // A load balancer this cluster does not own keeps its scheme (and is otherwise reconciled as before).
+    let mut foreign = observed;
+    foreign.owned = Some(false);
+    assert_eq!(plan(&internal, &foreign), []);
+    // Nor is one whose tags were not read (a node update).
+    foreign.owned = None;
+    assert_eq!(plan(&internal, &foreign), []);
 }
