@@ -267,6 +267,9 @@ pub trait Elbv2 {
     fn target_groups(&self, load_balancer_arn: &str)
     -> impl Future<Output = Result<Vec<TargetGroup>>> + Send;
 
+    /// Every target group of the region, paged: how a deletion finds groups no load balancer uses any more.
+    fn all_target_groups(&self) -> impl Future<Output = Result<Vec<TargetGroup>>> + Send;
+
     /// The target group named `name`, or `None` (found whether or not a load balancer uses it: crash-safe
     /// adoption and cleanup go by the deterministic name).
     fn target_group(&self, name: &str) -> impl Future<Output = Result<Option<TargetGroup>>> + Send;

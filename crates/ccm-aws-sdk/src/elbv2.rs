@@ -305,6 +305,26 @@ impl Elbv2 for AwsElbv2 {
             .await
     }
 
+    async fn all_target_groups(&self) -> Result<Vec<TargetGroup>> {
+        self.rt
+            .paged(
+                DESCRIBE_TARGET_GROUPS,
+                |marker| {
+                    self.client
+                        .describe_target_groups()
+                        // The largest page AWS gives: most accounts fit in one call.
+                        .page_size(400)
+                        .set_marker(marker)
+                        .send()
+                },
+                |page, out| {
+                    out.extend(page.target_groups().iter().filter_map(target_group));
+                    page.next_marker().map(str::to_owned)
+                },
+            )
+            .await
+    }
+
     async fn target_group(&self, name: &str) -> Result<Option<TargetGroup>> {
         let result = self
             .rt

@@ -1771,7 +1771,7 @@ pub async fn apply<E: Ec2, V: Elbv2>(
 pub struct DeleteObserved {
     /// The NLB, if it still exists.
     pub load_balancer: Option<LoadBalancerV2>,
-    /// Owned target groups to delete: the NLB's and those of the current ports found by name.
+    /// Owned target groups to delete: the NLB's, those of the current ports, and the Service's unattached ones.
     pub target_groups: Vec<TargetGroup>,
     /// The managed group, when owned by this cluster.
     pub managed_group: Option<SecurityGroupId>,
@@ -1781,14 +1781,20 @@ pub struct DeleteObserved {
     pub node_rules: Option<node_rules::Observed>,
 }
 
-/// Reads what deletion of NLB `name` needs. `target_group_names` are the names the Service's current ports give
-/// (groups left by a crashed run are found by them); `managed_group_name` is the managed group's name (`None`
-/// when unknown). Only resources owned by this cluster are deleted; groups given by annotation never are.
+/// Reads what deletion of NLB `name` of Service `(namespace, name)` needs. `target_group_names` are the names
+/// the Service's current ports give; `managed_group_name` is the managed group's name (`None` when unknown). Only
+/// resources owned by this cluster are deleted; groups given by annotation never are.
+///
+/// Target groups no load balancer uses are found in one listing of the region's groups: those named for the
+/// current ports (made by a run that crashed before attaching them) and any other with the Service's name prefix
+/// and `kubernetes.io/service-name` tag (left by a run that crashed between moving a listener to a new group and
+/// deleting the old one). Deletion is rare, so this sweep is paid there rather than on every sync.
 pub async fn observe_delete<E: Ec2, V: Elbv2>(
     ec2: &E,
     elbv2: &V,
     config: &LoadBalancerConfig,
     name: &str,
+    service: (&str, &str),
     target_group_names: &[String],
     managed_group_name: Option<&str>,
 ) -> Result<DeleteObserved, Error> {
@@ -1802,13 +1808,25 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
         Some(lb) => target_groups_of(elbv2, lb).await?,
         None => Vec::new(),
     };
-    for tg in target_group_names {
-        if !groups.iter().any(|g| g.name == *tg)
-            && let Some(g) = elbv2.target_group(tg).await.map_err(Error::aws(context))?
-        {
+    let (namespace, service_name) = service;
+    let prefix = format!(
+        "k8s-{}-{}-",
+        alnum_prefix(namespace, 8),
+        alnum_prefix(service_name, 8)
+    );
+    let mut by_prefix = BTreeSet::new();
+    for g in elbv2.all_target_groups().await.map_err(Error::aws(context))? {
+        if groups.iter().any(|h| h.arn == g.arn) {
+            continue;
+        }
+        if target_group_names.contains(&g.name) {
+            groups.push(g);
+        } else if g.name.starts_with(&prefix) {
+            by_prefix.insert(g.arn.clone());
             groups.push(g);
         }
     }
+    let key = format!("{namespace}/{service_name}");
     let mut load_balancer = load_balancer;
     let arns: Vec<String> = load_balancer
         .iter()
@@ -1817,7 +1835,13 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
         .collect();
     if !arns.is_empty() {
         let tags = elbv2.tags(&arns).await.map_err(Error::aws(context))?;
-        groups.retain(|g| tags.get(&g.arn).is_some_and(|t| config.cluster.is_owned(t)));
+        // A prefix is shared by Services whose names agree on 8 characters: those groups must name this one.
+        groups.retain(|g| {
+            tags.get(&g.arn).is_some_and(|t| {
+                config.cluster.is_owned(t)
+                    && (!by_prefix.contains(&g.arn) || t.get(shared::SERVICE_NAME_TAG) == Some(&key))
+            })
+        });
         // Another cluster's NLB under this name is left alone.
         if load_balancer.as_ref().is_some_and(|lb| {
             tags.get(&lb.arn)

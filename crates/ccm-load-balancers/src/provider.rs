@@ -423,6 +423,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             &self.elbv2,
             &self.config,
             &name,
+            (&namespace, &service_name),
             &target_groups,
             Some(&managed)
                 .filter(|_| !keep.contains(&managed))

@@ -7,11 +7,14 @@
 mod common;
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     sync::{Arc, atomic::AtomicUsize},
 };
 
-use ccm_aws_api::{Ec2, Elb, Elbv2, Filter, elbv2::LoadBalancerV2};
+use ccm_aws_api::{
+    Ec2, Elb, Elbv2, Filter, Tags, VpcId,
+    elbv2::{LoadBalancerV2, NewTargetGroup, TargetGroupHealthCheck},
+};
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
 use ccm_testing::{TestEnv, unique_name};
@@ -969,4 +972,81 @@ async fn a_pinned_subnet_in_a_new_zone_is_added_in_place() {
         .unwrap();
     assert_eq!(elbv2.load_balancer(&name).await.unwrap(), None);
     assert_eq!(health_sources().await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn deletion_sweeps_an_unattached_target_group_of_the_service() {
+    // A run that crashed between moving a listener to a new target group and deleting the old one leaves the old
+    // group attached to nothing, named for ports the Service no longer has. moto never detaches a group from a
+    // load balancer (its listing by load balancer keeps old groups), so the leftover is made here directly.
+    let w = world(133).await;
+    let lbs = w.lbs(w.config.clone());
+    let elbv2 = w.adapter.elbv2();
+    let nodes = w.nodes();
+    let svc = service(&uid(), &[(80, 30080)], &[]);
+    let name = lbs.load_balancer_name(CLUSTER_NAME, &svc);
+    ensure(&lbs, &svc, &nodes).await;
+    let tags_of_service = |service: &str, owned: bool| -> Tags {
+        let mut t = Tags::from([("kubernetes.io/service-name".to_owned(), service.to_owned())]);
+        if owned {
+            t.insert(w.config.cluster.key(), "owned".to_owned());
+        }
+        t
+    };
+    let leftover = async |tags: Tags| -> String {
+        let suffix: String = uid().chars().filter(char::is_ascii_hexdigit).take(10).collect();
+        elbv2
+            .create_target_group(&NewTargetGroup {
+                name: format!("k8s-moto-web-{suffix}"),
+                protocol: "TCP".into(),
+                port: 30079,
+                vpc_id: VpcId::new(w.vpc.clone()),
+                health_check: TargetGroupHealthCheck::default(),
+                tags,
+            })
+            .await
+            .unwrap()
+            .arn
+    };
+    let orphan = leftover(tags_of_service("moto/web", true)).await;
+    // Same name prefix, but another Service's, or not this cluster's: never touched.
+    let other_service = leftover(tags_of_service("moto/web-canary", true)).await;
+    let not_owned = leftover(tags_of_service("moto/web", false)).await;
+
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
+        .await
+        .unwrap();
+    assert_eq!(elbv2.load_balancer(&name).await.unwrap(), None);
+    let left: Vec<String> = elbv2
+        .all_target_groups()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|g| g.arn)
+        .filter(|arn| [&orphan, &other_service, &not_owned].contains(&arn))
+        .collect();
+    let left: BTreeSet<String> = left.into_iter().collect();
+    assert_eq!(left, BTreeSet::from([other_service.clone(), not_owned.clone()]));
+    let owned_left: Vec<String> = {
+        let all = elbv2.all_target_groups().await.unwrap();
+        let arns: Vec<String> = all.iter().map(|g| g.arn.clone()).collect();
+        let tags = elbv2.tags(&arns).await.unwrap();
+        all.into_iter()
+            .filter(|g| {
+                tags.get(&g.arn).is_some_and(|t| {
+                    w.config.cluster.is_owned(t)
+                        && t.get("kubernetes.io/service-name").map(String::as_str) == Some("moto/web")
+                })
+            })
+            .map(|g| g.name)
+            .collect()
+    };
+    assert_eq!(
+        owned_left,
+        Vec::<String>::new(),
+        "no target group of the Service is left"
+    );
+    for arn in [other_service, not_owned] {
+        elbv2.delete_target_group(&arn).await.unwrap();
+    }
 }

@@ -1056,6 +1056,9 @@ async fn another_clusters_nlb_is_neither_adopted_nor_deleted() {
         elbv2
             .expect_target_group()
             .returning(|_| Box::pin(async { Ok(None) }));
+        elbv2
+            .expect_all_target_groups()
+            .returning(|| Box::pin(async { Ok(vec![]) }));
         let tags = foreign.clone();
         elbv2.expect_tags().returning(move |_| {
             let t = BTreeMap::from([("arn:lb".to_owned(), tags.clone())]);
@@ -1074,6 +1077,7 @@ async fn another_clusters_nlb_is_neither_adopted_nor_deleted() {
         &mocks(),
         &c,
         NAME,
+        ("prod", "web"),
         &["k8s-prod-web-x".into()],
         None,
     )
@@ -1309,4 +1313,80 @@ async fn apply_sets_the_subnets() {
         .await
         .unwrap();
     assert_eq!(applied.mutations, 1);
+}
+
+#[tokio::test]
+async fn deletion_sweeps_the_services_unattached_target_groups_and_nothing_else() {
+    let owned = desired(&[], &[(80, 30080)]).tags;
+    assert_eq!(
+        owned.get("kubernetes.io/service-name").map(String::as_str),
+        Some("prod/web")
+    );
+    let mut other_service = owned.clone();
+    other_service.insert("kubernetes.io/service-name".into(), "prod/web-canary".into());
+    let foreign = Tags::from([
+        ("kubernetes.io/cluster/other".to_owned(), "owned".to_owned()),
+        ("kubernetes.io/service-name".to_owned(), "prod/web".to_owned()),
+    ]);
+    let mut untagged_service = owned.clone();
+    untagged_service.remove("kubernetes.io/service-name");
+    let groups = [
+        // (ARN, name, tags, deleted)
+        (
+            "arn:current",
+            "k8s-prod-web-current",
+            untagged_service.clone(),
+            true,
+        ),
+        ("arn:orphan", "k8s-prod-web-0123456789", owned.clone(), true),
+        ("arn:canary", "k8s-prod-web-abcdef0123", other_service, false),
+        ("arn:foreign", "k8s-prod-web-fedcba9876", foreign, false),
+        ("arn:unprefixed", "k8s-prod-api-0123456789", owned.clone(), false),
+        (
+            "arn:untagged-prefix",
+            "k8s-prod-web-5555555555",
+            untagged_service,
+            false,
+        ),
+    ];
+    let mut elbv2 = MockElbv2::new();
+    elbv2
+        .expect_load_balancer()
+        .returning(|_| Box::pin(async { Ok(None) }));
+    let listed: Vec<TargetGroup> = groups
+        .iter()
+        .map(|(arn, name, _, _)| TargetGroup::new(arn, name, "TCP", 30080))
+        .collect();
+    elbv2.expect_all_target_groups().times(1).returning(move || {
+        let listed = listed.clone();
+        Box::pin(async move { Ok(listed) })
+    });
+    let tags: BTreeMap<String, Tags> = groups
+        .iter()
+        .map(|(arn, _, tags, _)| ((*arn).to_owned(), tags.clone()))
+        .collect();
+    elbv2.expect_tags().times(1).returning(move |arns| {
+        let t: BTreeMap<String, Tags> = tags
+            .iter()
+            .filter(|(arn, _)| arns.contains(arn))
+            .map(|(a, t)| (a.clone(), t.clone()))
+            .collect();
+        Box::pin(async move { Ok(t) })
+    });
+    let mut c = config();
+    c.manage_node_security_groups = false;
+    let observed = observe_delete(
+        &MockEc2::new(),
+        &elbv2,
+        &c,
+        NAME,
+        ("prod", "web"),
+        &["k8s-prod-web-current".into()],
+        None,
+    )
+    .await
+    .unwrap();
+    let deleted: Vec<&str> = observed.target_groups.iter().map(|g| g.arn.as_str()).collect();
+    let wanted: Vec<&str> = groups.iter().filter(|g| g.3).map(|g| g.0).collect();
+    assert_eq!(deleted, wanted);
 }

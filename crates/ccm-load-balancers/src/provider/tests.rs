@@ -245,16 +245,16 @@ async fn a_classic_elb_outlives_no_type_change() {
     elb.expect_delete_load_balancer()
         .times(1)
         .returning(|_| Box::pin(async { Ok(()) }));
-    // The Service says NLB: looked up first by get, and searched (with its target groups) by delete.
+    // The Service says NLB: looked up first by get, and searched (with the region's target groups) by delete.
     let mut elbv2 = MockElbv2::new();
     elbv2
         .expect_load_balancer()
         .times(2)
         .returning(|_| Box::pin(async { Ok(None) }));
     elbv2
-        .expect_target_group()
+        .expect_all_target_groups()
         .times(1)
-        .returning(|_| Box::pin(async { Ok(None) }));
+        .returning(|| Box::pin(async { Ok(vec![]) }));
     let mut c = config();
     c.manage_node_security_groups = false;
     let lbs = AwsLoadBalancers::new(ec2, elb, elbv2, c);

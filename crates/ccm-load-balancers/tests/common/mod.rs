@@ -253,6 +253,9 @@ impl<T: Elbv2 + Sync> Elbv2 for Faulty<T> {
     async fn target_groups(&self, load_balancer_arn: &str) -> Result<Vec<TargetGroup>> {
         self.inner.target_groups(load_balancer_arn).await
     }
+    async fn all_target_groups(&self) -> Result<Vec<TargetGroup>> {
+        self.inner.all_target_groups().await
+    }
     async fn target_group(&self, name: &str) -> Result<Option<TargetGroup>> {
         self.inner.target_group(name).await
     }
