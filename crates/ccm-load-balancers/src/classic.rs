@@ -365,8 +365,11 @@ pub struct Applied {
 
 /// The SSL negotiation policy's name for the predefined policy `reference`.
 pub fn ssl_policy_name(reference: &str) -> String {
-    format!("k8s-SSLNegotiationPolicy-{reference}")
+    format!("{SSL_POLICY_PREFIX}{reference}")
 }
+
+/// The prefix of the SSL negotiation policies this controller (and upstream) creates.
+const SSL_POLICY_PREFIX: &str = "k8s-SSLNegotiationPolicy-";
 
 fn listener(spec: &ServiceSpec, p: &PortSpec) -> Listener {
     let backend = spec.backend_protocol.as_deref();
@@ -855,10 +858,19 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
                     .map(|o| o.policy_names.clone())
                     .unwrap_or_default()
             };
-            if current != [policy.clone()] {
+            // Only our negotiation policy is swapped: other policies on the listener (a stickiness policy set
+            // by hand, say) stay, where upstream replaces the whole list.
+            let mut wanted: Vec<String> = current
+                .iter()
+                .filter(|p| !p.starts_with(SSL_POLICY_PREFIX))
+                .cloned()
+                .collect();
+            wanted.push(policy.clone());
+            let differs = current.len() != wanted.len() || !wanted.iter().all(|p| current.contains(p));
+            if differs {
                 changes.push(Change::SetListenerPolicies {
                     port: l.port,
-                    policies: vec![policy.clone()],
+                    policies: wanted,
                 });
             }
         }

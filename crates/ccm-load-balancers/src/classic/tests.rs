@@ -476,6 +476,22 @@ fn proxy_protocol_and_ssl_policies() {
             }
         ]
     );
+
+    // Another negotiation policy of ours is swapped; anything else on the listener stays (upstream drops it).
+    let p2 = desired_for(&[cert, (Key::SslNegotiationPolicy, "P2")], &[(443, 30443)], &[]);
+    let mut observed = converged(&with_policy);
+    observed.policies.insert("k8s-SSLNegotiationPolicy-P2".into());
+    observed.load_balancer.as_mut().unwrap().listeners[0]
+        .policy_names
+        .insert(0, "sticky-by-hand".into());
+    assert_eq!(plan(&with_policy, &observed), [], "ours is there: nothing to do");
+    assert_eq!(
+        plan(&p2, &observed),
+        [Change::SetListenerPolicies {
+            port: 443,
+            policies: vec!["sticky-by-hand".into(), "k8s-SSLNegotiationPolicy-P2".into()]
+        }]
+    );
 }
 
 #[test]
