@@ -402,7 +402,8 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         value: ValueType::OneOf(&["ipv4", "dualstack"]),
         default: "ipv4",
         applies: Applies::Nlb,
-        doc: "`dualstack` gives the NLB IPv6 addresses too (its subnets need IPv6 CIDR blocks); a change is made in \
+        doc: "`dualstack` gives the NLB IPv6 addresses too (its subnets need IPv6 CIDR blocks: a Service whose \
+              subnets lack one gets an error naming them, before anything is made); a change is made in \
               place (`SetIpAddressType`). With the default source ranges, the managed security group then also \
               admits `::/0`. Same key and values as the AWS Load Balancer Controller.",
     },

@@ -57,6 +57,17 @@ pub enum Error {
         /// What was found.
         found: Vec<String>,
     },
+    /// A dual-stack NLB was asked for on subnets without IPv6 CIDR blocks (AWS would refuse it after the managed
+    /// group was made): nothing is changed until the subnets or the annotation are fixed.
+    #[error(
+        "service.beta.kubernetes.io/aws-load-balancer-ip-address-type=dualstack needs subnets with IPv6 CIDR \
+         blocks, but {subnets:?} have none: add IPv6 CIDR blocks to them, pin other subnets with the subnets \
+         annotation, or use ipv4"
+    )]
+    SubnetsWithoutIpv6 {
+        /// The subnets lacking an IPv6 CIDR block.
+        subnets: Vec<String>,
+    },
     /// Discovery found no subnet.
     #[error(
         "could not find any suitable subnets for creating the ELB in {vpc} (internal: {internal}): tag subnets \

@@ -471,13 +471,42 @@ pub fn select_subnets(
 }
 
 /// The subnets of a load balancer: the annotation's (IDs or `Name` tags, all must resolve), else discovery in
-/// the cluster's VPC, else the fallback subnet.
+/// the cluster's VPC, else the fallback subnet. A dual-stack NLB's subnets must all have an IPv6 CIDR block
+/// ([`Error::SubnetsWithoutIpv6`], checked from the same reads; the fallback subnet costs one more).
 pub async fn resolve_subnets<E: Ec2>(
     ec2: &E,
     config: &LoadBalancerConfig,
     spec: &ServiceSpec,
     zones: &[AvailabilityZone],
 ) -> Result<Vec<SubnetId>, Error> {
+    let needs_ipv6 = spec.flavour == crate::Flavour::Network
+        && spec.ip_address_type == crate::spec::IpAddressType::Dualstack;
+    let (ids, details) = resolve_subnet_details(ec2, config, spec, zones, needs_ipv6).await?;
+    if needs_ipv6 {
+        let lacking: Vec<String> = ids
+            .iter()
+            .filter(|id| {
+                !details
+                    .iter()
+                    .any(|s| s.id == **id && !s.ipv6_cidr_blocks.is_empty())
+            })
+            .map(ToString::to_string)
+            .collect();
+        if !lacking.is_empty() {
+            return Err(Error::SubnetsWithoutIpv6 { subnets: lacking });
+        }
+    }
+    Ok(ids)
+}
+
+/// The chosen subnets, and the subnets read on the way (their details).
+async fn resolve_subnet_details<E: Ec2>(
+    ec2: &E,
+    config: &LoadBalancerConfig,
+    spec: &ServiceSpec,
+    zones: &[AvailabilityZone],
+    needs_details: bool,
+) -> Result<(Vec<SubnetId>, Vec<Subnet>), Error> {
     let vpc = Filter::new("vpc-id", [config.vpc_id.as_str()]);
     if let Some(wanted) = &spec.subnets {
         let (ids, names): (Vec<&String>, Vec<&String>) =
@@ -500,7 +529,7 @@ pub async fn resolve_subnets<E: Ec2>(
                     .map_err(Error::aws("resolving the subnets annotation"))?,
             );
         }
-        let mut out: Vec<SubnetId> = found.into_iter().map(|s| s.id).collect();
+        let mut out: Vec<SubnetId> = found.iter().map(|s| s.id.clone()).collect();
         out.sort();
         out.dedup();
         if out.len() != wanted.len() {
@@ -509,7 +538,7 @@ pub async fn resolve_subnets<E: Ec2>(
                 found: out.iter().map(ToString::to_string).collect(),
             });
         }
-        return Ok(out);
+        return Ok((out, found));
     }
     // Both reads at once; internal load balancers take private subnets too and need no route tables.
     let (subnets, tables) = tokio::join!(ec2.subnets(std::slice::from_ref(&vpc)), async {
@@ -523,12 +552,19 @@ pub async fn resolve_subnets<E: Ec2>(
     let tables = tables.map_err(Error::aws("discovering subnets"))?;
     let selected = select_subnets(&subnets, &tables, zones, &config.cluster, spec.internal);
     if !selected.is_empty() {
-        return Ok(selected);
+        return Ok((selected, subnets));
     }
     match &config.fallback_subnet {
         Some(subnet) => {
             tracing::warn!(service = %spec.key(), %subnet, "no suitable tagged subnets; falling back to the configured subnet");
-            Ok(vec![subnet.clone()])
+            let details = if needs_details {
+                ec2.subnets(&[Filter::new("subnet-id", [subnet.as_str()])])
+                    .await
+                    .map_err(Error::aws("reading the fallback subnet"))?
+            } else {
+                Vec::new()
+            };
+            Ok((vec![subnet.clone()], details))
         }
         None => Err(Error::NoSubnets {
             vpc: config.vpc_id.to_string(),

@@ -853,6 +853,56 @@ async fn dualstack_is_created_steady_and_switched_back_in_place() {
     let dual = service(&uid, &[(80, 30080)], &[(Key::IpAddressType, "dualstack")]);
     let name = lbs.load_balancer_name(CLUSTER_NAME, &dual);
     let nodes = w.nodes();
+
+    // IPv4-only subnets: refused before anything is made (AWS would refuse the NLB after the group).
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let before = mutation_counts(&metrics);
+    let e = lbs
+        .ensure_load_balancer(CLUSTER_NAME, &dual, &refs)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("ip-address-type=dualstack needs subnets with IPv6 CIDR blocks")
+            && e.contains(&w.subnets[0]),
+        "{e}"
+    );
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+    assert_eq!(elbv2.load_balancer(&name).await.unwrap(), None);
+
+    // With IPv6 CIDR blocks on the VPC and its subnets.
+    let vpc = w
+        .raw
+        .associate_vpc_cidr_block()
+        .vpc_id(&w.vpc)
+        .amazon_provided_ipv6_cidr_block(true)
+        .send()
+        .await
+        .unwrap();
+    let block = vpc
+        .ipv6_cidr_block_association()
+        .and_then(|a| a.ipv6_cidr_block())
+        .unwrap()
+        .to_owned();
+    // A /56: the subnets' /64s differ in the last byte of the fourth group.
+    let groups: Vec<&str> = block.split("::").next().unwrap().split(':').collect();
+    let fourth = u16::from_str_radix(groups.get(3).copied().unwrap_or("0"), 16).unwrap();
+    for (i, subnet) in (0u16..).zip(&w.subnets) {
+        let cidr = format!(
+            "{}:{}:{}:{:x}::/64",
+            groups[0],
+            groups[1],
+            groups[2],
+            (fourth & 0xff00) | i
+        );
+        w.raw
+            .associate_subnet_cidr_block()
+            .subnet_id(subnet)
+            .ipv6_cidr_block(cidr)
+            .send()
+            .await
+            .unwrap();
+    }
     let hostname = ensure(&lbs, &dual, &nodes).await;
     let lb = elbv2.load_balancer(&name).await.unwrap().unwrap();
     assert_eq!(lb.ip_address_type, "dualstack");

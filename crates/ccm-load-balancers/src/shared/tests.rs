@@ -280,3 +280,73 @@ fn tags_carry_service_and_ownership_and_additional() {
         "the ownership tag wins over an additional one"
     );
 }
+
+#[tokio::test]
+async fn a_dual_stack_nlb_needs_ipv6_subnets_and_names_those_without() {
+    use crate::{annotations::Key, classic::tests::service, parse_service};
+    use ccm_aws_api::ec2::MockEc2;
+    let with_ipv6 = |id: &str, zone: &str, v6: bool| {
+        let mut s = subnet(id, zone, &[]);
+        if v6 {
+            s.ipv6_cidr_blocks = vec!["2600:1f18:0:1::/64".to_owned()];
+        }
+        s
+    };
+    let spec = |annotations: &[(Key, &str)]| {
+        let mut all = vec![(Key::Type, "nlb")];
+        all.extend_from_slice(annotations);
+        parse_service(&service(&all, &[(80, 30080)])).unwrap()
+    };
+    let pinned = (Key::Subnets, "subnet-a,subnet-b");
+    let dual = (Key::IpAddressType, "dualstack");
+    // Only the subnets read: no other call is expected of the mock.
+    let ec2 = |a_v6: bool| {
+        let mut ec2 = MockEc2::new();
+        ec2.expect_subnets().times(1).returning(move |_| {
+            let found = vec![
+                with_ipv6("subnet-a", "us-east-1a", a_v6),
+                with_ipv6("subnet-b", "us-east-1b", true),
+            ];
+            Box::pin(async move { Ok(found) })
+        });
+        ec2
+    };
+    let config = crate::classic::tests::config();
+    let e = resolve_subnets(&ec2(false), &config, &spec(&[pinned, dual]), &[])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::SubnetsWithoutIpv6 { subnets } if subnets == &["subnet-a".to_owned()]),
+        "{e}"
+    );
+    assert!(e.to_string().contains("or use ipv4"), "{e}");
+    let ok = resolve_subnets(&ec2(true), &config, &spec(&[pinned, dual]), &[])
+        .await
+        .unwrap();
+    assert_eq!(ok, [SubnetId::new("subnet-a"), SubnetId::new("subnet-b")]);
+    // IPv4 NLBs and Classic ELBs do not care.
+    resolve_subnets(&ec2(false), &config, &spec(&[pinned]), &[])
+        .await
+        .unwrap();
+
+    // The fallback subnet is read (one more call) only for a dual-stack NLB.
+    let mut config = config;
+    config.fallback_subnet = Some(SubnetId::new("subnet-f"));
+    let mut ec2 = MockEc2::new();
+    ec2.expect_subnets()
+        .times(1)
+        .returning(|_| Box::pin(async { Ok(Vec::new()) }));
+    ec2.expect_route_tables()
+        .times(1)
+        .returning(|_| Box::pin(async { Ok(Vec::new()) }));
+    ec2.expect_subnets()
+        .times(1)
+        .returning(|_| Box::pin(async { Ok(vec![subnet("subnet-f", "us-east-1a", &[])]) }));
+    let e = resolve_subnets(&ec2, &config, &spec(&[dual]), &[])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::SubnetsWithoutIpv6 { subnets } if subnets == &["subnet-f".to_owned()]),
+        "{e}"
+    );
+}
