@@ -63,6 +63,28 @@ impl AwsElbv2 {
     pub(crate) fn new(client: aws_sdk_elasticloadbalancingv2::Client, rt: Arc<Runtime>) -> Self {
         Self { client, rt }
     }
+
+    /// `DescribeTargetGroups` of one load balancer, or of the whole region, every page.
+    async fn target_groups_paged(&self, load_balancer_arn: Option<&str>) -> Result<Vec<TargetGroup>> {
+        self.rt
+            .paged(
+                DESCRIBE_TARGET_GROUPS,
+                |marker| {
+                    self.client
+                        .describe_target_groups()
+                        .set_load_balancer_arn(load_balancer_arn.map(str::to_owned))
+                        // The largest page AWS gives: most accounts' groups fit in one call.
+                        .page_size(400)
+                        .set_marker(marker)
+                        .send()
+                },
+                |page, out| {
+                    out.extend(page.target_groups().iter().filter_map(target_group));
+                    page.next_marker().map(str::to_owned)
+                },
+            )
+            .await
+    }
 }
 
 impl Elbv2 for AwsElbv2 {
@@ -287,42 +309,11 @@ impl Elbv2 for AwsElbv2 {
     }
 
     async fn target_groups(&self, load_balancer_arn: &str) -> Result<Vec<TargetGroup>> {
-        self.rt
-            .paged(
-                DESCRIBE_TARGET_GROUPS,
-                |marker| {
-                    self.client
-                        .describe_target_groups()
-                        .load_balancer_arn(load_balancer_arn)
-                        .set_marker(marker)
-                        .send()
-                },
-                |page, out| {
-                    out.extend(page.target_groups().iter().filter_map(target_group));
-                    page.next_marker().map(str::to_owned)
-                },
-            )
-            .await
+        self.target_groups_paged(Some(load_balancer_arn)).await
     }
 
     async fn all_target_groups(&self) -> Result<Vec<TargetGroup>> {
-        self.rt
-            .paged(
-                DESCRIBE_TARGET_GROUPS,
-                |marker| {
-                    self.client
-                        .describe_target_groups()
-                        // The largest page AWS gives: most accounts fit in one call.
-                        .page_size(400)
-                        .set_marker(marker)
-                        .send()
-                },
-                |page, out| {
-                    out.extend(page.target_groups().iter().filter_map(target_group));
-                    page.next_marker().map(str::to_owned)
-                },
-            )
-            .await
+        self.target_groups_paged(None).await
     }
 
     async fn target_group(&self, name: &str) -> Result<Option<TargetGroup>> {

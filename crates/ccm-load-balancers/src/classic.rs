@@ -667,7 +667,11 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
     if let Some(lb) = current
         && lb.internal != desired.internal
     {
-        let reason = format!("scheme {} -> {}", scheme(lb.internal), scheme(desired.internal));
+        let reason = format!(
+            "scheme {} -> {}",
+            shared::scheme(lb.internal),
+            shared::scheme(desired.internal)
+        );
         if observed.owned == Some(true) {
             changes.push(Change::DeleteLoadBalancer {
                 name: desired.name.clone(),
@@ -940,10 +944,6 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
     changes
 }
 
-fn scheme(internal: bool) -> &'static str {
-    if internal { "internal" } else { "internet-facing" }
-}
-
 /// What changed that makes a plan recreate the load balancer (`None`: no recreation).
 pub fn recreation_reason(changes: &[Change]) -> Option<&str> {
     changes.iter().find_map(|c| match c {
@@ -956,17 +956,8 @@ pub fn recreation_reason(changes: &[Change]) -> Option<&str> {
 }
 
 /// The notice of a plan that recreates the load balancer: a Warning naming what changed.
-pub fn recreation(changes: &[Change]) -> Option<String> {
-    changes.iter().find_map(|c| match c {
-        Change::DeleteLoadBalancer {
-            recreate_because: Some(reason),
-            name,
-        } => Some(format!(
-            "recreating Classic ELB {name}: {reason}; its DNS name changes and traffic is interrupted until the \
-             new load balancer is in service"
-        )),
-        _ => None,
-    })
+pub fn recreation(name: &str, changes: &[Change]) -> Option<String> {
+    recreation_reason(changes).map(|reason| shared::recreation_notice("Classic ELB", name, reason))
 }
 
 /// Whether a change only concerns the back-end hosts (what `UpdateLoadBalancer` may do).

@@ -927,12 +927,11 @@ pub async fn observe<E: Ec2, V: Elbv2>(
 /// Why an existing NLB must be replaced (empty: it can be kept): what cannot change on a live NLB.
 pub fn recreation_reasons(desired: &Desired, lb: &LoadBalancerV2) -> Vec<String> {
     let mut reasons = Vec::new();
-    let scheme = |internal: bool| if internal { "internal" } else { "internet-facing" };
     if lb.internal != desired.internal {
         reasons.push(format!(
             "scheme {} -> {}",
-            scheme(lb.internal),
-            scheme(desired.internal)
+            shared::scheme(lb.internal),
+            shared::scheme(desired.internal)
         ));
     }
     let current: BTreeSet<String> = lb
@@ -1390,19 +1389,9 @@ pub fn recreation_reason(changes: &[Change]) -> Option<&str> {
     })
 }
 
-/// The notices of a plan: a recreation, as a Warning naming what changed.
-pub fn recreation(changes: &[Change]) -> Option<String> {
-    changes.iter().find_map(|c| match c {
-        Change::DeleteLoadBalancer {
-            recreate_because: Some(reason),
-            name,
-            ..
-        } => Some(format!(
-            "recreating NLB {name}: {reason}; its DNS name changes and traffic is interrupted until the new NLB \
-             is active"
-        )),
-        _ => None,
-    })
+/// The notice of a plan that recreates the NLB: a Warning naming what changed.
+pub fn recreation(name: &str, changes: &[Change]) -> Option<String> {
+    recreation_reason(changes).map(|reason| shared::recreation_notice("NLB", name, reason))
 }
 
 struct Context<'a, E, V> {

@@ -235,7 +235,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let changes = classic::plan(&desired, &observed);
         let existing_dns = observed.load_balancer.as_ref().map(|lb| lb.dns_name.clone());
         let mut notices = Vec::new();
-        if let Some(message) = classic::recreation(&changes) {
+        if let Some(message) = classic::recreation(&desired.name, &changes) {
             tracing::warn!(service = %spec.key(), load_balancer = %desired.name, %message, "recreating Classic ELB");
             notices.push(Notice::warning("RecreatingLoadBalancer", message));
         }
@@ -284,7 +284,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         }
         let changes = nlb::plan(&desired, &observed);
         let mut notices = Vec::new();
-        if let Some(message) = nlb::recreation(&changes) {
+        if let Some(message) = nlb::recreation(&desired.name, &changes) {
             tracing::warn!(service = %spec.key(), load_balancer = %desired.name, %message, "recreating NLB");
             notices.push(Notice::warning("RecreatingLoadBalancer", message));
         }

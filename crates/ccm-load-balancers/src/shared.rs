@@ -420,6 +420,19 @@ pub fn is_public(subnet: &SubnetId, route_tables: &[RouteTable]) -> bool {
     })
 }
 
+/// A load balancer scheme's AWS name.
+pub fn scheme(internal: bool) -> &'static str {
+    if internal { "internal" } else { "internet-facing" }
+}
+
+/// The Warning notice of a recreation: what is recreated, why, and what that costs its users.
+pub fn recreation_notice(kind: &str, name: &str, reason: &str) -> String {
+    format!(
+        "recreating {kind} {name}: {reason}; its DNS name changes and traffic is interrupted until the new load \
+         balancer is in service"
+    )
+}
+
 /// Subnet discovery (pure): subnets tagged for this cluster or for no cluster; internet-facing load balancers
 /// only public ones; one per zone (preferring the role tag, then the cluster tag, then the smallest ID); zones
 /// that are not `availability-zone`s (local, wavelength) dropped; sorted by zone name.

@@ -917,14 +917,14 @@ fn a_scheme_change_recreates_an_owned_classic_elb_and_says_so() {
         &changes[1],
         Change::CreateLoadBalancer { internal: true, .. }
     ));
-    let message = recreation(&changes).unwrap();
+    let message = recreation(NAME, &changes).unwrap();
     assert!(
         message.contains("scheme internet-facing -> internal") && message.contains("DNS name changes"),
         "{message}"
     );
     // Steady afterwards; and a plain deletion is no recreation.
     assert_eq!(plan(&internal, &converged(&internal)), []);
-    assert_eq!(recreation(&plan(&public, &observed)), None);
+    assert_eq!(recreation(NAME, &plan(&public, &observed)), None);
 
     // A load balancer this cluster does not own keeps its scheme (and is otherwise reconciled as before).
     let mut foreign = observed;

@@ -753,7 +753,7 @@ fn changes_an_nlb_cannot_take_recreate_it_with_a_reason() {
         ["delete_load_balancer", "create_load_balancer", "create_listener"],
         "the target group is kept"
     );
-    let message = recreation(&changes).unwrap();
+    let message = recreation(NAME, &changes).unwrap();
     assert!(
         message.contains("scheme internet-facing -> internal"),
         "{message}"
@@ -767,19 +767,19 @@ fn changes_an_nlb_cannot_take_recreate_it_with_a_reason() {
         &managed_config(),
     )
     .unwrap();
-    let message = recreation(&plan(&byo, &converged(&public))).unwrap();
+    let message = recreation(NAME, &plan(&byo, &converged(&public))).unwrap();
     assert!(message.contains("created without security groups"), "{message}");
 
     // A pinned subnet removed or swapped recreates; discovered subnets never change an NLB.
     let mut one = pinned(&["subnet-a"], &[]);
     let mut o = converged(&pinned(&["subnet-a", "subnet-b"], &[]));
     assert!(
-        recreation(&plan(&one, &o))
+        recreation(NAME, &plan(&one, &o))
             .unwrap()
             .contains("subnets subnet-a,subnet-b -> subnet-a")
     );
     let swapped = pinned(&["subnet-a", "subnet-c"], &[]);
-    assert!(recreation(&plan(&swapped, &o)).unwrap().contains("subnets"));
+    assert!(recreation(NAME, &plan(&swapped, &o)).unwrap().contains("subnets"));
     one.subnets_pinned = false;
     o.load_balancer.as_mut().unwrap().availability_zones.pop();
     o.load_balancer.as_mut().unwrap().availability_zones[0].subnet_id = Some(SubnetId::new("subnet-z"));
@@ -788,12 +788,12 @@ fn changes_an_nlb_cannot_take_recreate_it_with_a_reason() {
     // EIPs.
     let eips = desired(&[(Key::EipAllocations, "eipalloc-1,eipalloc-2")], &[(80, 30080)]);
     assert!(
-        recreation(&plan(&eips, &converged(&public)))
+        recreation(NAME, &plan(&eips, &converged(&public)))
             .unwrap()
             .contains("EIP allocations")
     );
     // No recreation without a change.
-    assert_eq!(recreation(&plan(&public, &converged(&public))), None);
+    assert_eq!(recreation(NAME, &plan(&public, &converged(&public))), None);
 }
 
 #[test]
@@ -1098,7 +1098,7 @@ fn a_recreation_interrupted_after_the_deletion_completes_without_a_second_notice
     o.target_groups[0].group.load_balancer_arns.clear();
     let changes = plan(&internal, &o);
     assert_eq!(kinds(&changes), ["create_load_balancer", "create_listener"]);
-    assert_eq!(recreation(&changes), None);
+    assert_eq!(recreation(NAME, &changes), None);
     let Change::CreateListener { listener, .. } = &changes[1] else {
         panic!()
     };
@@ -1290,7 +1290,7 @@ fn pinned_subnets_in_added_zones_are_set_in_place() {
             allocation_id: Some("eipalloc-1".to_owned()),
             private_ipv4_address: None,
         });
-    let message = recreation(&plan(&eips, &o)).unwrap();
+    let message = recreation(NAME, &plan(&eips, &o)).unwrap();
     assert!(
         message.contains("subnets subnet-a -> subnet-a,subnet-b"),
         "{message}"
