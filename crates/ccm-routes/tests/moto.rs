@@ -1,8 +1,8 @@
 //! `AwsRoutes` over the real adapter against moto: two route tables tagged for a unique cluster, one of another
 //! cluster and one untagged (both must stay untouched); create, list, fill-in of a missing table, conflicts,
 //! delete; the source/destination check (DescribeInstanceAttribute); AWS calls counted from the adapter's
-//! metrics. (moto never marks routes as blackholes and rejects IPv6 destinations in `DestinationCidrBlock`, which
-//! the adapter always sends: blackhole replacement and IPv6 are covered by the unit tests.)
+//! metrics; IPv6 pod routes of a dual-stack node next to its IPv4 ones. (moto never marks routes as blackholes:
+//! blackhole replacement is covered by the unit tests.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -274,4 +274,112 @@ async fn routes_in_tagged_tables_against_moto() {
     for (table, routes) in untouched {
         assert_eq!(table_routes(&raw, &table).await, routes, "{table} untouched");
     }
+}
+
+#[tokio::test]
+async fn ipv6_pod_routes_of_a_dual_stack_node_against_moto() {
+    let env = TestEnv::get();
+    let sdk = env.aws_config().await;
+    let adapter = Adapter::new(
+        &sdk,
+        AdapterOptions::default()
+            .with_rate_limits(RateLimits::unlimited())
+            .with_retry(RetryPolicy::quick(2)),
+    );
+    let raw = aws_sdk_ec2::Client::new(&sdk);
+    let cluster = ClusterTags::new(unique_name("routes6"), false).unwrap();
+    let vpc = raw.create_vpc().cidr_block("10.78.0.0/16").send().await.unwrap();
+    let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_owned();
+    let subnet = raw
+        .create_subnet()
+        .vpc_id(&vpc_id)
+        .cidr_block("10.78.1.0/24")
+        .availability_zone("us-east-1a")
+        .send()
+        .await
+        .unwrap();
+    let launched = raw
+        .run_instances()
+        .image_id("ami-12c6146b")
+        .instance_type(InstanceType::M5Large)
+        .min_count(1)
+        .max_count(1)
+        .subnet_id(subnet.subnet().unwrap().subnet_id().unwrap())
+        .tag_specifications(tag_spec(ResourceType::Instance, &cluster.key(), "owned"))
+        .send()
+        .await
+        .unwrap();
+    let instance = launched.instances()[0].instance_id().unwrap().to_owned();
+    let node = launched.instances()[0].private_dns_name().unwrap().to_owned();
+    let table = raw
+        .create_route_table()
+        .vpc_id(&vpc_id)
+        .tag_specifications(tag_spec(ResourceType::RouteTable, &cluster.key(), "owned"))
+        .send()
+        .await
+        .unwrap()
+        .route_table()
+        .unwrap()
+        .route_table_id()
+        .unwrap()
+        .to_owned();
+    let routes = AwsRoutes::new(
+        adapter.ec2().clone(),
+        RoutesConfig::new(cluster).with_vpc_id(VpcId::new(&vpc_id)),
+    );
+
+    // A dual-stack node's two pod CIDRs: both routed to its instance, each in AWS's field for its family.
+    for cidr in ["10.244.20.0/24", "fd00:10:244:20::/64"] {
+        routes
+            .create_route("k", "uid-0", &route(&node, cidr))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        table_routes(&raw, &table).await,
+        [
+            ("10.244.20.0/24".to_owned(), instance.clone()),
+            ("fd00:10:244:20::/64".to_owned(), instance.clone()),
+        ]
+    );
+    let mut listed: Vec<(String, String, String)> = routes
+        .list_routes("k")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.name, r.destination_cidr, r.target_node))
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            (
+                "k-10.244.20.0/24".to_owned(),
+                "10.244.20.0/24".to_owned(),
+                node.clone()
+            ),
+            (
+                "k-fd00:10:244:20::/64".to_owned(),
+                "fd00:10:244:20::/64".to_owned(),
+                node.clone()
+            ),
+        ]
+    );
+    // Creating it again changes nothing; deleting the IPv6 route leaves the IPv4 one.
+    routes
+        .create_route("k", "uid-0", &route(&node, "fd00:10:244:20::/64"))
+        .await
+        .unwrap();
+    let v6 = routes
+        .list_routes("k")
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.destination_cidr.contains(':'))
+        .unwrap();
+    routes.delete_route("k", &v6).await.unwrap();
+    assert_eq!(
+        table_routes(&raw, &table).await,
+        [("10.244.20.0/24".to_owned(), instance.clone())]
+    );
 }

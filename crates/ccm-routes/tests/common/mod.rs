@@ -3,7 +3,8 @@
 
 use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
 
-/// The routes of a table as `(destination, instance)` pairs, sorted, the local route left out.
+/// The routes of a table as `(destination, instance)` pairs (IPv4 or IPv6 destination), sorted, the local route
+/// left out.
 pub async fn table_routes(raw: &aws_sdk_ec2::Client, table: &str) -> Vec<(String, String)> {
     let out = raw
         .describe_route_tables()
@@ -17,7 +18,10 @@ pub async fn table_routes(raw: &aws_sdk_ec2::Client, table: &str) -> Vec<(String
         .filter(|r| r.gateway_id() != Some("local"))
         .map(|r| {
             (
-                r.destination_cidr_block().unwrap_or_default().to_owned(),
+                r.destination_cidr_block()
+                    .or(r.destination_ipv6_cidr_block())
+                    .unwrap_or_default()
+                    .to_owned(),
                 r.instance_id().unwrap_or_default().to_owned(),
             )
         })
