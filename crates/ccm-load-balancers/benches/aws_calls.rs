@@ -1,0 +1,166 @@
+//! The AWS calls of a Service's load balancer lifecycle, per flavour, against moto: creation, a steady ensure, a
+//! node joining, a node leaving (the node sync's `UpdateLoadBalancer`) and deletion; all calls and the mutating
+//! ones, by operation. Calls are deterministic, so these figures are the same on every machine; the Go
+//! controller's, from reading its code (see the project's performance notes), are printed beside them.
+//!
+//! Needs the test environment's variables (`set -a; . $dir/env; set +a`), then
+//! `cargo bench -p ccm-load-balancers --bench aws-calls`. `BENCH_PORTS` (2) sets the Service's ports.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+
+use ccm_aws_sdk::CallMetrics;
+use ccm_cloud_provider::LoadBalancer;
+use ccm_load_balancers::{AwsLoadBalancers, annotations::Key};
+use common::world::{self, World, node, service, uid};
+use k8s_openapi::api::core::v1::{Node, Service};
+
+/// Calls per operation so far.
+fn calls(metrics: &CallMetrics) -> BTreeMap<&'static str, u64> {
+    let mut out = BTreeMap::new();
+    for (k, s) in metrics.snapshot() {
+        *out.entry(k.operation).or_default() += s.attempts;
+    }
+    out
+}
+
+/// One step's figures: all calls, mutating calls, and the operations with their counts.
+struct Step {
+    name: &'static str,
+    total: u64,
+    mutating: u64,
+    operations: String,
+    upstream: &'static str,
+}
+
+impl Step {
+    fn of(
+        name: &'static str,
+        upstream: &'static str,
+        before: &BTreeMap<&str, u64>,
+        after: &BTreeMap<&str, u64>,
+    ) -> Self {
+        let delta: BTreeMap<&str, u64> = after
+            .iter()
+            .map(|(k, v)| (*k, v - before.get(k).copied().unwrap_or(0)))
+            .filter(|(_, v)| *v > 0)
+            .collect();
+        let is_read = |op: &str| ["Describe", "Get", "List"].iter().any(|p| op.starts_with(p));
+        Self {
+            name,
+            total: delta.values().sum(),
+            mutating: delta.iter().filter(|(op, _)| !is_read(op)).map(|(_, n)| n).sum(),
+            operations: delta
+                .iter()
+                .map(|(op, n)| {
+                    if *n == 1 {
+                        (*op).to_owned()
+                    } else {
+                        format!("{op} x{n}")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            upstream,
+        }
+    }
+}
+
+type Lbs = AwsLoadBalancers<ccm_aws_sdk::AwsEc2, ccm_aws_sdk::AwsElb, ccm_aws_sdk::AwsElbv2>;
+
+async fn lifecycle(w: &World, lbs: &Lbs, svc: &Service, upstream: [&'static str; 5]) -> Vec<Step> {
+    let metrics = w.adapter.metrics();
+    let all: Vec<Node> = w.instances.iter().map(|i| node(i, &[])).collect();
+    let two: Vec<&Node> = all[..2].iter().collect();
+    let three: Vec<&Node> = all.iter().collect();
+    let mut steps = Vec::new();
+    let mut before = calls(metrics);
+    let mut step = |name, upstream, before: &mut BTreeMap<&'static str, u64>| {
+        let after = calls(metrics);
+        steps.push(Step::of(name, upstream, before, &after));
+        *before = after;
+    };
+    lbs.ensure_load_balancer("kubernetes", svc, &two).await.unwrap();
+    step("create (2 nodes)", upstream[0], &mut before);
+    lbs.ensure_load_balancer("kubernetes", svc, &two).await.unwrap();
+    step("steady ensure", upstream[1], &mut before);
+    lbs.update_load_balancer("kubernetes", svc, &three).await.unwrap();
+    step("node joins (update)", upstream[2], &mut before);
+    lbs.update_load_balancer("kubernetes", svc, &two).await.unwrap();
+    step("node leaves (update)", upstream[3], &mut before);
+    lbs.ensure_load_balancer_deleted("kubernetes", svc).await.unwrap();
+    step("delete", upstream[4], &mut before);
+    steps
+}
+
+fn print(title: &str, steps: &[Step]) {
+    println!("\n{title}");
+    println!("| step | calls | mutating | Go (code reading) | operations |");
+    println!("|---|---:|---:|---|---|");
+    for s in steps {
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            s.name, s.total, s.mutating, s.upstream, s.operations
+        );
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let ports: i32 = std::env::var("BENCH_PORTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    let port_pairs: Vec<(i32, i32)> = (0..ports).map(|i| (80 + i, 30080 + i)).collect();
+    let w = world::world(140, "bench", true).await;
+
+    let classic = AwsLoadBalancers::new(
+        w.adapter.ec2().clone(),
+        w.adapter.elb().clone(),
+        w.adapter.elbv2().clone(),
+        w.config.clone(),
+    );
+    let svc = service(&uid(), &port_pairs, &[]);
+    let steps = lifecycle(
+        &w,
+        &classic,
+        &svc,
+        [
+            "est. 15-20",
+            "DescribeLoadBalancers and more, plus an unfiltered DescribeSecurityGroups",
+            "~4 + an unfiltered DescribeSecurityGroups + region-wide DescribeInstances on a cache miss",
+            "same as a join",
+            "est. 6-10",
+        ],
+    )
+    .await;
+    print(&format!("Classic ELB, {ports} ports, 3 instances (moto)"), &steps);
+
+    let nlb = AwsLoadBalancers::new(
+        w.adapter.ec2().clone(),
+        w.adapter.elb().clone(),
+        w.adapter.elbv2().clone(),
+        w.config.clone().with_nlb_managed_security_groups(true),
+    );
+    let svc = service(&uid(), &port_pairs, &[(Key::Type, "nlb")]);
+    let steps = lifecycle(
+        &w,
+        &nlb,
+        &svc,
+        [
+            "est. 15-25",
+            "a full ensure (est. 15-25); ModifyTargetGroup every sync for HTTP checks",
+            "a full ensure (est. 15-25)",
+            "a full ensure (est. 15-25)",
+            "est. 10-15",
+        ],
+    )
+    .await;
+    print(
+        &format!("NLB (NLBSecurityGroupMode = Managed), {ports} ports, 3 instances (moto)"),
+        &steps,
+    );
+}
