@@ -170,10 +170,12 @@ async fn e2e_routes_follow_nodes_and_instances_are_tagged() {
         .unwrap_or(0.0);
     println!("{NODES} joining nodes: {create_tags} CreateTags calls");
     // Nodes become taggable as the cloud-node controller gives them provider IDs, so how many calls the waves
-    // take depends on timing (3 here); one call per node (upstream without batching) would be 10.
+    // take depends on timing (3 here); one call per node (upstream without batching) would be 10. The bound is
+    // loose on purpose: a slow machine splits the waves further, and only "batched at all" is this test's claim
+    // (the tagging crate's moto test bounds the batching more tightly, with nodes added at once).
     assert!(
-        create_tags <= (NODES / 2) as f64,
-        "{create_tags} CreateTags for {NODES} nodes"
+        create_tags < NODES as f64,
+        "{create_tags} CreateTags for {NODES} nodes: not batched"
     );
 
     // A node leaves: its route goes, its instance loses our tags.
