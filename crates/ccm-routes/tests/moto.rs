@@ -7,14 +7,14 @@
 
 mod common;
 
-use aws_sdk_ec2::types::{InstanceAttributeName, InstanceType, ResourceType};
+use aws_sdk_ec2::types::InstanceAttributeName;
 use ccm_aws_api::VpcId;
 use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits, RetryPolicy};
 use ccm_cloud_provider::{Route, Routes};
 use ccm_routes::{AwsRoutes, RoutesConfig, RoutesError};
 use ccm_tagging::ClusterTags;
 use ccm_testing::{TestEnv, unique_name};
-use common::{table_routes, tag_spec};
+use common::{launch, route_table, table_routes, vpc_with_subnet};
 
 fn route(node: &str, cidr: &str) -> Route {
     Route {
@@ -50,59 +50,13 @@ async fn routes_in_tagged_tables_against_moto() {
     let cluster = ClusterTags::new(&cluster_id, false).unwrap();
     let other_cluster = ClusterTags::new(unique_name("routes-other"), false).unwrap();
 
-    let vpc = raw.create_vpc().cidr_block("10.79.0.0/16").send().await.unwrap();
-    let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_owned();
-    let subnet = raw
-        .create_subnet()
-        .vpc_id(&vpc_id)
-        .cidr_block("10.79.1.0/24")
-        .availability_zone("us-east-1a")
-        .send()
-        .await
-        .unwrap();
-    let launch = |key: String, count: i32| {
-        raw.run_instances()
-            .image_id("ami-12c6146b")
-            .instance_type(InstanceType::M5Large)
-            .min_count(count)
-            .max_count(count)
-            .subnet_id(subnet.subnet().unwrap().subnet_id().unwrap())
-            .tag_specifications(tag_spec(ResourceType::Instance, &key, "owned"))
-            .send()
-    };
-    let ours = launch(cluster.key(), 2).await.unwrap();
-    let ours: Vec<(String, String)> = ours
-        .instances()
-        .iter()
-        .map(|i| {
-            (
-                i.instance_id().unwrap().to_owned(),
-                i.private_dns_name().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    let foreign = launch(other_cluster.key(), 1).await.unwrap();
-    let foreign = foreign.instances()[0].instance_id().unwrap().to_owned();
-    let new_table = |tags: Option<(String, &'static str)>| {
-        let mut req = raw.create_route_table().vpc_id(&vpc_id);
-        if let Some((k, v)) = tags {
-            req = req.tag_specifications(tag_spec(ResourceType::RouteTable, &k, v));
-        }
-        async move {
-            req.send()
-                .await
-                .unwrap()
-                .route_table()
-                .unwrap()
-                .route_table_id()
-                .unwrap()
-                .to_owned()
-        }
-    };
-    let table_a = new_table(Some((cluster.key(), "owned"))).await;
-    let table_b = new_table(Some((cluster.key(), "shared"))).await;
-    let table_other = new_table(Some((other_cluster.key(), "owned"))).await;
-    let table_untagged = new_table(None).await;
+    let (vpc_id, subnet) = vpc_with_subnet(&raw, 79).await;
+    let ours = launch(&raw, &subnet, &cluster.key(), 2).await;
+    let foreign = launch(&raw, &subnet, &other_cluster.key(), 1).await.remove(0).0;
+    let table_a = route_table(&raw, &vpc_id, Some((&cluster.key(), "owned"))).await;
+    let table_b = route_table(&raw, &vpc_id, Some((&cluster.key(), "shared"))).await;
+    let table_other = route_table(&raw, &vpc_id, Some((&other_cluster.key(), "owned"))).await;
+    let table_untagged = route_table(&raw, &vpc_id, None).await;
     for (table, cidr) in [
         (&table_other, "10.244.0.0/24"),
         (&table_untagged, "10.244.1.0/24"),
@@ -288,41 +242,9 @@ async fn ipv6_pod_routes_of_a_dual_stack_node_against_moto() {
     );
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster = ClusterTags::new(unique_name("routes6"), false).unwrap();
-    let vpc = raw.create_vpc().cidr_block("10.78.0.0/16").send().await.unwrap();
-    let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_owned();
-    let subnet = raw
-        .create_subnet()
-        .vpc_id(&vpc_id)
-        .cidr_block("10.78.1.0/24")
-        .availability_zone("us-east-1a")
-        .send()
-        .await
-        .unwrap();
-    let launched = raw
-        .run_instances()
-        .image_id("ami-12c6146b")
-        .instance_type(InstanceType::M5Large)
-        .min_count(1)
-        .max_count(1)
-        .subnet_id(subnet.subnet().unwrap().subnet_id().unwrap())
-        .tag_specifications(tag_spec(ResourceType::Instance, &cluster.key(), "owned"))
-        .send()
-        .await
-        .unwrap();
-    let instance = launched.instances()[0].instance_id().unwrap().to_owned();
-    let node = launched.instances()[0].private_dns_name().unwrap().to_owned();
-    let table = raw
-        .create_route_table()
-        .vpc_id(&vpc_id)
-        .tag_specifications(tag_spec(ResourceType::RouteTable, &cluster.key(), "owned"))
-        .send()
-        .await
-        .unwrap()
-        .route_table()
-        .unwrap()
-        .route_table_id()
-        .unwrap()
-        .to_owned();
+    let (vpc_id, subnet) = vpc_with_subnet(&raw, 78).await;
+    let (instance, node) = launch(&raw, &subnet, &cluster.key(), 1).await.remove(0);
+    let table = route_table(&raw, &vpc_id, Some((&cluster.key(), "owned"))).await;
     let routes = AwsRoutes::new(
         adapter.ec2().clone(),
         RoutesConfig::new(cluster).with_vpc_id(VpcId::new(&vpc_id)),

@@ -9,7 +9,6 @@ mod common;
 
 use std::{sync::Arc, time::Duration};
 
-use aws_sdk_ec2::types::{InstanceType, ResourceType};
 use ccm_aws_api::VpcId;
 use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, RateLimits};
 use ccm_cloud_provider::{CloudProvider, Unsupported};
@@ -17,7 +16,7 @@ use ccm_controllers::route::{self, RouteConfig};
 use ccm_routes::{AwsRoutes, NodeIndex, RoutesConfig};
 use ccm_tagging::ClusterTags;
 use ccm_testing::{TestEnv, unique_name};
-use common::{table_routes, tag_spec};
+use common::{launch, route_table, table_routes, vpc_with_subnet};
 use k8s_openapi::{
     api::core::v1::{Node, NodeSpec},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -76,31 +75,11 @@ async fn route_controller_keeps_routes_in_every_tagged_table() {
     let cluster = ClusterTags::new(&run, false).unwrap();
     let other = ClusterTags::new(unique_name("routes-rc-other"), false).unwrap();
 
-    let vpc = raw.create_vpc().cidr_block("10.83.0.0/16").send().await.unwrap();
-    let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_owned();
-    let subnet = raw
-        .create_subnet()
-        .vpc_id(&vpc_id)
-        .cidr_block("10.83.1.0/24")
-        .availability_zone("us-east-1a")
-        .send()
+    let (vpc_id, subnet) = vpc_with_subnet(&raw, 83).await;
+    let ids: Vec<String> = launch(&raw, &subnet, &cluster.key(), 3)
         .await
-        .unwrap();
-    let launched = raw
-        .run_instances()
-        .image_id("ami-12c6146b")
-        .instance_type(InstanceType::T3Micro)
-        .min_count(3)
-        .max_count(3)
-        .subnet_id(subnet.subnet().unwrap().subnet_id().unwrap())
-        .tag_specifications(tag_spec(ResourceType::Instance, &cluster.key(), "owned"))
-        .send()
-        .await
-        .unwrap();
-    let ids: Vec<String> = launched
-        .instances()
-        .iter()
-        .map(|i| i.instance_id().unwrap().to_owned())
+        .into_iter()
+        .map(|(id, _)| id)
         .collect();
     let mut tables = Vec::new();
     for (key, value) in [
@@ -108,14 +87,7 @@ async fn route_controller_keeps_routes_in_every_tagged_table() {
         (cluster.key(), "shared"),
         (other.key(), "owned"),
     ] {
-        let t = raw
-            .create_route_table()
-            .vpc_id(&vpc_id)
-            .tag_specifications(tag_spec(ResourceType::RouteTable, &key, value))
-            .send()
-            .await
-            .unwrap();
-        tables.push(t.route_table().unwrap().route_table_id().unwrap().to_owned());
+        tables.push(route_table(&raw, &vpc_id, Some((&key, value))).await);
     }
     // The other cluster routes a CIDR inside our cluster CIDR: never ours to delete.
     raw.create_route()
