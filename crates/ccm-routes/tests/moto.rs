@@ -16,6 +16,18 @@ use ccm_tagging::ClusterTags;
 use ccm_testing::{TestEnv, unique_name};
 use common::{launch, route_table, table_routes, vpc_with_subnet};
 
+/// The adapter (no rate limits, quick retries) and a raw EC2 client, both on moto.
+async fn clients() -> (Adapter, aws_sdk_ec2::Client) {
+    let sdk = TestEnv::get().aws_config().await;
+    let adapter = Adapter::new(
+        &sdk,
+        AdapterOptions::default()
+            .with_rate_limits(RateLimits::unlimited())
+            .with_retry(RetryPolicy::quick(2)),
+    );
+    (adapter, aws_sdk_ec2::Client::new(&sdk))
+}
+
 fn route(node: &str, cidr: &str) -> Route {
     Route {
         target_node: node.to_owned(),
@@ -37,15 +49,7 @@ async fn source_dest_check(raw: &aws_sdk_ec2::Client, instance: &str) -> Option<
 
 #[tokio::test]
 async fn routes_in_tagged_tables_against_moto() {
-    let env = TestEnv::get();
-    let sdk = env.aws_config().await;
-    let adapter = Adapter::new(
-        &sdk,
-        AdapterOptions::default()
-            .with_rate_limits(RateLimits::unlimited())
-            .with_retry(RetryPolicy::quick(2)),
-    );
-    let raw = aws_sdk_ec2::Client::new(&sdk);
+    let (adapter, raw) = clients().await;
     let cluster_id = unique_name("routes");
     let cluster = ClusterTags::new(&cluster_id, false).unwrap();
     let other_cluster = ClusterTags::new(unique_name("routes-other"), false).unwrap();
@@ -232,15 +236,7 @@ async fn routes_in_tagged_tables_against_moto() {
 
 #[tokio::test]
 async fn ipv6_pod_routes_of_a_dual_stack_node_against_moto() {
-    let env = TestEnv::get();
-    let sdk = env.aws_config().await;
-    let adapter = Adapter::new(
-        &sdk,
-        AdapterOptions::default()
-            .with_rate_limits(RateLimits::unlimited())
-            .with_retry(RetryPolicy::quick(2)),
-    );
-    let raw = aws_sdk_ec2::Client::new(&sdk);
+    let (adapter, raw) = clients().await;
     let cluster = ClusterTags::new(unique_name("routes6"), false).unwrap();
     let (vpc_id, subnet) = vpc_with_subnet(&raw, 78).await;
     let (instance, node) = launch(&raw, &subnet, &cluster.key(), 1).await.remove(0);
