@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 
 use ccm_aws_sdk::CallMetrics;
 use ccm_cloud_provider::LoadBalancer;
-use ccm_load_balancers::{AwsLoadBalancers, annotations::Key};
-use common::world::{self, World, node, service, uid};
+use ccm_load_balancers::annotations::Key;
+use common::world::{self, Lbs, World, service, uid};
 use k8s_openapi::api::core::v1::{Node, Service};
 
 /// Calls per operation so far.
@@ -69,11 +69,9 @@ impl Step {
     }
 }
 
-type Lbs = AwsLoadBalancers<ccm_aws_sdk::AwsEc2, ccm_aws_sdk::AwsElb, ccm_aws_sdk::AwsElbv2>;
-
 async fn lifecycle(w: &World, lbs: &Lbs, svc: &Service, upstream: [&'static str; 5]) -> Vec<Step> {
     let metrics = w.adapter.metrics();
-    let all: Vec<Node> = w.instances.iter().map(|i| node(i, &[])).collect();
+    let all = w.nodes();
     let two: Vec<&Node> = all[..2].iter().collect();
     let three: Vec<&Node> = all.iter().collect();
     let mut steps = Vec::new();
@@ -117,12 +115,7 @@ async fn main() {
     let port_pairs: Vec<(i32, i32)> = (0..ports).map(|i| (80 + i, 30080 + i)).collect();
     let w = world::world(140, "bench", true).await;
 
-    let classic = AwsLoadBalancers::new(
-        w.adapter.ec2().clone(),
-        w.adapter.elb().clone(),
-        w.adapter.elbv2().clone(),
-        w.config.clone(),
-    );
+    let classic = w.lbs(w.config.clone());
     let svc = service(&uid(), &port_pairs, &[]);
     let steps = lifecycle(
         &w,
@@ -139,12 +132,7 @@ async fn main() {
     .await;
     print(&format!("Classic ELB, {ports} ports, 3 instances (moto)"), &steps);
 
-    let nlb = AwsLoadBalancers::new(
-        w.adapter.ec2().clone(),
-        w.adapter.elb().clone(),
-        w.adapter.elbv2().clone(),
-        w.config.clone().with_nlb_managed_security_groups(true),
-    );
+    let nlb = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
     let svc = service(&uid(), &port_pairs, &[(Key::Type, "nlb")]);
     let steps = lifecycle(
         &w,

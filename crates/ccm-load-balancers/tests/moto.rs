@@ -6,30 +6,20 @@
 
 mod common;
 
-use std::{
-    collections::BTreeMap,
-    sync::{Arc, atomic::AtomicUsize},
-};
+use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{Filter as SdkFilter, ResourceType, Tag, TagSpecification};
 use ccm_aws_api::{Ec2, Elb, Filter, SecurityGroupId, ec2::SecurityGroup};
 use ccm_aws_sdk::CallMetrics;
 use ccm_cloud_provider::LoadBalancer;
-use ccm_load_balancers::{AwsLoadBalancers, annotations::Key};
+use ccm_load_balancers::annotations::Key;
 use ccm_testing::unique_name;
-use common::{
-    Faulty,
-    world::{World, diff, mutation_counts, service, uid},
-};
+use common::world::{World, diff, mutation_counts, service, uid};
 use k8s_openapi::api::core::v1::Node;
 
 /// Mutating calls so far (every operation that is not a `Describe*`).
 async fn world(cidr_second_octet: u8) -> World {
     common::world::world(cidr_second_octet, "lb", false).await
-}
-
-fn node(instance: &str) -> Node {
-    common::world::node(instance, &[])
 }
 
 fn mutations(metrics: &CallMetrics) -> u64 {
@@ -98,17 +88,12 @@ impl World {
 #[tokio::test]
 async fn classic_elb_lifecycle_against_moto() {
     let w = world(91).await;
-    let lbs = AwsLoadBalancers::new(
-        w.adapter.ec2().clone(),
-        w.adapter.elb().clone(),
-        w.adapter.elbv2().clone(),
-        w.config.clone(),
-    );
+    let lbs = w.lbs(w.config.clone());
     let metrics = w.adapter.metrics().clone();
     let uid = uid();
     let svc = service(&uid, &[(80, 30080)], &[]);
     let name = lbs.load_balancer_name("kubernetes", &svc);
-    let nodes: Vec<Node> = w.instances.iter().map(|i| node(i)).collect();
+    let nodes = w.nodes();
     let first_two: Vec<&Node> = nodes[..2].iter().collect();
 
     // Create.
@@ -312,35 +297,16 @@ async fn classic_elb_lifecycle_against_moto() {
 async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
     let w = world(92).await;
     let metrics = w.adapter.metrics().clone();
-    let nodes: Vec<Node> = w.instances.iter().map(|i| node(i)).collect();
+    let nodes = w.nodes();
     let refs: Vec<&Node> = nodes.iter().collect();
     // Proxy protocol adds policy calls, so that every kind of creation step gets a crash in front of it.
     let annotations = [(Key::ProxyProtocol, "*"), (Key::ConnectionIdleTimeout, "90")];
-    let healthy = AwsLoadBalancers::new(
-        w.adapter.ec2().clone(),
-        w.adapter.elb().clone(),
-        w.adapter.elbv2().clone(),
-        w.config.clone(),
-    );
+    let healthy = w.lbs(w.config.clone());
     let mut crashed_creations = 0;
     for k in 1.. {
         let svc = service(&uid(), &[(443, 30443)], &annotations);
         let name = healthy.load_balancer_name("kubernetes", &svc);
-        let count = Arc::new(AtomicUsize::new(0));
-        let faulty = AwsLoadBalancers::new(
-            Faulty {
-                inner: w.adapter.ec2().clone(),
-                count: count.clone(),
-                fail_at: k,
-            },
-            Faulty {
-                inner: w.adapter.elb().clone(),
-                count: count.clone(),
-                fail_at: k,
-            },
-            w.adapter.elbv2().clone(),
-            w.config.clone(),
-        );
+        let faulty = w.faulty_lbs(w.config.clone(), k);
         let crashed = faulty.ensure_load_balancer("kubernetes", &svc, &refs).await;
         let done = crashed.is_ok();
         if !done {
@@ -385,21 +351,7 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
         );
 
         // Deletion crashes at the same point, and the next deletion completes it.
-        let count = Arc::new(AtomicUsize::new(0));
-        let faulty = AwsLoadBalancers::new(
-            Faulty {
-                inner: w.adapter.ec2().clone(),
-                count: count.clone(),
-                fail_at: k,
-            },
-            Faulty {
-                inner: w.adapter.elb().clone(),
-                count,
-                fail_at: k,
-            },
-            w.adapter.elbv2().clone(),
-            w.config.clone(),
-        );
+        let faulty = w.faulty_lbs(w.config.clone(), k);
         let _ = faulty.ensure_load_balancer_deleted("kubernetes", &svc).await;
         healthy
             .ensure_load_balancer_deleted("kubernetes", &svc)
@@ -421,14 +373,9 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
 #[tokio::test]
 async fn switching_to_given_groups_retires_the_managed_group() {
     let w = world(93).await;
-    let lbs = AwsLoadBalancers::new(
-        w.adapter.ec2().clone(),
-        w.adapter.elb().clone(),
-        w.adapter.elbv2().clone(),
-        w.config.clone(),
-    );
+    let lbs = w.lbs(w.config.clone());
     let metrics = w.adapter.metrics().clone();
-    let nodes: Vec<Node> = w.instances.iter().map(|i| node(i)).collect();
+    let nodes = w.nodes();
     let refs: Vec<&Node> = nodes.iter().collect();
     let uid = uid();
     let svc = service(&uid, &[(80, 30080)], &[]);
@@ -473,14 +420,9 @@ async fn switching_to_given_groups_retires_the_managed_group() {
 #[tokio::test]
 async fn https_listeners_with_policies_are_steady_after_creation() {
     let w = world(94).await;
-    let lbs = AwsLoadBalancers::new(
-        w.adapter.ec2().clone(),
-        w.adapter.elb().clone(),
-        w.adapter.elbv2().clone(),
-        w.config.clone(),
-    );
+    let lbs = w.lbs(w.config.clone());
     let metrics = w.adapter.metrics().clone();
-    let nodes: Vec<Node> = w.instances.iter().map(|i| node(i)).collect();
+    let nodes = w.nodes();
     let refs: Vec<&Node> = nodes.iter().collect();
     let cert = "arn:aws:iam::123456789012:server-certificate/test";
     let svc = service(
@@ -551,14 +493,9 @@ async fn https_listeners_with_policies_are_steady_after_creation() {
 async fn a_scheme_change_recreates_the_classic_elb_at_any_crash_point() {
     let w = world(95).await;
     let metrics = w.adapter.metrics().clone();
-    let nodes: Vec<Node> = w.instances.iter().map(|i| node(i)).collect();
+    let nodes = w.nodes();
     let refs: Vec<&Node> = nodes.iter().collect();
-    let healthy = AwsLoadBalancers::new(
-        w.adapter.ec2().clone(),
-        w.adapter.elb().clone(),
-        w.adapter.elbv2().clone(),
-        w.config.clone(),
-    );
+    let healthy = w.lbs(w.config.clone());
     let elb = w.adapter.elb();
     let mut crashed = 0;
     for k in 1.. {
@@ -576,21 +513,7 @@ async fn a_scheme_change_recreates_the_classic_elb_at_any_crash_point() {
             .unwrap();
         let group = elb.load_balancer(&name).await.unwrap().unwrap().security_groups;
 
-        let count = Arc::new(AtomicUsize::new(0));
-        let faulty = AwsLoadBalancers::new(
-            Faulty {
-                inner: w.adapter.ec2().clone(),
-                count: count.clone(),
-                fail_at: k,
-            },
-            Faulty {
-                inner: elb.clone(),
-                count,
-                fail_at: k,
-            },
-            w.adapter.elbv2().clone(),
-            w.config.clone(),
-        );
+        let faulty = w.faulty_lbs(w.config.clone(), k);
         let done = match faulty
             .ensure_load_balancer_reporting("kubernetes", &internal, &refs)
             .await

@@ -6,28 +6,20 @@
 
 mod common;
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    sync::{Arc, atomic::AtomicUsize},
-};
+use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
     Ec2, Elb, Elbv2, Filter, Tags, VpcId,
     elbv2::{LoadBalancerV2, NewTargetGroup, TargetGroupHealthCheck},
 };
 use ccm_cloud_provider::LoadBalancer;
-use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
+use ccm_load_balancers::annotations::Key;
 use ccm_testing::{TestEnv, unique_name};
-use common::{
-    Faulty,
-    world::{World, diff, mutation_counts, node, uid},
-};
+use common::world::{Lbs, World, diff, mutation_counts, node, uid};
 use k8s_openapi::api::core::v1::{Node, Service};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const CLUSTER_NAME: &str = "kubernetes";
-
-type Lbs = AwsLoadBalancers<ccm_aws_sdk::AwsEc2, ccm_aws_sdk::AwsElb, ccm_aws_sdk::AwsElbv2>;
 
 async fn world(octet: u8) -> World {
     common::world::world(octet, "nlb", true).await
@@ -41,19 +33,6 @@ fn service(uid: &str, ports: &[(i32, i32)], annotations: &[(Key, &str)]) -> Serv
 }
 
 impl World {
-    fn lbs(&self, config: LoadBalancerConfig) -> Lbs {
-        AwsLoadBalancers::new(
-            self.adapter.ec2().clone(),
-            self.adapter.elb().clone(),
-            self.adapter.elbv2().clone(),
-            config,
-        )
-    }
-
-    fn nodes(&self) -> Vec<Node> {
-        self.instances.iter().map(|i| node(i, &[])).collect()
-    }
-
     async fn byo_group(&self) -> String {
         self.raw
             .create_security_group()
@@ -544,23 +523,7 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
         (Key::TargetGroupAttributes, "proxy_protocol_v2.enabled=true"),
         (Key::CrossZoneLoadBalancingEnabled, "true"),
     ];
-    let faulty = |k: usize| {
-        let count = Arc::new(AtomicUsize::new(0));
-        AwsLoadBalancers::new(
-            Faulty {
-                inner: w.adapter.ec2().clone(),
-                count: count.clone(),
-                fail_at: k,
-            },
-            w.adapter.elb().clone(),
-            Faulty {
-                inner: w.adapter.elbv2().clone(),
-                count,
-                fail_at: k,
-            },
-            config.clone(),
-        )
-    };
+    let faulty = |k: usize| w.faulty_lbs(config.clone(), k);
     let mut crashed_creations = 0;
     for k in 1.. {
         let svc = service(&uid(), &[(80, 30080), (443, 30443)], &annotations);
@@ -765,21 +728,7 @@ async fn a_recreation_crashed_at_any_call_converges() {
         let internal = service(&uid, &[(80, 30080)], &[(Key::Internal, "true")]);
         let name = healthy.load_balancer_name(CLUSTER_NAME, &public);
         ensure(&healthy, &public, &nodes).await;
-        let count = Arc::new(AtomicUsize::new(0));
-        let faulty = AwsLoadBalancers::new(
-            Faulty {
-                inner: w.adapter.ec2().clone(),
-                count: count.clone(),
-                fail_at: k,
-            },
-            w.adapter.elb().clone(),
-            Faulty {
-                inner: w.adapter.elbv2().clone(),
-                count,
-                fail_at: k,
-            },
-            w.config.clone(),
-        );
+        let faulty = w.faulty_lbs(w.config.clone(), k);
         let result = faulty.ensure_load_balancer(CLUSTER_NAME, &internal, &refs).await;
         let done = result.is_ok();
         if let Err(e) = result {

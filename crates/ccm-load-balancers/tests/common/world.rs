@@ -1,12 +1,16 @@
 //! The moto world of the load balancer tests: a VPC with an internet gateway, two public subnets tagged for the
 //! cluster, a node group and three instances; Services and Nodes; mutating-call counts from the adapter.
 
-use std::collections::BTreeMap;
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, atomic::AtomicUsize},
+};
 
+use super::Faulty;
 use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
 use ccm_aws_api::{Ec2, VpcId};
-use ccm_aws_sdk::{Adapter, AdapterOptions, CallMetrics, RateLimits, RetryPolicy};
-use ccm_load_balancers::{LoadBalancerConfig, annotations::Key};
+use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, AwsElb, AwsElbv2, CallMetrics, RateLimits, RetryPolicy};
+use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
 use ccm_tagging::ClusterTags;
 use ccm_testing::{TestEnv, unique_name};
 use k8s_openapi::{
@@ -235,7 +239,52 @@ pub async fn world(cidr_second_octet: u8, prefix: &str, internal_subnets: bool) 
 
 // === impl World ===
 
+/// The provider over the adapter.
+pub type Lbs = AwsLoadBalancers<AwsEc2, AwsElb, AwsElbv2>;
+
+/// The provider with its three ports sharing one [`Faulty`] count: the `fail_at`-th mutating call, whichever the
+/// service, is refused as if the process died just before it.
+pub type FaultyLbs = AwsLoadBalancers<Faulty<AwsEc2>, Faulty<AwsElb>, Faulty<AwsElbv2>>;
+
 impl World {
+    /// The provider with `config`.
+    pub fn lbs(&self, config: LoadBalancerConfig) -> Lbs {
+        AwsLoadBalancers::new(
+            self.adapter.ec2().clone(),
+            self.adapter.elb().clone(),
+            self.adapter.elbv2().clone(),
+            config,
+        )
+    }
+
+    /// The provider with `config` that refuses the `fail_at`-th mutating call.
+    pub fn faulty_lbs(&self, config: LoadBalancerConfig, fail_at: usize) -> FaultyLbs {
+        let count = Arc::new(AtomicUsize::new(0));
+        AwsLoadBalancers::new(
+            Faulty {
+                inner: self.adapter.ec2().clone(),
+                count: count.clone(),
+                fail_at,
+            },
+            Faulty {
+                inner: self.adapter.elb().clone(),
+                count: count.clone(),
+                fail_at,
+            },
+            Faulty {
+                inner: self.adapter.elbv2().clone(),
+                count,
+                fail_at,
+            },
+            config,
+        )
+    }
+
+    /// A Node for every instance.
+    pub fn nodes(&self) -> Vec<Node> {
+        self.instances.iter().map(|i| node(i, &[])).collect()
+    }
+
     /// Whether the security group `id` exists.
     pub async fn group_exists(&self, id: &str) -> bool {
         !self
