@@ -398,6 +398,12 @@ fn alnum_prefix(s: &str, n: usize) -> String {
     s.chars().filter(char::is_ascii_alphanumeric).take(n).collect()
 }
 
+/// `k8s-<namespace:8>-<name:8>-` (non-alphanumeric characters dropped): how upstream begins the names of a
+/// Service's target groups and managed group.
+fn name_prefix(namespace: &str, name: &str) -> String {
+    format!("k8s-{}-{}-", alnum_prefix(namespace, 8), alnum_prefix(name, 8))
+}
+
 /// The target group name of one listener, exactly as upstream names it, so that the groups of NLBs made by the Go
 /// controller are found (and kept) after a migration: `k8s-<namespace:8>-<name:8>-<hash:10>` (non-alphanumeric
 /// characters dropped), the hash being the first 10 hex digits of sha1 over the cluster ID, namespace, name,
@@ -427,24 +433,14 @@ pub fn target_group_name(
         hasher.update(part.as_bytes());
     }
     let hash: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "k8s-{}-{}-{}",
-        alnum_prefix(&spec.namespace, 8),
-        alnum_prefix(&spec.name, 8),
-        &hash[..10]
-    )
+    format!("{}{}", name_prefix(&spec.namespace, &spec.name), &hash[..10])
 }
 
 /// The managed security group's name, as upstream: `k8s-<namespace:8>-<name:8>-<hash:10>`, the hash being
 /// sha256 hex of `<cluster name><name><namespace><uid>` (`cluster_name` is the controller's `--cluster-name`).
 pub fn managed_group_name(cluster_name: &str, namespace: &str, name: &str, uid: &str) -> String {
     let hash = sha256_hex(&format!("{cluster_name}{name}{namespace}{uid}"));
-    format!(
-        "k8s-{}-{}-{}",
-        alnum_prefix(namespace, 8),
-        alnum_prefix(name, 8),
-        &hash[..10]
-    )
+    format!("{}{}", name_prefix(namespace, name), &hash[..10])
 }
 
 /// The listeners of a Service, one per port number (TCP and UDP on one port: `TCP_UDP`), in port order.
@@ -1793,22 +1789,17 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
         .await
         .map_err(Error::aws(context))?
         .filter(|lb| lb.lb_type == "network");
-    let mut groups = match &load_balancer {
-        Some(lb) => target_groups_of(elbv2, lb).await?,
-        None => Vec::new(),
-    };
+    // One listing serves all three kinds: the groups the NLB uses, those named for the current ports, and the
+    // Service's unattached ones by name prefix.
     let (namespace, service_name) = service;
-    let prefix = format!(
-        "k8s-{}-{}-",
-        alnum_prefix(namespace, 8),
-        alnum_prefix(service_name, 8)
-    );
+    let prefix = name_prefix(namespace, service_name);
+    let mut groups = Vec::new();
     let mut by_prefix = BTreeSet::new();
     for g in elbv2.all_target_groups().await.map_err(Error::aws(context))? {
-        if groups.iter().any(|h| h.arn == g.arn) {
-            continue;
-        }
-        if target_group_names.contains(&g.name) {
+        let attached = load_balancer
+            .as_ref()
+            .is_some_and(|lb| g.load_balancer_arns.contains(&lb.arn));
+        if attached || target_group_names.contains(&g.name) {
             groups.push(g);
         } else if g.name.starts_with(&prefix) {
             by_prefix.insert(g.arn.clone());

@@ -251,12 +251,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             &changes,
         )
         .await
-        .map_err(|e| match notices.first() {
-            Some(_) => recreation_failed(
-                "Classic ELB",
-                classic::recreation_reason(&changes).unwrap_or_default(),
-                e,
-            ),
+        .map_err(|e| match classic::recreation_reason(&changes) {
+            Some(reason) => recreation_failed("Classic ELB", reason, e),
             None => e.into(),
         })?;
         let dns = applied.created_dns_name.or(existing_dns).unwrap_or_default();
@@ -300,10 +296,10 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             &changes,
         )
         .await
-        .map_err(|e| match &notices.first() {
+        .map_err(|e| match nlb::recreation_reason(&changes) {
             // A recreation that failed part-way still tells the Service's users why its NLB is gone (the
             // notice itself is only posted with a status).
-            Some(_) => recreation_failed("NLB", nlb::recreation_reason(&changes).unwrap_or_default(), e),
+            Some(reason) => recreation_failed("NLB", reason, e),
             None => e.into(),
         })?;
         let lb = applied.created.or(observed.load_balancer);
