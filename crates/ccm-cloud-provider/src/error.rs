@@ -26,6 +26,18 @@ pub enum CloudError {
         /// How long to wait before the next attempt.
         after: Duration,
     },
+    /// Not a failure: the cloud is still releasing something the operation depends on (a deleted load
+    /// balancer's network interfaces still hold its security group, which AWS answers with
+    /// `DependencyViolation` for minutes). The operation made what progress it could and must be called again
+    /// after `after`; the controllers report what is waited for instead of an error, and never treat the
+    /// operation as finished (a load balancer's cleanup finalizer stays).
+    #[error("waiting for {waiting_for} (retry after {after:?})")]
+    Waiting {
+        /// What is waited for, in the provider's words (names the resource).
+        waiting_for: String,
+        /// How long to wait before the next attempt.
+        after: Duration,
+    },
     /// Any other failure: the controllers log it and retry with their exponential backoff.
     #[error("{message}")]
     Other {
@@ -67,10 +79,26 @@ impl CloudError {
         }
     }
 
-    /// The delay a [`CloudError::RetryAfter`] asks for; `None` for every other kind.
+    /// Progress that waits on the cloud (see [`CloudError::Waiting`]).
+    pub fn waiting(waiting_for: impl Into<String>, after: Duration) -> Self {
+        Self::Waiting {
+            waiting_for: waiting_for.into(),
+            after,
+        }
+    }
+
+    /// The delay a [`CloudError::RetryAfter`] or [`CloudError::Waiting`] asks for; `None` for every other kind.
     pub fn retry_delay(&self) -> Option<Duration> {
         match self {
-            Self::RetryAfter { after, .. } => Some(*after),
+            Self::RetryAfter { after, .. } | Self::Waiting { after, .. } => Some(*after),
+            _ => None,
+        }
+    }
+
+    /// What a [`CloudError::Waiting`] waits for; `None` for every other kind.
+    pub fn waiting_for(&self) -> Option<&str> {
+        match self {
+            Self::Waiting { waiting_for, .. } => Some(waiting_for),
             _ => None,
         }
     }
@@ -96,11 +124,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn retry_delay_only_for_retry_after() {
+    fn retry_delay_only_for_retry_after_and_waiting() {
         assert_eq!(
             CloudError::retry_after("creating", Duration::from_secs(42)).retry_delay(),
             Some(Duration::from_secs(42))
         );
+        let waiting = CloudError::waiting("sg-1 to be released", Duration::from_secs(10));
+        assert_eq!(waiting.retry_delay(), Some(Duration::from_secs(10)));
+        assert_eq!(waiting.waiting_for(), Some("sg-1 to be released"));
+        assert_eq!(
+            waiting.to_string(),
+            "waiting for sg-1 to be released (retry after 10s)"
+        );
+        assert_eq!(CloudError::retry_after("x", Duration::ZERO).waiting_for(), None);
         assert_eq!(CloudError::other("boom").retry_delay(), None);
         assert_eq!(CloudError::NotImplemented.retry_delay(), None);
     }

@@ -60,7 +60,13 @@ pub trait LoadBalancer: Send + Sync {
         nodes: &[&Node],
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Deletes the load balancer; `Ok` if it is gone, including when it never existed.
+    /// Deletes the load balancer and everything the provider made for it (security groups, target groups, rules
+    /// on the nodes' groups); `Ok` only once all of it is gone, including when none of it ever existed. Called
+    /// whether or not [`LoadBalancer::get_load_balancer`] still finds the load balancer, so it must find the
+    /// leftovers by deterministic names and ownership tags. While the cloud still holds something (a deleted
+    /// load balancer's interfaces keeping its security group in use), return
+    /// [`CloudError::Waiting`](crate::CloudError::Waiting): the service controller keeps the cleanup finalizer
+    /// and calls again.
     fn ensure_load_balancer_deleted(
         &self,
         cluster_name: &str,

@@ -32,6 +32,17 @@ pub enum Error {
         #[source]
         source: CloudError,
     },
+    /// Not a failure: the provider waits on the cloud to release something (a load balancer's deletion whose
+    /// security group is still in use). Retried after `after`; the object keeps its finalizer meanwhile.
+    #[error("{object} waits for {waiting_for}")]
+    Waiting {
+        /// The object (`namespace/name`).
+        object: String,
+        /// What is waited for, in the provider's words.
+        waiting_for: String,
+        /// The delay chosen before the next attempt.
+        after: std::time::Duration,
+    },
     /// The Kubernetes API failed for an object.
     #[error("{context} for {object}")]
     Kube {
@@ -79,10 +90,11 @@ impl Error {
         }
     }
 
-    /// The delay a provider asked for with [`CloudError::RetryAfter`], if this error carries one.
+    /// The delay a provider asked for with [`CloudError::RetryAfter`] (or chosen for a wait), if any.
     pub fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
             Self::Cloud { source, .. } => source.retry_delay(),
+            Self::Waiting { after, .. } => Some(*after),
             _ => None,
         }
     }

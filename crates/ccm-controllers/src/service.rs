@@ -6,6 +6,7 @@
 //! Node changes are coalesced: node events arriving within `node_sync_window` (and during a pass) lead to one
 //! pass, which calls `update_load_balancer` once per Service whose host set actually changed.
 
+mod cleanup;
 mod predicates;
 
 use std::{
@@ -58,6 +59,10 @@ pub struct ServiceConfig {
     pub metrics: ControllerMetrics,
     /// Wall-clock time for Event timestamps.
     pub clock: Clock,
+    /// How long a load balancer's deletion may wait on the cloud (a deleted load balancer's network interfaces
+    /// holding its security group) with Normal Events and retries at most a minute apart; after that a Warning
+    /// Event is posted and it is retried every `max_retry_delay` (default 15 min).
+    pub deletion_patience: Duration,
 }
 
 impl Default for ServiceConfig {
@@ -72,6 +77,7 @@ impl Default for ServiceConfig {
             node_selector: None,
             metrics: ControllerMetrics::default(),
             clock: Clock::system(),
+            deletion_patience: Duration::from_secs(15 * 60),
         }
     }
 }
@@ -96,6 +102,8 @@ struct Ctx<P: CloudProvider> {
     cache: Mutex<HashMap<String, Arc<Service>>>,
     /// The host set each load balancer was last given.
     last_synced: Mutex<HashMap<String, BTreeMap<String, String>>>,
+    /// Deletions waiting on the cloud, by `namespace/name`.
+    waits: Mutex<HashMap<String, cleanup::Wait>>,
     node_sync: Notify,
 }
 
@@ -151,6 +159,7 @@ pub async fn run<P: CloudProvider>(
         recorder,
         cache: Mutex::default(),
         last_synced: Mutex::default(),
+        waits: Mutex::default(),
         node_sync: Notify::new(),
     });
 
@@ -229,6 +238,8 @@ async fn service_worker<P: CloudProvider>(ctx: &Ctx<P>) {
             ctx.config.metrics.reconcile();
             match sync_service(ctx, &key).await {
                 Ok(()) => ctx.backoff.forget(&key),
+                // Not a failure: the deletion goes on after the delay it chose (and reported).
+                Err(Error::Waiting { after, .. }) => ctx.queue.add_after(&key, after),
                 Err(error) => {
                     ctx.config.metrics.error();
                     let delay = retry_delay(&error, &ctx.backoff, &key);
@@ -264,6 +275,7 @@ async fn sync_service<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), E
             Ok(())
         }
         Ok(Op::Ensure) => Ok(()),
+        Err(e @ Error::Waiting { .. }) => Err(e),
         Err(e) => {
             let message = format!("Error syncing load balancer: {}", ErrorChain(&e));
             ctx.recorder
@@ -300,43 +312,20 @@ async fn delete_cached_load_balancer<P: CloudProvider>(
     if !wants_load_balancer(svc) {
         return Ok(());
     }
-    let reference = service_reference(svc);
-    ctx.recorder
-        .publish(
-            &reference,
-            EventType::Normal,
-            "DeletingLoadBalancer",
-            "Deleting load balancer",
-        )
-        .await;
-    ctx.config.metrics.provider_call();
-    match lb
-        .ensure_load_balancer_deleted(&ctx.config.cluster_name, svc)
-        .await
-    {
-        Ok(()) | Err(CloudError::ImplementedElsewhere) => {
-            ctx.recorder
-                .publish(
-                    &reference,
-                    EventType::Normal,
-                    "DeletedLoadBalancer",
-                    "Deleted load balancer",
-                )
-                .await;
-            Ok(())
-        }
-        Err(e) => {
+    match cleanup::delete_load_balancer(ctx, lb, svc).await {
+        Err(e @ Error::Cloud { .. }) => {
             let message = format!("Error deleting load balancer: {}", ErrorChain(&e));
             ctx.recorder
                 .publish(
-                    &reference,
+                    &service_reference(svc),
                     EventType::Warning,
                     "DeleteLoadBalancerFailed",
                     &message,
                 )
                 .await;
-            Err(Error::cloud("failed to delete load balancer", key_of(svc), e))
+            Err(e)
         }
+        other => other,
     }
 }
 
@@ -363,39 +352,26 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
         .and_then(|s| s.load_balancer.as_ref())
         .and_then(|l| l.ingress.clone());
     let (op, status) = if !wants_load_balancer(svc) || needs_cleanup(svc) {
-        ctx.config.metrics.provider_call();
-        let exists = lb
-            .get_load_balancer(cluster, svc)
-            .await
-            .map_err(|e| Error::cloud("failed to check if load balancer exists before cleanup", &key, e))?;
-        if exists.is_some() {
-            ctx.recorder
-                .publish(
-                    &reference,
-                    EventType::Normal,
-                    "DeletingLoadBalancer",
-                    "Deleting load balancer",
-                )
-                .await;
+        // With our finalizer the provider is always asked, even when the load balancer is gone: its groups and
+        // target groups may not be (upstream asks only when `GetLoadBalancer` finds it, and so leaks them). The
+        // finalizer goes only after. Without it (a Service from before finalizers, or never ours) upstream's
+        // check decides.
+        let ours = has_finalizer(svc) || {
             ctx.config.metrics.provider_call();
-            match lb.ensure_load_balancer_deleted(cluster, svc).await {
-                Ok(()) | Err(CloudError::ImplementedElsewhere) => {}
-                Err(e) => return Err(Error::cloud("failed to delete load balancer", &key, e)),
-            }
+            lb.get_load_balancer(cluster, svc)
+                .await
+                .map_err(|e| Error::cloud("failed to check if load balancer exists before cleanup", &key, e))?
+                .is_some()
+        };
+        if ours {
+            cleanup::delete_load_balancer(ctx, lb, svc).await?;
         }
         if has_finalizer(svc) {
             patch_finalizer(ctx, svc, false).await?;
         }
-        ctx.recorder
-            .publish(
-                &reference,
-                EventType::Normal,
-                "DeletedLoadBalancer",
-                "Deleted load balancer",
-            )
-            .await;
         (Op::Delete, LoadBalancerStatus::default())
     } else {
+        lock(&ctx.waits).remove(&key);
         ctx.recorder
             .publish(
                 &reference,

@@ -453,6 +453,7 @@ mod scripted {
             queue: WorkQueue::default(),
             cache: Mutex::default(),
             last_synced: Mutex::default(),
+            waits: Mutex::default(),
             node_sync: Notify::new(),
         };
         Harness {
@@ -633,7 +634,7 @@ mod scripted {
                 }),
                 Op::Delete,
                 vec![remove_finalizer.clone(), clear_status.clone()],
-                vec![Method::GetLoadBalancer, Method::EnsureLoadBalancerDeleted],
+                vec![Method::EnsureLoadBalancerDeleted],
             ),
             (
                 "deleting with finalizer and status: remove finalizer, clear status",
@@ -644,7 +645,7 @@ mod scripted {
                 }),
                 Op::Delete,
                 vec![remove_finalizer, clear_status],
-                vec![Method::GetLoadBalancer, Method::EnsureLoadBalancerDeleted],
+                vec![Method::EnsureLoadBalancerDeleted],
             ),
         ];
         for (name, svc, want_op, want_patches, want_calls) in cases {
@@ -696,6 +697,99 @@ mod scripted {
             .unwrap();
         assert_eq!(warning.body["type"], "Warning");
         assert_eq!(warning.body["message"], "scheme changed: new DNS name");
+    }
+
+    /// The leak of kubernetes#79994: a deleting Service whose load balancer is already gone (an earlier attempt
+    /// deleted it, then failed on its security group) still gets the provider's delete, which removes the
+    /// leftovers, before the finalizer goes.
+    #[tokio::test]
+    async fn a_deleting_service_without_a_load_balancer_still_gets_the_providers_delete() {
+        let deleting = with(|s| {
+            finalized(s);
+            s.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        });
+        let h = harness(|_| None, vec![deleting.clone()], vec![named_node("n1")]);
+        let lb = h.provider.load_balancer().unwrap();
+        assert_eq!(lb.get_load_balancer("kubernetes", &deleting).await.unwrap(), None);
+        h.provider.clear_calls();
+        let op = sync_load_balancer_if_needed(&h.ctx, lb, &deleting).await.unwrap();
+        assert_eq!(op, Op::Delete);
+        let calls: Vec<Method> = h.provider.calls().iter().map(|c| c.method).collect();
+        assert_eq!(calls, [Method::EnsureLoadBalancerDeleted]);
+        assert_eq!(patches(&h.api), [(STRATEGIC.to_owned(), finalizer_patch(false))]);
+    }
+
+    /// A deletion that waits on the cloud keeps the finalizer, says what it waits for once (Normal), retries
+    /// with a growing delay capped at a minute, turns into a Warning with slow retries after the patience, and
+    /// finishes (finalizer removed) when the provider is done.
+    #[tokio::test(start_paused = true)]
+    async fn a_deletion_waiting_on_the_cloud_keeps_the_finalizer_until_the_provider_is_done() {
+        let deleting = with(|s| {
+            finalized(s);
+            s.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        });
+        let h = harness(|_| None, vec![deleting.clone()], vec![named_node("n1")]);
+        let what = "security group sg-1 of load balancer a1 to be released";
+        h.provider
+            .fail(Method::EnsureLoadBalancerDeleted, Some(9), move || {
+                CloudError::waiting(what, Duration::from_secs(10))
+            });
+        let lb = h.provider.load_balancer().unwrap();
+        let mut delays = Vec::new();
+        for _ in 0..7 {
+            match sync_load_balancer_if_needed(&h.ctx, lb, &deleting).await {
+                Err(Error::Waiting {
+                    after, waiting_for, ..
+                }) => {
+                    assert_eq!(waiting_for, what);
+                    delays.push(after.as_secs());
+                    tokio::time::advance(after).await;
+                }
+                other => panic!("expected a wait, got {other:?}"),
+            }
+        }
+        assert!(patches(&h.api).is_empty(), "the finalizer stays while waiting");
+        assert_eq!(
+            delays,
+            [10, 10, 20, 40, 60, 60, 60],
+            "backoff from the provider's delay, capped"
+        );
+        assert_eq!(
+            h.api.event_reasons(),
+            ["DeletingLoadBalancer", "LoadBalancerDeletionPending"],
+            "one Normal Event for the whole wait"
+        );
+
+        // Past the patience (15 minutes): a Warning, then retries every max_retry_delay.
+        tokio::time::advance(Duration::from_secs(15 * 60)).await;
+        let Err(Error::Waiting { after, .. }) = sync_load_balancer_if_needed(&h.ctx, lb, &deleting).await
+        else {
+            panic!("expected a wait");
+        };
+        assert_eq!(after, Duration::from_secs(300));
+        let warning = h
+            .api
+            .requests()
+            .into_iter()
+            .find(|r| r.is_event() && r.body["reason"] == "LoadBalancerDeletionStuck")
+            .expect("a Warning Event after the patience");
+        assert_eq!(warning.body["type"], "Warning");
+        assert!(
+            warning.body["message"].as_str().unwrap().contains(what),
+            "{warning:?}"
+        );
+        assert!(patches(&h.api).is_empty());
+
+        // The provider is done: the finalizer goes.
+        h.provider.clear_failures();
+        let op = sync_load_balancer_if_needed(&h.ctx, lb, &deleting).await.unwrap();
+        assert_eq!(op, Op::Delete);
+        assert_eq!(patches(&h.api), [(STRATEGIC.to_owned(), finalizer_patch(false))]);
+        assert_eq!(
+            h.api.event_reasons().last().map(String::as_str),
+            Some("DeletedLoadBalancer")
+        );
+        assert!(lock(&h.ctx.waits).is_empty());
     }
 
     /// Upstream `TestSlowNodeSync`: while a node-sync pass is stuck in a slow `UpdateLoadBalancer`, a Service

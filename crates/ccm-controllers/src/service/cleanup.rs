@@ -1,0 +1,168 @@
+//! A Service's load balancer deletion. The provider is always asked to delete, whether or not it still finds
+//! the load balancer: what it made beside it (security groups, target groups, rules on the nodes' groups) can
+//! outlive the load balancer itself, for example when AWS answers `DependencyViolation` for a deleted load
+//! balancer's group while its network interfaces drain. Deletion is finished only when the provider says
+//! everything is gone; until then the cleanup finalizer stays.
+//!
+//! A provider that waits on the cloud ([`CloudError::Waiting`]) is not failing: the Service gets a Normal
+//! `LoadBalancerDeletionPending` Event naming what is waited for, and the deletion is retried with backoff
+//! (at most [`PENDING_RETRY_CAP`] apart) for [`ServiceConfig::deletion_patience`]. After that a Warning
+//! `LoadBalancerDeletionStuck` Event is posted and the deletion is retried every `max_retry_delay`, for as
+//! long as it takes.
+
+use std::time::Duration;
+
+use ccm_cloud_provider::{CloudError, CloudProvider};
+use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use tokio::time::Instant;
+
+use super::{Ctx, key_of, lock};
+use crate::{
+    Error,
+    events::{EventType, service_reference},
+};
+
+/// The longest delay between two attempts while a deletion is within its patience.
+pub const PENDING_RETRY_CAP: Duration = Duration::from_secs(60);
+
+/// A deletion that waits on the cloud.
+#[derive(Debug, Clone)]
+pub(super) struct Wait {
+    /// When the first attempt was told to wait (this process's view: a new leader starts its own count).
+    since: Instant,
+    /// What the last Event said was waited for.
+    reported: String,
+    /// Whether the Warning was posted.
+    stuck: bool,
+}
+
+/// Asks the provider to delete `svc`'s load balancer and what belongs to it, posting `DeletingLoadBalancer`
+/// and `DeletedLoadBalancer`. `Err(Error::Waiting)` while the provider waits on the cloud; the caller must then
+/// keep the finalizer. Failures are returned without an Event: the caller names them in its own.
+pub(super) async fn delete_load_balancer<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    lb: &P::LoadBalancer,
+    svc: &Service,
+) -> Result<(), Error> {
+    use ccm_cloud_provider::LoadBalancer as _;
+    let key = key_of(svc);
+    let reference = service_reference(svc);
+    if !lock(&ctx.waits).contains_key(&key) {
+        ctx.recorder
+            .publish(
+                &reference,
+                EventType::Normal,
+                "DeletingLoadBalancer",
+                "Deleting load balancer",
+            )
+            .await;
+    }
+    ctx.config.metrics.provider_call();
+    match lb
+        .ensure_load_balancer_deleted(&ctx.config.cluster_name, svc)
+        .await
+    {
+        Ok(()) | Err(CloudError::ImplementedElsewhere) => {}
+        Err(CloudError::Waiting { waiting_for, after }) => {
+            let after = wait(ctx, &key, &reference, &waiting_for, after).await;
+            return Err(Error::Waiting {
+                object: key,
+                waiting_for,
+                after,
+            });
+        }
+        Err(e) => return Err(Error::cloud("failed to delete load balancer", key, e)),
+    }
+    lock(&ctx.waits).remove(&key);
+    ctx.recorder
+        .publish(
+            &reference,
+            EventType::Normal,
+            "DeletedLoadBalancer",
+            "Deleted load balancer",
+        )
+        .await;
+    Ok(())
+}
+
+/// Records one more "wait" answer for `key`, posts the Event it calls for, and returns the delay before the
+/// next attempt: the provider's `after` grown by the per-key backoff up to [`PENDING_RETRY_CAP`] within the
+/// patience, then `max_retry_delay`.
+async fn wait<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    key: &str,
+    reference: &ObjectReference,
+    waiting_for: &str,
+    after: Duration,
+) -> Duration {
+    let now = Instant::now();
+    let patience = ctx.config.deletion_patience;
+    let (event, delay) = {
+        let mut waits = lock(&ctx.waits);
+        let state = waits.entry(key.to_owned()).or_insert_with(|| Wait {
+            since: now,
+            reported: String::new(),
+            stuck: false,
+        });
+        let waited = now.saturating_duration_since(state.since);
+        if waited >= patience {
+            let delay = ctx.config.max_retry_delay.max(after);
+            let message = format!(
+                "Deleting the load balancer has waited {} for {waiting_for}; retrying every {}. The cleanup \
+                 finalizer stays until everything is gone: check what still uses it in AWS",
+                human(waited),
+                human(delay)
+            );
+            state.stuck = true;
+            state.reported = waiting_for.to_owned();
+            (
+                Some((EventType::Warning, "LoadBalancerDeletionStuck", message)),
+                delay,
+            )
+        } else {
+            let delay = ctx.backoff.next(key).clamp(after, PENDING_RETRY_CAP.max(after));
+            let event = (state.reported != waiting_for).then(|| {
+                state.reported = waiting_for.to_owned();
+                let message = format!(
+                    "Waiting for {waiting_for}; retrying in {} (AWS can take over 10 minutes). The cleanup \
+                     finalizer stays until everything is gone",
+                    human(delay)
+                );
+                (EventType::Normal, "LoadBalancerDeletionPending", message)
+            });
+            (event, delay)
+        }
+    };
+    tracing::info!(
+        service = key,
+        waiting_for,
+        ?delay,
+        "load balancer deletion waits on the cloud"
+    );
+    if let Some((kind, reason, message)) = event {
+        ctx.recorder.publish(reference, kind, reason, &message).await;
+    }
+    delay
+}
+
+/// `1m30s`-style durations for Event messages.
+fn human(d: Duration) -> String {
+    let secs = d.as_secs();
+    match (secs / 60, secs % 60) {
+        (0, s) => format!("{s}s"),
+        (m, 0) => format!("{m}m"),
+        (m, s) => format!("{m}m{s}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human(Duration::from_secs(10)), "10s");
+        assert_eq!(human(Duration::from_secs(300)), "5m");
+        assert_eq!(human(Duration::from_secs(905)), "15m5s");
+    }
+}
