@@ -1,8 +1,8 @@
 //! The Classic Load Balancer port (Elastic Load Balancing, API version 2012-06-01).
 
-use std::future::Future;
+use std::{collections::BTreeMap, future::Future, time::SystemTime};
 
-use crate::{InstanceId, Result, SecurityGroupId, SubnetId, Tags, VpcId};
+use crate::{AwsError, ErrorKind, InstanceId, Result, SecurityGroupId, SubnetId, Tags, VpcId};
 
 /// A Classic Load Balancer as `DescribeLoadBalancers` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +30,8 @@ pub struct ClassicLoadBalancer {
     pub instances: Vec<InstanceId>,
     /// Back-end server policies per instance port.
     pub backend_policies: Vec<BackendPolicies>,
+    /// When AWS created it (`CreatedTime`), when reported.
+    pub created_time: Option<SystemTime>,
 }
 
 /// A Classic listener.
@@ -203,6 +205,20 @@ pub trait Elb {
     /// The load balancer's tags.
     fn tags(&self, name: &str) -> impl Future<Output = Result<Tags>> + Send;
 
+    /// Every Classic load balancer of the region, all pages (how the leak report finds what no Service names any
+    /// more). The default answers [`ErrorKind::Permanent`]: wrappers that never list need not implement it.
+    fn all_load_balancers(&self) -> impl Future<Output = Result<Vec<ClassicLoadBalancer>>> + Send {
+        std::future::ready(Err(unsupported("DescribeLoadBalancers")))
+    }
+
+    /// The tags of each load balancer of `names`, by name (the adapter asks AWS for 20 names at a time, its
+    /// limit); load balancers deleted meanwhile are absent, never an error. The default answers
+    /// [`ErrorKind::Permanent`], like [`Elb::all_load_balancers`].
+    fn tags_of(&self, names: &[String]) -> impl Future<Output = Result<BTreeMap<String, Tags>>> + Send {
+        let _ = names;
+        std::future::ready(Err(unsupported("DescribeTags")))
+    }
+
     /// Adds or overwrites tags.
     fn add_tags(&self, name: &str, tags: &Tags) -> impl Future<Output = Result<()>> + Send;
 
@@ -250,8 +266,15 @@ impl ClassicLoadBalancer {
             health_check: None,
             instances: Vec::new(),
             backend_policies: Vec::new(),
+            created_time: None,
         }
     }
+}
+
+/// The answer of the listing methods' defaults.
+fn unsupported(operation: &'static str) -> AwsError {
+    AwsError::new(ErrorKind::Permanent, "elasticloadbalancing", operation)
+        .with_message("this implementation of the Elb port does not list load balancers")
 }
 
 // === impl ClassicListener ===

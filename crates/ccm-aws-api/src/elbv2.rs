@@ -1,8 +1,8 @@
 //! The ELBv2 port (Network Load Balancers, API version 2015-12-01).
 
-use std::{collections::BTreeMap, future::Future};
+use std::{collections::BTreeMap, future::Future, time::SystemTime};
 
-use crate::{InstanceId, Result, SecurityGroupId, SubnetId, Tags, VpcId};
+use crate::{AwsError, ErrorKind, InstanceId, Result, SecurityGroupId, SubnetId, Tags, VpcId};
 
 /// A load balancer as ELBv2 `DescribeLoadBalancers` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +28,8 @@ pub struct LoadBalancerV2 {
     pub security_groups: Vec<SecurityGroupId>,
     /// `ipv4` or `dualstack` (ALBs also `dualstack-without-public-ipv4`); empty when AWS does not say.
     pub ip_address_type: String,
+    /// When AWS created it (`CreatedTime`), when reported.
+    pub created_time: Option<SystemTime>,
 }
 
 /// A zone of a load balancer.
@@ -270,6 +272,18 @@ pub trait Elbv2 {
     /// Every target group of the region, paged: how a deletion finds groups no load balancer uses any more.
     fn all_target_groups(&self) -> impl Future<Output = Result<Vec<TargetGroup>>> + Send;
 
+    /// Every load balancer of the region (every type), all pages: how the leak report finds what no Service
+    /// names any more. The default answers [`ErrorKind::Permanent`]: wrappers that never list need not
+    /// implement it.
+    fn all_load_balancers(&self) -> impl Future<Output = Result<Vec<LoadBalancerV2>>> + Send {
+        std::future::ready(Err(AwsError::new(
+            ErrorKind::Permanent,
+            "elasticloadbalancingv2",
+            "DescribeLoadBalancers",
+        )
+        .with_message("this implementation of the Elbv2 port does not list load balancers")))
+    }
+
     /// The target group named `name`, or `None` (found whether or not a load balancer uses it: crash-safe
     /// adoption and cleanup go by the deterministic name).
     fn target_group(&self, name: &str) -> impl Future<Output = Result<Option<TargetGroup>>> + Send;
@@ -345,6 +359,7 @@ impl LoadBalancerV2 {
             availability_zones: Vec::new(),
             security_groups: Vec::new(),
             ip_address_type: "ipv4".to_owned(),
+            created_time: None,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! [`Elb`] on aws-sdk-elasticloadbalancing.
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc, time::SystemTime};
 
 use aws_sdk_elasticloadbalancing::types as sdk;
 use ccm_aws_api::{
@@ -40,6 +40,8 @@ const DESCRIBE_POLICIES: Op = op("DescribeLoadBalancerPolicies", ActionClass::No
 const CREATE_POLICY: Op = op("CreateLoadBalancerPolicy", ActionClass::Mutating);
 const SET_LISTENER_POLICIES: Op = op("SetLoadBalancerPoliciesOfListener", ActionClass::Mutating);
 const SET_BACKEND_POLICIES: Op = op("SetLoadBalancerPoliciesForBackendServer", ActionClass::Mutating);
+/// AWS's limit on load balancer names per `DescribeTags`.
+const NAMES_PER_TAG_CALL: usize = 20;
 
 /// The Classic ELB port on aws-sdk-elasticloadbalancing. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -53,6 +55,31 @@ pub struct AwsElb {
 impl AwsElb {
     pub(crate) fn new(client: aws_sdk_elasticloadbalancing::Client, rt: Arc<Runtime>) -> Self {
         Self { client, rt }
+    }
+
+    /// One `DescribeTags` for at most 20 names; AWS refuses the whole call when one of them is gone.
+    async fn tags_batch(&self, names: &[String]) -> Result<BTreeMap<String, Tags>> {
+        let out = self
+            .rt
+            .call(DESCRIBE_TAGS, || {
+                self.client
+                    .describe_tags()
+                    .set_load_balancer_names(Some(names.to_vec()))
+                    .send()
+            })
+            .await?;
+        Ok(out
+            .tag_descriptions()
+            .iter()
+            .filter_map(|d| {
+                let tags = d
+                    .tags()
+                    .iter()
+                    .map(|t| (t.key().to_owned(), t.value().unwrap_or_default().to_owned()))
+                    .collect();
+                Some((d.load_balancer_name()?.to_owned(), tags))
+            })
+            .collect())
     }
 }
 
@@ -331,6 +358,47 @@ impl Elb for AwsElb {
             .collect())
     }
 
+    async fn all_load_balancers(&self) -> Result<Vec<ClassicLoadBalancer>> {
+        self.rt
+            .paged(
+                DESCRIBE_LOAD_BALANCERS,
+                |marker| {
+                    self.client
+                        .describe_load_balancers()
+                        // The largest page AWS gives.
+                        .page_size(400)
+                        .set_marker(marker)
+                        .send()
+                },
+                |page, out| {
+                    out.extend(page.load_balancer_descriptions().iter().filter_map(load_balancer));
+                    page.next_marker().map(str::to_owned)
+                },
+            )
+            .await
+    }
+
+    async fn tags_of(&self, names: &[String]) -> Result<BTreeMap<String, Tags>> {
+        let mut out = BTreeMap::new();
+        for chunk in names.chunks(NAMES_PER_TAG_CALL) {
+            match self.tags_batch(chunk).await {
+                Ok(found) => out.extend(found),
+                // A load balancer of the batch was deleted since it was listed: ask name by name, skipping it.
+                Err(err) if err.is_not_found() => {
+                    for name in chunk {
+                        match self.tags_batch(std::slice::from_ref(name)).await {
+                            Ok(found) => out.extend(found),
+                            Err(err) if err.is_not_found() => {}
+                            Err(err) => return Err(err),
+                        }
+                    }
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(out)
+    }
+
     async fn add_tags(&self, name: &str, tags: &Tags) -> Result<()> {
         if tags.is_empty() {
             return Ok(());
@@ -523,5 +591,6 @@ fn load_balancer(d: &sdk::LoadBalancerDescription) -> Option<ClassicLoadBalancer
             })
         })
         .collect();
+    lb.created_time = d.created_time().and_then(|t| SystemTime::try_from(*t).ok());
     Some(lb)
 }

@@ -316,6 +316,26 @@ impl Elbv2 for AwsElbv2 {
         self.target_groups_paged(None).await
     }
 
+    async fn all_load_balancers(&self) -> Result<Vec<LoadBalancerV2>> {
+        self.rt
+            .paged(
+                DESCRIBE_LOAD_BALANCERS,
+                |marker| {
+                    self.client
+                        .describe_load_balancers()
+                        // The largest page AWS gives.
+                        .page_size(400)
+                        .set_marker(marker)
+                        .send()
+                },
+                |page, out| {
+                    out.extend(page.load_balancers().iter().filter_map(load_balancer));
+                    page.next_marker().map(str::to_owned)
+                },
+            )
+            .await
+    }
+
     async fn target_group(&self, name: &str) -> Result<Option<TargetGroup>> {
         let result = self
             .rt
@@ -625,6 +645,9 @@ fn load_balancer(l: &sdk::LoadBalancer) -> Option<LoadBalancerV2> {
         .ip_address_type()
         .map(|t| t.as_str().to_owned())
         .unwrap_or_default();
+    out.created_time = l
+        .created_time()
+        .and_then(|t| std::time::SystemTime::try_from(*t).ok());
     Some(out)
 }
 

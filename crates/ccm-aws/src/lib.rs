@@ -1,10 +1,11 @@
-//! The composition: `AwsCloud` implements `CloudProvider` from the AWS domain crates on top of the `ccm-aws-sdk` adapter; the cloud config (INI) parser; cluster ID discovery.
+//! The composition: `AwsCloud` implements `CloudProvider` from the AWS domain crates on top of the `ccm-aws-sdk` adapter; the cloud config (INI) parser; cluster ID discovery; the leak report ([`doctor`]).
 //!
 //! May depend on: every library crate of the workspace. Binaries in `examples/` depend on this crate and `ccm-controllers`.
 
 pub mod cloud;
 pub mod cloud_config;
 pub mod cluster_id;
+pub mod doctor;
 
 pub use cloud::{AwsCloud, AwsCloudError, Environment, PROVIDER_NAME};
 pub use cloud_config::{CloudConfig, CloudConfigErrors, ConfigError, GlobalConfig, LoadError};

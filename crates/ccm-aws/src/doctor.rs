@@ -1,0 +1,346 @@
+//! `doctor`: the leak report. Reads AWS through the ports and takes the Kubernetes side as a [`Snapshot`] of plain
+//! objects, and lists what the cluster owns in AWS but no Kubernetes object owns any more, plus Nodes stuck
+//! uninitialized and Services whose load balancer is failing.
+//!
+//! What is a leak, and why (each [`Finding`] says which rule applies):
+//!
+//! - Only resources tagged `kubernetes.io/cluster/<id>=owned` (or `KubernetesCluster=<id>`) are ever considered:
+//!   `shared`, untagged and other clusters' resources are never listed and never deleted.
+//! - A Classic ELB or NLB (type `network`) with a `kubernetes.io/service-name` tag is leaked when that Service
+//!   does not exist, is no longer of type LoadBalancer and has no `service.kubernetes.io/load-balancer-cleanup`
+//!   finalizer, or was recreated (its UID names another load balancer: names are `a` + the UID without dashes).
+//! - A target group with the tag is leaked when its Service is gone (or no longer wants a load balancer) and no
+//!   live load balancer forwards to it, or when only leaked load balancers forward to it.
+//! - Only security groups that carry the tag or a Classic ELB group name (`k8s-elb-<load balancer>`) are load
+//!   balancer groups: node, instance and VPC groups that installers tag `owned` are never leaks. A group used by a
+//!   live load balancer is never leaked. The rules of other groups that name a leaked group as their source are
+//!   part of its finding (they must go before the group can).
+//! - NLB client and health rules on the cluster's node groups whose description names a load balancer that no
+//!   longer exists.
+//! - Routes of the cluster's route tables to instances that are terminated or gone (removable when the table is
+//!   owned), and to running cluster instances that are no Node's (reported only).
+//!
+//! [`delete`] never trusts the report it is given: it reads AWS again, then takes a fresh [`Snapshot`], and removes
+//! only what the fresh reading still finds leaked, in dependency order: load balancers, target groups, rules
+//! that reference leaked groups and stale NLB rules, groups, routes. A group AWS still holds
+//! (`DependencyViolation`: a deleted load balancer's interfaces drain for minutes) is [`Outcome::InUse`], to be
+//! retried later, never a failure of the rest.
+
+mod analyze;
+mod observe;
+mod remove;
+mod render;
+
+use std::{collections::BTreeMap, time::SystemTime};
+
+use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, RouteTableId, SecurityGroupId, VpcId, ec2::IpPermission};
+use ccm_tagging::ClusterTags;
+use k8s_openapi::api::core::v1::{Event, Node, Service};
+use serde::Serialize;
+
+pub use remove::{DeleteOutcome, Outcome, Removal};
+
+/// The taint of Nodes the cloud node controller has not initialized yet.
+pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// The finalizer the service controller keeps on a Service until its load balancer is deleted.
+pub const LOAD_BALANCER_CLEANUP_FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+
+/// The AWS ports the report reads (and [`delete`] writes) through.
+#[derive(Debug)]
+pub struct Ports<'a, E, L, V> {
+    /// EC2: security groups, route tables, instances.
+    pub ec2: &'a E,
+    /// Classic ELB.
+    pub elb: &'a L,
+    /// ELBv2: NLBs and target groups.
+    pub elbv2: &'a V,
+}
+
+/// Which cluster to look at, and where.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Scope {
+    /// The cluster's tags: only resources this cluster owns are considered.
+    pub cluster: ClusterTags,
+    /// The cluster's VPC; security groups are read from it only (the whole region when unknown).
+    pub vpc_id: Option<VpcId>,
+    /// Route tables named by the cloud config (`RouteTableID`); empty means the cluster-tagged tables.
+    pub route_table_ids: Vec<RouteTableId>,
+    /// The time ages are measured against.
+    pub now: SystemTime,
+}
+
+/// The Kubernetes side, as listed from the apiserver.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Every Service of every namespace.
+    pub services: Vec<Service>,
+    /// Every Node.
+    pub nodes: Vec<Node>,
+    /// Events (at least the Warning Events) of every namespace.
+    pub events: Vec<Event>,
+}
+
+/// What the report found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The cluster ID the report is about.
+    pub cluster_id: String,
+    /// The findings, leaked AWS resources first.
+    pub findings: Vec<Finding>,
+}
+
+/// One thing found wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// What it is.
+    pub kind: Kind,
+    /// Its identity: name, ARN, group ID, `<table> <cidr>`, `<group> <load balancer>`, Node name or
+    /// `namespace/name`.
+    pub id: String,
+    /// Its name, when the ID is not one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The `kubernetes.io/service-name` tag, for AWS resources that have one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// When it was created (RFC 3339), where AWS or Kubernetes tells.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
+    /// Its age in seconds, where the creation time is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub age_seconds: Option<u64>,
+    /// Why it is listed.
+    pub reason: String,
+    /// Supporting facts: the rules that reference a group, the last Warning Event, ...
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
+    /// Whether `--delete` removes it (owned, and its owner absent); the others are for an operator to look at.
+    pub deletable: bool,
+    #[serde(skip)]
+    action: Option<Action>,
+}
+
+/// The kinds of findings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Kind {
+    /// A Classic ELB.
+    ClassicLoadBalancer,
+    /// A Network Load Balancer.
+    NetworkLoadBalancer,
+    /// An ELBv2 target group.
+    TargetGroup,
+    /// A load balancer's security group.
+    SecurityGroup,
+    /// NLB rules on a node security group.
+    NodeGroupRules,
+    /// A route of a cluster route table.
+    Route,
+    /// A Node stuck uninitialized.
+    Node,
+    /// A Service whose load balancer is failing.
+    Service,
+}
+
+/// How a finding is removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Action {
+    DeleteClassic(String),
+    DeleteNetwork(String),
+    DeleteTargetGroup(String),
+    /// Revokes the rules, per group.
+    RevokeRules(Vec<(SecurityGroupId, Vec<IpPermission>)>),
+    /// Revokes the rules that reference the group, then deletes it.
+    DeleteGroup(SecurityGroupId, Vec<(SecurityGroupId, Vec<IpPermission>)>),
+    DeleteRoute(RouteTableId, String),
+}
+
+/// Why the report could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DoctorError {
+    /// An AWS read failed.
+    #[error("{what}")]
+    Aws {
+        /// What was being read.
+        what: &'static str,
+        /// The failure.
+        #[source]
+        source: Box<AwsError>,
+    },
+    /// The fresh Kubernetes listing for [`delete`] failed.
+    #[error("listing the cluster again before deleting")]
+    Snapshot(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// The report: reads AWS (a handful of paged listings, see `docs/operations.md`) and compares with `snapshot`.
+pub async fn inspect<E, L, V>(
+    ports: Ports<'_, E, L, V>,
+    scope: &Scope,
+    snapshot: &Snapshot,
+) -> Result<Report, DoctorError>
+where
+    E: Ec2 + Sync,
+    L: Elb + Sync,
+    V: Elbv2 + Sync,
+{
+    let inventory = observe::aws(ports, scope).await?;
+    let lookups = observe::uninitialized_nodes(ports.ec2, snapshot).await?;
+    Ok(Report {
+        cluster_id: scope.cluster.id().to_owned(),
+        findings: analyze::findings(scope, &inventory, snapshot, &lookups),
+    })
+}
+
+/// Removes the deletable findings of `report` that are still leaked: AWS is read again first, then `fresh` lists
+/// the cluster (after the AWS reading, so that a Service created meanwhile is seen), and only findings of `report`
+/// that this fresh look still finds deletable are removed. Per-finding failures are in the outcome; only the
+/// readings fail the call.
+pub async fn delete<E, L, V, F, Fut, SE>(
+    ports: Ports<'_, E, L, V>,
+    scope: &Scope,
+    report: &Report,
+    fresh: F,
+) -> Result<DeleteOutcome, DoctorError>
+where
+    E: Ec2 + Sync,
+    L: Elb + Sync,
+    V: Elbv2 + Sync,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<Snapshot, SE>>,
+    SE: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let inventory = observe::aws(ports, scope).await?;
+    let snapshot = fresh().await.map_err(|e| DoctorError::Snapshot(e.into()))?;
+    let current = analyze::findings(scope, &inventory, &snapshot, &BTreeMap::new());
+    Ok(remove::run(ports, report, &current).await)
+}
+
+// === impl Ports ===
+
+// By hand: derived impls would require the ports themselves to be `Copy`.
+impl<E, L, V> Clone for Ports<'_, E, L, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E, L, V> Copy for Ports<'_, E, L, V> {}
+
+// === impl Report ===
+
+impl Report {
+    /// Whether nothing was found.
+    pub fn is_clean(&self) -> bool {
+        self.findings.is_empty()
+    }
+
+    /// The findings `--delete` would remove.
+    pub fn deletable(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| f.deletable)
+    }
+}
+
+// === impl Finding ===
+
+impl Finding {
+    fn new(kind: Kind, id: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            kind,
+            id: id.into(),
+            name: None,
+            service: None,
+            created: None,
+            age_seconds: None,
+            reason: reason.into(),
+            details: Vec::new(),
+            deletable: false,
+            action: None,
+        }
+    }
+
+    fn with_action(mut self, action: Action) -> Self {
+        self.deletable = true;
+        self.action = Some(action);
+        self
+    }
+
+    fn created_at(mut self, created: Option<SystemTime>, now: SystemTime) -> Self {
+        if let Some(created) = created {
+            self.created = k8s_openapi::jiff::Timestamp::try_from(created)
+                .ok()
+                .map(|t| t.to_string());
+            self.age_seconds = now.duration_since(created).ok().map(|d| d.as_secs());
+        }
+        self
+    }
+}
+
+// === impl Kind ===
+
+impl Kind {
+    /// The kebab-case name used in the text and JSON output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClassicLoadBalancer => "classic-load-balancer",
+            Self::NetworkLoadBalancer => "network-load-balancer",
+            Self::TargetGroup => "target-group",
+            Self::SecurityGroup => "security-group",
+            Self::NodeGroupRules => "node-group-rules",
+            Self::Route => "route",
+            Self::Node => "node",
+            Self::Service => "service",
+        }
+    }
+
+    /// Whether this kind is an AWS resource (the others are Kubernetes objects to look at).
+    pub fn is_aws(self) -> bool {
+        !matches!(self, Self::Node | Self::Service)
+    }
+}
+
+// === impl Scope ===
+
+impl Scope {
+    /// The scope of cluster `cluster`, region-wide, ages measured against `now`.
+    pub fn new(cluster: ClusterTags, now: SystemTime) -> Self {
+        Self {
+            cluster,
+            vpc_id: None,
+            route_table_ids: Vec::new(),
+            now,
+        }
+    }
+
+    /// Limits security groups to the cluster's VPC.
+    #[must_use]
+    pub fn with_vpc_id(mut self, vpc_id: Option<VpcId>) -> Self {
+        self.vpc_id = vpc_id;
+        self
+    }
+
+    /// Takes the route tables named by the cloud config instead of the cluster-tagged ones.
+    #[must_use]
+    pub fn with_route_table_ids(mut self, ids: impl IntoIterator<Item = RouteTableId>) -> Self {
+        self.route_table_ids = ids.into_iter().collect();
+        self
+    }
+}
+
+/// An instance lookup of an uninitialized Node: how it was looked up and what was found.
+#[derive(Debug, Clone)]
+struct NodeLookup {
+    /// `provider ID aws:///...`, `instance ID` or `private DNS name`.
+    by: String,
+    /// The instance ID or DNS name looked up.
+    key: String,
+    /// What AWS returned.
+    found: Vec<ccm_aws_api::ec2::Instance>,
+    /// A provider ID that names no instance.
+    unparsable: bool,
+}
+
+#[cfg(test)]
+mod tests;

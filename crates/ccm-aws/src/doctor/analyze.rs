@@ -1,0 +1,647 @@
+//! The rules of the report (see the module documentation of `doctor`): pure, from an [`Inventory`], a
+//! [`Snapshot`] and the uninitialized Nodes' instance lookups to [`Finding`]s.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::SystemTime,
+};
+
+use ccm_aws_api::{
+    InstanceId, SecurityGroupId,
+    ec2::{Instance, InstanceState, IpPermission, RouteTable, SecurityGroup},
+};
+use ccm_load_balancers::{
+    nlb::node_rules::{CLIENT_RULE_PREFIX, HEALTH_RULE_PREFIX},
+    shared::{self, SERVICE_NAME_TAG},
+};
+use k8s_openapi::api::core::v1::{Event, Service};
+
+use super::{
+    Action, Finding, Kind, LOAD_BALANCER_CLEANUP_FINALIZER, NodeLookup, Scope, Snapshot, observe::Inventory,
+};
+
+/// The prefix of Classic ELB security group names (`k8s-elb-<load balancer>`).
+const CLASSIC_GROUP_PREFIX: &str = "k8s-elb-";
+/// Routes that are never a pod CIDR's.
+const DEFAULT_ROUTES: [&str; 2] = ["0.0.0.0/0", "::/0"];
+
+/// The Services by `namespace/name`.
+type Services<'a> = BTreeMap<String, &'a Service>;
+
+/// The leaked load balancers, by Classic name, NLB name and NLB ARN.
+#[derive(Debug, Default)]
+struct Leaked {
+    names: BTreeSet<String>,
+    arns: BTreeSet<String>,
+}
+
+/// Every finding, AWS resources first (in deletion order), then Nodes and Services.
+pub(super) fn findings(
+    scope: &Scope,
+    inventory: &Inventory,
+    snapshot: &Snapshot,
+    lookups: &BTreeMap<String, NodeLookup>,
+) -> Vec<Finding> {
+    let services: Services<'_> = snapshot
+        .services
+        .iter()
+        .filter_map(|s| Some((service_key(s)?, s)))
+        .collect();
+    let mut out = Vec::new();
+    let leaked = load_balancers(scope, inventory, &services, &mut out);
+    target_groups(scope, inventory, &services, &leaked, &mut out);
+    security_groups(scope, inventory, &services, &leaked, &mut out);
+    node_rules(scope, inventory, &leaked, &mut out);
+    routes(scope, inventory, snapshot, &mut out);
+    nodes(scope, snapshot, lookups, &mut out);
+    failing_services(snapshot, &mut out);
+    out
+}
+
+// --- load balancers, target groups, groups ---
+
+fn load_balancers(scope: &Scope, inv: &Inventory, services: &Services<'_>, out: &mut Vec<Finding>) -> Leaked {
+    let mut leaked = Leaked::default();
+    for (lb, tags) in &inv.classic {
+        let Some(key) = tags
+            .get(SERVICE_NAME_TAG)
+            .filter(|_| scope.cluster.is_owned(tags))
+        else {
+            continue;
+        };
+        if let Some(reason) = load_balancer_reason(services, key, &lb.name) {
+            leaked.names.insert(lb.name.clone());
+            out.push(
+                Finding::new(Kind::ClassicLoadBalancer, &lb.name, reason)
+                    .for_service(key)
+                    .created_at(lb.created_time, scope.now)
+                    .with_action(Action::DeleteClassic(lb.name.clone())),
+            );
+        }
+    }
+    for (lb, tags) in inv.v2.iter().filter(|(lb, _)| lb.lb_type == "network") {
+        let Some(key) = tags
+            .get(SERVICE_NAME_TAG)
+            .filter(|_| scope.cluster.is_owned(tags))
+        else {
+            continue;
+        };
+        if let Some(reason) = load_balancer_reason(services, key, &lb.name) {
+            leaked.names.insert(lb.name.clone());
+            leaked.arns.insert(lb.arn.clone());
+            let mut finding = Finding::new(Kind::NetworkLoadBalancer, &lb.arn, reason)
+                .for_service(key)
+                .created_at(lb.created_time, scope.now)
+                .with_action(Action::DeleteNetwork(lb.arn.clone()));
+            finding.name = Some(lb.name.clone());
+            out.push(finding);
+        }
+    }
+    leaked
+}
+
+/// Why a load balancer named `lb_name` of Service `key` is leaked, or `None` when its Service still owns it.
+fn load_balancer_reason(services: &Services<'_>, key: &str, lb_name: &str) -> Option<String> {
+    let service = match owner(services, key) {
+        Ok(service) => service,
+        Err(reason) => return Some(reason),
+    };
+    let uid = service.metadata.uid.as_deref().unwrap_or_default();
+    let expected = shared::load_balancer_name(uid).ok()?;
+    (is_generated_name(lb_name) && lb_name != expected).then(|| {
+        format!("Service {key} was recreated: its UID {uid} names load balancer {expected}, not {lb_name}")
+    })
+}
+
+fn target_groups(
+    scope: &Scope,
+    inv: &Inventory,
+    services: &Services<'_>,
+    leaked: &Leaked,
+    out: &mut Vec<Finding>,
+) {
+    for (group, tags) in &inv.target_groups {
+        let Some(key) = tags
+            .get(SERVICE_NAME_TAG)
+            .filter(|_| scope.cluster.is_owned(tags))
+        else {
+            continue;
+        };
+        if group.load_balancer_arns.iter().any(|a| !leaked.arns.contains(a)) {
+            continue;
+        }
+        let reason = match owner(services, key) {
+            Err(reason) => reason,
+            Ok(_) if !group.load_balancer_arns.is_empty() => {
+                "only leaked load balancers forward to it".to_owned()
+            }
+            // Unattached while its Service wants an NLB: a sync in progress, or the CCM's own sweep's to do.
+            Ok(_) => continue,
+        };
+        let mut finding = Finding::new(Kind::TargetGroup, &group.arn, reason)
+            .for_service(key)
+            .with_action(Action::DeleteTargetGroup(group.arn.clone()));
+        finding.name = Some(group.name.clone());
+        finding.details = group
+            .load_balancer_arns
+            .iter()
+            .map(|arn| format!("used by leaked load balancer {arn}"))
+            .collect();
+        out.push(finding);
+    }
+}
+
+fn security_groups(
+    scope: &Scope,
+    inv: &Inventory,
+    services: &Services<'_>,
+    leaked: &Leaked,
+    out: &mut Vec<Finding>,
+) {
+    let live_classic: BTreeSet<&str> = inv
+        .classic
+        .iter()
+        .map(|(lb, _)| lb.name.as_str())
+        .filter(|n| !leaked.names.contains(*n))
+        .collect();
+    let used: BTreeSet<&SecurityGroupId> = inv
+        .classic
+        .iter()
+        .filter(|(lb, _)| !leaked.names.contains(&lb.name))
+        .flat_map(|(lb, _)| &lb.security_groups)
+        .chain(
+            inv.v2
+                .iter()
+                .filter(|(lb, _)| !leaked.arns.contains(&lb.arn))
+                .flat_map(|(lb, _)| &lb.security_groups),
+        )
+        .collect();
+    for group in &inv.groups {
+        let key = group.tags.get(SERVICE_NAME_TAG);
+        let classic_name = group.name.strip_prefix(CLASSIC_GROUP_PREFIX);
+        if !scope.cluster.is_owned(&group.tags)
+            || (key.is_none() && classic_name.is_none())
+            || used.contains(&group.id)
+        {
+            continue;
+        }
+        let Some(reason) = group_reason(services, key, classic_name, &live_classic) else {
+            continue;
+        };
+        let referencing = references(&inv.groups, &group.id);
+        let mut finding = Finding::new(Kind::SecurityGroup, group.id.as_str(), reason);
+        finding.name = Some(group.name.clone());
+        finding.service = key.cloned();
+        finding.details = referencing
+            .iter()
+            .flat_map(|(from, perms)| {
+                perms
+                    .iter()
+                    .map(move |p| format!("rule of {from}: {}", describe(p)))
+            })
+            .collect();
+        out.push(finding.with_action(Action::DeleteGroup(group.id.clone(), referencing)));
+    }
+}
+
+/// Why a load balancer group is leaked: its Service's verdict when it names one, else whether its Classic load
+/// balancer exists.
+fn group_reason(
+    services: &Services<'_>,
+    key: Option<&String>,
+    classic_name: Option<&str>,
+    live_classic: &BTreeSet<&str>,
+) -> Option<String> {
+    match (key, classic_name) {
+        (Some(key), classic_name) => {
+            match owner(services, key) {
+                Err(reason) => Some(reason),
+                Ok(service) => {
+                    let lb = classic_name.filter(|n| is_generated_name(n))?;
+                    let uid = service.metadata.uid.as_deref().unwrap_or_default();
+                    let expected = shared::load_balancer_name(uid).ok()?;
+                    (lb != expected).then(|| {
+                    format!("Service {key} was recreated: its UID {uid} names load balancer {expected}, not {lb}")
+                })
+                }
+            }
+        }
+        (None, Some(lb)) => {
+            let wanted = services
+                .values()
+                .filter(|s| wants_load_balancer(s))
+                .filter_map(|s| shared::load_balancer_name(s.metadata.uid.as_deref()?).ok())
+                .any(|n| n == lb);
+            (!live_classic.contains(lb) && !wanted).then(|| {
+                format!("load balancer {lb} does not exist and no Service's load balancer has that name")
+            })
+        }
+        (None, None) => None,
+    }
+}
+
+/// The rules of other groups whose source is `group`, reduced to that source, per group.
+fn references(
+    groups: &[SecurityGroup],
+    group: &SecurityGroupId,
+) -> Vec<(SecurityGroupId, Vec<IpPermission>)> {
+    let mut out = Vec::new();
+    for other in groups.iter().filter(|g| g.id != *group) {
+        let perms: Vec<IpPermission> = other
+            .ingress
+            .iter()
+            .filter_map(|p| {
+                let sources: Vec<_> = p
+                    .source_groups
+                    .iter()
+                    .filter(|s| s.group_id == *group)
+                    .cloned()
+                    .collect();
+                (!sources.is_empty()).then(|| IpPermission {
+                    protocol: p.protocol.clone(),
+                    from_port: p.from_port,
+                    to_port: p.to_port,
+                    source_groups: sources,
+                    ..IpPermission::default()
+                })
+            })
+            .collect();
+        if !perms.is_empty() {
+            out.push((other.id.clone(), perms));
+        }
+    }
+    out
+}
+
+/// NLB rules on the cluster's node groups whose load balancer is gone or leaked.
+fn node_rules(scope: &Scope, inv: &Inventory, leaked: &Leaked, out: &mut Vec<Finding>) {
+    let live: BTreeSet<&str> = inv
+        .v2
+        .iter()
+        .map(|(lb, _)| lb.name.as_str())
+        .filter(|n| !leaked.names.contains(*n))
+        .collect();
+    let node_groups: BTreeSet<&SecurityGroupId> = inv
+        .instances
+        .values()
+        .filter(|i| scope.cluster.is_tagged(&i.tags))
+        .flat_map(|i| {
+            i.security_groups
+                .iter()
+                .chain(i.network_interfaces.iter().flat_map(|n| &n.security_groups))
+        })
+        .collect();
+    for group in &inv.groups {
+        if !scope.cluster.is_tagged(&group.tags) && !node_groups.contains(&group.id) {
+            continue;
+        }
+        let mut stale: BTreeMap<&str, Vec<IpPermission>> = BTreeMap::new();
+        for p in &group.ingress {
+            for (v6, range) in p
+                .ip_ranges
+                .iter()
+                .map(|r| (false, r))
+                .chain(p.ipv6_ranges.iter().map(|r| (true, r)))
+            {
+                let Some(desc) = range.description.as_deref() else {
+                    continue;
+                };
+                let Some(lb) = desc
+                    .strip_prefix(CLIENT_RULE_PREFIX)
+                    .or_else(|| desc.strip_prefix(HEALTH_RULE_PREFIX))
+                else {
+                    continue;
+                };
+                if live.contains(lb) {
+                    continue;
+                }
+                let mut rule = IpPermission {
+                    protocol: p.protocol.clone(),
+                    from_port: p.from_port,
+                    to_port: p.to_port,
+                    ..IpPermission::default()
+                };
+                if v6 {
+                    rule.ipv6_ranges.push(range.clone())
+                } else {
+                    rule.ip_ranges.push(range.clone())
+                }
+                stale.entry(lb).or_default().push(rule);
+            }
+        }
+        for (lb, rules) in stale {
+            let state = if leaked.names.contains(lb) {
+                "is leaked"
+            } else {
+                "does not exist"
+            };
+            let reason = format!("rules for NLB {lb}, which {state}");
+            let mut finding = Finding::new(Kind::NodeGroupRules, format!("{} {lb}", group.id), reason);
+            finding.name = Some(group.name.clone());
+            finding.details = rules.iter().map(|r| format!("rule: {}", describe(r))).collect();
+            out.push(finding.with_action(Action::RevokeRules(vec![(group.id.clone(), rules)])));
+        }
+    }
+}
+
+// --- routes ---
+
+fn routes(scope: &Scope, inv: &Inventory, snapshot: &Snapshot, out: &mut Vec<Finding>) {
+    let node_instances: BTreeSet<InstanceId> = snapshot
+        .nodes
+        .iter()
+        .filter_map(|n| ccm_routes::instance_of_provider_id(n.spec.as_ref()?.provider_id.as_deref()?))
+        .collect();
+    let node_names: BTreeSet<&str> = snapshot
+        .nodes
+        .iter()
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
+    let is_node = |i: &Instance| {
+        node_instances.contains(&i.id)
+            || node_names.contains(i.id.as_str())
+            || i.private_dns_name
+                .as_deref()
+                .is_some_and(|d| node_names.contains(d))
+    };
+    for table in &inv.route_tables {
+        for route in &table.routes {
+            let (Some(dest), Some(id)) = (
+                route
+                    .destination_cidr
+                    .as_deref()
+                    .or(route.destination_ipv6_cidr.as_deref()),
+                &route.instance_id,
+            ) else {
+                continue;
+            };
+            if DEFAULT_ROUTES.contains(&dest) {
+                continue;
+            }
+            let (reason, gone) = match inv.instances.get(id) {
+                None => (format!("instance {id} does not exist"), true),
+                Some(i) if i.state == InstanceState::Terminated => {
+                    (format!("instance {id} is terminated"), true)
+                }
+                Some(i) if scope.cluster.is_tagged(&i.tags) && !is_node(i) => {
+                    let dns = i.private_dns_name.as_deref().unwrap_or("no private DNS name");
+                    (
+                        format!("instance {id} ({dns}) is no Node's (reported only: the instance runs)"),
+                        false,
+                    )
+                }
+                _ => continue,
+            };
+            out.push(route_finding(
+                scope,
+                table,
+                dest,
+                route.destination_cidr.is_some(),
+                reason,
+                gone,
+            ));
+        }
+    }
+}
+
+fn route_finding(
+    scope: &Scope,
+    table: &RouteTable,
+    dest: &str,
+    v4: bool,
+    reason: String,
+    gone: bool,
+) -> Finding {
+    let finding = Finding::new(Kind::Route, format!("{} {dest}", table.id), reason);
+    // Only an owned table's IPv4 routes to instances that are gone are removed (DeleteRoute takes IPv4).
+    if gone && v4 && scope.cluster.is_owned(&table.tags) {
+        finding.with_action(Action::DeleteRoute(table.id.clone(), dest.to_owned()))
+    } else {
+        finding
+    }
+}
+
+// --- Nodes and Services ---
+
+fn nodes(scope: &Scope, snapshot: &Snapshot, lookups: &BTreeMap<String, NodeLookup>, out: &mut Vec<Finding>) {
+    for node in &snapshot.nodes {
+        let Some(lookup) = node.metadata.name.as_ref().and_then(|n| lookups.get(n)) else {
+            continue;
+        };
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let mut finding = Finding::new(
+            Kind::Node,
+            &name,
+            format!("uninitialized: {}", node_reason(scope, lookup)),
+        )
+        .created_at(
+            node.metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| SystemTime::from(t.0)),
+            scope.now,
+        );
+        finding
+            .details
+            .push(format!("instance looked up by {}: {}", lookup.by, lookup.key));
+        if let Some(event) = last_event(&snapshot.events, "Node", None, &name, None, true) {
+            finding.details.push(describe_event(event));
+        }
+        out.push(finding);
+    }
+}
+
+fn node_reason(scope: &Scope, lookup: &NodeLookup) -> String {
+    let key = &lookup.key;
+    if lookup.unparsable {
+        return format!("its provider ID {key} names no EC2 instance (expected aws:///<zone>/i-...)");
+    }
+    let live: Vec<&Instance> = lookup
+        .found
+        .iter()
+        .filter(|i| i.state != InstanceState::Terminated)
+        .collect();
+    match (live.as_slice(), lookup.found.first()) {
+        ([], Some(dead)) => format!("instance {} is terminated", dead.id),
+        ([], None) if lookup.by.contains("private DNS") => format!(
+            "no instance has private DNS name {key}: the CCM finds a Node's instance by its private DNS name unless \
+             the name is an instance ID, so a hostname override or a custom name never matches (set \
+             spec.providerID, or name the Node after its instance)"
+        ),
+        ([], None) => format!("no instance {key} exists"),
+        ([i], _) if !scope.cluster.is_tagged(&i.tags) => format!(
+            "instance {} lacks the cluster tag {}=owned (or shared)",
+            i.id,
+            scope.cluster.key()
+        ),
+        ([i], _)
+            if matches!(
+                i.state,
+                InstanceState::Stopped | InstanceState::Stopping | InstanceState::ShuttingDown
+            ) =>
+        {
+            format!("instance {} is {}", i.id, i.state.as_str())
+        }
+        ([i], _) => format!(
+            "instance {} exists and is tagged for the cluster: see the Node's Events and the CCM's log",
+            i.id
+        ),
+        (many, _) => format!(
+            "{} instances have private DNS name {key}: {}",
+            many.len(),
+            many.iter().map(|i| i.id.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// Services of type LoadBalancer whose latest Event is a Warning, or that have no address and a Warning.
+fn failing_services(snapshot: &Snapshot, out: &mut Vec<Finding>) {
+    for service in snapshot.services.iter().filter(|s| is_load_balancer(s)) {
+        let (Some(namespace), Some(name)) = (&service.metadata.namespace, &service.metadata.name) else {
+            continue;
+        };
+        let uid = service.metadata.uid.as_deref();
+        let latest = last_event(&snapshot.events, "Service", Some(namespace), name, uid, false);
+        let warning = last_event(&snapshot.events, "Service", Some(namespace), name, uid, true);
+        let has_address = service
+            .status
+            .as_ref()
+            .and_then(|s| s.load_balancer.as_ref())
+            .and_then(|l| l.ingress.as_ref())
+            .is_some_and(|i| !i.is_empty());
+        let Some(warning) = warning.filter(|w| !has_address || latest.is_some_and(|l| std::ptr::eq(l, *w)))
+        else {
+            continue;
+        };
+        let reason = format!(
+            "load balancer failing: {}",
+            warning.reason.as_deref().unwrap_or("Warning")
+        );
+        let mut finding = Finding::new(Kind::Service, format!("{namespace}/{name}"), reason);
+        finding.details.push(describe_event(warning));
+        out.push(finding);
+    }
+}
+
+/// The latest Event (the latest Warning when `warning`) about an object.
+fn last_event<'a>(
+    events: &'a [Event],
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+    uid: Option<&str>,
+    warning: bool,
+) -> Option<&'a Event> {
+    events
+        .iter()
+        .filter(|e| {
+            let o = &e.involved_object;
+            o.kind.as_deref() == Some(kind)
+                && o.name.as_deref() == Some(name)
+                && (namespace.is_none() || o.namespace.as_deref() == namespace)
+                && (uid.is_none() || o.uid.is_none() || o.uid.as_deref() == uid)
+                && (!warning || e.type_.as_deref() == Some("Warning"))
+        })
+        .max_by_key(|e| event_time(e))
+}
+
+fn event_time(e: &Event) -> Option<k8s_openapi::jiff::Timestamp> {
+    e.last_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .or_else(|| e.event_time.as_ref().map(|t| t.0))
+        .or_else(|| e.first_timestamp.as_ref().map(|t| t.0))
+        .or_else(|| e.metadata.creation_timestamp.as_ref().map(|t| t.0))
+}
+
+fn describe_event(e: &Event) -> String {
+    let when = event_time(e)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|| "unknown time".to_owned());
+    format!(
+        "last {} Event {} ({}x, {when}): {}",
+        e.type_.as_deref().unwrap_or("Normal"),
+        e.reason.as_deref().unwrap_or("-"),
+        e.count.unwrap_or(1),
+        e.message.as_deref().unwrap_or("").trim()
+    )
+}
+
+// --- helpers ---
+
+/// The Service named `key`, when it still wants its load balancer; else why not.
+fn owner<'a>(services: &Services<'a>, key: &str) -> Result<&'a Service, String> {
+    match services.get(key) {
+        None => Err(format!("Service {key} does not exist")),
+        Some(service) if !wants_load_balancer(service) => Err(format!(
+            "Service {key} is of type {} and has no {LOAD_BALANCER_CLEANUP_FINALIZER} finalizer",
+            service
+                .spec
+                .as_ref()
+                .and_then(|s| s.type_.as_deref())
+                .unwrap_or("ClusterIP")
+        )),
+        Some(service) => Ok(service),
+    }
+}
+
+fn service_key(service: &Service) -> Option<String> {
+    Some(format!(
+        "{}/{}",
+        service.metadata.namespace.as_deref()?,
+        service.metadata.name.as_deref()?
+    ))
+}
+
+fn is_load_balancer(service: &Service) -> bool {
+    service.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
+}
+
+/// A Service owns its load balancer while it is of type LoadBalancer or its cleanup finalizer is still on.
+fn wants_load_balancer(service: &Service) -> bool {
+    is_load_balancer(service)
+        || service
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|f| f == LOAD_BALANCER_CLEANUP_FINALIZER))
+}
+
+/// Whether `name` has the form of a generated load balancer name: `a` and 31 lower-case hex digits.
+fn is_generated_name(name: &str) -> bool {
+    name.len() == 32
+        && name.starts_with('a')
+        && name[1..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// `tcp 30080 from 0.0.0.0/0`, `all traffic from sg-1`.
+fn describe(p: &IpPermission) -> String {
+    let ports = match (p.protocol.as_str(), p.from_port, p.to_port) {
+        ("-1", _, _) => "all traffic".to_owned(),
+        (proto, Some(a), Some(b)) if a == b => format!("{proto} {a}"),
+        (proto, Some(a), Some(b)) => format!("{proto} {a}-{b}"),
+        (proto, _, _) => proto.to_owned(),
+    };
+    let sources: Vec<String> = p
+        .ip_ranges
+        .iter()
+        .chain(&p.ipv6_ranges)
+        .map(|r| match &r.description {
+            Some(d) => format!("{} ({d})", r.cidr),
+            None => r.cidr.clone(),
+        })
+        .chain(p.source_groups.iter().map(|g| g.group_id.to_string()))
+        .collect();
+    format!("{ports} from {}", sources.join(", "))
+}
+
+// === impl Finding (analysis helpers) ===
+
+impl Finding {
+    fn for_service(mut self, key: &str) -> Self {
+        self.service = Some(key.to_owned());
+        self
+    }
+}
