@@ -5,18 +5,35 @@
 //! Beyond upstream: the existence and shutdown lookups of all NotReady nodes of a pass are batched
 //! ([`InstancesV2::instance_exists_batch`](ccm_cloud_provider::InstancesV2::instance_exists_batch) and
 //! `instance_shutdown_batch`), so a pass costs two provider calls per `max_batch` NotReady nodes, not two per node.
+//!
+//! Deleting a Node is never done on thin evidence (upstream deletes at the first "not found"):
+//! - the instance must have been seen gone on two passes at least one monitor period apart, unless the Node is
+//!   older than `deletion_grace_period` (EC2 reads are eventually consistent right after `RunInstances`, so a
+//!   young instance can briefly read as missing);
+//! - a pass deletes at most `max_deletion_percent` of the Nodes (at least one); the rest wait for later passes
+//!   and a Warning Event `NodeDeletionCapped` says so (a provider answering "gone" for everything must not
+//!   empty the cluster at once);
+//! - the DELETE carries the UID and resourceVersion that were read, so a Node re-registered under the same name
+//!   (or changed) in between is not removed;
+//! - a provider error (a malformed provider ID included) is an error, never "gone".
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    future::Future,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
 
 use ccm_cloud_provider::CloudProvider;
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::{
     Api, Client,
-    api::{DeleteParams, Patch, PatchParams},
+    api::{DeleteParams, Patch, PatchParams, Preconditions},
     runtime::{reflector, reflector::Store},
 };
 use serde_json::json;
+use tokio::time::Instant;
 
 use crate::{
     Clock, ControllerMetrics, Error,
@@ -41,8 +58,14 @@ pub struct NodeLifecycleConfig {
     pub node_selector: Option<String>,
     /// Counters, shared with whoever exports them.
     pub metrics: ControllerMetrics,
-    /// Wall-clock time for Event timestamps.
+    /// Wall-clock time for Event timestamps and Node ages.
     pub clock: Clock,
+    /// A Node at least this old (by `creationTimestamp`) is deleted on the first pass that finds its instance
+    /// gone; a younger one only once a second pass, at least one monitor period later, finds it gone too
+    /// (default 5 minutes).
+    pub deletion_grace_period: Duration,
+    /// The most Nodes one pass deletes, in percent of the Nodes handled; at least one (default 10).
+    pub max_deletion_percent: u32,
 }
 
 impl Default for NodeLifecycleConfig {
@@ -54,6 +77,8 @@ impl Default for NodeLifecycleConfig {
             node_selector: None,
             metrics: ControllerMetrics::default(),
             clock: Clock::system(),
+            deletion_grace_period: Duration::from_secs(300),
+            max_deletion_percent: 10,
         }
     }
 }
@@ -124,6 +149,84 @@ struct Ctx<P: CloudProvider> {
     config: NodeLifecycleConfig,
     store: Store<Node>,
     recorder: EventRecorder,
+    /// When each Node (by UID) was first found gone, for Nodes found gone on every pass since.
+    gone_since: Mutex<HashMap<String, Instant>>,
+}
+
+/// What a pass does about the Nodes whose instances are gone.
+#[derive(Debug, Default)]
+pub(crate) struct DeletionPlan {
+    /// Confirmed gone, within the cap: deleted now.
+    pub(crate) delete: Vec<Arc<Node>>,
+    /// Confirmed gone, over the cap: left for later passes.
+    pub(crate) deferred: Vec<Arc<Node>>,
+    /// The most deletions of this pass.
+    pub(crate) cap: usize,
+}
+
+/// The key a Node's first "gone" sighting is kept under: its UID, so that a Node re-registered under the same
+/// name starts over.
+fn key_of(node: &Node) -> String {
+    node.metadata
+        .uid
+        .clone()
+        .unwrap_or_else(|| name_of(node).to_owned())
+}
+
+/// Whether the Node was created at least `grace` before `now` (a Node without a creation time is young).
+fn older_than(
+    node: &Node,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    grace: Duration,
+) -> bool {
+    node.metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(|created| Duration::try_from(now.0.duration_since(created.0)).ok())
+        .is_some_and(|age| age >= grace)
+}
+
+/// The most Nodes one pass may delete: `percent` of `total`, at least one.
+pub(crate) fn deletion_cap(total: usize, percent: u32) -> usize {
+    let percent = usize::try_from(percent).unwrap_or(usize::MAX);
+    (total.saturating_mul(percent) / 100).max(1)
+}
+
+/// Decides which of the Nodes found `gone` in this pass are deleted. `since` (first sighting per Node) is
+/// rewritten to hold the Nodes gone now, plus those whose lookup failed this pass (`unknown`): an error
+/// neither confirms nor clears a sighting. `total` is the number of Nodes handled, for the cap.
+pub(crate) fn plan_deletions(
+    gone: Vec<Arc<Node>>,
+    unknown: &[String],
+    since: &mut HashMap<String, Instant>,
+    now: Instant,
+    config: &NodeLifecycleConfig,
+    total: usize,
+) -> DeletionPlan {
+    let mut next: HashMap<String, Instant> = unknown
+        .iter()
+        .filter_map(|k| since.get(k).map(|at| (k.clone(), *at)))
+        .collect();
+    let wall = config.clock.now();
+    let mut confirmed = Vec::new();
+    for node in gone {
+        let key = key_of(&node);
+        let first = since.get(&key).copied();
+        next.insert(key, first.unwrap_or(now));
+        let seen_twice = first.is_some_and(|at| now.duration_since(at) >= config.node_monitor_period);
+        if seen_twice || older_than(&node, &wall, config.deletion_grace_period) {
+            confirmed.push(node);
+        }
+    }
+    *since = next;
+    confirmed.sort_by(|a, b| name_of(a).cmp(name_of(b)));
+    let cap = deletion_cap(total, config.max_deletion_percent);
+    let deferred = confirmed.split_off(cap.min(confirmed.len()));
+    DeletionPlan {
+        delete: confirmed,
+        deferred,
+        cap,
+    }
 }
 
 /// Runs the node-lifecycle controller until `shutdown` completes.
@@ -153,6 +256,7 @@ pub async fn run<P: CloudProvider>(
         config,
         store,
         recorder,
+        gone_since: Mutex::default(),
     };
     let watch = reflect(
         Api::<Node>::all(client),
@@ -183,50 +287,119 @@ async fn monitor_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
         return;
     };
     ctx.config.metrics.reconcile();
-    let (ready, not_ready): (Vec<_>, Vec<_>) = ctx
-        .store
-        .state()
-        .into_iter()
-        .partition(|n| ready_status(n) == "True");
-    let concurrency = ctx.config.concurrency.max(1);
-    let mut actions: Vec<(Arc<Node>, LifecycleAction)> =
-        ready.into_iter().map(|n| (n.clone(), ready_action(&n))).collect();
+    let nodes = ctx.store.state();
+    let total = nodes.len();
+    let (ready, not_ready): (Vec<_>, Vec<_>) = nodes.into_iter().partition(|n| ready_status(n) == "True");
+    let mut pass = Pass {
+        actions: ready.into_iter().map(|n| (n.clone(), ready_action(&n))).collect(),
+        ..Pass::default()
+    };
     for chunk in not_ready.chunks(ctx.config.max_batch.max(1)) {
-        let refs: Vec<&Node> = chunk.iter().map(AsRef::as_ref).collect();
-        let exists = source.exists(&refs, &ctx.config.metrics).await;
-        let mut existing = Vec::new();
-        for (node, exists) in chunk.iter().zip(exists) {
-            match exists {
-                Ok(true) => existing.push(node.clone()),
-                Ok(false) => actions.push((node.clone(), LifecycleAction::Delete)),
-                Err(error) => {
-                    ctx.config.metrics.error();
-                    tracing::warn!(node = name_of(node), error = %ErrorChain(&error), "error checking if node exists");
-                }
-            }
-        }
-        if existing.is_empty() {
-            continue;
-        }
-        let refs: Vec<&Node> = existing.iter().map(AsRef::as_ref).collect();
-        let shutdown = source.shutdown(&refs, &ctx.config.metrics).await;
-        for (node, shutdown) in existing.iter().zip(shutdown) {
-            match shutdown {
-                Ok(shutdown) => actions.push((node.clone(), not_ready_action(node, true, shutdown))),
-                Err(error) => {
-                    ctx.config.metrics.error();
-                    tracing::warn!(node = name_of(node), error = %ErrorChain(&error), "error checking if node is shut down");
-                }
-            }
-        }
+        check_not_ready(ctx, &source, chunk, &mut pass).await;
     }
+    let plan = {
+        let mut since = ctx.gone_since.lock().unwrap_or_else(PoisonError::into_inner);
+        plan_deletions(
+            pass.gone,
+            &pass.unknown,
+            &mut since,
+            Instant::now(),
+            &ctx.config,
+            total,
+        )
+    };
+    if let Some(first) = plan.deferred.first() {
+        report_capped(ctx, first, plan.deferred.len(), plan.cap, total).await;
+    }
+    let mut actions = pass.actions;
+    actions.extend(plan.delete.into_iter().map(|n| (n, LifecycleAction::Delete)));
     stream::iter(actions)
-        .for_each_concurrent(concurrency, |(node, action)| async move {
+        .for_each_concurrent(ctx.config.concurrency.max(1), |(node, action)| async move {
             if let Err(error) = apply(ctx, &node, action).await {
                 ctx.config.metrics.error();
                 tracing::warn!(node = name_of(&node), error = %ErrorChain(&error), "node lifecycle action failed");
             }
         })
+        .await;
+}
+
+/// What the lookups of one pass found.
+#[derive(Default)]
+struct Pass {
+    /// Taint changes (and nothing-to-dos) per Node.
+    actions: Vec<(Arc<Node>, LifecycleAction)>,
+    /// Nodes whose instance is gone: deletion candidates.
+    gone: Vec<Arc<Node>>,
+    /// Keys of the Nodes whose existence could not be told.
+    unknown: Vec<String>,
+}
+
+/// Asks the provider whether the instances of one batch of NotReady Nodes exist and, for those that do, whether
+/// they are shut down.
+async fn check_not_ready<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    source: &InstanceSource<'_, P>,
+    chunk: &[Arc<Node>],
+    pass: &mut Pass,
+) {
+    let refs: Vec<&Node> = chunk.iter().map(AsRef::as_ref).collect();
+    let exists = source.exists(&refs, &ctx.config.metrics).await;
+    let mut existing = Vec::new();
+    for (node, exists) in chunk.iter().zip(exists) {
+        match exists {
+            Ok(true) => existing.push(node.clone()),
+            Ok(false) => pass.gone.push(node.clone()),
+            Err(error) => {
+                ctx.config.metrics.error();
+                pass.unknown.push(key_of(node));
+                tracing::warn!(node = name_of(node), error = %ErrorChain(&error), "error checking if node exists");
+            }
+        }
+    }
+    if existing.is_empty() {
+        return;
+    }
+    let refs: Vec<&Node> = existing.iter().map(AsRef::as_ref).collect();
+    let shutdown = source.shutdown(&refs, &ctx.config.metrics).await;
+    for (node, shutdown) in existing.iter().zip(shutdown) {
+        match shutdown {
+            Ok(shutdown) => pass
+                .actions
+                .push((node.clone(), not_ready_action(node, true, shutdown))),
+            Err(error) => {
+                ctx.config.metrics.error();
+                tracing::warn!(node = name_of(node), error = %ErrorChain(&error), "error checking if node is shut down");
+            }
+        }
+    }
+}
+
+/// Says that deletions were held back by the cap: a log line and a Warning Event on the first deferred Node.
+async fn report_capped<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    first: &Node,
+    deferred: usize,
+    cap: usize,
+    total: usize,
+) {
+    let percent = ctx.config.max_deletion_percent;
+    tracing::warn!(
+        deferred,
+        cap,
+        nodes = total,
+        "more nodes have gone instances than one pass may delete; deferring the rest"
+    );
+    let message = format!(
+        "Deferred the deletion of {deferred} nodes whose instances do not exist in the cloud provider: at most \
+         {cap} nodes ({percent}% of {total}, at least one) are deleted per pass"
+    );
+    ctx.recorder
+        .publish(
+            &node_reference(first),
+            EventType::Warning,
+            "NodeDeletionCapped",
+            &message,
+        )
         .await;
 }
 
@@ -246,9 +419,22 @@ async fn apply<P: CloudProvider>(ctx: &Ctx<P>, node: &Node, action: LifecycleAct
                 .publish(&reference, EventType::Normal, "DeletingNode", &message)
                 .await;
             ctx.config.metrics.api_write();
-            match api.delete(name, &DeleteParams::default()).await {
+            // The UID and resourceVersion that were judged: a Node re-registered under this name, or changed
+            // since, is left for the next pass to judge again.
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: node.metadata.uid.clone(),
+                    resource_version: node.metadata.resource_version.clone(),
+                }),
+                ..DeleteParams::default()
+            };
+            match api.delete(name, &params).await {
                 Ok(_) => Ok(()),
                 Err(e) if is_not_found(&e) => Ok(()),
+                Err(e) if is_conflict(&e) => {
+                    tracing::info!(node = name, error = %e, "node changed since it was read; not deleted");
+                    Ok(())
+                }
                 Err(e) => {
                     let message = format!("Failed deleting node {name}: {e}");
                     ctx.recorder
@@ -300,74 +486,4 @@ async fn apply<P: CloudProvider>(ctx: &Ctx<P>, node: &Node, action: LifecycleAct
 }
 
 #[cfg(test)]
-mod tests {
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
-
-    use super::*;
-
-    fn node(ready: Option<&str>, taints: Vec<Taint>) -> Node {
-        let mut n = Node::default();
-        n.metadata.name = Some("n".into());
-        n.spec = Some(NodeSpec {
-            taints: Some(taints),
-            ..Default::default()
-        });
-        n.status = Some(NodeStatus {
-            conditions: ready.map(|s| {
-                vec![NodeCondition {
-                    type_: "Ready".into(),
-                    status: s.into(),
-                    ..Default::default()
-                }]
-            }),
-            ..Default::default()
-        });
-        n
-    }
-
-    fn shutdown_taint() -> Taint {
-        Taint {
-            key: TAINT_SHUTDOWN.into(),
-            effect: "NoSchedule".into(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn readiness_defaults_to_unknown() {
-        assert_eq!(ready_status(&node(None, vec![])), "Unknown");
-        assert_eq!(ready_status(&node(Some("False"), vec![])), "False");
-        assert_eq!(ready_status(&node(Some("True"), vec![])), "True");
-    }
-
-    #[test]
-    fn nodes_deleted_only_when_the_instance_is_gone() {
-        // Test_NodesDeleted: NotReady/Unknown and !exists -> deleted; exists -> kept.
-        for ready in [Some("False"), None] {
-            let n = node(ready, vec![]);
-            assert_eq!(not_ready_action(&n, false, false), LifecycleAction::Delete);
-            assert_eq!(not_ready_action(&n, true, false), LifecycleAction::None);
-        }
-    }
-
-    #[test]
-    fn shutdown_taint_added_once_and_removed_when_ready() {
-        // Test_NodesShutdown: shutdown + exists -> taint; already tainted -> nothing.
-        let other = Taint {
-            key: "x".into(),
-            effect: "NoExecute".into(),
-            ..Default::default()
-        };
-        let n = node(Some("False"), vec![other.clone()]);
-        assert_eq!(
-            not_ready_action(&n, true, true),
-            LifecycleAction::SetTaints(vec![other.clone(), shutdown_taint()])
-        );
-        let tainted = node(Some("False"), vec![other.clone(), shutdown_taint()]);
-        assert_eq!(not_ready_action(&tainted, true, true), LifecycleAction::None);
-        // Back to Ready: the taint goes, others stay. Ready without the taint: no call.
-        let ready = node(Some("True"), vec![other.clone(), shutdown_taint()]);
-        assert_eq!(ready_action(&ready), LifecycleAction::SetTaints(vec![other]));
-        assert_eq!(ready_action(&node(Some("True"), vec![])), LifecycleAction::None);
-    }
-}
+mod tests;

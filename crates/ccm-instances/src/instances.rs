@@ -255,9 +255,10 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         self.with_zone_id(node, meta, zone_ids)
     }
 
-    /// Whether each node's instance exists: `false` only for terminated instances and for none found.
+    /// Whether each node's instance exists: `false` only for terminated instances and for none found. A
+    /// malformed instance ID is an error, never "gone" (see [`well_formed`]).
     pub async fn exists(&self, nodes: &[&Node]) -> Vec<Result<bool, InstancesError>> {
-        let targets: Vec<_> = nodes.iter().map(|n| target(n)).collect();
+        let targets: Vec<_> = nodes.iter().map(|n| target(n).and_then(well_formed)).collect();
         self.find(&targets, true)
             .await
             .into_iter()
@@ -648,6 +649,26 @@ fn target(node: &Node) -> Result<Target, InstancesError> {
         }),
         None => Ok(Target::DnsName(name.to_owned())),
     }
+}
+
+/// Refuses an EC2 instance ID that is not `i-` and 8 or 17 lowercase hexadecimal digits. EC2 answers such an
+/// ID with `InvalidInstanceID.Malformed`, which the ID lookup treats like an unknown ID (it falls back to a
+/// filter that ignores it), so without this a typo in a provider ID reads as "the instance is gone" and the
+/// node-lifecycle controller deletes the Node.
+fn well_formed(target: Target) -> Result<Target, InstancesError> {
+    if let Target::Ec2(id) = &target {
+        let digits = id.as_str().strip_prefix("i-").unwrap_or_default();
+        let hex = digits
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !(hex && matches!(digits.len(), 8 | 17)) {
+            return Err(InstancesError::InvalidProviderId {
+                value: id.as_str().to_owned(),
+                reason: "an EC2 instance ID is i- and 8 or 17 lowercase hexadecimal digits",
+            });
+        }
+    }
+    Ok(target)
 }
 
 fn existing_provider_id(node: &Node) -> Option<&str> {

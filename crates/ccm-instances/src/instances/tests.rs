@@ -252,7 +252,7 @@ async fn exists_is_false_only_when_terminated_or_not_found() {
     let known: Vec<Instance> = states
         .iter()
         .enumerate()
-        .map(|(n, (s, _))| instance(&format!("i-{n}"), s.clone(), "m5.large"))
+        .map(|(n, (s, _))| instance(&format!("i-{n:08}"), s.clone(), "m5.large"))
         .collect();
     let mut ec2 = MockEc2::new();
     let calls = by_id(&mut ec2, known);
@@ -261,12 +261,12 @@ async fn exists_is_false_only_when_terminated_or_not_found() {
         .map(|n| {
             node(
                 &format!("node-{n}"),
-                Some(&format!("aws:///us-west-2a/i-{n}")),
+                Some(&format!("aws:///us-west-2a/i-{n:08}")),
                 &[],
             )
         })
         .collect();
-    nodes.push(node("gone", Some("aws:///us-west-2a/i-missing"), &[]));
+    nodes.push(node("gone", Some("aws:///us-west-2a/i-0000ffff"), &[]));
     let refs: Vec<&Node> = nodes.iter().collect();
     let out = aws.instance_exists_batch(&refs).await;
     let want: Vec<bool> = states.iter().map(|(_, e)| *e).chain([false]).collect();
@@ -288,14 +288,24 @@ async fn exists_never_says_false_on_errors_or_bad_provider_ids() {
     });
     let aws = aws(ec2);
     let err = aws
-        .instance_exists(&node("n", Some("aws:///us-west-2a/i-1"), &[]))
+        .instance_exists(&node("n", Some("aws:///us-west-2a/i-00000001"), &[]))
         .await
         .unwrap_err();
     assert_eq!(err.retry_delay(), Some(Duration::from_secs(3)), "{err}");
     assert!(
-        err.to_string().contains("failed to get instance by ID i-1"),
+        err.to_string()
+            .contains("failed to get instance by ID i-00000001"),
         "{err}"
     );
+    // A malformed instance ID is refused before any lookup (EC2 would answer InvalidInstanceID.Malformed,
+    // which the ID lookup reads as unknown, i.e. gone); the mock allows the one call above only.
+    for bad in ["i-missing", "i-123", "i-0123456789ABCDEF0", "i-0123456789abcdef"] {
+        let err = aws
+            .instance_exists(&node("n", Some(&format!("aws:///us-west-2a/{bad}")), &[]))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(bad), "{err}");
+    }
     let err = aws
         .instance_exists(&node("n", Some("aws:///us-west-2a/vol-1"), &[]))
         .await
@@ -436,13 +446,13 @@ fn counted(ec2: &mut MockEc2) -> (Arc<AtomicUsize>, Arc<AtomicUsize>) {
 async fn a_batch_costs_one_lookup_per_thousand_ids() {
     for (n, lookups) in [(1, 1), (1000, 1), (1001, 2), (2500, 3)] {
         let known: Vec<Instance> = (0..n)
-            .map(|k| instance(&format!("i-{k:05}"), InstanceState::Running, "m5.large"))
+            .map(|k| instance(&format!("i-{k:08}"), InstanceState::Running, "m5.large"))
             .collect();
         let mut ec2 = MockEc2::new();
         let calls = by_id(&mut ec2, known);
         let (topo, azs) = counted(&mut ec2);
         let aws = aws(ec2);
-        let nodes: Vec<Node> = (0..n).map(|k| node(&format!("i-{k:05}"), None, &[])).collect();
+        let nodes: Vec<Node> = (0..n).map(|k| node(&format!("i-{k:08}"), None, &[])).collect();
         let refs: Vec<&Node> = nodes.iter().collect();
         let out = aws.instance_metadata_batch(&refs).await;
         assert!(out.iter().all(|r| matches!(r, Ok(Some(_)))));
@@ -831,7 +841,7 @@ async fn a_mixed_batch_costs_one_call_per_kind_and_errors_stay_per_node() {
     let mut ec2 = MockEc2::new();
     let id_calls = by_id(
         &mut ec2,
-        vec![instance("i-1", InstanceState::Running, "m5.large")],
+        vec![instance("i-00000001", InstanceState::Running, "m5.large")],
     );
     ec2.expect_instances().times(1).returning(|_| {
         Box::pin(async {
@@ -862,8 +872,8 @@ async fn a_mixed_batch_costs_one_call_per_kind_and_errors_stay_per_node() {
         .returning(move |_| ok(vec![v6.clone()]));
     let aws = aws(ec2);
     let nodes = [
-        node("i-1", None, &[]),
-        node("n", Some("aws:///us-west-2a/i-1"), &[]),
+        node("i-00000001", None, &[]),
+        node("n", Some("aws:///us-west-2a/i-00000001"), &[]),
         node("ip-10-0-0-9.ec2.internal", None, &[]),
         node("f4", Some("aws:///us-west-2a/fargate-10.0.0.7"), &[]),
         node("f6", Some("aws:///us-west-2a/fargate-2600:1f14::7"), &[]),
