@@ -36,7 +36,7 @@ mod runtime;
 
 pub use duration::parse_go_duration;
 pub use error::Error;
-pub use logging::{filter_for_verbosity, init_logging};
+pub use logging::{filter_for_verbosity, go_quote, init_logging, log_subscriber};
 pub use migration::MigrationConfig;
 pub use options::{CompatOptions, Options, OptionsError};
 pub use runtime::{BoxError, ControllerContext, Runtime};

@@ -1,6 +1,11 @@
-//! Logging for the binary: `-v` mapped to tracing levels, `--logging-format` text or json.
+//! Logging for the binary: `-v` mapped to tracing levels, `--logging-format` text (klog's format) or json
+//! (component-base's fields).
 
-use tracing_subscriber::EnvFilter;
+mod format;
+
+use tracing_subscriber::{EnvFilter, fmt::MakeWriter, util::SubscriberInitExt};
+
+pub use format::go_quote;
 
 use crate::{Error, Options};
 
@@ -37,18 +42,41 @@ pub fn filter_for_verbosity(v: u8) -> String {
     }
 }
 
-/// Installs the global tracing subscriber from `-v` and `--logging-format` (`RUST_LOG`, when set, overrides the
-/// level). Call it once, from the binary; library code never installs a subscriber.
-pub fn init_logging(options: &Options) -> Result<(), Error> {
+/// The subscriber `init_logging` installs, writing to `writer`: for embedding or tests. Lines have klog's text
+/// format (`I1123 22:08:40.087551       1 file.rs:123] "message" key="value"`, never ANSI-coloured), or with
+/// `--logging-format=json` component-base's JSON (`ts` in epoch milliseconds, `caller`, `msg`, `v`, then the
+/// key/values; errors under `err`). `RUST_LOG`, when set, overrides the level `-v` selects.
+pub fn log_subscriber<W>(options: &Options, writer: W) -> Box<dyn tracing::Subscriber + Send + Sync>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(filter_for_verbosity(options.v)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let result = if options.logging_format == "json" {
-        builder.json().try_init()
+        .with_ansi(false)
+        .with_writer(writer);
+    if options.logging_format == "json" {
+        Box::new(
+            builder
+                .fmt_fields(format::JsonFields)
+                .event_format(format::Json)
+                .finish(),
+        )
     } else {
-        builder.try_init()
-    };
-    result.map_err(|_| Error::Logging)
+        Box::new(
+            builder
+                .fmt_fields(format::KlogFields)
+                .event_format(format::Klog)
+                .finish(),
+        )
+    }
+}
+
+/// Installs the global tracing subscriber ([`log_subscriber`] on stderr). Call it once, from the binary; library
+/// code never installs a subscriber.
+pub fn init_logging(options: &Options) -> Result<(), Error> {
+    log_subscriber(options, std::io::stderr)
+        .try_init()
+        .map_err(|_| Error::Logging)
 }
