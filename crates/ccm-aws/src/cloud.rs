@@ -286,6 +286,7 @@ fn load_balancer_config(config: &CloudConfig, env: &Environment, vpc: VpcId) -> 
         .with_nlb_managed_security_groups(
             global.nlb_security_group_mode == cloud_config::NlbSecurityGroupMode::Managed,
         )
+        .with_adopt_untagged(global.adopt_untagged_load_balancers)
 }
 
 /// Finds the cluster and VPC: from the config where it says, else from the instance `self_id` (one

@@ -61,6 +61,9 @@ pub struct GlobalConfig {
     pub supported_topology_instance_type_pattern: String,
     /// `NLBSecurityGroupMode`.
     pub nlb_security_group_mode: NlbSecurityGroupMode,
+    /// `AdoptUntaggedLoadBalancers` (this implementation's own key, default false): a load balancer under a
+    /// Service's name that carries no cluster tag is adopted instead of refused.
+    pub adopt_untagged_load_balancers: bool,
 }
 
 /// An IP family of node addresses.
@@ -171,6 +174,7 @@ const GLOBAL_KEYS: &[&str] = &[
     "ClusterServiceSharedLoadBalancerHealthProbePath",
     "SupportedTopologyInstanceTypePattern",
     "NLBSecurityGroupMode",
+    "AdoptUntaggedLoadBalancers",
 ];
 const OVERRIDE_KEYS: &[&str] = &[
     "Service",
@@ -300,6 +304,7 @@ impl Default for GlobalConfig {
             shared_health_probe_path: "/healthz".to_owned(),
             supported_topology_instance_type_pattern: DEFAULT_TOPOLOGY_PATTERN.to_owned(),
             nlb_security_group_mode: NlbSecurityGroupMode::Off,
+            adopt_untagged_load_balancers: false,
         }
     }
 }
@@ -537,9 +542,18 @@ impl Parser {
         if canonical != "NodeIPFamilies" {
             self.note_repeat(line, &field, canonical);
         }
-        if canonical == "DisableSecurityGroupIngress" {
+        if matches!(
+            canonical,
+            "DisableSecurityGroupIngress" | "AdoptUntaggedLoadBalancers"
+        ) {
+            let g = &mut self.config.global;
+            let target = if canonical == "DisableSecurityGroupIngress" {
+                &mut g.disable_security_group_ingress
+            } else {
+                &mut g.adopt_untagged_load_balancers
+            };
             match parse_bool(value.as_deref()) {
-                Some(b) => self.config.global.disable_security_group_ingress = b,
+                Some(b) => *target = b,
                 None => self.error(
                     Some(line),
                     &field,

@@ -1139,6 +1139,9 @@ pub async fn observe<E: Ec2, L: Elb>(
         },
     );
     if let Some((tags, attributes, policies)) = details? {
+        // Another cluster's (or, unless adoption is configured, an untagged) load balancer under our name is
+        // never touched: refuse before anything is planned.
+        crate::ownership::check(config, &desired.name, &tags)?;
         observed.owned = Some(config.cluster.is_owned(&tags));
         observed.tags = tags;
         observed.attributes = Some(attributes);
@@ -1445,7 +1448,15 @@ pub async fn observe_delete<E: Ec2, L: Elb>(
     keep: &BTreeSet<String>,
 ) -> Result<DeleteObserved, Error> {
     let context = "reading the load balancer to delete";
-    let load_balancer = elb.load_balancer(name).await.map_err(Error::aws(context))?;
+    let mut load_balancer = elb.load_balancer(name).await.map_err(Error::aws(context))?;
+    if load_balancer.is_some() {
+        let tags = elb.tags(name).await.map_err(Error::aws(context))?;
+        if let Err(refused) = crate::ownership::check(config, name, &tags) {
+            // Not ours: left alone with the groups it uses; our own leftovers are still found by name below.
+            tracing::warn!(load_balancer = name, %refused, "not deleting a load balancer this cluster does not own");
+            load_balancer = None;
+        }
+    }
     let mut candidates: BTreeSet<SecurityGroupId> = load_balancer
         .as_ref()
         .map(|lb| lb.security_groups.iter().cloned().collect())

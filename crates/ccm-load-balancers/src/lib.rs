@@ -7,6 +7,7 @@
 //! - [`classic`]: the Classic ELB model ([`classic::build`]), plan ([`classic::plan`]) and apply;
 //! - [`nlb`]: the NLB model ([`nlb::build`]), plan ([`nlb::plan`]) and apply, and the nodes' rules
 //!   ([`nlb::node_rules`]);
+//! - [`ownership`]: which load balancers found under a Service's name this cluster may touch;
 //! - [`AwsLoadBalancers`]: the [`ccm_cloud_provider::LoadBalancer`] implementation; [`plan_for`]: a dry run.
 //!
 //! May depend on: `ccm-cloud-provider`, `ccm-aws-api`, `ccm-tagging`, `k8s-openapi`. Never on `aws-sdk-*`, `kube`
@@ -15,6 +16,7 @@
 pub mod annotations;
 pub mod classic;
 pub mod nlb;
+pub mod ownership;
 mod provider;
 pub mod shared;
 pub mod spec;
@@ -95,6 +97,10 @@ pub enum Error {
     /// A resource found by name carries another cluster's tag.
     #[error(transparent)]
     Ownership(#[from] ccm_tagging::OwnershipError),
+    /// A load balancer exists under the Service's name but this cluster does not own it: it is never modified,
+    /// adopted or deleted. Nothing was changed in AWS.
+    #[error(transparent)]
+    NotOurs(#[from] ownership::NotOurs),
     /// The load balancer to update does not exist (yet): the next full sync creates it.
     #[error("load balancer {0} not found")]
     NotFound(String),
@@ -106,11 +112,22 @@ pub enum Error {
         /// The load balancer.
         name: String,
     },
+    /// A target group is still in use (AWS detaches a deleted NLB's listeners after a while).
+    #[error("target group {group} of load balancer {name} is still in use; retrying")]
+    TargetGroupInUse {
+        /// The target group's name.
+        group: String,
+        /// The load balancer.
+        name: String,
+    },
     /// The NLB is in state `failed`: AWS could not provision it. Delete the Service's load balancer (set the
     /// Service type to ClusterIP and back) or fix what AWS reports for it.
     #[error("NLB {0} is in state failed: AWS could not provision it")]
     LoadBalancerFailed(String),
 }
+
+/// The first retry delay of a deletion that waits on a resource AWS still holds (the service controller grows it).
+const IN_USE_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
 // === impl Error ===
 
@@ -127,9 +144,18 @@ impl Error {
 impl From<Error> for CloudError {
     fn from(err: Error) -> Self {
         match err {
-            Error::GroupInUse { .. } => {
-                CloudError::retry_after(err.to_string(), std::time::Duration::from_secs(10))
-            }
+            // Expected after a deletion, for minutes: progress that waits, not a failure.
+            Error::GroupInUse { group, name } => CloudError::waiting(
+                format!(
+                    "AWS to release security group {group} of the deleted load balancer {name} (its network \
+                     interfaces are still draining)"
+                ),
+                IN_USE_RETRY,
+            ),
+            Error::TargetGroupInUse { group, name } => CloudError::waiting(
+                format!("AWS to release target group {group} of the deleted load balancer {name}"),
+                IN_USE_RETRY,
+            ),
             Error::Aws { ref source, .. } if source.retry_after().is_some() => {
                 let after = source.retry_after().unwrap_or_default();
                 CloudError::retry_after(err.to_string(), after)

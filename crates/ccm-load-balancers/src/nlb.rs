@@ -876,13 +876,10 @@ pub async fn observe<E: Ec2, V: Elbv2>(
     if full && !arns.is_empty() {
         observed.tags = elbv2.tags(&arns).await.map_err(Error::aws(context))?;
     }
-    // An NLB of another cluster under this name (two controllers of different clusters watching one API server)
-    // is not adopted.
-    if let Some(lb) = &load_balancer
-        && let Some(tags) = observed.tags.get(&lb.arn)
-        && config.cluster.ownership(tags) == ccm_tagging::Ownership::Foreign
-    {
-        config.cluster.ensure_owned(&lb.name, tags)?;
+    // Another cluster's (or, unless adoption is configured, an untagged) NLB under this name is never touched.
+    if full && let Some(lb) = &load_balancer {
+        let tags = observed.tags.get(&lb.arn).cloned().unwrap_or_default();
+        crate::ownership::check(config, &lb.name, &tags)?;
     }
     for g in &observed.target_groups {
         let tags = observed.tags.get(&g.group.arn);
@@ -1672,7 +1669,14 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                     .await
                     .map_err(Error::aws("modifying a listener"))?;
             }
-            Change::DeleteTargetGroup { arn, .. } => match elbv2.delete_target_group(arn).await {
+            Change::DeleteTargetGroup { arn, name } => match elbv2.delete_target_group(arn).await {
+                // Right after its NLB or listener is deleted, AWS answers ResourceInUse for a while.
+                Err(e) if e.kind() == ccm_aws_api::ErrorKind::Conflict => {
+                    return Err(Error::TargetGroupInUse {
+                        group: name.clone(),
+                        name: self.name.to_owned(),
+                    });
+                }
                 Err(e) if !e.is_not_found() => return Err(Error::aws("deleting a target group")(e)),
                 _ => {}
             },
@@ -1822,11 +1826,13 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
                     && (!by_prefix.contains(&g.arn) || t.get(shared::SERVICE_NAME_TAG) == Some(&key))
             })
         });
-        // Another cluster's NLB under this name is left alone.
-        if load_balancer.as_ref().is_some_and(|lb| {
-            tags.get(&lb.arn)
-                .is_some_and(|t| config.cluster.ownership(t) == ccm_tagging::Ownership::Foreign)
-        }) {
+        // An NLB under this name that is not ours (another cluster's, or untagged without adoption configured)
+        // is left alone.
+        if let Some(lb) = &load_balancer
+            && let Err(refused) =
+                crate::ownership::check(config, name, &tags.get(&lb.arn).cloned().unwrap_or_default())
+        {
+            tracing::warn!(load_balancer = name, %refused, "not deleting a load balancer this cluster does not own");
             load_balancer = None;
         }
     }
@@ -1841,7 +1847,9 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
         observed.references = references(ec2, config, &group.id).await?;
         observed.managed_group = Some(group.id);
     }
-    if config.manage_node_security_groups {
+    // The nodes' rules go first, so with neither the NLB nor a target group left there are none to find (and a
+    // Classic ELB's deletion, which sweeps here too, pays no read for them).
+    if config.manage_node_security_groups && (load_balancer.is_some() || !observed.target_groups.is_empty()) {
         let subnets: Vec<SubnetId> = load_balancer
             .iter()
             .flat_map(|lb| lb.availability_zones.iter().filter_map(|z| z.subnet_id.clone()))

@@ -1,9 +1,14 @@
 //! [`AwsLoadBalancers`]: the `LoadBalancer` capability over the EC2, Classic ELB and ELBv2 ports, and
 //! [`plan_for`], the dry run over the same code.
 
-use std::{collections::BTreeSet, fmt};
+use std::{
+    collections::BTreeSet,
+    fmt,
+    future::Future,
+    sync::{Mutex, PoisonError},
+};
 
-use ccm_aws_api::{Ec2, Elb, Elbv2, ec2::AvailabilityZone};
+use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, Tags, ec2::AvailabilityZone};
 use ccm_cloud_provider::{CloudError, Ensured, LoadBalancer, LoadBalancerStatus, Notice};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, Service};
 use serde::Serialize;
@@ -12,7 +17,7 @@ use tokio::sync::OnceCell;
 use crate::{
     Error, LoadBalancerConfig,
     annotations::{Annotations, Key},
-    classic, nlb, shared,
+    classic, nlb, ownership, shared,
     spec::{Flavour, ServiceSpec, parse_service},
 };
 
@@ -29,6 +34,9 @@ pub struct AwsLoadBalancers<E, L, V> {
     config: LoadBalancerConfig,
     cluster_name: String,
     zones: OnceCell<Vec<AvailabilityZone>>,
+    /// Load balancers this process has seen to be ours (made by it, or found with our tags by a full ensure), so
+    /// that node-change updates need not read tags again before registering instances.
+    verified: Mutex<BTreeSet<String>>,
 }
 
 /// The desired model of a dry run, by flavour.
@@ -126,6 +134,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             config,
             cluster_name: DEFAULT_CLUSTER_NAME.to_owned(),
             zones: OnceCell::new(),
+            verified: Mutex::default(),
         }
     }
 
@@ -255,6 +264,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             Some(reason) => recreation_failed("Classic ELB", reason, e),
             None => e.into(),
         })?;
+        self.verify(&desired.name, true);
         let dns = applied.created_dns_name.or(existing_dns).unwrap_or_default();
         Ok(Ensured::new(status(&dns), notices))
     }
@@ -302,6 +312,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             Some(reason) => recreation_failed("NLB", reason, e),
             None => e.into(),
         })?;
+        self.verify(&desired.name, true);
         let lb = applied.created.or(observed.load_balancer);
         let hostname = match &lb {
             Some(lb) => nlb::status_hostname(lb)?.unwrap_or_default(),
@@ -331,6 +342,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         if observed.load_balancer.is_none() {
             return Err(Error::NotFound(desired.name).into());
         }
+        self.ours(&desired.name, self.elb.tags(&desired.name)).await?;
         let changes: Vec<classic::Change> = classic::plan(&desired, &observed)
             .into_iter()
             .filter(classic::is_host_change)
@@ -355,9 +367,15 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let desired = nlb::build(&spec, nodes, &self.config, &self.cluster_name, &[])?;
         let observed =
             nlb::observe(&self.ec2, &self.elbv2, &self.config, &desired, nlb::Scope::Hosts).await?;
-        if observed.load_balancer.is_none() {
+        let Some(lb) = &observed.load_balancer else {
             return Err(Error::NotFound(desired.name).into());
-        }
+        };
+        let arns = [lb.arn.clone()];
+        let tags = async {
+            let mut tags = self.elbv2.tags(&arns).await?;
+            Ok(tags.remove(&arns[0]).unwrap_or_default())
+        };
+        self.ours(&desired.name, tags).await?;
         let changes: Vec<nlb::Change> = nlb::plan(&desired, &observed)
             .into_iter()
             .filter(nlb::is_host_change)
@@ -374,10 +392,13 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         Ok(())
     }
 
+    /// Deletes both flavours' resources under the Service's names, whatever the type annotation says now and
+    /// whether or not the load balancer itself still exists: a Classic ELB or an NLB made by this controller
+    /// (before a refused type change, say) and the groups, target groups and rules made for it must not outlive
+    /// the Service. Each side finds its leftovers by deterministic names and ownership tags, so this can be
+    /// repeated after a crash at any point. A resource AWS still holds makes it answer [`CloudError::Waiting`].
     #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
     async fn delete(&self, cluster_name: &str, service: &Service) -> Result<(), CloudError> {
-        // Whatever the type annotation says now: a Classic ELB or an NLB under the Service's name was created by
-        // this controller (before a refused type change, for example) and must not outlive the Service.
         let uid = service.metadata.uid.as_deref().unwrap_or_default();
         let name = shared::load_balancer_name(uid)?;
         let raw = service.metadata.annotations.clone().unwrap_or_default();
@@ -388,23 +409,13 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             .iter()
             .flat_map(|k| annotations.list(*k).unwrap_or_default().iter().cloned())
             .collect();
+        self.verify(&name, false);
         let observed =
             classic::observe_delete(&self.ec2, &self.elb, &self.config, &name, &key, &keep).await?;
         let changes = classic::plan_delete(&name, &observed);
         classic::apply(&self.ec2, &self.elb, &self.config, &name, None, &changes).await?;
 
-        // The NLB side: read fully when the Service says NLB or an NLB exists under the name.
-        let is_nlb = annotations.text(Key::Type) == Some("nlb");
-        if !is_nlb
-            && self
-                .elbv2
-                .load_balancer(&name)
-                .await
-                .map_err(Error::aws("reading the NLB to delete"))?
-                .is_none()
-        {
-            return Ok(());
-        }
+        // The NLB side, always: its target groups and managed group can outlive the NLB (and the annotation).
         let target_groups: Vec<String> = parse_service(service)
             .map(|spec| {
                 nlb::listeners(&spec, &self.config)
@@ -436,6 +447,39 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             &changes,
         )
         .await?;
+        Ok(())
+    }
+
+    /// Records that `name` is ours (`true`) or forgets it.
+    fn verify(&self, name: &str, ours: bool) {
+        let mut verified = self.verified.lock().unwrap_or_else(PoisonError::into_inner);
+        if ours {
+            verified.insert(name.to_owned());
+        } else {
+            verified.remove(name);
+        }
+    }
+
+    /// The ownership check of an update, which reads no tags otherwise: `tags` is read only for a load balancer
+    /// this process has not yet seen to be ours.
+    async fn ours(
+        &self,
+        name: &str,
+        tags: impl Future<Output = Result<Tags, AwsError>>,
+    ) -> Result<(), Error> {
+        if self
+            .verified
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(name)
+        {
+            return Ok(());
+        }
+        let tags = tags
+            .await
+            .map_err(Error::aws("reading the load balancer's tags"))?;
+        ownership::check(&self.config, name, &tags)?;
+        self.verify(name, true);
         Ok(())
     }
 

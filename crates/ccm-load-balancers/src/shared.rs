@@ -58,6 +58,10 @@ pub struct LoadBalancerConfig {
     /// `[Global] NLBSecurityGroupMode = Managed`: new NLBs get a managed security group (or the groups of the
     /// `security-groups` annotation).
     pub nlb_managed_security_groups: bool,
+    /// `[Global] AdoptUntaggedLoadBalancers`: a load balancer under a Service's name that carries no cluster tag
+    /// at all is adopted (tagged `owned`, then managed and deleted) instead of refused. Off by default: this
+    /// controller tags everything it creates, so an untagged one was most likely made by someone else.
+    pub adopt_untagged: bool,
 }
 
 /// One atomic ingress rule from a CIDR: protocol, port range, source.
@@ -87,6 +91,7 @@ impl LoadBalancerConfig {
             manage_node_security_groups: true,
             health_probe: HealthProbeMode::ServiceNodePort,
             nlb_managed_security_groups: false,
+            adopt_untagged: false,
         }
     }
 
@@ -115,6 +120,14 @@ impl LoadBalancerConfig {
     #[must_use]
     pub fn with_nlb_managed_security_groups(mut self, managed: bool) -> Self {
         self.nlb_managed_security_groups = managed;
+        self
+    }
+
+    /// Sets `[Global] AdoptUntaggedLoadBalancers`: adopt load balancers under a Service's name that carry no
+    /// cluster tag (see [`crate::ownership`]).
+    #[must_use]
+    pub fn with_adopt_untagged(mut self, adopt: bool) -> Self {
+        self.adopt_untagged = adopt;
         self
     }
 

@@ -302,7 +302,7 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
     // Proxy protocol adds policy calls, so that every kind of creation step gets a crash in front of it.
     let annotations = [(Key::ProxyProtocol, "*"), (Key::ConnectionIdleTimeout, "90")];
     let healthy = w.lbs(w.config.clone());
-    let mut crashed_creations = 0;
+    let (mut crashed_creations, mut crashed_deletions) = (0, 0);
     for k in 1.. {
         let svc = service(&uid(), &[(443, 30443)], &annotations);
         let name = healthy.load_balancer_name("kubernetes", &svc);
@@ -350,9 +350,18 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
             "crash before mutation {k}: not converged"
         );
 
-        // Deletion crashes at the same point, and the next deletion completes it.
+        // Deletion crashes at the same point, and the next deletion (which the service controller always asks
+        // for, even when the load balancer is gone) removes the rest: the group and its rule on the nodes.
+        let group = ours[0].id.to_string();
+        assert!(w.node_group_sources().await.contains(&group));
         let faulty = w.faulty_lbs(w.config.clone(), k);
-        let _ = faulty.ensure_load_balancer_deleted("kubernetes", &svc).await;
+        if faulty
+            .ensure_load_balancer_deleted("kubernetes", &svc)
+            .await
+            .is_err()
+        {
+            crashed_deletions += 1;
+        }
         healthy
             .ensure_load_balancer_deleted("kubernetes", &svc)
             .await
@@ -362,12 +371,21 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
             w.groups_named(&format!("k8s-elb-{name}")).await.is_empty(),
             "crash in deletion at {k}"
         );
+        assert!(
+            !w.node_group_sources().await.contains(&group),
+            "crash in deletion at {k}: the nodes' rule is revoked"
+        );
         if done {
             break;
         }
     }
     eprintln!("creation crashed and recovered before each of its {crashed_creations} mutating calls");
     assert!(crashed_creations >= 6, "{crashed_creations}");
+    eprintln!("deletion crashed and recovered before each of its {crashed_deletions} mutating calls");
+    assert_eq!(
+        crashed_deletions, 3,
+        "revoke, DeleteLoadBalancer, DeleteSecurityGroup"
+    );
 }
 
 #[tokio::test]

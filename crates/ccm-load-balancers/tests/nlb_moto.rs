@@ -524,7 +524,7 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
         (Key::CrossZoneLoadBalancingEnabled, "true"),
     ];
     let faulty = |k: usize| w.faulty_lbs(config.clone(), k);
-    let mut crashed_creations = 0;
+    let (mut crashed_creations, mut crashed_deletions) = (0, 0);
     for k in 1.. {
         let svc = service(&uid(), &[(80, 30080), (443, 30443)], &annotations);
         let name = healthy.load_balancer_name(CLUSTER_NAME, &svc);
@@ -582,8 +582,15 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
             "crash before mutation {k}: not converged"
         );
 
-        // Deletion crashes at the same point, and the next deletion completes it.
-        let _ = faulty(k).ensure_load_balancer_deleted(CLUSTER_NAME, &svc).await;
+        // Deletion crashes at the same point, and the next deletion (which the service controller always asks
+        // for, even when the NLB is gone) completes it.
+        if faulty(k)
+            .ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
+            .await
+            .is_err()
+        {
+            crashed_deletions += 1;
+        }
         healthy
             .ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
             .await
@@ -601,12 +608,32 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
             );
         }
         assert!(!w.group_exists(&managed).await, "crash in deletion at {k}");
+        let described = format!("={name}");
+        let node_group = w
+            .adapter
+            .ec2()
+            .security_groups(&[Filter::new("group-id", [w.node_group.as_str()])])
+            .await
+            .unwrap();
+        let left: Vec<String> = node_group[0]
+            .ingress
+            .iter()
+            .flat_map(|p| p.ip_ranges.iter().chain(&p.ipv6_ranges))
+            .filter_map(|r| r.description.clone())
+            .filter(|d| d.ends_with(&described))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "crash in deletion at {k}: the NLB's node rules are revoked: {left:?}"
+        );
         if done {
             break;
         }
     }
     eprintln!("creation crashed and recovered before each of its {crashed_creations} mutating calls");
     assert!(crashed_creations >= 10, "{crashed_creations}");
+    eprintln!("deletion crashed and recovered before each of its {crashed_deletions} mutating calls");
+    assert!(crashed_deletions >= 5, "{crashed_deletions}");
 }
 
 #[tokio::test]

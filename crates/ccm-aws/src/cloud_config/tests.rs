@@ -22,6 +22,10 @@ fn defaults_match_the_reference() {
     assert_eq!(g.health_probe_mode, HealthProbeMode::ServiceNodePort);
     assert_eq!(g.nlb_security_group_mode, NlbSecurityGroupMode::Off);
     assert!(!g.disable_security_group_ingress);
+    assert!(
+        !g.adopt_untagged_load_balancers,
+        "untagged load balancers are refused by default"
+    );
     assert_eq!(g.configured_region(), None);
     assert_eq!(g.cluster_id(), None);
 }
@@ -61,6 +65,12 @@ fn every_global_field() {
         }),
         ("DisableSecurityGroupIngress = off", |g| {
             !g.disable_security_group_ingress
+        }),
+        ("AdoptUntaggedLoadBalancers = true", |g| {
+            g.adopt_untagged_load_balancers && !g.disable_security_group_ingress
+        }),
+        ("AdoptUntaggedLoadBalancers = no", |g| {
+            !g.adopt_untagged_load_balancers
         }),
         ("ElbSecurityGroup = sg-1", |g| {
             g.elb_security_group.as_deref() == Some("sg-1")

@@ -716,6 +716,11 @@ async fn apply_stops_at_the_first_failure_and_reports_a_group_in_use_as_retry() 
     assert!(matches!(e, Error::GroupInUse { .. }), "{e}");
     let cloud: ccm_cloud_provider::CloudError = e.into();
     assert_eq!(cloud.retry_delay(), Some(std::time::Duration::from_secs(10)));
+    let waiting = cloud.waiting_for().expect("a wait, not a failure");
+    assert!(
+        waiting.contains("sg-1") && waiting.contains("release"),
+        "{waiting}"
+    );
 }
 
 fn observing_mocks(group_tag: &'static str) -> (MockEc2, MockElb) {
@@ -725,8 +730,10 @@ fn observing_mocks(group_tag: &'static str) -> (MockEc2, MockElb) {
         let lb = ClassicLoadBalancer::new(n, "dns");
         Box::pin(async move { Ok(Some(lb)) })
     });
-    elb.expect_tags()
-        .returning(|_| Box::pin(async { Ok(Tags::new()) }));
+    elb.expect_tags().returning(|_| {
+        let owned: Tags = [("kubernetes.io/cluster/c1".to_owned(), "owned".to_owned())].into();
+        Box::pin(async move { Ok(owned) })
+    });
     elb.expect_attributes()
         .returning(|_| Box::pin(async { Ok(ClassicAttributes::default()) }));
     ec2.expect_security_groups().times(1).returning(move |filters| {
@@ -759,6 +766,31 @@ async fn observe_reads_only_the_policies_it_wants() {
     assert!(observed.policies.is_empty());
     assert_eq!(observed.managed_group.unwrap().id.as_str(), "sg-1");
     assert!(observed.node_groups.is_none());
+}
+
+#[tokio::test]
+async fn observe_refuses_a_load_balancer_of_another_cluster_before_planning() {
+    let mut desired = desired_for(&[], &[(80, 30080)], &[]);
+    desired.manage_node_rules = false;
+    let (ec2, mut elb) = observing_mocks("owned");
+    elb.checkpoint();
+    elb.expect_load_balancer().returning(|n| {
+        let lb = ClassicLoadBalancer::new(n, "dns");
+        Box::pin(async move { Ok(Some(lb)) })
+    });
+    elb.expect_tags().returning(|_| {
+        let foreign: Tags = [("kubernetes.io/cluster/c2".to_owned(), "owned".to_owned())].into();
+        Box::pin(async move { Ok(foreign) })
+    });
+    elb.expect_attributes()
+        .returning(|_| Box::pin(async { Ok(ClassicAttributes::default()) }));
+    elb.expect_policies()
+        .returning(|_, _| Box::pin(async { Ok(Vec::new()) }));
+    let e = observe(&ec2, &elb, &config(), &desired, Scope::Full)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, crate::Error::NotOurs(_)), "{e}");
+    assert!(e.to_string().contains("kubernetes.io/cluster/c2=owned"), "{e}");
 }
 
 #[tokio::test]

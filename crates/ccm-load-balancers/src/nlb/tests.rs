@@ -915,7 +915,38 @@ async fn a_managed_group_still_in_use_is_retried_later() {
     .unwrap_err();
     assert!(matches!(e, Error::GroupInUse { .. }), "{e}");
     let cloud: ccm_cloud_provider::CloudError = e.into();
-    assert!(cloud.to_string().contains("still in use"), "{cloud}");
+    let waiting = cloud.waiting_for().expect("a wait, not a failure");
+    assert!(waiting.contains("sg-m"), "{waiting}");
+}
+
+#[tokio::test]
+async fn a_target_group_still_in_use_is_waited_for() {
+    let mut elbv2 = MockElbv2::new();
+    elbv2.expect_delete_target_group().times(1).returning(|_| {
+        Box::pin(async {
+            Err(
+                AwsError::new(ErrorKind::Conflict, "elasticloadbalancing", "DeleteTargetGroup")
+                    .with_code("ResourceInUse"),
+            )
+        })
+    });
+    let e = apply(
+        &MockEc2::new(),
+        &elbv2,
+        &config(),
+        NAME,
+        &Observed::default(),
+        &[Change::DeleteTargetGroup {
+            name: "k8s-tg".into(),
+            arn: "arn:tg".into(),
+        }],
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, Error::TargetGroupInUse { .. }), "{e}");
+    let cloud: ccm_cloud_provider::CloudError = e.into();
+    let waiting = cloud.waiting_for().expect("a wait, not a failure");
+    assert!(waiting.contains("k8s-tg"), "{waiting}");
 }
 
 #[tokio::test]
@@ -1024,7 +1055,7 @@ fn access_logs_cross_zone_and_target_group_attributes_come_from_annotations() {
     // Every problem of an NLB Service at once.
     let e = parse_service(&nlb_service(
         &[
-            (Key::TargetGroupAttributes, "bogus=true"),
+            (Key::TargetGroupAttributes, "preserve_client_ip.enabled=yes"),
             (Key::HealthcheckProtocol, "SSL"),
             (Key::ExtraSecurityGroups, "sg-1"),
         ],
@@ -1069,7 +1100,8 @@ async fn another_clusters_nlb_is_neither_adopted_nor_deleted() {
     let e = observe(&MockEc2::new(), &mocks(), &config(), &d, Scope::Full)
         .await
         .unwrap_err();
-    assert!(matches!(e, Error::Ownership(_)), "{e}");
+    assert!(matches!(e, Error::NotOurs(_)), "{e}");
+    assert!(e.to_string().contains("kubernetes.io/cluster/other=owned"), "{e}");
     let mut c = config();
     c.manage_node_security_groups = false;
     let observed = observe_delete(

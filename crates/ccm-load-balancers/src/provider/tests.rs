@@ -20,9 +20,15 @@ async fn invalid_services_and_other_flavours_make_no_aws_call() {
         .expect_load_balancer()
         .times(2)
         .returning(|_| Box::pin(async { Ok(None) }));
+    // Delete sweeps both flavours' leftovers whatever the Service says: the two managed groups by name, the
+    // region's target groups by the Service's prefix.
     ec2.expect_security_groups()
-        .times(1)
+        .times(2)
         .returning(|_| Box::pin(async { Ok(vec![]) }));
+    elbv2
+        .expect_all_target_groups()
+        .times(1)
+        .returning(|| Box::pin(async { Ok(vec![]) }));
     let lbs = AwsLoadBalancers::new(ec2, elb, elbv2, config());
     let n = node("i-1");
     let invalid = service(
@@ -242,6 +248,11 @@ async fn a_classic_elb_outlives_no_type_change() {
     ec2.expect_security_groups()
         .times(2)
         .returning(|_| Box::pin(async { Ok(vec![]) }));
+    // Deleted only after its tags say it is this cluster's.
+    elb.expect_tags().times(1).returning(|_| {
+        let owned: Tags = [("kubernetes.io/cluster/c1".to_owned(), "owned".to_owned())].into();
+        Box::pin(async move { Ok(owned) })
+    });
     elb.expect_delete_load_balancer()
         .times(1)
         .returning(|_| Box::pin(async { Ok(()) }));

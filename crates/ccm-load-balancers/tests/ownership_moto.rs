@@ -1,0 +1,181 @@
+//! Ownership against moto, both flavours: a load balancer that already exists under a Service's name but is
+//! not this cluster's (another cluster's `owned` tag, this cluster's `shared` tag, or no cluster tag) is never
+//! modified, adopted or deleted — ensure and update fail naming it and its tag with 0 mutating calls, delete
+//! leaves it as it was — and an untagged one is adopted (tagged `owned`) only with `AdoptUntaggedLoadBalancers`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use ccm_aws_api::{
+    Elb, Elbv2, SubnetId, Tags,
+    elb::{ClassicListener, NewClassicLoadBalancer},
+    elbv2::{NewNetworkLoadBalancer, SubnetMapping},
+};
+use ccm_cloud_provider::LoadBalancer;
+use ccm_load_balancers::annotations::Key;
+use common::world::{World, diff, mutation_counts, service, uid};
+use k8s_openapi::api::core::v1::{Node, Service};
+
+const CLUSTER: &str = "kubernetes";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flavour {
+    Classic,
+    Network,
+}
+
+/// Makes a load balancer named for `svc` directly (as someone else would), with `tags`.
+async fn plant(w: &World, flavour: Flavour, name: &str, tags: &Tags) {
+    let subnet = SubnetId::new(w.subnets[0].clone());
+    match flavour {
+        Flavour::Classic => {
+            w.adapter
+                .elb()
+                .create_load_balancer(&NewClassicLoadBalancer {
+                    name: name.to_owned(),
+                    internal: false,
+                    subnets: vec![subnet],
+                    security_groups: Vec::new(),
+                    listeners: vec![ClassicListener::new("TCP", 8080, "TCP", 31999)],
+                    tags: tags.clone(),
+                })
+                .await
+                .unwrap();
+        }
+        Flavour::Network => {
+            w.adapter
+                .elbv2()
+                .create_load_balancer(&NewNetworkLoadBalancer {
+                    name: name.to_owned(),
+                    internal: false,
+                    subnet_mappings: vec![SubnetMapping {
+                        subnet_id: Some(subnet),
+                        ..SubnetMapping::default()
+                    }],
+                    security_groups: None,
+                    ip_address_type: None,
+                    tags: tags.clone(),
+                })
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// What the planted load balancer looks like: (listener ports, registered instances or targets, tags).
+async fn state(w: &World, flavour: Flavour, name: &str) -> Option<(Vec<i32>, usize, Tags)> {
+    match flavour {
+        Flavour::Classic => {
+            let lb = w.adapter.elb().load_balancer(name).await.unwrap()?;
+            let tags = w.adapter.elb().tags(name).await.unwrap();
+            let ports = lb.listeners.iter().map(|l| l.load_balancer_port).collect();
+            Some((ports, lb.instances.len(), tags))
+        }
+        Flavour::Network => {
+            let lb = w.adapter.elbv2().load_balancer(name).await.unwrap()?;
+            let listeners = w.adapter.elbv2().listeners(&lb.arn).await.unwrap();
+            // moto answers TargetGroupNotFound for a load balancer without any.
+            let groups = w.adapter.elbv2().target_groups(&lb.arn).await.unwrap_or_default();
+            let mut tags = w.adapter.elbv2().tags(&[lb.arn.clone()]).await.unwrap();
+            let ports = listeners.iter().map(|l| l.port).collect();
+            Some((ports, groups.len(), tags.remove(&lb.arn).unwrap_or_default()))
+        }
+    }
+}
+
+fn lb_service(flavour: Flavour) -> Service {
+    match flavour {
+        Flavour::Classic => service(&uid(), &[(80, 30080)], &[]),
+        Flavour::Network => service(&uid(), &[(80, 30080)], &[(Key::Type, "nlb")]),
+    }
+}
+
+#[tokio::test]
+async fn load_balancers_of_others_under_our_name_are_never_touched() {
+    let w = common::world::world(111, "own", false).await;
+    let lbs = w.lbs(w.config.clone());
+    let metrics = w.adapter.metrics().clone();
+    let nodes: Vec<Node> = w.nodes();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let own_key = w.config.cluster.key();
+    let cases: [(&str, Tags); 3] = [
+        (
+            "another cluster's",
+            Tags::from([(
+                "kubernetes.io/cluster/someone-else".to_owned(),
+                "owned".to_owned(),
+            )]),
+        ),
+        (
+            "this cluster's shared",
+            Tags::from([(own_key.clone(), "shared".to_owned())]),
+        ),
+        (
+            "untagged",
+            Tags::from([("team".to_owned(), "payments".to_owned())]),
+        ),
+    ];
+    for flavour in [Flavour::Classic, Flavour::Network] {
+        for (what, tags) in &cases {
+            let svc = lb_service(flavour);
+            let name = lbs.load_balancer_name(CLUSTER, &svc);
+            plant(&w, flavour, &name, tags).await;
+            let planted = state(&w, flavour, &name).await.unwrap();
+            let before = mutation_counts(&metrics);
+
+            let err = lbs.ensure_load_balancer(CLUSTER, &svc, &refs).await.unwrap_err();
+            let message = err.to_string();
+            assert!(message.contains(&name), "{flavour:?} {what}: {message}");
+            let tag_named = tags
+                .iter()
+                .filter(|(k, _)| k.starts_with("kubernetes.io/cluster/"))
+                .all(|(k, v)| message.contains(&format!("{k}={v}")));
+            assert!(tag_named, "{flavour:?} {what}: the tag is named: {message}");
+            let err = lbs.update_load_balancer(CLUSTER, &svc, &refs).await.unwrap_err();
+            assert!(err.to_string().contains(&name), "{flavour:?} {what}: {err}");
+            lbs.ensure_load_balancer_deleted(CLUSTER, &svc).await.unwrap();
+
+            assert_eq!(
+                diff(&mutation_counts(&metrics), &before),
+                Default::default(),
+                "{flavour:?} {what}: no mutating call at all"
+            );
+            assert_eq!(
+                state(&w, flavour, &name).await,
+                Some(planted),
+                "{flavour:?} {what}: the load balancer is as it was"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_untagged_load_balancer_is_adopted_only_when_configured() {
+    let w = common::world::world(112, "adopt", false).await;
+    let adopting = w.lbs(w.config.clone().with_adopt_untagged(true));
+    let nodes: Vec<Node> = w.nodes();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let own_key = w.config.cluster.key();
+    for flavour in [Flavour::Classic, Flavour::Network] {
+        let svc = lb_service(flavour);
+        let name = adopting.load_balancer_name(CLUSTER, &svc);
+        plant(&w, flavour, &name, &Tags::new()).await;
+        adopting.ensure_load_balancer(CLUSTER, &svc, &refs).await.unwrap();
+        let (ports, _, tags) = state(&w, flavour, &name).await.unwrap();
+        assert_eq!(
+            tags.get(&own_key).map(String::as_str),
+            Some("owned"),
+            "{flavour:?}: adopted"
+        );
+        assert!(ports.contains(&80), "{flavour:?}: managed from now on: {ports:?}");
+        adopting
+            .ensure_load_balancer_deleted(CLUSTER, &svc)
+            .await
+            .unwrap();
+        assert_eq!(
+            state(&w, flavour, &name).await,
+            None,
+            "{flavour:?}: deleted as ours"
+        );
+    }
+}
