@@ -1,11 +1,18 @@
+use std::{collections::HashSet, sync::Arc};
+
 use futures::StreamExt;
 use kube::{
     Api, Resource,
-    runtime::{WatchStreamExt, reflector, reflector::store::Writer, watcher},
+    runtime::{WatchStreamExt, reflector, reflector::ObjectRef, reflector::store::Writer, watcher},
 };
 
 /// Keeps `writer`'s store in sync with the objects of `api` and hands every watch event to `on_event` after
 /// the store has it. Watch errors are logged and retried with kube-runtime's default backoff. Never returns.
+///
+/// A relist (the watch restarted after an expired resourceVersion, `410 Gone`, or a dropped connection) reports
+/// only the objects that exist now: one deleted while the watch was down would raise no event at all. So each
+/// relist is diffed against the store as it was before it, and every object missing from the new list is handed
+/// to `on_event` as a [`watcher::Event::Delete`] before the relist's `InitDone`.
 pub(crate) async fn reflect<K, F>(api: Api<K>, selector: Option<&str>, writer: Writer<K>, mut on_event: F)
 where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
@@ -16,12 +23,145 @@ where
     if let Some(selector) = selector {
         config = config.labels(selector);
     }
+    let reader = writer.as_reader();
+    let mut relist = Relist::default();
     let stream = reflector(writer, watcher(api, config).default_backoff());
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
         match event {
-            Ok(event) => on_event(event),
+            Ok(event) => {
+                for missed in relist.observe(&event, || reader.state()) {
+                    on_event(watcher::Event::Delete(missed));
+                }
+                on_event(event);
+            }
             Err(error) => tracing::warn!(%error, "watch failed; retrying"),
         }
+    }
+}
+
+/// The objects a relist must account for: those known before it began, and those it has listed so far.
+pub(crate) struct Relist<K: Resource>
+where
+    K::DynamicType: Eq + std::hash::Hash,
+{
+    /// `None` outside a relist.
+    before: Option<Vec<Arc<K>>>,
+    listed: HashSet<ObjectRef<K>>,
+}
+
+impl<K: Resource> Default for Relist<K>
+where
+    K::DynamicType: Eq + std::hash::Hash,
+{
+    fn default() -> Self {
+        Self {
+            before: None,
+            listed: HashSet::new(),
+        }
+    }
+}
+
+impl<K> Relist<K>
+where
+    K: Resource + Clone,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    /// Takes one event (already applied to the store); `known` reads the store. Returns the objects that the
+    /// relist just completed by `event` did not list: deleted while the watch was down.
+    ///
+    /// The store still holds the old objects when `Init` arrives (the reflector swaps them at `InitDone`).
+    pub(crate) fn observe(
+        &mut self,
+        event: &watcher::Event<K>,
+        known: impl FnOnce() -> Vec<Arc<K>>,
+    ) -> Vec<K> {
+        match event {
+            watcher::Event::Init => {
+                self.before = Some(known());
+                self.listed.clear();
+                Vec::new()
+            }
+            watcher::Event::InitApply(obj) => {
+                if self.before.is_some() {
+                    self.listed.insert(ObjectRef::from_obj(obj));
+                }
+                Vec::new()
+            }
+            watcher::Event::InitDone => {
+                let before = self.before.take().unwrap_or_default();
+                let listed = std::mem::take(&mut self.listed);
+                before
+                    .into_iter()
+                    .filter(|obj| !listed.contains(&ObjectRef::from_obj(obj.as_ref())))
+                    .map(|obj| (*obj).clone())
+                    .collect()
+            }
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Node;
+
+    use super::*;
+
+    fn node(name: &str) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.into());
+        n
+    }
+
+    fn names(nodes: &[Node]) -> Vec<&str> {
+        nodes
+            .iter()
+            .map(|n| n.metadata.name.as_deref().unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn a_relist_reports_the_objects_deleted_while_the_watch_was_down() {
+        let mut relist = Relist::<Node>::default();
+        // The first list: nothing was known, so nothing is missed.
+        assert!(relist.observe(&watcher::Event::Init, Vec::new).is_empty());
+        assert!(
+            relist
+                .observe(&watcher::Event::InitApply(node("a")), Vec::new)
+                .is_empty()
+        );
+        assert!(relist.observe(&watcher::Event::InitDone, Vec::new).is_empty());
+        assert!(
+            relist
+                .observe(&watcher::Event::Apply(node("b")), Vec::new)
+                .is_empty()
+        );
+        assert!(
+            relist
+                .observe(&watcher::Event::Apply(node("c")), Vec::new)
+                .is_empty()
+        );
+
+        // The watch expired; b was deleted meanwhile, d created.
+        let store = || vec![Arc::new(node("a")), Arc::new(node("b")), Arc::new(node("c"))];
+        assert!(relist.observe(&watcher::Event::Init, store).is_empty());
+        for n in ["a", "c", "d"] {
+            assert!(
+                relist
+                    .observe(&watcher::Event::InitApply(node(n)), Vec::new)
+                    .is_empty()
+            );
+        }
+        let missed = relist.observe(&watcher::Event::InitDone, Vec::new);
+        assert_eq!(names(&missed), ["b"]);
+
+        // Deletions seen live are the watch's own events: nothing more is reported.
+        assert!(
+            relist
+                .observe(&watcher::Event::Delete(node("a")), Vec::new)
+                .is_empty()
+        );
+        assert!(relist.observe(&watcher::Event::InitDone, Vec::new).is_empty());
     }
 }
