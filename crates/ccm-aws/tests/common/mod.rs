@@ -31,16 +31,22 @@ pub struct Fixture {
 }
 
 pub async fn fixture() -> Fixture {
+    fixture_at(None).await
+}
+
+/// [`fixture`] with `AwsCloud` calling AWS at `endpoint` (a `FaultProxy` in front of moto) instead of moto.
+pub async fn fixture_at(endpoint: Option<&str>) -> Fixture {
     let env = TestEnv::get();
     let sdk = env.aws_config().await;
     // moto answers DescribeInstanceTopology with HTTP 500: give up on it quickly.
     let retry = RetryPolicy::quick(2);
-    let adapter = Adapter::new(
-        &sdk,
-        AdapterOptions::default()
-            .with_rate_limits(RateLimits::unlimited())
-            .with_retry(retry),
-    );
+    let mut options = AdapterOptions::default()
+        .with_rate_limits(RateLimits::unlimited())
+        .with_retry(retry);
+    if let Some(endpoint) = endpoint {
+        options = options.with_endpoint_url(endpoint);
+    }
+    let adapter = Adapter::new(&sdk, options);
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster_id = unique_name("awscloud");
     // A fresh CIDR per run, so that private DNS names (node names) never collide with a previous run's nodes.
