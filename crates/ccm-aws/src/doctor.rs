@@ -27,6 +27,7 @@
 //! retried later, never a failure of the rest.
 
 mod analyze;
+mod objects;
 mod observe;
 mod remove;
 mod render;
@@ -68,6 +69,12 @@ pub struct Scope {
     pub route_table_ids: Vec<RouteTableId>,
     /// The time ages are measured against.
     pub now: SystemTime,
+    /// Labels (key, value) a Node must carry to be checked for stuck initialization; empty means every Node.
+    /// Never narrows the ownership checks.
+    pub node_labels: Vec<(String, String)>,
+    /// The namespace whose Services are checked for failing load balancers; `None` means every namespace.
+    /// Never narrows the ownership checks: a load balancer's Service is looked for in every namespace.
+    pub service_namespace: Option<String>,
 }
 
 /// The Kubernetes side, as listed from the apiserver.
@@ -187,7 +194,7 @@ where
     V: Elbv2 + Sync,
 {
     let inventory = observe::aws(ports, scope).await?;
-    let lookups = observe::uninitialized_nodes(ports.ec2, snapshot).await?;
+    let lookups = observe::uninitialized_nodes(ports.ec2, scope, snapshot).await?;
     Ok(Report {
         cluster_id: scope.cluster.id().to_owned(),
         findings: analyze::findings(scope, &inventory, snapshot, &lookups),
@@ -311,7 +318,23 @@ impl Scope {
             vpc_id: None,
             route_table_ids: Vec::new(),
             now,
+            node_labels: Vec::new(),
+            service_namespace: None,
         }
+    }
+
+    /// Checks only the Nodes carrying all of `labels` for stuck initialization.
+    #[must_use]
+    pub fn with_node_labels(mut self, labels: Vec<(String, String)>) -> Self {
+        self.node_labels = labels;
+        self
+    }
+
+    /// Checks only the Services of `namespace` for failing load balancers.
+    #[must_use]
+    pub fn with_service_namespace(mut self, namespace: Option<String>) -> Self {
+        self.service_namespace = namespace;
+        self
     }
 
     /// Limits security groups to the cluster's VPC.
@@ -326,6 +349,16 @@ impl Scope {
     pub fn with_route_table_ids(mut self, ids: impl IntoIterator<Item = RouteTableId>) -> Self {
         self.route_table_ids = ids.into_iter().collect();
         self
+    }
+}
+
+impl Scope {
+    /// Whether `node` carries the labels Nodes are selected by.
+    fn selects_node(&self, node: &Node) -> bool {
+        let labels = node.metadata.labels.as_ref();
+        self.node_labels
+            .iter()
+            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
     }
 }
 

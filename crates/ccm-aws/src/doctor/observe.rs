@@ -129,10 +129,11 @@ async fn target_groups<V: Elbv2 + Sync>(elbv2: &V) -> Result<Vec<(TargetGroup, T
 /// ID's instance, else by the name (an instance ID, or a private DNS name).
 pub(super) async fn uninitialized_nodes<E: Ec2 + Sync>(
     ec2: &E,
+    scope: &Scope,
     snapshot: &Snapshot,
 ) -> Result<BTreeMap<String, NodeLookup>, DoctorError> {
     let mut out = BTreeMap::new();
-    for node in &snapshot.nodes {
+    for node in snapshot.nodes.iter().filter(|n| scope.selects_node(n)) {
         let tainted = node
             .spec
             .as_ref()

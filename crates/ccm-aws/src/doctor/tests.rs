@@ -421,6 +421,9 @@ fn uninitialized_nodes_say_why() {
         "last Warning Event FailedToCreateRoute (2x, 2026-01-01T00:00:00Z): boom"
     );
     assert!(found.iter().all(|f| !f.deletable));
+    // Narrowed by labels the Nodes lack: nothing to report.
+    let selected = scope().with_node_labels(vec![("pool".into(), "a".into())]);
+    assert!(analyze::findings(&selected, &Inventory::default(), &snapshot, &lookups).is_empty());
 }
 
 #[test]
@@ -449,6 +452,9 @@ fn a_service_whose_latest_event_is_a_warning_is_failing() {
     let found = analyze::findings(&scope(), &Inventory::default(), &snapshot, &BTreeMap::new());
     assert_eq!(ids(&found), [(Kind::Service, "default/bad")]);
     assert_eq!(found[0].reason, "load balancer failing: SyncLoadBalancerFailed");
+    // Narrowed to another namespace: nothing to report.
+    let other = scope().with_service_namespace(Some("other".into()));
+    assert!(analyze::findings(&other, &Inventory::default(), &snapshot, &BTreeMap::new()).is_empty());
 }
 
 /// `--delete` goes in dependency order, skips what the fresh look no longer finds, and reports a group AWS still
