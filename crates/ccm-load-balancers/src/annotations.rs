@@ -6,6 +6,10 @@ use std::{collections::BTreeMap, fmt, net::Ipv4Addr};
 
 use serde::Serialize;
 
+mod go_compat;
+
+pub use go_compat::Warning;
+
 /// The prefix shared by the AWS load-balancer annotations.
 pub const PREFIX: &str = "service.beta.kubernetes.io/aws-load-balancer-";
 
@@ -148,8 +152,10 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         default: "Classic ELB",
         applies: Applies::Both,
         doc: "`nlb` makes a Network Load Balancer with instance targets; `nlb-ip` and `external` are left to the \
-              AWS Load Balancer Controller; absent, `classic` or `clb` make a Classic ELB. Cannot change after \
-              creation (the load balancer under the Service's name tells which flavour exists).",
+              AWS Load Balancer Controller; absent, empty, `classic` or `clb` make a Classic ELB. As in the Go \
+              controller, any other value (`NLB`, `alb`, ...) also makes a Classic ELB, with a warning. \
+              Cannot change after creation (the load balancer under the Service's name tells which flavour \
+              exists).",
     },
     AnnotationDef {
         key: Key::Internal,
@@ -157,7 +163,9 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         value: ValueType::OneOf(&["true", "false", "0.0.0.0/0"]),
         default: "false (internet-facing)",
         applies: Applies::Both,
-        doc: "`true` (or the legacy `0.0.0.0/0`) gives the `internal` scheme. Changing it recreates the load \
+        doc: "`true` (or the legacy `0.0.0.0/0`) gives the `internal` scheme; `false` or empty internet-facing. \
+              As in the Go controller, every other value is internal too (`1`, `yes`; `0`, `False` or `no` with \
+              a warning). Changing it recreates the load \
               balancer under the same name with the new scheme (a `RecreatingLoadBalancer` Warning Event; its DNS \
               name changes); a Classic ELB not tagged as owned by the cluster keeps its scheme (a warning is \
               logged).",
@@ -500,7 +508,8 @@ impl ValueType {
             Self::LabelList => "comma-separated key=value node labels (value may be empty)".to_owned(),
             Self::TargetGroupAttributes => "comma-separated preserve_client_ip.enabled=true|false, \
                                             proxy_protocol_v2.enabled=true|false, \
-                                            deregistration_delay.timeout_seconds=0..3600"
+                                            deregistration_delay.timeout_seconds=0..3600, or another \
+                                            attribute of NLB target groups (stickiness.enabled=true, ...)"
                 .to_owned(),
         }
     }
@@ -649,7 +658,8 @@ pub fn parse_value(key: Key, raw: &str) -> Result<Value, String> {
                 "preserve_client_ip.enabled" | "proxy_protocol_v2.enabled" => matches!(v, "true" | "false"),
                 // AWS's range; the default is 300 s.
                 "deregistration_delay.timeout_seconds" => v.parse::<u16>().is_ok_and(|s| s <= 3600),
-                _ => false,
+                // The other attributes of NLB target groups, which the Go controller applied too; AWS checks them.
+                k => go_compat::is_passthrough_attribute(k) && !v.is_empty(),
             };
             if items.is_empty() || items.iter().any(|(k, v)| !valid(k, v)) {
                 return bad();
@@ -659,25 +669,40 @@ pub fn parse_value(key: Key, raw: &str) -> Result<Value, String> {
     }
 }
 
-/// The annotations of the table present on a Service, validated; collects a [`Problem`] per bad value.
+/// The annotations of the table present on a Service, validated; collects a [`Problem`] per bad value and a
+/// [`Warning`] per value served with the Go controller's surprising meaning.
 #[derive(Debug, Default)]
 pub struct Annotations {
     values: BTreeMap<Key, Value>,
     /// Every problem found.
     pub problems: Vec<Problem>,
+    /// Every value the Go controller accepted with a meaning its author probably did not intend.
+    pub warnings: Vec<Warning>,
 }
 
 // === impl Annotations ===
 
 impl Annotations {
-    /// Validates every table annotation present in `raw`.
+    /// Validates every table annotation present in `raw`, read first as the Go controller read it (an empty
+    /// value is usually no annotation; see the `go_compat` module).
     pub fn parse(raw: &BTreeMap<String, String>) -> Self {
         let mut out = Self::default();
         for key in Key::ALL {
             let Some(value) = raw.get(key.name()) else {
                 continue;
             };
-            match parse_value(*key, value) {
+            let (served, warning) = go_compat::go_value(*key, value, raw);
+            if let Some(message) = warning {
+                out.warnings.push(Warning {
+                    field: key.name().to_owned(),
+                    value: value.clone(),
+                    message,
+                });
+            }
+            let Some(served) = served else {
+                continue;
+            };
+            match parse_value(*key, &served) {
                 Ok(v) => {
                     out.values.insert(*key, v);
                 }
@@ -760,7 +785,12 @@ pub fn render_markdown() -> String {
          Regenerate with: UPDATE_DOCS=1 cargo test -p ccm-load-balancers --lib docs_annotations_md_is_current -->\n\n\
          Annotations on a Service of type `LoadBalancer`. Every value is validated before any AWS call: a \
          Service with bad values gets one error (a `SyncLoadBalancerFailed` Warning Event) naming each bad \
-         annotation, its value and what is accepted, and nothing in AWS changes.\n\n\
+         annotation, its value and what is accepted, and nothing in AWS changes. Values are read as the Go \
+         controller read them: an empty value is no annotation (except for subnets, the SSL negotiation policy, \
+         the health check protocol, port and numbers, EIP allocations and private addresses, which Go or AWS \
+         refused empty); a value Go served with a surprising meaning (`internal: \"False\"` is internal, an \
+         unknown `type` is a Classic ELB, `backend-protocol: HTTP` without a certificate is TCP, key/value items \
+         with an empty key are skipped) is served the same way, with a warning in the log saying so.\n\n\
          Flavours: **CLB** = Classic ELB (the default), **NLB** = Network Load Balancer \
          (`aws-load-balancer-type: nlb`). An annotation of the other flavour is ignored (a bad value of it is only \
          logged), except where the \

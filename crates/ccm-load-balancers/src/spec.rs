@@ -7,7 +7,7 @@ use ccm_aws_api::Tags;
 use k8s_openapi::api::core::v1::Service;
 use serde::Serialize;
 
-use crate::annotations::{Annotations, Applies, Key, Problem};
+use crate::annotations::{Annotations, Applies, Key, Problem, Warning};
 
 /// Where the load balancer of a Service comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -139,6 +139,9 @@ pub struct ServiceSpec {
     pub target_group_attributes: BTreeMap<String, String>,
     /// NLB IP address type.
     pub ip_address_type: IpAddressType,
+    /// Values served with the Go controller's surprising meaning (they never block the Service): logged at
+    /// warning level by [`parse_service`], for the caller to post as Warning Events.
+    pub warnings: Vec<Warning>,
 }
 
 /// A Service whose load balancer cannot be built: every problem found, each naming the field or annotation,
@@ -184,6 +187,25 @@ pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
     let raw = meta.annotations.as_ref().unwrap_or(&empty);
     let a = Annotations::parse(raw);
     let mut problems = a.problems.clone();
+    let mut warnings = a.warnings.clone();
+    // Source ranges: the field wins over the annotation, which Go then never read (even a bad value).
+    if service
+        .spec
+        .as_ref()
+        .and_then(|s| s.load_balancer_source_ranges.as_deref())
+        .is_some_and(|r| !r.is_empty())
+        && let Some(value) = raw.get(Key::SourceRanges.name())
+        && problems.iter().any(|p| p.field == Key::SourceRanges.name())
+    {
+        problems.retain(|p| p.field != Key::SourceRanges.name());
+        warnings.push(Warning {
+            field: Key::SourceRanges.name().to_owned(),
+            value: value.clone(),
+            message:
+                "not CIDRs, ignored: spec.loadBalancerSourceRanges is set and wins (as in the Go controller)"
+                    .to_owned(),
+        });
+    }
     let mut problem = |field: &str, value: String, accepted: &str| {
         problems.push(Problem {
             field: field.to_owned(),
@@ -330,7 +352,6 @@ pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
         }
     }
 
-    // Source ranges: the field wins over the annotation.
     let source_ranges_defaulted = spec
         .load_balancer_source_ranges
         .as_deref()
@@ -373,7 +394,7 @@ pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
         bucket: a.text(Key::AccessLogS3BucketName).map(str::to_owned),
         prefix: a.text(Key::AccessLogS3BucketPrefix).map(str::to_owned),
     };
-    if access_log.enabled && !raw.contains_key(Key::AccessLogS3BucketName.name()) {
+    if access_log.enabled && access_log.bucket.is_none() {
         problem(
             Key::AccessLogS3BucketName.name(),
             String::new(),
@@ -424,6 +445,9 @@ pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
     }
 
     let internal = matches!(a.text(Key::Internal), Some("true" | "0.0.0.0/0"));
+    if flavour == Flavour::External {
+        warnings.retain(|w| w.field == Key::Type.name());
+    }
     let out = ServiceSpec {
         namespace,
         name,
@@ -463,7 +487,11 @@ pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
             Some("dualstack") => IpAddressType::Dualstack,
             _ => IpAddressType::Ipv4,
         },
+        warnings,
     };
+    for w in &out.warnings {
+        tracing::warn!(service = %out.key(), annotation = %w.field, value = %w.value, "{}", w.message);
+    }
     if out.flavour == Flavour::External {
         // Only the type matters: the other controller validates the rest.
         problems.retain(|p| p.field == Key::Type.name());

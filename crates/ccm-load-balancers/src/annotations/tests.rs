@@ -224,8 +224,13 @@ fn bad_values_name_what_is_accepted() {
         ),
         (
             Key::TargetGroupAttributes,
-            "stickiness.enabled=true",
+            "bogus.attribute=true",
             "preserve_client_ip.enabled",
+        ),
+        (
+            Key::TargetGroupAttributes,
+            "stickiness.enabled=",
+            "attribute of NLB target groups",
         ),
         (
             Key::TargetGroupAttributes,

@@ -162,3 +162,51 @@ fn bad_values_of_annotations_the_flavour_ignores_do_not_block() {
         [Key::ProxyProtocol.name()]
     );
 }
+
+#[test]
+fn go_era_values_are_served_with_gos_meaning_and_warnings() {
+    let mut svc = service(
+        &[
+            (Key::Internal, "False"),
+            (Key::Type, "NLB"),
+            (Key::SourceRanges, "bogus"),
+            (Key::AccessLogEnabled, ""),
+            (Key::SecurityGroups, ""),
+            (Key::AdditionalResourceTags, "team=a,=x"),
+        ],
+        &[(80, 30080)],
+    );
+    svc.spec.as_mut().unwrap().load_balancer_source_ranges = Some(vec!["10.0.0.0/8".into()]);
+    let spec = parse_service(&svc).unwrap();
+    assert!(spec.internal, "Go: any value but \"false\" is internal");
+    assert_eq!(spec.flavour, Flavour::Classic, "Go: only \"nlb\" is an NLB");
+    assert_eq!(spec.source_ranges, ["10.0.0.0/8"]);
+    assert!(!spec.access_log.enabled);
+    assert_eq!(spec.security_groups, None, "an empty list is the managed group");
+    assert_eq!(spec.additional_tags.get("team").map(String::as_str), Some("a"));
+    let warned: Vec<&str> = spec.warnings.iter().map(|w| w.field.as_str()).collect();
+    assert_eq!(
+        warned,
+        [
+            Key::Type.name(),
+            Key::Internal.name(),
+            Key::AdditionalResourceTags.name(),
+            Key::SourceRanges.name(),
+        ]
+    );
+    assert!(
+        spec.warnings[1].to_string().contains("served as internal"),
+        "{}",
+        spec.warnings[1]
+    );
+}
+
+#[test]
+fn an_empty_bucket_name_with_access_logs_is_refused() {
+    let svc = service(
+        &[(Key::AccessLogEnabled, "true"), (Key::AccessLogS3BucketName, "")],
+        &[(80, 30080)],
+    );
+    let e = parse_service(&svc).unwrap_err();
+    assert_eq!(fields(&e), [Key::AccessLogS3BucketName.name()]);
+}
