@@ -1,0 +1,337 @@
+//! `doctor` against moto and the real apiserver: leaks planted for a Service that does not exist (an owned Classic
+//! ELB and its group, an NLB, a target group, a node group rule referencing the leaked group) are all listed with
+//! their reasons and removed by `delete`; a live Service's load balancer and group, and resources of another
+//! cluster, `shared` or without the cluster tag, are never listed and survive.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::{
+    collections::BTreeSet,
+    convert::Infallible,
+    hash::{DefaultHasher, Hash, Hasher},
+    time::SystemTime,
+};
+
+use ccm_aws::doctor::{self, Kind, Outcome, Ports, Scope, Snapshot};
+use ccm_aws_api::{
+    Ec2, Elb, Elbv2, Filter, SecurityGroupId, SubnetId, Tags, VpcId,
+    ec2::{IpPermission, NewSecurityGroup},
+    elb::{ClassicListener, NewClassicLoadBalancer},
+    elbv2::{NewNetworkLoadBalancer, NewTargetGroup, SubnetMapping, TargetGroupHealthCheck},
+};
+use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, AwsElb, AwsElbv2, RateLimits};
+use ccm_load_balancers::shared::{load_balancer_name, security_group_name};
+use ccm_tagging::ClusterTags;
+use ccm_testing::{TestEnv, ec2, unique_name};
+use k8s_openapi::api::core::v1::{Event, Node, Service};
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, PostParams},
+};
+use serde_json::json;
+
+/// A generated-looking load balancer name (`a` + 31 hex digits) that no Service's UID gives.
+fn fake_lb_name(seed: &str) -> String {
+    let mut out = String::from("a");
+    for salt in 0..2u8 {
+        let mut h = DefaultHasher::new();
+        (seed, salt).hash(&mut h);
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out.truncate(32);
+    out
+}
+
+fn tags(pairs: &[(&str, &str)]) -> Tags {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+struct World {
+    adapter: Adapter,
+    vpc: VpcId,
+    subnet: SubnetId,
+    client: kube::Client,
+}
+
+impl World {
+    fn ports(&self) -> Ports<'_, AwsEc2, AwsElb, AwsElbv2> {
+        Ports {
+            ec2: self.adapter.ec2(),
+            elb: self.adapter.elb(),
+            elbv2: self.adapter.elbv2(),
+        }
+    }
+
+    async fn group(&self, name: &str, tags: Tags) -> SecurityGroupId {
+        let group = NewSecurityGroup {
+            name: name.to_owned(),
+            description: "doctor test".into(),
+            vpc_id: self.vpc.clone(),
+            tags,
+        };
+        self.adapter.ec2().create_security_group(&group).await.unwrap()
+    }
+
+    async fn classic(&self, name: &str, group: &SecurityGroupId, tags: Tags) {
+        let lb = NewClassicLoadBalancer {
+            name: name.to_owned(),
+            internal: false,
+            subnets: vec![self.subnet.clone()],
+            security_groups: vec![group.clone()],
+            listeners: vec![ClassicListener::new("TCP", 80, "TCP", 30080)],
+            tags,
+        };
+        self.adapter.elb().create_load_balancer(&lb).await.unwrap();
+    }
+
+    async fn target_group(&self, name: &str, tags: Tags) -> String {
+        let group = NewTargetGroup {
+            name: name.to_owned(),
+            protocol: "TCP".into(),
+            port: 30080,
+            vpc_id: self.vpc.clone(),
+            health_check: TargetGroupHealthCheck::default(),
+            tags,
+        };
+        self.adapter
+            .elbv2()
+            .create_target_group(&group)
+            .await
+            .unwrap()
+            .arn
+    }
+
+    async fn snapshot(&self) -> Snapshot {
+        let lp = ListParams::default();
+        Snapshot {
+            services: Api::<Service>::all(self.client.clone())
+                .list(&lp)
+                .await
+                .unwrap()
+                .items,
+            nodes: Api::<Node>::all(self.client.clone())
+                .list(&lp)
+                .await
+                .unwrap()
+                .items,
+            events: Api::<Event>::all(self.client.clone())
+                .list(&lp)
+                .await
+                .unwrap()
+                .items,
+        }
+    }
+
+    async fn group_exists(&self, id: &SecurityGroupId) -> bool {
+        let filter = Filter::new("group-id", [id.as_str()]);
+        !self
+            .adapter
+            .ec2()
+            .security_groups(&[filter])
+            .await
+            .unwrap()
+            .is_empty()
+    }
+
+    async fn target_group_exists(&self, name: &str) -> bool {
+        self.adapter.elbv2().target_group(name).await.unwrap().is_some()
+    }
+}
+
+#[tokio::test]
+async fn planted_leaks_are_listed_and_deleted_and_nothing_else() {
+    let env = TestEnv::get();
+    let sdk = env.aws_config().await;
+    let adapter = Adapter::new(
+        &sdk,
+        AdapterOptions::default().with_rate_limits(RateLimits::unlimited()),
+    );
+    let raw = aws_sdk_ec2::Client::new(&sdk);
+    let cluster_id = unique_name("doctor");
+    let cluster_key = format!("kubernetes.io/cluster/{cluster_id}");
+    let network = ec2::network(&raw, ec2::octet_for(&cluster_id)).await.unwrap();
+    let client = env.kube_client().await.unwrap();
+    let w = World {
+        adapter,
+        vpc: VpcId::new(&network.vpc_id),
+        subnet: SubnetId::new(&network.subnet_id),
+        client: client.clone(),
+    };
+    let owned_for = |service: &str| tags(&[(&cluster_key, "owned"), ("kubernetes.io/service-name", service)]);
+
+    // A live Service of type LoadBalancer, with its Classic ELB and managed group.
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let live_name = unique_name("doctor-live");
+    let live: Service = serde_json::from_value(json!({
+        "metadata": { "name": live_name },
+        "spec": { "type": "LoadBalancer", "ports": [{ "port": 80 }] },
+    }))
+    .unwrap();
+    let live = services.create(&PostParams::default(), &live).await.unwrap();
+    let live_key = format!("default/{live_name}");
+    let live_lb = load_balancer_name(live.metadata.uid.as_deref().unwrap()).unwrap();
+    let live_sg = w
+        .group(&security_group_name(&live_lb), owned_for(&live_key))
+        .await;
+    w.classic(&live_lb, &live_sg, owned_for(&live_key)).await;
+
+    // The leaks of a Service that does not exist, and a node group (owned, as installers tag them) whose rule
+    // references the leaked group.
+    let gone_key = format!("default/{}", unique_name("doctor-gone"));
+    let leak_lb = fake_lb_name(&format!("{cluster_id}-classic"));
+    let leak_sg = w
+        .group(&security_group_name(&leak_lb), owned_for(&gone_key))
+        .await;
+    w.classic(&leak_lb, &leak_sg, owned_for(&gone_key)).await;
+    let nlb_name = fake_lb_name(&format!("{cluster_id}-nlb"));
+    let nlb = NewNetworkLoadBalancer {
+        name: nlb_name.clone(),
+        internal: false,
+        subnet_mappings: vec![SubnetMapping {
+            subnet_id: Some(w.subnet.clone()),
+            ..SubnetMapping::default()
+        }],
+        security_groups: None,
+        ip_address_type: None,
+        tags: owned_for(&gone_key),
+    };
+    let leak_nlb = w.adapter.elbv2().create_load_balancer(&nlb).await.unwrap();
+    let leak_tg_name = format!("k8s-{}", &fake_lb_name(&format!("{cluster_id}-tg"))[..20]);
+    let leak_tg = w.target_group(&leak_tg_name, owned_for(&gone_key)).await;
+    let node_sg = w
+        .group(&unique_name("nodes"), tags(&[(&cluster_key, "owned")]))
+        .await;
+    let reference = IpPermission::all_from_group(leak_sg.clone());
+    w.adapter
+        .ec2()
+        .authorize_ingress(&node_sg, std::slice::from_ref(&reference))
+        .await
+        .unwrap();
+
+    // Resources named for the same missing Service that are not ours: another cluster's, shared, untagged.
+    let other = tags(&[
+        ("kubernetes.io/cluster/another-cluster", "owned"),
+        ("kubernetes.io/service-name", &gone_key),
+    ]);
+    let shared = tags(&[
+        (&cluster_key, "shared"),
+        ("kubernetes.io/service-name", &gone_key),
+    ]);
+    let untagged = tags(&[("kubernetes.io/service-name", &gone_key)]);
+    let foreign_lb = fake_lb_name(&format!("{cluster_id}-foreign"));
+    let foreign_sg = w.group(&security_group_name(&foreign_lb), other.clone()).await;
+    w.classic(&foreign_lb, &foreign_sg, other.clone()).await;
+    let shared_sg = w
+        .group(
+            &security_group_name(&fake_lb_name(&format!("{cluster_id}-s"))),
+            shared.clone(),
+        )
+        .await;
+    let untagged_sg = w
+        .group(
+            &security_group_name(&fake_lb_name(&format!("{cluster_id}-u"))),
+            untagged.clone(),
+        )
+        .await;
+    let mut kept_tgs = Vec::new();
+    for (suffix, t) in [("f", other), ("s", shared), ("u", untagged)] {
+        let name = format!(
+            "k8s-{}",
+            &fake_lb_name(&format!("{cluster_id}-tg-{suffix}"))[..20]
+        );
+        w.target_group(&name, t).await;
+        kept_tgs.push(name);
+    }
+
+    let scope = Scope::new(ClusterTags::new(&cluster_id, false).unwrap(), SystemTime::now())
+        .with_vpc_id(Some(w.vpc.clone()));
+    let report = doctor::inspect(w.ports(), &scope, &w.snapshot().await)
+        .await
+        .unwrap();
+    let aws: Vec<_> = report.findings.iter().filter(|f| f.kind.is_aws()).collect();
+    let listed: BTreeSet<(Kind, &str)> = aws.iter().map(|f| (f.kind, f.id.as_str())).collect();
+    assert_eq!(
+        listed,
+        BTreeSet::from([
+            (Kind::ClassicLoadBalancer, leak_lb.as_str()),
+            (Kind::NetworkLoadBalancer, leak_nlb.arn.as_str()),
+            (Kind::TargetGroup, leak_tg.as_str()),
+            (Kind::SecurityGroup, leak_sg.as_str()),
+        ]),
+        "{report}"
+    );
+    for f in &aws {
+        assert_eq!(f.reason, format!("Service {gone_key} does not exist"), "{f}");
+        assert_eq!(f.service.as_deref(), Some(gone_key.as_str()));
+        assert!(f.deletable);
+    }
+    let group = aws.iter().find(|f| f.kind == Kind::SecurityGroup).unwrap();
+    assert_eq!(
+        group.details,
+        [format!("rule of {node_sg}: all traffic from {leak_sg}")]
+    );
+
+    let outcome = doctor::delete(w.ports(), &scope, &report, || async {
+        Ok::<_, Infallible>(w.snapshot().await)
+    })
+    .await
+    .unwrap();
+    assert_eq!(outcome.removals.len(), 4, "{outcome}");
+    assert!(
+        outcome.removals.iter().all(|r| r.outcome == Outcome::Deleted),
+        "{outcome}"
+    );
+
+    // The leaks are gone from moto, the node group's reference with them.
+    assert!(w.adapter.elb().load_balancer(&leak_lb).await.unwrap().is_none());
+    assert!(
+        w.adapter
+            .elbv2()
+            .load_balancer(&nlb_name)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(!w.target_group_exists(&leak_tg_name).await);
+    assert!(!w.group_exists(&leak_sg).await);
+    let node_group = w
+        .adapter
+        .ec2()
+        .security_groups(&[Filter::new("group-id", [node_sg.as_str()])])
+        .await
+        .unwrap();
+    assert!(
+        node_group[0]
+            .ingress
+            .iter()
+            .all(|p| p.source_groups.iter().all(|s| s.group_id != leak_sg))
+    );
+    // Everything else survives.
+    assert!(w.adapter.elb().load_balancer(&live_lb).await.unwrap().is_some());
+    assert!(
+        w.adapter
+            .elb()
+            .load_balancer(&foreign_lb)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    for id in [&live_sg, &foreign_sg, &shared_sg, &untagged_sg, &node_sg] {
+        assert!(w.group_exists(id).await, "{id} was deleted");
+    }
+    for name in &kept_tgs {
+        assert!(w.target_group_exists(name).await, "{name} was deleted");
+    }
+    // A second look finds nothing of the cluster's left.
+    let again = doctor::inspect(w.ports(), &scope, &w.snapshot().await)
+        .await
+        .unwrap();
+    assert!(again.findings.iter().all(|f| !f.kind.is_aws()), "{again}");
+
+    services
+        .delete(&live_name, &DeleteParams::default())
+        .await
+        .unwrap();
+}
