@@ -25,6 +25,10 @@ use tokio_util::sync::CancellationToken;
 /// client-go's `JitterFactor`: the renew deadline must exceed 1.2 retry periods.
 pub(crate) const JITTER: f64 = 1.2;
 
+/// How long controllers may take to stop once leadership is lost before they are aborted: another process may
+/// lead as soon as the lease expires, so the lease duration must exceed the renew deadline by at least this.
+pub(crate) const LOST_STOP_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// How long past the lease duration a leader may go without renewing before `/healthz/leaderElection` fails
 /// (upstream's watchdog tolerance).
 pub(crate) const HEALTH_TOLERANCE: Duration = Duration::from_secs(20);
@@ -96,6 +100,8 @@ pub(crate) struct Elector {
     clock: Clock,
     observed: Option<Observed>,
     status: LeaderStatus,
+    /// When the acquiring request that won was sent: where the first renew deadline runs from.
+    acquired_at: Option<Instant>,
 }
 
 impl Elector {
@@ -106,6 +112,7 @@ impl Elector {
             clock,
             observed: None,
             status,
+            acquired_at: None,
         }
     }
 
@@ -157,8 +164,42 @@ impl Elector {
         (expiry > Instant::now()).then_some(expiry)
     }
 
+    /// The holder's renewal without a read first (client-go's optimistic update): the Lease as this candidate
+    /// last wrote it, with a new renew time, sent with its resourceVersion. `None` when this candidate does not
+    /// hold a still valid Lease by its own record, or the write failed (a conflict included): the caller reads.
+    async fn try_renew_observed(&mut self) -> Option<Lease> {
+        let o = self.observed.as_ref()?;
+        if Self::holder(&o.lease) != Some(self.cfg.identity.as_str())
+            || o.at + self.cfg.lease_duration <= Instant::now()
+        {
+            return None;
+        }
+        let mut next = o.lease.clone();
+        let spec = next.spec.get_or_insert_with(LeaseSpec::default);
+        spec.renew_time = Some(self.now());
+        spec.lease_duration_seconds = Some(self.lease_seconds());
+        match self
+            .api
+            .replace(&self.cfg.name, &PostParams::default(), &next)
+            .await
+        {
+            Ok(written) => Some(written),
+            Err(e) => {
+                tracing::debug!(lease = %self.lease_name(), error = %e, "optimistic renewal failed; reading the lease");
+                None
+            }
+        }
+    }
+
     /// One attempt to take or renew the Lease. `Ok(true)` when this candidate holds it afterwards.
     pub(crate) async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+        if let Some(written) = self.try_renew_observed().await {
+            self.observed = Some(Observed {
+                lease: written,
+                at: Instant::now(),
+            });
+            return Ok(true);
+        }
         let now = self.now();
         let Some(current) = self.api.get_opt(&self.cfg.name).await? else {
             let lease = Lease {
@@ -230,10 +271,12 @@ impl Elector {
     pub(crate) async fn acquire(&mut self, shutdown: &CancellationToken) -> bool {
         tracing::info!(lease = %self.lease_name(), identity = %self.cfg.identity, "attempting to acquire leader lease");
         loop {
+            let sent = Instant::now();
             match self.try_acquire_or_renew().await {
                 Ok(true) => {
                     tracing::info!(lease = %self.lease_name(), identity = %self.cfg.identity, "successfully acquired lease");
-                    self.status.set(true, Some(Instant::now()));
+                    self.acquired_at = Some(sent);
+                    self.status.set(true, Some(sent));
                     return true;
                 }
                 Ok(false) => {
@@ -261,8 +304,12 @@ impl Elector {
     }
 
     /// Renews every retry period until `stop` is cancelled (then releases the Lease) or leadership is lost.
+    ///
+    /// The renew deadline runs from when the last successful renewal was *sent*, not from its reply: the Lease
+    /// may have been written (and seen by the others, who count the lease duration from then) at any moment in
+    /// between, so a slow reply must not extend this process's leadership.
     pub(crate) async fn hold(&mut self, stop: &CancellationToken) -> Ended {
-        let mut last_renew = Instant::now();
+        let mut last_renew = self.acquired_at.take().unwrap_or_else(Instant::now);
         loop {
             tokio::select! {
                 () = stop.cancelled() => {
@@ -276,10 +323,11 @@ impl Elector {
                 .renew_deadline
                 .saturating_sub(last_renew.elapsed())
                 .max(Duration::from_millis(1));
+            let sent = Instant::now();
             let attempt = tokio::time::timeout(remaining, self.try_acquire_or_renew()).await;
             match attempt {
                 Ok(Ok(true)) => {
-                    last_renew = Instant::now();
+                    last_renew = sent;
                     self.status.set(true, Some(last_renew));
                 }
                 Ok(Ok(false)) if self.foreign_expiry().is_some() => {

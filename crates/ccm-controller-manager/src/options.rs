@@ -485,6 +485,16 @@ impl Options {
                     crate::duration::format_duration(lease),
                     crate::duration::format_duration(renew)
                 ));
+            } else if lease - renew < crate::leader::LOST_STOP_TIMEOUT {
+                // A leader that misses its deadline still runs controllers while they stop; another candidate
+                // may take the lease once it expires, so the difference must cover the stop.
+                p.push(format!(
+                    "--leader-elect-lease-duration ({}) must exceed --leader-elect-renew-deadline ({}) by at least \
+                     {}, the time controllers get to stop after leadership is lost",
+                    crate::duration::format_duration(lease),
+                    crate::duration::format_duration(renew),
+                    crate::duration::format_duration(crate::leader::LOST_STOP_TIMEOUT)
+                ));
             }
             if renew <= retry.mul_f64(crate::leader::JITTER) {
                 p.push(format!(

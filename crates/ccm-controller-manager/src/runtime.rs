@@ -28,7 +28,7 @@ use crate::{
     client::{self, Bucket},
     controllers::{self, Registry as Known},
     http::{self, Health, RuntimeMetrics},
-    leader::{Elector, Ended, LeaderStatus, LeaseConfig},
+    leader::{Elector, Ended, LOST_STOP_TIMEOUT, LeaderStatus, LeaseConfig},
     migration::{MigrationConfig, Placement},
 };
 
@@ -37,8 +37,6 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// How long stopping controllers may take on graceful shutdown before the leases are released anyway.
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long they may take once leadership is lost: another process may already lead, so they are aborted soon.
-const LOST_STOP_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What a provider controller gets when it is started.
 #[derive(Clone)]

@@ -204,6 +204,11 @@ fn every_validation_error_names_the_flag() {
             "--leader-elect-lease-duration (10s) must be greater than --leader-elect-renew-deadline (10s)",
         ),
         (
+            // Less than the 1 s controllers get to stop after leadership is lost: two leaders for a moment.
+            &["--cloud-provider=aws", "--leader-elect-lease-duration=10500ms"],
+            "--leader-elect-lease-duration (10500ms) must exceed --leader-elect-renew-deadline (10s) by at least 1s",
+        ),
+        (
             &["--cloud-provider=aws", "--leader-elect-retry-period=9s"],
             "must be greater than 1.2 x --leader-elect-retry-period (9s)",
         ),

@@ -251,3 +251,97 @@ async fn stolen_lease_stops_controllers_and_fails_run() {
         "a lost lease is not touched"
     );
 }
+
+/// Probes of several runtimes counting on one gauge, and the most that ever ran at once.
+#[derive(Clone, Default)]
+struct Gauge {
+    running: Arc<AtomicUsize>,
+    most: Arc<AtomicUsize>,
+}
+
+fn start_counted(options: Options, gauge: &Gauge) -> Candidate {
+    let own = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = oneshot::channel();
+    let runtime = {
+        let (gauge, own) = (gauge.clone(), own.clone());
+        Runtime::new(options).with_controller("probe", false, move |ctx| {
+            let (gauge, own) = (gauge.clone(), own.clone());
+            async move {
+                own.fetch_add(1, Ordering::SeqCst);
+                let _own = Running(own);
+                let now = gauge.running.fetch_add(1, Ordering::SeqCst) + 1;
+                gauge.most.fetch_max(now, Ordering::SeqCst);
+                let _all = Running(gauge.running.clone());
+                ctx.shutdown.cancelled().await;
+                Ok(())
+            }
+        })
+    };
+    let task = tokio::spawn(runtime.run_until(Arc::new(FakeProvider::new()), async {
+        let _ = rx.await;
+    }));
+    Candidate {
+        task,
+        shutdown: Some(tx),
+        running: own,
+        starts: Arc::default(),
+    }
+}
+
+/// A leader whose renewal reply is slow (2 s, sent at `s`, written at once) and whose apiserver is then cut off
+/// must stop by `s` + renew deadline, before the follower (which saw the write at about `s`) takes the lease at
+/// `s` + lease duration. Timed from the reply instead, it would lead until `reply + renew deadline`, past the
+/// follower's takeover: two leaders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_renewal_reply_does_not_extend_leadership() {
+    const TIMINGS: &[&str] = &[
+        "--leader-elect-lease-duration=4s",
+        "--leader-elect-renew-deadline=3s",
+        "--leader-elect-retry-period=500ms",
+    ];
+    let env = TestEnv::get();
+    let lease = unique_name("ccm-le-slow");
+    let upstream = env.kube_apiserver.trim_start_matches("https://");
+    let proxy = ccm_testing::TcpDelayProxy::start(upstream).await.unwrap();
+    let kubeconfig = std::env::temp_dir().join(format!("{lease}.kubeconfig"));
+    let text = std::fs::read_to_string(&env.kubeconfig).unwrap();
+    std::fs::write(
+        &kubeconfig,
+        text.replace(&env.kube_apiserver, &format!("https://{}", proxy.addr())),
+    )
+    .unwrap();
+    let mut slow_options = options(&lease, TIMINGS);
+    slow_options.kubeconfig = kubeconfig.display().to_string();
+
+    let gauge = Gauge::default();
+    let leader = start_counted(slow_options, &gauge);
+    wait_for("the proxied candidate leads", Duration::from_secs(20), || {
+        leader.is_running()
+    })
+    .await;
+    let follower = start_counted(options(&lease, TIMINGS), &gauge);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!follower.is_running());
+
+    // The next renewal (within one 500 ms retry period) is written at once but answered 2 s later; then the
+    // apiserver is out of reach.
+    proxy.set_reply_delay(Duration::from_secs(2));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    proxy.set_partitioned(true);
+    let took = wait_for("the follower takes over", Duration::from_secs(15), || {
+        follower.is_running()
+    })
+    .await;
+    println!("follower leads {took:?} after the cut");
+    let result = tokio::time::timeout(Duration::from_secs(10), leader.task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(result, Err(Error::LeaderElectionLost { .. })),
+        "{result:?}"
+    );
+    assert_eq!(gauge.most.load(Ordering::SeqCst), 1, "two leaders at once");
+    follower.task.abort();
+    let _ = std::fs::remove_file(kubeconfig);
+}

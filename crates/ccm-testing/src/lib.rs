@@ -17,8 +17,10 @@ mod imds;
 mod names;
 pub mod nodes;
 pub mod provider;
+mod tcp_proxy;
 
 pub use env::{EnvError, TestEnv};
 pub use fault_proxy::{Fault, FaultProxy};
 pub use imds::ImdsEmulator;
 pub use names::unique_name;
+pub use tcp_proxy::TcpDelayProxy;
