@@ -295,3 +295,39 @@ async fn unknown_elbv2_resources_are_not_found() {
     let err = adapter.elbv2().create_listener(&listener).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Conflict);
 }
+
+/// The leak report's listing: every ELBv2 load balancer of the region, with its creation time.
+#[tokio::test]
+async fn every_elbv2_load_balancer_is_listed() {
+    let fx = fixture("nlball", 0).await;
+    let adapter = adapter(None).await;
+    let elbv2 = adapter.elbv2();
+    let name = unique_name("nlball");
+    let created = elbv2
+        .create_load_balancer(&NewNetworkLoadBalancer {
+            name: name.clone(),
+            internal: true,
+            subnet_mappings: vec![SubnetMapping {
+                subnet_id: Some(SubnetId::new(&fx.subnet_id)),
+                ..SubnetMapping::default()
+            }],
+            security_groups: None,
+            ip_address_type: None,
+            tags: Tags::new(),
+        })
+        .await
+        .unwrap();
+    let all = elbv2.all_load_balancers().await.unwrap();
+    let listed = all.iter().find(|lb| lb.arn == created.arn).expect("listed");
+    assert_eq!(listed.name, name);
+    assert!(listed.created_time.is_some());
+    elbv2.delete_load_balancer(&created.arn).await.unwrap();
+    assert!(
+        !elbv2
+            .all_load_balancers()
+            .await
+            .unwrap()
+            .iter()
+            .any(|lb| lb.arn == created.arn)
+    );
+}
