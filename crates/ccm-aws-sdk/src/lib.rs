@@ -20,6 +20,7 @@ mod limiter;
 mod metrics;
 mod role;
 mod runtime;
+mod user_agent;
 
 use std::time::Duration;
 
@@ -38,6 +39,7 @@ pub use limiter::{ActionClass, BucketLimit, RateLimits, Service};
 pub use metrics::{CallKey, CallMetrics, CallStats};
 pub use role::AssumeRole;
 pub use runtime::RetryPolicy;
+pub use user_agent::kubernetes_user_agent;
 
 use crate::{limiter::Limiter, role::AssumeRoleProvider, runtime::Runtime};
 
@@ -189,7 +191,9 @@ impl Adapter {
                 account: role.account().map(str::to_owned),
                 arn: role.source_arn.clone(),
             };
-            let mut sts = aws_sdk_sts::config::Builder::from(sdk_config).interceptor(headers);
+            let mut sts = aws_sdk_sts::config::Builder::from(sdk_config)
+                .interceptor(headers)
+                .interceptor(user_agent::KubernetesUserAgent);
             if let Some((url, signing_region)) = endpoint_for(&options, Service::Sts, region.as_deref()) {
                 sts = sts.endpoint_url(url).region(Region::new(signing_region));
             }
@@ -202,6 +206,7 @@ impl Adapter {
         macro_rules! client {
             ($sdk:ident, $service:expr) => {{
                 let mut config = $sdk::config::Builder::from(sdk_config)
+                    .interceptor(user_agent::KubernetesUserAgent)
                     .retry_config(RetryConfig::disabled())
                     .timeout_config(timeouts.clone());
                 if let Some((url, signing_region)) = endpoint_for(&options, $service, region.as_deref()) {

@@ -1,5 +1,6 @@
 //! Per-attempt metrics of every AWS call: service, operation, outcome, latency. Readable by tests (exact
-//! counts) and exportable to Prometheus.
+//! counts) and exportable to Prometheus, under our names and under the Go controller's
+//! (`cloudprovider_aws_api_*`, so that its dashboards and alerts keep working).
 
 use std::{
     collections::BTreeMap,
@@ -8,8 +9,9 @@ use std::{
 };
 
 use prometheus_client::{
-    encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family, histogram::Histogram},
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
+    metrics::{MetricType, counter::Counter, family::Family, gauge::ConstGauge, histogram::Histogram},
     registry::Registry,
 };
 
@@ -46,11 +48,76 @@ struct Labels {
     outcome: &'static str,
 }
 
+/// The Go controller's `request` label.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RequestLabel {
+    request: String,
+}
+
+/// The Go controller's `operation_name` label.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OperationLabel {
+    operation_name: &'static str,
+}
+
 #[derive(Debug)]
 struct Inner {
     calls: Mutex<BTreeMap<CallKey, CallStats>>,
     requests: Family<Labels, Counter>,
     latency: Family<Labels, Histogram>,
+    /// `cloudprovider_aws_api_request_duration_seconds{request}`: successful calls only, as upstream.
+    upstream_latency: Family<RequestLabel, Histogram>,
+    /// `cloudprovider_aws_api_request_errors{request}`.
+    upstream_errors: UpstreamErrors,
+    /// `cloudprovider_aws_api_throttled_requests_total{operation_name}`.
+    upstream_throttles: Family<OperationLabel, Counter>,
+}
+
+/// The Go controller's error counter is named without `_total`, which OpenMetrics cannot express for a
+/// counter: it is exported with the `unknown` type so that the sample keeps the exact upstream name.
+#[derive(Debug, Clone, Default)]
+struct UpstreamErrors(Arc<Mutex<BTreeMap<String, u64>>>);
+
+/// The Go controller's `request` label of an operation: snake case (`DescribeRouteTables` →
+/// `describe_route_tables`), `DescribeInstances` being `describe_instance` as upstream.
+pub(crate) fn upstream_request_label(operation: &str) -> String {
+    if operation == "DescribeInstances" {
+        return "describe_instance".to_owned();
+    }
+    let mut out = String::with_capacity(operation.len() + 4);
+    for (i, c) in operation.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Collector for UpstreamErrors {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let counts = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let mut family = encoder.encode_descriptor(
+            "cloudprovider_aws_api_request_errors",
+            "AWS API errors",
+            None,
+            MetricType::Unknown,
+        )?;
+        for (request, count) in counts {
+            let labels = [("request", request.as_str())];
+            let metric = family.encode_family(&labels)?;
+            ConstGauge::new(i64::try_from(count).unwrap_or(i64::MAX)).encode(metric)?;
+        }
+        Ok(())
+    }
 }
 
 // === impl CallMetrics ===
@@ -68,6 +135,17 @@ impl CallMetrics {
             "aws_api_request_duration_seconds",
             "Latency of AWS API requests, by service, operation and outcome",
             self.inner.latency.clone(),
+        );
+        registry.register(
+            "cloudprovider_aws_api_request_duration_seconds",
+            "Latency of AWS API calls",
+            self.inner.upstream_latency.clone(),
+        );
+        registry.register_collector(Box::new(self.inner.upstream_errors.clone()));
+        registry.register(
+            "cloudprovider_aws_api_throttled_requests",
+            "AWS API throttled requests",
+            self.inner.upstream_throttles.clone(),
         );
     }
 
@@ -128,6 +206,32 @@ impl CallMetrics {
             .latency
             .get_or_create(&labels)
             .observe(latency.as_secs_f64());
+        let request = RequestLabel {
+            request: upstream_request_label(operation),
+        };
+        if outcome == "ok" {
+            self.inner
+                .upstream_latency
+                .get_or_create(&request)
+                .observe(latency.as_secs_f64());
+        } else {
+            *self
+                .inner
+                .upstream_errors
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(request.request)
+                .or_default() += 1;
+        }
+        if outcome == "throttled" {
+            self.inner
+                .upstream_throttles
+                .get_or_create(&OperationLabel {
+                    operation_name: operation,
+                })
+                .inc();
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<CallKey, CallStats>> {
@@ -147,10 +251,17 @@ impl Default for Inner {
                 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
             ])
         }
+        // component-base's default buckets (prometheus.DefBuckets), which the Go histogram uses.
+        fn upstream_histogram() -> Histogram {
+            Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+        }
         Self {
             calls: Mutex::default(),
             requests: Family::default(),
             latency: Family::new_with_constructor(histogram as fn() -> Histogram),
+            upstream_latency: Family::new_with_constructor(upstream_histogram as fn() -> Histogram),
+            upstream_errors: UpstreamErrors::default(),
+            upstream_throttles: Family::default(),
         }
     }
 }
@@ -180,5 +291,28 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("aws_api_request_duration_seconds_bucket"), "{text}");
+        // The Go controller's names, labels and buckets.
+        for line in [
+            r#"cloudprovider_aws_api_request_duration_seconds_count{request="describe_instance"} 1"#,
+            r#"cloudprovider_aws_api_request_duration_seconds_bucket{le="10.0",request="create_tags"} 1"#,
+            r#"cloudprovider_aws_api_request_errors{request="describe_instance"} 1"#,
+            r#"cloudprovider_aws_api_throttled_requests_total{operation_name="DescribeInstances"} 1"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+        assert!(
+            !text.contains(r#"cloudprovider_aws_api_request_duration_seconds_bucket{le="30.0""#),
+            "upstream buckets end at 10 s: {text}"
+        );
+    }
+
+    #[test]
+    fn upstream_request_labels() {
+        assert_eq!(upstream_request_label("DescribeInstances"), "describe_instance");
+        assert_eq!(
+            upstream_request_label("DescribeRouteTables"),
+            "describe_route_tables"
+        );
+        assert_eq!(upstream_request_label("CreateTags"), "create_tags");
     }
 }

@@ -316,3 +316,25 @@ async fn service_overrides_set_url_signing_region_and_signing_name() {
         "{auth}"
     );
 }
+
+#[tokio::test]
+async fn the_user_agent_carries_the_kubernetes_key_as_upstream() {
+    use ccm_aws_api::Elbv2;
+    let proxy = proxy().await;
+    let adapter = adapter(Some(&proxy.url())).await;
+    adapter.ec2().availability_zones().await.unwrap();
+    adapter.elb().load_balancer("no-such-lb-agent").await.unwrap();
+    adapter.elbv2().load_balancer("no-such-nlb-agent").await.unwrap();
+    let key = ccm_aws_sdk::kubernetes_user_agent();
+    assert!(key.starts_with("kubernetes/v"), "{key}");
+    for action in ["DescribeAvailabilityZones", "DescribeLoadBalancers"] {
+        // (DescribeLoadBalancers: the last one is ELBv2's; both clients share the interceptor.)
+        let headers = proxy.last_headers(action).unwrap();
+        let agent = &headers["user-agent"];
+        assert!(agent.split(' ').any(|part| part == key), "{action}: {agent}");
+        assert!(
+            agent.starts_with("aws-sdk-rust/"),
+            "the SDK's own agent is kept: {agent}"
+        );
+    }
+}
