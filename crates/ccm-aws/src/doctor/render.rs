@@ -47,7 +47,7 @@ impl fmt::Display for Finding {
             writeln!(f, "  - {detail}")?;
         }
         if self.deletable {
-            writeln!(f, "  removed by --delete")?;
+            writeln!(f, "  removable with --delete")?;
         }
         Ok(())
     }

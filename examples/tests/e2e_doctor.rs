@@ -1,0 +1,171 @@
+//! End to end: `doctor` as an operator runs it, configured by the CCM's cloud config (a control plane outside
+//! AWS: Region, VPC, SubnetID and KubernetesClusterID, no IMDS) and a kubeconfig. A fresh cluster ID per run
+//! isolates it in the shared moto (doctor only looks at resources tagged with it); `--node-selector` and
+//! `--namespace` keep other tests' Nodes and Services out of the Node and Service checks.
+//!
+//! Clean: exit 0. Planted leaks of a Service that does not exist: exit 1, listed in text and in JSON. `--delete`
+//! removes them (a `shared` group named for the same Service survives), exit 0; then clean again.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::{path::Path, process::Output};
+
+use ccm_aws_api::{
+    Ec2, Elb, Elbv2, Filter, SecurityGroupId, SubnetId, Tags, VpcId,
+    ec2::NewSecurityGroup,
+    elb::{ClassicListener, NewClassicLoadBalancer},
+    elbv2::{NewTargetGroup, TargetGroupHealthCheck},
+};
+use ccm_aws_sdk::{Adapter, AdapterOptions};
+use ccm_testing::{TestEnv, unique_name};
+use common::World;
+
+/// Runs `doctor` with the world's config, scoped to its Nodes and to a namespace of its own.
+fn doctor(world: &World, config: &Path, extra: &[&str]) -> Output {
+    let env = TestEnv::get();
+    std::process::Command::new(env!("CARGO_BIN_EXE_doctor"))
+        .arg(format!("--cloud-config={}", config.display()))
+        .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
+        .arg(format!("--node-selector=e2e-cluster={}", world.cluster_id))
+        .arg(format!("--namespace={}", world.cluster_id))
+        .args(extra)
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap()
+}
+
+fn show(output: &Output) -> String {
+    format!(
+        "status {:?}\n{}\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[tokio::test]
+async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
+    let env = TestEnv::get();
+    let world = World::new("").await;
+    let external = format!(
+        "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {}\n",
+        env.aws_region, world.network.vpc_id, world.network.subnet_id, world.cluster_id
+    );
+    let world = World {
+        extra_config: external,
+        ..world
+    };
+    let config = world.config_via("external.conf", &env.aws_endpoint);
+
+    let clean = doctor(&world, &config, &[]);
+    assert_eq!(clean.status.code(), Some(0), "{}", show(&clean));
+    assert!(
+        String::from_utf8_lossy(&clean.stdout).contains("nothing leaked"),
+        "{}",
+        show(&clean)
+    );
+
+    // Leaks of a Service that does not exist: a Classic ELB, its group, a target group; and a shared group
+    // named for the same Service, which is never a leak.
+    let adapter = Adapter::new(&env.aws_config().await, AdapterOptions::default());
+    let vpc = VpcId::new(&world.network.vpc_id);
+    let gone = format!("default/{}", unique_name("doctor-gone"));
+    let key = world.cluster_key();
+    let tagged = |value: &str| -> Tags {
+        [
+            (key.clone(), value.to_owned()),
+            ("kubernetes.io/service-name".to_owned(), gone.clone()),
+        ]
+        .into()
+    };
+    // A generated-looking name (`a` + 31 hex digits) that no Service's UID gives: from the VPC, unique per run.
+    let mut lb = format!("a{:0>31}", world.network.vpc_id.trim_start_matches("vpc-"));
+    lb.truncate(32);
+    let group = |name: String, tags: Tags| NewSecurityGroup {
+        name,
+        description: "doctor e2e".into(),
+        vpc_id: vpc.clone(),
+        tags,
+    };
+    let leak_sg = adapter
+        .ec2()
+        .create_security_group(&group(format!("k8s-elb-{lb}"), tagged("owned")))
+        .await
+        .unwrap();
+    let shared_sg = adapter
+        .ec2()
+        .create_security_group(&group(unique_name("shared"), tagged("shared")))
+        .await
+        .unwrap();
+    let classic = NewClassicLoadBalancer {
+        name: lb.clone(),
+        internal: true,
+        subnets: vec![SubnetId::new(&world.network.subnet_id)],
+        security_groups: vec![leak_sg.clone()],
+        listeners: vec![ClassicListener::new("TCP", 80, "TCP", 30080)],
+        tags: tagged("owned"),
+    };
+    adapter.elb().create_load_balancer(&classic).await.unwrap();
+    let tg_name = format!("k8s-{}", &lb[1..21]);
+    let tg = NewTargetGroup {
+        name: tg_name.clone(),
+        protocol: "TCP".into(),
+        port: 30080,
+        vpc_id: vpc.clone(),
+        health_check: TargetGroupHealthCheck::default(),
+        tags: tagged("owned"),
+    };
+    let tg_arn = adapter.elbv2().create_target_group(&tg).await.unwrap().arn;
+
+    let found = doctor(&world, &config, &[]);
+    assert_eq!(found.status.code(), Some(1), "{}", show(&found));
+    let text = String::from_utf8_lossy(&found.stdout);
+    for expected in [
+        format!("classic-load-balancer {lb}"),
+        format!("target-group {tg_arn}"),
+        format!("security-group {leak_sg}"),
+        format!("reason:   Service {gone} does not exist"),
+    ] {
+        assert!(text.contains(&expected), "{expected} not in:\n{text}");
+    }
+    assert!(
+        !text.contains(shared_sg.as_str()),
+        "a shared group is listed:\n{text}"
+    );
+    eprintln!("--- doctor output ---\n{text}");
+
+    let json = doctor(&world, &config, &["--json"]);
+    assert_eq!(json.status.code(), Some(1), "{}", show(&json));
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["cluster_id"], world.cluster_id.as_str());
+    let mut kinds: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["classic-load-balancer", "security-group", "target-group"]);
+
+    let deleted = doctor(&world, &config, &["--delete"]);
+    assert_eq!(deleted.status.code(), Some(0), "{}", show(&deleted));
+    eprintln!(
+        "--- doctor --delete output ---\n{}",
+        String::from_utf8_lossy(&deleted.stdout)
+    );
+    assert!(adapter.elb().load_balancer(&lb).await.unwrap().is_none());
+    assert!(adapter.elbv2().target_group(&tg_name).await.unwrap().is_none());
+    let exists = |id: &SecurityGroupId| {
+        let filter = [Filter::new("group-id", [id.as_str()])];
+        let ec2 = adapter.ec2().clone();
+        async move { !ec2.security_groups(&filter).await.unwrap().is_empty() }
+    };
+    assert!(!exists(&leak_sg).await, "the leaked group survived --delete");
+    assert!(exists(&shared_sg).await, "--delete removed a shared group");
+
+    let again = doctor(&world, &config, &[]);
+    assert_eq!(again.status.code(), Some(0), "{}", show(&again));
+}
