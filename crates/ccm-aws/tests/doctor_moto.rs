@@ -335,3 +335,132 @@ async fn planted_leaks_are_listed_and_deleted_and_nothing_else() {
         .await
         .unwrap();
 }
+
+/// Routes of an owned route table: the one to a terminated instance is listed and removed, the one to a Node's
+/// instance is not. A Node named neither by its instance ID nor by a private DNS name is stuck, and says why.
+#[tokio::test]
+async fn routes_to_terminated_instances_and_stuck_nodes_are_listed() {
+    let env = TestEnv::get();
+    let sdk = env.aws_config().await;
+    let adapter = Adapter::new(
+        &sdk,
+        AdapterOptions::default().with_rate_limits(RateLimits::unlimited()),
+    );
+    let raw = aws_sdk_ec2::Client::new(&sdk);
+    let cluster_id = unique_name("doctor-rt");
+    let key = format!("kubernetes.io/cluster/{cluster_id}");
+    let network = ec2::network(&raw, ec2::octet_for(&cluster_id)).await.unwrap();
+    let launched = ec2::launch(&raw, &network, 2, &[(&key, "owned")]).await.unwrap();
+    let table = raw
+        .create_route_table()
+        .vpc_id(&network.vpc_id)
+        .send()
+        .await
+        .unwrap();
+    let table = table.route_table().unwrap().route_table_id().unwrap().to_owned();
+    let tag = aws_sdk_ec2::types::Tag::builder()
+        .key(&key)
+        .value("owned")
+        .build();
+    raw.create_tags()
+        .resources(&table)
+        .tags(tag)
+        .send()
+        .await
+        .unwrap();
+    for (cidr, instance) in [
+        ("100.96.1.0/24", &launched[0].id),
+        ("100.96.2.0/24", &launched[1].id),
+    ] {
+        raw.create_route()
+            .route_table_id(&table)
+            .destination_cidr_block(cidr)
+            .instance_id(instance)
+            .send()
+            .await
+            .unwrap();
+    }
+    raw.terminate_instances()
+        .instance_ids(&launched[0].id)
+        .send()
+        .await
+        .unwrap();
+
+    let client = env.kube_client().await.unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let (live, stuck) = (unique_name("doctor-node"), unique_name("doctor-custom"));
+    for (name, spec) in [
+        (
+            &live,
+            json!({ "providerID": format!("aws:///us-east-1a/{}", launched[1].id) }),
+        ),
+        (
+            &stuck,
+            json!({ "taints": [{ "key": doctor::UNINITIALIZED_TAINT, "effect": "NoSchedule" }] }),
+        ),
+    ] {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": { "doctor-test": cluster_id } },
+            "spec": spec,
+        }))
+        .unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+    let w = World {
+        adapter,
+        vpc: VpcId::new(&network.vpc_id),
+        subnet: SubnetId::new(&network.subnet_id),
+        client,
+    };
+    let scope = Scope::new(ClusterTags::new(&cluster_id, false).unwrap(), SystemTime::now())
+        .with_vpc_id(Some(w.vpc.clone()))
+        .with_node_labels(vec![("doctor-test".into(), cluster_id.clone())]);
+    let report = doctor::inspect(w.ports(), &scope, &w.snapshot().await)
+        .await
+        .unwrap();
+    let summary: Vec<(Kind, &str, bool)> = report
+        .findings
+        .iter()
+        .map(|f| (f.kind, f.id.as_str(), f.deletable))
+        .collect();
+    let route_id = format!("{table} 100.96.1.0/24");
+    assert_eq!(
+        summary,
+        [
+            (Kind::Route, route_id.as_str(), true),
+            (Kind::Node, stuck.as_str(), false)
+        ],
+        "{report}"
+    );
+    assert_eq!(
+        report.findings[0].reason,
+        format!("instance {} is terminated", launched[0].id)
+    );
+    assert!(
+        report.findings[1].reason.starts_with(&format!(
+            "uninitialized: no instance has private DNS name {stuck}"
+        )),
+        "{report}"
+    );
+
+    let outcome = doctor::delete(w.ports(), &scope, &report, || async {
+        Ok::<_, Infallible>(w.snapshot().await)
+    })
+    .await
+    .unwrap();
+    assert_eq!(outcome.removals.len(), 1, "{outcome}");
+    assert_eq!(outcome.removals[0].outcome, Outcome::Deleted, "{outcome}");
+    let filter = Filter::new("route-table-id", [table.as_str()]);
+    let tables = w.adapter.ec2().route_tables(&[filter]).await.unwrap();
+    let cidrs: Vec<_> = tables[0]
+        .routes
+        .iter()
+        .filter_map(|r| r.destination_cidr.as_deref())
+        .collect();
+    assert!(!cidrs.contains(&"100.96.1.0/24"), "{cidrs:?}");
+    assert!(cidrs.contains(&"100.96.2.0/24"), "{cidrs:?}");
+
+    for name in [&live, &stuck] {
+        nodes.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+}
