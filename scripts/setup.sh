@@ -13,6 +13,9 @@ command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)  # `kubectl kustomize` for the deploy manifests test
+# Go text/template with Sprig and Helm's YAML: the deploy tests render the Helm chart with them (no Helm package).
+[ -d /usr/share/gocode/src/github.com/Masterminds/sprig ] || missing+=(golang-github-masterminds-sprig-dev)
+[ -d /usr/share/gocode/src/github.com/ghodss/yaml ] || missing+=(golang-github-ghodss-yaml-dev)
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing ${missing[*]} from Debian"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null \

@@ -1,123 +1,28 @@
 //! The deployment artefacts in `deploy/` are valid:
-//! - the kustomize base, rendered by `kubectl kustomize` (Debian's `kubernetes-client`, installed by
-//!   scripts/setup.sh; `KUBECTL` overrides the binary), is accepted object by object by the real kube-apiserver
-//!   with a server-side-apply dry run, and no field we send is dropped (1.20 prunes unknown fields silently);
+//! - the kustomize base and the `superset-role` overlay, rendered by `kubectl kustomize` (Debian's
+//!   `kubernetes-client`, installed by scripts/setup.sh; `KUBECTL` overrides the binary), are accepted object by
+//!   object by the real kube-apiserver with a server-side-apply dry run, and no field we send is dropped (1.20
+//!   prunes unknown fields silently);
 //! - the Helm chart's values.yaml and its example values pass values.schema.json, which rejects typos;
-//! - the chart agrees with the kustomize base where they must (RBAC, placement, resources, security), and its
-//!   templates only read values the schema declares. No Helm binary exists here, so the chart is not rendered.
+//! - the chart agrees with the kustomize base where they must (RBAC, leader election, placement, resources,
+//!   security), and its templates only read values the schema declares. Rendering the chart: deploy_helm.rs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::{
-    collections::BTreeSet,
-    path::{Path, PathBuf},
-    process::Command,
-};
+#[path = "support/manifests.rs"]
+mod manifests;
+
+use std::{collections::BTreeSet, path::PathBuf};
 
 use ccm_testing::TestEnv;
-use kube::{
-    Api,
-    api::{DynamicObject, GroupVersionKind, Patch, PatchParams},
-    discovery::{self, Scope},
-};
+use manifests::*;
 use serde_json::{Value, json};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn chart() -> PathBuf {
     repo().join("deploy/helm/aws-cloud-controller-manager")
 }
 
-fn yaml_docs(text: &str) -> Vec<Value> {
-    serde_saphyr::from_multiple::<Value>(text)
-        .expect("valid YAML")
-        .into_iter()
-        .filter(|v| !v.is_null())
-        .collect()
-}
-
-fn yaml_file(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: invalid YAML: {e}", path.display()))
-}
-
-/// `kubectl kustomize deploy/kustomize/base`, parsed.
 fn kustomize_base() -> Vec<Value> {
-    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_owned());
-    let dir = repo().join("deploy/kustomize/base");
-    let out = Command::new(&kubectl).arg("kustomize").arg(&dir).output().unwrap_or_else(|e| {
-        panic!(
-            "cannot run `{kubectl} kustomize`: {e}. Install Debian's kubernetes-client package (scripts/setup.sh \
-             does) or point KUBECTL at a kubectl binary"
-        )
-    });
-    assert!(
-        out.status.success(),
-        "`{kubectl} kustomize {}` failed: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    yaml_docs(&String::from_utf8(out.stdout).unwrap())
-}
-
-fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
-    objects
-        .iter()
-        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name} in the kustomize output"))
-}
-
-/// Every field of `sent` is in `got` with the same value (`got` may have more: defaults, status).
-fn assert_kept(sent: &Value, got: &Value, path: &str) {
-    match (sent, got) {
-        (Value::Object(s), Value::Object(g)) => {
-            for (k, v) in s {
-                let p = format!("{path}.{k}");
-                let Some(gv) = g.get(k) else {
-                    panic!(
-                        "the apiserver dropped {p} (a field it does not know: too new for 1.20, or misspelt)"
-                    )
-                };
-                assert_kept(v, gv, &p);
-            }
-        }
-        (Value::Array(s), Value::Array(g)) => {
-            assert_eq!(s.len(), g.len(), "{path}: {s:?} came back as {g:?}");
-            for (i, (a, b)) in s.iter().zip(g).enumerate() {
-                assert_kept(a, b, &format!("{path}[{i}]"));
-            }
-        }
-        (s, g) => assert_eq!(s, g, "{path} changed"),
-    }
-}
-
-/// Server-side apply with dry run: validation, defaulting and admission, nothing stored.
-async fn dry_run_apply(client: &kube::Client, obj: &Value) -> Value {
-    let api_version = obj["apiVersion"].as_str().expect("apiVersion");
-    let kind = obj["kind"].as_str().expect("kind");
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let name = obj["metadata"]["name"].as_str().expect("metadata.name");
-    let (ar, caps) = discovery::pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
-        .await
-        .unwrap_or_else(|e| panic!("{api_version} {kind} is not served by the apiserver: {e}"));
-    let api: Api<DynamicObject> = match caps.scope {
-        Scope::Namespaced => Api::namespaced_with(
-            client.clone(),
-            obj["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or_else(|| panic!("{kind} {name} has no namespace")),
-            &ar,
-        ),
-        Scope::Cluster => Api::all_with(client.clone(), &ar),
-    };
-    let mut params = PatchParams::apply("deploy-manifests-test").force();
-    params.dry_run = true;
-    let got = api
-        .patch(name, &params, &Patch::Apply(obj))
-        .await
-        .unwrap_or_else(|e| panic!("the apiserver rejected {kind} {name}: {e}"));
-    serde_json::to_value(got).unwrap()
+    kustomize("base")
 }
 
 #[tokio::test]
@@ -128,6 +33,7 @@ async fn kustomize_base_is_accepted_by_the_apiserver() {
         "ServiceAccount",
         "ClusterRole",
         "ClusterRoleBinding",
+        "Role",
         "RoleBinding",
         "DaemonSet",
     ] {
@@ -176,34 +82,21 @@ async fn kustomize_base_is_accepted_by_the_apiserver() {
     );
 }
 
-/// (apiGroup, resource, resourceNames, verb): RBAC rules in a form where equal grants compare equal.
-type Grant = (String, String, String, String);
-
-fn grants(rules: &Value) -> BTreeSet<Grant> {
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| a.iter().map(|s| s.as_str().unwrap().to_owned()).collect())
-            .unwrap_or_default()
-    };
-    let mut out = BTreeSet::new();
-    for rule in rules.as_array().expect("rules is a list") {
-        assert!(
-            rule.get("nonResourceURLs").is_none(),
-            "no non-resource rules expected: {rule}"
-        );
-        let mut names = strings(&rule["resourceNames"]);
-        names.sort();
-        let names = names.join(",");
-        for g in strings(&rule["apiGroups"]) {
-            for r in strings(&rule["resources"]) {
-                for v in strings(&rule["verbs"]) {
-                    assert_ne!(v, "*", "no wildcard verbs: {rule}");
-                    out.insert((g.clone(), r.clone(), names.clone(), v));
+/// Helm's coalescing of a user's values onto the defaults: maps merge, anything else replaces.
+fn merge(into: &mut Value, from: &Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(k) {
+                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
+                    _ => {
+                        a.insert(k.clone(), v.clone());
+                    }
                 }
             }
         }
+        (slot, v) => *slot = v.clone(),
     }
-    out
 }
 
 #[test]
@@ -220,14 +113,12 @@ fn helm_values_pass_the_schema_and_typos_do_not() {
     };
     let defaults = yaml_file(&chart().join("values.yaml"));
     assert_eq!(errors(&defaults), Vec::<String>::new(), "values.yaml");
-    // Helm validates the merge of the defaults and the user's file (top-level keys replaced here: enough for a
-    // file whose keys are all top-level blocks).
-    let example = yaml_file(&chart().join("ci/example-values.yaml"));
-    let mut merged = defaults.clone();
-    for (k, v) in example.as_object().unwrap() {
-        merged[k] = v.clone();
+    // Helm validates the merge of the defaults and the user's file.
+    for file in ["ci/example-values.yaml", "ci/irsa-values.yaml"] {
+        let mut merged = defaults.clone();
+        merge(&mut merged, &yaml_file(&chart().join(file)));
+        assert_eq!(errors(&merged), Vec::<String>::new(), "{file}");
     }
-    assert_eq!(errors(&merged), Vec::<String>::new(), "ci/example-values.yaml");
 
     for (key, bad) in [
         ("nodeSelecter", json!({"a": "b"})),
@@ -236,6 +127,24 @@ fn helm_values_pass_the_schema_and_typos_do_not() {
         ("env", json!({"AWS_REGION": "eu-west-1"})),
         ("image", json!({"repository": "x"})),
         ("dnsPolicy", json!("Host")),
+        ("cloudConfig", json!({"global": {"KubernetesClusterId": "typo"}})),
+        ("cloudConfig", json!({"global": {"NodeIPFamilies": ["ipv5"]}})),
+        (
+            "cloudConfig",
+            json!({"global": {"ClusterServiceSharedLoadBalancerHealthProbePort": 70000}}),
+        ),
+        (
+            "cloudConfig",
+            json!({"serviceOverrides": {"ec2": {"Service": "EC2", "Region": "us-east-1"}}}),
+        ),
+        ("cloudConfig", json!({"Global": {}})),
+        ("cloudConfig", json!(["[Global]"])),
+        (
+            "leaderElection",
+            json!({"namespace": "kube-system", "leaseNames": [], "roleName": "x"}),
+        ),
+        ("metrics", json!({"serviceMonitor": {"enabled": "yes"}})),
+        ("metrics", json!({"serviceMonitor": {"interval": "30"}})),
     ] {
         let mut v = defaults.clone();
         v[key] = bad.clone();
@@ -266,6 +175,52 @@ fn helm_chart_agrees_with_the_kustomize_base() {
         Vec::<&Grant>::new(),
         "the chart lacks grants of the kustomize roles"
     );
+    // Leader election: a namespaced Role limited by name in both, the same rules, and nowhere else.
+    let leases = |g: &BTreeSet<Grant>| g.iter().filter(|(_, r, _, _)| r == "leases").count();
+    assert_eq!(leases(&union), 0, "the kustomize ClusterRoles grant Leases");
+    assert_eq!(leases(&helm), 0, "the chart's clusterRoleRules grant Leases");
+    let lease_role = find(&objects, "Role", "cloud-controller-manager:leader-election");
+    assert_eq!(
+        lease_role["metadata"]["namespace"],
+        values["leaderElection"]["namespace"]
+    );
+    assert_eq!(
+        values["leaderElection"]["roleName"], lease_role["metadata"]["name"],
+        "the chart's lease Role has the kustomize name"
+    );
+    let lease_grants = grants(&lease_role["rules"]);
+    let names = "cloud-controller-manager,cloud-provider-extraction-migration";
+    let want: BTreeSet<Grant> = [("create", ""), ("get", names), ("update", names)]
+        .into_iter()
+        .map(|(verb, n)| {
+            (
+                "coordination.k8s.io".to_owned(),
+                "leases".to_owned(),
+                n.to_owned(),
+                verb.to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lease_grants, want,
+        "get and update only on the two Leases, create (cannot be limited)"
+    );
+    let mut chart_names: Vec<&str> = values["leaderElection"]["leaseNames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    chart_names.sort_unstable();
+    assert_eq!(chart_names.join(","), names);
+    let binding = find(
+        &objects,
+        "RoleBinding",
+        "cloud-controller-manager:leader-election",
+    );
+    assert_eq!(binding["roleRef"]["name"], lease_role["metadata"]["name"]);
+    assert_eq!(binding["subjects"][0]["name"], values["serviceAccountName"]);
+
     // Every kustomize ClusterRole is bound, and the chart's names are the kustomize ones.
     for role in objects.iter().filter(|o| o["kind"] == "ClusterRole") {
         let name = &role["metadata"]["name"];
@@ -391,4 +346,47 @@ async fn helm_cluster_role_is_accepted_by_the_apiserver() {
     let client = TestEnv::get().kube_client().await.expect("kube client");
     let got = dry_run_apply(&client, &role).await;
     assert_kept(&role, &got, "ClusterRole (chart)");
+}
+
+#[tokio::test]
+async fn superset_role_overlay_is_accepted_and_grants_the_charts_rules() {
+    let objects = kustomize("overlays/superset-role");
+    let client = TestEnv::get().kube_client().await.expect("kube client");
+    for obj in &objects {
+        let got = dry_run_apply(&client, obj).await;
+        assert_kept(obj, &got, &format!("{} {}", obj["kind"], obj["metadata"]["name"]));
+    }
+    let roles: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "ClusterRole").collect();
+    assert_eq!(
+        roles.len(),
+        1,
+        "only the manager's ClusterRole is left: {roles:?}"
+    );
+    assert!(
+        !objects.iter().any(
+            |o| o["kind"] == "ClusterRoleBinding" && o["roleRef"]["name"] != roles[0]["metadata"]["name"]
+        ),
+        "the per-controller bindings are removed"
+    );
+    let values = yaml_file(&chart().join("values.yaml"));
+    assert_eq!(
+        grants(&roles[0]["rules"]),
+        grants(&values["clusterRoleRules"]),
+        "the overlay's ClusterRole is the chart's (the union of the controllers' roles)"
+    );
+    find(&objects, "Role", "cloud-controller-manager:leader-election");
+    let ds = find(&objects, "DaemonSet", "aws-cloud-controller-manager");
+    let args = &ds["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        args.as_array()
+            .unwrap()
+            .contains(&json!("--use-service-account-credentials=false")),
+        "{args}"
+    );
+    assert!(
+        !args
+            .to_string()
+            .contains("--use-service-account-credentials=true"),
+        "{args}"
+    );
 }

@@ -1,15 +1,18 @@
-//! End to end: the RBAC of `deploy/kustomize/base` is enough, and is what is used. The ClusterRoles and bindings
-//! rendered by `kubectl kustomize` are applied to the real kube-apiserver; the `aws-cloud-controller-manager`
-//! binary runs as the ServiceAccount `kube-system/cloud-controller-manager` (a token from the TokenRequest API,
-//! nothing else) with the base's `--use-service-account-credentials=true`, so every controller acts as its own
-//! account bound only to its own ClusterRole. Then the same with the Helm chart's one ClusterRole
-//! (`clusterRoleRules` of values.yaml) and one account. The cloud-node, cloud-node-lifecycle and tagging
-//! controllers do their work, and nothing in the log is forbidden. (The service and route controllers need
-//! load-balancer and route-table fixtures: their RBAC is checked by the dry run and rule comparison of
-//! deploy_manifests.rs only.)
+//! End to end: the RBAC of `deploy/kustomize/base` is enough, and is what is used. The Roles, ClusterRoles and
+//! bindings rendered by `kubectl kustomize` are applied to the real kube-apiserver; the
+//! `aws-cloud-controller-manager` binary runs as the ServiceAccount `kube-system/cloud-controller-manager` (a
+//! token from the TokenRequest API, nothing else) with the base's `--use-service-account-credentials=true`, so
+//! every controller acts as its own account bound only to its own ClusterRole, and the manager takes the Lease
+//! `kube-system/cloud-controller-manager` through the name-limited leader-election Role (a Lease of another name,
+//! or in another namespace, is denied). Then the same with the Helm chart's RBAC as the chart renders it (one
+//! ClusterRole from `clusterRoleRules`, one account, its own lease Role) under test names. The cloud-node,
+//! cloud-node-lifecycle, route, service and tagging controllers do their work, and nothing in the log is
+//! forbidden.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "support/helm.rs"]
+mod helm;
 
 use std::{path::Path, process::Command};
 
@@ -53,7 +56,7 @@ async fn apply_rbac(client: &kube::Client) {
         .filter(|o| {
             matches!(
                 o["kind"].as_str(),
-                Some("ClusterRole" | "ClusterRoleBinding" | "RoleBinding" | "ServiceAccount")
+                Some("ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding" | "ServiceAccount")
             )
         })
         .collect();
@@ -90,34 +93,101 @@ async fn apply(client: &kube::Client, objects: &[Value]) {
     }
 }
 
-/// The Helm chart's RBAC as its templates make it from values.yaml (one ClusterRole from `clusterRoleRules`, bound
-/// to one ServiceAccount), under test names so that it cannot be confused with the kustomize objects.
+/// The Helm chart's RBAC as the chart renders it (ServiceAccount, ClusterRole from `clusterRoleRules`, the lease
+/// Role, bindings), under test names so that it cannot be confused with the kustomize objects.
 async fn apply_helm_rbac(client: &kube::Client) {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/helm/aws-cloud-controller-manager/values.yaml");
-    let values: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let objects = [
-        serde_json::json!({
-            "apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": HELM_ACCOUNT, "namespace": "kube-system"},
+    let values = helm::values_file(
+        "e2e-helm-rbac",
+        &serde_json::json!({
+            "serviceAccountName": HELM_ACCOUNT,
+            "clusterRoleName": HELM_ROLE,
+            "roleBindingName": "e2e-helm:apiserver-authentication-reader",
+            "leaderElection": {"namespace": "kube-system", "leaseNames": [HELM_LEASE], "roleName": "e2e-helm:leader-election"},
         }),
-        serde_json::json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": HELM_ROLE},
-            "rules": values["clusterRoleRules"],
-        }),
-        serde_json::json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": HELM_ROLE},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": HELM_ROLE},
-            "subjects": [{"kind": "ServiceAccount", "name": HELM_ACCOUNT, "namespace": "kube-system"}],
-        }),
-    ];
-    apply(client, &objects).await;
+    );
+    let (objects, _) = helm::template(&[&values]).unwrap();
+    let rbac: Vec<Value> = objects
+        .into_iter()
+        .filter(|o| {
+            matches!(
+                o["kind"].as_str(),
+                Some("ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding" | "ServiceAccount")
+            )
+        })
+        .collect();
+    assert_eq!(
+        rbac.len(),
+        6,
+        "ServiceAccount, ClusterRole and its binding, lease Role and its binding, reader binding: {rbac:?}"
+    );
+    apply(client, &rbac).await;
 }
 
 const HELM_ACCOUNT: &str = "e2e-helm-cloud-controller-manager";
 const HELM_ROLE: &str = "e2e-helm:cloud-controller-manager";
+const HELM_LEASE: &str = "e2e-helm-cloud-controller-manager";
+/// The Lease name the kustomize base's Role allows (the binary's default).
+const BASE_LEASE: &str = "cloud-controller-manager";
+
+/// Whether `kube-system/<account>` may `verb` the Lease `namespace/name`, as the apiserver decides.
+async fn may(client: &kube::Client, account: &str, verb: &str, namespace: &str, name: &str) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(format!("system:serviceaccount:kube-system:{account}")),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                "system:serviceaccounts:kube-system".into(),
+            ]),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some("coordination.k8s.io".into()),
+                resource: Some("leases".into()),
+                verb: Some(verb.into()),
+                namespace: Some(namespace.into()),
+                name: Some(name.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    api.create(&PostParams::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .allowed
+}
+
+/// The leader-election Role grants exactly the named Lease in kube-system.
+async fn assert_lease_rights(client: &kube::Client, account: &str, lease: &str) {
+    assert!(
+        may(client, account, "update", "kube-system", lease).await,
+        "{account} may update {lease}"
+    );
+    assert!(
+        may(client, account, "create", "kube-system", lease).await,
+        "{account} may create Leases"
+    );
+    assert!(
+        !may(
+            client,
+            account,
+            "update",
+            "kube-system",
+            "kube-controller-manager"
+        )
+        .await,
+        "{account} must not update another component's Lease"
+    );
+    assert!(
+        !may(client, account, "update", "default", lease).await,
+        "{account} must not update Leases outside kube-system"
+    );
+}
 
 /// A kubeconfig that authenticates as `kube-system/<account>` only.
 async fn service_account_kubeconfig(
@@ -160,20 +230,29 @@ async fn e2e_deploy_rbac_is_enough_for_the_controllers() {
     let admin = TestEnv::get().kube_client().await.unwrap();
     // The kustomize base: each controller as its own account, bound to its own ClusterRole.
     apply_rbac(&admin).await;
+    assert_lease_rights(&admin, "cloud-controller-manager", BASE_LEASE).await;
     exercise(
         &admin,
         "cloud-controller-manager",
         "--use-service-account-credentials=true",
+        BASE_LEASE,
     )
     .await;
     // The Helm chart: everything as one account bound to `clusterRoleRules`.
     apply_helm_rbac(&admin).await;
-    exercise(&admin, HELM_ACCOUNT, "--use-service-account-credentials=false").await;
+    assert_lease_rights(&admin, HELM_ACCOUNT, HELM_LEASE).await;
+    exercise(
+        &admin,
+        HELM_ACCOUNT,
+        "--use-service-account-credentials=false",
+        HELM_LEASE,
+    )
+    .await;
 }
 
 /// Runs the CCM as `kube-system/<account>` with every controller (cloud-node, cloud-node-lifecycle, route, service
 /// and tagging) and checks that each did its work and that nothing was forbidden.
-async fn exercise(admin: &kube::Client, account: &str, credentials_flag: &str) {
+async fn exercise(admin: &kube::Client, account: &str, credentials_flag: &str, lease: &str) {
     let world = World::new("").await;
     let kubeconfig = service_account_kubeconfig(admin, &world, account).await;
     // The CCM's credentials are really restricted: reading Secrets is forbidden to them.
@@ -220,12 +299,15 @@ async fn exercise(admin: &kube::Client, account: &str, credentials_flag: &str) {
     }
     let kubeconfig_flag = format!("--kubeconfig={}", kubeconfig.display());
     let tags = format!("--tags=e2e-rbac={}", world.cluster_id);
+    // The Lease the deployed Role allows (the later flag wins over Ccm::start's per-test name).
+    let lease_flag = format!("--leader-elect-resource-name={lease}");
     let mut ccm = Ccm::start(
         &world,
         &[
             // The later --kubeconfig wins (pflag semantics).
             kubeconfig_flag.as_str(),
             credentials_flag,
+            lease_flag.as_str(),
             "--configure-cloud-routes=true",
             "--allocate-node-cidrs=true",
             "--cluster-cidr=10.244.0.0/16",
@@ -248,6 +330,19 @@ async fn exercise(admin: &kube::Client, account: &str, credentials_flag: &str) {
         all
     })
     .await;
+    // It leads through the leader-election Role: the Lease is held by this process.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(admin.clone(), "kube-system");
+    let holder = leases
+        .get(lease)
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.holder_identity);
+    assert!(
+        holder.is_some_and(|h| !h.is_empty()),
+        "{account}: nobody holds Lease {lease}"
+    );
     let described = world
         .raw
         .describe_instances()
