@@ -464,3 +464,83 @@ async fn routes_to_terminated_instances_and_stuck_nodes_are_listed() {
         nodes.delete(name, &DeleteParams::default()).await.unwrap();
     }
 }
+
+/// AWS holding a group (`DependencyViolation`) or a target group (`ResourceInUse`) after its load balancer is
+/// deleted, as real AWS does for minutes (moto never does; the fault proxy answers for it): both are "in use, run
+/// again later", the load balancer is still deleted, and the next run removes them.
+#[tokio::test]
+async fn resources_aws_still_holds_are_in_use_and_go_on_the_next_run() {
+    let env = TestEnv::get();
+    let sdk = env.aws_config().await;
+    let proxy = ccm_testing::FaultProxy::start(&env.aws_endpoint).await.unwrap();
+    let options = AdapterOptions::default()
+        .with_rate_limits(RateLimits::unlimited())
+        .with_endpoint_url(proxy.url());
+    let raw = aws_sdk_ec2::Client::new(&sdk);
+    let cluster_id = unique_name("doctor-busy");
+    let cluster_key = format!("kubernetes.io/cluster/{cluster_id}");
+    let network = ec2::network(&raw, ec2::octet_for(&cluster_id)).await.unwrap();
+    let w = World {
+        adapter: Adapter::new(&sdk, options),
+        vpc: VpcId::new(&network.vpc_id),
+        subnet: SubnetId::new(&network.subnet_id),
+        client: env.kube_client().await.unwrap(),
+    };
+    let gone = format!("default/{}", unique_name("doctor-gone"));
+    let owned = tags(&[(&cluster_key, "owned"), ("kubernetes.io/service-name", &gone)]);
+    let lb = fake_lb_name(&cluster_id);
+    let sg = w.group(&security_group_name(&lb), owned.clone()).await;
+    w.classic(&lb, &sg, owned.clone()).await;
+    let tg_name = format!("k8s-{}", &fake_lb_name(&format!("{cluster_id}-tg"))[..20]);
+    let tg = w.target_group(&tg_name, owned).await;
+
+    let scope = Scope::new(ClusterTags::new(&cluster_id, false).unwrap(), SystemTime::now())
+        .with_vpc_id(Some(w.vpc.clone()));
+    let fresh = || async { Ok::<_, Infallible>(w.snapshot().await) };
+    let report = doctor::inspect(w.ports(), &scope, &w.snapshot().await)
+        .await
+        .unwrap();
+    assert_eq!(report.deletable().count(), 3, "{report}");
+    let dependency = ccm_testing::Fault::error(400, "DependencyViolation");
+    proxy.inject("DeleteSecurityGroup", dependency, 1);
+    proxy.inject(
+        "DeleteTargetGroup",
+        ccm_testing::Fault::error(400, "ResourceInUse"),
+        1,
+    );
+    let outcome = doctor::delete(w.ports(), &scope, &report, fresh).await.unwrap();
+    let summary: Vec<(Kind, &str, Outcome)> = outcome
+        .removals
+        .iter()
+        .map(|r| (r.kind, r.id.as_str(), r.outcome))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (Kind::ClassicLoadBalancer, lb.as_str(), Outcome::Deleted),
+            (Kind::TargetGroup, tg.as_str(), Outcome::InUse),
+            (Kind::SecurityGroup, sg.as_str(), Outcome::InUse),
+        ],
+        "{outcome}"
+    );
+    assert!(!outcome.has_failures());
+    assert!(
+        outcome.to_string().contains("still in use, run again later"),
+        "{outcome}"
+    );
+    assert!(w.group_exists(&sg).await);
+    assert!(w.target_group_exists(&tg_name).await);
+
+    // The next run finds what is left and removes it.
+    let report = doctor::inspect(w.ports(), &scope, &w.snapshot().await)
+        .await
+        .unwrap();
+    assert_eq!(report.deletable().count(), 2, "{report}");
+    let outcome = doctor::delete(w.ports(), &scope, &report, fresh).await.unwrap();
+    assert!(
+        outcome.removals.iter().all(|r| r.outcome == Outcome::Deleted),
+        "{outcome}"
+    );
+    assert!(!w.group_exists(&sg).await);
+    assert!(!w.target_group_exists(&tg_name).await);
+}
