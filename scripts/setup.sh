@@ -14,6 +14,7 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)  # `kubectl kustomize` for the deploy manifests test
 # Go text/template with Sprig and Helm's YAML: the deploy tests render the Helm chart with them (no Helm package).
+command -v go >/dev/null 2>&1 || missing+=(golang-go)
 [ -d /usr/share/gocode/src/github.com/Masterminds/sprig ] || missing+=(golang-github-masterminds-sprig-dev)
 [ -d /usr/share/gocode/src/github.com/ghodss/yaml ] || missing+=(golang-github-ghodss-yaml-dev)
 if [ "${#missing[@]}" -gt 0 ]; then
