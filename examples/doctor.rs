@@ -70,7 +70,10 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     }
     let client = kube_client(cli.kubeconfig.as_deref()).await?;
     let (cloud, adapter) = AwsCloud::connect(&config, AdapterOptions::default()).await?;
-    let scope = Scope::new(cloud.cluster().clone(), SystemTime::now())
+    #[allow(clippy::disallowed_methods)]
+    // The one place where real time enters: ages are measured against it.
+    let now = SystemTime::now();
+    let scope = Scope::new(cloud.cluster().clone(), now)
         .with_vpc_id(cloud.vpc_id().cloned())
         .with_route_table_ids(config.global.route_table_id.as_deref().map(RouteTableId::from))
         .with_node_labels(cli.node_selector)

@@ -41,6 +41,12 @@ fn fake_lb_name(seed: &str) -> String {
     out
 }
 
+/// Ages are measured against moto's creation times, which are real time.
+#[allow(clippy::disallowed_methods)]
+fn now() -> SystemTime {
+    SystemTime::now()
+}
+
 fn tags(pairs: &[(&str, &str)]) -> Tags {
     pairs
         .iter()
@@ -245,8 +251,8 @@ async fn planted_leaks_are_listed_and_deleted_and_nothing_else() {
         kept_tgs.push(name);
     }
 
-    let scope = Scope::new(ClusterTags::new(&cluster_id, false).unwrap(), SystemTime::now())
-        .with_vpc_id(Some(w.vpc.clone()));
+    let scope =
+        Scope::new(ClusterTags::new(&cluster_id, false).unwrap(), now()).with_vpc_id(Some(w.vpc.clone()));
     let report = doctor::inspect(w.ports(), &scope, &w.snapshot().await)
         .await
         .unwrap();
@@ -412,7 +418,7 @@ async fn routes_to_terminated_instances_and_stuck_nodes_are_listed() {
         subnet: SubnetId::new(&network.subnet_id),
         client,
     };
-    let scope = Scope::new(ClusterTags::new(&cluster_id, false).unwrap(), SystemTime::now())
+    let scope = Scope::new(ClusterTags::new(&cluster_id, false).unwrap(), now())
         .with_vpc_id(Some(w.vpc.clone()))
         .with_node_labels(vec![("doctor-test".into(), cluster_id.clone())]);
     let report = doctor::inspect(w.ports(), &scope, &w.snapshot().await)
@@ -494,8 +500,8 @@ async fn resources_aws_still_holds_are_in_use_and_go_on_the_next_run() {
     let tg_name = format!("k8s-{}", &fake_lb_name(&format!("{cluster_id}-tg"))[..20]);
     let tg = w.target_group(&tg_name, owned).await;
 
-    let scope = Scope::new(ClusterTags::new(&cluster_id, false).unwrap(), SystemTime::now())
-        .with_vpc_id(Some(w.vpc.clone()));
+    let scope =
+        Scope::new(ClusterTags::new(&cluster_id, false).unwrap(), now()).with_vpc_id(Some(w.vpc.clone()));
     let fresh = || async { Ok::<_, Infallible>(w.snapshot().await) };
     let report = doctor::inspect(w.ports(), &scope, &w.snapshot().await)
         .await
