@@ -66,6 +66,10 @@ pub(crate) fn build(
     user_agent: &str,
 ) -> Result<Client, Error> {
     let mut config = config;
+    let host = config
+        .cluster_url
+        .authority()
+        .map_or_else(String::new, ToString::to_string);
     if let Ok(v) = user_agent.parse() {
         config.headers.push((hyper::header::USER_AGENT, v));
     }
@@ -75,6 +79,7 @@ pub(crate) fn build(
     })?;
     let builder = builder.with_layer(&BearerLayer(bearer));
     let builder = builder.with_layer(&RateLimitLayer(limiter));
+    let builder = builder.with_layer(&crate::upstream_metrics::RestMetricsLayer { host });
     Ok(builder.build())
 }
 

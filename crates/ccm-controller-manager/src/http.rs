@@ -93,6 +93,7 @@ impl RuntimeMetrics {
             self.leader.clone(),
         );
         registry.register_collector(Box::new(self.controllers.clone()));
+        crate::upstream_metrics::register(registry);
     }
 
     pub(crate) fn set_running(&self, label: &str, running: bool) {
@@ -105,8 +106,10 @@ impl RuntimeMetrics {
     }
 
     pub(crate) fn set_leader(&self, lease: &str, leading: bool) {
+        // Upstream labels the metric with the Lease's name only (`cloud-controller-manager`), not its namespace.
+        let name = lease.rsplit('/').next().unwrap_or(lease);
         self.leader
-            .get_or_create(&vec![("name".to_owned(), lease.to_owned())])
+            .get_or_create(&vec![("name".to_owned(), name.to_owned())])
             .set(i64::from(leading));
     }
 }
@@ -174,7 +177,7 @@ impl Collector for ControllerCounters {
             let depth = i64::try_from(snapshot.queue_depth).unwrap_or(i64::MAX);
             prometheus_client::metrics::gauge::ConstGauge::new(depth).encode(metric)?;
         }
-        Ok(())
+        crate::upstream_metrics::encode_workqueues(&mut encoder, &all)
     }
 }
 

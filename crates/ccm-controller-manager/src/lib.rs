@@ -33,6 +33,7 @@ mod logging;
 mod migration;
 mod options;
 mod runtime;
+mod upstream_metrics;
 
 pub use duration::parse_go_duration;
 pub use error::Error;

@@ -236,11 +236,12 @@ async fn healthz_and_metrics_over_https() {
         "ccm_controller_queue_depth{controller=\"cloud-node-controller\"} 0",
         "ccm_controller_errors_total{controller=\"service-lb-controller\"} 0",
         "ccm_controller_reconciles_total{controller=\"probe\"} 0",
-        &format!("leader_election_master_status{{name=\"kube-system/{lease}\"}} 1"),
+        &format!("leader_election_master_status{{name=\"{lease}\"}} 1"),
         "fake_provider_api_calls_total 7",
     ] {
         assert!(metrics.contains(line), "{line} missing from\n{metrics}");
     }
+    assert_upstream_names(&metrics);
 
     // Delegated authentication and authorization: /healthz is always allowed, /metrics needs a token allowed
     // the path (TokenReview, then SubjectAccessReview).
@@ -297,6 +298,51 @@ async fn healthz_and_metrics_over_https() {
     task.await.unwrap().unwrap();
     // The server stops with the runtime.
     assert!(client.get(format!("{base}/healthz")).send().await.is_err());
+}
+
+/// The samples a Go cloud controller manager serves from component-base and client-go, as Prometheus ingests
+/// them: `metrics/prometheus/workqueue/metrics.go` (per queue, the cloud-provider queue names `service` and
+/// `Nodes`), `metrics/prometheus/restclient/metrics.go`, the Prometheus process collector and client-go's
+/// `leaderelection` metric (labelled with the Lease name).
+const UPSTREAM_SAMPLES: &[&str] = &[
+    "workqueue_depth{name=\"service\"}",
+    "workqueue_depth{name=\"Nodes\"}",
+    "workqueue_adds_total{name=\"service\"}",
+    "workqueue_retries_total{name=\"Nodes\"}",
+    "workqueue_queue_duration_seconds_bucket{le=\"+Inf\",name=\"service\"}",
+    "workqueue_queue_duration_seconds_sum{name=\"Nodes\"}",
+    "workqueue_work_duration_seconds_count{name=\"service\"}",
+    "workqueue_unfinished_work_seconds{name=\"service\"}",
+    "workqueue_longest_running_processor_seconds{name=\"Nodes\"}",
+    "rest_client_requests_total{code=\"200\",method=\"GET\",host=",
+    "rest_client_request_duration_seconds_bucket{le=\"60.0\",verb=\"GET\",host=",
+    "process_cpu_seconds_total ",
+    "process_resident_memory_bytes ",
+    "process_virtual_memory_bytes ",
+    "process_open_fds ",
+    "process_max_fds ",
+    "process_start_time_seconds ",
+    "leader_election_master_status{name=\"",
+];
+
+fn assert_upstream_names(metrics: &str) {
+    for sample in UPSTREAM_SAMPLES {
+        assert!(
+            metrics.lines().any(|l| l.starts_with(sample)),
+            "the Go controller's {sample} is not served:\n{metrics}"
+        );
+    }
+    for (family, kind) in [
+        ("workqueue_adds", "counter"),
+        ("workqueue_depth", "gauge"),
+        ("workqueue_queue_duration_seconds", "histogram"),
+        ("rest_client_requests", "counter"),
+        ("rest_client_request_duration_seconds", "histogram"),
+        ("process_start_time_seconds", "gauge"),
+    ] {
+        let line = format!("# TYPE {family} {kind}");
+        assert!(metrics.contains(&line), "{line} missing");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

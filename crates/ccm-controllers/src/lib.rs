@@ -26,4 +26,6 @@ mod workqueue;
 
 pub use clock::Clock;
 pub use error::Error;
-pub use metrics::{ControllerMetrics, MetricsSnapshot};
+pub use metrics::{
+    ControllerMetrics, HistogramSnapshot, MetricsSnapshot, QUEUE_DURATION_BUCKETS, QueueSnapshot,
+};

@@ -1,7 +1,11 @@
+pub(crate) mod queue;
+
 use std::sync::{
-    Arc,
+    Arc, Mutex,
     atomic::{AtomicU64, Ordering},
 };
+
+pub use queue::{HistogramSnapshot, QUEUE_DURATION_BUCKETS, QueueSnapshot};
 
 /// Counters of one controller. Plain atomics, cheap to clone (shared); the controller-manager runtime reads them
 /// with [`ControllerMetrics::snapshot`] and exports them (for example as Prometheus counters named
@@ -16,6 +20,7 @@ struct Counters {
     provider_calls: AtomicU64,
     api_writes: AtomicU64,
     queue_depth: AtomicU64,
+    queue: Mutex<queue::QueueStats>,
 }
 
 /// A point-in-time copy of [`ControllerMetrics`].
@@ -45,6 +50,18 @@ impl ControllerMetrics {
             api_writes: self.0.api_writes.load(Ordering::Relaxed),
             queue_depth: self.0.queue_depth.load(Ordering::Relaxed),
         }
+    }
+
+    /// The controller's work-queue numbers (all zero for the periodic controllers, which have no queue).
+    pub fn queue_snapshot(&self) -> QueueSnapshot {
+        self.queue().snapshot()
+    }
+
+    pub(crate) fn queue(&self) -> std::sync::MutexGuard<'_, queue::QueueStats> {
+        self.0
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub(crate) fn set_queue_depth(&self, depth: usize) {

@@ -56,6 +56,13 @@ impl WorkQueue {
         }
     }
 
+    /// Records into the controller's queue numbers, if it keeps them.
+    fn record(&self, f: impl FnOnce(&mut crate::metrics::queue::QueueStats)) {
+        if let Some(m) = &self.0.metrics {
+            f(&mut m.queue());
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.0
             .state
@@ -69,6 +76,7 @@ impl WorkQueue {
             return;
         }
         if s.processing.contains(key) {
+            // Counted as an add when `done` queues it again.
             s.dirty.insert(key.to_owned());
             return;
         }
@@ -76,6 +84,7 @@ impl WorkQueue {
             s.queue.push_back(key.to_owned());
             let depth = s.queue.len();
             drop(s);
+            self.record(|q| q.added(key));
             self.publish(depth);
             self.0.notify.notify_one();
         }
@@ -85,6 +94,8 @@ impl WorkQueue {
         if delay.is_zero() {
             return self.add(key);
         }
+        // client-go counts a rate-limited re-add as a retry; delayed adds here are the retries and waits.
+        self.record(|q| q.retried());
         let this = self.clone();
         let key = key.to_owned();
         tokio::spawn(async move {
@@ -134,6 +145,7 @@ impl WorkQueue {
         }
         let depth = s.queue.len();
         drop(s);
+        self.record(|q| batch.iter().for_each(|k| q.taken(k)));
         self.publish(depth);
         if depth > 0 {
             self.0.notify.notify_one();
@@ -148,6 +160,7 @@ impl WorkQueue {
             s.processing.remove(key);
             s.dirty.remove(key)
         };
+        self.record(|q| q.finished(key));
         if requeue {
             self.add(key);
         }
@@ -205,6 +218,33 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_numbers_are_kept_as_client_go_keeps_them() {
+        let metrics = ControllerMetrics::default();
+        let q = WorkQueue::with_metrics(metrics.clone());
+        q.add("a");
+        q.add("a");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(q.next_batch(1, Duration::ZERO).await.unwrap(), ["a"]);
+        q.add("a"); // while processing: queued again once done
+        tokio::time::advance(Duration::from_secs(3)).await;
+        let s = metrics.queue_snapshot();
+        assert_eq!(s.adds, 1);
+        assert_eq!(s.queue_duration.count, 1);
+        assert_eq!(s.queue_duration.buckets[9], 1, "2 s is in the (1, 10] bucket");
+        assert!((s.queue_duration.sum - 2.0).abs() < 1e-6, "{s:?}");
+        assert!((s.longest_running_processor_seconds - 3.0).abs() < 1e-6, "{s:?}");
+        assert!((s.unfinished_work_seconds - 3.0).abs() < 1e-6, "{s:?}");
+        q.done("a");
+        let s = metrics.queue_snapshot();
+        assert_eq!(s.adds, 2, "the re-add while processing counts once");
+        assert_eq!(s.work_duration.count, 1);
+        assert!((s.work_duration.sum - 3.0).abs() < 1e-6, "{s:?}");
+        assert!(s.longest_running_processor_seconds.abs() < 1e-9);
+        q.add_after("b", Duration::from_secs(1));
+        assert_eq!(metrics.queue_snapshot().retries, 1);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn depth_is_published() {
