@@ -275,10 +275,20 @@ impl CloudConfig {
 
     /// The override for `service` in `region` (IMDS overrides match any region).
     pub fn service_override(&self, service: OverrideService, region: &str) -> Option<&ServiceOverride> {
-        self.service_overrides.iter().find(|o| {
-            o.service_kind() == Some(service)
-                && (service == OverrideService::Imds || o.region.trim() == region)
-        })
+        let in_region = |o: &&ServiceOverride| service == OverrideService::Imds || o.region.trim() == region;
+        self.service_overrides
+            .iter()
+            .filter(in_region)
+            .find(|o| o.service_kind() == Some(service))
+            .or_else(|| {
+                // Under the Go SDK v1 both load balancer clients resolved the endpoint ID `elasticloadbalancing`,
+                // so a legacy override of that name also reached ELBv2 (an explicit ELBv2 override wins).
+                (service == OverrideService::Elbv2).then_some(())?;
+                self.service_overrides
+                    .iter()
+                    .filter(in_region)
+                    .find(|o| o.service.trim().eq_ignore_ascii_case("elasticloadbalancing"))
+            })
     }
 }
 
