@@ -424,8 +424,13 @@ async fn routes_to_terminated_instances_and_stuck_nodes_are_listed() {
     let report = doctor::inspect(w.ports(), &scope, &w.snapshot().await)
         .await
         .unwrap();
-    let summary: Vec<(Kind, &str, bool)> = report
+    // Other tests' Services share the apiserver: only routes and Nodes are this test's.
+    let ours: Vec<_> = report
         .findings
+        .iter()
+        .filter(|f| matches!(f.kind, Kind::Route | Kind::Node))
+        .collect();
+    let summary: Vec<(Kind, &str, bool)> = ours
         .iter()
         .map(|f| (f.kind, f.id.as_str(), f.deletable))
         .collect();
@@ -549,4 +554,103 @@ async fn resources_aws_still_holds_are_in_use_and_go_on_the_next_run() {
     );
     assert!(!w.group_exists(&sg).await);
     assert!(!w.target_group_exists(&tg_name).await);
+}
+
+/// A Service of type LoadBalancer whose latest Event is the service controller's Warning is listed with it; a
+/// Service whose Warning was followed by success is not.
+#[tokio::test]
+async fn failing_load_balancer_services_are_listed_with_their_last_warning() {
+    let env = TestEnv::get();
+    let client = env.kube_client().await.unwrap();
+    let namespace = unique_name("doctor-ns");
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let ns = serde_json::from_value(json!({ "metadata": { "name": namespace } })).unwrap();
+    namespaces.create(&PostParams::default(), &ns).await.unwrap();
+    let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
+    let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
+    for (name, outcome) in [("bad", "Warning"), ("ok", "Normal")] {
+        let service = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": { "type": "LoadBalancer", "ports": [{ "port": 80 }] },
+        }))
+        .unwrap();
+        let service = services.create(&PostParams::default(), &service).await.unwrap();
+        let object =
+            json!({ "kind": "Service", "namespace": namespace, "name": name, "uid": service.metadata.uid });
+        let warning = json!({
+            "metadata": { "name": format!("{name}.1") },
+            "involvedObject": object,
+            "type": "Warning", "reason": "SyncLoadBalancerFailed", "count": 3,
+            "message": "Error syncing load balancer: failed to ensure load balancer: AccessDenied",
+            "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:05:00Z",
+        });
+        let after = json!({
+            "metadata": { "name": format!("{name}.2") },
+            "involvedObject": object,
+            "type": outcome, "reason": if outcome == "Normal" { "EnsuredLoadBalancer" } else { "SyncLoadBalancerFailed" },
+            "message": "later", "lastTimestamp": "2026-01-01T00:10:00Z",
+        });
+        for event in [warning, after] {
+            events
+                .create(&PostParams::default(), &serde_json::from_value(event).unwrap())
+                .await
+                .unwrap();
+        }
+    }
+    // `ok` has its address: its success came after its Warning.
+    let status = json!({ "status": { "loadBalancer": { "ingress": [{ "hostname": "ok.elb.example" }] } } });
+    services
+        .patch_status("ok", &Default::default(), &kube::api::Patch::Merge(&status))
+        .await
+        .unwrap();
+
+    let snapshot = Snapshot {
+        services: Api::<Service>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items,
+        events: events.list(&ListParams::default()).await.unwrap().items,
+        ..Snapshot::default()
+    };
+    let scope = Scope::new(ClusterTags::new(unique_name("doctor-svc"), false).unwrap(), now())
+        .with_service_namespace(Some(namespace.clone()));
+    let sdk = env.aws_config().await;
+    let adapter = Adapter::new(
+        &sdk,
+        AdapterOptions::default().with_rate_limits(RateLimits::unlimited()),
+    );
+    let ports = Ports {
+        ec2: adapter.ec2(),
+        elb: adapter.elb(),
+        elbv2: adapter.elbv2(),
+    };
+    let report = doctor::inspect(ports, &scope, &snapshot).await.unwrap();
+    let summary: Vec<(Kind, &str, &str)> = report
+        .findings
+        .iter()
+        .map(|f| (f.kind, f.id.as_str(), f.reason.as_str()))
+        .collect();
+    let bad = format!("{namespace}/bad");
+    assert_eq!(
+        summary,
+        [(
+            Kind::Service,
+            bad.as_str(),
+            "load balancer failing: SyncLoadBalancerFailed"
+        )],
+        "{report}"
+    );
+    assert_eq!(
+        report.findings[0].details,
+        ["last Warning Event SyncLoadBalancerFailed (1x, 2026-01-01T00:10:00Z): later"]
+    );
+    // No namespace controller runs here: the Services are deleted one by one.
+    for name in ["bad", "ok"] {
+        services.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    namespaces
+        .delete(&namespace, &DeleteParams::default())
+        .await
+        .unwrap();
 }
