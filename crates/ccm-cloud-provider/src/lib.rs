@@ -40,7 +40,7 @@ mod types;
 pub use error::CloudError;
 pub use instances::{Instances, InstancesV2, Zones};
 pub use k8s_openapi::api::core::v1::LoadBalancerStatus;
-pub use load_balancer::{Ensured, LoadBalancer, Notice};
+pub use load_balancer::{Drift, Ensured, LoadBalancer, Notice};
 pub use provider::{CloudProvider, Unsupported};
 pub use provider_id::{ProviderIdError, format_provider_id, split_provider_id};
 pub use routes::Routes;

@@ -72,6 +72,43 @@ pub trait LoadBalancer: Send + Sync {
         cluster_name: &str,
         service: &Service,
     ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Drift detection: of `services` (each already ensured with `nodes`), those whose load balancer no longer
+    /// looks as the last ensure left it (changed by hand in the cloud), each with what differs. The service
+    /// controller calls it every `--load-balancer-resync-period` and re-ensures only those. A provider should read
+    /// in bulk (one listing of every load balancer) rather than per Service, and may leave out what bulk reads
+    /// cannot show. The default reports no drift.
+    fn drifted(
+        &self,
+        cluster_name: &str,
+        services: &[&Service],
+        nodes: &[&Node],
+    ) -> impl Future<Output = Result<Vec<Drift>>> + Send {
+        let _ = (cluster_name, services, nodes);
+        async { Ok(Vec::new()) }
+    }
+}
+
+/// A load balancer that differs from what the last ensure made (see [`LoadBalancer::drifted`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Drift {
+    /// The Service, `namespace/name`.
+    pub service: String,
+    /// What differs, for people (`listener 443 missing`, `instances i-1 not registered`).
+    pub what: Vec<String>,
+}
+
+// === impl Drift ===
+
+impl Drift {
+    /// The drift of `service` (`namespace/name`).
+    pub fn new(service: impl Into<String>, what: Vec<String>) -> Self {
+        Self {
+            service: service.into(),
+            what,
+        }
+    }
 }
 
 /// What [`LoadBalancer::ensure_load_balancer_reporting`] returns.

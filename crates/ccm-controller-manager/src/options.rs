@@ -113,6 +113,10 @@ pub struct Options {
     /// The period between node-lifecycle passes (shut down and deleted instances).
     #[arg(long, default_value = "5s", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Node lifecycle controller")]
     pub node_monitor_period: Duration,
+    /// How often load balancers are checked for drift (changed by hand in the cloud) and the drifted ones
+    /// re-ensured; 0 disables it. Not an upstream flag: the Go controller repairs drift only on the next change.
+    #[arg(long, default_value = "10m", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Service controller")]
+    pub load_balancer_resync_period: Duration,
     /// The period between route reconciliation passes.
     #[arg(long, default_value = "10s", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Route controller")]
     pub route_reconciliation_period: Duration,

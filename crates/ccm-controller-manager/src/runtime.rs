@@ -594,6 +594,7 @@ impl Runtime {
                 let cfg = ServiceConfig {
                     cluster_name: o.cluster_name.clone(),
                     concurrent_service_syncs: usize::try_from(o.concurrent_service_syncs).unwrap_or(1),
+                    load_balancer_resync_period: o.load_balancer_resync_period,
                     service_selector: self.service_selector.clone(),
                     node_selector: self.node_selector.clone(),
                     metrics,

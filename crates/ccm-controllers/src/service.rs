@@ -7,6 +7,7 @@
 //! pass, which calls `update_load_balancer` once per Service whose host set actually changed.
 
 mod cleanup;
+mod drift;
 mod predicates;
 
 use std::{
@@ -63,6 +64,9 @@ pub struct ServiceConfig {
     /// holding its security group) with Normal Events and retries at most a minute apart; after that a Warning
     /// Event is posted and it is retried every `max_retry_delay` (default 15 min).
     pub deletion_patience: Duration,
+    /// How often the provider is asked which load balancers drifted from what was ensured (changed by hand in
+    /// the cloud), to re-ensure only those (`--load-balancer-resync-period`, default 10 min; zero disables).
+    pub load_balancer_resync_period: Duration,
 }
 
 impl Default for ServiceConfig {
@@ -78,6 +82,7 @@ impl Default for ServiceConfig {
             metrics: ControllerMetrics::default(),
             clock: Clock::system(),
             deletion_patience: Duration::from_secs(15 * 60),
+            load_balancer_resync_period: Duration::from_secs(10 * 60),
         }
     }
 }
@@ -104,6 +109,8 @@ struct Ctx<P: CloudProvider> {
     last_synced: Mutex<HashMap<String, BTreeMap<String, String>>>,
     /// Deletions waiting on the cloud, by `namespace/name`.
     waits: Mutex<HashMap<String, cleanup::Wait>>,
+    /// What drifted, by `namespace/name` of the Services queued to repair it.
+    drift: Mutex<HashMap<String, String>>,
     node_sync: Notify,
 }
 
@@ -160,6 +167,7 @@ pub async fn run<P: CloudProvider>(
         cache: Mutex::default(),
         last_synced: Mutex::default(),
         waits: Mutex::default(),
+        drift: Mutex::default(),
         node_sync: Notify::new(),
     });
 
@@ -220,7 +228,11 @@ pub async fn run<P: CloudProvider>(
             return;
         }
         let workers = (0..ctx.config.concurrent_service_syncs.max(1)).map(|_| service_worker(&ctx));
-        tokio::join!(futures::future::join_all(workers), node_sync_loop(&ctx));
+        tokio::join!(
+            futures::future::join_all(workers),
+            node_sync_loop(&ctx),
+            drift::resync_loop(&ctx)
+        );
     };
     tokio::select! {
         () = shutdown => {},
@@ -417,6 +429,7 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
                 "Ensured load balancer",
             )
             .await;
+        drift::repaired(ctx, &key, svc).await;
         (Op::Ensure, status)
     };
     if !ingress_equal(previous.as_ref(), status.ingress.as_ref()) {

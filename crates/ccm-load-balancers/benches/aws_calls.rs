@@ -69,7 +69,7 @@ impl Step {
     }
 }
 
-async fn lifecycle(w: &World, lbs: &Lbs, svc: &Service, upstream: [&'static str; 5]) -> Vec<Step> {
+async fn lifecycle(w: &World, lbs: &Lbs, svc: &Service, upstream: [&'static str; 6]) -> Vec<Step> {
     let metrics = w.adapter.metrics();
     let all = w.nodes();
     let two: Vec<&Node> = all[..2].iter().collect();
@@ -89,8 +89,14 @@ async fn lifecycle(w: &World, lbs: &Lbs, svc: &Service, upstream: [&'static str;
     step("node joins (update)", upstream[2], &mut before);
     lbs.update_load_balancer("kubernetes", svc, &two).await.unwrap();
     step("node leaves (update)", upstream[3], &mut before);
+    let drifts = lbs.drifted("kubernetes", &[svc], &two).await.unwrap();
+    assert!(
+        drifts.is_empty(),
+        "a steady load balancer has not drifted: {drifts:?}"
+    );
+    step("drift check (one pass)", upstream[4], &mut before);
     lbs.ensure_load_balancer_deleted("kubernetes", svc).await.unwrap();
-    step("delete", upstream[4], &mut before);
+    step("delete", upstream[5], &mut before);
     steps
 }
 
@@ -126,11 +132,13 @@ async fn main() {
             "DescribeLoadBalancers and more, plus an unfiltered DescribeSecurityGroups",
             "~4 + an unfiltered DescribeSecurityGroups + region-wide DescribeInstances on a cache miss",
             "same as a join",
+            "none (drift is repaired only by the next change)",
             "est. 6-10",
         ],
     )
     .await;
     print(&format!("Classic ELB, {ports} ports, 3 instances (moto)"), &steps);
+    let classic_pass = steps[4].total;
 
     let nlb = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
     let svc = service(&uid(), &port_pairs, &[(Key::Type, "nlb")]);
@@ -143,6 +151,7 @@ async fn main() {
             "a full ensure (est. 15-25); ModifyTargetGroup every sync for HTTP checks",
             "a full ensure (est. 15-25)",
             "a full ensure (est. 15-25)",
+            "none (drift is repaired only by the next change)",
             "est. 10-15",
         ],
     )
@@ -150,5 +159,22 @@ async fn main() {
     print(
         &format!("NLB (NLBSecurityGroupMode = Managed), {ports} ports, 3 instances (moto)"),
         &steps,
+    );
+    drift_budget(classic_pass, steps[4].total, u64::try_from(ports).unwrap_or(2));
+}
+
+/// Drift detection's cost at 500 load balancers, from the measured pass (one listing call per flavour, and
+/// one of target groups for NLBs): every listing is one call per page of 400, whatever the number of Services,
+/// and a pass runs every 10 minutes (the default period).
+fn drift_budget(classic_pass: u64, nlb_pass: u64, ports: u64) {
+    let pages = |n: u64| n.div_ceil(400);
+    let classic = classic_pass * pages(500);
+    // The NLB pass is one load balancer listing and one target group listing (`ports` groups per NLB).
+    let nlb = (nlb_pass - 1) * pages(500) + pages(500 * ports);
+    println!(
+        "\nDrift detection (--load-balancer-resync-period=10m): one pass measured {classic_pass} call(s) for Classic \
+         ELBs and {nlb_pass} for NLBs; listings are paged 400 a page, so at 500 load balancers of each flavour \
+         ({ports} target groups per NLB) a pass makes {classic} + {nlb} calls: {} calls per hour (budget 300).",
+        (classic + nlb) * 6
     );
 }

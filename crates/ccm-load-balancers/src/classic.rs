@@ -525,7 +525,7 @@ impl ManagedGroup {
 // === impl Listener ===
 
 impl Listener {
-    fn matches(&self, observed: &ClassicListener) -> bool {
+    pub(crate) fn matches(&self, observed: &ClassicListener) -> bool {
         self.protocol.eq_ignore_ascii_case(&observed.protocol)
             && self
                 .instance_protocol
@@ -558,7 +558,7 @@ impl Listener {
 // === impl HealthCheck ===
 
 impl HealthCheck {
-    fn matches(&self, observed: &ClassicHealthCheck) -> bool {
+    pub(crate) fn matches(&self, observed: &ClassicHealthCheck) -> bool {
         self.target.eq_ignore_ascii_case(&observed.target)
             && self.interval == observed.interval
             && self.timeout == observed.timeout

@@ -7,6 +7,7 @@
 //! - [`classic`]: the Classic ELB model ([`classic::build`]), plan ([`classic::plan`]) and apply;
 //! - [`nlb`]: the NLB model ([`nlb::build`]), plan ([`nlb::plan`]) and apply, and the nodes' rules
 //!   ([`nlb::node_rules`]);
+//! - [`drift`]: which load balancers were changed by hand, from bulk listings;
 //! - [`ownership`]: which load balancers found under a Service's name this cluster may touch;
 //! - [`AwsLoadBalancers`]: the [`ccm_cloud_provider::LoadBalancer`] implementation; [`plan_for`]: a dry run.
 //!
@@ -15,6 +16,7 @@
 
 pub mod annotations;
 pub mod classic;
+pub mod drift;
 pub mod nlb;
 pub mod ownership;
 mod provider;

@@ -1805,7 +1805,8 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
             .is_some_and(|lb| g.load_balancer_arns.contains(&lb.arn));
         if attached || target_group_names.contains(&g.name) {
             groups.push(g);
-        } else if g.name.starts_with(&prefix) {
+        } else if g.name.starts_with(&prefix) && g.load_balancer_arns.is_empty() {
+            // Only unattached ones: a group another load balancer uses is never a leftover of this Service.
             by_prefix.insert(g.arn.clone());
             groups.push(g);
         }
@@ -1922,4 +1923,4 @@ pub fn status_hostname(lb: &LoadBalancerV2) -> Result<Option<String>, Error> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -573,6 +573,23 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
     ) -> ccm_cloud_provider::Result<()> {
         self.delete(cluster_name, service).await
     }
+
+    async fn drifted(
+        &self,
+        cluster_name: &str,
+        services: &[&Service],
+        nodes: &[&Node],
+    ) -> ccm_cloud_provider::Result<Vec<ccm_cloud_provider::Drift>> {
+        let drifts = crate::drift::drifted(
+            &self.elb,
+            &self.elbv2,
+            &self.config,
+            cluster_name,
+            services,
+            nodes,
+        );
+        Ok(Box::pin(drifts).await?)
+    }
 }
 
 // === impl DryRun ===

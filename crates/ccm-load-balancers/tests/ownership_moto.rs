@@ -76,7 +76,12 @@ async fn state(w: &World, flavour: Flavour, name: &str) -> Option<(Vec<i32>, usi
             let listeners = w.adapter.elbv2().listeners(&lb.arn).await.unwrap();
             // moto answers TargetGroupNotFound for a load balancer without any.
             let groups = w.adapter.elbv2().target_groups(&lb.arn).await.unwrap_or_default();
-            let mut tags = w.adapter.elbv2().tags(&[lb.arn.clone()]).await.unwrap();
+            let mut tags = w
+                .adapter
+                .elbv2()
+                .tags(std::slice::from_ref(&lb.arn))
+                .await
+                .unwrap();
             let ports = listeners.iter().map(|l| l.port).collect();
             Some((ports, groups.len(), tags.remove(&lb.arn).unwrap_or_default()))
         }

@@ -30,7 +30,7 @@ use std::{
 };
 
 use ccm_cloud_provider::{
-    CloudError, CloudProvider, Ensured, InstanceMetadata, Instances, InstancesV2, LoadBalancer,
+    CloudError, CloudProvider, Drift, Ensured, InstanceMetadata, Instances, InstancesV2, LoadBalancer,
     LoadBalancerStatus, NodeAddress, Notice, Route, Routes, Zone, Zones, split_provider_id,
 };
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, PortStatus, Service};
@@ -77,6 +77,8 @@ pub enum Method {
     UpdateLoadBalancer,
     /// `LoadBalancer::ensure_load_balancer_deleted`.
     EnsureLoadBalancerDeleted,
+    /// `LoadBalancer::drifted` (recorded with the number of Services asked about).
+    DriftedLoadBalancers,
     /// `Routes::list_routes`.
     ListRoutes,
     /// `Routes::create_route`.
@@ -170,6 +172,8 @@ struct State {
     external_ip: String,
     ip_mode: Option<String>,
     notices: Vec<Notice>,
+    /// What `drifted` reports per Service key until the next ensure repairs it.
+    drift: BTreeMap<String, Vec<String>>,
 }
 
 // === impl FakeInstance ===
@@ -381,6 +385,12 @@ impl FakeProvider {
         let mut s = self.state();
         s.external_ip = ip.into();
         s.ip_mode = ip_mode.map(str::to_owned);
+    }
+
+    /// Makes `drifted` report the load balancer of `service_key` (`namespace/name`) as changed by hand (`what`),
+    /// until the next ensure of that Service repairs it.
+    pub fn set_drift(&self, service_key: impl Into<String>, what: Vec<String>) {
+        self.state().drift.insert(service_key.into(), what);
     }
 
     /// The notices every `ensure_load_balancer_reporting` returns (default none).
@@ -855,6 +865,7 @@ impl LoadBalancer for FakeProvider {
             hosts: nodes.iter().map(|n| node_name(n).to_owned()).collect(),
             status: status.clone(),
         };
+        s.drift.remove(&key);
         s.load_balancers.insert(key, lb);
         Ok(status)
     }
@@ -895,6 +906,26 @@ impl LoadBalancer for FakeProvider {
         self.record(Method::EnsureLoadBalancerDeleted, &key, 1).await?;
         self.state().load_balancers.remove(&key);
         Ok(())
+    }
+
+    async fn drifted(
+        &self,
+        _cluster_name: &str,
+        services: &[&Service],
+        _nodes: &[&Node],
+    ) -> Result<Vec<Drift>, CloudError> {
+        self.record(Method::DriftedLoadBalancers, "", services.len())
+            .await?;
+        let s = self.state();
+        Ok(services
+            .iter()
+            .map(|svc| service_key(svc))
+            .filter_map(|key| {
+                s.drift
+                    .get(&key)
+                    .map(|what| Drift::new(key.clone(), what.clone()))
+            })
+            .collect())
     }
 }
 

@@ -454,6 +454,7 @@ mod scripted {
             cache: Mutex::default(),
             last_synced: Mutex::default(),
             waits: Mutex::default(),
+            drift: Mutex::default(),
             node_sync: Notify::new(),
         };
         Harness {
@@ -790,6 +791,73 @@ mod scripted {
             Some("DeletedLoadBalancer")
         );
         assert!(lock(&h.ctx.waits).is_empty());
+    }
+
+    /// A drift pass asks the provider once about every ensured Service, re-ensures only the drifted one, and
+    /// says what was repaired once the ensure succeeded; a pass without drift changes nothing.
+    #[tokio::test]
+    async fn drift_detection_re_ensures_only_drifted_load_balancers() {
+        let svc = |name: &str| {
+            with(|s| {
+                s.metadata.name = Some(name.into());
+                s.metadata.uid = Some(format!("uid-{name}"));
+                finalized(s);
+            })
+        };
+        let h = harness(|_| None, vec![svc("svc1"), svc("svc2")], vec![named_node("n1")]);
+        sync_service(&h.ctx, "ns/svc1").await.unwrap();
+        sync_service(&h.ctx, "ns/svc2").await.unwrap();
+        h.provider.clear_calls();
+
+        drift::detect(&h.ctx).await;
+        assert_eq!(
+            h.provider.batch_sizes(Method::DriftedLoadBalancers),
+            [2],
+            "one call for both"
+        );
+        assert_eq!(h.ctx.queue.len(), 0, "no drift, nothing queued");
+
+        h.provider
+            .set_drift("ns/svc2", vec!["listener 443 missing".into()]);
+        drift::detect(&h.ctx).await;
+        let queued = h.ctx.queue.next_batch(10, Duration::ZERO).await.unwrap();
+        assert_eq!(queued, ["ns/svc2"]);
+        for key in &queued {
+            sync_service(&h.ctx, key).await.unwrap();
+            h.ctx.queue.done(key);
+        }
+        let calls: Vec<(Method, String)> = h
+            .provider
+            .calls()
+            .into_iter()
+            .map(|c| (c.method, c.subject))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                (Method::DriftedLoadBalancers, String::new()),
+                (Method::DriftedLoadBalancers, String::new()),
+                (Method::EnsureLoadBalancer, "ns/svc2".to_owned())
+            ]
+        );
+        let repaired = h
+            .api
+            .requests()
+            .into_iter()
+            .find(|r| r.is_event() && r.body["reason"] == "LoadBalancerDriftRepaired")
+            .expect("a LoadBalancerDriftRepaired Event");
+        assert_eq!(repaired.body["type"], "Normal");
+        assert!(
+            repaired.body["message"]
+                .as_str()
+                .unwrap()
+                .contains("listener 443 missing")
+        );
+        assert_eq!(repaired.body["involvedObject"]["name"], "svc2");
+
+        // Repaired: the next pass finds nothing.
+        drift::detect(&h.ctx).await;
+        assert_eq!(h.ctx.queue.len(), 0);
     }
 
     /// Upstream `TestSlowNodeSync`: while a node-sync pass is stuck in a slow `UpdateLoadBalancer`, a Service

@@ -66,7 +66,7 @@ pub(crate) fn node(id: &str) -> Node {
 
 const NAME: &str = "a0f1e2d3c4b5a69788796a5b4c3d2e1f";
 
-fn desired_for(annotations: &[(Key, &str)], ports: &[(i32, i32)], nodes: &[&str]) -> Desired {
+pub(crate) fn desired_for(annotations: &[(Key, &str)], ports: &[(i32, i32)], nodes: &[&str]) -> Desired {
     let spec = parse_service(&service(annotations, ports)).unwrap();
     let nodes: Vec<Node> = nodes.iter().map(|n| node(n)).collect();
     let refs: Vec<&Node> = nodes.iter().collect();
@@ -80,7 +80,7 @@ fn desired_for(annotations: &[(Key, &str)], ports: &[(i32, i32)], nodes: &[&str]
 }
 
 /// The AWS state right after `desired` was applied: what a steady Service observes.
-fn converged(desired: &Desired) -> Observed {
+pub(crate) fn converged(desired: &Desired) -> Observed {
     let mut lb = ClassicLoadBalancer::new(&desired.name, "x.us-east-1.elb.amazonaws.com");
     lb.internal = desired.internal;
     lb.subnets = desired.subnets.iter().map(|s| SubnetId::new(s.clone())).collect();

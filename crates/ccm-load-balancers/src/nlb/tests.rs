@@ -38,7 +38,7 @@ fn build_with(
     )
 }
 
-fn desired(annotations: &[(Key, &str)], ports: &[(i32, i32)]) -> Desired {
+pub(crate) fn desired(annotations: &[(Key, &str)], ports: &[(i32, i32)]) -> Desired {
     let mut c = config();
     c.manage_node_security_groups = false;
     build_with(annotations, ports, &c).unwrap()
@@ -63,7 +63,7 @@ fn managed_config() -> LoadBalancerConfig {
 }
 
 /// The AWS state that `desired` leads to.
-fn converged(desired: &Desired) -> Observed {
+pub(crate) fn converged(desired: &Desired) -> Observed {
     let mut lb = LoadBalancerV2::new("arn:lb", &desired.name, "nlb.elb.us-east-1.amazonaws.com");
     lb.internal = desired.internal;
     lb.ip_address_type = desired.ip_address_type.as_str().to_owned();

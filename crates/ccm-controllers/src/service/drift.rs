@@ -1,0 +1,88 @@
+//! Drift repair: a listener, target or health check changed by hand in the cloud is otherwise repaired only on
+//! the next Service or node change. Every `load_balancer_resync_period` the provider is asked, in one call for
+//! every ensured Service, which load balancers differ ([`LoadBalancer::drifted`], read in bulk by the AWS
+//! provider); only those are re-ensured, and the Service gets a Normal Event `LoadBalancerDriftRepaired`
+//! naming what changed once the ensure succeeded.
+
+use std::sync::Arc;
+
+use ccm_cloud_provider::{CloudProvider, LoadBalancer};
+use k8s_openapi::api::core::v1::{Node, Service};
+
+use super::{Ctx, lock, stable_nodes, wants_load_balancer};
+use crate::{
+    cloud_node::ErrorChain,
+    events::{EventType, service_reference},
+};
+
+/// Runs drift detection every `load_balancer_resync_period` (never when it is zero).
+pub(super) async fn resync_loop<P: CloudProvider>(ctx: &Ctx<P>) {
+    let period = ctx.config.load_balancer_resync_period;
+    if period.is_zero() {
+        return std::future::pending().await;
+    }
+    loop {
+        tokio::time::sleep(period).await;
+        detect(ctx).await;
+    }
+}
+
+/// One pass: asks the provider about every Service whose load balancer was ensured, and queues those that
+/// drifted, remembering what changed for the Event.
+pub(super) async fn detect<P: CloudProvider>(ctx: &Ctx<P>) {
+    let Some(lb) = ctx.provider.load_balancer() else {
+        return;
+    };
+    let services: Vec<Arc<Service>> = {
+        let synced = lock(&ctx.last_synced);
+        lock(&ctx.cache)
+            .iter()
+            .filter(|(key, svc)| synced.contains_key(*key) && wants_load_balancer(svc))
+            .map(|(_, svc)| svc.clone())
+            .collect()
+    };
+    if services.is_empty() {
+        return;
+    }
+    let nodes = stable_nodes(ctx);
+    let node_refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+    let service_refs: Vec<&Service> = services.iter().map(AsRef::as_ref).collect();
+    ctx.config.metrics.provider_call();
+    let drifts = match lb
+        .drifted(&ctx.config.cluster_name, &service_refs, &node_refs)
+        .await
+    {
+        Ok(drifts) => drifts,
+        Err(error) => {
+            ctx.config.metrics.error();
+            tracing::warn!(error = %ErrorChain(&error), "drift detection failed; trying again next period");
+            return;
+        }
+    };
+    tracing::debug!(
+        services = services.len(),
+        drifted = drifts.len(),
+        "drift detection pass"
+    );
+    for drift in drifts {
+        tracing::info!(service = drift.service, what = ?drift.what, "load balancer drifted; re-ensuring it");
+        lock(&ctx.drift).insert(drift.service.clone(), drift.what.join("; "));
+        ctx.queue.add(&drift.service);
+    }
+}
+
+/// After a successful ensure of `svc`: the Event for the drift it repaired, if it was queued for one.
+pub(super) async fn repaired<P: CloudProvider>(ctx: &Ctx<P>, key: &str, svc: &Service) {
+    let Some(what) = lock(&ctx.drift).remove(key) else {
+        return;
+    };
+    let message = format!("Repaired the load balancer, changed outside the cluster: {what}");
+    ctx.recorder
+        .publish(
+            &service_reference(svc),
+            EventType::Normal,
+            "LoadBalancerDriftRepaired",
+            &message,
+        )
+        .await;
+}
