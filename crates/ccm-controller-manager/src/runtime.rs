@@ -285,9 +285,30 @@ impl Runtime {
             metrics: runtime_metrics,
             cancel: cancel.clone(),
         };
-        let result = this
-            .lead(provider, &ctx, migration, status, migration_status)
-            .await;
+            lapsed: std::sync::atomic::AtomicBool::new(false),
+        };
+        let identity = crate::leader::identity();
+        let result = loop {
+            let result = this
+                .lead(
+                    provider.clone(),
+                    &ctx,
+                    migration.clone(),
+                    (status.clone(), migration_status.clone()),
+                    &identity,
+                )
+                .await;
+            // A lapse (the apiserver slow or unreachable past the renew deadline) stopped the controllers; the
+            // Lease still names this identity unless another candidate took it, so rejoining the election with
+            // the same identity leads again as soon as the apiserver answers, instead of exiting and waiting out
+            // a whole lease duration under a new identity.
+            if ctx.lapsed.swap(false, std::sync::atomic::Ordering::SeqCst) && !ctx.cancel.is_cancelled() {
+                if let Err(e) = &result {
+                    tracing::warn!(error = %e, identity = %identity, "controllers stopped; rejoining the election");
+                }
+                continue;
+            }
+            break result;
         server_stop.cancel();
         cancel.cancel();
         result
@@ -325,8 +346,8 @@ impl Runtime {
         provider: Arc<P>,
         ctx: &Ctx,
         migration: Option<MigrationConfig>,
-        status: LeaderStatus,
-        migration_status: LeaderStatus,
+        (status, migration_status): (LeaderStatus, LeaderStatus),
+        identity: &str,
     ) -> Result<(), Error> {
         let o = &self.options;
         let enabled = self.enabled_controllers();
@@ -358,8 +379,7 @@ impl Runtime {
             return result;
         }
 
-        let identity = crate::leader::identity();
-        let main_cfg = self.lease_config(&o.leader_elect_resource_name, &identity);
+        let main_cfg = self.lease_config(&o.leader_elect_resource_name, identity);
         let main_name = format!("{}/{}", main_cfg.namespace, main_cfg.name);
         let mut main = Elector::new(ctx.election.clone(), main_cfg, self.clock.clone(), status);
         ctx.metrics.set_leader(&main_name, false);
@@ -390,7 +410,7 @@ impl Runtime {
                     &mut running,
                     &mut held,
                     m,
-                    &identity,
+                    identity,
                     migration_status,
                     migrated,
                 )
@@ -413,7 +433,10 @@ impl Runtime {
             ctx.metrics.set_leader(&h.lease, false);
             let _ = (&mut h.task.0).await;
             let ended = h.ended.borrow().clone();
-            if let (Some(Ended::Lost(reason)), true) = (ended, result.is_ok()) {
+            if let Some(Ended::Lapsed(_)) = &ended {
+                ctx.lapsed.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            if let (Some(Ended::Lost(reason) | Ended::Lapsed(reason)), true) = (ended, result.is_ok()) {
                 result = Err(Error::LeaderElectionLost {
                     lease: h.lease,
                     reason,
@@ -672,7 +695,14 @@ impl Runtime {
             tokio::select! {
                 () = ctx.cancel.cancelled() => return Ok(()),
                 (lease, ended) = &mut lost => {
-                    let reason = match ended { Ended::Lost(r) => r, Ended::Released => "released".to_owned() };
+                    let reason = match ended {
+                        Ended::Lost(r) => r,
+                        Ended::Lapsed(r) => {
+                            ctx.lapsed.store(true, std::sync::atomic::Ordering::SeqCst);
+                            r
+                        }
+                        Ended::Released => "released".to_owned(),
+                    };
                     tracing::error!(lease = %lease, reason = %reason, "leaderelection lost");
                     return Err(Error::LeaderElectionLost { lease, reason });
                 }
@@ -732,6 +762,8 @@ struct Ctx {
     metrics: RuntimeMetrics,
     cancel: CancellationToken,
 }
+    /// Set when leadership lapsed (renew deadline missed) rather than being taken by another holder.
+    lapsed: std::sync::atomic::AtomicBool,
 
 fn hold(mut elector: Elector, lease: String) -> Held {
     let stop = CancellationToken::new();
