@@ -39,8 +39,9 @@ pub enum Error {
     /// Logging was already initialized in this process.
     #[error("logging is already initialized: call init_logging once, before anything logs")]
     Logging,
-    /// Leadership of a lease was lost; the process must exit so that it restarts as a candidate (upstream exits
-    /// with status 1).
+    /// Another holder took a lease this process led (a lapse, the renew deadline missed, is not an error: the
+    /// runtime stops the controllers and rejoins the election); the process must exit so that it restarts as a
+    /// candidate (upstream exits with status 1).
     #[error("leader election lost on lease {lease}: {reason}")]
     LeaderElectionLost {
         /// `namespace/name` of the lease.

@@ -49,8 +49,11 @@ pub(crate) struct LeaseConfig {
 pub(crate) enum Ended {
     /// `stop` was cancelled; the Lease was released.
     Released,
-    /// Leadership was lost: not renewed within the renew deadline, or another holder took the Lease.
+    /// Another holder took the Lease.
     Lost(String),
+    /// Not renewed within the renew deadline (the apiserver was slow or out of reach); the Lease still names
+    /// this candidate unless someone took it since, so the same identity may lead again at once.
+    Lapsed(String),
 }
 
 /// What a candidate last saw of the Lease, and when (local monotonic time).
@@ -350,7 +353,7 @@ impl Elector {
             }
             if last_renew.elapsed() >= self.cfg.renew_deadline {
                 self.status.set(false, None);
-                return Ended::Lost(format!(
+                return Ended::Lapsed(format!(
                     "not renewed within the renew deadline of {:?}",
                     self.cfg.renew_deadline
                 ));
