@@ -12,7 +12,7 @@ use std::{collections::BTreeSet, convert::Infallible};
 use ccm_aws::doctor::{self, Kind, Outcome, Scope};
 use ccm_aws_api::{
     Ec2, Elb, Elbv2, Filter, SubnetId, VpcId,
-    ec2::IpPermission,
+    ec2::{IpPermission, IpRange},
     elbv2::{NewNetworkLoadBalancer, SubnetMapping},
 };
 use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits};
@@ -90,12 +90,22 @@ async fn planted_leaks_are_listed_and_deleted_and_nothing_else() {
     let node_sg = w
         .group(&unique_name("nodes"), tags(&[(&cluster_key, "owned")]))
         .await;
-    let reference = IpPermission::all_from_group(leak_sg.clone());
-    w.adapter
-        .ec2()
-        .authorize_ingress(&node_sg, std::slice::from_ref(&reference))
-        .await
-        .unwrap();
+    // Its rules: one referencing the leaked group, an NLB client rule of an NLB that no longer exists, and the
+    // operator's own SSH rule.
+    let stale_nlb = fake_lb_name(&format!("{cluster_id}-stale"));
+    let rule = |port: i32, description: Option<String>| IpPermission {
+        ip_ranges: vec![IpRange {
+            cidr: "10.0.0.0/8".into(),
+            description,
+        }],
+        ..IpPermission::cidrs("tcp", port, port, Vec::<String>::new())
+    };
+    let rules = [
+        IpPermission::all_from_group(leak_sg.clone()),
+        rule(30080, Some(format!("kubernetes.io/rule/nlb/client={stale_nlb}"))),
+        rule(22, None),
+    ];
+    w.adapter.ec2().authorize_ingress(&node_sg, &rules).await.unwrap();
 
     // Resources named for the same missing Service that are not ours: another cluster's, shared, untagged.
     let other = tags(&[
@@ -146,10 +156,11 @@ async fn planted_leaks_are_listed_and_deleted_and_nothing_else() {
             (Kind::NetworkLoadBalancer, leak_nlb.arn.as_str()),
             (Kind::TargetGroup, leak_tg.as_str()),
             (Kind::SecurityGroup, leak_sg.as_str()),
+            (Kind::NodeGroupRules, format!("{node_sg} {stale_nlb}").as_str()),
         ]),
         "{report}"
     );
-    for f in &aws {
+    for f in aws.iter().filter(|f| f.kind != Kind::NodeGroupRules) {
         assert_eq!(f.reason, format!("Service {gone_key} does not exist"), "{f}");
         assert_eq!(f.service.as_deref(), Some(gone_key.as_str()));
         assert!(f.deletable);
@@ -165,7 +176,7 @@ async fn planted_leaks_are_listed_and_deleted_and_nothing_else() {
     })
     .await
     .unwrap();
-    assert_eq!(outcome.removals.len(), 4, "{outcome}");
+    assert_eq!(outcome.removals.len(), 5, "{outcome}");
     assert!(
         outcome.removals.iter().all(|r| r.outcome == Outcome::Deleted),
         "{outcome}"
@@ -189,12 +200,8 @@ async fn planted_leaks_are_listed_and_deleted_and_nothing_else() {
         .security_groups(&[Filter::new("group-id", [node_sg.as_str()])])
         .await
         .unwrap();
-    assert!(
-        node_group[0]
-            .ingress
-            .iter()
-            .all(|p| p.source_groups.iter().all(|s| s.group_id != leak_sg))
-    );
+    let left: Vec<&IpPermission> = node_group[0].ingress.iter().collect();
+    assert_eq!(left, [&rule(22, None)], "only the operator's rule is left");
     // Everything else survives.
     assert!(w.adapter.elb().load_balancer(&live_lb).await.unwrap().is_some());
     assert!(
