@@ -4,7 +4,9 @@
 //!   is left — the security group too, even though the load balancer is already gone (the Go controller then skips
 //!   the provider and removes the finalizer: kubernetes#79994) — before the Service goes;
 //! - with AWS answering `DependencyViolation` for the deleted load balancer's group (its interfaces draining), the
-//!   Service stays with its finalizer and a Normal `LoadBalancerDeletionPending` Event until the group is gone.
+//!   Service stays with its finalizer and a Normal `LoadBalancerDeletionPending` Event until the group is gone;
+//! - and drift: a listener deleted and an instance deregistered by hand are put back by the next
+//!   `--load-balancer-resync-period` pass, with a `LoadBalancerDriftRepaired` Event naming both.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -55,16 +57,23 @@ async fn setup() -> Setup {
 impl Setup {
     /// A CCM (through `proxy` when given) with its own lease, once it leads and every Node is initialized.
     async fn ccm(&self, lease: &str, proxy: Option<&FaultProxy>) -> Ccm {
+        self.ccm_with(lease, proxy, &[]).await
+    }
+
+    /// [`Setup::ccm`] with `extra` flags.
+    async fn ccm_with(&self, lease: &str, proxy: Option<&FaultProxy>, extra: &[&str]) -> Ccm {
         let lease = format!(
             "--leader-elect-resource-name=ccm-del-{}-{lease}",
             self.world.cluster_id
         );
+        let mut flags = vec![lease.as_str()];
+        flags.extend_from_slice(extra);
         let mut ccm = match proxy {
             Some(p) => {
                 let config = self.world.config_via(&format!("cloud-{lease}.conf"), &p.url());
-                Ccm::start_with_config(&self.world, &config, &[&lease])
+                Ccm::start_with_config(&self.world, &config, &flags)
             }
-            None => Ccm::start(&self.world, &[&lease]),
+            None => Ccm::start(&self.world, &flags),
         };
         let log = ccm.log.clone();
         eventually(&mut ccm, "the lease acquired", 60, async || {
@@ -208,6 +217,63 @@ async fn e2e_a_security_group_in_use_keeps_the_finalizer_until_aws_releases_it()
         !reasons.iter().any(|r| r.ends_with("Failed")),
         "not a failure: {reasons:?}"
     );
+    assert!(ccm.terminate().await.success());
+    s.world.cleanup().await;
+}
+
+#[tokio::test]
+async fn e2e_a_load_balancer_changed_by_hand_is_repaired_by_the_next_resync() {
+    let s = setup().await;
+    let mut ccm = s
+        .ccm_with("drift", None, &["--load-balancer-resync-period=2s"])
+        .await;
+    let (name, lb, _) = s.ensured(&mut ccm).await;
+    let instances = s.elb.instances(&lb).await;
+    // By hand: the listener goes, and so does one instance.
+    s.elb
+        .0
+        .delete_load_balancer_listeners()
+        .load_balancer_name(&lb)
+        .load_balancer_ports(80)
+        .send()
+        .await
+        .unwrap();
+    let gone = aws_sdk_elasticloadbalancing::types::Instance::builder()
+        .instance_id(&instances[0])
+        .build();
+    s.elb
+        .0
+        .deregister_instances_from_load_balancer()
+        .load_balancer_name(&lb)
+        .instances(gone)
+        .send()
+        .await
+        .unwrap();
+    assert!(s.elb.listener_ports(&lb).await.is_empty());
+    let elb = &s.elb;
+    eventually(&mut ccm, "the listener and the instance back", 60, async || {
+        elb.listener_ports(&lb).await == [80] && elb.instances(&lb).await == instances
+    })
+    .await;
+    let mut repaired = Vec::new();
+    eventually(&mut ccm, "the LoadBalancerDriftRepaired Event", 30, async || {
+        repaired = s
+            .reasons(&name)
+            .await
+            .into_iter()
+            .filter(|(r, _)| r == "LoadBalancerDriftRepaired")
+            .collect();
+        !repaired.is_empty()
+    })
+    .await;
+    let message = &repaired[0].1;
+    assert!(
+        message.contains("listener 80 missing") && message.contains(&instances[0]),
+        "{message}"
+    );
+    s.services.delete(&name, &Default::default()).await.unwrap();
+    s.assert_all_gone(&mut ccm, &name, &lb, "after the drift test")
+        .await;
     assert!(ccm.terminate().await.success());
     s.world.cleanup().await;
 }

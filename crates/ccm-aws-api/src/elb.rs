@@ -132,7 +132,7 @@ pub struct NewClassicLoadBalancer {
 }
 
 /// The Classic ELB operations the workspace needs. An unknown load balancer is
-/// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) (`LoadBalancerNotFound`) except where a method returns
+/// [`ErrorKind::NotFound`] (`LoadBalancerNotFound`) except where a method returns
 /// an `Option`.
 #[cfg_attr(feature = "mock", mockall::automock)]
 pub trait Elb {

@@ -206,7 +206,7 @@ pub struct TargetHealth {
 }
 
 /// The ELBv2 operations the workspace needs. Unknown resources are
-/// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) (`LoadBalancerNotFound`, `TargetGroupNotFound`,
+/// [`ErrorKind::NotFound`] (`LoadBalancerNotFound`, `TargetGroupNotFound`,
 /// `ListenerNotFound`) except where a method returns an `Option`.
 #[cfg_attr(feature = "mock", mockall::automock)]
 pub trait Elbv2 {
