@@ -13,12 +13,15 @@ use clap::Parser;
 #[derive(Parser)]
 #[command(
     name = "aws-cloud-controller-manager",
-    version,
     about = "The Kubernetes cloud controller manager for AWS"
 )]
 struct Cli {
     #[command(flatten)]
     manager: Options,
+    /// Print version information and quit: true prints `Kubernetes v<version>`, raw the details (as upstream).
+    #[allow(dead_code)] // answered by `version_request` before clap parses the arguments
+    #[arg(long = "version", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "true|false|raw")]
+    version: Option<String>,
     #[command(flatten)]
     tagging: TaggingArgs,
 }
@@ -27,7 +30,20 @@ const TAGGING: &str = "tagging";
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // As the Go binary: `_` in flag names reads as `-`, and `--version` prints Kubernetes' version line.
+    let args = ccm_controller_manager::normalize_flag_names(std::env::args_os());
+    match ccm_controller_manager::version_request(&args, env!("CARGO_PKG_VERSION")) {
+        Ok(Some(text)) => {
+            println!("{text}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("aws-cloud-controller-manager: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let cli = Cli::parse_from(args);
     if let Err(e) = ccm_controller_manager::init_logging(&cli.manager) {
         eprintln!("aws-cloud-controller-manager: {e}");
         return ExitCode::FAILURE;

@@ -187,6 +187,8 @@ pub(crate) struct State {
     pub(crate) health: Health,
     pub(crate) registry: Arc<Registry>,
     pub(crate) auth: crate::auth::Auth,
+    /// The `/configz` body.
+    pub(crate) configz: Arc<String>,
 }
 
 /// TLS settings from the flags.
@@ -382,7 +384,9 @@ fn handle(state: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n".to_owned());
     }
     match path {
-        "/healthz" | "/healthz/" => {
+        // /livez and /readyz answer from the same checks (the Go manager's default always-allowed paths).
+        "/healthz" | "/healthz/" | "/livez" | "/livez/" | "/readyz" | "/readyz/" => {
+            let endpoint = path.trim_matches('/');
             let results = state.health.run();
             let ok = results.iter().all(|(_, r)| r.is_ok());
             if ok && !verbose {
@@ -396,12 +400,20 @@ fn handle(state: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                 }
             }
             if ok {
-                body.push_str("healthz check passed\n");
+                body.push_str(&format!("{endpoint} check passed\n"));
                 text(StatusCode::OK, body)
             } else {
-                body.push_str("healthz check failed\n");
+                body.push_str(&format!("{endpoint} check failed\n"));
                 text(StatusCode::INTERNAL_SERVER_ERROR, body)
             }
+        }
+        "/configz" => {
+            let mut r = text(StatusCode::OK, state.configz.to_string());
+            r.headers_mut().insert(
+                CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            );
+            r
         }
         "/metrics" => {
             let mut body = String::new();
@@ -423,7 +435,10 @@ fn handle(state: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             }
         }
         _ => {
-            if let Some(name) = path.strip_prefix("/healthz/") {
+            if let Some(name) = ["/healthz/", "/livez/", "/readyz/"]
+                .iter()
+                .find_map(|prefix| path.strip_prefix(prefix))
+            {
                 match state.health.run().into_iter().find(|(n, _)| n == name) {
                     Some((_, Ok(()))) => text(StatusCode::OK, "ok".to_owned()),
                     Some((_, Err(e))) => text(

@@ -24,9 +24,11 @@
 
 mod auth;
 mod client;
+mod configz;
 mod controllers;
 mod duration;
 mod error;
+mod go_flags;
 mod http;
 mod leader;
 mod logging;
@@ -37,6 +39,7 @@ mod upstream_metrics;
 
 pub use duration::parse_go_duration;
 pub use error::Error;
+pub use go_flags::{normalize_flag_names, version_request};
 pub use logging::{filter_for_verbosity, go_quote, init_logging, log_subscriber};
 pub use migration::MigrationConfig;
 pub use options::{CompatOptions, Options, OptionsError};

@@ -272,6 +272,7 @@ impl Runtime {
                     )?,
                     o.authorization_always_allow_paths.clone(),
                 ),
+                configz: Arc::new(crate::configz::render(o)),
             };
             tokio::spawn(http::serve(listener, tls, state, server_stop.clone()));
         }

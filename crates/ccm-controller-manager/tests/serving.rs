@@ -204,6 +204,35 @@ async fn healthz_and_metrics_over_https() {
         200
     );
     assert_eq!(get(&client, &format!("{base}/healthz/nope")).await.0, 404);
+    // The Go manager's other health endpoints (always allowed by default) and /configz.
+    for endpoint in ["livez", "readyz"] {
+        assert_eq!(
+            get(&anonymous, &format!("{base}/{endpoint}")).await,
+            (200, "ok".to_owned())
+        );
+        let (status, body) = get(&client, &format!("{base}/{endpoint}?verbose")).await;
+        assert_eq!(status, 200);
+        assert!(
+            body.contains("[+]leaderElection ok") && body.ends_with(&format!("{endpoint} check passed\n")),
+            "{body}"
+        );
+        assert_eq!(
+            get(&client, &format!("{base}/{endpoint}/leaderElection")).await.0,
+            200
+        );
+    }
+    let (status, configz) = get(&client, &format!("{base}/configz")).await;
+    assert_eq!(status, 200, "{configz}");
+    let configz: serde_json::Value = serde_json::from_str(&configz).unwrap();
+    let c = &configz["cloudcontrollermanager.config.k8s.io"];
+    assert_eq!(c["kind"], "CloudControllerManagerConfiguration");
+    assert_eq!(c["Generic"]["LeaderElection"]["ResourceName"], lease.as_str());
+    assert_eq!(c["KubeCloudShared"]["ClusterCIDR"], "10.244.0.0/16");
+    assert_eq!(
+        get(&anonymous, &format!("{base}/configz")).await.0,
+        403,
+        "not always allowed"
+    );
     assert_eq!(get(&client, &format!("{base}/debug/pprof/")).await.0, 404);
 
     // The route controller passes every second; wait for one to be counted.

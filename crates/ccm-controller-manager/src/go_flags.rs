@@ -1,0 +1,128 @@
+//! What Go's command line does before flags are parsed: `_` in flag names read as `-` (component-base's
+//! `WordSepNormalizeFunc`, so `--leader_elect=false` works) and `--version` in Kubernetes' form (`verflag`).
+
+use std::ffi::OsString;
+
+/// The arguments with `_` replaced by `-` in every long flag name (`--cloud_config=/x_y` becomes
+/// `--cloud-config=/x_y`; values and positional arguments are kept). Call it on the program's arguments before
+/// parsing them.
+pub fn normalize_flag_names<I, T>(args: I) -> Vec<OsString>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString>,
+{
+    let mut after_terminator = false;
+    args.into_iter()
+        .map(Into::into)
+        .map(|arg| {
+            let Some(text) = arg.to_str() else {
+                return arg;
+            };
+            if after_terminator || !text.starts_with("--") || text == "--" {
+                after_terminator |= text == "--";
+                return arg;
+            }
+            let (name, value) = text.split_at(text.find('=').unwrap_or(text.len()));
+            OsString::from(format!("{}{value}", name.replace('_', "-")))
+        })
+        .collect()
+}
+
+/// What `--version` asks for, Kubernetes style: `--version` or `--version=true` print `Kubernetes <version>`,
+/// `--version=raw` the version information as Go prints `version.Info`; `--version=false` (or no flag) nothing.
+/// `Err` names a value `--version` does not take.
+pub fn version_request<I, T>(args: I, version: &str) -> Result<Option<String>, String>
+where
+    I: IntoIterator<Item = T>,
+    T: AsRef<std::ffi::OsStr>,
+{
+    let mut out = Ok(None);
+    for arg in args {
+        let Some(text) = arg.as_ref().to_str() else {
+            continue;
+        };
+        if text == "--" {
+            break;
+        }
+        let value = match text.strip_prefix("--version") {
+            Some("") => "true",
+            Some(v) if v.starts_with('=') => &v[1..],
+            _ => continue,
+        };
+        // As a repeated Go flag, the last one wins.
+        out = match value {
+            "true" | "1" | "t" | "T" | "TRUE" | "True" => Ok(Some(format!("Kubernetes v{version}"))),
+            "raw" => Ok(Some(raw_version(version))),
+            "false" | "0" | "f" | "F" | "FALSE" | "False" => Ok(None),
+            other => Err(format!(
+                "invalid argument {other:?} for \"--version\" flag (accepted: true, false, raw)"
+            )),
+        };
+    }
+    out
+}
+
+fn raw_version(version: &str) -> String {
+    let mut parts = version.split('.');
+    let (major, minor) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    format!(
+        "version.Info{{Major:\"{major}\", Minor:\"{minor}\", GitVersion:\"v{version}\", GitCommit:\"\", \
+         GitTreeState:\"\", BuildDate:\"\", GoVersion:\"\", Compiler:\"rustc\", Platform:\"{}/{}\"}}",
+        std::env::consts::OS,
+        match std::env::consts::ARCH {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            other => other,
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn underscores_in_flag_names_become_dashes() {
+        let out = normalize_flag_names([
+            "--leader_elect=false",
+            "--cloud_config",
+            "/etc/my_dir/cloud.conf",
+            "-v=2",
+            "--cluster-name=my_cluster",
+            "--",
+            "--not_a_flag",
+        ]);
+        assert_eq!(
+            out,
+            [
+                "--leader-elect=false",
+                "--cloud-config",
+                "/etc/my_dir/cloud.conf",
+                "-v=2",
+                "--cluster-name=my_cluster",
+                "--",
+                "--not_a_flag",
+            ]
+        );
+    }
+
+    #[test]
+    fn version_in_kubernetes_style() {
+        assert_eq!(
+            version_request(["ccm", "--version"], "1.2.3"),
+            Ok(Some("Kubernetes v1.2.3".to_owned()))
+        );
+        assert_eq!(version_request(["--version=false"], "1.2.3"), Ok(None));
+        assert_eq!(version_request(["--v=2"], "1.2.3"), Ok(None));
+        let raw = version_request(["--version=raw"], "1.2.3").unwrap().unwrap();
+        assert!(
+            raw.starts_with("version.Info{Major:\"1\", Minor:\"2\", GitVersion:\"v1.2.3\""),
+            "{raw}"
+        );
+        assert!(
+            version_request(["--version=yes"], "1.2.3")
+                .unwrap_err()
+                .contains("raw")
+        );
+    }
+}
