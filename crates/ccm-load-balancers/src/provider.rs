@@ -139,7 +139,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     }
 
     /// Sets the cluster name dry runs use (`--cluster-name`; it names NLBs' managed security groups). Ensure
-    /// and delete use the name the controller passes.
+    /// update and delete use the name the controller passes.
     #[must_use]
     pub fn with_cluster_name(mut self, cluster_name: impl Into<String>) -> Self {
         self.cluster_name = cluster_name.into();
@@ -322,11 +322,11 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
-    async fn update(&self, service: &Service, nodes: &[&Node]) -> Result<(), CloudError> {
+    async fn update(&self, cluster_name: &str, service: &Service, nodes: &[&Node]) -> Result<(), CloudError> {
         let spec = parse_service(service).map_err(Error::from)?;
         match spec.flavour {
             Flavour::External => return Err(CloudError::ImplementedElsewhere),
-            Flavour::Network => return Box::pin(self.update_nlb(spec, nodes)).await,
+            Flavour::Network => return Box::pin(self.update_nlb(cluster_name, spec, nodes)).await,
             Flavour::Classic => {}
         }
         // Subnets do not matter for the hosts: build with none and keep only host changes.
@@ -360,11 +360,17 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     }
 
     /// Node changes: targets and the nodes' rules only (no subnet discovery, no other reads).
-    async fn update_nlb(&self, mut spec: ServiceSpec, nodes: &[&Node]) -> Result<(), CloudError> {
+    async fn update_nlb(
+        &self,
+        cluster_name: &str,
+        mut spec: ServiceSpec,
+        nodes: &[&Node],
+    ) -> Result<(), CloudError> {
         // Built without subnets (the node rules take the NLB's own): the per-subnet addresses do not matter here.
         spec.eip_allocations.clear();
         spec.private_ipv4_addresses.clear();
-        let desired = nlb::build(&spec, nodes, &self.config, &self.cluster_name, &[])?;
+        // The controller's cluster name, as ensure uses (it names the managed group).
+        let desired = nlb::build(&spec, nodes, &self.config, cluster_name, &[])?;
         let observed =
             nlb::observe(&self.ec2, &self.elbv2, &self.config, &desired, nlb::Scope::Hosts).await?;
         let Some(lb) = &observed.load_balancer else {
@@ -559,11 +565,11 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
 
     async fn update_load_balancer(
         &self,
-        _cluster_name: &str,
+        cluster_name: &str,
         service: &Service,
         nodes: &[&Node],
     ) -> ccm_cloud_provider::Result<()> {
-        self.update(service, nodes).await
+        self.update(cluster_name, service, nodes).await
     }
 
     async fn ensure_load_balancer_deleted(
