@@ -298,7 +298,9 @@ pub async fn discover<E: Ec2>(
     self_id: Option<&InstanceId>,
 ) -> Result<Environment, AwsCloudError> {
     let global = &config.global;
-    let needs_instance = global.cluster_id().is_none() || global.vpc.is_none();
+    // The instance also gives load balancers their fallback subnet when `SubnetID` is not set (as upstream, which
+    // always read its own instance unless the control plane is external).
+    let needs_instance = global.cluster_id().is_none() || global.vpc.is_none() || global.subnet_id.is_none();
     let self_instance = match self_id {
         Some(id) if needs_instance => Some(describe_self(ec2, id).await?),
         _ => None,

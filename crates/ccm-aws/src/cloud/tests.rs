@@ -36,13 +36,28 @@ fn ec2_returning(instance: Instance, times: usize) -> MockEc2 {
 #[tokio::test]
 async fn everything_configured_costs_no_call() {
     let ec2 = MockEc2::new();
-    let cfg = config("[Global]\nKubernetesClusterID = prod\nVPC = vpc-1\n");
+    let cfg = config("[Global]\nKubernetesClusterID = prod\nVPC = vpc-1\nSubnetID = subnet-1\n");
     let env = discover(&cfg, &ec2, "us-east-1".into(), Some(&InstanceId::from("i-1")))
         .await
         .unwrap();
     assert_eq!(env.cluster.id(), "prod");
     assert_eq!(env.vpc_id, Some(VpcId::from("vpc-1")));
     assert!(env.self_instance.is_none());
+}
+
+#[tokio::test]
+async fn without_subnet_id_the_own_subnet_is_the_load_balancers_fallback() {
+    let mut own = self_instance("i-1", &[]);
+    own.subnet_id = Some(SubnetId::from("subnet-own"));
+    let ec2 = ec2_returning(own, 1);
+    let cfg = config("[Global]\nKubernetesClusterID = prod\nVPC = vpc-1\n");
+    let env = discover(&cfg, &ec2, "us-east-1".into(), Some(&InstanceId::from("i-1")))
+        .await
+        .unwrap();
+    assert_eq!(env.cluster.id(), "prod");
+    assert_eq!(env.vpc_id, Some(VpcId::from("vpc-1")), "the configured VPC wins");
+    let lb = load_balancer_config(&cfg, &env, VpcId::from("vpc-1"));
+    assert_eq!(lb.fallback_subnet, Some(SubnetId::from("subnet-own")));
 }
 
 #[tokio::test]
