@@ -487,6 +487,14 @@ mod scripted {
         });
     }
 
+    /// The Event posted with `reason` (the first one).
+    fn event(api: &MockApi, reason: &str) -> Recorded {
+        api.requests()
+            .into_iter()
+            .find(|r| r.is_event() && r.body["reason"] == reason)
+            .unwrap_or_else(|| panic!("no {reason} Event in {:?}", api.event_reasons()))
+    }
+
     /// The PATCHes of the Service, as (content type, body).
     fn patches(api: &MockApi) -> Vec<(String, serde_json::Value)> {
         api.writes()
@@ -690,12 +698,7 @@ mod scripted {
                 "EnsuredLoadBalancer"
             ]
         );
-        let warning = h
-            .api
-            .requests()
-            .into_iter()
-            .find(|r| r.is_event() && r.body["reason"] == "RecreatingLoadBalancer")
-            .unwrap();
+        let warning = event(&h.api, "RecreatingLoadBalancer");
         assert_eq!(warning.body["type"], "Warning");
         assert_eq!(warning.body["message"], "scheme changed: new DNS name");
     }
@@ -768,12 +771,7 @@ mod scripted {
             panic!("expected a wait");
         };
         assert_eq!(after, Duration::from_secs(300));
-        let warning = h
-            .api
-            .requests()
-            .into_iter()
-            .find(|r| r.is_event() && r.body["reason"] == "LoadBalancerDeletionStuck")
-            .expect("a Warning Event after the patience");
+        let warning = event(&h.api, "LoadBalancerDeletionStuck");
         assert_eq!(warning.body["type"], "Warning");
         assert!(
             warning.body["message"].as_str().unwrap().contains(what),
@@ -840,12 +838,7 @@ mod scripted {
                 (Method::EnsureLoadBalancer, "ns/svc2".to_owned())
             ]
         );
-        let repaired = h
-            .api
-            .requests()
-            .into_iter()
-            .find(|r| r.is_event() && r.body["reason"] == "LoadBalancerDriftRepaired")
-            .expect("a LoadBalancerDriftRepaired Event");
+        let repaired = event(&h.api, "LoadBalancerDriftRepaired");
         assert_eq!(repaired.body["type"], "Normal");
         assert!(
             repaired.body["message"]
