@@ -1,1 +1,2 @@
-//! Internal package holding the example binaries; see `examples/README.md`.
+//! Internal package holding the example binaries (the README's Layout table lists them; docs/getting-started.md
+//! shows how to run each).

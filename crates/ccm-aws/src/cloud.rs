@@ -184,8 +184,8 @@ where
         if let Some(vpc) = &env.vpc_id {
             routes_config = routes_config.with_vpc_id(vpc.clone());
         }
-        // The route controller shows the routes its nodes (`Routes::observe_nodes`), so routes to instances are
-        // named by the Node that runs there, whatever the node-name scheme.
+        // The route controller hands the routes the Nodes it watches (`Routes::observe_nodes`), so that a route to
+        // an instance is named by the Node that runs there, whatever the node-name scheme.
         let routes = AwsRoutes::new(ec2.clone(), routes_config).with_node_names(NodeIndex::new());
         let load_balancers = match &env.vpc_id {
             Some(vpc) => Some(AwsLoadBalancers::new(

@@ -1,6 +1,8 @@
 //! Test support for the workspace: the handle to the real test environment (moto in server mode for AWS, a
 //! real kube-apiserver with etcd for Kubernetes), helpers that give every test uniquely named objects so that
-//! tests can share one environment, and (as the controllers and ports grow) fixtures and in-memory fakes.
+//! tests can share one environment, an in-memory `CloudProvider` with failure injection
+//! ([`provider::FakeProvider`]), Node fixtures, the AWS fault proxy, a delaying TCP proxy and the IMDS
+//! emulator.
 //!
 //! The environment is started by `scripts/testenv.sh up` (the README's test command does it) and reaches
 //! tests through `CCM_TEST_*` variables. A test that needs it and does not find it fails with a message that

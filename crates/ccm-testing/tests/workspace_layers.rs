@@ -1,4 +1,5 @@
-//! The workspace's architecture, checked from `cargo metadata`: every crate of DESIGN.md exists, and the
+//! The workspace's architecture, checked from `cargo metadata`: every crate of the layout in
+//! docs/architecture.md exists, and the
 //! dependency rules hold (only the adapter names the AWS SDK, domain crates do not import each other, the
 //! contract has no I/O dependencies). A violation fails the build here instead of surfacing as a slow build
 //! or a tangled API later.
