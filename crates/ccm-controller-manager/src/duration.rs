@@ -40,8 +40,19 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
         rest = &rest[unit_len..];
         total += value * scale;
     }
+    // Far beyond any sensible period, and far enough from overflowing `Instant + Duration` (a panic) wherever
+    // the value is added to a clock.
+    if total > MAX_DURATION.as_secs_f64() {
+        return Err(format!(
+            "{s:?} is too long: at most {}",
+            format_duration(MAX_DURATION)
+        ));
+    }
     Duration::try_from_secs_f64(total).map_err(|_| err())
 }
+
+/// The longest duration a flag accepts: one year.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Formats a duration the way Go prints it in help text (`5m0s` is shortened to `5m`).
 pub(crate) fn format_duration(d: Duration) -> String {
@@ -72,6 +83,11 @@ mod tests {
         assert_eq!(parse_go_duration("300ms"), Ok(Duration::from_millis(300)));
         assert_eq!(parse_go_duration("10us"), Ok(Duration::from_micros(10)));
         assert_eq!(parse_go_duration("1m0s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_go_duration("8760h"), Ok(MAX_DURATION));
+        let long = parse_go_duration("8761h").unwrap_err();
+        assert!(long.contains("too long: at most 8760h"), "{long}");
+        assert!(parse_go_duration("1e300h").is_err());
+        assert!(parse_go_duration("99999999999999999999h").is_err());
         for bad in ["", "5", "5x", "-5s", "s", "1.2.3s", "m5"] {
             assert!(parse_go_duration(bad).is_err(), "{bad:?} accepted");
         }

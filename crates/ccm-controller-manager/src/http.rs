@@ -215,7 +215,7 @@ pub(crate) fn tls_config(src: &TlsSource<'_>) -> Result<ServerConfig, Error> {
             let (cert_pem, key_pem) = self_signed(src.bind)?;
             std::fs::create_dir_all(dir)
                 .and_then(|()| std::fs::write(&crt, cert_pem))
-                .and_then(|()| std::fs::write(&key, key_pem))
+                .and_then(|()| write_private(&key, key_pem.as_bytes()))
                 .map_err(|e| {
                     tls_err(format!(
                         "cannot write a self-signed certificate to --cert-dir {}: {e}",
@@ -288,6 +288,27 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
 
 /// Serves until `shutdown`.
 pub(crate) async fn serve(
+/// Writes a private key readable by its owner only (mode 0600 from creation, whatever the umask), replacing any
+/// file there.
+fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        let mut file = options.open(path)?;
+        // A file that existed keeps its mode on open: set it.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        file.write_all(contents)
+    }
+    #[cfg(not(unix))]
+    {
+        options.open(path)?.write_all(contents)
+    }
+}
+
     listener: TcpListener,
     tls: ServerConfig,
     state: State,

@@ -7,6 +7,24 @@ use clap::ArgAction;
 
 use crate::{controllers::Registry, duration::parse_go_duration};
 
+/// The smallest positive `--kube-api-qps`: below one request every 10 s a controller manager cannot work, and
+/// a tiny rate makes the limiter's waits overflow.
+pub const MIN_KUBE_API_QPS: f32 = 0.1;
+
+/// A `--kube-api-qps` value: a finite number, 0 or less (no limit) or at least [`MIN_KUBE_API_QPS`].
+fn parse_qps(s: &str) -> Result<f32, String> {
+    let qps: f32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number (examples: 20, 100, 0.5; 0 disables the limit)"))?;
+    if !qps.is_finite() || (qps > 0.0 && qps < MIN_KUBE_API_QPS) {
+        return Err(format!(
+            "{s:?} is out of range: 0 or less (no limit), or a finite rate of at least {MIN_KUBE_API_QPS} requests per second"
+        ));
+    }
+    Ok(qps)
+}
+
 /// Go's `strconv.ParseBool`, which boolean flags use: `--flag`, `--flag=true|false|1|0|t|f|T|F|TRUE|FALSE|True|False`.
 pub(crate) fn parse_go_bool(s: &str) -> Result<bool, String> {
     match s {
@@ -74,7 +92,7 @@ pub struct Options {
     pub use_service_account_credentials: bool,
     /// Client-side rate limit (requests per second) towards the API server; 0 or less disables it. Default 100
     /// (upstream: 20), see docs/flags.md.
-    #[arg(long, default_value_t = 100.0, value_name = "QPS", help_heading = "Generic")]
+    #[arg(long, default_value_t = 100.0, value_parser = parse_qps, value_name = "QPS", help_heading = "Generic")]
     pub kube_api_qps: f32,
     /// Burst above the rate limit; default 3000 (upstream: 30) so that the about 3,000 writes of a 1,000-node
     /// burst never wait on the client.

@@ -136,6 +136,36 @@ fn go_flag_syntax() {
 }
 
 #[test]
+fn absurd_values_are_rejected_when_parsed() {
+    // A tiny rate would make the client limiter's wait overflow (a panic at the first request); a huge duration
+    // overflows `Instant + Duration` wherever it is added to a clock.
+    for (arg, want) in [
+        ("--kube-api-qps=1e-40", "out of range"),
+        ("--kube-api-qps=0.01", "at least 0.1 requests per second"),
+        ("--kube-api-qps=NaN", "out of range"),
+        ("--kube-api-qps=inf", "out of range"),
+        ("--kube-api-qps=fast", "not a number"),
+        ("--node-monitor-period=1000000h", "too long: at most 8760h"),
+        (
+            "--leader-elect-retry-period=1e300h",
+            "--leader-elect-retry-period",
+        ),
+    ] {
+        let bad = Options::try_parse_from([arg]).unwrap_err().to_string();
+        let flag = arg.split('=').next().unwrap();
+        assert!(bad.contains(flag) && bad.contains(want), "{arg}: {bad}");
+    }
+    for ok in [
+        "--kube-api-qps=0",
+        "--kube-api-qps=-1",
+        "--kube-api-qps=0.1",
+        "--kube-api-qps=5000",
+    ] {
+        Options::try_parse_from([ok]).unwrap();
+    }
+}
+
+#[test]
 fn every_validation_error_names_the_flag() {
     let cases: &[(&[&str], &str)] = &[
         (&[], "--cloud-provider cannot be empty"),

@@ -429,5 +429,9 @@ async fn certificate_from_cert_dir_is_generated_then_reused() {
         "the certificate written to --cert-dir is reused"
     );
     assert!(String::from_utf8_lossy(&seen[0]).starts_with("-----BEGIN CERTIFICATE-----"));
+    // The private key is readable by its owner only (it was world-readable with the umask's 0644).
+    use std::os::unix::fs::PermissionsExt;
+    let key = std::fs::metadata(dir.join("cloud-controller-manager.key")).unwrap();
+    assert_eq!(key.permissions().mode() & 0o777, 0o600);
     let _ = std::fs::remove_dir_all(&dir);
 }
