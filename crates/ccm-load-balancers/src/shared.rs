@@ -161,16 +161,17 @@ impl Rule {
 }
 
 /// The load balancer name of a Service, as upstream's `DefaultLoadBalancerName`: `a` followed by the UID without
-/// dashes, cut to 32 characters. Stable for the Service's lifetime, so lookups by name are idempotent.
+/// dashes, cut to 32 characters. Stable for the Service's lifetime, so lookups by name are idempotent. Only ASCII
+/// alphanumerics are kept (a UUID loses only its dashes, as upstream): a UID of any other shape must neither make a
+/// name AWS refuses nor cut a multi-byte character in half (a panic).
 pub fn load_balancer_name(uid: &str) -> Result<String, Error> {
     if uid.is_empty() {
         return Err(Error::MissingUid);
     }
-    let mut name: String = std::iter::once('a')
-        .chain(uid.chars().filter(|c| *c != '-'))
-        .collect();
-    name.truncate(32);
-    Ok(name)
+    Ok(std::iter::once('a')
+        .chain(uid.chars().filter(char::is_ascii_alphanumeric))
+        .take(32)
+        .collect())
 }
 
 /// The managed security group's name for load balancer `lb_name` (`k8s-elb-<name>`).
