@@ -30,7 +30,13 @@ pub(crate) enum Denied {
     Forbidden(String),
     /// 500: the review itself failed.
     Failed(String),
+    /// 429: [`MAX_PENDING_REVIEWS`] requests already wait on their reviews.
+    Busy,
 }
+
+/// How many requests may wait on their authentication and authorization reviews at once; more are answered 429
+/// at once, so that a flood of requests to the port queues neither memory nor reviews without bound.
+pub(crate) const MAX_PENDING_REVIEWS: usize = 64;
 
 #[derive(Clone, Debug)]
 struct User {
@@ -50,6 +56,8 @@ pub(crate) struct Auth {
     always_allow: Arc<Vec<String>>,
     tokens: Cache<String, Option<User>>,
     decisions: Cache<(String, String, String), Result<(), String>>,
+    /// Permits for requests that need reviews.
+    pending: Arc<tokio::sync::Semaphore>,
 }
 
 fn cached<K: std::hash::Hash + Eq, V: Clone>(map: &Mutex<HashMap<K, (Instant, V)>>, key: &K) -> Option<V> {
@@ -82,6 +90,7 @@ impl Auth {
             always_allow: Arc::new(always_allow),
             tokens: Arc::default(),
             decisions: Arc::default(),
+            pending: Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_REVIEWS)),
         }
     }
 
@@ -95,6 +104,9 @@ impl Auth {
         if always_allowed(&self.always_allow, path) {
             return Ok(());
         }
+        let Ok(_permit) = self.pending.clone().try_acquire_owned() else {
+            return Err(Denied::Busy);
+        };
         let user = match authorization
             .and_then(|h| h.strip_prefix("Bearer "))
             .map(str::trim)
@@ -188,6 +200,45 @@ impl Auth {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_review_queue_answers_busy_at_once() {
+        // An apiserver that accepts connections and never answers: every review hangs.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                held.push(s);
+            }
+        });
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        let auth = Auth::new(Client::try_from(config).unwrap(), vec!["/healthz".to_owned()]);
+        let waiting: Vec<_> = (0..MAX_PENDING_REVIEWS)
+            .map(|n| {
+                let auth = auth.clone();
+                tokio::spawn(async move {
+                    let header = format!("Bearer token-{n}");
+                    let _ = auth.check("/metrics", "GET", Some(&header)).await;
+                })
+            })
+            .collect();
+        while auth.pending.available_permits() > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let busy = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            auth.check("/metrics", "GET", Some("Bearer another")),
+        )
+        .await
+        .expect("answered at once, not queued");
+        assert!(matches!(busy, Err(Denied::Busy)), "{busy:?}");
+        // Always-allowed paths need no review and are never refused.
+        assert!(auth.check("/healthz", "GET", None).await.is_ok());
+        for task in waiting {
+            task.abort();
+        }
+    }
 
     #[test]
     fn always_allowed_paths() {

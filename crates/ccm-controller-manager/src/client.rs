@@ -78,6 +78,7 @@ pub(crate) fn build(
         source: Box::new(e),
     })?;
     let builder = builder.with_layer(&BearerLayer(bearer));
+    let builder = builder.with_layer(&TimeoutLayer(REQUEST_TIMEOUT));
     let builder = builder.with_layer(&RateLimitLayer(limiter));
     let builder = builder.with_layer(&crate::upstream_metrics::RestMetricsLayer { host });
     Ok(builder.build())
@@ -322,9 +323,104 @@ async fn request_token(sas: &Api<ServiceAccount>, name: &str) -> Result<(String,
     Ok((status.token, granted))
 }
 
+/// How long a Kubernetes request may take, reply body included, before it fails (the apiserver's own
+/// `--request-timeout` default): a call to an apiserver that accepted the connection and then stopped answering
+/// must not hold a controller forever. Watches are exempt: they are long by design, and kube-runtime's watcher
+/// restarts one that stays idle.
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Fails requests that take longer than its duration (watches excepted).
+#[derive(Clone)]
+pub(crate) struct TimeoutLayer(pub(crate) Duration);
+
+pub(crate) struct Timeout<S> {
+    inner: S,
+    limit: Duration,
+}
+
+/// The error of a request that took longer than [`REQUEST_TIMEOUT`].
+#[derive(Debug, thiserror::Error)]
+#[error("the Kubernetes API did not answer within {0:?}")]
+pub(crate) struct TimedOut(Duration);
+
+impl<S> tower::Layer<S> for TimeoutLayer {
+    type Service = Timeout<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Timeout { inner, limit: self.0 }
+    }
+}
+
+fn is_watch(uri: &hyper::Uri) -> bool {
+    uri.query()
+        .is_some_and(|q| q.split('&').any(|kv| matches!(kv, "watch=true" | "watch=1")))
+}
+
+impl<S, B> tower::Service<hyper::Request<B>> for Timeout<S>
+where
+    S: tower::Service<hyper::Request<B>>,
+    S::Error: Into<tower::BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = tower::BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, tower::BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: hyper::Request<B>) -> Self::Future {
+        let limit = (!is_watch(req.uri())).then_some(self.limit);
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            match limit {
+                None => response.await.map_err(Into::into),
+                Some(limit) => match tokio::time::timeout(limit, response).await {
+                    Ok(r) => r.map_err(Into::into),
+                    Err(_) => Err(Box::new(TimedOut(limit)) as tower::BoxError),
+                },
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A service that never answers.
+    struct Silent;
+
+    impl tower::Service<hyper::Request<()>> for Silent {
+        type Response = ();
+        type Error = tower::BoxError;
+        type Future = Pin<Box<dyn Future<Output = Result<(), tower::BoxError>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: hyper::Request<()>) -> Self::Future {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_time_out_but_watches_do_not() {
+        use tower::{Layer, Service};
+        let mut svc = TimeoutLayer(REQUEST_TIMEOUT).layer(Silent);
+        let get = hyper::Request::get("/api/v1/nodes/n").body(()).unwrap();
+        let t0 = tokio::time::Instant::now();
+        let err = svc.call(get).await.unwrap_err();
+        assert!(err.to_string().contains("did not answer within 60s"), "{err}");
+        assert_eq!(t0.elapsed(), REQUEST_TIMEOUT);
+        let watch = hyper::Request::get("/api/v1/nodes?watch=true&resourceVersion=1")
+            .body(())
+            .unwrap();
+        let waited = tokio::time::timeout(REQUEST_TIMEOUT * 10, svc.call(watch)).await;
+        assert!(waited.is_err(), "a watch is not cut by the request timeout");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn bucket_allows_the_burst_then_paces() {

@@ -35,6 +35,17 @@ use crate::{Error, auth::Denied};
 /// Longest TLS handshake, and longest wait for a request's headers: the port is unauthenticated, so slow
 /// clients must not hold connections open.
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// The most connections served at once; more are closed as they arrive (Prometheus and the kubelet's probes
+/// need a handful).
+pub(crate) const MAX_CONNECTIONS: usize = 256;
+/// The most concurrent HTTP/2 streams per connection.
+const MAX_STREAMS: u32 = 32;
+/// HTTP/2 keep-alive: a ping after this much silence, and the connection closed if it is not answered within
+/// [`KEEP_ALIVE_TIMEOUT`] (a dead peer holds no connection slot).
+const KEEP_ALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
+const KEEP_ALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a connection may stay open at all; a client that keeps one longer reconnects.
+const MAX_CONNECTION_AGE: std::time::Duration = std::time::Duration::from_secs(300);
 
 type Check = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
@@ -277,17 +288,6 @@ fn self_signed(bind: std::net::IpAddr) -> Result<(String, String), Error> {
     Ok((ck.cert.pem(), ck.signing_key.serialize_pem()))
 }
 
-/// Binds the listener (so that a port conflict is an error at start, not later).
-pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
-    TcpListener::bind(addr).await.map_err(|e| {
-        Error::Serving(format!(
-            "cannot listen on {addr} (--bind-address/--secure-port): {e}"
-        ))
-    })
-}
-
-/// Serves until `shutdown`.
-pub(crate) async fn serve(
 /// Writes a private key readable by its owner only (mode 0600 from creation, whatever the umask), replacing any
 /// file there.
 fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
@@ -309,12 +309,24 @@ fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     }
 }
 
+/// Binds the listener (so that a port conflict is an error at start, not later).
+pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        Error::Serving(format!(
+            "cannot listen on {addr} (--bind-address/--secure-port): {e}"
+        ))
+    })
+}
+
+/// Serves until `shutdown`.
+pub(crate) async fn serve(
     listener: TcpListener,
     tls: ServerConfig,
     state: State,
     shutdown: CancellationToken,
 ) {
     let acceptor = TlsAcceptor::from(Arc::new(tls));
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let (stream, peer) = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -326,10 +338,16 @@ fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
                 }
             },
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::debug!(%peer, limit = MAX_CONNECTIONS, "too many connections; closing the new one");
+            drop(stream);
+            continue;
+        };
         let acceptor = acceptor.clone();
         let state = state.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => {
@@ -358,6 +376,18 @@ fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
                             text(StatusCode::UNAUTHORIZED, "Unauthorized\n".to_owned())
                         }
                         Err(Denied::Forbidden(why)) => text(StatusCode::FORBIDDEN, format!("{why}\n")),
+                        Err(Denied::Busy) => {
+                            let mut r = text(
+                                StatusCode::TOO_MANY_REQUESTS,
+                                "Too many requests are waiting on authorization, try again later\n"
+                                    .to_owned(),
+                            );
+                            r.headers_mut().insert(
+                                hyper::header::RETRY_AFTER,
+                                hyper::header::HeaderValue::from_static("1"),
+                            );
+                            r
+                        }
                         Err(Denied::Failed(why)) => {
                             tracing::warn!(error = %why, "request authorization failed");
                             text(
@@ -370,14 +400,28 @@ fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
                 }
             });
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            // HTTP/1: keep-alive, and the header read timeout also closes a connection idle between requests.
             builder
                 .http1()
                 .timer(TokioTimer::new())
+                .keep_alive(true)
                 .header_read_timeout(HANDSHAKE_TIMEOUT);
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .max_concurrent_streams(MAX_STREAMS)
+                .keep_alive_interval(KEEP_ALIVE_INTERVAL)
+                .keep_alive_timeout(KEEP_ALIVE_TIMEOUT);
             let conn = builder.serve_connection(TokioIo::new(tls), service);
+            tokio::pin!(conn);
             tokio::select! {
                 () = shutdown.cancelled() => {}
-                result = conn => if let Err(e) = result {
+                () = tokio::time::sleep(MAX_CONNECTION_AGE) => {
+                    // Finish what is in flight, then close.
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, conn).await;
+                }
+                result = conn.as_mut() => if let Err(e) = result {
                     tracing::debug!(%peer, error = %e, "connection error");
                 },
             }

@@ -435,3 +435,54 @@ async fn certificate_from_cert_dir_is_generated_then_reused() {
     assert_eq!(key.permissions().mode() & 0o777, 0o600);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The server holds at most 256 connections: one more is closed at once (before the 10 s handshake timeout
+/// that would otherwise end it), while the ones it holds stay open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_cap_are_closed_at_once() {
+    use tokio::io::AsyncReadExt;
+    const MAX_CONNECTIONS: usize = 256;
+    let env = TestEnv::get();
+    let port = free_port();
+    let options = Options::try_parse_from([
+        "--cloud-provider=fake".to_owned(),
+        format!("--kubeconfig={}", env.kubeconfig.display()),
+        "--bind-address=127.0.0.1".to_owned(),
+        format!("--secure-port={port}"),
+        "--leader-elect=false".to_owned(),
+        "--controllers=probe".to_owned(),
+    ])
+    .unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let runtime = Runtime::new(options).with_controller("probe", false, |ctx| async move {
+        ctx.shutdown.cancelled().await;
+        Ok(())
+    });
+    let task = tokio::spawn(runtime.run_until(Arc::new(FakeProvider::new()), async {
+        let _ = rx.await;
+    }));
+    let addr = format!("127.0.0.1:{port}");
+    let t0 = Instant::now();
+    while tokio::net::TcpStream::connect(&addr).await.is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "not serving");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Let that probe's connection (closed by us) free its slot before filling them all.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut held = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        held.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    let mut extra = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut buf = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(5), extra.read(&mut buf))
+        .await
+        .expect("the connection over the cap is closed at once");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    // A held one is still open: nothing to read yet.
+    let still = tokio::time::timeout(Duration::from_millis(200), held[0].read(&mut buf)).await;
+    assert!(still.is_err(), "a held connection was closed: {still:?}");
+    drop(held);
+    tx.send(()).unwrap();
+    task.await.unwrap().unwrap();
+}
