@@ -54,6 +54,14 @@ struct RequestLabel {
     request: String,
 }
 
+/// The labels of the Go controller's `cloudprovider_aws_api_response_status_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct StatusLabels {
+    service: &'static str,
+    operation: &'static str,
+    status_code: String,
+}
+
 /// The Go controller's `operation_name` label.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct OperationLabel {
@@ -71,6 +79,8 @@ struct Inner {
     upstream_errors: UpstreamErrors,
     /// `cloudprovider_aws_api_throttled_requests_total{operation_name}`.
     upstream_throttles: Family<OperationLabel, Counter>,
+    /// `cloudprovider_aws_api_response_status_total{service,operation,status_code}`: responses of 400 and more.
+    upstream_statuses: Family<StatusLabels, Counter>,
 }
 
 /// The Go controller's error counter is named without `_total`, which OpenMetrics cannot express for a
@@ -146,6 +156,11 @@ impl CallMetrics {
             "cloudprovider_aws_api_throttled_requests",
             "AWS API throttled requests",
             self.inner.upstream_throttles.clone(),
+        );
+        registry.register(
+            "cloudprovider_aws_api_response_status",
+            "AWS API response status code counts",
+            self.inner.upstream_statuses.clone(),
         );
     }
 
@@ -234,6 +249,28 @@ impl CallMetrics {
         }
     }
 
+    /// Counts an error response by HTTP status, labelled with the SDK's service ID as the Go controller does.
+    pub(crate) fn record_status(&self, service: crate::Service, operation: &'static str, status: u16) {
+        if status < 400 {
+            return;
+        }
+        let service = match service {
+            crate::Service::Ec2 => "EC2",
+            crate::Service::Elb => "Elastic Load Balancing",
+            crate::Service::Elbv2 => "Elastic Load Balancing v2",
+            crate::Service::Sts => "STS",
+            crate::Service::Ecr => "ECR",
+        };
+        self.inner
+            .upstream_statuses
+            .get_or_create(&StatusLabels {
+                service,
+                operation,
+                status_code: status.to_string(),
+            })
+            .inc();
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<CallKey, CallStats>> {
         self.inner
             .calls
@@ -262,6 +299,7 @@ impl Default for Inner {
             upstream_latency: Family::new_with_constructor(upstream_histogram as fn() -> Histogram),
             upstream_errors: UpstreamErrors::default(),
             upstream_throttles: Family::default(),
+            upstream_statuses: Family::default(),
         }
     }
 }
@@ -276,6 +314,8 @@ mod tests {
         metrics.record("ec2", "DescribeInstances", "throttled", Duration::from_millis(3));
         metrics.record("ec2", "DescribeInstances", "ok", Duration::from_millis(5));
         metrics.record("ec2", "CreateTags", "ok", Duration::from_millis(5));
+        metrics.record_status(crate::Service::Ec2, "DescribeInstances", 503);
+        metrics.record_status(crate::Service::Ec2, "DescribeInstances", 200);
         assert_eq!(metrics.attempts("ec2", "DescribeInstances"), 2);
         assert_eq!(metrics.attempts_with("ec2", "DescribeInstances", "throttled"), 1);
         assert_eq!(metrics.total_attempts(), 3);
@@ -297,6 +337,7 @@ mod tests {
             r#"cloudprovider_aws_api_request_duration_seconds_bucket{le="10.0",request="create_tags"} 1"#,
             r#"cloudprovider_aws_api_request_errors{request="describe_instance"} 1"#,
             r#"cloudprovider_aws_api_throttled_requests_total{operation_name="DescribeInstances"} 1"#,
+            r#"cloudprovider_aws_api_response_status_total{service="EC2",operation="DescribeInstances",status_code="503"} 1"#,
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
         }

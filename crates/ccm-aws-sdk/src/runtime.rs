@@ -171,6 +171,10 @@ impl Runtime {
                     return Ok(out);
                 }
                 Err(err) => {
+                    if let Some(response) = err.raw_response() {
+                        self.metrics
+                            .record_status(op.service, op.name, response.status().as_u16());
+                    }
                     let err = error_map::from_sdk(service, op.name, err);
                     let kind = err.kind();
                     self.metrics.record(service, op.name, kind.as_str(), latency);

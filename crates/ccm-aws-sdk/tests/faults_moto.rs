@@ -322,6 +322,11 @@ async fn the_user_agent_carries_the_kubernetes_key_as_upstream() {
     use ccm_aws_api::Elbv2;
     let proxy = proxy().await;
     let adapter = adapter(Some(&proxy.url())).await;
+    proxy.inject(
+        "DescribeAvailabilityZones",
+        Fault::error(500, "InternalFailure"),
+        1,
+    );
     adapter.ec2().availability_zones().await.unwrap();
     adapter.elb().load_balancer("no-such-lb-agent").await.unwrap();
     adapter.elbv2().load_balancer("no-such-nlb-agent").await.unwrap();
@@ -337,4 +342,11 @@ async fn the_user_agent_carries_the_kubernetes_key_as_upstream() {
             "the SDK's own agent is kept: {agent}"
         );
     }
+    // The Go controller's response status counter, by the SDK's service ID.
+    let mut registry = prometheus_client::registry::Registry::default();
+    adapter.metrics().register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let line = r#"cloudprovider_aws_api_response_status_total{service="EC2",operation="DescribeAvailabilityZones",status_code="500"} 1"#;
+    assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
 }
