@@ -88,6 +88,36 @@ struct Bucket {
     last: Instant,
 }
 
+/// The longest a call waits for the client-side limiter; a longer wait fails the call at once with a retry
+/// delay (an AWS `Throttled` error), so one throttled load balancer does not hold a worker for minutes.
+pub const MAX_WAIT: Duration = Duration::from_secs(20);
+
+/// Reserved tokens, given back if dropped (the waiting caller was cancelled); forgotten once spent.
+struct Refund<'a> {
+    buckets: &'a Mutex<HashMap<BucketKey, Bucket>>,
+    keys: Vec<BucketKey>,
+}
+
+impl Refund<'_> {
+    fn give_back(buckets: &mut HashMap<BucketKey, Bucket>, keys: &[BucketKey]) {
+        for key in keys {
+            if let Some(bucket) = buckets.get_mut(key) {
+                bucket.tokens = (bucket.tokens + 1.0).min(bucket.limit.capacity);
+            }
+        }
+    }
+}
+
+impl Drop for Refund<'_> {
+    fn drop(&mut self) {
+        let mut buckets = self
+            .buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Self::give_back(&mut buckets, &self.keys);
+    }
+}
+
 const MIN_FACTOR: f64 = 0.1;
 const RECOVERY_STEP: f64 = 0.05;
 
@@ -169,18 +199,32 @@ impl Limiter {
         }
     }
 
-    /// Waits until a call of `class` to `service` may go out.
-    pub(crate) async fn acquire(&self, service: Service, class: ActionClass) {
-        let wait = {
+    /// Waits until a call of `class` to `service` may go out; `Err(wait)` at once, with nothing taken, when
+    /// that would be longer than [`MAX_WAIT`]: the caller fails with a retry delay instead of holding its
+    /// worker (and every caller queued behind it). A caller cancelled while it waits gives its reservation back,
+    /// so that those queued after it do not wait for a call that never goes out.
+    pub(crate) async fn acquire(&self, service: Service, class: ActionClass) -> Result<(), Duration> {
+        let (wait, refund) = {
             let now = Instant::now();
             let mut buckets = self.lock();
             let mut wait = Duration::ZERO;
+            let mut keys = Vec::new();
             for key in [BucketKey::Class(service, class), BucketKey::Service(service)] {
                 let Some(limit) = self.limit(key) else { continue };
                 let bucket = buckets.entry(key).or_insert_with(|| Bucket::new(limit, now));
                 wait = wait.max(bucket.reserve(now));
+                keys.push(key);
             }
-            wait
+            let refund = Refund {
+                buckets: &self.buckets,
+                keys,
+            };
+            if wait > MAX_WAIT {
+                Refund::give_back(&mut buckets, &refund.keys);
+                std::mem::forget(refund);
+                return Err(wait);
+            }
+            (wait, refund)
         };
         if !wait.is_zero() {
             tracing::debug!(
@@ -191,6 +235,9 @@ impl Limiter {
             );
             tokio::time::sleep(wait).await;
         }
+        // The call goes out: the tokens are spent.
+        std::mem::forget(refund);
+        Ok(())
     }
 
     /// AWS said the call came too fast: slow this bucket down.
@@ -293,29 +340,44 @@ mod tests {
         let limiter = limiter(5.0, 2.0);
         let start = Instant::now();
         for _ in 0..5 {
-            limiter.acquire(Service::Ec2, ActionClass::Mutating).await;
+            limiter
+                .acquire(Service::Ec2, ActionClass::Mutating)
+                .await
+                .unwrap();
         }
         assert_eq!(start.elapsed(), Duration::ZERO, "the burst is free");
         for _ in 0..4 {
-            limiter.acquire(Service::Ec2, ActionClass::Mutating).await;
+            limiter
+                .acquire(Service::Ec2, ActionClass::Mutating)
+                .await
+                .unwrap();
         }
         // 4 more tokens at 2 per second.
         assert_eq!(start.elapsed().as_millis(), 2000);
         // Other buckets are unaffected.
         let before = Instant::now();
-        limiter.acquire(Service::Ec2, ActionClass::NonMutating).await;
+        limiter
+            .acquire(Service::Ec2, ActionClass::NonMutating)
+            .await
+            .unwrap();
         assert_eq!(before.elapsed(), Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]
     async fn throttling_halves_the_rate_and_successes_win_it_back() {
         let limiter = limiter(1.0, 10.0);
-        limiter.acquire(Service::Ec2, ActionClass::Mutating).await;
+        limiter
+            .acquire(Service::Ec2, ActionClass::Mutating)
+            .await
+            .unwrap();
         limiter.throttled(Service::Ec2, ActionClass::Mutating);
         limiter.throttled(Service::Ec2, ActionClass::Mutating);
         assert!((limiter.rate_factor(Service::Ec2, ActionClass::Mutating) - 0.25).abs() < 1e-9);
         let start = Instant::now();
-        limiter.acquire(Service::Ec2, ActionClass::Mutating).await;
+        limiter
+            .acquire(Service::Ec2, ActionClass::Mutating)
+            .await
+            .unwrap();
         // One token at 10 * 0.25 per second.
         assert_eq!(start.elapsed().as_millis(), 400);
         for _ in 0..20 {
@@ -326,6 +388,58 @@ mod tests {
             limiter.throttled(Service::Ec2, ActionClass::Mutating);
         }
         assert!((limiter.rate_factor(Service::Ec2, ActionClass::Mutating) - MIN_FACTOR).abs() < 1e-9);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_wait_gives_its_token_back() {
+        let limiter = limiter(1.0, 1.0);
+        limiter
+            .acquire(Service::Ec2, ActionClass::Mutating)
+            .await
+            .unwrap();
+        // This caller waits 1 s for its token, and is cancelled (its reconcile timed out) after 10 ms.
+        let cancelled = tokio::time::timeout(
+            Duration::from_millis(10),
+            limiter.acquire(Service::Ec2, ActionClass::Mutating),
+        )
+        .await;
+        assert!(cancelled.is_err());
+        // The next one waits only for the token the first call spent: 1 s from the start, not 2 s.
+        let start = Instant::now();
+        limiter
+            .acquire(Service::Ec2, ActionClass::Mutating)
+            .await
+            .unwrap();
+        assert_eq!(start.elapsed().as_millis(), 990);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_longer_than_the_bound_fails_at_once_and_takes_nothing() {
+        // One token every 10 s: the third caller in a row would wait 20 s, the fourth 30 s.
+        let limiter = limiter(1.0, 0.1);
+        limiter
+            .acquire(Service::Ec2, ActionClass::Mutating)
+            .await
+            .unwrap();
+        let start = Instant::now();
+        let second = limiter.acquire(Service::Ec2, ActionClass::Mutating);
+        let third = limiter.acquire(Service::Ec2, ActionClass::Mutating);
+        let fourth = limiter.acquire(Service::Ec2, ActionClass::Mutating);
+        let (second, third, fourth) = tokio::join!(second, third, fourth);
+        assert_eq!((second, third), (Ok(()), Ok(())));
+        assert_eq!(
+            fourth,
+            Err(Duration::from_secs(30)),
+            "refused, with how long it would have waited"
+        );
+        assert_eq!(start.elapsed(), MAX_WAIT, "the refused call did not wait");
+        // The refused call took no token: the next waits 10 s, not 20 s.
+        let start = Instant::now();
+        limiter
+            .acquire(Service::Ec2, ActionClass::Mutating)
+            .await
+            .unwrap();
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
     }
 
     #[test]

@@ -160,7 +160,14 @@ impl Runtime {
         let service = op.service.as_str();
         let mut attempt = 1;
         loop {
-            self.limiter.acquire(op.service, op.class).await;
+            if let Err(wait) = self.limiter.acquire(op.service, op.class).await {
+                return Err(AwsError::new(ErrorKind::Throttled, service, op.name)
+                    .with_message(format!(
+                        "client-side rate limit: the call would wait {wait:?}, longer than {:?}",
+                        crate::limiter::MAX_WAIT
+                    ))
+                    .with_retry_after(wait));
+            }
             let started = Instant::now();
             let result = send().await;
             let latency = started.elapsed();
