@@ -1,138 +1,101 @@
-//! `sandbox [NODES]`: the CCM at work on a local cluster. Seeds moto with a VPC, a control-plane instance and NODES
-//! worker instances (default 4) tagged for a cluster, registers the workers as Nodes the way kubelets with
-//! `--cloud-provider=external` do (tainted uninitialized, half named by private DNS name, half by instance ID),
-//! runs `aws-cloud-controller-manager` (next to this binary) with an IMDS emulator and a cloud config pointing at
-//! moto, and prints the Nodes before and after and the CCM's peak memory. Needs the environment of
-//! `scripts/testenv.sh` (`scripts/sandbox.sh` provides it). `sandbox 1000` is the scale run.
+//! `sandbox [NODES] [--pause]`: the CCM at work on a local cluster, every capability in one run. Seeds moto
+//! with a VPC (a public ELB subnet, a route table tagged for the cluster), a control-plane instance and NODES
+//! workers (default 4), registers the workers as Nodes the way kubelets with `--cloud-provider=external` do
+//! (tainted uninitialized, half named by private DNS name, half by instance ID, with pod CIDRs), runs
+//! `aws-cloud-controller-manager` (next to this binary) with `--configure-cloud-routes` against an IMDS emulator
+//! and moto, and prints before and after of: the Nodes initialized; their pod CIDR routes; a Service getting a
+//! Classic ELB and another an NLB; the `lb-plan` dry run of a change; the clean-up and `doctor` finding it
+//! clean. Then the CCM's peak memory and its AWS calls by operation. More than 10 NODES is the scale run (Nodes
+//! only): `sandbox 1000`. `--pause` waits for a line on stdin before the clean-up, to look around in moto.
+//! Needs the environment of `scripts/testenv.sh` (`scripts/sandbox.sh` provides it).
 
-use std::{process::Stdio, time::Duration};
+#[path = "sandbox/cluster.rs"]
+mod cluster;
+#[path = "sandbox/steps.rs"]
+mod steps;
+#[path = "sandbox/tour.rs"]
+mod tour;
+
+use std::time::Duration;
 
 use anyhow::Context;
-use ccm_testing::{
-    ImdsEmulator, TestEnv, ec2,
-    nodes::{self, UNINITIALIZED, is_initialized},
-    unique_name,
-};
-use k8s_openapi::api::core::v1::Node;
-use kube::{
-    Api,
-    api::{DeleteParams, ListParams, PostParams},
-};
+use ccm_testing::{TestEnv, nodes};
+use cluster::{CLUSTER_CIDR, Cluster};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::{Api, api::DeleteParams};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let arg = std::env::args().nth(1);
-    let workers: i32 = arg
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let pause = args.iter().any(|a| a == "--pause");
+    let nodes_arg = args.iter().find(|a| *a != "--pause");
+    let workers: i32 = nodes_arg
         .map_or(Ok(4), |n| n.parse())
-        .context("usage: sandbox [NODES]")?;
+        .context("usage: sandbox [NODES] [--pause]")?;
+    let tour = workers <= 10;
     let env = TestEnv::from_env()?;
-    let raw = ec2::client(&env).await;
-    let cluster = unique_name("sandbox");
-    let key = format!("kubernetes.io/cluster/{cluster}");
-    let network = ec2::network(&raw, ec2::octet_for(&cluster)).await?;
-    let control_plane = ec2::launch(&raw, &network, 1, &[(&key, "owned")])
-        .await?
-        .remove(0);
-    let mut instances = Vec::new();
-    for first in (0..workers).step_by(250) {
-        let count = (workers - first).min(250);
-        instances.extend(ec2::launch(&raw, &network, count, &[(&key, "owned")]).await?);
-    }
-    println!(
-        "moto: VPC {} with {} instances tagged {key}=owned",
-        network.vpc_id,
-        workers + 1
-    );
-
-    let imds = ImdsEmulator::start(&control_plane.id, "us-east-1a", &env.aws_region).await?;
-    let dir = std::env::temp_dir().join(&cluster);
-    std::fs::create_dir_all(&dir)?;
-    let config = ec2::cloud_config(&env.aws_region, &env.aws_endpoint, &imds.endpoint(), "");
-    std::fs::write(dir.join("cloud.conf"), config)?;
-
-    let api: Api<Node> = Api::all(env.kube_client().await?);
-    for (k, instance) in instances.iter().enumerate() {
-        let name = if k % 2 == 0 {
-            &instance.private_dns
-        } else {
-            &instance.id
-        };
-        let node: Node = serde_json::from_value(serde_json::json!({
-            "metadata": { "name": name, "labels": { "sandbox": cluster } },
-            "spec": { "taints": [{ "key": UNINITIALIZED, "value": "true", "effect": "NoSchedule" }] },
-        }))?;
-        api.create(&PostParams::default(), &node).await?;
-    }
-    let lp = ListParams::default().labels(&format!("sandbox={cluster}"));
-    println!("\nbefore:");
-    show(&api.list(&lp).await?.items);
-
-    let ccm_path = std::env::current_exe()?.with_file_name("aws-cloud-controller-manager");
-    let log = dir.join("ccm.log");
-    let mut ccm = std::process::Command::new(&ccm_path)
-        .args([
-            "--cloud-provider=aws",
-            "--v=2",
-            "--secure-port=0",
-            "--leader-elect=false",
-        ])
-        .arg(format!("--cloud-config={}", dir.join("cloud.conf").display()))
-        .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
-        .env("AWS_ACCESS_KEY_ID", "sandbox")
-        .env("AWS_SECRET_ACCESS_KEY", "sandbox")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log)?)
-        .stderr(std::fs::File::create(dir.join("ccm.err"))?)
-        .spawn()
-        .with_context(|| format!("starting {} (build it first)", ccm_path.display()))?;
-    println!("\nstarted aws-cloud-controller-manager (log: {})", log.display());
-
+    let cluster = Cluster::create(&env, workers).await?;
+    cluster.register_nodes(tour).await?;
+    let lp = cluster.node_selector();
+    println!("\n== Nodes: initialized by the CCM ==\nbefore:");
+    show(&cluster.nodes.list(&lp).await?.items);
+    let routes_before = cluster.routes().await?;
+    let flags = [
+        "--configure-cloud-routes=true".to_owned(),
+        format!("--cluster-cidr={CLUSTER_CIDR}"),
+        "--route-reconciliation-period=2s".to_owned(),
+    ];
+    let ccm = cluster.start_ccm(if tour { &flags } else { &[] })?;
     let started = tokio::time::Instant::now();
     let mut after = Vec::new();
     for _ in 0..150 + workers {
-        after = api.list(&lp).await?.items;
-        if after.iter().all(is_initialized) {
+        after = cluster.nodes.list(&lp).await?.items;
+        if after.iter().all(nodes::is_initialized) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    println!("\nafter ({:.1} s):", started.elapsed().as_secs_f64());
+    println!("after ({:.1} s):", started.elapsed().as_secs_f64());
     show(&after);
-    let status = std::fs::read_to_string(format!("/proc/{}/status", ccm.id())).unwrap_or_default();
-    let kib = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .unwrap_or("?")
-            .trim()
-            .to_owned()
+    let services: Api<Service> = Api::namespaced(env.kube_client().await?, "default");
+    if !tour {
+        println!("\n(scale run: Nodes only)");
+    }
+    let toured = match tour {
+        true => tour::run(&env, &cluster, &services, routes_before, pause).await,
+        false => Ok(()),
     };
-    println!(
-        "\naws-cloud-controller-manager memory: peak {} (VmHWM), now {}",
-        kib("VmHWM:"),
-        kib("VmRSS:")
-    );
-    std::process::Command::new("kill")
-        .args(["-TERM", &ccm.id().to_string()])
-        .status()?;
-    println!("aws-cloud-controller-manager stopped ({})", ccm.wait()?);
-    api.delete_collection(&DeleteParams::default(), &lp).await?;
+    let (peak, now) = ccm.memory();
+    println!("\n== aws-cloud-controller-manager ==\nmemory: peak {peak} (VmHWM), now {now}");
+    println!("AWS calls by operation (aws_api_requests_total):");
+    for (op, n) in ccm.aws_calls().await.unwrap_or_default() {
+        println!("  {op:<40} {n}");
+    }
+    let log = ccm.log.display().to_string();
+    println!("aws-cloud-controller-manager stopped ({})", ccm.stop()?);
+    cluster
+        .nodes
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await?;
     anyhow::ensure!(
-        after.iter().all(is_initialized),
-        "nodes left uninitialized; see {}",
-        log.display()
+        after.iter().all(nodes::is_initialized),
+        "nodes left uninitialized; see {log}"
     );
-    Ok(())
+    toured.with_context(|| format!("see {log}"))
 }
 
 /// One line per Node; a count beyond 10 Nodes.
 fn show(items: &[Node]) {
     if items.len() > 10 {
-        let done = items.iter().filter(|n| is_initialized(n)).count();
+        let done = items.iter().filter(|n| nodes::is_initialized(n)).count();
         return println!("  {} Nodes, {done} initialized", items.len());
     }
     for n in items {
-        println!("  {}", nodes::summary(n));
+        let cidr = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.pod_cidr.clone())
+            .unwrap_or_else(|| "-".to_owned());
+        println!("  {} podCIDR={cidr}", nodes::summary(n));
     }
 }

@@ -16,10 +16,17 @@ pub mod ec2;
 mod env;
 mod fault_proxy;
 mod imds;
+#[cfg(feature = "aws")]
+pub mod load_balancers;
+#[cfg(feature = "aws")]
+pub mod metrics;
 mod names;
 pub mod nodes;
 pub mod provider;
+pub mod services;
 mod tcp_proxy;
+#[cfg(feature = "aws")]
+pub mod vpc;
 
 pub use env::{EnvError, TestEnv};
 pub use fault_proxy::{Fault, FaultProxy};
