@@ -60,6 +60,14 @@ pub enum Error {
         /// The node.
         node: String,
     },
+    /// A reconcile or pass took longer than its deadline and was abandoned (retried later).
+    #[error("{what} did not finish within {deadline:?}")]
+    DeadlineExceeded {
+        /// What was abandoned.
+        what: &'static str,
+        /// The deadline.
+        deadline: std::time::Duration,
+    },
     /// The node's `alpha.kubernetes.io/provided-node-ip` does not fit the cloud's addresses.
     #[error("provided node ip for node {node:?} is not valid")]
     NodeIp {

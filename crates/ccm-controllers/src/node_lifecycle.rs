@@ -66,6 +66,9 @@ pub struct NodeLifecycleConfig {
     pub deletion_grace_period: Duration,
     /// The most Nodes one pass deletes, in percent of the Nodes handled; at least one (default 10).
     pub max_deletion_percent: u32,
+    /// The longest one pass may take; a pass still running then is abandoned (its provider and API calls
+    /// cancelled) and the next one starts after the monitor period (default 5 minutes).
+    pub pass_deadline: Duration,
 }
 
 impl Default for NodeLifecycleConfig {
@@ -79,6 +82,7 @@ impl Default for NodeLifecycleConfig {
             clock: Clock::system(),
             deletion_grace_period: Duration::from_secs(300),
             max_deletion_percent: 10,
+            pass_deadline: Duration::from_secs(300),
         }
     }
 }
@@ -269,7 +273,7 @@ pub async fn run<P: CloudProvider>(
             return;
         }
         loop {
-            monitor_nodes(&ctx).await;
+            monitor_within_deadline(&ctx).await;
             tokio::time::sleep(ctx.config.node_monitor_period).await;
         }
     };
@@ -279,6 +283,18 @@ pub async fn run<P: CloudProvider>(
         () = work => {},
     }
     Ok(())
+}
+
+/// One pass, abandoned if it outlasts `pass_deadline` (a provider or apiserver that stopped answering must not
+/// stop every later pass); `false` when it was.
+async fn monitor_within_deadline<P: CloudProvider>(ctx: &Ctx<P>) -> bool {
+    let deadline = ctx.config.pass_deadline;
+    if tokio::time::timeout(deadline, monitor_nodes(ctx)).await.is_ok() {
+        return true;
+    }
+    ctx.config.metrics.error();
+    tracing::warn!(?deadline, "node lifecycle pass exceeded its deadline; abandoned");
+    false
 }
 
 /// One pass over all nodes.

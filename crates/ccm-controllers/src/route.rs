@@ -56,6 +56,9 @@ pub struct RouteConfig {
     pub metrics: ControllerMetrics,
     /// Wall-clock time for condition and Event timestamps.
     pub clock: Clock,
+    /// The longest one pass may take; a pass still running then is abandoned (its provider and API calls
+    /// cancelled) and the next starts on the following tick (default 5 minutes).
+    pub pass_deadline: Duration,
 }
 
 /// One route to create for a node.
@@ -205,6 +208,7 @@ impl RouteConfig {
             node_selector: None,
             metrics: ControllerMetrics::default(),
             clock: Clock::system(),
+            pass_deadline: Duration::from_secs(300),
         })
     }
 
@@ -372,7 +376,7 @@ pub async fn run<P: CloudProvider>(
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            if let Err(error) = reconcile_routes(&ctx).await {
+            if let Err(error) = reconcile_within_deadline(&ctx).await {
                 ctx.config.metrics.error();
                 tracing::warn!(error = %ErrorChain(&error), "route reconciliation failed");
             }
@@ -384,6 +388,18 @@ pub async fn run<P: CloudProvider>(
         () = work => {},
     }
     Ok(())
+}
+
+/// One pass, abandoned if it outlasts `pass_deadline`: a provider or apiserver that stopped answering must not
+/// stop every later pass.
+async fn reconcile_within_deadline<P: CloudProvider>(ctx: &Ctx<P>) -> Result<(), Error> {
+    let deadline = ctx.config.pass_deadline;
+    tokio::time::timeout(deadline, reconcile_routes(ctx))
+        .await
+        .unwrap_or(Err(Error::DeadlineExceeded {
+            what: "route reconciliation pass",
+            deadline,
+        }))
 }
 
 /// One pass.

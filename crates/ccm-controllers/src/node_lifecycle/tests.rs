@@ -266,4 +266,19 @@ mod deletion {
         monitor_nodes(&ctx).await;
         assert!(deletes(&api).is_empty());
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pass_that_outlasts_its_deadline_is_abandoned() {
+        let api = mock_api(|_| None);
+        let cloud = FakeProvider::new();
+        // The provider stops answering (for longer than the deadline).
+        cloud.set_delay(Duration::from_secs(3600));
+        let mut ctx = ctx(&api, cloud, &[gone_node("old", Duration::from_secs(3600))]);
+        ctx.config.pass_deadline = Duration::from_secs(60);
+        let start = Instant::now();
+        assert!(!monitor_within_deadline(&ctx).await);
+        assert_eq!(start.elapsed(), Duration::from_secs(60));
+        assert_eq!(ctx.config.metrics.snapshot().errors, 1);
+        assert!(deletes(&api).is_empty());
+    }
 }

@@ -434,3 +434,41 @@ async fn calico_condition_is_replaced_through_a_whole_pass() {
     );
     assert_eq!(api.event_reasons(), ["FailedToCreateRoute"]);
 }
+
+/// A pass whose provider stops answering is abandoned at its deadline with an error, not waited on forever.
+#[tokio::test(start_paused = true)]
+async fn a_pass_that_outlasts_its_deadline_is_abandoned() {
+    use ccm_testing::provider::FakeProvider;
+
+    use crate::mock_api::mock_api;
+
+    let api = mock_api(|_| None);
+    let provider = FakeProvider::new();
+    provider.set_delay(Duration::from_secs(3600));
+    let (store, mut writer) = reflector::store();
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(node(
+        "n",
+        &["10.120.0.0/24"],
+        "10.1.0.1",
+    )));
+    let config = RouteConfig {
+        pass_deadline: Duration::from_secs(60),
+        ..config()
+    };
+    let ctx = Ctx {
+        client: api.client.clone(),
+        provider: Arc::new(provider),
+        recorder: EventRecorder::new(
+            api.client.clone(),
+            "route_controller",
+            config.clock.clone(),
+            config.metrics.clone(),
+        ),
+        config,
+        store,
+    };
+    let start = tokio::time::Instant::now();
+    let err = reconcile_within_deadline(&ctx).await.unwrap_err();
+    assert!(matches!(err, Error::DeadlineExceeded { .. }), "{err}");
+    assert_eq!(start.elapsed(), Duration::from_secs(60));
+}
