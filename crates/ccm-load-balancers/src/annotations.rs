@@ -790,7 +790,7 @@ pub fn render_markdown() -> String {
          the health check protocol, port and numbers, EIP allocations and private addresses, which Go or AWS \
          refused empty); a value Go served with a surprising meaning (`internal: \"False\"` is internal, an \
          unknown `type` is a Classic ELB, `backend-protocol: HTTP` without a certificate is TCP, key/value items \
-         with an empty key are skipped) is served the same way, with a warning in the log saying so.\n\n\
+         with an empty key are skipped) is served the same way, with an `UnexpectedAnnotationValue` Warning Event saying so.\n\n\
          Flavours: **CLB** = Classic ELB (the default), **NLB** = Network Load Balancer \
          (`aws-load-balancer-type: nlb`). An annotation of the other flavour is ignored (a bad value of it is only \
          logged), except where the \

@@ -111,6 +111,15 @@ fn flavour_change(spec: &ServiceSpec, has: &str) -> Error {
     })
 }
 
+/// A Warning notice per annotation value served with the Go controller's surprising meaning (the Service is
+/// served all the same; see `annotations::go_compat`).
+fn annotation_notices(spec: &ServiceSpec) -> Vec<Notice> {
+    spec.warnings
+        .iter()
+        .map(|w| Notice::warning("UnexpectedAnnotationValue", w.to_string()))
+        .collect()
+}
+
 fn service_key(service: &Service) -> (String, String) {
     (
         service
@@ -232,7 +241,11 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         match spec.flavour {
             Flavour::External => return Err(CloudError::ImplementedElsewhere),
             // Boxed: the NLB path's state (large with the SDK adapter's futures) lives on the heap.
-            Flavour::Network => return Box::pin(self.ensure_nlb(cluster_name, &spec, nodes)).await,
+            Flavour::Network => {
+                let mut ensured = Box::pin(self.ensure_nlb(cluster_name, &spec, nodes)).await?;
+                ensured.notices.splice(0..0, annotation_notices(&spec));
+                return Ok(ensured);
+            }
             Flavour::Classic => {}
         }
         let desired = self.desired(&spec, nodes).await?;
@@ -243,7 +256,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         }
         let changes = classic::plan(&desired, &observed);
         let existing_dns = observed.load_balancer.as_ref().map(|lb| lb.dns_name.clone());
-        let mut notices = Vec::new();
+        let mut notices = annotation_notices(&spec);
         if let Some(message) = classic::recreation(&desired.name, &changes) {
             tracing::warn!(service = %spec.key(), load_balancer = %desired.name, %message, "recreating Classic ELB");
             notices.push(Notice::warning("RecreatingLoadBalancer", message));

@@ -156,6 +156,27 @@ async fn ensure_of_a_steady_service_only_reads() {
             Some("steady.us-east-1.elb.amazonaws.com")
         );
     }
+    let ensured = lbs
+        .ensure_load_balancer_reporting("k", &svc, &[&n])
+        .await
+        .unwrap();
+    assert_eq!(ensured.notices, [], "nothing to tell");
+    // A Go-era value served with Go's meaning (an upper-case type is a Classic ELB): the same steady load
+    // balancer, and a Warning notice naming the annotation.
+    let mut go_era = svc.clone();
+    go_era.metadata.annotations = Some([(Key::Type.name().to_owned(), "NLB".to_owned())].into());
+    let ensured = lbs
+        .ensure_load_balancer_reporting("k", &go_era, &[&n])
+        .await
+        .unwrap();
+    assert_eq!(ensured.notices.len(), 1, "{:?}", ensured.notices);
+    assert!(ensured.notices[0].warning);
+    assert_eq!(ensured.notices[0].reason, "UnexpectedAnnotationValue");
+    assert!(
+        ensured.notices[0].message.contains("aws-load-balancer-type"),
+        "{:?}",
+        ensured.notices
+    );
 }
 
 #[tokio::test]
