@@ -138,9 +138,9 @@ impl Cluster {
             .stderr(std::fs::File::create(self.dir.join("ccm.err"))?)
             .spawn()
             .with_context(|| format!("starting {} (build it first)", path.display()))?;
+        let flags: String = extra.iter().map(|f| format!(" {f}")).collect();
         println!(
-            "\nstarted aws-cloud-controller-manager {} (log: {})",
-            extra.join(" "),
+            "\nstarted aws-cloud-controller-manager{flags} (log: {})",
             log.display()
         );
         Ok(Ccm { child, port, log })
