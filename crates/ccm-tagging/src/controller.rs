@@ -435,16 +435,16 @@ where
                             Outcome::Skipped => "skipped",
                             Outcome::Gone => "gone",
                         };
-                        self.metrics.item(action, outcome);
+                        self.metrics.item(action, outcome, item.instance.as_str());
                     }
                     Err(failure) if self.queue.failures(item) < MAX_RETRIES => {
                         let n = self.queue.add_rate_limited(item.clone());
-                        self.metrics.item(action, "retried");
+                        self.metrics.item(action, "retried", item.instance.as_str());
                         tracing::warn!(node = item.node, error = %ErrorChain(&failure), failures = n, "retrying");
                     }
                     Err(failure) => {
                         self.queue.forget(item);
-                        self.metrics.item(action, "dropped");
+                        self.metrics.item(action, "dropped", item.instance.as_str());
                         tracing::error!(
                             node = item.node,
                             error = %ErrorChain(&failure),

@@ -39,6 +39,8 @@ struct ItemLabels {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ErrorLabels {
     error_type: &'static str,
+    /// As upstream: one series per failing instance (only instances with errors get one).
+    instance_id: String,
 }
 
 // === impl TaggingMetrics ===
@@ -59,8 +61,11 @@ impl Default for TaggingMetrics {
 
 impl TaggingMetrics {
     /// Registers `cloudprovider_aws_tagging_controller_work_items_total{action,outcome}`,
-    /// `cloudprovider_aws_tagging_controller_work_item_errors_total{error_type}` (upstream's name, without its
-    /// per-instance label) and `cloudprovider_aws_tagging_controller_initial_node_tagging_delay_seconds`.
+    /// `cloudprovider_aws_tagging_controller_work_item_errors_total{error_type,instance_id}` (upstream's name and
+    /// labels) and the node tagging delay histogram twice: as
+    /// `cloudprovider_aws_tagging_controller_initial_node_tagging_delay_seconds` and under upstream's exact
+    /// (misspelt, unprefixed) name `tagging_controller_inital_node_tagging_delay_seconds`, so that dashboards
+    /// made for the Go controller find it.
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "cloudprovider_aws_tagging_controller_work_items",
@@ -75,6 +80,11 @@ impl TaggingMetrics {
         registry.register(
             "cloudprovider_aws_tagging_controller_initial_node_tagging_delay_seconds",
             "Time from a node's creation to the first tagging of its instance",
+            self.inner.delay.clone(),
+        );
+        registry.register(
+            "tagging_controller_inital_node_tagging_delay_seconds",
+            "Latency (in seconds) between node creation and its first successful tagging by TaggingController.",
             self.inner.delay.clone(),
         );
     }
@@ -96,7 +106,7 @@ impl TaggingMetrics {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(crate) fn item(&self, action: &'static str, outcome: &'static str) {
+    pub(crate) fn item(&self, action: &'static str, outcome: &'static str, instance_id: &str) {
         *self.counts().entry((action, outcome)).or_default() += 1;
         self.inner
             .items
@@ -107,10 +117,43 @@ impl TaggingMetrics {
             "dropped" => "errors_after_retries_exhausted",
             _ => return,
         };
-        self.inner.errors.get_or_create(&ErrorLabels { error_type }).inc();
+        let labels = ErrorLabels {
+            error_type,
+            instance_id: instance_id.to_owned(),
+        };
+        self.inner.errors.get_or_create(&labels).inc();
     }
 
     pub(crate) fn initial_delay(&self, seconds: f64) {
         self.inner.delay.observe(seconds.max(0.0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::encoding::text::encode;
+
+    use super::*;
+
+    #[test]
+    fn served_under_the_go_controllers_names_and_labels() {
+        let metrics = TaggingMetrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        metrics.item("tag", "retried", "i-1");
+        metrics.initial_delay(3.0);
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains(
+                "cloudprovider_aws_tagging_controller_work_item_errors_total{error_type=\"total_errors\",instance_id=\"i-1\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("tagging_controller_inital_node_tagging_delay_seconds_count 1"),
+            "{text}"
+        );
+        assert!(text.contains("le=\"1024.0\""), "upstream's buckets: {text}");
     }
 }
