@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs every cargo-fuzz target of fuzz/ for a bounded time on its committed corpus (fuzz/corpus/<target>), one
+# target at a time on one core. Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz --locked`);
+# not part of scripts/test.sh because a fresh build machine has only the pinned stable toolchain.
+#
+#   scripts/fuzz-smoke.sh               # 20 s per target, new inputs kept in a scratch directory
+#   FUZZ_SECONDS=300 scripts/fuzz-smoke.sh service_spec    # one target, longer
+#
+# Environment: FUZZ_SECONDS (per target, default 20); FUZZ_WORK (where new inputs go; default a temporary
+# directory, removed at the end); CARGO_TARGET_DIR_FUZZ (default $HOME/.cache/aws-ccm-rs/target-fuzz: nightly
+# builds with sanitizer flags never share the stable target directory). A crash or hang fails the script and
+# leaves the input under fuzz/artifacts/<target>/.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$here/../fuzz"
+
+seconds="${FUZZ_SECONDS:-20}"
+if [ -n "${FUZZ_WORK:-}" ]; then
+    work="$FUZZ_WORK"
+else
+    work="$(mktemp -d)"
+    trap 'rm -rf "$work"' EXIT
+fi
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR_FUZZ:-$HOME/.cache/aws-ccm-rs/target-fuzz}"
+
+if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+    echo "fuzz-smoke: the nightly toolchain is not installed; nothing fuzzed" >&2
+    exit 1
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    echo "fuzz-smoke: cargo-fuzz is missing (cargo install cargo-fuzz --locked)" >&2
+    exit 1
+fi
+
+if [ "$#" -gt 0 ]; then
+    targets=("$@")
+else
+    mapfile -t targets < <(cargo +nightly fuzz list)
+fi
+
+cargo +nightly fuzz build -O
+for target in "${targets[@]}"; do
+    mkdir -p "$work/$target"
+    echo "fuzz-smoke: $target for ${seconds}s (corpus fuzz/corpus/$target, new inputs in $work/$target)"
+    # One process on one core; -timeout turns a hang (an input taking over 10 s) into a failure.
+    log="$work/$target.log"
+    status=0
+    cargo +nightly fuzz run -O "$target" "$work/$target" "corpus/$target" -- \
+        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 -print_final_stats=1 \
+        >"$log" 2>&1 || status=$?
+    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::number_of_executed_units|^Done [0-9]+ runs' "$log" || true
+    if [ "$status" -ne 0 ]; then
+        tail -40 "$log" >&2
+        echo "fuzz-smoke: $target failed (status $status); the input is under fuzz/artifacts/$target/" >&2
+        exit 1
+    fi
+done
+echo "fuzz-smoke: every target ran ${seconds}s without a crash"
