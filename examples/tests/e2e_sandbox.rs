@@ -30,28 +30,11 @@ fn words_after<'a>(text: &'a str, marker: &str) -> Vec<&'a str> {
         .collect()
 }
 
-#[tokio::test]
-async fn e2e_sandbox_shows_every_capability_before_and_after() {
-    let env = TestEnv::get();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox"))
-        .arg("--pause")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("run sandbox");
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let mut stdout = String::new();
-    while !stdout.contains("\npaused before the clean-up") {
-        let mut line = String::new();
-        assert!(
-            reader.read_line(&mut line).unwrap() > 0,
-            "ended before the pause:\n{stdout}"
-        );
-        stdout.push_str(&line);
-    }
-
+/// The instances of the Nodes section (sorted) and the pod CIDR of each; checks the before and after of the
+/// Nodes and of the routes, whose printed after must route each Node's pod CIDR to its instance.
+fn nodes_and_routes(stdout: &str) -> (Vec<String>, BTreeMap<String, String>) {
     // Nodes: four tainted before; after, each with a provider ID and no taint of the CCM's.
-    let nodes = section(&stdout, "Nodes");
+    let nodes = section(stdout, "Nodes");
     let (before, after) = nodes
         .split_once("\nafter (")
         .expect("a before and an after section");
@@ -74,7 +57,7 @@ async fn e2e_sandbox_shows_every_capability_before_and_after() {
     assert_eq!(cidrs.len(), 4, "{stdout}");
 
     // Routes: none before; after, one per Node's pod CIDR to its instance, also in moto now.
-    let routes = section(&stdout, "Pod CIDR routes");
+    let routes = section(stdout, "Pod CIDR routes");
     let (before, after) = routes.split_once("\nafter:").unwrap();
     assert!(before.contains("before: (none)"), "{stdout}");
     let printed: BTreeMap<String, String> = after
@@ -83,6 +66,58 @@ async fn e2e_sandbox_shows_every_capability_before_and_after() {
         .map(|(c, i)| (c.trim().to_owned(), i.to_owned()))
         .collect();
     assert_eq!(printed, cidrs, "{stdout}");
+    (instances, cidrs)
+}
+
+/// The clean-up section (both load balancers and every route gone, doctor exiting 0) and the CCM's figures.
+fn check_cleanup_and_ccm(stdout: &str) {
+    // Clean-up: both load balancers and every route gone, in the output and in moto; doctor found nothing.
+    let cleanup = section(stdout, "Clean-up");
+    let after = cleanup.split_once("\nafter:").unwrap().1;
+    assert_eq!(after.matches(": no load balancer").count(), 2, "{stdout}");
+    assert!(after.contains("routes: (none)"), "{stdout}");
+    assert!(after.contains("nothing leaked"), "{stdout}");
+    assert!(after.contains("doctor exited with exit status: 0"), "{stdout}");
+
+    // The CCM: memory and the AWS calls that made all of the above.
+    let ccm = section(stdout, "aws-cloud-controller-manager");
+    assert!(ccm.contains("memory: peak "), "{stdout}");
+    for op in [
+        "CreateLoadBalancer",
+        "RegisterInstancesWithLoadBalancer",
+        "RegisterTargets",
+        "CreateRoute",
+    ] {
+        assert!(ccm.contains(&format!("\n  {op} ")), "{op} not counted:\n{stdout}");
+    }
+    assert!(
+        ccm.contains("aws-cloud-controller-manager stopped (exit status: 0)"),
+        "{stdout}"
+    );
+}
+
+#[tokio::test]
+async fn e2e_sandbox_shows_every_capability_before_and_after() {
+    let env = TestEnv::get();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox"))
+        .arg("--pause")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run sandbox");
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut stdout = String::new();
+    while !stdout.contains("\npaused before the clean-up") {
+        let mut line = String::new();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "ended before the pause:\n{stdout}"
+        );
+        stdout.push_str(&line);
+    }
+
+    let (instances, cidrs) = nodes_and_routes(&stdout);
+    let routes = section(&stdout, "Pod CIDR routes");
     let table = words_after(routes, "route table ")[0].to_owned();
     let raw = ec2::client(env).await;
     assert_eq!(vpc::instance_routes(&raw, &table).await.unwrap(), cidrs);
@@ -137,29 +172,8 @@ async fn e2e_sandbox_shows_every_capability_before_and_after() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{stdout}");
 
-    // Clean-up: both load balancers and every route gone, in the output and in moto; doctor found nothing.
-    let cleanup = section(&stdout, "Clean-up");
-    let after = cleanup.split_once("\nafter:").unwrap().1;
-    assert_eq!(after.matches(": no load balancer").count(), 2, "{stdout}");
-    assert!(after.contains("routes: (none)"), "{stdout}");
-    assert!(after.contains("nothing leaked"), "{stdout}");
-    assert!(after.contains("doctor exited with exit status: 0"), "{stdout}");
+    check_cleanup_and_ccm(&stdout);
+    // And in moto: neither load balancer nor any route is left.
     assert!(aws.classic(&classic).await.is_none() && aws.network(&nlb).await.is_none());
     assert!(vpc::instance_routes(&raw, &table).await.unwrap().is_empty());
-
-    // The CCM: memory and the AWS calls that made all of the above.
-    let ccm = section(&stdout, "aws-cloud-controller-manager");
-    assert!(ccm.contains("memory: peak "), "{stdout}");
-    for op in [
-        "CreateLoadBalancer",
-        "RegisterInstancesWithLoadBalancer",
-        "RegisterTargets",
-        "CreateRoute",
-    ] {
-        assert!(ccm.contains(&format!("\n  {op} ")), "{op} not counted:\n{stdout}");
-    }
-    assert!(
-        ccm.contains("aws-cloud-controller-manager stopped (exit status: 0)"),
-        "{stdout}"
-    );
 }
