@@ -70,7 +70,7 @@ impl NodeIndex {
 
     /// Records Node `name` with its `spec.providerID` (a Node without an EC2 instance is forgotten).
     pub fn upsert(&self, name: &str, provider_id: Option<&str>) {
-        let instance = provider_id.and_then(instance_of_provider_id);
+        let instance = instance_of_node(name, provider_id);
         if self.read().by_name.get(name) == instance.as_ref() {
             return;
         }
@@ -91,7 +91,7 @@ impl NodeIndex {
     pub fn replace_all<'a>(&self, nodes: impl IntoIterator<Item = (&'a str, Option<&'a str>)>) {
         let mut fresh = Maps::default();
         for (name, provider_id) in nodes {
-            if let Some(instance) = provider_id.and_then(instance_of_provider_id) {
+            if let Some(instance) = instance_of_node(name, provider_id) {
                 fresh.by_instance.insert(instance.clone(), name.to_owned());
                 fresh.by_name.insert(name.to_owned(), instance);
             }
@@ -140,6 +140,19 @@ impl NodeNames for NodeIndex {
     fn observe(&self, nodes: &[(&str, Option<&str>)]) {
         self.replace_all(nodes.iter().copied());
     }
+}
+
+/// The instance of Node `name`: from its provider ID, or, before the cloud-node controller has set one, from a
+/// name that is an instance ID itself (`i-0123456789abcdef0`; resource-based host names such as
+/// `i-0123456789abcdef0.us-west-2.compute.internal` are not IDs). Without this, a route to a Node named by its
+/// instance ID would be named by the instance's private DNS name until the provider ID arrives, and the route
+/// controller would delete it and create it again.
+fn instance_of_node(name: &str, provider_id: Option<&str>) -> Option<InstanceId> {
+    provider_id.and_then(instance_of_provider_id).or_else(|| {
+        let hex = name.strip_prefix("i-")?;
+        (matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| InstanceId::new(name))
+    })
 }
 
 /// The EC2 instance of an AWS provider ID (`aws:///<zone>/i-...`, `aws:////i-...`, a bare `i-...`); `None` for
@@ -203,6 +216,37 @@ mod tests {
         assert_eq!(index.len(), 1, "clones share");
         assert_eq!(index.instance_id("c"), Some("i-4".into()));
         assert!(index.instance_id("a").is_none());
+    }
+
+    /// A Node named by its instance ID is known before the cloud-node controller sets its provider ID, so a route
+    /// to it is named by the Node, not by the instance's private DNS name (which made the route controller delete
+    /// and re-create it). Names that only look like IDs are not taken for one.
+    #[test]
+    fn a_node_named_by_its_instance_id_is_known_without_a_provider_id() {
+        let index = NodeIndex::new();
+        index.observe(&[
+            ("i-0123456789abcdef0", None),
+            ("i-0a1b2c3d", None),
+            ("i-0123456789abcdef1.us-west-2.compute.internal", None),
+            ("i-not-hex", None),
+            ("ip-10-0-0-1.ec2.internal", None),
+        ]);
+        assert_eq!(
+            index.node_name(&"i-0123456789abcdef0".into()).as_deref(),
+            Some("i-0123456789abcdef0")
+        );
+        assert_eq!(
+            index.node_name(&"i-0a1b2c3d".into()).as_deref(),
+            Some("i-0a1b2c3d")
+        );
+        assert_eq!(
+            index.len(),
+            2,
+            "resource-based host names and other names are not IDs"
+        );
+        // The provider ID wins once set.
+        index.upsert("i-0a1b2c3d", Some("aws:///us-east-1a/i-0ffffffff"));
+        assert_eq!(index.instance_id("i-0a1b2c3d"), Some("i-0ffffffff".into()));
     }
 
     #[test]
