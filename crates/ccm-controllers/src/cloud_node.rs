@@ -59,6 +59,9 @@ pub struct CloudNodeConfig {
     pub metrics: ControllerMetrics,
     /// Wall-clock time for Event timestamps.
     pub clock: Clock,
+    /// The longest the sync of one batch may take; a batch still syncing then is abandoned (its provider and
+    /// API calls cancelled) and its nodes retried with backoff (default 5 minutes).
+    pub sync_deadline: Duration,
 }
 
 impl Default for CloudNodeConfig {
@@ -72,6 +75,7 @@ impl Default for CloudNodeConfig {
             node_selector: None,
             metrics: ControllerMetrics::default(),
             clock: Clock::system(),
+            sync_deadline: Duration::from_secs(300),
         }
     }
 }
@@ -152,11 +156,33 @@ async fn worker<P: CloudProvider>(ctx: &Ctx<P>) {
         .next_batch(ctx.config.max_batch, ctx.config.batch_window)
         .await
     {
-        sync_batch(ctx, &batch).await;
+        sync_within_deadline(ctx, &batch).await;
         for name in &batch {
             ctx.queue.done(name);
         }
     }
+}
+
+/// Syncs a batch, abandoned if it outlasts `sync_deadline` (a provider or apiserver that stopped answering
+/// must not hold the worker): its nodes are then retried with backoff. `false` when it was abandoned.
+async fn sync_within_deadline<P: CloudProvider>(ctx: &Ctx<P>, batch: &[String]) -> bool {
+    let deadline = ctx.config.sync_deadline;
+    if tokio::time::timeout(deadline, sync_batch(ctx, batch))
+        .await
+        .is_ok()
+    {
+        return true;
+    }
+    ctx.config.metrics.error();
+    tracing::warn!(
+        ?deadline,
+        nodes = batch.len(),
+        "node sync exceeded its deadline; abandoned, retrying"
+    );
+    for name in batch {
+        ctx.queue.add_after(name, ctx.backoff.next(name));
+    }
+    false
 }
 
 fn has_cloud_taint(node: &Node) -> bool {

@@ -223,3 +223,43 @@ fn reserved_label_rule() {
         assert_eq!(is_reserved_label(k), reserved, "{k}");
     }
 }
+
+/// A batch whose provider stops answering is abandoned at the deadline and its node retried with backoff.
+#[tokio::test(start_paused = true)]
+async fn a_batch_that_outlasts_its_deadline_is_abandoned_and_retried() {
+    use ccm_testing::provider::FakeProvider;
+
+    let api = crate::mock_api::mock_api(|_| None);
+    let cloud = FakeProvider::new();
+    cloud.set_delay(Duration::from_secs(3600));
+    let (store, mut writer) = reflector::store();
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(node(
+        None,
+        vec![taint(TAINT_UNINITIALIZED)],
+    )));
+    let config = CloudNodeConfig {
+        sync_deadline: Duration::from_secs(60),
+        ..CloudNodeConfig::default()
+    };
+    let ctx = Ctx {
+        client: api.client.clone(),
+        provider: Arc::new(cloud),
+        recorder: EventRecorder::new(
+            api.client.clone(),
+            "cloud-node-controller",
+            config.clock.clone(),
+            config.metrics.clone(),
+        ),
+        queue: WorkQueue::with_metrics(config.metrics.clone()),
+        config,
+        store,
+        backoff: Backoff::new(Duration::from_millis(5), Duration::from_secs(1000)),
+        superseded: Mutex::default(),
+    };
+    let start = tokio::time::Instant::now();
+    assert!(!sync_within_deadline(&ctx, &["node0".to_owned()]).await);
+    assert_eq!(start.elapsed(), Duration::from_secs(60));
+    assert_eq!(ctx.backoff.failures("node0"), 1, "retried with backoff");
+    assert_eq!(ctx.config.metrics.snapshot().errors, 1);
+    assert!(api.writes().is_empty());
+}
