@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target of fuzz/ for a bounded time on its committed corpus (fuzz/corpus/<target>), one
-# target at a time on one core. Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz --locked`);
-# not part of scripts/test.sh because a fresh build machine has only the pinned stable toolchain.
+# target at a time on one core. Needs the nightly toolchain and cargo-fuzz (scripts/setup.sh installs
+# cargo-fuzz); scripts/test.sh runs it last.
 #
 #   scripts/fuzz-smoke.sh               # 20 s per target, new inputs kept in a scratch directory
 #   FUZZ_SECONDS=300 scripts/fuzz-smoke.sh service_spec    # one target, longer

@@ -34,5 +34,13 @@ if [ ! -f "$MOTO_VENV/.complete" ]; then
   touch "$MOTO_VENV/.complete"
 fi
 
+# The fuzz smoke run (scripts/fuzz-smoke.sh, the test command's last step) needs cargo-fuzz; the nightly toolchain it
+# runs on comes with this machine kind (rustup cannot download toolchains here), and the script fails, naming it,
+# where it is missing.
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  log "installing cargo-fuzz from crates.io"
+  cargo install cargo-fuzz --locked --quiet || die "cargo install cargo-fuzz failed: the fuzz smoke run needs it"
+fi
+
 "$here/build-kube-apiserver.sh"
 log "setup complete: moto $MOTO_VERSION, $(etcd --version | head -n1), kube-apiserver $("$KUBE_APISERVER_BIN" --version)"

@@ -23,4 +23,7 @@ log "group 2: end-to-end tests (the binaries against moto and the apiserver, one
 cargo nextest run --workspace --lib --bins --tests --profile ci -E 'binary(/^e2e/)' --test-threads 1
 log "doc tests"
 cargo test --workspace --doc --quiet
+# Every fuzz target for about 20 s on its committed corpus (nightly, one core; a crash or hang fails the run).
+log "fuzz smoke run"
+"$here/fuzz-smoke.sh"
 log "all tests passed"
