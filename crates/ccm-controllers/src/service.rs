@@ -67,6 +67,10 @@ pub struct ServiceConfig {
     /// How often the provider is asked which load balancers drifted from what was ensured (changed by hand in
     /// the cloud), to re-ensure only those (`--load-balancer-resync-period`, default 10 min; zero disables).
     pub load_balancer_resync_period: Duration,
+    /// How long one Service sync or one load balancer's host update may take before it is abandoned and retried
+    /// (default 5 min): a provider that stopped answering must not hold a worker, and with it every other
+    /// Service, for good. Abandoning is safe: the provider's steps are idempotent, as after a crash.
+    pub reconcile_deadline: Duration,
 }
 
 impl Default for ServiceConfig {
@@ -83,6 +87,7 @@ impl Default for ServiceConfig {
             clock: Clock::system(),
             deletion_patience: Duration::from_secs(15 * 60),
             load_balancer_resync_period: Duration::from_secs(10 * 60),
+            reconcile_deadline: Duration::from_secs(5 * 60),
         }
     }
 }
@@ -248,7 +253,7 @@ async fn service_worker<P: CloudProvider>(ctx: &Ctx<P>) {
     while let Some(batch) = ctx.queue.next_batch(1, Duration::ZERO).await {
         for key in batch {
             ctx.config.metrics.reconcile();
-            match sync_service(ctx, &key).await {
+            match sync_within_deadline(ctx, &key).await {
                 Ok(()) => ctx.backoff.forget(&key),
                 // Not a failure: the deletion goes on after the delay it chose (and reported).
                 Err(Error::Waiting { after, .. }) => ctx.queue.add_after(&key, after),
@@ -262,6 +267,17 @@ async fn service_worker<P: CloudProvider>(ctx: &Ctx<P>) {
             ctx.queue.done(&key);
         }
     }
+}
+
+/// [`sync_service`], abandoned (an error, retried with backoff) when it outlasts the reconcile deadline.
+async fn sync_within_deadline<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
+    let deadline = ctx.config.reconcile_deadline;
+    tokio::time::timeout(deadline, sync_service(ctx, key))
+        .await
+        .unwrap_or(Err(Error::DeadlineExceeded {
+            what: "service sync",
+            deadline,
+        }))
 }
 
 async fn sync_service<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
@@ -545,7 +561,12 @@ async fn sync_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
             if old == hosts {
                 return;
             }
-            if !update_hosts(ctx, lb, &svc, &refs).await {
+            // A host update that outlasts the deadline is abandoned; a full sync of that Service follows.
+            let updated =
+                tokio::time::timeout(ctx.config.reconcile_deadline, update_hosts(ctx, lb, &svc, &refs))
+                    .await
+                    .unwrap_or(false);
+            if !updated {
                 ctx.queue.add(&key);
             }
         })

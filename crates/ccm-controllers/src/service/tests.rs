@@ -853,6 +853,29 @@ mod scripted {
         assert_eq!(h.ctx.queue.len(), 0);
     }
 
+    /// A provider that stops answering holds a sync only until the reconcile deadline: the sync fails (and is
+    /// retried), so the worker is free for the other Services.
+    #[tokio::test(start_paused = true)]
+    async fn a_sync_that_outlasts_the_deadline_is_abandoned() {
+        let h = harness(|_| None, vec![with(finalized)], vec![named_node("n1")]);
+        h.provider.set_delay(Duration::from_secs(3600));
+        let started = tokio::time::Instant::now();
+        let result = sync_within_deadline(&h.ctx, "ns/svc").await;
+        assert!(
+            matches!(
+                result,
+                Err(Error::DeadlineExceeded {
+                    what: "service sync",
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+        assert_eq!(started.elapsed(), h.ctx.config.reconcile_deadline);
+        h.provider.set_delay(Duration::ZERO);
+        sync_within_deadline(&h.ctx, "ns/svc").await.unwrap();
+    }
+
     /// Upstream `TestSlowNodeSync`: while a node-sync pass is stuck in a slow `UpdateLoadBalancer`, a Service
     /// sync still runs (with the newest nodes), the pass does not push an older host set over it, and the node
     /// added meanwhile reaches every load balancer on the next pass.
