@@ -170,3 +170,5 @@ impl From<Error> for CloudError {
 
 #[cfg(test)]
 mod docs_tests;
+#[cfg(test)]
+mod properties;
