@@ -422,6 +422,30 @@ mod tests {
         assert!(waited.is_err(), "a watch is not cut by the request timeout");
     }
 
+    /// The clients `build` makes carry the timeout: a GET to an apiserver that accepted the connection and
+    /// never answers fails after `REQUEST_TIMEOUT` instead of hanging its controller.
+    #[tokio::test(start_paused = true)]
+    async fn built_clients_time_out_on_a_silent_apiserver() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                held.push(conn);
+            }
+        });
+        let config = Config::new(url.parse().unwrap());
+        let client = build(config, None, None, "test").unwrap();
+        let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+        let t0 = tokio::time::Instant::now();
+        let err = tokio::time::timeout(REQUEST_TIMEOUT * 2, nodes.get("n"))
+            .await
+            .expect("the client gave up by itself")
+            .unwrap_err();
+        assert!(format!("{err:?}").contains("60s"), "{err:?}");
+        assert!(t0.elapsed() >= REQUEST_TIMEOUT, "{:?}", t0.elapsed());
+    }
+
     #[tokio::test(start_paused = true)]
     async fn bucket_allows_the_burst_then_paces() {
         let b = Bucket::new(10.0, 3).unwrap();
