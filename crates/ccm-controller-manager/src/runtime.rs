@@ -285,7 +285,6 @@ impl Runtime {
             health,
             metrics: runtime_metrics,
             cancel: cancel.clone(),
-        };
             lapsed: std::sync::atomic::AtomicBool::new(false),
         };
         let identity = crate::leader::identity();
@@ -310,6 +309,7 @@ impl Runtime {
                 continue;
             }
             break result;
+        };
         server_stop.cancel();
         cancel.cancel();
         result
@@ -762,9 +762,9 @@ struct Ctx {
     health: Health,
     metrics: RuntimeMetrics,
     cancel: CancellationToken,
-}
     /// Set when leadership lapsed (renew deadline missed) rather than being taken by another holder.
     lapsed: std::sync::atomic::AtomicBool,
+}
 
 fn hold(mut elector: Elector, lease: String) -> Held {
     let stop = CancellationToken::new();
