@@ -399,7 +399,15 @@ pub(crate) async fn serve(
                     Ok::<_, Infallible>(response)
                 }
             });
+            // The protocol is the one ALPN chose: left to sniff the first bytes, the builder would wait for them
+            // without any timeout, so a client that connects and sends nothing would hold a slot for good.
+            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder = if h2 {
+                builder.http2_only()
+            } else {
+                builder.http1_only()
+            };
             // HTTP/1: keep-alive, and the header read timeout also closes a connection idle between requests.
             builder
                 .http1()
