@@ -22,6 +22,8 @@ else
     trap 'rm -rf "$work"' EXIT
 fi
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR_FUZZ:-$HOME/.cache/aws-ccm-rs/target-fuzz}"
+# .ci/run lints the workspace through the stable clippy-driver; it cannot drive the nightly compiler.
+unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 
 if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
     echo "fuzz-smoke: the nightly toolchain is not installed; nothing fuzzed" >&2
