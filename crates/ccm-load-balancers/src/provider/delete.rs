@@ -1,0 +1,108 @@
+//! Deletion and the ownership record of [`AwsLoadBalancers`]: both flavours' leftovers found by name and tag.
+
+use std::{collections::BTreeSet, future::Future, sync::PoisonError};
+
+use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, Tags};
+use ccm_cloud_provider::CloudError;
+use k8s_openapi::api::core::v1::Service;
+
+use super::{AwsLoadBalancers, service_key};
+use crate::{
+    Error,
+    annotations::{Annotations, Key},
+    classic, nlb, ownership, shared,
+    spec::parse_service,
+};
+
+impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoadBalancers<E, L, V> {
+    /// Deletes both flavours' resources under the Service's names, whatever the type annotation says now and
+    /// whether or not the load balancer itself still exists: a Classic ELB or an NLB made by this controller
+    /// (before a refused type change, say) and the groups, target groups and rules made for it must not outlive
+    /// the Service. Each side finds its leftovers by deterministic names and ownership tags, so this can be
+    /// repeated after a crash at any point. A resource AWS still holds makes it answer [`CloudError::Waiting`].
+    #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
+    pub(super) async fn delete(&self, cluster_name: &str, service: &Service) -> Result<(), CloudError> {
+        let uid = service.metadata.uid.as_deref().unwrap_or_default();
+        let name = shared::load_balancer_name(uid)?;
+        let raw = service.metadata.annotations.clone().unwrap_or_default();
+        let annotations = Annotations::parse(&raw);
+        let (namespace, service_name) = service_key(service);
+        let key = format!("{namespace}/{service_name}");
+        let keep: BTreeSet<String> = [Key::SecurityGroups, Key::ExtraSecurityGroups]
+            .iter()
+            .flat_map(|k| annotations.list(*k).unwrap_or_default().iter().cloned())
+            .collect();
+        self.verify(&name, false);
+        let observed =
+            classic::observe_delete(&self.ec2, &self.elb, &self.config, &name, &key, &keep).await?;
+        let changes = classic::plan_delete(&name, &observed);
+        classic::apply(&self.ec2, &self.elb, &self.config, &name, None, &changes).await?;
+
+        // The NLB side, always: its target groups and managed group can outlive the NLB (and the annotation).
+        let target_groups: Vec<String> = parse_service(service)
+            .map(|spec| {
+                nlb::listeners(&spec, &self.config)
+                    .into_iter()
+                    .map(|l| l.target_group.name)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let managed = nlb::managed_group_name(cluster_name, &namespace, &service_name, uid);
+        let observed = Box::pin(nlb::observe_delete(
+            &self.ec2,
+            &self.elbv2,
+            &self.config,
+            &name,
+            (&namespace, &service_name),
+            &target_groups,
+            Some(&managed)
+                .filter(|_| !keep.contains(&managed))
+                .map(String::as_str),
+        ))
+        .await?;
+        let changes = nlb::plan_delete(&name, &observed);
+        nlb::apply(
+            &self.ec2,
+            &self.elbv2,
+            &self.config,
+            &name,
+            &nlb::Observed::default(),
+            &changes,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Records that `name` is ours (`true`) or forgets it.
+    pub(super) fn verify(&self, name: &str, ours: bool) {
+        let mut verified = self.verified.lock().unwrap_or_else(PoisonError::into_inner);
+        if ours {
+            verified.insert(name.to_owned());
+        } else {
+            verified.remove(name);
+        }
+    }
+
+    /// The ownership check of an update, which reads no tags otherwise: `tags` is read only for a load balancer
+    /// this process has not yet seen to be ours.
+    pub(super) async fn ours(
+        &self,
+        name: &str,
+        tags: impl Future<Output = Result<Tags, AwsError>>,
+    ) -> Result<(), Error> {
+        if self
+            .verified
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(name)
+        {
+            return Ok(());
+        }
+        let tags = tags
+            .await
+            .map_err(Error::aws("reading the load balancer's tags"))?;
+        ownership::check(&self.config, name, &tags)?;
+        self.verify(name, true);
+        Ok(())
+    }
+}
