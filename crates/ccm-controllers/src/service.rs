@@ -8,6 +8,7 @@
 
 mod cleanup;
 mod drift;
+mod node_sync;
 mod predicates;
 
 use std::{
@@ -18,7 +19,6 @@ use std::{
 };
 
 use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer, LoadBalancerStatus};
-use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{
     Api, Client,
@@ -235,7 +235,7 @@ pub async fn run<P: CloudProvider>(
         let workers = (0..ctx.config.concurrent_service_syncs.max(1)).map(|_| service_worker(&ctx));
         tokio::join!(
             futures::future::join_all(workers),
-            node_sync_loop(&ctx),
+            node_sync::node_sync_loop(&ctx),
             drift::resync_loop(&ctx)
         );
     };
@@ -521,118 +521,6 @@ async fn patch_finalizer<P: CloudProvider>(ctx: &Ctx<P>, svc: &Service, add: boo
         Error::kube(context, key_of(svc), e)
     })?;
     Ok(())
-}
-
-async fn node_sync_loop<P: CloudProvider>(ctx: &Ctx<P>) {
-    loop {
-        ctx.node_sync.notified().await;
-        tokio::time::sleep(ctx.config.node_sync_window).await;
-        sync_nodes(ctx).await;
-    }
-}
-
-/// One node-sync pass over every processed Service (upstream `syncNodes`).
-async fn sync_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
-    let Some(lb) = ctx.provider.load_balancer() else {
-        return;
-    };
-    let services: Vec<Arc<Service>> = lock(&ctx.cache)
-        .values()
-        .filter(|s| wants_load_balancer(s))
-        .cloned()
-        .collect();
-    stream::iter(services)
-        .for_each_concurrent(ctx.config.concurrent_service_syncs.max(1), |svc| async move {
-            // The nodes as they are now, not when the pass began: a slow pass must not push an older host set
-            // over a Service sync that ran meanwhile (upstream `TestSlowNodeSync`).
-            let nodes = stable_nodes(ctx);
-            let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
-            let hosts = host_set(&refs);
-            let key = key_of(&svc);
-            let old = {
-                let mut last = lock(&ctx.last_synced);
-                // Not ensured yet (or being ensured): that sync uses the current nodes.
-                let Some(old) = last.get(&key).cloned() else {
-                    return;
-                };
-                last.insert(key.clone(), hosts.clone());
-                old
-            };
-            if old == hosts {
-                return;
-            }
-            // A host update that outlasts the deadline is abandoned; a full sync of that Service follows.
-            let updated =
-                tokio::time::timeout(ctx.config.reconcile_deadline, update_hosts(ctx, lb, &svc, &refs))
-                    .await
-                    .unwrap_or(false);
-            if !updated {
-                ctx.queue.add(&key);
-            }
-        })
-        .await;
-}
-
-/// Upstream `lockedUpdateLoadBalancerHosts`; `false` means "retry with a full sync".
-async fn update_hosts<P: CloudProvider>(
-    ctx: &Ctx<P>,
-    lb: &P::LoadBalancer,
-    svc: &Service,
-    nodes: &[&Node],
-) -> bool {
-    let reference = service_reference(svc);
-    let cluster = &ctx.config.cluster_name;
-    ctx.config.metrics.provider_call();
-    let error = match lb.update_load_balancer(cluster, svc, nodes).await {
-        Ok(()) => None,
-        Err(CloudError::ImplementedElsewhere) => return true,
-        Err(e) => Some(e),
-    };
-    if let Some(error) = error {
-        ctx.config.metrics.provider_call();
-        if let Ok(None) = lb.get_load_balancer(cluster, svc).await {
-            return true;
-        }
-        ctx.config.metrics.error();
-        let mut names: Vec<&str> = nodes
-            .iter()
-            .take(20)
-            .map(|n| n.metadata.name.as_deref().unwrap_or_default())
-            .collect();
-        let more = nodes.len().saturating_sub(20);
-        let extra = if more > 0 {
-            format!(" <{more} more>")
-        } else {
-            String::new()
-        };
-        names.sort_unstable();
-        let message = format!(
-            "Error updating load balancer with new hosts {names:?}{extra} [node names limited, total number of nodes: {}], error: {}",
-            nodes.len(),
-            ErrorChain(&error)
-        );
-        ctx.recorder
-            .publish(
-                &reference,
-                EventType::Warning,
-                "UpdateLoadBalancerFailed",
-                &message,
-            )
-            .await;
-        return false;
-    }
-    if nodes.is_empty() {
-        let message = "There are no available nodes for LoadBalancer";
-        ctx.recorder
-            .publish(&reference, EventType::Warning, "UnAvailableLoadBalancer", message)
-            .await;
-    } else {
-        let message = "Updated load balancer with new hosts";
-        ctx.recorder
-            .publish(&reference, EventType::Normal, "UpdatedLoadBalancer", message)
-            .await;
-    }
-    true
 }
 
 #[cfg(test)]

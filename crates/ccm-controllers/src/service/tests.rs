@@ -899,7 +899,7 @@ mod scripted {
         h.nodes
             .apply_watcher_event(&watcher::Event::Apply(named_node("n2")));
         h.provider.set_delay(Duration::from_secs(10));
-        let pass = sync_nodes(&h.ctx);
+        let pass = node_sync::sync_nodes(&h.ctx);
         let meanwhile = async {
             tokio::time::sleep(Duration::from_secs(1)).await;
             h.nodes
@@ -925,7 +925,7 @@ mod scripted {
 
         // The next pass (the node event during the pass asked for one) brings n3 to the first service only.
         h.provider.clear_calls();
-        sync_nodes(&h.ctx).await;
+        node_sync::sync_nodes(&h.ctx).await;
         let calls: Vec<(Method, String, usize)> = h
             .provider
             .calls()
