@@ -65,11 +65,6 @@ pub fn check(config: &LoadBalancerConfig, name: &str, tags: &Tags) -> Result<boo
     }
 }
 
-/// Whether the load balancer with `tags` may be deleted (owned, or untagged with adoption configured).
-pub fn deletable(config: &LoadBalancerConfig, tags: &Tags) -> bool {
-    check(config, "", tags).is_ok()
-}
-
 /// The cluster tags among `tags`, as `key=value`.
 fn cluster_tags(tags: &Tags) -> Vec<String> {
     tags.iter()
@@ -113,12 +108,9 @@ mod tests {
             assert!(e.to_string().contains("load balancer a1"), "{e}");
             let e = check(&c, "a1", &shared).unwrap_err();
             assert!(e.to_string().contains("kubernetes.io/cluster/c1=shared"), "{e}");
-            assert!(!deletable(&c, &foreign) && !deletable(&c, &shared) && deletable(&c, &owned));
         }
         let e = check(&config(false), "a1", &untagged).unwrap_err();
         assert!(e.to_string().contains("AdoptUntaggedLoadBalancers"), "{e}");
-        assert!(!deletable(&config(false), &untagged));
         assert_eq!(check(&config(true), "a1", &untagged), Ok(false));
-        assert!(deletable(&config(true), &untagged));
     }
 }
