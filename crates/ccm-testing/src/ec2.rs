@@ -1,5 +1,6 @@
-//! EC2 fixtures in moto: a VPC with one subnet per zone, and instances tagged for a cluster. Every fixture is
-//! named and tagged per test, so tests can share one moto.
+//! EC2 fixtures in moto: a VPC with one subnet, and instances tagged for a cluster (the sandbox's and the
+//! composition tests' network; [`crate::world`] builds richer ones). Every fixture is named and tagged per test,
+//! so tests can share one moto.
 
 use aws_sdk_ec2::{
     Client,
@@ -89,20 +90,25 @@ pub async fn launch(
         .tag_specifications(spec.build())
         .send()
         .await?;
-    Ok(run
-        .instances()
-        .iter()
-        .map(|i| Launched {
-            id: i.instance_id().unwrap_or_default().to_owned(),
-            private_ip: i.private_ip_address().unwrap_or_default().to_owned(),
-            private_dns: i.private_dns_name().unwrap_or_default().to_owned(),
-            zone: i
+    Ok(run.instances().iter().map(Launched::from_sdk).collect())
+}
+
+// === impl Launched ===
+
+impl Launched {
+    /// What RunInstances reported of `instance`.
+    pub(crate) fn from_sdk(instance: &aws_sdk_ec2::types::Instance) -> Self {
+        Self {
+            id: instance.instance_id().unwrap_or_default().to_owned(),
+            private_ip: instance.private_ip_address().unwrap_or_default().to_owned(),
+            private_dns: instance.private_dns_name().unwrap_or_default().to_owned(),
+            zone: instance
                 .placement()
                 .and_then(|p| p.availability_zone())
                 .unwrap_or_default()
                 .to_owned(),
-        })
-        .collect())
+        }
+    }
 }
 
 /// The zone ID moto gives `zone` (e.g. `use1-az6`).

@@ -1,15 +1,26 @@
-//! Test support for the workspace: the handle to the real test environment (moto in server mode for AWS, a
-//! real kube-apiserver with etcd for Kubernetes), helpers that give every test uniquely named objects so that
-//! tests can share one environment, an in-memory `CloudProvider` with failure injection
-//! ([`provider::FakeProvider`]), Node fixtures, the AWS fault proxy, a delaying TCP proxy and the IMDS
-//! emulator.
+//! Test support for the workspace, only ever a dev-dependency (and a dependency of the examples and benches):
+//!
+//! - [`TestEnv`]: the handle to the real test environment (moto in server mode for AWS, a real kube-apiserver
+//!   with etcd for Kubernetes), and [`unique_name`], which gives every test its own object names so that tests
+//!   can share one environment;
+//! - [`provider::FakeProvider`]: an in-memory `CloudProvider` that records calls and injects failures, for the
+//!   generic controllers' tests. It is the only fake here: the AWS ports are faked with the mockall mocks of
+//!   `ccm-aws-api` (feature `mock`);
+//! - [`nodes`] (reading what the CCM did to a Node) and [`services`] (LoadBalancer Services and their status);
+//! - [`FaultProxy`] (AWS faults between a client and moto), [`TcpDelayProxy`] and [`ImdsEmulator`] (IMDSv2 on
+//!   loopback);
+//! - behind the `aws` feature, moto fixtures built with the AWS SDK: [`world`] (a test's VPC, subnets, internet
+//!   gateway, security groups and instances, from one builder), [`ec2`] and [`vpc`] (the simpler network of
+//!   the composition tests and the sandbox), [`load_balancers`] (reading load balancers back) and [`metrics`]
+//!   (scraping the CCM's `/metrics`).
 //!
 //! The environment is started by `scripts/testenv.sh up` (the README's test command does it) and reaches
 //! tests through `CCM_TEST_*` variables. A test that needs it and does not find it fails with a message that
 //! says what is missing: integration tests are never skipped silently.
 //!
-//! May depend on: every library crate of the workspace, `kube`, and `aws-config` behind the `aws` feature.
-//! Only ever a dev-dependency.
+//! Depends on the contract (`ccm-cloud-provider`, for the fake), `kube` and `k8s-openapi`; the AWS SDK and
+//! `aws-config` only behind the `aws` feature, which the crates whose tests talk to moto through the SDK enable
+//! (the adapter, the composition, the examples): the domain crates' tests never build the SDK.
 
 #[cfg(feature = "aws")]
 pub mod ec2;
@@ -27,6 +38,8 @@ pub mod services;
 mod tcp_proxy;
 #[cfg(feature = "aws")]
 pub mod vpc;
+#[cfg(feature = "aws")]
+pub mod world;
 
 pub use env::{EnvError, TestEnv};
 pub use fault_proxy::{Fault, FaultProxy};

@@ -34,8 +34,8 @@ const DOMAIN: &[&str] = &[
     "ccm-ecr-credentials",
 ];
 
-/// Member names, and every declared dependency of every member.
-fn dependencies() -> (Vec<String>, Vec<Dep>) {
+/// `cargo metadata` of the workspace's members (no resolution).
+fn metadata() -> Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
@@ -47,7 +47,12 @@ fn dependencies() -> (Vec<String>, Vec<Dep>) {
         "cargo metadata failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let meta: Value = serde_json::from_slice(&out.stdout).expect("metadata json");
+    serde_json::from_slice(&out.stdout).expect("metadata json")
+}
+
+/// Member names, and every declared dependency of every member.
+fn dependencies() -> (Vec<String>, Vec<Dep>) {
+    let meta = metadata();
     let mut names = Vec::new();
     let mut deps = Vec::new();
     for package in meta["packages"].as_array().expect("packages") {
@@ -158,5 +163,40 @@ fn dependency_rules_hold() {
     assert!(
         violations.is_empty(),
         "dependency rule violations: {violations:#?}"
+    );
+}
+
+/// The crates whose `cargo test -p` must not build the AWS SDK: their tests use the port mocks, and their moto
+/// tests live in the composition crate (`crates/ccm-aws/tests`).
+const SDK_FREE_TESTS: &[&str] = &["ccm-instances", "ccm-routes"];
+
+#[test]
+fn domain_crate_tests_never_build_the_aws_sdk() {
+    let meta = metadata();
+    let mut violations = Vec::new();
+    for package in meta["packages"].as_array().expect("packages") {
+        let pkg = package["name"].as_str().expect("name");
+        if !SDK_FREE_TESTS.contains(&pkg) {
+            continue;
+        }
+        for dep in package["dependencies"].as_array().expect("dependencies") {
+            let name = dep["name"].as_str().expect("dep name");
+            let features: Vec<&str> = dep["features"]
+                .as_array()
+                .map(|f| f.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let kind = dep["kind"].as_str().unwrap_or("normal");
+            if is_aws_sdk(name)
+                || ["ccm-aws-sdk", "ccm-aws", "ccm-controller-manager"].contains(&name)
+                || (name == "ccm-testing" && features.contains(&"aws"))
+            {
+                violations.push(format!("{pkg} -> {name} ({kind}, features {features:?})"));
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "these dependencies build the AWS SDK for the domain crates' tests (move the test to crates/ccm-aws/tests): \
+         {violations:#?}"
     );
 }

@@ -1,11 +1,9 @@
-//! `AwsRoutes` over the real adapter against moto: two route tables tagged for a unique cluster, one of another
+//! `AwsRoutes` (ccm-routes) over the real adapter against moto: two route tables tagged for a unique cluster, one of another
 //! cluster and one untagged (both must stay untouched); create, list, fill-in of a missing table, conflicts,
 //! delete; the source/destination check (DescribeInstanceAttribute); AWS calls counted from the adapter's
 //! metrics; IPv6 pod routes of a dual-stack node next to its IPv4 ones. (moto never marks routes as blackholes:
 //! blackhole replacement is covered by the unit tests.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
 
 use aws_sdk_ec2::types::InstanceAttributeName;
 use ccm_aws_api::VpcId;
@@ -13,8 +11,7 @@ use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits, RetryPolicy};
 use ccm_cloud_provider::{Route, Routes};
 use ccm_routes::{AwsRoutes, RoutesConfig, RoutesError};
 use ccm_tagging::ClusterTags;
-use ccm_testing::{TestEnv, unique_name};
-use common::{launch, route_table, table_routes, vpc_with_subnet};
+use ccm_testing::{TestEnv, unique_name, world::World};
 
 /// The adapter (no rate limits, quick retries) and a raw EC2 client, both on moto.
 async fn clients() -> (Adapter, aws_sdk_ec2::Client) {
@@ -47,6 +44,17 @@ async fn source_dest_check(raw: &aws_sdk_ec2::Client, instance: &str) -> Option<
         .and_then(|v| v.value())
 }
 
+/// `(ID, private DNS name)` of `count` new instances in `world`, tagged `<key>=owned`.
+async fn launch(world: &World, key: &str, count: i32) -> Vec<(String, String)> {
+    world
+        .launch(count, &[(key, "owned")])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| (l.id, l.private_dns))
+        .collect()
+}
+
 #[tokio::test]
 async fn routes_in_tagged_tables_against_moto() {
     let (adapter, raw) = clients().await;
@@ -54,13 +62,20 @@ async fn routes_in_tagged_tables_against_moto() {
     let cluster = ClusterTags::new(&cluster_id, false).unwrap();
     let other_cluster = ClusterTags::new(unique_name("routes-other"), false).unwrap();
 
-    let (vpc_id, subnet) = vpc_with_subnet(&raw, 79).await;
-    let ours = launch(&raw, &subnet, &cluster.key(), 2).await;
-    let foreign = launch(&raw, &subnet, &other_cluster.key(), 1).await.remove(0).0;
-    let table_a = route_table(&raw, &vpc_id, Some((&cluster.key(), "owned"))).await;
-    let table_b = route_table(&raw, &vpc_id, Some((&cluster.key(), "shared"))).await;
-    let table_other = route_table(&raw, &vpc_id, Some((&other_cluster.key(), "owned"))).await;
-    let table_untagged = route_table(&raw, &vpc_id, None).await;
+    let world = World::builder(79)
+        .subnet("us-east-1a", &[])
+        .build(&raw)
+        .await
+        .unwrap();
+    let ours = launch(&world, &cluster.key(), 2).await;
+    let foreign = launch(&world, &other_cluster.key(), 1).await.remove(0).0;
+    let table_a = world.route_table(&[(&cluster.key(), "owned")]).await.unwrap();
+    let table_b = world.route_table(&[(&cluster.key(), "shared")]).await.unwrap();
+    let table_other = world
+        .route_table(&[(&other_cluster.key(), "owned")])
+        .await
+        .unwrap();
+    let table_untagged = world.route_table(&[]).await.unwrap();
     for (table, cidr) in [
         (&table_other, "10.244.0.0/24"),
         (&table_untagged, "10.244.1.0/24"),
@@ -82,13 +97,19 @@ async fn routes_in_tagged_tables_against_moto() {
         .await
         .unwrap();
     let untouched = [
-        (table_other.clone(), table_routes(&raw, &table_other).await),
-        (table_untagged.clone(), table_routes(&raw, &table_untagged).await),
+        (
+            table_other.clone(),
+            world.table_routes(&table_other).await.unwrap(),
+        ),
+        (
+            table_untagged.clone(),
+            world.table_routes(&table_untagged).await.unwrap(),
+        ),
     ];
 
     let routes = AwsRoutes::new(
         adapter.ec2().clone(),
-        RoutesConfig::new(cluster).with_vpc_id(VpcId::new(&vpc_id)),
+        RoutesConfig::new(cluster).with_vpc_id(VpcId::new(&world.vpc)),
     );
     let m = adapter.metrics();
     let count = |op: &str| m.attempts("ec2", op);
@@ -140,10 +161,10 @@ async fn routes_in_tagged_tables_against_moto() {
         ("10.244.11.0/24".to_owned(), ours[1].0.clone()),
         ("10.244.12.0/24".to_owned(), ours[0].0.clone()),
     ];
-    assert_eq!(table_routes(&raw, &table_b).await, expected);
+    assert_eq!(world.table_routes(&table_b).await.unwrap(), expected);
     let mut with_foreign = expected.clone();
     with_foreign.push(("10.244.99.0/24".to_owned(), foreign.clone()));
-    assert_eq!(table_routes(&raw, &table_a).await, with_foreign);
+    assert_eq!(world.table_routes(&table_a).await.unwrap(), with_foreign);
 
     // List: one DescribeRouteTables and one DescribeInstances; the next list only the former (names are
     // remembered, the foreign instance is described again since it has no name).
@@ -191,7 +212,7 @@ async fn routes_in_tagged_tables_against_moto() {
         .await
         .unwrap();
     assert_eq!(calls(&ops)[3], before[3] + 1, "one CreateRoute, in table B");
-    assert_eq!(table_routes(&raw, &table_b).await, expected);
+    assert_eq!(world.table_routes(&table_b).await.unwrap(), expected);
 
     // The foreign instance's route for a CIDR is a conflict, left alone.
     let err = routes
@@ -200,8 +221,10 @@ async fn routes_in_tagged_tables_against_moto() {
         .unwrap_err();
     assert!(err.to_string().contains(&foreign), "{err}");
     assert!(
-        table_routes(&raw, &table_a)
+        world
+            .table_routes(&table_a)
             .await
+            .unwrap()
             .contains(&("10.244.99.0/24".to_owned(), foreign.clone()))
     );
 
@@ -215,8 +238,10 @@ async fn routes_in_tagged_tables_against_moto() {
     routes.delete_route("k", ten).await.unwrap();
     for table in [&table_a, &table_b] {
         assert!(
-            !table_routes(&raw, table)
+            !world
+                .table_routes(table)
                 .await
+                .unwrap()
                 .iter()
                 .any(|(c, _)| c == "10.244.10.0/24")
         );
@@ -230,7 +255,11 @@ async fn routes_in_tagged_tables_against_moto() {
     assert!(matches!(err, RoutesError::InstanceNotFound { .. }), "{err}");
 
     for (table, routes) in untouched {
-        assert_eq!(table_routes(&raw, &table).await, routes, "{table} untouched");
+        assert_eq!(
+            world.table_routes(&table).await.unwrap(),
+            routes,
+            "{table} untouched"
+        );
     }
 }
 
@@ -238,12 +267,16 @@ async fn routes_in_tagged_tables_against_moto() {
 async fn ipv6_pod_routes_of_a_dual_stack_node_against_moto() {
     let (adapter, raw) = clients().await;
     let cluster = ClusterTags::new(unique_name("routes6"), false).unwrap();
-    let (vpc_id, subnet) = vpc_with_subnet(&raw, 78).await;
-    let (instance, node) = launch(&raw, &subnet, &cluster.key(), 1).await.remove(0);
-    let table = route_table(&raw, &vpc_id, Some((&cluster.key(), "owned"))).await;
+    let world = World::builder(78)
+        .subnet("us-east-1a", &[])
+        .build(&raw)
+        .await
+        .unwrap();
+    let (instance, node) = launch(&world, &cluster.key(), 1).await.remove(0);
+    let table = world.route_table(&[(&cluster.key(), "owned")]).await.unwrap();
     let routes = AwsRoutes::new(
         adapter.ec2().clone(),
-        RoutesConfig::new(cluster).with_vpc_id(VpcId::new(&vpc_id)),
+        RoutesConfig::new(cluster).with_vpc_id(VpcId::new(&world.vpc)),
     );
 
     // A dual-stack node's two pod CIDRs: both routed to its instance, each in AWS's field for its family.
@@ -254,7 +287,7 @@ async fn ipv6_pod_routes_of_a_dual_stack_node_against_moto() {
             .unwrap();
     }
     assert_eq!(
-        table_routes(&raw, &table).await,
+        world.table_routes(&table).await.unwrap(),
         [
             ("10.244.20.0/24".to_owned(), instance.clone()),
             ("fd00:10:244:20::/64".to_owned(), instance.clone()),
@@ -297,7 +330,7 @@ async fn ipv6_pod_routes_of_a_dual_stack_node_against_moto() {
         .unwrap();
     routes.delete_route("k", &v6).await.unwrap();
     assert_eq!(
-        table_routes(&raw, &table).await,
+        world.table_routes(&table).await.unwrap(),
         [("10.244.20.0/24".to_owned(), instance.clone())]
     );
 }

@@ -5,8 +5,6 @@
 //! mapping comes from a `NodeIndex` (the wiring the composition uses).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::{sync::Arc, time::Duration};
 
 use ccm_aws_api::VpcId;
@@ -15,8 +13,7 @@ use ccm_cloud_provider::{CloudProvider, Unsupported};
 use ccm_controllers::route::{self, RouteConfig};
 use ccm_routes::{AwsRoutes, NodeIndex, RoutesConfig};
 use ccm_tagging::ClusterTags;
-use ccm_testing::{TestEnv, unique_name};
-use common::{launch, route_table, table_routes, vpc_with_subnet};
+use ccm_testing::{TestEnv, unique_name, world::World};
 use k8s_openapi::{
     api::core::v1::{Node, NodeSpec},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -60,6 +57,17 @@ where
     panic!("timed out waiting until {what}");
 }
 
+/// `(ID, private DNS name)` of `count` new instances in `world`, tagged `<key>=owned`.
+async fn launch(world: &World, key: &str, count: i32) -> Vec<(String, String)> {
+    world
+        .launch(count, &[(key, "owned")])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| (l.id, l.private_dns))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn route_controller_keeps_routes_in_every_tagged_table() {
     let env = TestEnv::get();
@@ -75,8 +83,12 @@ async fn route_controller_keeps_routes_in_every_tagged_table() {
     let cluster = ClusterTags::new(&run, false).unwrap();
     let other = ClusterTags::new(unique_name("routes-rc-other"), false).unwrap();
 
-    let (vpc_id, subnet) = vpc_with_subnet(&raw, 83).await;
-    let ids: Vec<String> = launch(&raw, &subnet, &cluster.key(), 3)
+    let world = World::builder(83)
+        .subnet("us-east-1a", &[])
+        .build(&raw)
+        .await
+        .unwrap();
+    let ids: Vec<String> = launch(&world, &cluster.key(), 3)
         .await
         .into_iter()
         .map(|(id, _)| id)
@@ -87,7 +99,7 @@ async fn route_controller_keeps_routes_in_every_tagged_table() {
         (cluster.key(), "shared"),
         (other.key(), "owned"),
     ] {
-        tables.push(route_table(&raw, &vpc_id, Some((&key, value))).await);
+        tables.push(world.route_table(&[(&key, value)]).await.unwrap());
     }
     // The other cluster routes a CIDR inside our cluster CIDR: never ours to delete.
     raw.create_route()
@@ -128,7 +140,7 @@ async fn route_controller_keeps_routes_in_every_tagged_table() {
 
     let routes = AwsRoutes::new(
         adapter.ec2().clone(),
-        RoutesConfig::new(cluster).with_vpc_id(VpcId::new(&vpc_id)),
+        RoutesConfig::new(cluster).with_vpc_id(VpcId::new(&world.vpc)),
     )
     .with_node_names(index.clone());
     let mut config = RouteConfig::new("k", "10.244.0.0/16").unwrap();
@@ -150,7 +162,8 @@ async fn route_controller_keeps_routes_in_every_tagged_table() {
         .map(|(n, id)| (format!("10.244.{n}.0/24"), id.clone()))
         .collect();
     eventually("every node has its route in both tables", || async {
-        table_routes(&raw, &tables[0]).await == expected && table_routes(&raw, &tables[1]).await == expected
+        world.table_routes(&tables[0]).await.unwrap() == expected
+            && world.table_routes(&tables[1]).await.unwrap() == expected
     })
     .await;
     eventually("every node is NetworkUnavailable=False", || async {
@@ -213,12 +226,12 @@ async fn route_controller_keeps_routes_in_every_tagged_table() {
     nodes.delete(&names[0], &DeleteParams::default()).await.unwrap();
     index.remove(&names[0]);
     eventually("the deleted node's route is gone", || async {
-        table_routes(&raw, &tables[0]).await == expected[1..]
-            && table_routes(&raw, &tables[1]).await == expected[1..]
+        world.table_routes(&tables[0]).await.unwrap() == expected[1..]
+            && world.table_routes(&tables[1]).await.unwrap() == expected[1..]
     })
     .await;
     assert_eq!(
-        table_routes(&raw, &tables[2]).await,
+        world.table_routes(&tables[2]).await.unwrap(),
         vec![("10.244.200.0/24".to_owned(), ids[0].clone())],
         "the other cluster's table is untouched"
     );

@@ -1,16 +1,14 @@
-//! `AwsInstances` over the real adapter against moto: instances named by ID, by private DNS name and by
+//! `AwsInstances` (ccm-instances) over the real adapter against moto: instances named by ID, by private DNS name and by
 //! provider ID; stop and terminate; the number of DescribeInstances calls per batch from the adapter's metrics.
 //! (moto has no DescribeInstanceTopology: the mocks in the unit tests cover it.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
 use ccm_aws_api::VpcId;
-
 use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits, RetryPolicy};
 use ccm_cloud_provider::{InstancesV2, NodeAddressType};
 use ccm_instances::{AwsInstances, InstancesConfig, ZONE_ID_LABEL};
 use ccm_tagging::ClusterTags;
-use ccm_testing::{TestEnv, unique_name};
+use ccm_testing::{TestEnv, ec2, unique_name, world::World};
 use k8s_openapi::{
     api::core::v1::{Node, NodeSpec},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -30,12 +28,6 @@ fn node(name: &str, provider_id: Option<&str>) -> Node {
     }
 }
 
-struct Launched {
-    id: String,
-    private_ip: String,
-    private_dns: String,
-}
-
 #[tokio::test]
 async fn nodes_by_id_dns_name_and_provider_id_against_moto() {
     let env = TestEnv::get();
@@ -51,53 +43,18 @@ async fn nodes_by_id_dns_name_and_provider_id_against_moto() {
     let cluster_id = unique_name("inst");
     let cluster = ClusterTags::new(&cluster_id, false).unwrap();
 
-    let vpc = raw.create_vpc().cidr_block("10.78.0.0/16").send().await.unwrap();
-    let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_owned();
-    let subnet = raw
-        .create_subnet()
-        .vpc_id(&vpc_id)
-        .cidr_block("10.78.1.0/24")
-        .availability_zone("us-east-1a")
-        .send()
+    let world = World::builder(78)
+        .subnet("us-east-1a", &[])
+        .instances(3, &[(&cluster.key(), "owned")])
+        .build(&raw)
         .await
         .unwrap();
-    let run = raw
-        .run_instances()
-        .image_id("ami-12c6146b")
-        .instance_type(InstanceType::M5Large)
-        .min_count(3)
-        .max_count(3)
-        .subnet_id(subnet.subnet().unwrap().subnet_id().unwrap())
-        .tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::Instance)
-                .tags(Tag::builder().key(cluster.key()).value("owned").build())
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let launched: Vec<Launched> = run
-        .instances()
-        .iter()
-        .map(|i| Launched {
-            id: i.instance_id().unwrap().to_owned(),
-            private_ip: i.private_ip_address().unwrap().to_owned(),
-            private_dns: i.private_dns_name().unwrap().to_owned(),
-        })
-        .collect();
-    let zones = raw.describe_availability_zones().send().await.unwrap();
-    let zone_id = zones
-        .availability_zones()
-        .iter()
-        .find(|z| z.zone_name() == Some("us-east-1a"))
-        .and_then(|z| z.zone_id())
-        .unwrap()
-        .to_owned();
+    let (vpc_id, launched) = (&world.vpc, &world.instances);
+    let zone_id = ec2::zone_id(&raw, "us-east-1a").await.unwrap().unwrap();
 
     let config = InstancesConfig::new(env.aws_region.clone())
         .with_cluster(cluster)
-        .with_vpc_id(VpcId::new(&vpc_id));
+        .with_vpc_id(VpcId::new(vpc_id));
     let instances = AwsInstances::new(adapter.ec2().clone(), config);
     let nodes = [
         node(&launched[0].id, None),
@@ -186,16 +143,8 @@ async fn nodes_by_id_dns_name_and_provider_id_against_moto() {
         .unwrap();
     assert!(!instances.instance_shutdown(&nodes[0]).await.unwrap());
     // A foreign instance (no cluster tag) is not found by DNS name.
-    let foreign = raw
-        .run_instances()
-        .image_id("ami-12c6146b")
-        .min_count(1)
-        .max_count(1)
-        .subnet_id(subnet.subnet().unwrap().subnet_id().unwrap())
-        .send()
-        .await
-        .unwrap();
-    let foreign_dns = foreign.instances()[0].private_dns_name().unwrap().to_owned();
+    let foreign = world.launch(1, &[]).await.unwrap();
+    let foreign_dns = foreign[0].private_dns.clone();
     assert!(
         !instances
             .instance_exists(&node(&foreign_dns, None))
