@@ -11,10 +11,14 @@
 //! - list-returning methods return every page: callers never see paging;
 //! - inputs and outputs are plain domain types of this crate, never SDK types.
 //!
+//! It also holds the AWS vocabulary every domain crate shares: [`ProviderId`] (a Node's `spec.providerID`, every
+//! accepted form, the written form, the instance and zone it names) and [`PROVIDER_NAME`].
+//!
 //! May depend on: `thiserror`, `mockall` (feature `mock`). Never on `aws-sdk-*`: domain crates build against
 //! these ports in seconds.
 
 mod error;
+mod provider_id;
 mod types;
 
 pub mod ec2;
@@ -30,6 +34,9 @@ pub use elb::Elb;
 pub use elbv2::Elbv2;
 pub use error::{AwsError, ErrorKind, Result};
 pub use metadata::Metadata;
+pub use provider_id::{
+    ACCEPTED_FORMS, FARGATE_PREFIX, InstanceRef, PROVIDER_NAME, ProviderId, ProviderIdError, ProviderIdReason,
+};
 pub use sts::Sts;
 pub use types::{
     Filter, InstanceId, NetworkInterfaceId, RouteTableId, SecurityGroupId, SubnetId, Tags, VpcId,

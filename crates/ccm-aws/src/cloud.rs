@@ -23,8 +23,8 @@ use crate::{
     cluster_id::{self, ClusterIdError},
 };
 
-/// The provider name, for `--cloud-provider`.
-pub const PROVIDER_NAME: &str = "aws";
+/// The provider name, for `--cloud-provider`; defined once, in `ccm-aws-api`.
+pub use ccm_aws_api::PROVIDER_NAME;
 
 /// The AWS cloud provider, generic over the EC2, ELB and ELBv2 ports so that tests can run it on fakes.
 #[derive(Debug)]

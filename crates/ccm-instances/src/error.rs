@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use ccm_aws_api::{AwsError, InstanceId};
+use ccm_aws_api::{AwsError, InstanceId, ProviderIdError};
 use ccm_cloud_provider::CloudError;
 
 /// Why an instance lookup failed. Every variant names the value at fault; each converts into the
@@ -12,16 +12,8 @@ use ccm_cloud_provider::CloudError;
 pub enum InstancesError {
     /// A provider ID (or an instance-ID or Fargate node name) that is not one of the accepted AWS forms. The
     /// Node's `spec.providerID` or name must be fixed; retrying cannot help.
-    #[error(
-        "invalid AWS provider ID {value:?}: {reason}; accepted: aws:///<zone>/<instance-id>, aws:////<instance-id>, \
-         aws://<zone>/<instance-id>, <instance-id> (i-...), and the same with fargate-<ip> or fargate-ip-<a-b-c-d>..."
-    )]
-    InvalidProviderId {
-        /// The offending value.
-        value: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
+    #[error(transparent)]
+    InvalidProviderId(#[from] ProviderIdError),
     /// No instance (or only a terminated one) behind the node: becomes [`CloudError::InstanceNotFound`]. May be
     /// eventual consistency right after launch: retry.
     #[error("no instance found for node {node:?}")]

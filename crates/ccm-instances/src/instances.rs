@@ -8,7 +8,7 @@ use std::{
 };
 
 use ccm_aws_api::{
-    Ec2, Filter, InstanceId, VpcId,
+    Ec2, Filter, InstanceId, InstanceRef, ProviderId, ProviderIdError, ProviderIdReason, VpcId,
     ec2::{Instance, InstanceState, NetworkInterface},
 };
 use ccm_cloud_provider::{CloudError, InstanceMetadata, InstancesV2, Result as CloudResult};
@@ -20,10 +20,6 @@ use tokio::time::Instant;
 use crate::{
     InstancesError,
     addresses::{IpFamily, fargate_addresses, instance_addresses},
-    provider_id::{
-        AwsInstanceRef, FARGATE_PREFIX, format_aws_provider_id, instance_ref_from_node_name,
-        parse_provider_id,
-    },
     topology::{NETWORK_NODE_LAYER_PREFIX, UnsupportedStore, network_node_labels, region_unsupported},
 };
 
@@ -219,8 +215,10 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             Found::Instance(i) => {
                 let zone = i.availability_zone.clone().unwrap_or_default();
                 let mut meta = InstanceMetadata {
-                    provider_id: existing_provider_id(node)
-                        .map_or_else(|| format_aws_provider_id(&zone, i.id.as_str()), str::to_owned),
+                    provider_id: existing_provider_id(node).map_or_else(
+                        || ProviderId::new(zone.as_str(), i.id.clone()).to_string(),
+                        str::to_owned,
+                    ),
                     instance_type: i.instance_type.clone(),
                     node_addresses: instance_addresses(&i, &self.config.node_ip_families)?,
                     zone,
@@ -235,15 +233,23 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             }
             Found::Interface(eni) => {
                 let zone = eni.availability_zone.clone().unwrap_or_default();
-                let token = match target(node) {
-                    Ok(Target::Fargate { name, .. }) => name,
-                    _ => eni.private_ips.first().cloned().unwrap_or_default(),
+                // Only Fargate targets find an interface; the interface's own IP names it otherwise.
+                let instance = match target(node) {
+                    Ok(Target::Fargate { name, ip }) => Some(InstanceRef::Fargate { name, ip }),
+                    _ => eni
+                        .private_ips
+                        .first()
+                        .and_then(|ip| ip.parse().ok())
+                        .map(|ip: IpAddr| InstanceRef::Fargate {
+                            name: ip.to_string(),
+                            ip,
+                        }),
                 };
                 InstanceMetadata {
-                    provider_id: existing_provider_id(node).map_or_else(
-                        || format_aws_provider_id(&zone, &format!("{FARGATE_PREFIX}{token}")),
-                        str::to_owned,
-                    ),
+                    provider_id: existing_provider_id(node)
+                        .map(str::to_owned)
+                        .or_else(|| instance.map(|i| ProviderId::new(zone.as_str(), i).to_string()))
+                        .unwrap_or_default(),
                     instance_type: String::new(),
                     node_addresses: fargate_addresses(&eni, &self.config.node_ip_families),
                     zone,
@@ -633,20 +639,17 @@ fn not_found(node: &Node) -> InstancesError {
 
 /// How to look a node up: by its provider ID if it has one, else by its name.
 fn target(node: &Node) -> Result<Target, InstancesError> {
-    let to_target = |r: AwsInstanceRef| match r {
-        AwsInstanceRef::Ec2(id) => Target::Ec2(id),
-        AwsInstanceRef::Fargate { name, ip } => Target::Fargate { name, ip },
+    let to_target = |r: InstanceRef| match r {
+        InstanceRef::Ec2(id) => Target::Ec2(id),
+        InstanceRef::Fargate { name, ip } => Target::Fargate { name, ip },
     };
     if let Some(id) = existing_provider_id(node) {
-        return parse_provider_id(id).map(to_target);
+        return Ok(to_target(ProviderId::parse(id)?.into_instance()));
     }
     let name = node.metadata.name.as_deref().unwrap_or_default();
-    match instance_ref_from_node_name(name) {
-        Some(r) => r.map(to_target),
-        None if name.is_empty() => Err(InstancesError::InvalidProviderId {
-            value: String::new(),
-            reason: "the node has neither spec.providerID nor a name",
-        }),
+    match InstanceRef::from_node_name(name) {
+        Some(r) => Ok(to_target(r?)),
+        None if name.is_empty() => Err(ProviderIdError::new(name, ProviderIdReason::Empty).into()),
         None => Ok(Target::DnsName(name.to_owned())),
     }
 }
@@ -656,19 +659,12 @@ fn target(node: &Node) -> Result<Target, InstancesError> {
 /// filter that ignores it), so without this a typo in a provider ID reads as "the instance is gone" and the
 /// node-lifecycle controller deletes the Node.
 fn well_formed(target: Target) -> Result<Target, InstancesError> {
-    if let Target::Ec2(id) = &target {
-        let digits = id.as_str().strip_prefix("i-").unwrap_or_default();
-        let hex = digits
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        if !(hex && matches!(digits.len(), 8 | 17)) {
-            return Err(InstancesError::InvalidProviderId {
-                value: id.as_str().to_owned(),
-                reason: "an EC2 instance ID is i- and 8 or 17 lowercase hexadecimal digits",
-            });
+    match &target {
+        Target::Ec2(id) if !id.is_well_formed() => {
+            Err(ProviderIdError::new(id.as_str(), ProviderIdReason::MalformedInstanceId).into())
         }
+        _ => Ok(target),
     }
-    Ok(target)
 }
 
 fn existing_provider_id(node: &Node) -> Option<&str> {

@@ -3,11 +3,13 @@
 //!
 //! [`AwsInstances`] implements the contract's [`InstancesV2`](ccm_cloud_provider::InstancesV2) over the
 //! [`Ec2`](ccm_aws_api::Ec2) port:
-//! - a node is found by `spec.providerID` ([`parse_provider_id`]: `aws:///<zone>/<id>`, `aws:////<id>`,
-//!   `aws://<zone>/<id>`, bare `i-...`, and `fargate-` forms), else by its name: `i-...[.<domain>]` is the instance
-//!   ID, `fargate-...` a Fargate pod, anything else a private DNS name (instances not terminated, carrying the
-//!   cluster tag when one is configured);
-//! - the provider ID produced is upstream's `aws:///<zone>/<instance-id>`; an existing one is kept;
+//! - a node is found by `spec.providerID` ([`ProviderId::parse`]: `aws:///<zone>/<id>`, `aws:////<id>`,
+//!   `aws://<zone>/<id>`, bare `i-...`, and `fargate-` forms), else by its name
+//!   ([`InstanceRef::from_node_name`]): `i-...[.<domain>]` is the instance ID, `fargate-...` a Fargate pod,
+//!   anything else a private DNS name (instances not terminated, carrying the cluster tag when one is
+//!   configured);
+//! - the provider ID produced is upstream's `aws:///<zone>/<instance-id>` ([`ProviderId`]'s `Display`); an
+//!   existing one is kept;
 //! - addresses: see [`instance_addresses`] and [`fargate_addresses`];
 //! - labels: `topology.k8s.aws/zone-id` and `topology.k8s.aws/network-node-layer-<N>` (only when absent);
 //! - exists is `false` only for terminated instances and none found; shutdown is `true` for stopped and
@@ -15,20 +17,19 @@
 //!
 //! May depend on: `ccm-cloud-provider`, `ccm-aws-api`, `ccm-tagging`. Never on `aws-sdk-*`, `kube` clients or
 //! other domain crates.
+//!
+//! [`ProviderId`]: ccm_aws_api::ProviderId
+//! [`ProviderId::parse`]: ccm_aws_api::ProviderId::parse
+//! [`InstanceRef::from_node_name`]: ccm_aws_api::InstanceRef::from_node_name
 
 mod addresses;
 mod error;
 mod instances;
-mod provider_id;
 mod topology;
 
 pub use addresses::{IpFamily, fargate_addresses, instance_addresses};
 pub use error::InstancesError;
 pub use instances::{
     AwsInstances, DEFAULT_TOPOLOGY_PATTERN, IDS_PER_LOOKUP, InstancesConfig, VALUES_PER_FILTER, ZONE_ID_LABEL,
-};
-pub use provider_id::{
-    AwsInstanceRef, FARGATE_PREFIX, PROVIDER_NAME, format_aws_provider_id, instance_ref_from_node_name,
-    parse_provider_id,
 };
 pub use topology::{NETWORK_NODE_LAYER_PREFIX, UNSUPPORTED_TTL, network_node_labels};

@@ -17,5 +17,5 @@ mod names;
 mod routes;
 
 pub use error::RoutesError;
-pub use names::{NoNodeNames, NodeIndex, NodeNames, instance_of_provider_id};
+pub use names::{NoNodeNames, NodeIndex, NodeNames};
 pub use routes::{AwsRoutes, RoutesConfig};

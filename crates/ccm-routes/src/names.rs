@@ -3,7 +3,7 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-use ccm_aws_api::InstanceId;
+use ccm_aws_api::{InstanceId, ProviderId};
 
 /// What the cluster knows about which Node runs on which instance (from each Node's `spec.providerID`).
 ///
@@ -148,23 +148,10 @@ impl NodeNames for NodeIndex {
 /// instance ID would be named by the instance's private DNS name until the provider ID arrives, and the route
 /// controller would delete it and create it again.
 fn instance_of_node(name: &str, provider_id: Option<&str>) -> Option<InstanceId> {
-    provider_id.and_then(instance_of_provider_id).or_else(|| {
-        let hex = name.strip_prefix("i-")?;
-        (matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then(|| InstanceId::new(name))
+    provider_id.and_then(ProviderId::ec2_instance_of).or_else(|| {
+        let id = InstanceId::new(name);
+        id.is_well_formed().then_some(id)
     })
-}
-
-/// The EC2 instance of an AWS provider ID (`aws:///<zone>/i-...`, `aws:////i-...`, a bare `i-...`); `None` for
-/// Fargate (`fargate-...`), other providers and anything malformed.
-pub fn instance_of_provider_id(provider_id: &str) -> Option<InstanceId> {
-    let rest = match provider_id.split_once("://") {
-        Some(("aws", rest)) => rest,
-        Some(_) => return None,
-        None => provider_id,
-    };
-    let last = rest.rsplit('/').next()?;
-    (last.starts_with("i-") && last.len() > 2).then(|| InstanceId::new(last))
 }
 
 impl<T: NodeNames + ?Sized> NodeNames for Arc<T> {
@@ -249,19 +236,25 @@ mod tests {
         assert_eq!(index.instance_id("i-0a1b2c3d"), Some("i-0ffffffff".into()));
     }
 
+    /// Provider IDs are read by `ProviderId` (ccm-aws-api): EC2 instances only, at any path depth, and a
+    /// host-only `aws://i-...` (no path) names no instance.
     #[test]
     fn provider_ids() {
         for (id, want) in [
             ("aws:///us-east-1a/i-0123", Some("i-0123")),
             ("aws:////i-0123", Some("i-0123")),
             ("i-0123", Some("i-0123")),
+            ("aws:///us-east-1a/i-0123/", Some("i-0123")),
             ("aws:///us-east-1a/fargate-ip-10-0-0-1.ec2.internal", None),
             ("gce://p/z/i-0123", None),
+            ("aws://i-0123", None),
             ("aws:///us-east-1a/", None),
             ("", None),
         ] {
+            let index = NodeIndex::new();
+            index.upsert("n", Some(id));
             assert_eq!(
-                instance_of_provider_id(id).as_ref().map(InstanceId::as_str),
+                index.instance_id("n").as_ref().map(InstanceId::as_str),
                 want,
                 "{id}"
             );

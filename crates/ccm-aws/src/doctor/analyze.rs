@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
-    InstanceId, SecurityGroupId,
+    InstanceId, ProviderId, SecurityGroupId,
     ec2::{Instance, InstanceState, IpPermission, RouteTable, SecurityGroup},
 };
 use ccm_load_balancers::{
@@ -348,7 +348,7 @@ fn routes(scope: &Scope, inv: &Inventory, snapshot: &Snapshot, out: &mut Vec<Fin
     let node_instances: BTreeSet<InstanceId> = snapshot
         .nodes
         .iter()
-        .filter_map(|n| ccm_routes::instance_of_provider_id(n.spec.as_ref()?.provider_id.as_deref()?))
+        .filter_map(|n| ProviderId::ec2_instance_of(n.spec.as_ref()?.provider_id.as_deref()?))
         .collect();
     let node_names: BTreeSet<&str> = snapshot
         .nodes

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
-    AwsError, Ec2, Elb, Elbv2, Filter, InstanceId, RouteTableId, Tags,
+    AwsError, Ec2, Elb, Elbv2, Filter, InstanceId, InstanceRef, ProviderId, RouteTableId, Tags,
     ec2::{Instance, RouteTable, SecurityGroup},
     elb::ClassicLoadBalancer,
     elbv2::{LoadBalancerV2, TargetGroup},
@@ -144,7 +144,7 @@ pub(super) async fn uninitialized_nodes<E: Ec2 + Sync>(
         };
         let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone());
         let lookup = match provider_id {
-            Some(pid) => match ccm_routes::instance_of_provider_id(&pid) {
+            Some(pid) => match ProviderId::ec2_instance_of(&pid) {
                 Some(id) => by_id(ec2, format!("provider ID {pid}"), id).await?,
                 None => NodeLookup {
                     by: format!("provider ID {pid}"),
@@ -153,22 +153,21 @@ pub(super) async fn uninitialized_nodes<E: Ec2 + Sync>(
                     unparsable: true,
                 },
             },
-            None if name.starts_with("i-") => {
-                let id = InstanceId::new(name.split('.').next().unwrap_or(&name));
-                by_id(ec2, "Node name (an instance ID)".to_owned(), id).await?
-            }
-            None => {
-                let found = ec2
-                    .instances(&[Filter::new("private-dns-name", [name.as_str()])])
-                    .await
-                    .map_err(aws_error("looking up the instances of uninitialized Nodes"))?;
-                NodeLookup {
-                    by: "Node name (a private DNS name)".to_owned(),
-                    key: name.clone(),
-                    found,
-                    unparsable: false,
+            None => match InstanceRef::from_node_name(&name).and_then(Result::ok) {
+                Some(InstanceRef::Ec2(id)) => by_id(ec2, "Node name (an instance ID)".to_owned(), id).await?,
+                _ => {
+                    let found = ec2
+                        .instances(&[Filter::new("private-dns-name", [name.as_str()])])
+                        .await
+                        .map_err(aws_error("looking up the instances of uninitialized Nodes"))?;
+                    NodeLookup {
+                        by: "Node name (a private DNS name)".to_owned(),
+                        key: name.clone(),
+                        found,
+                        unparsable: false,
+                    }
                 }
-            }
+            },
         };
         out.insert(name, lookup);
     }

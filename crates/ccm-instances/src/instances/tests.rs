@@ -421,6 +421,30 @@ async fn fargate_nodes_use_their_interface_and_are_never_shut_down() {
     assert_eq!(shut, [false, false]);
 }
 
+/// EKS Fargate nodes carry a segment between the zone and the pod; the instance is the last segment, as upstream
+/// reads it (it was refused as "too many path segments", so such a node could never be looked up).
+#[tokio::test]
+async fn an_eks_fargate_provider_id_with_a_middle_segment_is_looked_up() {
+    let provider_id = "aws:///us-west-2b/1abc-2def/fargate-ip-192-168-164-88.us-west-2.compute.internal";
+    let mut eni = NetworkInterface::new(NetworkInterfaceId::new("eni-f"));
+    eni.availability_zone = Some("us-west-2b".into());
+    eni.private_ips = vec!["192.168.164.88".into()];
+    let mut ec2 = MockEc2::new();
+    ec2.expect_network_interfaces()
+        .withf(|f| f.contains(&Filter::new("private-ip-address", ["192.168.164.88"])))
+        .times(2)
+        .returning(move |_| ok(vec![eni.clone()]));
+    zones(&mut ec2);
+    let aws = AwsInstances::new(ec2, InstancesConfig::new(REGION).with_vpc_id(VpcId::new("vpc-1")));
+    let nodes = [node("fargate-ip-192-168-164-88", Some(provider_id), &[])];
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let metas = aws.instance_metadata_batch(&refs).await;
+    let meta = metas[0].as_ref().unwrap().as_ref().unwrap();
+    assert_eq!((meta.provider_id.as_str(), meta.zone.as_str()), (provider_id, "us-west-2b"));
+    let exists = aws.instance_exists_batch(&refs).await;
+    assert!(matches!(exists.as_slice(), [Ok(true)]), "{exists:?}");
+}
+
 fn counted(ec2: &mut MockEc2) -> (Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let topo = Arc::new(AtomicUsize::new(0));
     let azs = Arc::new(AtomicUsize::new(0));
