@@ -109,34 +109,43 @@ impl Metadata for AwsMetadata {
     }
 
     async fn identity_document(&self) -> Result<InstanceIdentity> {
-        const OP: &str = "GetInstanceIdentityDocument";
-        let raw = self.get(OP, "/latest/dynamic/instance-identity/document").await?;
-        let doc: serde_json::Value = serde_json::from_str(&raw).map_err(|e| {
-            AwsError::new(ErrorKind::Transient, SERVICE, OP)
-                .with_message("unreadable identity document")
-                .with_source(e)
-        })?;
-        let field = |name: &str| {
-            doc.get(name)
-                .and_then(|v| v.as_str())
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let instance_id = field("instanceId");
-        if instance_id.is_empty() {
-            return Err(AwsError::new(ErrorKind::Transient, SERVICE, OP)
-                .with_message("identity document has no instanceId"));
-        }
-        let mut identity = InstanceIdentity::new(
-            InstanceId::new(instance_id),
-            &field("region"),
-            &field("availabilityZone"),
-        );
-        identity.account_id = field("accountId");
-        identity.instance_type = field("instanceType");
-        identity.private_ip = Some(field("privateIp")).filter(|s| !s.is_empty());
-        Ok(identity)
+        let raw = self
+            .get(IDENTITY_OP, "/latest/dynamic/instance-identity/document")
+            .await?;
+        identity_document(&raw)
     }
+}
+
+const IDENTITY_OP: &str = "GetInstanceIdentityDocument";
+
+/// Reads an instance identity document (JSON). Unreadable JSON or a missing `instanceId` is transient: IMDS
+/// serves the document whole once the instance is up. Fields of other types than string read as empty.
+pub(crate) fn identity_document(raw: &str) -> Result<InstanceIdentity> {
+    let doc: serde_json::Value = serde_json::from_str(raw).map_err(|e| {
+        AwsError::new(ErrorKind::Transient, SERVICE, IDENTITY_OP)
+            .with_message("unreadable identity document")
+            .with_source(e)
+    })?;
+    let field = |name: &str| {
+        doc.get(name)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let instance_id = field("instanceId");
+    if instance_id.is_empty() {
+        return Err(AwsError::new(ErrorKind::Transient, SERVICE, IDENTITY_OP)
+            .with_message("identity document has no instanceId"));
+    }
+    let mut identity = InstanceIdentity::new(
+        InstanceId::new(instance_id),
+        &field("region"),
+        &field("availabilityZone"),
+    );
+    identity.account_id = field("accountId");
+    identity.instance_type = field("instanceType");
+    identity.private_ip = Some(field("privateIp")).filter(|s| !s.is_empty());
+    Ok(identity)
 }
 
 /// `us-east-1a` → `us-east-1`; local zones (`us-west-2-lax-1a`) → `us-west-2`.
@@ -172,5 +181,29 @@ mod tests {
         assert_eq!(region_of_zone("cn-north-1a").as_deref(), Some("cn-north-1"));
         assert_eq!(region_of_zone("nonsense"), None);
         assert_eq!(region_of_zone(""), None);
+    }
+
+    #[test]
+    fn identity_documents_read_or_fail_transient() {
+        let doc = r#"{"instanceId":"i-0abc","region":"eu-west-1","availabilityZone":"eu-west-1b",
+            "accountId":"123456789012","instanceType":"m5.large","privateIp":"10.0.0.1","other":1}"#;
+        let identity = identity_document(doc).unwrap();
+        assert_eq!(identity.instance_id.as_str(), "i-0abc");
+        assert_eq!(identity.region, "eu-west-1");
+        assert_eq!(identity.availability_zone, "eu-west-1b");
+        assert_eq!(identity.account_id, "123456789012");
+        assert_eq!(identity.instance_type, "m5.large");
+        assert_eq!(identity.private_ip.as_deref(), Some("10.0.0.1"));
+        for bad in [
+            "",
+            "{",
+            "[]",
+            "null",
+            r#"{"instanceId":42}"#,
+            r#"{"instanceId":""}"#,
+        ] {
+            let err = identity_document(bad).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Transient, "{bad:?}");
+        }
     }
 }
