@@ -10,6 +10,7 @@ use std::{
 };
 
 use ccm_controllers::{ControllerMetrics, HistogramSnapshot, QUEUE_DURATION_BUCKETS};
+use hyper::body::{Body, Buf, Frame, SizeHint};
 use prometheus_client::{
     collector::Collector,
     encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, NoLabelSet},
@@ -138,7 +139,15 @@ struct LatencyLabels {
 struct RestClientMetrics {
     requests: Family<RequestLabels, Counter>,
     latency: Family<LatencyLabels, Histogram>,
+    request_size: Family<LatencyLabels, Histogram>,
+    response_size: Family<LatencyLabels, Histogram>,
 }
+
+/// component-base's buckets of `rest_client_request_size_bytes` and `rest_client_response_size_bytes`: 64 bytes
+/// to 16 MiB.
+const SIZE_BUCKETS: [f64; 11] = [
+    64.0, 256.0, 512.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0,
+];
 
 fn rest_metrics() -> &'static RestClientMetrics {
     static METRICS: OnceLock<RestClientMetrics> = OnceLock::new();
@@ -146,9 +155,14 @@ fn rest_metrics() -> &'static RestClientMetrics {
         fn histogram() -> Histogram {
             Histogram::new([0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0])
         }
+        fn sizes() -> Histogram {
+            Histogram::new(SIZE_BUCKETS)
+        }
         RestClientMetrics {
             requests: Family::default(),
             latency: Family::new_with_constructor(histogram as fn() -> Histogram),
+            request_size: Family::new_with_constructor(sizes as fn() -> Histogram),
+            response_size: Family::new_with_constructor(sizes as fn() -> Histogram),
         }
     })
 }
@@ -183,10 +197,12 @@ impl<S, B, RB> tower::Service<hyper::Request<B>> for RestMetrics<S>
 where
     S: tower::Service<hyper::Request<B>, Response = hyper::Response<RB>>,
     S::Future: Send + 'static,
+    B: Body,
+    RB: Body + Unpin,
 {
-    type Response = S::Response;
+    type Response = hyper::Response<SizedBody<RB>>;
     type Error = S::Error;
-    type Future = BoxFuture<Result<S::Response, S::Error>>;
+    type Future = BoxFuture<Result<Self::Response, S::Error>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -195,6 +211,18 @@ where
     fn call(&mut self, req: hyper::Request<B>) -> Self::Future {
         let method = req.method().as_str().to_owned();
         let host = self.host.clone();
+        let labels = LatencyLabels {
+            verb: method.clone(),
+            host: host.clone(),
+        };
+        // As client-go: watches count as requests but have no sizes; a request body of unknown length has none.
+        let watch = is_watch(req.uri());
+        if let Some(size) = req.body().size_hint().exact().filter(|_| !watch) {
+            rest_metrics()
+                .request_size
+                .get_or_create(&labels)
+                .observe(size as f64);
+        }
         let started = Instant::now();
         let fut = self.inner.call(req);
         Box::pin(async move {
@@ -205,16 +233,92 @@ where
             };
             let m = rest_metrics();
             m.latency
-                .get_or_create(&LatencyLabels {
-                    verb: method.clone(),
-                    host: host.clone(),
-                })
+                .get_or_create(&labels)
                 .observe(started.elapsed().as_secs_f64());
             m.requests
                 .get_or_create(&RequestLabels { code, method, host })
                 .inc();
-            result
+            result.map(|response| {
+                // client-go counts an error status's body only when there is one.
+                let success = (200..=206).contains(&response.status().as_u16());
+                response.map(|inner| SizedBody {
+                    inner,
+                    read: 0,
+                    labels: (!watch).then_some(labels),
+                    count_empty: success,
+                })
+            })
         })
+    }
+}
+
+/// `?watch=true` (or `1`): a watch, whose body is a stream of events rather than a response.
+fn is_watch(uri: &hyper::Uri) -> bool {
+    uri.query()
+        .is_some_and(|q| q.split('&').any(|p| matches!(p, "watch=true" | "watch=1")))
+}
+
+/// A response body that records its length in `rest_client_response_size_bytes` once read to the end (client-go
+/// observes the length of the body it read); a body that fails or is dropped early is not recorded.
+pub(crate) struct SizedBody<B: Body> {
+    inner: B,
+    read: u64,
+    /// `None` for watches and once recorded.
+    labels: Option<LatencyLabels>,
+    count_empty: bool,
+}
+
+impl<B: Body> SizedBody<B> {
+    fn record(&mut self) {
+        if let Some(labels) = self.labels.take()
+            && (self.read > 0 || self.count_empty)
+        {
+            rest_metrics()
+                .response_size
+                .get_or_create(&labels)
+                .observe(self.read as f64);
+        }
+    }
+}
+
+impl<B: Body + Unpin> Body for SizedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.read += data.remaining() as u64;
+                }
+            }
+            Poll::Ready(None) => this.record(),
+            Poll::Ready(Some(Err(_))) => this.labels = None,
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B: Body> Drop for SizedBody<B> {
+    fn drop(&mut self) {
+        // A reader may stop at `is_end_stream` without polling for the end.
+        if self.inner.is_end_stream() {
+            self.record();
+        }
     }
 }
 
@@ -337,12 +441,166 @@ pub(crate) fn register(registry: &mut Registry) {
         "Request latency in seconds. Broken down by verb, and host.",
         m.latency.clone(),
     );
+    registry.register(
+        "rest_client_request_size_bytes",
+        "Request size in bytes. Broken down by verb and host.",
+        m.request_size.clone(),
+    );
+    registry.register(
+        "rest_client_response_size_bytes",
+        "Response size in bytes. Broken down by verb and host.",
+        m.response_size.clone(),
+    );
     registry.register_collector(Box::new(ProcessCollector));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::convert::Infallible;
+
+    use http_body_util::{BodyExt, Empty, Full, StreamBody};
+    use hyper::body::Bytes;
+    use tower::{Layer, Service, ServiceExt};
+
+    /// Sends `request` through the metrics layer to a server answering `status` with `body`; reads the answer's
+    /// body to the end when `read` and returns the process's `rest_client_*` samples for `host`.
+    async fn exchange<B: Body>(
+        host: &str,
+        request: hyper::Request<B>,
+        status: u16,
+        body: &'static str,
+        read: bool,
+    ) -> Vec<String> {
+        let server = tower::service_fn(move |_req: hyper::Request<B>| async move {
+            let mut response = hyper::Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+            *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+            Ok::<_, Infallible>(response)
+        });
+        let mut svc = RestMetricsLayer {
+            host: host.to_owned(),
+        }
+        .layer(server);
+        let response = svc.ready().await.unwrap().call(request).await.unwrap();
+        if read {
+            response.into_body().collect().await.unwrap();
+        }
+        let mut registry = Registry::default();
+        register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let host = format!("host=\"{host}\"");
+        text.lines()
+            .filter(|l| l.starts_with("rest_client_") && l.contains(&host))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn get(uri: &str) -> hyper::Request<Empty<Bytes>> {
+        hyper::Request::get(uri).body(Empty::new()).unwrap()
+    }
+
+    fn has(samples: &[String], prefix: &str, value: &str) -> bool {
+        samples
+            .iter()
+            .any(|l| l.starts_with(prefix) && l.ends_with(&format!(" {value}")))
+    }
+
+    #[tokio::test]
+    async fn request_and_response_sizes_are_observed_in_component_base_buckets() {
+        let h = "sizes-get:6443";
+        let s = exchange(h, get("/api/v1/nodes"), 200, "hello", true).await;
+        let labels = format!("{{verb=\"GET\",host=\"{h}\"}}");
+        assert!(
+            has(&s, &format!("rest_client_request_size_bytes_count{labels}"), "1"),
+            "{s:#?}"
+        );
+        assert!(
+            has(&s, &format!("rest_client_request_size_bytes_sum{labels}"), "0.0"),
+            "{s:#?}"
+        );
+        assert!(
+            has(&s, &format!("rest_client_response_size_bytes_sum{labels}"), "5.0"),
+            "{s:#?}"
+        );
+        let bucket =
+            format!("rest_client_response_size_bytes_bucket{{le=\"64.0\",verb=\"GET\",host=\"{h}\"}}");
+        assert!(has(&s, &bucket, "1"), "{s:#?}");
+        let top =
+            format!("rest_client_response_size_bytes_bucket{{le=\"16777216.0\",verb=\"GET\",host=\"{h}\"}}");
+        assert!(has(&s, &top, "1"), "{s:#?}");
+
+        let h = "sizes-post:6443";
+        let body = Full::new(Bytes::from(vec![b'x'; 300]));
+        let post = hyper::Request::post("/api/v1/namespaces/default/events")
+            .body(body)
+            .unwrap();
+        let s = exchange(h, post, 201, "created", true).await;
+        let bucket = |le: &str| {
+            format!("rest_client_request_size_bytes_bucket{{le=\"{le}\",verb=\"POST\",host=\"{h}\"}}")
+        };
+        assert!(has(&s, &bucket("256.0"), "0"), "{s:#?}");
+        assert!(has(&s, &bucket("512.0"), "1"), "{s:#?}");
+    }
+
+    #[tokio::test]
+    async fn watches_and_unknown_lengths_have_no_sizes() {
+        let h = "sizes-watch:6443";
+        let s = exchange(
+            h,
+            get("/api/v1/nodes?resourceVersion=1&watch=true"),
+            200,
+            "{}",
+            true,
+        )
+        .await;
+        assert!(
+            s.iter().any(|l| l.starts_with("rest_client_requests_total")),
+            "{s:#?}"
+        );
+        assert!(!s.iter().any(|l| l.contains("_size_bytes")), "{s:#?}");
+
+        let h = "sizes-stream:6443";
+        let chunks = futures::stream::iter([Ok::<_, Infallible>(Frame::data(Bytes::from_static(b"abc")))]);
+        let post = hyper::Request::post("/api/v1/x")
+            .body(StreamBody::new(chunks))
+            .unwrap();
+        let s = exchange(h, post, 200, "ok", true).await;
+        assert!(
+            !s.iter().any(|l| l.starts_with("rest_client_request_size_bytes")),
+            "{s:#?}"
+        );
+        assert!(
+            s.iter()
+                .any(|l| l.starts_with("rest_client_response_size_bytes_count")),
+            "{s:#?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn unread_bodies_and_empty_error_bodies_are_not_observed() {
+        let h = "sizes-unread:6443";
+        let s = exchange(h, get("/api/v1/nodes"), 200, "a long list", false).await;
+        assert!(
+            !s.iter().any(|l| l.starts_with("rest_client_response_size_bytes")),
+            "{s:#?}"
+        );
+
+        let h = "sizes-404:6443";
+        let s = exchange(h, get("/api/v1/nodes/x"), 404, "", true).await;
+        assert!(
+            !s.iter().any(|l| l.starts_with("rest_client_response_size_bytes")),
+            "{s:#?}"
+        );
+        let h = "sizes-404-body:6443";
+        let s = exchange(h, get("/api/v1/nodes/x"), 404, "not found", true).await;
+        assert!(
+            s.iter()
+                .any(|l| l.starts_with("rest_client_response_size_bytes_sum") && l.ends_with(" 9.0")),
+            "{s:#?}"
+        );
+    }
 
     #[test]
     fn process_numbers_come_from_proc() {

@@ -345,6 +345,8 @@ const UPSTREAM_SAMPLES: &[&str] = &[
     "workqueue_longest_running_processor_seconds{name=\"Nodes\"}",
     "rest_client_requests_total{code=\"200\",method=\"GET\",host=",
     "rest_client_request_duration_seconds_bucket{le=\"60.0\",verb=\"GET\",host=",
+    "rest_client_request_size_bytes_bucket{le=\"64.0\",verb=\"GET\",host=",
+    "rest_client_response_size_bytes_bucket{le=\"16777216.0\",verb=\"GET\",host=",
     "process_cpu_seconds_total ",
     "process_resident_memory_bytes ",
     "process_virtual_memory_bytes ",
@@ -367,6 +369,8 @@ fn assert_upstream_names(metrics: &str) {
         ("workqueue_queue_duration_seconds", "histogram"),
         ("rest_client_requests", "counter"),
         ("rest_client_request_duration_seconds", "histogram"),
+        ("rest_client_request_size_bytes", "histogram"),
+        ("rest_client_response_size_bytes", "histogram"),
         ("process_start_time_seconds", "gauge"),
     ] {
         let line = format!("# TYPE {family} {kind}");
