@@ -15,7 +15,7 @@ use std::{
 };
 
 use anyhow::Context as _;
-use ccm_aws_sdk::{Adapter, AdapterOptions};
+use ccm_aws_sdk::{AdapterOptions, EcrAdapter};
 use ccm_ecr_credentials::{
     Config, CredentialProvider, CredentialProviderRequest, ROLE_ARN_ENV, Registry, SystemClock,
 };
@@ -79,7 +79,9 @@ fn run() -> anyhow::Result<Vec<u8>> {
         .build()?;
     runtime.block_on(async {
         // The registry's region: no region lookup (profile, IMDS) is needed.
-        let adapter = Adapter::from_env(Some(registry.region().to_owned()), AdapterOptions::default()).await;
+        // Only the ECR and STS clients: the binary then links no EC2 or ELB client (docs/credential-provider.md).
+        let adapter =
+            EcrAdapter::from_env(Some(registry.region().to_owned()), AdapterOptions::default()).await;
         let provider =
             CredentialProvider::new(adapter.ecr().clone(), adapter.sts().clone(), SystemClock, config);
         let response = tokio::time::timeout(DEADLINE, provider.provide(&request))

@@ -42,5 +42,11 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked --quiet || die "cargo install cargo-fuzz failed: the fuzz smoke run needs it"
 fi
 
+# scripts/check-crates.sh checks licenses, bans and sources with cargo-deny (deny.toml).
+if ! cargo deny --version >/dev/null 2>&1; then
+  log "installing cargo-deny from crates.io"
+  cargo install cargo-deny --locked --quiet || die "cargo install cargo-deny failed: scripts/check-crates.sh needs it"
+fi
+
 "$here/build-kube-apiserver.sh"
 log "setup complete: moto $MOTO_VERSION, $(etcd --version | head -n1), kube-apiserver $("$KUBE_APISERVER_BIN" --version)"

@@ -2,6 +2,15 @@
 //! collapsed, and [`AwsError`] carrying an [`ErrorKind`] (not found, throttled, invalid, conflict, ...) and the
 //! AWS error code. The `mock` feature generates mockall mocks of every port.
 //!
+//! ```
+//! use ccm_aws_api::{AwsError, ErrorKind};
+//!
+//! // A port's answer to AWS throttling: callers steer on the kind, never on the AWS error code.
+//! let err = AwsError::new(ErrorKind::Throttled, "ec2", "DescribeInstances").with_code("RequestLimitExceeded");
+//! assert!(matches!(err.kind(), ErrorKind::Throttled));
+//! assert!(err.kind().is_retryable());
+//! ```
+//!
 //! Domain crates (instances, load balancers, routes, tagging, ECR credentials) are written against these traits
 //! and test with mocks or fakes; `ccm-aws-sdk` is the one implementation on aws-sdk-rust.
 //!

@@ -5,12 +5,24 @@
 //! One [`Adapter`] per process: its clients share one limiter and one set of metrics, so that every controller
 //! draws from the same API budget.
 //!
+//! ```
+//! use std::time::Duration;
+//!
+//! // Every port's calls go to this endpoint (moto, a proxy, a VPC endpoint), each attempt at most 5 s.
+//! let options = ccm_aws_sdk::AdapterOptions::default()
+//!     .with_endpoint_url("http://127.0.0.1:5000")
+//!     .with_attempt_timeout(Duration::from_secs(5));
+//! assert_eq!(options.endpoint_url.as_deref(), Some("http://127.0.0.1:5000"));
+//! // Then, in a tokio runtime: `ccm_aws_sdk::Adapter::from_env(Some("us-east-1".into()), options).await`.
+//! ```
+//!
 //! May depend on: `ccm-aws-api`, `aws-config`, `aws-sdk-*`, `tokio`, `tracing`. It is the only crate that names
 //! `aws-sdk-*` or `aws-config`.
 
 mod batch;
 mod ec2;
 mod ecr;
+mod ecr_only;
 mod elb;
 mod elbv2;
 mod endpoint;
@@ -34,6 +46,7 @@ use ccm_aws_api::{AwsError, ErrorKind};
 
 pub use ec2::AwsEc2;
 pub use ecr::{AwsEcr, AwsSts};
+pub use ecr_only::EcrAdapter;
 pub use elb::AwsElb;
 pub use elbv2::AwsElbv2;
 pub use error_map::classify;

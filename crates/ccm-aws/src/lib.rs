@@ -1,5 +1,11 @@
 //! The composition: `AwsCloud` implements `CloudProvider` from the AWS domain crates on top of the `ccm-aws-sdk` adapter; the cloud config (INI) parser; cluster ID discovery; the leak report ([`doctor`]).
 //!
+//! ```
+//! // The Go provider's cloud config, as the `--cloud-config` file holds it.
+//! let config = ccm_aws::CloudConfig::parse("[Global]\nKubernetesClusterID = my-cluster\n").unwrap();
+//! assert!(config.warnings.is_empty());
+//! ```
+//!
 //! May depend on: every library crate of the workspace. Binaries in `examples/` depend on this crate and `ccm-controllers`.
 
 pub mod cloud;

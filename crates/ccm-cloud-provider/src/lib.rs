@@ -27,22 +27,31 @@
 //! Every async method returns a `Send` future, so the generic controllers can run them on a multi-threaded
 //! runtime. Methods take Kubernetes objects by reference and must treat them as read-only.
 //!
-//! May depend on: `k8s-openapi` types and `thiserror` only. No I/O, nothing AWS, no Kubernetes client.
+//! A provider chosen at run time, by `--cloud-provider` name as upstream's `RegisterCloudProvider` allows, goes
+//! through [`ProviderRegistry`] and the dyn-compatible facade of [`dynamic`]: [`DynProvider`] is itself a
+//! [`CloudProvider`], so the generic controllers run it unchanged.
+//!
+//! May depend on: `k8s-openapi` types, `thiserror` and `async-trait` (the facade's boxed futures) only. No I/O,
+//! nothing AWS, no Kubernetes client.
 
+pub mod dynamic;
 mod error;
 mod instances;
 mod load_balancer;
 mod provider;
 mod provider_id;
+mod registry;
 mod routes;
 mod types;
 
+pub use dynamic::{DynCloudProvider, DynProvider};
 pub use error::CloudError;
 pub use instances::{Instances, InstancesV2, Zones};
 pub use k8s_openapi::api::core::v1::LoadBalancerStatus;
 pub use load_balancer::{Drift, Ensured, LoadBalancer, Notice};
 pub use provider::{CloudProvider, Unsupported};
 pub use provider_id::{ProviderIdError, format_provider_id, split_provider_id};
+pub use registry::{BoxError, ProviderRegistry, RegistryError};
 pub use routes::Routes;
 pub use types::{InstanceMetadata, NodeAddress, NodeAddressType, Route, Zone};
 

@@ -15,6 +15,13 @@
 //! - exists is `false` only for terminated instances and none found; shutdown is `true` for stopped and
 //!   stopping instances; Fargate pods exist while their interface does and are never shut down.
 //!
+//! ```
+//! // The network-topology labels of an instance, outermost layer first.
+//! let nodes = ["nn-a".to_owned(), "nn-b".to_owned()];
+//! let labels: Vec<(String, String)> = ccm_instances::network_node_labels(&nodes).collect();
+//! assert_eq!(labels[1], ("topology.k8s.aws/network-node-layer-2".to_owned(), "nn-b".to_owned()));
+//! ```
+//!
 //! May depend on: `ccm-cloud-provider`, `ccm-aws-api`, `ccm-tagging`. Never on `aws-sdk-*`, `kube` clients or
 //! other domain crates.
 //!

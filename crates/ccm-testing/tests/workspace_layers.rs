@@ -99,8 +99,13 @@ fn dependency_rules_hold() {
         if normal && is_aws_sdk(dep) && pkg != "ccm-aws-sdk" && !(pkg == "ccm-testing" && *optional) {
             violation(pkg, dep, "only ccm-aws-sdk may depend on the AWS SDK");
         }
-        if pkg == "ccm-cloud-provider" && normal && !["k8s-openapi", "thiserror"].contains(&dep.as_str()) {
-            violation(pkg, dep, "the contract depends on k8s-openapi and thiserror only");
+        let contract_deps = ["k8s-openapi", "thiserror", "async-trait"];
+        if pkg == "ccm-cloud-provider" && normal && !contract_deps.contains(&dep.as_str()) {
+            violation(
+                pkg,
+                dep,
+                "the contract depends on k8s-openapi, thiserror and async-trait only",
+            );
         }
         if DOMAIN.contains(&pkg.as_str()) && normal {
             if DOMAIN.contains(&dep.as_str()) {

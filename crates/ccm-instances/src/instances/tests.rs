@@ -440,7 +440,10 @@ async fn an_eks_fargate_provider_id_with_a_middle_segment_is_looked_up() {
     let refs: Vec<&Node> = nodes.iter().collect();
     let metas = aws.instance_metadata_batch(&refs).await;
     let meta = metas[0].as_ref().unwrap().as_ref().unwrap();
-    assert_eq!((meta.provider_id.as_str(), meta.zone.as_str()), (provider_id, "us-west-2b"));
+    assert_eq!(
+        (meta.provider_id.as_str(), meta.zone.as_str()),
+        (provider_id, "us-west-2b")
+    );
     let exists = aws.instance_exists_batch(&refs).await;
     assert!(matches!(exists.as_slice(), [Ok(true)]), "{exists:?}");
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The library crates as their users get them: API docs build with warnings denied, every library packages, the
+# libraries build inside a scratch consumer with each Kubernetes API version (consumer-check.sh), and the
+# dependency graph passes cargo-deny (licenses, bans, sources; deny.toml says why advisories are not here).
+# Run by scripts/test.sh; offline.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$here/.."
+. "$here/lib.sh"
+
+libs=(
+  ccm-cloud-provider ccm-controllers ccm-tagging ccm-aws-api ccm-aws-sdk ccm-instances ccm-load-balancers
+  ccm-routes ccm-ecr-credentials ccm-aws ccm-controller-manager
+)
+packages=()
+for lib in "${libs[@]}"; do packages+=(-p "$lib"); done
+
+log "check-crates: cargo doc --no-deps, warnings denied"
+# ccm-testing (unpublished) selects the Kubernetes API version the libraries need to build (see Cargo.toml).
+RUSTDOCFLAGS="-D warnings" cargo doc --offline --no-deps --quiet "${packages[@]}" -p ccm-testing
+
+log "check-crates: cargo package of every library"
+# --no-verify: building each package alone is what consumer-check.sh does below, once for all of them.
+cargo package --offline --no-verify --allow-dirty --quiet "${packages[@]}"
+
+"$here/consumer-check.sh"
+
+log "check-crates: cargo deny (licenses, bans, sources)"
+command -v cargo-deny >/dev/null 2>&1 || die "cargo-deny is missing (cargo install --locked cargo-deny)"
+cargo deny --offline --log-level error check licenses bans sources
+log "check-crates: passed"

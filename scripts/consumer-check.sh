@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds the published library crates the way a controller author gets them: as dependencies of a scratch crate
+# outside the repository, once with k8s-openapi's `latest` API version and once with `earliest`. k8s-openapi's
+# version features exclude each other, so a library that selected a version itself fails one of the two builds.
+# Offline, with the workspace's Cargo.lock (same versions as the tests) and its target directory.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+. "$here/lib.sh"
+
+# Every crate a controller may depend on (the publishable ones); ccm-testing, examples and benches are internal.
+libs=(
+  ccm-cloud-provider ccm-controllers ccm-tagging ccm-aws-api ccm-aws-sdk ccm-instances ccm-load-balancers
+  ccm-routes ccm-ecr-credentials ccm-aws ccm-controller-manager
+)
+k8s_openapi_version="$(sed -n 's/^k8s-openapi = "\(.*\)"$/\1/p' "$repo/Cargo.toml")"
+[ -n "$k8s_openapi_version" ] || die "consumer-check: no plain k8s-openapi version in the workspace manifest"
+
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/src"
+# Naming each crate makes the build fail if one stops being a library.
+for lib in "${libs[@]}"; do printf 'extern crate %s as _;\n' "${lib//-/_}"; done >"$scratch/src/lib.rs"
+cp "$repo/Cargo.lock" "$scratch/Cargo.lock"
+
+for version in latest earliest; do
+  {
+    printf '[package]\nname = "scratch-consumer"\nversion = "0.0.0"\nedition = "2024"\npublish = false\n\n'
+    printf '[workspace]\n\n[dependencies]\n'
+    printf 'k8s-openapi = { version = "%s", features = ["%s"] }\n' "$k8s_openapi_version" "$version"
+    for lib in "${libs[@]}"; do printf '%s = { path = "%s/crates/%s" }\n' "$lib" "$repo" "$lib"; done
+  } >"$scratch/Cargo.toml"
+  log "consumer-check: the library crates in a scratch crate with k8s-openapi \"$version\""
+  # K8S_OPENAPI_ENABLED_VERSION would select a version beside the feature: the check is of the features alone.
+  (cd "$scratch" && env -u K8S_OPENAPI_ENABLED_VERSION cargo build --offline --quiet --lib)
+done
+log "consumer-check: passed"
