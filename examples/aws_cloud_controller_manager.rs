@@ -24,6 +24,10 @@ struct Cli {
     version: Option<String>,
     #[command(flatten)]
     tagging: TaggingArgs,
+    /// Every load balancer host update (a node change) a full ensure, as the Go provider does. Hidden: only for
+    /// measuring the Go call pattern beside this one (docs/performance.md).
+    #[arg(long, hide = true)]
+    lb_host_update_full_ensure: bool,
 }
 
 const TAGGING: &str = "tagging";
@@ -73,6 +77,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 
     let (cloud, adapter) = AwsCloud::connect(&config, AdapterOptions::default()).await?;
+    let cloud = cloud.with_full_ensure_host_updates(cli.lb_host_update_full_ensure);
     let ec2 = Arc::new(cloud.ec2().clone());
     let registered = tagging_metrics.clone();
     let mut runtime = Runtime::new(cli.manager).with_controller(TAGGING, false, move |ctx| {

@@ -71,6 +71,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let (cloud, _adapter) = AwsCloud::connect(&config, AdapterOptions::default()).await?;
     let lbs = cloud
         .load_balancer()
+        .map(ccm_aws::HostUpdates::inner)
         .ok_or_else(|| anyhow::anyhow!("no VPC known: set VPC in the cloud config"))?;
     let plan = ccm_load_balancers::plan_for(lbs, &service, &nodes).await?;
     if cli.json {

@@ -18,7 +18,7 @@ use regex::Regex;
 use tracing::{info, warn};
 
 use crate::{
-    CloudConfig,
+    CloudConfig, HostUpdates,
     cloud_config::{self, IpFamily},
     cluster_id::{self, ClusterIdError},
 };
@@ -32,7 +32,7 @@ pub struct AwsCloud<E = AwsEc2, L = AwsElb, V = AwsElbv2> {
     ec2: E,
     instances: AwsInstances<E>,
     routes: AwsRoutes<E, NodeIndex>,
-    load_balancers: Option<AwsLoadBalancers<E, L, V>>,
+    load_balancers: Option<HostUpdates<AwsLoadBalancers<E, L, V>>>,
     cluster: ClusterTags,
     region: String,
     vpc_id: Option<VpcId>,
@@ -188,12 +188,12 @@ where
         // an instance is named by the Node that runs there, whatever the node-name scheme.
         let routes = AwsRoutes::new(ec2.clone(), routes_config).with_node_names(NodeIndex::new());
         let load_balancers = match &env.vpc_id {
-            Some(vpc) => Some(AwsLoadBalancers::new(
+            Some(vpc) => Some(HostUpdates::new(AwsLoadBalancers::new(
                 ec2.clone(),
                 elb,
                 elbv2,
                 load_balancer_config(config, &env, vpc.clone()),
-            )),
+            ))),
             None => {
                 warn!(
                     "no VPC known (set VPC in the cloud config): Services of type LoadBalancer are not served"
@@ -210,6 +210,14 @@ where
             region: env.region,
             vpc_id: env.vpc_id,
         })
+    }
+
+    /// Every load balancer host update (a node change) a full ensure, as the Go provider's call pattern; for
+    /// the scale harness's side-by-side measurement (the binary's hidden `--lb-host-update-full-ensure`).
+    #[must_use]
+    pub fn with_full_ensure_host_updates(mut self, on: bool) -> Self {
+        self.load_balancers = self.load_balancers.map(|lbs| lbs.full_ensure(on));
+        self
     }
 
     /// The EC2 port (shared with the provider controllers, e.g. tagging).
@@ -242,7 +250,7 @@ where
     type InstancesV2 = AwsInstances<E>;
     type Instances = Unsupported;
     type Zones = Unsupported;
-    type LoadBalancer = AwsLoadBalancers<E, L, V>;
+    type LoadBalancer = HostUpdates<AwsLoadBalancers<E, L, V>>;
     type Routes = AwsRoutes<E, NodeIndex>;
 
     fn provider_name(&self) -> &str {

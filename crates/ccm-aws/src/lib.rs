@@ -12,7 +12,9 @@ pub mod cloud;
 pub mod cloud_config;
 pub mod cluster_id;
 pub mod doctor;
+pub mod host_updates;
 
 pub use cloud::{AwsCloud, AwsCloudError, Environment, PROVIDER_NAME};
 pub use cloud_config::{CloudConfig, CloudConfigErrors, ConfigError, GlobalConfig, LoadError};
 pub use cluster_id::ClusterIdError;
+pub use host_updates::HostUpdates;

@@ -594,6 +594,10 @@ impl Runtime {
                     clock: self.clock.clone(),
                     ..CloudNodeConfig::default()
                 };
+                let cfg = CloudNodeConfig {
+                    max_batch: lookup_batch(o, cfg.max_batch),
+                    ..cfg
+                };
                 Box::pin(async move { boxed(ccm_controllers::cloud_node::run(client, p, cfg, until).await) })
             }
             controllers::NODE_LIFECYCLE => {
@@ -606,6 +610,10 @@ impl Runtime {
                     metrics,
                     clock: self.clock.clone(),
                     ..NodeLifecycleConfig::default()
+                };
+                let cfg = NodeLifecycleConfig {
+                    max_batch: lookup_batch(o, cfg.max_batch),
+                    ..cfg
                 };
                 Box::pin(
                     async move { boxed(ccm_controllers::node_lifecycle::run(client, p, cfg, until).await) },
@@ -781,6 +789,14 @@ fn hold(mut elector: Elector, lease: String) -> Held {
         stop,
         task,
         ended,
+    }
+}
+
+/// The nodes per provider lookup: `--node-lookup-batch-size` when set, else the controller's default.
+fn lookup_batch(options: &Options, default: usize) -> usize {
+    match usize::try_from(options.node_lookup_batch_size) {
+        Ok(0) | Err(_) => default,
+        Ok(n) => n,
     }
 }
 
