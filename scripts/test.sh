@@ -21,6 +21,12 @@ log "group 2: end-to-end tests (the binaries against moto and the apiserver, one
 "$here/testenv.sh" reset-aws "$TESTENV_DIR"
 # End-to-end tests live in test files named e2e*.rs and drive whole binaries against the shared environment.
 cargo nextest run --workspace --lib --bins --tests --profile ci -E 'binary(/^e2e/)' --test-threads 1
+# The scale harness's smoke run (docs/performance.md): 10 Nodes, 2 then 3 Services, a 10 s steady window, both
+# call patterns one after the other; fails when a phase never completes, never on a figure.
+log "scale harness smoke run"
+cargo build -p ccm-examples --bin scale --bin aws-cloud-controller-manager --quiet
+cargo run -p ccm-examples --bin scale --quiet -- --nodes 10 --pool 5 --services 2,3 --steady-secs 10 \
+  --settle-secs 2 --quiet-secs 3 --limit-secs 180
 log "doc tests"
 cargo test --workspace --doc --quiet
 # Every fuzz target for about 20 s on its committed corpus (nightly, one core; a crash or hang fails the run).

@@ -1,0 +1,145 @@
+//! `scale`: the release `aws-cloud-controller-manager` at scale, in two configurations side by side: its
+//! defaults ("this CCM") and the Go controller's call pattern (one instance per lookup, one node-sync worker, a
+//! full ensure of every load balancer on every node change; this binary's client rate limits, since Go's 20 QPS
+//! alone would stretch a 5,000-Node burst to a quarter of an hour of Kubernetes writes). For each: the write
+//! floor and a burst of `--nodes` Nodes, `--services` LoadBalancer Services of both flavours (each targeting a
+//! pool of `--pool` Nodes, as the per-load-balancer instance quotas require at 5,000 Nodes), a steady window
+//! with no change (AWS calls by operation scaled to an hour), a Node joining and leaving, peak RSS and CPU.
+//! AWS is moto; Kubernetes the real apiserver. With `--upstream-env FILE` (a second `scripts/testenv.sh`
+//! environment) both run at once, else one after the other in this environment. `--write PAGE` puts the table
+//! into the page between its markers (docs/performance.md). Figures are printed, never asserted.
+
+#[path = "scale/aws.rs"]
+mod aws;
+#[path = "scale/ccm.rs"]
+mod ccm;
+#[path = "scale/cluster.rs"]
+mod cluster;
+#[path = "scale/meta.rs"]
+mod meta;
+#[path = "scale/phases.rs"]
+mod phases;
+#[path = "scale/report.rs"]
+mod report;
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::Context;
+use ccm_testing::TestEnv;
+use clap::Parser;
+use phases::Pattern;
+
+#[derive(Parser)]
+#[command(
+    name = "scale",
+    about = "The CCM at scale beside the upstream call pattern; prints figures"
+)]
+struct Cli {
+    /// Nodes (and instances) of the burst.
+    #[arg(long, default_value_t = 5000)]
+    nodes: usize,
+    /// LoadBalancer Services, in steps; the steady window and the join and leave follow the first step.
+    #[arg(long, value_delimiter = ',', default_value = "500,1000")]
+    services: Vec<usize>,
+    /// Nodes per pool; each Service's load balancer targets one pool.
+    #[arg(long, default_value_t = 100)]
+    pool: usize,
+    /// Seconds of the steady window.
+    #[arg(long, default_value_t = 900)]
+    steady_secs: u64,
+    /// Seconds the CCM is left to settle before the steady window.
+    #[arg(long, default_value_t = 30)]
+    settle_secs: u64,
+    /// Seconds without a load-balancer call that end a join or leave.
+    #[arg(long, default_value_t = 15)]
+    quiet_secs: u64,
+    /// The longest any phase may wait.
+    #[arg(long, default_value_t = 2400)]
+    limit_secs: u64,
+    /// The env file of a second test environment, for the upstream pattern at the same time.
+    #[arg(long)]
+    upstream_env: Option<PathBuf>,
+    /// The CCM binary; default: `aws-cloud-controller-manager` next to this one.
+    #[arg(long)]
+    ccm: Option<PathBuf>,
+    /// Writes the table into this page between its markers.
+    #[arg(long)]
+    write: Option<PathBuf>,
+    /// The commit named on the page; default: `git rev-parse --short HEAD` here.
+    #[arg(long)]
+    commit: Option<String>,
+}
+
+/// What every pattern is run with.
+struct Params {
+    nodes: usize,
+    services: Vec<usize>,
+    pool: usize,
+    steady: Duration,
+    settle: Duration,
+    quiet: Duration,
+    limit: Duration,
+    /// Services and Nodes removed at the end (needed when the patterns share an environment).
+    cleanup: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let bin = match &cli.ccm {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("aws-cloud-controller-manager"),
+    };
+    let ours_env = TestEnv::from_env()?;
+    let up_env = cli.upstream_env.as_deref().map(meta::env_file).transpose()?;
+    let params = Params {
+        nodes: cli.nodes,
+        services: cli.services.clone(),
+        pool: cli.pool,
+        steady: Duration::from_secs(cli.steady_secs),
+        settle: Duration::from_secs(cli.settle_secs),
+        quiet: Duration::from_secs(cli.quiet_secs),
+        limit: Duration::from_secs(cli.limit_secs),
+        cleanup: up_env.is_none(),
+    };
+    let ours = Pattern {
+        label: "this CCM",
+        flags: Vec::new(),
+    };
+    let upstream = Pattern {
+        label: "upstream pattern",
+        flags: [
+            "--node-lookup-batch-size=1",
+            "--concurrent-node-syncs=1",
+            "--concurrent-service-syncs=1",
+            "--lb-host-update-full-ensure",
+            "--load-balancer-resync-period=0",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    };
+    let (a, b) = match &up_env {
+        Some(env) => tokio::join!(
+            phases::run(&ours_env, &bin, &ours, &params),
+            phases::run(env, &bin, &upstream, &params)
+        ),
+        None => {
+            let a = phases::run(&ours_env, &bin, &ours, &params).await;
+            (a, phases::run(&ours_env, &bin, &upstream, &params).await)
+        }
+    };
+    let (a, b) = (a.context("this CCM")?, b.context("upstream pattern")?);
+    let meta = report::Meta {
+        commit: cli.commit.clone().unwrap_or_else(meta::commit),
+        date: meta::command("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        machine: meta::machine(),
+        setup: meta::setup(&params, &bin, &upstream.flags, up_env.is_some()),
+    };
+    let table = report::markdown(&a, &b, &meta);
+    println!("\n{table}");
+    if let Some(page) = &cli.write {
+        report::write(page, &table)?;
+        println!("written into {}", page.display());
+    }
+    Ok(())
+}

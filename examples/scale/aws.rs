@@ -1,0 +1,105 @@
+//! The scale harness's AWS side in moto: a VPC with a /17 subnet (room for 5,000 instances and more) tagged as
+//! the cluster's public ELB subnet, the instances tagged for the cluster, the CCM's cloud config (a control
+//! plane outside the VPC, so no IMDS is needed), and the membership of load balancers as AWS reports it.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use ccm_testing::{
+    Fault, FaultProxy, TestEnv,
+    ec2::{self, Launched, Network},
+    load_balancers::LoadBalancers,
+    unique_name, vpc,
+};
+
+pub struct Fleet {
+    /// The cluster ID (`KubernetesClusterID`), also the value of the Nodes' `scale` label.
+    pub id: String,
+    /// Every instance launched, in order; the harness makes Nodes of the first ones.
+    pub instances: Vec<Launched>,
+    /// The cloud config of the CCM.
+    pub config: PathBuf,
+    /// Where the CCM logs.
+    pub dir: PathBuf,
+    lbs: LoadBalancers,
+    /// Between the CCM and moto: answers DescribeInstanceTopology, which moto lacks.
+    _proxy: FaultProxy,
+}
+
+/// What AWS answers for instance types without topology: no instance (moto answers HTTP 500 instead, and the
+/// CCM's best-effort call would wait 3 s on every lookup, which real AWS never makes it do).
+const NO_TOPOLOGY: &str = "<DescribeInstanceTopologyResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\">\
+    <requestId>scale</requestId><instanceSet/></DescribeInstanceTopologyResponse>";
+
+impl Fleet {
+    /// The VPC and `count` instances tagged `kubernetes.io/cluster/<id>=owned`, launched 250 at a time.
+    pub async fn create(env: &TestEnv, count: usize) -> anyhow::Result<Self> {
+        let raw = ec2::client(env).await;
+        let id = unique_name("scale");
+        let key = format!("kubernetes.io/cluster/{id}");
+        let octet = ec2::octet_for(&id);
+        let made = raw
+            .create_vpc()
+            .cidr_block(format!("10.{octet}.0.0/16"))
+            .send()
+            .await
+            .context("CreateVpc")?;
+        let vpc_id = made.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_owned();
+        let made = raw
+            .create_subnet()
+            .vpc_id(&vpc_id)
+            .cidr_block(format!("10.{octet}.0.0/17"))
+            .availability_zone("us-east-1a")
+            .send()
+            .await
+            .context("CreateSubnet")?;
+        let subnet_id = made
+            .subnet()
+            .and_then(|s| s.subnet_id())
+            .unwrap_or_default()
+            .to_owned();
+        let network = Network { vpc_id, subnet_id };
+        vpc::public_subnet(&raw, &network, &key).await?;
+        let owned = [(key.as_str(), "owned")];
+        let mut instances = Vec::with_capacity(count);
+        while instances.len() < count {
+            let batch = i32::try_from((count - instances.len()).min(250))?;
+            instances.extend(ec2::launch(&raw, &network, batch, &owned).await?);
+        }
+        let dir = std::env::temp_dir().join(&id);
+        std::fs::create_dir_all(&dir)?;
+        let global = format!(
+            "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {id}",
+            env.aws_region, network.vpc_id, network.subnet_id
+        );
+        let proxy = FaultProxy::start(&env.aws_endpoint).await?;
+        let answer = Fault::Respond {
+            status: 200,
+            content_type: "text/xml".to_owned(),
+            body: NO_TOPOLOGY.to_owned(),
+        };
+        proxy.inject("DescribeInstanceTopology", answer, 100_000);
+        // The control plane is outside the VPC: no IMDS is read, so its endpoint is never reached.
+        let text = ec2::cloud_config(&env.aws_region, &proxy.url(), "http://127.0.0.1:9", &global);
+        let config = dir.join("cloud.conf");
+        std::fs::write(&config, text)?;
+        Ok(Self {
+            id,
+            instances,
+            config,
+            dir,
+            lbs: LoadBalancers::connect(env).await,
+            _proxy: proxy,
+        })
+    }
+
+    /// The instances registered with the load balancer `name` (an NLB's targets when `nlb`), sorted.
+    pub async fn members(&self, name: &str, nlb: bool) -> Vec<String> {
+        let seen = if nlb {
+            self.lbs.network(name).await
+        } else {
+            self.lbs.classic(name).await
+        };
+        seen.map(|s| s.members).unwrap_or_default()
+    }
+}

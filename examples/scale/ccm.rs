@@ -1,0 +1,124 @@
+//! The `aws-cloud-controller-manager` process under measurement: started with a pattern's flags, read through
+//! `/metrics` (AWS calls by operation), `/proc/<pid>/status` (peak memory) and `/proc/<pid>/stat` (CPU time).
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::{Child, Stdio},
+    time::Duration,
+};
+
+use anyhow::Context;
+use ccm_testing::{TestEnv, metrics};
+
+/// AWS requests per operation (`aws_api_requests_total`, every outcome and retry).
+pub type Calls = BTreeMap<String, f64>;
+
+/// `after - before`, per operation, leaving out operations that did not move.
+pub fn diff(after: &Calls, before: &Calls) -> Calls {
+    after
+        .iter()
+        .map(|(op, n)| (op.clone(), n - before.get(op).copied().unwrap_or(0.0)))
+        .filter(|(_, n)| *n > 0.0)
+        .collect()
+}
+
+/// Every operation's count together.
+pub fn total(calls: &Calls) -> f64 {
+    calls.values().sum()
+}
+
+pub struct Ccm {
+    child: Child,
+    port: u16,
+    pub log: PathBuf,
+}
+
+impl Ccm {
+    /// Starts `bin` against the environment with the cloud config `config` and `flags`, logging into `dir`,
+    /// and waits until `/metrics` answers.
+    pub async fn start(
+        bin: &Path,
+        env: &TestEnv,
+        config: &Path,
+        dir: &Path,
+        flags: &[String],
+    ) -> anyhow::Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let log = dir.join("ccm.log");
+        let child = std::process::Command::new(bin)
+            .args([
+                "--cloud-provider=aws",
+                "--v=1",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                "--configure-cloud-routes=false",
+                "--authorization-always-allow-paths=/healthz,/metrics",
+            ])
+            .arg(format!("--secure-port={port}"))
+            .arg(format!("--cloud-config={}", config.display()))
+            .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
+            .args(flags)
+            .env("AWS_ACCESS_KEY_ID", "scale")
+            .env("AWS_SECRET_ACCESS_KEY", "scale")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&log)?)
+            .stderr(std::fs::File::create(dir.join("ccm.err"))?)
+            .spawn()
+            .with_context(|| format!("starting {} (build it first)", bin.display()))?;
+        let ccm = Self { child, port, log };
+        for _ in 0..300 {
+            if ccm.calls().await.is_ok() {
+                return Ok(ccm);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        anyhow::bail!(
+            "{} did not serve /metrics within 60 s; see {}",
+            bin.display(),
+            ccm.log.display()
+        )
+    }
+
+    /// AWS requests so far per operation.
+    pub async fn calls(&self) -> anyhow::Result<Calls> {
+        Ok(metrics::requests_by_operation(&metrics::scrape(self.port).await?))
+    }
+
+    /// Peak resident memory so far, KiB (`VmHWM`).
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// User plus system CPU seconds so far (`utime` + `stime`, at the usual 100 ticks a second).
+    pub fn cpu_secs(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // The command name may hold spaces: the fields that follow come after its closing parenthesis.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        // utime and stime are fields 14 and 15 of stat(5); after the parenthesis, the state is field 3.
+        (ticks(11) + ticks(12)) / 100.0
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGTERM, and the exit status.
+    pub fn stop(mut self) -> anyhow::Result<std::process::ExitStatus> {
+        std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()?;
+        Ok(self.child.wait()?)
+    }
+}

@@ -1,0 +1,87 @@
+//! Where and how the scale harness ran: the second environment's coordinates, the machine, the commit.
+
+use std::path::Path;
+
+use anyhow::Context;
+use ccm_testing::TestEnv;
+
+use crate::Params;
+
+/// A test environment from the `export NAME='value'` lines of its env file.
+pub fn env_file(path: &Path) -> anyhow::Result<TestEnv> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let get = |name: &str| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("export ")?.split_once('='))
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.trim_matches('\'').to_owned())
+            .with_context(|| format!("{name} missing in {}", path.display()))
+    };
+    Ok(TestEnv {
+        kubeconfig: get("CCM_TEST_KUBECONFIG")?.into(),
+        kube_apiserver: get("CCM_TEST_KUBE_APISERVER")?,
+        aws_endpoint: get("CCM_TEST_AWS_ENDPOINT")?,
+        aws_region: get("CCM_TEST_AWS_REGION").unwrap_or_else(|_| "us-east-1".to_owned()),
+    })
+}
+
+/// A command's trimmed standard output (empty when it could not run).
+pub fn command(program: &str, args: &[&str]) -> String {
+    std::process::Command::new(program)
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// The short commit of the checkout here, marked when files differ from it.
+pub fn commit() -> String {
+    let dirty = !command("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
+    format!(
+        "{}{}",
+        command("git", &["rev-parse", "--short", "HEAD"]),
+        if dirty { " (with uncommitted changes)" } else { "" }
+    )
+}
+
+/// Cores, CPU model and memory.
+pub fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|m| m.trim_start_matches([' ', '\t', ':']));
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .map(str::trim);
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    format!(
+        "{cores} cores ({}), {} RAM",
+        model.unwrap_or("unknown CPU"),
+        mem.unwrap_or("unknown")
+    )
+}
+
+/// How the run was set up, for the page.
+pub fn setup(p: &Params, bin: &Path, flags: &[String], parallel: bool) -> String {
+    format!(
+        "Binary `{}`; {} Nodes, Services {:?} (odd-numbered NLBs, even Classic ELBs, one TCP port each, \
+         each targeting one pool of {} Nodes); steady window {} s after {} s of settling. AWS: moto 5.2.5 for \
+         every figure (no in-memory implementation was needed); Kubernetes: kube-apiserver 1.20.2 with etcd. \
+         Upstream pattern flags: `{}`. {}",
+        bin.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+        p.nodes,
+        p.services,
+        p.pool,
+        p.steady.as_secs(),
+        p.settle.as_secs(),
+        flags.join(" "),
+        if parallel {
+            "Both patterns ran at the same time, each in its own environment (own moto and apiserver) on the same machine."
+        } else {
+            "The patterns ran one after the other in one environment."
+        }
+    )
+}

@@ -1,0 +1,253 @@
+//! One call pattern measured end to end in one environment: the write floor, the node burst, the load
+//! balancers, the steady window, a node joining and leaving, then more Services; each phase fills [`Figures`].
+
+use std::{path::Path, time::Duration};
+
+use ccm_testing::TestEnv;
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::{Api, api::ListParams};
+use tokio::time::Instant;
+
+use crate::{
+    Params,
+    aws::Fleet,
+    ccm::{Calls, Ccm, diff},
+    cluster::{self, Lb},
+    report::Figures,
+};
+
+/// A configuration of the same binary.
+pub struct Pattern {
+    pub label: &'static str,
+    pub flags: Vec<String>,
+}
+
+/// Runs every phase of `pattern` in `env` with the CCM `bin`.
+pub async fn run(env: &TestEnv, bin: &Path, pattern: &Pattern, p: &Params) -> anyhow::Result<Figures> {
+    let say = |what: &str| println!("[{}] {what}", pattern.label);
+    let mut f = Figures::new(pattern.label, p.nodes);
+    let client = env.kube_client().await?;
+    let (nodes, services): (Api<Node>, Api<Service>) =
+        (Api::all(client.clone()), Api::namespaced(client, "default"));
+    say(&format!("launching {} instances in moto", p.nodes + 1));
+    let fleet = Fleet::create(env, p.nodes + 1).await?;
+    let group = fleet.id.clone();
+    let selector = ListParams::default().labels(&format!("scale={group}"));
+    let pools = (p.nodes / p.pool.max(1)).max(1);
+    let manifests = |tainted: bool| -> anyhow::Result<Vec<Node>> {
+        (0..p.nodes)
+            .map(|i| cluster::node(&fleet.instances[i], &group, i / p.pool.max(1) % pools, tainted))
+            .collect()
+    };
+    let floor_nodes = manifests(true)?.into_iter().zip(fleet.instances.iter()).collect();
+    f.floor = cluster::write_floor(&nodes, floor_nodes).await?.as_secs_f64();
+    cluster::delete_nodes(&nodes, &selector).await?;
+    say(&format!(
+        "write floor {:.1} s; starting the CCM {}",
+        f.floor,
+        pattern.flags.join(" ")
+    ));
+    let mut ccm = Ccm::start(bin, env, &fleet.config, &fleet.dir, &pattern.flags).await?;
+    let result = measure(
+        &mut f,
+        &mut ccm,
+        &fleet,
+        &nodes,
+        &services,
+        pools,
+        manifests(true)?,
+        p,
+    )
+    .await;
+    f.cpu_total = ccm.cpu_secs();
+    if let Err(e) = &result {
+        say(&format!("failed: {e:#}; CCM log {}", ccm.log.display()));
+    }
+    let mut cleaned = Ok(());
+    if p.cleanup {
+        say("cleaning up: Services (their load balancers), then Nodes");
+        cleaned = cluster::delete_services(&services, &group, p.limit).await;
+        cleaned = cleaned.and(cluster::delete_nodes(&nodes, &selector).await);
+    }
+    let alive = ccm.running();
+    let status = ccm.stop()?;
+    say(&format!("CCM stopped ({status})"));
+    result?;
+    cleaned?;
+    anyhow::ensure!(alive, "the CCM exited during the run ({status})");
+    Ok(f)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    f: &mut Figures,
+    ccm: &mut Ccm,
+    fleet: &Fleet,
+    nodes: &Api<Node>,
+    services: &Api<Service>,
+    pools: usize,
+    burst: Vec<Node>,
+    p: &Params,
+) -> anyhow::Result<()> {
+    let label = f.label.clone();
+    let say = |what: String| println!("[{label}] {what}");
+    let group = fleet.id.as_str();
+    let selector = ListParams::default().labels(&format!("scale={group}"));
+    let before = ccm.calls().await?;
+    let started = Instant::now();
+    cluster::create_nodes(nodes, burst).await?;
+    cluster::wait_initialized(nodes, &selector, p.nodes, p.limit).await?;
+    f.burst = started.elapsed().as_secs_f64();
+    f.burst_calls = diff(&ccm.calls().await?, &before);
+    say(format!(
+        "node burst {:.1} s, AWS calls {:?}",
+        f.burst, f.burst_calls
+    ));
+    let mut lbs = Vec::new();
+    for (k, &count) in p.services.iter().enumerate() {
+        let started = Instant::now();
+        lbs.extend(cluster::create_services(services, group, lbs.len()..count, pools).await?);
+        cluster::wait_hostnames(services, group, count, p.limit).await?;
+        f.ensure.push((count, started.elapsed().as_secs_f64()));
+        say(format!(
+            "{count} Services have load balancers after {:.1} s",
+            started.elapsed().as_secs_f64()
+        ));
+        if k == 0 {
+            steady(f, ccm, p).await?;
+            churn(f, ccm, fleet, nodes, &lbs, p).await?;
+        } else {
+            tokio::time::sleep(p.settle).await;
+        }
+        f.rss.push((count, ccm.peak_rss_kib()));
+    }
+    Ok(())
+}
+
+/// The steady window: no change at all, after the CCM settled; calls scaled to an hour.
+async fn steady(f: &mut Figures, ccm: &Ccm, p: &Params) -> anyhow::Result<()> {
+    tokio::time::sleep(p.settle).await;
+    let (before, cpu) = (ccm.calls().await?, ccm.cpu_secs());
+    let started = Instant::now();
+    tokio::time::sleep(p.steady).await;
+    let secs = started.elapsed().as_secs_f64();
+    let calls = diff(&ccm.calls().await?, &before);
+    f.steady_secs = secs;
+    f.steady_cpu = ccm.cpu_secs() - cpu;
+    f.steady = calls
+        .iter()
+        .map(|(op, n)| (op.clone(), n * 3600.0 / secs))
+        .collect();
+    println!("[{}] steady {:.0} s: {:?}", f.label, secs, calls);
+    Ok(())
+}
+
+/// A Node joins pool 0 (its instance launched beforehand), then leaves: the calls each costs beyond the steady
+/// rate, and the time until every load balancer of the pool has (then no longer has) the instance.
+async fn churn(
+    f: &mut Figures,
+    ccm: &Ccm,
+    fleet: &Fleet,
+    nodes: &Api<Node>,
+    lbs: &[Lb],
+    p: &Params,
+) -> anyhow::Result<()> {
+    let instance = fleet
+        .instances
+        .last()
+        .ok_or_else(|| anyhow::anyhow!("no instance to join"))?;
+    let pool: Vec<&Lb> = lbs.iter().filter(|lb| lb.pool == 0).collect();
+    f.affected = (pool.len(), pool.iter().filter(|lb| lb.nlb).count());
+    let node = cluster::node(instance, &fleet.id, 0, true)?;
+    let before = ccm.calls().await?;
+    let started = Instant::now();
+    cluster::create_nodes(nodes, vec![node]).await?;
+    let selector = ListParams::default().fields(&format!("metadata.name={}", instance.private_dns));
+    cluster::wait_initialized(nodes, &selector, 1, p.limit).await?;
+    f.join_init = started.elapsed().as_secs_f64();
+    f.join_lag = until_members(fleet, &pool, &instance.id, true, p.limit).await?;
+    f.join = quiet(ccm, &before, started, &f.steady, p).await?;
+    println!("[{}] join: lag {:.1} s, calls {:?}", f.label, f.join_lag, f.join);
+    let before = ccm.calls().await?;
+    let started = Instant::now();
+    nodes.delete(&instance.private_dns, &Default::default()).await?;
+    f.leave_lag = until_members(fleet, &pool, &instance.id, false, p.limit).await?;
+    f.leave = quiet(ccm, &before, started, &f.steady, p).await?;
+    println!(
+        "[{}] leave: lag {:.1} s, calls {:?}",
+        f.label, f.leave_lag, f.leave
+    );
+    Ok(())
+}
+
+/// Seconds until `instance` is (or, `present == false`, is not) a member of every load balancer in `lbs`.
+async fn until_members(
+    fleet: &Fleet,
+    lbs: &[&Lb],
+    instance: &str,
+    present: bool,
+    limit: Duration,
+) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let mut pending: Vec<&Lb> = lbs.to_vec();
+    while !pending.is_empty() {
+        let mut left = Vec::new();
+        for lb in pending {
+            let member = fleet
+                .members(&lb.name, lb.nlb)
+                .await
+                .iter()
+                .any(|m| m == instance);
+            if member != present {
+                left.push(lb);
+            }
+        }
+        pending = left;
+        anyhow::ensure!(
+            started.elapsed() < limit,
+            "{} load balancers still {} {instance}",
+            pending.len(),
+            if present { "without" } else { "with" }
+        );
+        if !pending.is_empty() {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// Waits until no load-balancer call (anything but DescribeInstances, which the address refresh keeps making)
+/// moved for `p.quiet`, and returns the calls since `before` less what the steady rate accounts for.
+async fn quiet(
+    ccm: &Ccm,
+    before: &Calls,
+    since: Instant,
+    steady: &Calls,
+    p: &Params,
+) -> anyhow::Result<Calls> {
+    let lb_calls = |c: &Calls| -> f64 {
+        c.iter()
+            .filter(|(op, _)| *op != "DescribeInstances")
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let first = ccm.calls().await?;
+    let mut last = (lb_calls(&first), Instant::now(), first);
+    while last.1.elapsed() < p.quiet && since.elapsed() < p.limit {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = ccm.calls().await?;
+        if lb_calls(&now) != last.0 {
+            last = (lb_calls(&now), Instant::now(), now);
+        }
+    }
+    // The quiet time itself is not the change's: the calls are counted up to the last one that moved.
+    let secs = (last.1 - since).as_secs_f64();
+    Ok(diff(&last.2, before)
+        .into_iter()
+        .map(|(op, n)| {
+            let background = steady.get(&op).copied().unwrap_or(0.0) * secs / 3600.0;
+            (op, (n - background).max(0.0).round())
+        })
+        .filter(|(_, n)| *n > 0.0)
+        .collect())
+}

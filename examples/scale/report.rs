@@ -1,0 +1,303 @@
+//! The figures of one call pattern, and the table of both that the harness writes into docs/performance.md
+//! between its markers (the rest of the page is prose, kept as it is).
+
+use std::{fmt::Write as _, path::Path};
+
+use crate::ccm::{Calls, total};
+
+pub const BEGIN: &str =
+    "<!-- BEGIN scale harness: written by `scale` (examples/scale.rs); do not edit by hand -->";
+pub const END: &str = "<!-- END scale harness -->";
+
+#[derive(Debug, Clone, Default)]
+pub struct Figures {
+    pub label: String,
+    pub nodes: usize,
+    /// Write floor and node burst, seconds; the burst's AWS calls.
+    pub floor: f64,
+    pub burst: f64,
+    pub burst_calls: Calls,
+    /// Services, and the seconds until all had load balancers.
+    pub ensure: Vec<(usize, f64)>,
+    /// The steady window: its length, calls per hour by operation, CPU seconds in it.
+    pub steady_secs: f64,
+    pub steady: Calls,
+    pub steady_cpu: f64,
+    /// Load balancers targeting the joining Node's pool, and how many of them are NLBs.
+    pub affected: (usize, usize),
+    pub join: Calls,
+    pub join_init: f64,
+    pub join_lag: f64,
+    pub leave: Calls,
+    pub leave_lag: f64,
+    /// Peak RSS (KiB) after each Service count; CPU seconds of the whole run.
+    pub rss: Vec<(usize, u64)>,
+    pub cpu_total: f64,
+}
+
+impl Figures {
+    pub fn new(label: &str, nodes: usize) -> Self {
+        Self {
+            label: label.to_owned(),
+            nodes,
+            ..Self::default()
+        }
+    }
+
+    fn get(calls: &Calls, ops: &[&str]) -> f64 {
+        ops.iter().map(|op| calls.get(*op).copied().unwrap_or(0.0)).sum()
+    }
+
+    /// (register calls, other load-balancer calls) of the join; (deregister, other) of the leave.
+    fn membership(calls: &Calls, ops: &[&str]) -> (f64, f64) {
+        let own = Self::get(calls, ops);
+        (own, total(calls) - own - Self::get(calls, &["DescribeInstances"]))
+    }
+}
+
+const REGISTER: &[&str] = &["RegisterInstancesWithLoadBalancer", "RegisterTargets"];
+const DEREGISTER: &[&str] = &["DeregisterInstancesFromLoadBalancer", "DeregisterTargets"];
+
+/// Where and when the figures were taken.
+pub struct Meta {
+    pub commit: String,
+    pub date: String,
+    pub machine: String,
+    pub setup: String,
+}
+
+fn ratio(ours: f64, upstream: f64) -> String {
+    if ours > 0.0 {
+        format!("{:.1}×", upstream / ours)
+    } else if upstream > 0.0 {
+        "∞".to_owned()
+    } else {
+        "-".to_owned()
+    }
+}
+
+fn calls_text(calls: &Calls) -> String {
+    if calls.is_empty() {
+        return "none".to_owned();
+    }
+    let parts: Vec<String> = calls.iter().map(|(op, n)| format!("{op} {n:.0}")).collect();
+    parts.join(", ")
+}
+
+fn verdict(met: bool, missed: impl FnOnce() -> String) -> String {
+    if met {
+        "met".to_owned()
+    } else {
+        format!("**missed**: {}", missed())
+    }
+}
+
+/// The table of both patterns with the goals judged on this CCM's column.
+pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "Measured {} on {} at commit `{}`.\n\n{}\n",
+        meta.date, meta.machine, meta.commit, meta.setup
+    );
+    let _ = writeln!(
+        t,
+        "| Figure | this CCM | upstream call pattern | upstream ÷ this | goal (this CCM) |"
+    );
+    let _ = writeln!(t, "| --- | ---: | ---: | ---: | --- |");
+    let mut row = |name: String, a: String, b: String, r: String, goal: String| {
+        let _ = writeln!(t, "| {name} | {a} | {b} | {r} | {goal} |");
+    };
+    let di = |f: &Figures| Figures::get(&f.burst_calls, &["DescribeInstances"]);
+    let p1_calls = if ours.nodes > 1000 { 6.0 } else { 2.0 };
+    row(
+        format!("Node burst of {}: DescribeInstances", ours.nodes),
+        format!("{:.0}", di(ours)),
+        format!("{:.0}", di(up)),
+        ratio(di(ours), di(up)),
+        format!(
+            "P1 ≤ {p1_calls:.0}: {}",
+            verdict(di(ours) <= p1_calls, || format!(
+                "{:.0} more",
+                di(ours) - p1_calls
+            ))
+        ),
+    );
+    row(
+        "Node burst: all AWS calls".into(),
+        calls_text(&ours.burst_calls),
+        calls_text(&up.burst_calls),
+        ratio(total(&ours.burst_calls), total(&up.burst_calls)),
+        String::new(),
+    );
+    let burst = |f: &Figures| {
+        format!(
+            "{:.1} (floor {:.1}, {:.2}× floor)",
+            f.burst,
+            f.floor,
+            f.burst / f.floor.max(0.001)
+        )
+    };
+    let x = ours.burst / ours.floor.max(0.001);
+    row(
+        "Node burst: wall time, s (first Node created to last initialized)".into(),
+        burst(ours),
+        burst(up),
+        ratio(ours.burst, up.burst),
+        format!(
+            "P1 ≤ 1.5× floor: {}",
+            verdict(x <= 1.5, || format!(
+                "{x:.2}× ({:.1} s over)",
+                ours.burst - 1.5 * ours.floor
+            ))
+        ),
+    );
+    let (a, b) = (total(&ours.steady), total(&up.steady));
+    row(
+        format!(
+            "Steady AWS calls per hour, no churn (window {:.0} min)",
+            ours.steady_secs / 60.0
+        ),
+        format!("{a:.0}"),
+        format!("{b:.0}"),
+        ratio(a, b),
+        format!(
+            "P2 ≤ 2,000: {}",
+            verdict(a <= 2000.0, || format!("{:.0} over", a - 2000.0))
+        ),
+    );
+    let ops: std::collections::BTreeSet<&String> = ours.steady.keys().chain(up.steady.keys()).collect();
+    for op in ops {
+        let (a, b) = (Figures::get(&ours.steady, &[op]), Figures::get(&up.steady, &[op]));
+        row(
+            format!("  per hour: {op}"),
+            format!("{a:.0}"),
+            format!("{b:.0}"),
+            ratio(a, b),
+            String::new(),
+        );
+    }
+    churn_rows(&mut row, ours, up);
+    for (i, (count, secs)) in ours.ensure.iter().enumerate() {
+        let other = up.ensure.get(i).map_or(0.0, |e| e.1);
+        row(
+            format!("Time until {count} Services had load balancers, s"),
+            format!("{secs:.0}"),
+            format!("{other:.0}"),
+            ratio(*secs, other),
+            String::new(),
+        );
+    }
+    footprint_rows(&mut row, ours, up);
+    t
+}
+
+fn churn_rows(row: &mut impl FnMut(String, String, String, String, String), ours: &Figures, up: &Figures) {
+    let (lbs, nlbs) = ours.affected;
+    let (reg, other) = Figures::membership(&ours.join, REGISTER);
+    let goal = format!(
+        "P3 {lbs} register calls ({} Classic, {nlbs} NLB target groups), no other load-balancer call: {}",
+        lbs - nlbs,
+        verdict(reg == lbs as f64 && other == 0.0, || format!(
+            "{reg:.0} register and {other:.0} other calls"
+        ))
+    );
+    row(
+        format!("Node joins ({lbs} load balancers target its pool): calls beyond the steady rate"),
+        calls_text(&ours.join),
+        calls_text(&up.join),
+        ratio(total(&ours.join), total(&up.join)),
+        goal,
+    );
+    row(
+        "Node joins: created → initialized, s".into(),
+        format!("{:.1}", ours.join_init),
+        format!("{:.1}", up.join_init),
+        ratio(ours.join_init, up.join_init),
+        String::new(),
+    );
+    row(
+        format!("Node joins: created → registered in all {lbs}, s (lag)"),
+        format!("{:.1}", ours.join_lag),
+        format!("{:.1}", up.join_lag),
+        ratio(ours.join_lag, up.join_lag),
+        "P3: measured".into(),
+    );
+    let (dereg, other) = Figures::membership(&ours.leave, DEREGISTER);
+    let goal = format!(
+        "P3 {lbs} deregister calls, nothing else: {}",
+        verdict(dereg == lbs as f64 && other == 0.0, || format!(
+            "{dereg:.0} deregister and {other:.0} other calls"
+        ))
+    );
+    row(
+        "Node leaves (deleted): calls beyond the steady rate".into(),
+        calls_text(&ours.leave),
+        calls_text(&up.leave),
+        ratio(total(&ours.leave), total(&up.leave)),
+        goal,
+    );
+    row(
+        format!("Node leaves: deleted → gone from all {lbs}, s (lag)"),
+        format!("{:.1}", ours.leave_lag),
+        format!("{:.1}", up.leave_lag),
+        ratio(ours.leave_lag, up.leave_lag),
+        String::new(),
+    );
+}
+
+fn footprint_rows(
+    row: &mut impl FnMut(String, String, String, String, String),
+    ours: &Figures,
+    up: &Figures,
+) {
+    let last = ours.rss.len().saturating_sub(1);
+    #[allow(clippy::cast_precision_loss)]
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    for (i, (count, kib)) in ours.rss.iter().enumerate() {
+        let other = up.rss.get(i).map_or(0, |r| r.1);
+        let goal = if i == last {
+            let m = mib(*kib);
+            format!(
+                "P4 ≤ 100 MiB at {} Nodes, 1,000 Services: {}",
+                ours.nodes,
+                verdict(m <= 100.0, || format!("{:.0} MiB over", m - 100.0))
+            )
+        } else {
+            String::new()
+        };
+        row(
+            format!("Peak RSS (VmHWM) after {count} Services, MiB"),
+            format!("{:.0}", mib(*kib)),
+            format!("{:.0}", mib(other)),
+            ratio(mib(*kib), mib(other)),
+            goal,
+        );
+    }
+    row(
+        "CPU seconds in the steady window".into(),
+        format!("{:.1}", ours.steady_cpu),
+        format!("{:.1}", up.steady_cpu),
+        ratio(ours.steady_cpu, up.steady_cpu),
+        String::new(),
+    );
+    row(
+        "CPU seconds, whole run".into(),
+        format!("{:.0}", ours.cpu_total),
+        format!("{:.0}", up.cpu_total),
+        ratio(ours.cpu_total, up.cpu_total),
+        String::new(),
+    );
+}
+
+/// Replaces what is between the markers of `path` with `table` (adding the markers at the end when missing).
+pub fn write(path: &Path, table: &str) -> anyhow::Result<()> {
+    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Performance\n".to_owned());
+    let block = format!("{BEGIN}\n{table}{END}");
+    let new = match (old.find(BEGIN), old.find(END)) {
+        (Some(b), Some(e)) if b < e => format!("{}{block}{}", &old[..b], &old[e + END.len()..]),
+        _ => format!("{}\n{block}\n", old.trim_end()),
+    };
+    std::fs::write(path, new)?;
+    Ok(())
+}
