@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target of fuzz/ for a bounded time on its committed corpus (fuzz/corpus/<target>), one
 # target at a time on one core. Needs the nightly toolchain and cargo-fuzz (scripts/setup.sh installs
-# cargo-fuzz); scripts/test.sh runs it last.
+# cargo-fuzz); scripts/test.sh runs it last. The targets are every bin of fuzz/Cargo.toml (`cargo fuzz list`):
+# the Service spec and annotations, provider IDs, ECR images and requests, the cloud config, IMDS documents, AWS
+# error messages, Go durations, the leader-migration configuration and the command line. The controller-manager,
+# cloud config and SDK targets build kube, rustls and the AWS SDK under the sanitizers: the first build takes long.
 #
 #   scripts/fuzz-smoke.sh               # 20 s per target, new inputs kept in a scratch directory
 #   FUZZ_SECONDS=300 scripts/fuzz-smoke.sh service_spec    # one target, longer
