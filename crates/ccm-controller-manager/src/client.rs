@@ -10,6 +10,7 @@ use std::{
     time::Duration,
 };
 
+use ccm_controllers::TokenBucket;
 use k8s_openapi::api::{
     authentication::v1::{TokenRequest, TokenRequestSpec},
     core::v1::ServiceAccount,
@@ -20,7 +21,7 @@ use kube::{
     client::ClientBuilder,
     config::{AuthInfo, KubeConfigOptions, Kubeconfig},
 };
-use tokio::time::{Instant, Sleep};
+use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
@@ -86,39 +87,24 @@ pub(crate) fn build(
 
 /// A token bucket shared by every client of the process (as client-go's per-config limiter).
 #[derive(Debug)]
-pub(crate) struct Bucket {
-    qps: f64,
-    burst: f64,
-    state: Mutex<(f64, Instant)>,
-}
+pub(crate) struct Bucket(Mutex<TokenBucket>);
 
 impl Bucket {
     pub(crate) fn new(qps: f32, burst: i32) -> Option<Arc<Self>> {
         (qps > 0.0).then(|| {
-            let burst = f64::from(burst.max(1));
-            Arc::new(Self {
-                qps: f64::from(qps),
-                burst,
-                state: Mutex::new((burst, Instant::now())),
-            })
+            Arc::new(Self(Mutex::new(TokenBucket::new(
+                f64::from(qps),
+                f64::from(burst.max(1)),
+            ))))
         })
     }
 
     /// Takes one token and returns how long to wait for it (zero when one was available).
     fn reserve(&self) -> Duration {
-        let mut s = self
-            .state
+        self.0
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = Instant::now();
-        s.0 = (s.0 + now.duration_since(s.1).as_secs_f64() * self.qps).min(self.burst);
-        s.1 = now;
-        s.0 -= 1.0;
-        if s.0 >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-s.0 / self.qps)
-        }
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .reserve()
     }
 }
 

@@ -20,19 +20,18 @@ use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api, Client,
     api::{Patch, PatchParams, PostParams},
-    runtime::{reflector, reflector::ObjectRef, reflector::Store, watcher},
+    runtime::{reflector::ObjectRef, reflector::Store, watcher},
 };
 use serde_json::json;
 
 use crate::{
-    Clock, ControllerMetrics, Error,
+    Backoff, Bootstrap, Clock, ControllerMetrics, Error, ErrorChain, WorkQueue,
     addresses::{addresses_for_node_ip, desired_addresses},
     error::is_conflict,
     events::{EventRecorder, EventType, node_reference},
     instances::{InstanceSource, name_of, provider_id_of},
     keys::*,
-    watch::reflect,
-    workqueue::{Backoff, WorkQueue},
+    run_until,
 };
 
 /// Settings of the cloud-node controller.
@@ -107,45 +106,36 @@ pub async fn run<P: CloudProvider>(
             capability: "instances",
         });
     }
-    let (store, writer) = reflector::store();
-    let recorder = EventRecorder::new(
-        client.clone(),
+    let boot = Bootstrap::new(
+        client,
         "cloud-node-controller",
         config.clock.clone(),
         config.metrics.clone(),
     );
+    let nodes = boot.informer::<Node>(config.node_selector.as_deref());
     let queue_with_depth = WorkQueue::with_metrics(config.metrics.clone());
     let ctx = Arc::new(Ctx {
-        client: client.clone(),
+        client: boot.client,
         provider,
         config,
-        store,
+        store: nodes.store(),
         queue: queue_with_depth,
         backoff: Backoff::new(Duration::from_millis(5), Duration::from_secs(1000)),
-        recorder,
+        recorder: boot.recorder,
         superseded: Mutex::default(),
     });
     let queue = ctx.queue.clone();
-    let watch = reflect(
-        Api::<Node>::all(client),
-        ctx.config.node_selector.as_deref(),
-        writer,
-        move |event| match event {
-            watcher::Event::Apply(node) | watcher::Event::InitApply(node) => queue.add(name_of(&node)),
-            _ => {}
-        },
-    );
+    let watch = nodes.run(move |event| match event {
+        watcher::Event::Apply(node) | watcher::Event::InitApply(node) => queue.add(name_of(&node)),
+        _ => {}
+    });
     let work = async {
         if ctx.store.wait_until_ready().await.is_err() {
             return;
         }
         tokio::join!(worker(&ctx), status_loop(&ctx));
     };
-    tokio::select! {
-        () = shutdown => {},
-        () = watch => {},
-        () = work => {},
-    }
+    run_until(shutdown, watch, work).await;
     ctx.queue.shut_down();
     Ok(())
 }
@@ -261,25 +251,10 @@ fn finish<P: CloudProvider>(ctx: &Ctx<P>, name: &str, result: Result<(), Error>)
         Ok(()) => ctx.backoff.forget(name),
         Err(error) => {
             ctx.config.metrics.error();
-            let delay = ctx.backoff.next(name);
+            let delay = error.retry_delay(&ctx.backoff, name);
             tracing::warn!(node = name, error = %ErrorChain(&error), ?delay, "failed to sync node; retrying");
             ctx.queue.add_after(name, delay);
         }
-    }
-}
-
-/// Formats an error with its causes.
-pub(crate) struct ErrorChain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
-
-impl std::fmt::Display for ErrorChain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(s) = source {
-            write!(f, ": {s}")?;
-            source = s.source();
-        }
-        Ok(())
     }
 }
 

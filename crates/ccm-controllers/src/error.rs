@@ -1,6 +1,8 @@
+use std::borrow::Borrow;
+
 use ccm_cloud_provider::CloudError;
 
-use crate::addresses::NodeIpError;
+use crate::{Backoff, addresses::NodeIpError};
 
 /// What went wrong in a controller. Per-object errors are logged, counted and retried with backoff by the
 /// controllers themselves; only [`Error::Unsupported`] and [`Error::Config`] are returned from `run`.
@@ -105,6 +107,18 @@ impl Error {
             Self::Waiting { after, .. } => Some(*after),
             _ => None,
         }
+    }
+
+    /// What a controller does after this failure of `key`: the one mapping from failures to retries shared by
+    /// the queue-driven controllers. A provider that named a delay ([`CloudError::RetryAfter`],
+    /// [`CloudError::Waiting`]) is retried after exactly that delay, without counting a failure; anything else
+    /// after the key's exponential `backoff`.
+    pub fn retry_delay<K, Q>(&self, backoff: &Backoff<K>, key: &Q) -> std::time::Duration
+    where
+        K: Eq + std::hash::Hash + Borrow<Q>,
+        Q: ToOwned<Owned = K> + std::hash::Hash + Eq + ?Sized,
+    {
+        self.retry_after().unwrap_or_else(|| backoff.next(key))
     }
 }
 

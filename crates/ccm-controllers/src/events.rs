@@ -17,7 +17,7 @@ use kube::{
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::{Clock, ControllerMetrics};
+use crate::{Clock, ControllerMetrics, TokenBucket};
 
 /// `Normal` or `Warning`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +68,7 @@ struct Correlation {
     /// Posted Events by correlation key.
     events: HashMap<String, Posted>,
     /// Spam-filter buckets by source and involved object.
-    buckets: HashMap<String, Bucket>,
+    buckets: HashMap<String, TokenBucket>,
 }
 
 /// One posted Event.
@@ -77,11 +77,6 @@ struct Posted {
     name: Option<String>,
     count: i32,
     last_seen: Instant,
-}
-
-struct Bucket {
-    tokens: f64,
-    at: Instant,
 }
 
 /// What to do with an Event after correlation.
@@ -133,23 +128,16 @@ impl Correlation {
             let stalest = self
                 .buckets
                 .iter()
-                .min_by_key(|(_, b)| b.at)
+                .min_by_key(|(_, b)| b.last_used())
                 .map(|(k, _)| k.clone());
             if let Some(k) = stalest {
                 self.buckets.remove(&k);
             }
         }
-        let bucket = self.buckets.entry(object.to_owned()).or_insert(Bucket {
-            tokens: burst,
-            at: now,
-        });
-        bucket.tokens = (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * refill).min(burst);
-        bucket.at = now;
-        if bucket.tokens < 1.0 {
-            return false;
-        }
-        bucket.tokens -= 1.0;
-        true
+        self.buckets
+            .entry(object.to_owned())
+            .or_insert_with(|| TokenBucket::full_at(refill, burst, now))
+            .try_take_at(now)
     }
 
     /// Correlates one Event: `object` keys the spam filter, `key` the Event.

@@ -5,13 +5,20 @@
 //! shutdown)` that returns when `shutdown` completes, so a controller-manager runtime can compose them. Each
 //! config carries a [`ControllerMetrics`] the runtime can read and export. See `docs/controllers.md`.
 //!
+//! The toolkit the controllers are built from is public, so that a provider's own controllers (the AWS tagging
+//! controller) are built the same way: [`WorkQueue`] and [`Backoff`] (client-go's de-duplicating, rate-limited
+//! queue), [`TokenBucket`], [`Clock`], [`ErrorChain`], [`Bootstrap`] / [`Informer`] / [`run_until`] (client,
+//! recorder, stores and watches) and [`Error::retry_delay`] (when a failed key is tried again).
+//!
 //! May depend on: `ccm-cloud-provider`, `kube`, `kube-runtime`, `k8s-openapi`, `tokio`, `tracing`, metrics and
 //! HTTP crates. Never on anything AWS.
 
 pub mod addresses;
+mod bootstrap;
 mod clock;
 pub mod cloud_node;
 mod error;
+mod error_chain;
 pub mod events;
 mod instances;
 pub mod keys;
@@ -19,13 +26,18 @@ mod metrics;
 #[cfg(test)]
 mod mock_api;
 pub mod node_lifecycle;
+mod rate;
 pub mod route;
 pub mod service;
 mod watch;
 mod workqueue;
 
+pub use bootstrap::{Bootstrap, Informer, run_until};
 pub use clock::Clock;
 pub use error::Error;
+pub use error_chain::ErrorChain;
 pub use metrics::{
     ControllerMetrics, HistogramSnapshot, MetricsSnapshot, QUEUE_DURATION_BUCKETS, QueueSnapshot,
 };
+pub use rate::TokenBucket;
+pub use workqueue::{Backoff, QueueKey, WorkQueue};

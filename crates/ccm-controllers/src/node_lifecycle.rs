@@ -30,19 +30,18 @@ use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::{
     Api, Client,
     api::{DeleteParams, Patch, PatchParams, Preconditions},
-    runtime::{reflector, reflector::Store},
+    runtime::reflector::Store,
 };
 use serde_json::json;
 use tokio::time::Instant;
 
 use crate::{
-    Clock, ControllerMetrics, Error,
-    cloud_node::ErrorChain,
+    Bootstrap, Clock, ControllerMetrics, Error, ErrorChain,
     error::{is_conflict, is_not_found},
     events::{EventRecorder, EventType, node_reference},
     instances::{InstanceSource, name_of},
     keys::TAINT_SHUTDOWN,
-    watch::reflect,
+    run_until,
 };
 
 /// Settings of the node-lifecycle controller.
@@ -247,27 +246,21 @@ pub async fn run<P: CloudProvider>(
             capability: "instances",
         });
     }
-    let (store, writer) = reflector::store();
-    let recorder = EventRecorder::new(
-        client.clone(),
+    let boot = Bootstrap::new(
+        client,
         "cloud-node-lifecycle-controller",
         config.clock.clone(),
         config.metrics.clone(),
     );
+    let nodes = boot.informer::<Node>(config.node_selector.as_deref());
     let ctx = Ctx {
-        client: client.clone(),
+        client: boot.client,
         provider,
         config,
-        store,
-        recorder,
+        store: nodes.store(),
+        recorder: boot.recorder,
         gone_since: Mutex::default(),
     };
-    let watch = reflect(
-        Api::<Node>::all(client),
-        ctx.config.node_selector.as_deref(),
-        writer,
-        |_| {},
-    );
     let work = async {
         if ctx.store.wait_until_ready().await.is_err() {
             return;
@@ -277,11 +270,7 @@ pub async fn run<P: CloudProvider>(
             tokio::time::sleep(ctx.config.node_monitor_period).await;
         }
     };
-    tokio::select! {
-        () = shutdown => {},
-        () = watch => {},
-        () = work => {},
-    }
+    run_until(shutdown, nodes.run(|_| {}), work).await;
     Ok(())
 }
 

@@ -18,17 +18,16 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use kube::{
     Api, Client,
     api::{Patch, PatchParams},
-    runtime::{reflector, reflector::Store},
+    runtime::reflector::Store,
 };
 use serde_json::json;
 
 use crate::{
-    Clock, ControllerMetrics, Error,
+    Bootstrap, Clock, ControllerMetrics, Error, ErrorChain,
     addresses::node_addresses,
-    cloud_node::ErrorChain,
     events::{EventRecorder, EventType, node_reference},
     keys::CONDITION_NETWORK_UNAVAILABLE,
-    watch::reflect,
+    run_until,
 };
 
 /// An IP network such as `10.244.0.0/16` (host bits are cleared, as Go's `ParseCIDR` does).
@@ -348,26 +347,20 @@ pub async fn run<P: CloudProvider>(
             reason: "no cluster CIDR given".to_owned(),
         });
     }
-    let (store, writer) = reflector::store();
-    let recorder = EventRecorder::new(
-        client.clone(),
+    let boot = Bootstrap::new(
+        client,
         "route_controller",
         config.clock.clone(),
         config.metrics.clone(),
     );
+    let nodes = boot.informer::<Node>(config.node_selector.as_deref());
     let ctx = Ctx {
-        client: client.clone(),
+        client: boot.client,
         provider,
         config,
-        store,
-        recorder,
+        store: nodes.store(),
+        recorder: boot.recorder,
     };
-    let watch = reflect(
-        Api::<Node>::all(client),
-        ctx.config.node_selector.as_deref(),
-        writer,
-        |_| {},
-    );
     let work = async {
         if ctx.store.wait_until_ready().await.is_err() {
             return;
@@ -382,11 +375,7 @@ pub async fn run<P: CloudProvider>(
             }
         }
     };
-    tokio::select! {
-        () = shutdown => {},
-        () = watch => {},
-        () = work => {},
-    }
+    run_until(shutdown, nodes.run(|_| {}), work).await;
     Ok(())
 }
 

@@ -23,20 +23,18 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{
     Api, Client,
     api::{Patch, PatchParams},
-    runtime::{reflector, reflector::ObjectRef, reflector::Store, watcher},
+    runtime::{reflector::ObjectRef, reflector::Store, watcher},
 };
 pub use predicates::*;
 use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::{
-    Clock, ControllerMetrics, Error,
-    cloud_node::ErrorChain,
+    Backoff, Bootstrap, Clock, ControllerMetrics, Error, ErrorChain, WorkQueue,
     error::is_not_found,
     events::{EventRecorder, EventType, service_reference},
     keys::FINALIZER_LB_CLEANUP,
-    watch::reflect,
-    workqueue::{Backoff, WorkQueue},
+    run_until,
 };
 
 /// Settings of the service controller.
@@ -131,12 +129,6 @@ fn key_of(svc: &Service) -> String {
     )
 }
 
-/// What to do after a failed sync: wait exactly the provider's retry-after delay (without counting a failure),
-/// or the per-key exponential backoff.
-fn retry_delay(error: &Error, backoff: &Backoff, key: &str) -> Duration {
-    error.retry_after().unwrap_or_else(|| backoff.next(key))
-}
-
 /// Runs the service controller until `shutdown` completes.
 ///
 /// Returns [`Error::Unsupported`] at once if the provider has no `LoadBalancer`.
@@ -151,24 +143,24 @@ pub async fn run<P: CloudProvider>(
             capability: "external load balancers",
         });
     }
-    let (services, service_writer) = reflector::store();
-    let (nodes, node_writer) = reflector::store();
-    let recorder = EventRecorder::new(
-        client.clone(),
+    let boot = Bootstrap::new(
+        client,
         "service-controller",
         config.clock.clone(),
         config.metrics.clone(),
     );
+    let service_informer = boot.informer::<Service>(config.service_selector.as_deref());
+    let node_informer = boot.informer::<Node>(config.node_selector.as_deref());
     let queue_with_depth = WorkQueue::with_metrics(config.metrics.clone());
     let ctx = Arc::new(Ctx {
-        client: client.clone(),
+        client: boot.client,
         provider,
         backoff: Backoff::new(config.min_retry_delay, config.max_retry_delay),
         config,
-        services,
-        nodes,
+        services: service_informer.store(),
+        nodes: node_informer.store(),
         queue: queue_with_depth,
-        recorder,
+        recorder: boot.recorder,
         cache: Mutex::default(),
         last_synced: Mutex::default(),
         waits: Mutex::default(),
@@ -178,56 +170,46 @@ pub async fn run<P: CloudProvider>(
 
     let mut seen_services: HashMap<String, Service> = HashMap::new();
     let queue = ctx.queue.clone();
-    let watch_services = reflect(
-        Api::<Service>::all(client.clone()),
-        ctx.config.service_selector.as_deref(),
-        service_writer,
-        move |event| match event {
-            watcher::Event::Apply(svc) | watcher::Event::InitApply(svc) => {
-                let key = key_of(&svc);
-                let enqueue = match seen_services.get(&key) {
-                    None => wants_load_balancer(&svc) || needs_cleanup(&svc),
-                    Some(old) => needs_update(old, &svc) || needs_cleanup(&svc),
-                };
-                seen_services.insert(key.clone(), svc);
-                if enqueue {
-                    queue.add(&key);
-                }
-            }
-            watcher::Event::Delete(svc) => {
-                let key = key_of(&svc);
-                seen_services.remove(&key);
+    let watch_services = service_informer.run(move |event| match event {
+        watcher::Event::Apply(svc) | watcher::Event::InitApply(svc) => {
+            let key = key_of(&svc);
+            let enqueue = match seen_services.get(&key) {
+                None => wants_load_balancer(&svc) || needs_cleanup(&svc),
+                Some(old) => needs_update(old, &svc) || needs_cleanup(&svc),
+            };
+            seen_services.insert(key.clone(), svc);
+            if enqueue {
                 queue.add(&key);
             }
-            _ => {}
-        },
-    );
+        }
+        watcher::Event::Delete(svc) => {
+            let key = key_of(&svc);
+            seen_services.remove(&key);
+            queue.add(&key);
+        }
+        _ => {}
+    });
     let mut seen_nodes: HashMap<String, NodeSummary> = HashMap::new();
     let node_ctx = ctx.clone();
-    let watch_nodes = reflect(
-        Api::<Node>::all(client),
-        ctx.config.node_selector.as_deref(),
-        node_writer,
-        move |event| {
-            let changed = match event {
-                watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
-                    let summary = NodeSummary::of(&node);
-                    let name = node.metadata.name.unwrap_or_default();
-                    seen_nodes
-                        .insert(name, summary.clone())
-                        .is_none_or(|old| should_sync_updated_node(&old, &summary))
-                }
-                watcher::Event::Delete(node) => {
-                    seen_nodes.remove(node.metadata.name.as_deref().unwrap_or_default());
-                    true
-                }
-                _ => false,
-            };
-            if changed {
-                node_ctx.node_sync.notify_one();
+    let watch_nodes = node_informer.run(move |event| {
+        let changed = match event {
+            watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
+                let summary = NodeSummary::of(&node);
+                let name = node.metadata.name.unwrap_or_default();
+                seen_nodes
+                    .insert(name, summary.clone())
+                    .is_none_or(|old| should_sync_updated_node(&old, &summary))
             }
-        },
-    );
+            watcher::Event::Delete(node) => {
+                seen_nodes.remove(node.metadata.name.as_deref().unwrap_or_default());
+                true
+            }
+            _ => false,
+        };
+        if changed {
+            node_ctx.node_sync.notify_one();
+        }
+    });
     let work = async {
         if ctx.services.wait_until_ready().await.is_err() || ctx.nodes.wait_until_ready().await.is_err() {
             return;
@@ -239,12 +221,10 @@ pub async fn run<P: CloudProvider>(
             drift::resync_loop(&ctx)
         );
     };
-    tokio::select! {
-        () = shutdown => {},
-        () = watch_services => {},
-        () = watch_nodes => {},
-        () = work => {},
-    }
+    let watches = async {
+        tokio::join!(watch_services, watch_nodes);
+    };
+    run_until(shutdown, watches, work).await;
     ctx.queue.shut_down();
     Ok(())
 }
@@ -259,7 +239,7 @@ async fn service_worker<P: CloudProvider>(ctx: &Ctx<P>) {
                 Err(Error::Waiting { after, .. }) => ctx.queue.add_after(&key, after),
                 Err(error) => {
                     ctx.config.metrics.error();
-                    let delay = retry_delay(&error, &ctx.backoff, &key);
+                    let delay = error.retry_delay(&ctx.backoff, key.as_str());
                     tracing::warn!(service = key, error = %ErrorChain(&error), ?delay, "failed to sync service; retrying");
                     ctx.queue.add_after(&key, delay);
                 }

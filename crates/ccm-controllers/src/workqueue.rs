@@ -1,8 +1,15 @@
-//! A de-duplicating work queue of string keys with delayed adds, in the manner of client-go's: a key added
-//! while it is being processed is processed again afterwards, never twice at once.
+//! A de-duplicating work queue with delayed adds, in the manner of client-go's: a key added while it is being
+//! processed is processed again afterwards, never twice at once. Keys are strings (`namespace/name`) for the
+//! generic controllers, or any small value type (the tagging controller queues `(action, node, instance)`).
+//!
+//! Delays come from [`Backoff`] (per key, after failures) and, for a queue-wide rate limit, a
+//! [`TokenBucket`](crate::TokenBucket): the queue only waits.
 
 use std::{
-    collections::{BTreeSet, HashMap, VecDeque},
+    borrow::Borrow,
+    collections::{HashMap, HashSet, VecDeque},
+    fmt::Display,
+    hash::Hash,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
@@ -11,43 +18,83 @@ use tokio::sync::Notify;
 
 use crate::ControllerMetrics;
 
-#[derive(Clone, Default)]
-pub(crate) struct WorkQueue(Arc<Shared>);
+/// What a queue key must be: cheap to clone, comparable, and printable (its text keys the queue's metrics).
+pub trait QueueKey: Clone + Eq + Hash + Display + Send + Sync + 'static {}
 
-#[derive(Default)]
-struct Shared {
-    state: Mutex<State>,
+impl<T: Clone + Eq + Hash + Display + Send + Sync + 'static> QueueKey for T {}
+
+/// The queue (cheap to clone: clones share it). With [`WorkQueue::with_metrics`], it keeps component-base's
+/// `workqueue_*` numbers in a [`ControllerMetrics`], which the controller-manager serves under the controller's
+/// upstream queue name.
+pub struct WorkQueue<K = String>(Arc<Shared<K>>);
+
+struct Shared<K> {
+    state: Mutex<State<K>>,
     notify: Notify,
-    /// Where the queue's depth is published, if anywhere.
+    /// Where the queue's numbers are published, if anywhere.
     metrics: Option<ControllerMetrics>,
 }
 
-#[derive(Default)]
-struct State {
-    queue: VecDeque<String>,
-    queued: BTreeSet<String>,
-    processing: BTreeSet<String>,
-    dirty: BTreeSet<String>,
+struct State<K> {
+    queue: VecDeque<K>,
+    queued: HashSet<K>,
+    processing: HashSet<K>,
+    dirty: HashSet<K>,
     shut_down: bool,
 }
 
-/// Per-key exponential backoff: `base * 2^failures`, at most `max`.
+/// Per-key exponential backoff: `base * 2^failures`, at most `max` (client-go's
+/// `ItemExponentialFailureRateLimiter`).
 #[derive(Debug)]
-pub(crate) struct Backoff {
+pub struct Backoff<K = String> {
     base: Duration,
     max: Duration,
-    failures: Mutex<HashMap<String, u32>>,
+    failures: Mutex<HashMap<K, u32>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 // === impl WorkQueue ===
 
-impl WorkQueue {
-    /// A queue whose depth is kept in `metrics` ([`ControllerMetrics::snapshot`]'s `queue_depth`).
-    pub(crate) fn with_metrics(metrics: ControllerMetrics) -> Self {
+impl<K> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<K: QueueKey> Default for WorkQueue<K> {
+    fn default() -> Self {
+        Self::new(None)
+    }
+}
+
+impl<K> std::fmt::Debug for WorkQueue<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkQueue").finish_non_exhaustive()
+    }
+}
+
+impl<K: QueueKey> WorkQueue<K> {
+    fn new(metrics: Option<ControllerMetrics>) -> Self {
         Self(Arc::new(Shared {
-            metrics: Some(metrics),
-            ..Shared::default()
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                queued: HashSet::new(),
+                processing: HashSet::new(),
+                dirty: HashSet::new(),
+                shut_down: false,
+            }),
+            notify: Notify::new(),
+            metrics,
         }))
+    }
+
+    /// A queue whose numbers are kept in `metrics` ([`ControllerMetrics::snapshot`]'s `queue_depth`,
+    /// [`ControllerMetrics::queue_snapshot`]).
+    pub fn with_metrics(metrics: ControllerMetrics) -> Self {
+        Self::new(Some(metrics))
     }
 
     fn publish(&self, depth: usize) {
@@ -63,14 +110,16 @@ impl WorkQueue {
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.0
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn state(&self) -> MutexGuard<'_, State<K>> {
+        lock(&self.0.state)
     }
 
-    pub(crate) fn add(&self, key: &str) {
+    /// Queues `key` unless it is already waiting; a key being processed is queued again once it is done.
+    pub fn add<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: ToOwned<Owned = K> + Hash + Eq + ?Sized,
+    {
         let mut s = self.state();
         if s.shut_down {
             return;
@@ -80,38 +129,56 @@ impl WorkQueue {
             s.dirty.insert(key.to_owned());
             return;
         }
-        if s.queued.insert(key.to_owned()) {
-            s.queue.push_back(key.to_owned());
-            let depth = s.queue.len();
-            drop(s);
-            self.record(|q| q.added(key));
-            self.publish(depth);
-            self.0.notify.notify_one();
+        if s.queued.contains(key) {
+            return;
         }
+        let key = key.to_owned();
+        s.queued.insert(key.clone());
+        s.queue.push_back(key.clone());
+        let depth = s.queue.len();
+        drop(s);
+        self.record(|q| q.added(&key.to_string()));
+        self.publish(depth);
+        self.0.notify.notify_one();
     }
 
-    pub(crate) fn add_after(&self, key: &str, delay: Duration) {
+    /// Queues `key` after `delay` (at once when it is zero). A delayed add counts as a retry, as client-go
+    /// counts its rate-limited re-adds.
+    pub fn add_after<Q>(&self, key: &Q, delay: Duration)
+    where
+        K: Borrow<Q>,
+        Q: ToOwned<Owned = K> + Hash + Eq + ?Sized,
+    {
         if delay.is_zero() {
             return self.add(key);
         }
-        // client-go counts a rate-limited re-add as a retry; delayed adds here are the retries and waits.
         self.record(|q| q.retried());
         let this = self.clone();
         let key = key.to_owned();
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            this.add(&key);
+            this.add::<K>(&key);
         });
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// Keys waiting now.
+    pub fn len(&self) -> usize {
         self.state().queue.len()
+    }
+
+    /// Whether no key is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Waits for at least one key, then collects keys for up to `window` (or until `max` are taken) and marks
     /// them as processing. `None` once the queue is shut down.
-    pub(crate) async fn next_batch(&self, max: usize, window: Duration) -> Option<Vec<String>> {
+    pub async fn next_batch(&self, max: usize, window: Duration) -> Option<Vec<K>> {
         loop {
+            let notified = self.0.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so neither an add nor the shutdown between check and wait is missed.
+            notified.as_mut().enable();
             {
                 let s = self.state();
                 if s.shut_down {
@@ -121,7 +188,7 @@ impl WorkQueue {
                     break;
                 }
             }
-            self.0.notify.notified().await;
+            notified.await;
         }
         if !window.is_zero() && self.len() < max {
             let deadline = tokio::time::sleep(window);
@@ -138,14 +205,14 @@ impl WorkQueue {
             return None;
         }
         let n = s.queue.len().min(max.max(1));
-        let batch: Vec<String> = s.queue.drain(..n).collect();
+        let batch: Vec<K> = s.queue.drain(..n).collect();
         for key in &batch {
             s.queued.remove(key);
             s.processing.insert(key.clone());
         }
         let depth = s.queue.len();
         drop(s);
-        self.record(|q| batch.iter().for_each(|k| q.taken(k)));
+        self.record(|q| batch.iter().for_each(|k| q.taken(&k.to_string())));
         self.publish(depth);
         if depth > 0 {
             self.0.notify.notify_one();
@@ -154,19 +221,25 @@ impl WorkQueue {
     }
 
     /// Marks a key as processed; if it was added meanwhile it is queued again.
-    pub(crate) fn done(&self, key: &str) {
+    pub fn done<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: ToOwned<Owned = K> + Hash + Eq + Display + ?Sized,
+    {
         let requeue = {
             let mut s = self.state();
             s.processing.remove(key);
             s.dirty.remove(key)
         };
-        self.record(|q| q.finished(key));
+        self.record(|q| q.finished(&key.to_string()));
         if requeue {
             self.add(key);
         }
     }
 
-    pub(crate) fn shut_down(&self) {
+    /// Stops the queue: waiting and later [`next_batch`](Self::next_batch) calls return `None`, adds are
+    /// ignored.
+    pub fn shut_down(&self) {
         self.state().shut_down = true;
         self.0.notify.notify_waiters();
         self.0.notify.notify_one();
@@ -175,8 +248,9 @@ impl WorkQueue {
 
 // === impl Backoff ===
 
-impl Backoff {
-    pub(crate) fn new(base: Duration, max: Duration) -> Self {
+impl<K: Eq + Hash> Backoff<K> {
+    /// Delays from `base` doubling per failure, at most `max`.
+    pub fn new(base: Duration, max: Duration) -> Self {
         Self {
             base,
             max,
@@ -185,33 +259,37 @@ impl Backoff {
     }
 
     /// The delay before the next attempt of `key`, counting this failure.
-    pub(crate) fn next(&self, key: &str) -> Duration {
-        let mut f = self
-            .failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let n = f.entry(key.to_owned()).or_insert(0);
+    pub fn next<Q>(&self, key: &Q) -> Duration
+    where
+        K: Borrow<Q>,
+        Q: ToOwned<Owned = K> + Hash + Eq + ?Sized,
+    {
+        let mut f = lock(&self.failures);
+        let n = match f.get_mut(key) {
+            Some(n) => n,
+            None => f.entry(key.to_owned()).or_insert(0),
+        };
         let exp = (*n).min(30);
         *n = n.saturating_add(1);
         self.base.saturating_mul(1u32 << exp).min(self.max)
     }
 
-    /// How many failures `key` has had in a row.
-    #[cfg(test)]
-    pub(crate) fn failures(&self, key: &str) -> u32 {
-        self.failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(key)
-            .copied()
-            .unwrap_or(0)
+    /// How many failures `key` has had in a row (client-go's `NumRequeues`).
+    pub fn failures<Q>(&self, key: &Q) -> u32
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        lock(&self.failures).get(key).copied().unwrap_or(0)
     }
 
-    pub(crate) fn forget(&self, key: &str) {
-        self.failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(key);
+    /// Forgets `key`'s failures (it succeeded, or was given up).
+    pub fn forget<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        lock(&self.failures).remove(key);
     }
 }
 
@@ -222,7 +300,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn queue_numbers_are_kept_as_client_go_keeps_them() {
         let metrics = ControllerMetrics::default();
-        let q = WorkQueue::with_metrics(metrics.clone());
+        let q = WorkQueue::<String>::with_metrics(metrics.clone());
         q.add("a");
         q.add("a");
         tokio::time::advance(Duration::from_secs(2)).await;
@@ -249,7 +327,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn depth_is_published() {
         let metrics = ControllerMetrics::default();
-        let q = WorkQueue::with_metrics(metrics.clone());
+        let q = WorkQueue::<String>::with_metrics(metrics.clone());
         q.add("a");
         q.add("b");
         q.add("a");
@@ -263,7 +341,7 @@ mod tests {
 
     #[tokio::test]
     async fn dedups_and_requeues_keys_added_while_processing() {
-        let q = WorkQueue::default();
+        let q = WorkQueue::<String>::default();
         q.add("a");
         q.add("b");
         q.add("a");
@@ -278,7 +356,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn batches_are_bounded_and_shutdown_ends_waiting() {
-        let q = WorkQueue::default();
+        let q = WorkQueue::<String>::default();
         for i in 0..5 {
             q.add(&i.to_string());
         }
@@ -295,7 +373,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_up_to_the_cap_and_forgets() {
-        let b = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
+        let b = Backoff::<String>::new(Duration::from_secs(5), Duration::from_secs(300));
         let delays: Vec<u64> = (0..8).map(|_| b.next("k").as_secs()).collect();
         assert_eq!(delays, vec![5, 10, 20, 40, 80, 160, 300, 300]);
         assert_eq!(b.failures("k"), 8);

@@ -1,6 +1,8 @@
 use ccm_cloud_provider::NodeAddressType::*;
 use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, Taint};
 
+use kube::runtime::reflector;
+
 use super::*;
 
 fn taint(key: &str) -> Taint {

@@ -1,5 +1,7 @@
 use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
 
+use kube::runtime::reflector;
+
 use super::*;
 
 fn node(ready: Option<&str>, taints: Vec<Taint>) -> Node {

@@ -4,6 +4,8 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 
+use kube::runtime::reflector;
+
 use super::*;
 
 fn config() -> RouteConfig {

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 
 use super::{Ctx, lock, stable_nodes, wants_load_balancer};
 use crate::{
-    cloud_node::ErrorChain,
+    ErrorChain,
     events::{EventType, service_reference},
 };
 

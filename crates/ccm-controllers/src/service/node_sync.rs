@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 
 use super::{Ctx, host_set, key_of, lock, stable_nodes, wants_load_balancer};
 use crate::{
-    cloud_node::ErrorChain,
+    ErrorChain,
     events::{EventType, service_reference},
 };
 

@@ -6,6 +6,8 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 
+use kube::runtime::reflector;
+
 use super::*;
 use crate::keys::{LABEL_EXCLUDE_FROM_LB, TAINT_TO_BE_DELETED};
 
@@ -374,21 +376,21 @@ fn patches_touch_only_our_finalizer_and_the_status() {
 #[test]
 fn retry_after_is_honoured_exactly_and_not_counted() {
     // TestServiceQueueDelay: a RetryError requeues after exactly its delay; a plain error backs off.
-    let backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
+    let backoff = Backoff::<String>::new(Duration::from_secs(5), Duration::from_secs(300));
     let retry = Error::cloud(
         "failed to ensure load balancer",
         "ns/svc",
         CloudError::retry_after("creating", Duration::from_secs(42)),
     );
-    assert_eq!(retry_delay(&retry, &backoff, "ns/svc"), Duration::from_secs(42));
+    assert_eq!(retry.retry_delay(&backoff, "ns/svc"), Duration::from_secs(42));
     assert_eq!(backoff.failures("ns/svc"), 0);
     let plain = Error::cloud(
         "failed to ensure load balancer",
         "ns/svc",
         CloudError::other("boom"),
     );
-    assert_eq!(retry_delay(&plain, &backoff, "ns/svc"), Duration::from_secs(5));
-    assert_eq!(retry_delay(&plain, &backoff, "ns/svc"), Duration::from_secs(10));
+    assert_eq!(plain.retry_delay(&backoff, "ns/svc"), Duration::from_secs(5));
+    assert_eq!(plain.retry_delay(&backoff, "ns/svc"), Duration::from_secs(10));
     assert_eq!(backoff.failures("ns/svc"), 2);
 }
 

@@ -1,0 +1,120 @@
+//! What every controller sets up before its work starts: a Kubernetes client, an Event recorder, a store per
+//! watched kind kept by a reflector (with deletions missed while the watch was down reported, see
+//! [`Informer::run`]), and the race between shutdown, the watches and the work.
+//!
+//! ```no_run
+//! # use ccm_controllers::{Bootstrap, Clock, ControllerMetrics, run_until};
+//! # use k8s_openapi::api::core::v1::Node;
+//! # async fn example(client: kube::Client, shutdown: impl std::future::Future<Output = ()> + Send) {
+//! let boot = Bootstrap::new(client, "my-controller", Clock::system(), ControllerMetrics::default());
+//! let nodes = boot.informer::<Node>(None);
+//! let store = nodes.store();
+//! let watch = nodes.run(|event| tracing::debug!(?event, "node event"));
+//! let work = async {
+//!     if store.wait_until_ready().await.is_ok() {
+//!         // reconcile from `store`
+//!     }
+//! };
+//! run_until(shutdown, watch, work).await;
+//! # }
+//! ```
+
+use std::{fmt::Debug, future::Future, hash::Hash};
+
+use kube::{
+    Api, Client, Resource,
+    runtime::{reflector, reflector::Store, reflector::store::Writer, watcher},
+};
+use serde::de::DeserializeOwned;
+
+use crate::{Clock, ControllerMetrics, events::EventRecorder, watch::reflect};
+
+/// A controller's client and Event recorder.
+#[derive(Clone)]
+pub struct Bootstrap {
+    /// The controller's Kubernetes client.
+    pub client: Client,
+    /// Its Event recorder (source component `component`).
+    pub recorder: EventRecorder,
+}
+
+/// The store of one kind and the watch that keeps it: [`store`](Informer::store) to read, [`run`](Informer::run)
+/// to keep it.
+pub struct Informer<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    api: Api<K>,
+    selector: Option<String>,
+    store: Store<K>,
+    writer: Writer<K>,
+}
+
+// === impl Bootstrap ===
+
+impl Bootstrap {
+    /// A controller named `component` (the source of its Events) counting its API writes into `metrics`.
+    pub fn new(client: Client, component: &str, clock: Clock, metrics: ControllerMetrics) -> Self {
+        let recorder = EventRecorder::new(client.clone(), component, clock, metrics);
+        Self { client, recorder }
+    }
+
+    /// The objects of `K` in all namespaces, optionally only those matching a label `selector`.
+    pub fn informer<K>(&self, selector: Option<&str>) -> Informer<K>
+    where
+        K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default + Eq + Hash + Clone,
+    {
+        Informer::all(self.client.clone(), selector)
+    }
+}
+
+impl Debug for Bootstrap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bootstrap").finish_non_exhaustive()
+    }
+}
+
+// === impl Informer ===
+
+impl<K> Informer<K>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    /// The objects of `K` in all namespaces, optionally only those matching a label `selector`.
+    pub fn all(client: Client, selector: Option<&str>) -> Self {
+        let (store, writer) = reflector::store();
+        Self {
+            api: Api::all(client),
+            selector: selector.map(str::to_owned),
+            store,
+            writer,
+        }
+    }
+
+    /// A reader of the store (ready once the first list is in: [`Store::wait_until_ready`]).
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+
+    /// Keeps the store in sync and hands every watch event to `on_event` after the store has it; never returns.
+    /// Watch errors are logged and retried with backoff. After a relist, every object the new list lacks (deleted
+    /// while the watch was down) is handed over as a [`watcher::Event::Delete`] before the relist's `InitDone`.
+    pub async fn run(self, on_event: impl FnMut(watcher::Event<K>)) {
+        reflect(self.api, self.selector.as_deref(), self.writer, on_event).await;
+    }
+}
+
+/// Runs a controller's `watches` and `work` until `shutdown` completes, or until either of them ends.
+pub async fn run_until(
+    shutdown: impl Future<Output = ()>,
+    watches: impl Future<Output = ()>,
+    work: impl Future<Output = ()>,
+) {
+    tokio::select! {
+        () = shutdown => {},
+        () = watches => {},
+        () = work => {},
+    }
+}
