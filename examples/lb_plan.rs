@@ -35,6 +35,9 @@ struct Cli {
     /// A kubeconfig to list the cluster's nodes with.
     #[arg(long)]
     kubeconfig: Option<String>,
+    /// The cluster name, as given to the CCM (`--cluster-name`): it names NLBs' managed security groups.
+    #[arg(long, default_value = ccm_load_balancers::DEFAULT_CLUSTER_NAME)]
+    cluster_name: String,
     /// Print the spec, the desired model and the changes as JSON.
     #[arg(long)]
     json: bool,
@@ -73,7 +76,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .load_balancer()
         .map(ccm_aws::HostUpdates::inner)
         .ok_or_else(|| anyhow::anyhow!("no VPC known: set VPC in the cloud config"))?;
-    let plan = ccm_load_balancers::plan_for(lbs, &service, &nodes).await?;
+    let plan = ccm_load_balancers::plan_for(lbs, &cli.cluster_name, &service, &nodes).await?;
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&plan)?);
     } else {

@@ -2,14 +2,19 @@
 //! desired model, a pure ordered plan against the observed AWS state, and an apply step that alone calls AWS.
 //!
 //! - [`annotations`]: the annotation table (every key declared once) and the generated `docs/annotations.md`;
-//! - [`spec`]: a Service parsed into a [`ServiceSpec`], with every problem collected ([`InvalidService`]);
-//! - [`shared`]: names, tags, subnet discovery, security group rules, target instances;
-//! - [`classic`]: the Classic ELB model ([`classic::build`]), plan ([`classic::plan`]) and apply;
-//! - [`nlb`]: the NLB model ([`nlb::build`]), plan ([`nlb::plan`]) and apply, and the nodes' rules
-//!   ([`nlb::node_rules`]);
+//! - [`spec`]: a Service parsed into a [`ServiceSpec`], with every problem collected ([`InvalidService`]): its
+//!   flavour, the flavour-change rule ([`spec::flavour_change`]) and the other fields;
+//! - [`shared`]: what both flavours use, one concern a module (names and tags, configuration, subnets, security
+//!   groups, target instances);
+//! - [`classic`] and [`nlb`]: each flavour by phase: model ([`classic::build`], [`nlb::build`]), observe, plan
+//!   (small planners per resource kind), change and apply (one function per resource kind); the NLB also has the
+//!   nodes' rules ([`nlb::node_rules`]);
+//! - [`flavour`]: the shape both flavours share (desired, observed, change; host changes and recreation), over
+//!   which the provider's ensure, update and dry run are written once;
 //! - [`drift`]: which load balancers were changed by hand, from bulk listings;
 //! - [`ownership`]: which load balancers found under a Service's name this cluster may touch;
-//! - [`AwsLoadBalancers`]: the [`ccm_cloud_provider::LoadBalancer`] implementation; [`plan_for`]: a dry run.
+//! - [`AwsLoadBalancers`]: the [`ccm_cloud_provider::LoadBalancer`] implementation; [`plan_for`]: a dry run;
+//!   [`Error`]: why a load balancer could not be ensured, updated or deleted.
 //!
 //! May depend on: `ccm-cloud-provider`, `ccm-aws-api`, `ccm-tagging`, `k8s-openapi`. Never on `aws-sdk-*`, `kube`
 //! clients or other domain crates.
@@ -17,156 +22,20 @@
 pub mod annotations;
 pub mod classic;
 pub mod drift;
+mod error;
+pub mod flavour;
 pub mod nlb;
 pub mod ownership;
 mod provider;
 pub mod shared;
 pub mod spec;
 
+pub use error::Error;
 pub use provider::{
     AwsLoadBalancers, Changes, DEFAULT_CLUSTER_NAME, DesiredModel, DryRun, PlanForError, plan_for,
 };
 pub use shared::{HealthProbeMode, LoadBalancerConfig};
 pub use spec::{Flavour, InvalidService, ServiceSpec, parse_service};
-
-use ccm_aws_api::AwsError;
-use ccm_cloud_provider::CloudError;
-
-/// Why a load balancer could not be ensured, updated or deleted.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The Service's annotations or fields are invalid: fix the Service (nothing was changed in AWS).
-    #[error(transparent)]
-    Invalid(#[from] InvalidService),
-    /// The Service has no `metadata.uid`, from which the load balancer name derives.
-    #[error("the Service has no metadata.uid: the load balancer name derives from it")]
-    MissingUid,
-    /// An AWS call failed.
-    #[error("{context}")]
-    Aws {
-        /// What was being done.
-        context: &'static str,
-        /// The failed call.
-        #[source]
-        source: Box<AwsError>,
-    },
-    /// Subnets named by the annotation do not all exist in the cluster's VPC.
-    #[error(
-        "the subnets annotation names {wanted:?} but only {found:?} exist in the cluster's VPC: fix the annotation"
-    )]
-    SubnetsNotFound {
-        /// What the annotation names.
-        wanted: Vec<String>,
-        /// What was found.
-        found: Vec<String>,
-    },
-    /// A dual-stack NLB was asked for on subnets without IPv6 CIDR blocks (AWS would refuse it after the managed
-    /// group was made): nothing is changed until the subnets or the annotation are fixed.
-    #[error(
-        "service.beta.kubernetes.io/aws-load-balancer-ip-address-type=dualstack needs subnets with IPv6 CIDR \
-         blocks, but {subnets:?} have none: add IPv6 CIDR blocks to them, pin other subnets with the subnets \
-         annotation, or use ipv4"
-    )]
-    SubnetsWithoutIpv6 {
-        /// The subnets lacking an IPv6 CIDR block.
-        subnets: Vec<String>,
-    },
-    /// Discovery found no subnet.
-    #[error(
-        "could not find any suitable subnets for creating the ELB in {vpc} (internal: {internal}): tag subnets \
-         kubernetes.io/role/elb (public) or kubernetes.io/role/internal-elb, or set the subnets annotation"
-    )]
-    NoSubnets {
-        /// The VPC searched.
-        vpc: String,
-        /// Whether an internal load balancer was wanted.
-        internal: bool,
-    },
-    /// An instance has several candidate groups for the load balancer's rule.
-    #[error(
-        "multiple {what} security groups found for instance {instance}: {groups:?}; ensure only the cluster's \
-         security group is tagged kubernetes.io/cluster/<id>"
-    )]
-    AmbiguousInstanceGroups {
-        /// The instance.
-        instance: String,
-        /// The candidates.
-        groups: Vec<String>,
-        /// `cluster-tagged` or `untagged`.
-        what: &'static str,
-    },
-    /// A resource found by name carries another cluster's tag.
-    #[error(transparent)]
-    Ownership(#[from] ccm_tagging::OwnershipError),
-    /// A load balancer exists under the Service's name but this cluster does not own it: it is never modified,
-    /// adopted or deleted. Nothing was changed in AWS.
-    #[error(transparent)]
-    NotOurs(#[from] ownership::NotOurs),
-    /// The load balancer to update does not exist (yet): the next full sync creates it.
-    #[error("load balancer {0} not found")]
-    NotFound(String),
-    /// A security group is still in use (AWS releases a deleted load balancer's interfaces after a while).
-    #[error("security group {group} of load balancer {name} is still in use; retrying")]
-    GroupInUse {
-        /// The group.
-        group: String,
-        /// The load balancer.
-        name: String,
-    },
-    /// A target group is still in use (AWS detaches a deleted NLB's listeners after a while).
-    #[error("target group {group} of load balancer {name} is still in use; retrying")]
-    TargetGroupInUse {
-        /// The target group's name.
-        group: String,
-        /// The load balancer.
-        name: String,
-    },
-    /// The NLB is in state `failed`: AWS could not provision it. Delete the Service's load balancer (set the
-    /// Service type to ClusterIP and back) or fix what AWS reports for it.
-    #[error("NLB {0} is in state failed: AWS could not provision it")]
-    LoadBalancerFailed(String),
-}
-
-/// The first retry delay of a deletion that waits on a resource AWS still holds (the service controller grows it).
-const IN_USE_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
-
-// === impl Error ===
-
-impl Error {
-    /// A mapper of an [`AwsError`] with context, for `map_err`.
-    pub fn aws(context: &'static str) -> impl Fn(AwsError) -> Self {
-        move |source| Self::Aws {
-            context,
-            source: Box::new(source),
-        }
-    }
-}
-
-impl From<Error> for CloudError {
-    fn from(err: Error) -> Self {
-        match err {
-            // Expected after a deletion, for minutes: progress that waits, not a failure.
-            Error::GroupInUse { group, name } => CloudError::waiting(
-                format!(
-                    "AWS to release security group {group} of the deleted load balancer {name} (its network \
-                     interfaces are still draining)"
-                ),
-                IN_USE_RETRY,
-            ),
-            Error::TargetGroupInUse { group, name } => CloudError::waiting(
-                format!("AWS to release target group {group} of the deleted load balancer {name}"),
-                IN_USE_RETRY,
-            ),
-            Error::Aws { ref source, .. } if source.retry_after().is_some() => {
-                let after = source.retry_after().unwrap_or_default();
-                CloudError::retry_after(err.to_string(), after)
-            }
-            Error::Aws { context, source } => CloudError::with_source(format!("{context}: {source}"), source),
-            other => CloudError::other(other.to_string()),
-        }
-    }
-}
 
 #[cfg(test)]
 mod docs_tests;

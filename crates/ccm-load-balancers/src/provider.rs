@@ -12,11 +12,13 @@ use tokio::sync::OnceCell;
 use crate::{
     Error, LoadBalancerConfig,
     annotations::{Annotations, Key},
-    classic, nlb, shared,
-    spec::{Flavour, ServiceSpec, parse_service},
+    classic,
+    flavour::{self, Classic, LoadBalancerFlavour, Network, PlannedChange, Ports, Scope},
+    nlb, shared,
+    spec::{Flavour, ServiceSpec, flavour_change, parse_service},
 };
 
-/// The cluster name used by dry runs when none is set (the controller manager's `--cluster-name` default).
+/// The controller manager's `--cluster-name` default, for dry runs told no other (`lb-plan --cluster-name`).
 pub const DEFAULT_CLUSTER_NAME: &str = "kubernetes";
 
 /// Classic ELBs and NLBs for Services of type `LoadBalancer` (`nlb-ip` and `external` are implemented
@@ -27,7 +29,6 @@ pub struct AwsLoadBalancers<E, L, V> {
     elb: L,
     elbv2: V,
     config: LoadBalancerConfig,
-    cluster_name: String,
     zones: OnceCell<Vec<AvailabilityZone>>,
     /// Load balancers this process has seen to be ours (made by it, or found with our tags by a full ensure), so
     /// that node-change updates need not read tags again before registering instances.
@@ -86,26 +87,6 @@ fn status(hostname: &str) -> LoadBalancerStatus {
     }
 }
 
-/// The refusal of a flavour change after creation: `has` names the load balancer the Service already has.
-fn flavour_change(spec: &ServiceSpec, has: &str) -> Error {
-    Error::Invalid(crate::InvalidService {
-        namespace: spec.namespace.clone(),
-        name: spec.name.clone(),
-        problems: vec![crate::annotations::Problem {
-            field: Key::Type.name().to_owned(),
-            value: if spec.flavour == Flavour::Network {
-                "nlb".to_owned()
-            } else {
-                "(absent: classic)".to_owned()
-            },
-            accepted: format!(
-                "the Service already has {has}: the type cannot change after creation; delete and re-create the \
-                 Service (or restore the annotation)"
-            ),
-        }],
-    })
-}
-
 /// A Warning notice per annotation value served with the Go controller's surprising meaning (the Service is
 /// served all the same; see `annotations::go_compat`).
 fn annotation_notices(spec: &ServiceSpec) -> Vec<Notice> {
@@ -136,18 +117,9 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             elb,
             elbv2,
             config,
-            cluster_name: DEFAULT_CLUSTER_NAME.to_owned(),
             zones: OnceCell::new(),
             verified: Mutex::default(),
         }
-    }
-
-    /// Sets the cluster name dry runs use (`--cluster-name`; it names NLBs' managed security groups). Ensure
-    /// update and delete use the name the controller passes.
-    #[must_use]
-    pub fn with_cluster_name(mut self, cluster_name: impl Into<String>) -> Self {
-        self.cluster_name = cluster_name.into();
-        self
     }
 
     /// The configuration.
@@ -177,52 +149,42 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         shared::resolve_subnets(&self.ec2, &self.config, spec, zones).await
     }
 
-    /// The desired model of a valid Classic ELB Service.
-    async fn desired(&self, spec: &ServiceSpec, nodes: &[&Node]) -> Result<classic::Desired, Error> {
-        let subnets = self.subnets(spec).await?;
-        classic::build(spec, nodes, &self.config, &subnets)
+    fn ports(&self) -> Ports<'_, E, L, V> {
+        Ports {
+            ec2: &self.ec2,
+            elb: &self.elb,
+            elbv2: &self.elbv2,
+            config: &self.config,
+        }
     }
 
-    /// The desired model of a valid NLB Service.
-    async fn nlb_desired(
+    /// The dry run: the desired model and the plan against the current AWS state, reading only. `cluster_name`
+    /// is the controller's `--cluster-name`, as ensure is given it (it names an NLB's managed security group).
+    pub async fn dry_run(
         &self,
         cluster_name: &str,
-        spec: &ServiceSpec,
+        service: &Service,
         nodes: &[&Node],
-    ) -> Result<nlb::Desired, Error> {
-        let subnets = self.subnets(spec).await?;
-        nlb::build(spec, nodes, &self.config, cluster_name, &subnets)
-    }
-
-    /// The dry run: the desired model and the plan against the current AWS state, reading only.
-    pub async fn dry_run(&self, service: &Service, nodes: &[&Node]) -> Result<DryRun, Error> {
+    ) -> Result<DryRun, Error> {
         let spec = parse_service(service)?;
         if spec.flavour == Flavour::Network {
-            let desired = self.nlb_desired(&self.cluster_name, &spec, nodes).await?;
-            let observed = Box::pin(nlb::observe(
-                &self.ec2,
-                &self.elbv2,
-                &self.config,
-                &desired,
-                nlb::Scope::Full,
-            ))
-            .await?;
-            let changes = nlb::plan(&desired, &observed);
-            return Ok(DryRun {
-                spec,
-                desired: DesiredModel::Network(desired),
-                changes: Changes::Network(changes),
-            });
+            Box::pin(self.dry_run_with::<Network>(cluster_name, spec, nodes)).await
+        } else {
+            self.dry_run_with::<Classic>(cluster_name, spec, nodes).await
         }
-        let desired = self.desired(&spec, nodes).await?;
-        let observed =
-            classic::observe(&self.ec2, &self.elb, &self.config, &desired, classic::Scope::Full).await?;
-        let changes = classic::plan(&desired, &observed);
-        Ok(DryRun {
-            spec,
-            desired: DesiredModel::Classic(desired),
-            changes: Changes::Classic(changes),
-        })
+    }
+
+    async fn dry_run_with<F: LoadBalancerFlavour>(
+        &self,
+        cluster_name: &str,
+        spec: ServiceSpec,
+        nodes: &[&Node],
+    ) -> Result<DryRun, Error> {
+        let subnets = self.subnets(&spec).await?;
+        let desired = F::build(&spec, nodes, &self.config, cluster_name, &subnets)?;
+        let observed = F::observe(&self.ports(), &desired, Scope::Full).await?;
+        let changes = F::plan(&desired, &observed);
+        Ok(F::dry_run(spec, desired, changes))
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
@@ -234,98 +196,51 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     ) -> Result<Ensured, CloudError> {
         let spec = parse_service(service).map_err(Error::from)?;
         match spec.flavour {
-            Flavour::External => return Err(CloudError::ImplementedElsewhere),
+            Flavour::External => Err(CloudError::ImplementedElsewhere),
             // Boxed: the NLB path's state (large with the SDK adapter's futures) lives on the heap.
-            Flavour::Network => {
-                let mut ensured = Box::pin(self.ensure_nlb(cluster_name, &spec, nodes)).await?;
-                ensured.notices.splice(0..0, annotation_notices(&spec));
-                return Ok(ensured);
-            }
-            Flavour::Classic => {}
+            Flavour::Network => Box::pin(self.ensure_with::<Network>(cluster_name, &spec, nodes)).await,
+            Flavour::Classic => self.ensure_with::<Classic>(cluster_name, &spec, nodes).await,
         }
-        let desired = self.desired(&spec, nodes).await?;
-        let observed =
-            classic::observe(&self.ec2, &self.elb, &self.config, &desired, classic::Scope::Full).await?;
-        if observed.load_balancer.is_none() && self.has_nlb(&desired.name).await? {
-            return Err(flavour_change(&spec, "an NLB").into());
-        }
-        let changes = classic::plan(&desired, &observed);
-        let existing_dns = observed.load_balancer.as_ref().map(|lb| lb.dns_name.clone());
-        let mut notices = annotation_notices(&spec);
-        if let Some(message) = classic::recreation(&desired.name, &changes) {
-            tracing::warn!(service = %spec.key(), load_balancer = %desired.name, %message, "recreating Classic ELB");
-            notices.push(Notice::warning("RecreatingLoadBalancer", message));
-        }
-        if !changes.is_empty() {
-            tracing::info!(service = %spec.key(), load_balancer = %desired.name, changes = changes.len(), "reconciling Classic ELB");
-        }
-        let applied = classic::apply(
-            &self.ec2,
-            &self.elb,
-            &self.config,
-            &desired.name,
-            observed.managed_group.map(|g| g.id),
-            &changes,
-        )
-        .await
-        .map_err(|e| match classic::recreation_reason(&changes) {
-            Some(reason) => recreation_failed("Classic ELB", reason, e),
-            None => e.into(),
-        })?;
-        self.verify(&desired.name, true);
-        let dns = applied.created_dns_name.or(existing_dns).unwrap_or_default();
-        Ok(Ensured::new(status(&dns), notices))
     }
 
-    async fn ensure_nlb(
+    /// Ensure for one flavour: build, observe, plan, apply; the status and the Warning notices.
+    async fn ensure_with<F: LoadBalancerFlavour>(
         &self,
         cluster_name: &str,
         spec: &ServiceSpec,
         nodes: &[&Node],
     ) -> Result<Ensured, CloudError> {
-        let desired = self.nlb_desired(cluster_name, spec, nodes).await?;
-        let observed = nlb::observe(&self.ec2, &self.elbv2, &self.config, &desired, nlb::Scope::Full).await?;
-        // Before creating an NLB: the Service must not have a Classic ELB (one call, on creation only).
-        if observed.load_balancer.is_none()
-            && self
-                .elb
-                .load_balancer(&desired.name)
-                .await
-                .map_err(Error::aws("reading the load balancer"))?
-                .is_some()
-        {
-            return Err(flavour_change(spec, "a Classic ELB").into());
+        let ports = self.ports();
+        let subnets = self.subnets(spec).await?;
+        let desired = F::build(spec, nodes, &self.config, cluster_name, &subnets)?;
+        let name = F::name(&desired);
+        let observed = F::observe(&ports, &desired, Scope::Full).await?;
+        // Before creating: the Service must not have the other flavour's load balancer (one call, on creation
+        // only).
+        if !F::exists(&observed) && F::other_exists(&ports, name).await? {
+            return Err(Error::from(flavour_change::refusal(spec, F::OTHER)).into());
         }
-        let changes = nlb::plan(&desired, &observed);
-        let mut notices = Vec::new();
-        if let Some(message) = nlb::recreation(&desired.name, &changes) {
-            tracing::warn!(service = %spec.key(), load_balancer = %desired.name, %message, "recreating NLB");
+        let changes = F::plan(&desired, &observed);
+        let mut notices = annotation_notices(spec);
+        let recreation = flavour::recreation_reason(&changes);
+        if let Some(reason) = recreation {
+            let message = shared::recreation_notice(F::KIND, name, reason);
+            tracing::warn!(service = %spec.key(), load_balancer = %name, %message, "recreating {}", F::KIND);
             notices.push(Notice::warning("RecreatingLoadBalancer", message));
         }
         if !changes.is_empty() {
-            tracing::info!(service = %spec.key(), load_balancer = %desired.name, changes = changes.len(), "reconciling NLB");
+            tracing::info!(service = %spec.key(), load_balancer = %name, changes = changes.len(), "reconciling {}", F::KIND);
         }
-        let applied = nlb::apply(
-            &self.ec2,
-            &self.elbv2,
-            &self.config,
-            &desired.name,
-            &observed,
-            &changes,
-        )
-        .await
-        .map_err(|e| match nlb::recreation_reason(&changes) {
-            // A recreation that failed part-way still tells the Service's users why its NLB is gone (the
-            // notice itself is only posted with a status).
-            Some(reason) => recreation_failed("NLB", reason, e),
-            None => e.into(),
-        })?;
-        self.verify(&desired.name, true);
-        let lb = applied.created.or(observed.load_balancer);
-        let hostname = match &lb {
-            Some(lb) => nlb::status_hostname(lb)?.unwrap_or_default(),
-            None => String::new(),
-        };
+        // A recreation that failed part-way still tells the Service's users why its load balancer is gone (the
+        // notice itself is only posted with a status).
+        let applied = F::apply(&ports, name, &observed, &changes)
+            .await
+            .map_err(|e| match recreation {
+                Some(reason) => recreation_failed(F::KIND, reason, e),
+                None => e.into(),
+            })?;
+        self.verify(name, true);
+        let hostname = F::hostname(observed, applied)?;
         Ok(Ensured::new(status(&hostname), notices))
     }
 
@@ -333,86 +248,35 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     async fn update(&self, cluster_name: &str, service: &Service, nodes: &[&Node]) -> Result<(), CloudError> {
         let spec = parse_service(service).map_err(Error::from)?;
         match spec.flavour {
-            Flavour::External => return Err(CloudError::ImplementedElsewhere),
-            Flavour::Network => return Box::pin(self.update_nlb(cluster_name, spec, nodes)).await,
-            Flavour::Classic => {}
+            Flavour::External => Err(CloudError::ImplementedElsewhere),
+            Flavour::Network => Box::pin(self.update_with::<Network>(cluster_name, spec, nodes)).await,
+            Flavour::Classic => self.update_with::<Classic>(cluster_name, spec, nodes).await,
         }
-        // Subnets do not matter for the hosts: build with none and keep only host changes.
-        let desired = classic::build(&spec, nodes, &self.config, &[])?;
-        let observed = classic::observe(
-            &self.ec2,
-            &self.elb,
-            &self.config,
-            &desired,
-            classic::Scope::Hosts,
-        )
-        .await?;
-        if observed.load_balancer.is_none() {
-            return Err(Error::NotFound(desired.name).into());
-        }
-        self.ours(&desired.name, self.elb.tags(&desired.name)).await?;
-        let changes: Vec<classic::Change> = classic::plan(&desired, &observed)
-            .into_iter()
-            .filter(classic::is_host_change)
-            .collect();
-        classic::apply(
-            &self.ec2,
-            &self.elb,
-            &self.config,
-            &desired.name,
-            observed.managed_group.map(|g| g.id),
-            &changes,
-        )
-        .await?;
-        Ok(())
     }
 
-    /// Node changes: targets and the nodes' rules only (no subnet discovery, no other reads).
-    async fn update_nlb(
+    /// Node changes for one flavour: the targets and the nodes' rules only (no subnet discovery: built without
+    /// subnets, with the controller's cluster name as ensure).
+    async fn update_with<F: LoadBalancerFlavour>(
         &self,
         cluster_name: &str,
-        mut spec: ServiceSpec,
+        spec: ServiceSpec,
         nodes: &[&Node],
     ) -> Result<(), CloudError> {
-        // Built without subnets (the node rules take the NLB's own): the per-subnet addresses do not matter here.
-        spec.eip_allocations.clear();
-        spec.private_ipv4_addresses.clear();
-        // The controller's cluster name, as ensure uses (it names the managed group).
-        let desired = nlb::build(&spec, nodes, &self.config, cluster_name, &[])?;
-        let observed =
-            nlb::observe(&self.ec2, &self.elbv2, &self.config, &desired, nlb::Scope::Hosts).await?;
-        let Some(lb) = &observed.load_balancer else {
-            return Err(Error::NotFound(desired.name).into());
-        };
-        let arns = [lb.arn.clone()];
-        let tags = async {
-            let mut tags = self.elbv2.tags(&arns).await?;
-            Ok(tags.remove(&arns[0]).unwrap_or_default())
-        };
-        self.ours(&desired.name, tags).await?;
-        let changes: Vec<nlb::Change> = nlb::plan(&desired, &observed)
+        let ports = self.ports();
+        let spec = F::hosts_spec(spec);
+        let desired = F::build(&spec, nodes, &self.config, cluster_name, &[])?;
+        let name = F::name(&desired);
+        let observed = F::observe(&ports, &desired, Scope::Hosts).await?;
+        if !F::exists(&observed) {
+            return Err(Error::NotFound(name.to_owned()).into());
+        }
+        self.ours(name, F::tags(&ports, name, &observed)).await?;
+        let changes: Vec<F::Change> = F::plan(&desired, &observed)
             .into_iter()
-            .filter(nlb::is_host_change)
+            .filter(PlannedChange::is_host_change)
             .collect();
-        nlb::apply(
-            &self.ec2,
-            &self.elbv2,
-            &self.config,
-            &desired.name,
-            &observed,
-            &changes,
-        )
-        .await?;
+        F::apply(&ports, name, &observed, &changes).await?;
         Ok(())
-    }
-
-    async fn has_nlb(&self, name: &str) -> Result<bool, Error> {
-        Ok(self
-            .elbv2
-            .load_balancer(name)
-            .await
-            .map_err(Error::aws("reading the NLB"))?
-            .is_some_and(|lb| lb.lb_type == "network"))
     }
 
     async fn get(&self, service: &Service) -> Result<Option<LoadBalancerStatus>, CloudError> {
@@ -540,16 +404,17 @@ impl fmt::Display for DryRun {
 }
 
 /// Dry run for a Service manifest (JSON, as `kubectl get svc -o json` prints it) and nodes: the desired model
-/// and the plan an ensure would apply, reading AWS through the ports and writing nothing. `Display` prints
+/// and the plan an ensure with `cluster_name` (the controller's `--cluster-name`) would apply, reading AWS through the ports and writing nothing. `Display` prints
 /// one numbered change per line; `serde_json` gives the whole result.
 pub async fn plan_for<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync>(
     load_balancers: &AwsLoadBalancers<E, L, V>,
+    cluster_name: &str,
     service_json: &str,
     nodes: &[Node],
 ) -> Result<DryRun, PlanForError> {
     let service: Service = serde_json::from_str(service_json).map_err(PlanForError::Manifest)?;
     let nodes: Vec<&Node> = nodes.iter().collect();
-    Ok(load_balancers.dry_run(&service, &nodes).await?)
+    Ok(load_balancers.dry_run(cluster_name, &service, &nodes).await?)
 }
 
 /// Why [`plan_for`] failed.

@@ -1,5 +1,11 @@
 //! A Service parsed once into a typed [`ServiceSpec`]: the annotations of the table, the relevant Service fields,
-//! and every problem collected (never only the first).
+//! and every problem collected (never only the first). [`parse_service`] runs three parts: [`flavour`] (which
+//! load balancer, and the annotations of the other one), [`flavour_change`] (the only home of the rule that a
+//! Service keeps the flavour it was created with) and [`fields`] (the rest of the spec, each field validated).
+
+pub mod fields;
+pub mod flavour;
+pub mod flavour_change;
 
 use std::collections::BTreeMap;
 
@@ -7,18 +13,10 @@ use ccm_aws_api::Tags;
 use k8s_openapi::api::core::v1::Service;
 use serde::Serialize;
 
-use crate::annotations::{Annotations, Applies, Key, Problem, Warning};
+use crate::annotations::{Annotations, Key, Problem, Warning};
 
-/// Where the load balancer of a Service comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum Flavour {
-    /// A Classic ELB (the default).
-    Classic,
-    /// An NLB with instance targets.
-    Network,
-    /// `nlb-ip` or `external`: the AWS Load Balancer Controller's business.
-    External,
-}
+pub use flavour::Flavour;
+pub use flavour_change::{ExistingFlavour, existing_flavour};
 
 /// The IP address type of an NLB (`aws-load-balancer-ip-address-type`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
@@ -157,370 +155,78 @@ pub struct InvalidService {
     pub problems: Vec<Problem>,
 }
 
-fn i32_of(annotations: &Annotations, key: Key) -> Option<i32> {
-    annotations.int(key).and_then(|v| i32::try_from(v).ok())
-}
-
-/// The hostname suffixes of Classic ELBs (the China partition included, unlike upstream's check).
-const CLB_SUFFIXES: &[&str] = &[".elb.amazonaws.com", ".elb.amazonaws.com.cn"];
-
-/// What flavour the hostname of an existing load balancer says it is: `Some(true)` = Classic, `Some(false)` =
-/// NLB, `None` = not an AWS ELB hostname.
-pub fn existing_flavour(hostname: &str) -> Option<bool> {
-    if CLB_SUFFIXES.iter().any(|s| hostname.ends_with(s)) {
-        Some(true)
-    } else if hostname.contains(".elb.")
-        && (hostname.ends_with(".amazonaws.com") || hostname.ends_with(".amazonaws.com.cn"))
-    {
-        Some(false)
-    } else {
-        None
-    }
+/// The problems and warnings found while parsing, in the order they were found.
+#[derive(Debug, Default)]
+pub(crate) struct Findings {
+    problems: Vec<Problem>,
+    warnings: Vec<Warning>,
 }
 
 /// Parses and validates a Service; every problem is collected.
 pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
-    let meta = &service.metadata;
-    let namespace = meta.namespace.clone().unwrap_or_else(|| "default".to_owned());
-    let name = meta.name.clone().unwrap_or_default();
     let empty = BTreeMap::new();
-    let raw = meta.annotations.as_ref().unwrap_or(&empty);
+    let raw = service.metadata.annotations.as_ref().unwrap_or(&empty);
     let a = Annotations::parse(raw);
-    let mut problems = a.problems.clone();
-    let mut warnings = a.warnings.clone();
-    // Source ranges: the field wins over the annotation, which Go then never read (even a bad value).
-    if service
-        .spec
-        .as_ref()
-        .and_then(|s| s.load_balancer_source_ranges.as_deref())
-        .is_some_and(|r| !r.is_empty())
-        && let Some(value) = raw.get(Key::SourceRanges.name())
-        && problems.iter().any(|p| p.field == Key::SourceRanges.name())
-    {
-        problems.retain(|p| p.field != Key::SourceRanges.name());
-        warnings.push(Warning {
-            field: Key::SourceRanges.name().to_owned(),
-            value: value.clone(),
-            message:
-                "not CIDRs, ignored: spec.loadBalancerSourceRanges is set and wins (as in the Go controller)"
-                    .to_owned(),
-        });
+    let k8s_default = Default::default();
+    let k8s = service.spec.as_ref().unwrap_or(&k8s_default);
+    let mut found = Findings {
+        problems: a.problems.clone(),
+        warnings: a.warnings.clone(),
+    };
+    fields::source_ranges_field_wins(k8s, raw, &mut found);
+    let flavour = flavour::of(&a);
+    if flavour != Flavour::External {
+        flavour::reject_other_flavours_annotations(&flavour, raw, &mut found);
+        flavour_change::check_status(service, &flavour, &a, &mut found);
+        fields::check_unsupported(k8s, &mut found);
     }
-    let mut problem = |field: &str, value: String, accepted: &str| {
-        problems.push(Problem {
+    let spec = fields::spec(service, k8s, &a, flavour, &mut found);
+    found.finish(spec)
+}
+
+// === impl Findings ===
+
+impl Findings {
+    /// Records a problem with `field`'s `value`, saying what is `accepted`.
+    pub(crate) fn problem(&mut self, field: &str, value: String, accepted: &str) {
+        self.problems.push(Problem {
             field: field.to_owned(),
             value,
             accepted: accepted.to_owned(),
         });
-    };
+    }
 
-    let flavour = match a.text(Key::Type) {
-        Some("nlb") => Flavour::Network,
-        Some("nlb-ip" | "external") => Flavour::External,
-        _ => Flavour::Classic,
-    };
-    let spec_default = Default::default();
-    let spec = service.spec.as_ref().unwrap_or(&spec_default);
-
-    if flavour != Flavour::External {
-        // Annotations of the other flavour that are errors rather than ignored.
-        for key in Key::ALL {
-            let rejected = match key.def().applies {
-                Applies::ClbRejectedOnNlb => flavour == Flavour::Network,
-                Applies::NlbRejectedOnClb => flavour == Flavour::Classic,
-                _ => false,
-            };
-            if rejected && let Some(v) = raw.get(key.name()) {
-                let other = if flavour == Flavour::Network {
-                    "not supported on NLB: remove the annotation"
-                } else {
-                    "only supported on NLB: remove the annotation"
-                };
-                problem(key.name(), v.clone(), other);
+    /// The spec, or every problem that blocks it. Warnings are logged; the problems of annotations the flavour
+    /// ignores are logged and dropped (an `External` Service keeps only its type's).
+    fn finish(mut self, mut out: ServiceSpec) -> Result<ServiceSpec, InvalidService> {
+        if out.flavour == Flavour::External {
+            self.warnings.retain(|w| w.field == Key::Type.name());
+        }
+        out.warnings = self.warnings;
+        for w in &out.warnings {
+            tracing::warn!(service = %out.key(), annotation = %w.field, value = %w.value, "{}", w.message);
+        }
+        if out.flavour == Flavour::External {
+            // Only the type matters: the other controller validates the rest.
+            self.problems.retain(|p| p.field == Key::Type.name());
+        }
+        // A bad value of an annotation the flavour ignores does not block the Service (it is only logged).
+        self.problems.retain(|p| {
+            let keep = !flavour::ignores(&out.flavour, &p.field);
+            if !keep {
+                tracing::warn!(service = %out.key(), annotation = %p.field, value = %p.value, "invalid value of an annotation this load balancer type ignores");
             }
+            keep
+        });
+        if self.problems.is_empty() {
+            Ok(out)
+        } else {
+            Err(InvalidService {
+                namespace: out.namespace,
+                name: out.name,
+                problems: self.problems,
+            })
         }
-
-        // The flavour cannot change after creation.
-        let hostname = service
-            .status
-            .as_ref()
-            .and_then(|s| s.load_balancer.as_ref())
-            .and_then(|lb| lb.ingress.as_ref())
-            .and_then(|i| i.first())
-            .and_then(|i| i.hostname.as_deref());
-        // Only the unambiguous case: an NLB hostname on a Service that wants a Classic ELB (moto names NLBs like
-        // Classic ELBs, so an NLB wanted over a Classic-looking hostname is checked against AWS by the provider).
-        if let Some(existing) = hostname.and_then(existing_flavour) {
-            let wants_classic = flavour == Flavour::Classic;
-            if !existing && wants_classic {
-                let (has, value) = if existing {
-                    ("a Classic ELB", "nlb")
-                } else {
-                    ("an NLB", a.text(Key::Type).unwrap_or("(absent: classic)"))
-                };
-                problem(
-                    Key::Type.name(),
-                    value.to_owned(),
-                    &format!(
-                        "the Service already has {has}: the type cannot change after creation; delete and \
-                         re-create the Service (or restore the annotation)"
-                    ),
-                );
-            }
-        }
-
-        if let Some(affinity) = spec.session_affinity.as_deref()
-            && affinity != "None"
-        {
-            problem("spec.sessionAffinity", affinity.to_owned(), "None");
-        }
-        if let Some(ip) = spec.load_balancer_ip.as_deref()
-            && !ip.is_empty()
-        {
-            problem(
-                "spec.loadBalancerIP",
-                ip.to_owned(),
-                "empty: AWS ELBs do not take a requested IP",
-            );
-        }
-    }
-
-    let mut ports = Vec::new();
-    let service_ports = spec.ports.as_deref().unwrap_or_default();
-    if service_ports.is_empty() && flavour != Flavour::External {
-        problem("spec.ports", "[]".to_owned(), "at least one port");
-    }
-    let mut protocols = Vec::new();
-    for (i, p) in service_ports.iter().enumerate() {
-        let protocol = p.protocol.clone().unwrap_or_else(|| "TCP".to_owned());
-        let allowed: &[&str] = match flavour {
-            Flavour::Classic => &["TCP"],
-            Flavour::Network => &["TCP", "UDP"],
-            Flavour::External => &["TCP", "UDP", "SCTP"],
-        };
-        if !allowed.contains(&protocol.as_str()) {
-            problem(
-                &format!("spec.ports[{i}].protocol"),
-                protocol.clone(),
-                &format!("one of {} for this load balancer type", allowed.join(", ")),
-            );
-        }
-        if !protocols.contains(&protocol) {
-            protocols.push(protocol.clone());
-        }
-        match p.node_port {
-            Some(node_port) if node_port > 0 => ports.push(PortSpec {
-                name: p.name.clone().unwrap_or_default(),
-                protocol,
-                port: p.port,
-                node_port,
-            }),
-            _ => tracing::debug!(port = p.port, "service port without node port skipped"),
-        }
-    }
-    if !service_ports.is_empty() && ports.is_empty() && flavour != Flavour::External {
-        problem(
-            "spec.ports[].nodePort",
-            "none".to_owned(),
-            "at least one port with a node port (allocateLoadBalancerNodePorts must not be false)",
-        );
-    }
-    if protocols.len() > 1 && flavour == Flavour::Classic {
-        problem(
-            "spec.ports",
-            protocols.join(","),
-            "one protocol for all ports (mixed protocols are not supported)",
-        );
-    }
-    if flavour == Flavour::Network {
-        // TCP and UDP on one port number become one TCP_UDP listener, which forwards to one node port.
-        for (i, p) in ports.iter().enumerate() {
-            if let Some(other) = ports[..i]
-                .iter()
-                .find(|o| o.port == p.port && o.protocol != p.protocol && o.node_port != p.node_port)
-            {
-                problem(
-                    "spec.ports",
-                    format!(
-                        "port {} {}->{} and {}->{}",
-                        p.port, other.protocol, other.node_port, p.protocol, p.node_port
-                    ),
-                    "the same nodePort for TCP and UDP on one port (an NLB serves both with one TCP_UDP listener \
-                     and target group)",
-                );
-            }
-        }
-    }
-
-    let source_ranges_defaulted = spec
-        .load_balancer_source_ranges
-        .as_deref()
-        .is_none_or(<[String]>::is_empty)
-        && a.list(Key::SourceRanges).is_none();
-    let source_ranges = match spec.load_balancer_source_ranges.as_deref() {
-        Some(ranges) if !ranges.is_empty() => {
-            let mut out = Vec::new();
-            for (i, r) in ranges.iter().enumerate() {
-                let r = r.trim();
-                if crate::annotations::is_cidr(r) {
-                    out.push(r.to_owned());
-                } else {
-                    problem(
-                        &format!("spec.loadBalancerSourceRanges[{i}]"),
-                        r.to_owned(),
-                        "a CIDR (10.0.0.0/8, 2001:db8::/32)",
-                    );
-                }
-            }
-            out
-        }
-        _ => a
-            .list(Key::SourceRanges)
-            .map_or_else(|| vec!["0.0.0.0/0".to_owned()], <[String]>::to_vec),
-    };
-
-    let health_check = HealthCheckSpec {
-        protocol: a.text(Key::HealthcheckProtocol).map(str::to_owned),
-        port: a.port(Key::HealthcheckPort),
-        path: a.text(Key::HealthcheckPath).map(str::to_owned),
-        healthy_threshold: i32_of(&a, Key::HealthcheckHealthyThreshold),
-        unhealthy_threshold: i32_of(&a, Key::HealthcheckUnhealthyThreshold),
-        timeout: i32_of(&a, Key::HealthcheckTimeout),
-        interval: i32_of(&a, Key::HealthcheckInterval),
-    };
-    let access_log = AccessLogSpec {
-        enabled: a.bool(Key::AccessLogEnabled).unwrap_or(false),
-        emit_interval: i32_of(&a, Key::AccessLogEmitInterval),
-        bucket: a.text(Key::AccessLogS3BucketName).map(str::to_owned),
-        prefix: a.text(Key::AccessLogS3BucketPrefix).map(str::to_owned),
-    };
-    if access_log.enabled && access_log.bucket.is_none() {
-        problem(
-            Key::AccessLogS3BucketName.name(),
-            String::new(),
-            "a bucket name: access logs are enabled",
-        );
-    }
-    if flavour == Flavour::Classic {
-        let timeout = health_check.timeout.unwrap_or(5);
-        let interval = health_check.interval.unwrap_or(10);
-        if health_check.timeout.is_some() && timeout > 60 {
-            problem(
-                Key::HealthcheckTimeout.name(),
-                timeout.to_string(),
-                "at most 60 on a Classic ELB",
-            );
-        }
-        if (health_check.timeout.is_some() || health_check.interval.is_some()) && timeout >= interval {
-            problem(
-                Key::HealthcheckTimeout.name(),
-                timeout.to_string(),
-                &format!("less than the interval ({interval})"),
-            );
-        }
-    }
-    if flavour == Flavour::Network && health_check.protocol.as_deref() == Some("SSL") {
-        problem(
-            Key::HealthcheckProtocol.name(),
-            "SSL".to_owned(),
-            "one of TCP, HTTP, HTTPS on NLB",
-        );
-    }
-    let target_group_attributes: BTreeMap<String, String> = a
-        .pairs(Key::TargetGroupAttributes)
-        .unwrap_or_default()
-        .iter()
-        .cloned()
-        .collect();
-    if target_group_attributes
-        .get("preserve_client_ip.enabled")
-        .is_some_and(|v| v == "false")
-        && protocols.iter().any(|p| p == "UDP")
-    {
-        problem(
-            Key::TargetGroupAttributes.name(),
-            "preserve_client_ip.enabled=false".to_owned(),
-            "preserve_client_ip.enabled=true: client IP preservation cannot be disabled with UDP ports",
-        );
-    }
-
-    let internal = matches!(a.text(Key::Internal), Some("true" | "0.0.0.0/0"));
-    if flavour == Flavour::External {
-        warnings.retain(|w| w.field == Key::Type.name());
-    }
-    let out = ServiceSpec {
-        namespace,
-        name,
-        uid: meta.uid.clone().unwrap_or_default(),
-        flavour,
-        internal,
-        ports,
-        source_ranges,
-        source_ranges_defaulted,
-        local_traffic: spec.external_traffic_policy.as_deref() == Some("Local"),
-        health_check_node_port: spec.health_check_node_port.filter(|p| *p > 0),
-        subnets: a.list(Key::Subnets).map(<[String]>::to_vec),
-        security_groups: a.list(Key::SecurityGroups).map(<[String]>::to_vec),
-        extra_security_groups: a.list(Key::ExtraSecurityGroups).unwrap_or_default().to_vec(),
-        additional_tags: a
-            .pairs(Key::AdditionalResourceTags)
-            .unwrap_or_default()
-            .iter()
-            .cloned()
-            .collect(),
-        target_node_labels: a.pairs(Key::TargetNodeLabels).unwrap_or_default().to_vec(),
-        backend_protocol: a.text(Key::BackendProtocol).map(str::to_owned),
-        ssl_cert: a.text(Key::SslCert).map(str::to_owned),
-        ssl_ports: a.list(Key::SslPorts).unwrap_or_default().to_vec(),
-        ssl_negotiation_policy: a.text(Key::SslNegotiationPolicy).map(str::to_owned),
-        proxy_protocol: a.text(Key::ProxyProtocol) == Some("*"),
-        idle_timeout: i32_of(&a, Key::ConnectionIdleTimeout).unwrap_or(60),
-        draining_enabled: a.bool(Key::ConnectionDrainingEnabled).unwrap_or(false),
-        draining_timeout: i32_of(&a, Key::ConnectionDrainingTimeout),
-        cross_zone: a.bool(Key::CrossZoneLoadBalancingEnabled).unwrap_or(false),
-        access_log,
-        health_check,
-        eip_allocations: a.list(Key::EipAllocations).unwrap_or_default().to_vec(),
-        private_ipv4_addresses: a.list(Key::PrivateIpv4Addresses).unwrap_or_default().to_vec(),
-        target_group_attributes,
-        ip_address_type: match a.text(Key::IpAddressType) {
-            Some("dualstack") => IpAddressType::Dualstack,
-            _ => IpAddressType::Ipv4,
-        },
-        warnings,
-    };
-    for w in &out.warnings {
-        tracing::warn!(service = %out.key(), annotation = %w.field, value = %w.value, "{}", w.message);
-    }
-    if out.flavour == Flavour::External {
-        // Only the type matters: the other controller validates the rest.
-        problems.retain(|p| p.field == Key::Type.name());
-    }
-    // A bad value of an annotation the flavour ignores does not block the Service (it is only logged).
-    let ignored = |field: &str| {
-        Key::ALL.iter().any(|k| {
-            k.name() == field
-                && matches!(
-                    (k.def().applies, &out.flavour),
-                    (Applies::Clb, Flavour::Network) | (Applies::Nlb, Flavour::Classic)
-                )
-        })
-    };
-    problems.retain(|p| {
-        let keep = !ignored(&p.field);
-        if !keep {
-            tracing::warn!(service = %out.key(), annotation = %p.field, value = %p.value, "invalid value of an annotation this load balancer type ignores");
-        }
-        keep
-    });
-    if problems.is_empty() {
-        Ok(out)
-    } else {
-        Err(InvalidService {
-            namespace: out.namespace,
-            name: out.name,
-            problems,
-        })
     }
 }
 

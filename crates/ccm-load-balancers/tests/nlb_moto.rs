@@ -646,9 +646,14 @@ async fn the_dry_run_plans_an_nlb_and_reads_only() {
     let nodes = w.nodes();
     let manifest = serde_json::to_string(&svc).unwrap();
     let before = mutation_counts(&metrics);
-    let dry = Box::pin(ccm_load_balancers::plan_for(&lbs, &manifest, &nodes))
-        .await
-        .unwrap();
+    let dry = Box::pin(ccm_load_balancers::plan_for(
+        &lbs,
+        CLUSTER_NAME,
+        &manifest,
+        &nodes,
+    ))
+    .await
+    .unwrap();
     assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
     let printed = dry.to_string();
     assert!(
@@ -660,12 +665,46 @@ async fn the_dry_run_plans_an_nlb_and_reads_only() {
         "{printed}"
     );
     ensure(&lbs, &svc, &nodes).await;
-    let printed = Box::pin(ccm_load_balancers::plan_for(&lbs, &manifest, &nodes))
-        .await
-        .unwrap()
-        .to_string();
+    let printed = Box::pin(ccm_load_balancers::plan_for(
+        &lbs,
+        CLUSTER_NAME,
+        &manifest,
+        &nodes,
+    ))
+    .await
+    .unwrap()
+    .to_string();
     assert!(printed.ends_with("up to date: no change\n"), "{printed}");
     lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
+        .await
+        .unwrap();
+}
+
+/// The dry run takes the controller's cluster name, as ensure does: it names the managed security group, so a
+/// dry run under another name (the default one, before) planned a second group for a converged NLB.
+#[tokio::test]
+async fn the_dry_run_plans_with_the_cluster_name_ensure_used() {
+    const OTHER_CLUSTER_NAME: &str = "prod-eu";
+    let w = world(134).await;
+    let lbs = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
+    let svc = service(&uid(), &[(80, 30080)], &[]);
+    let nodes = w.nodes();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    lbs.ensure_load_balancer(OTHER_CLUSTER_NAME, &svc, &refs)
+        .await
+        .unwrap();
+    let manifest = serde_json::to_string(&svc).unwrap();
+    let dry = Box::pin(ccm_load_balancers::plan_for(
+        &lbs,
+        OTHER_CLUSTER_NAME,
+        &manifest,
+        &nodes,
+    ))
+    .await
+    .unwrap();
+    let printed = dry.to_string();
+    assert!(printed.ends_with("up to date: no change\n"), "{printed}");
+    lbs.ensure_load_balancer_deleted(OTHER_CLUSTER_NAME, &svc)
         .await
         .unwrap();
 }

@@ -1,4 +1,5 @@
 use super::*;
+use std::collections::BTreeMap;
 
 #[test]
 fn the_table_is_in_key_order_and_declares_each_key_once() {

@@ -43,7 +43,7 @@ use std::{
 
 use ccm_aws_api::{
     AwsError, Ec2, ErrorKind, Filter, InstanceId, SecurityGroupId, SubnetId,
-    ec2::{InstanceState, IpPermission, IpRange, SecurityGroup},
+    ec2::{Instance, InstanceState, IpPermission, IpRange, SecurityGroup, Subnet},
 };
 use ccm_tagging::LEGACY_CLUSTER_TAG;
 use serde::Serialize;
@@ -378,27 +378,60 @@ pub async fn observe<E: Ec2>(
         }
     }
 
-    // An instance with a cluster-tagged group gets the rules there (or is ambiguous) whatever its other groups
-    // are; the groups of the other instances are read to find their only untagged one.
+    let others = other_groups(ec2, &instances, &groups).await?;
+    let instance_groups = instance_groups(config, access, &instances, &mut groups, &others)?;
+    let health_sources = if read_subnets {
+        health_sources(
+            access,
+            &subnet_ids,
+            subnets.map_err(Error::aws("reading the load balancer's subnets"))?,
+        )?
+    } else {
+        Vec::new()
+    };
+
+    Ok(Observed {
+        groups: groups.into_values().collect(),
+        instance_groups,
+        health_sources,
+    })
+}
+
+/// An instance with a cluster-tagged group gets the rules there (or is ambiguous) whatever its other groups are;
+/// the groups of the other instances are read (in one call) to find their only untagged one.
+async fn other_groups<E: Ec2>(
+    ec2: &E,
+    instances: &[Instance],
+    groups: &BTreeMap<SecurityGroupId, SecurityGroup>,
+) -> Result<BTreeMap<SecurityGroupId, SecurityGroup>, Error> {
     let missing: BTreeSet<&str> = instances
         .iter()
         .filter(|i| !i.security_groups.iter().any(|g| groups.contains_key(g)))
         .flat_map(|i| &i.security_groups)
         .map(SecurityGroupId::as_str)
         .collect();
-    let others: BTreeMap<SecurityGroupId, SecurityGroup> = if missing.is_empty() {
-        BTreeMap::new()
-    } else {
-        ec2.security_groups(&[Filter::new("group-id", missing.iter().copied())])
-            .await
-            .map_err(Error::aws(context))?
-            .into_iter()
-            .map(|g| (g.id.clone(), g))
-            .collect()
-    };
+    if missing.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    Ok(ec2
+        .security_groups(&[Filter::new("group-id", missing.iter().copied())])
+        .await
+        .map_err(Error::aws("reading the nodes' security groups"))?
+        .into_iter()
+        .map(|g| (g.id.clone(), g))
+        .collect())
+}
 
+/// The group of each instance that receives the rules (recorded among the groups when found among the others).
+fn instance_groups(
+    config: &LoadBalancerConfig,
+    access: &NodeAccess,
+    instances: &[Instance],
+    groups: &mut BTreeMap<SecurityGroupId, SecurityGroup>,
+    others: &BTreeMap<SecurityGroupId, SecurityGroup>,
+) -> Result<BTreeMap<String, SecurityGroupId>, Error> {
     let mut instance_groups = BTreeMap::new();
-    for instance in &instances {
+    for instance in instances {
         let candidates: Vec<&SecurityGroup> = instance
             .security_groups
             .iter()
@@ -418,33 +451,32 @@ pub async fn observe<E: Ec2>(
             ),
         }
     }
+    Ok(instance_groups)
+}
 
-    let mut health_sources = Vec::new();
-    if read_subnets {
-        let subnets = subnets.map_err(Error::aws("reading the load balancer's subnets"))?;
-        let found: BTreeSet<&str> = subnets.iter().map(|s| s.id.as_str()).collect();
-        let lost: Vec<&str> = subnet_ids.difference(&found).copied().collect();
-        if !lost.is_empty() {
-            // Without every source the health rules of the missing subnets would be revoked: change nothing.
-            return Err(Error::aws("reading the load balancer's subnets")(
-                AwsError::new(ErrorKind::NotFound, "ec2", "DescribeSubnets")
-                    .with_code("InvalidSubnetID.NotFound")
-                    .with_message(format!(
-                        "subnets {lost:?} of load balancer {} not found; health check rules are left unchanged",
-                        access.load_balancer
-                    )),
-            ));
-        }
-        health_sources = subnets.into_iter().filter_map(|s| s.cidr_block).collect();
-        health_sources.sort();
-        health_sources.dedup();
+/// The CIDRs health checks come from: the load balancer's subnets', all of which must be found.
+fn health_sources(
+    access: &NodeAccess,
+    subnet_ids: &BTreeSet<&str>,
+    subnets: Vec<Subnet>,
+) -> Result<Vec<String>, Error> {
+    let found: BTreeSet<&str> = subnets.iter().map(|s| s.id.as_str()).collect();
+    let lost: Vec<&str> = subnet_ids.difference(&found).copied().collect();
+    if !lost.is_empty() {
+        // Without every source the health rules of the missing subnets would be revoked: change nothing.
+        return Err(Error::aws("reading the load balancer's subnets")(
+            AwsError::new(ErrorKind::NotFound, "ec2", "DescribeSubnets")
+                .with_code("InvalidSubnetID.NotFound")
+                .with_message(format!(
+                    "subnets {lost:?} of load balancer {} not found; health check rules are left unchanged",
+                    access.load_balancer
+                )),
+        ));
     }
-
-    Ok(Observed {
-        groups: groups.into_values().collect(),
-        instance_groups,
-        health_sources,
-    })
+    let mut health_sources: Vec<String> = subnets.into_iter().filter_map(|s| s.cidr_block).collect();
+    health_sources.sort();
+    health_sources.dedup();
+    Ok(health_sources)
 }
 
 /// The changes that make the observed groups match `access` (pure). Per group, in this order: revocations of
@@ -462,75 +494,98 @@ pub fn plan(access: &NodeAccess, observed: &Observed) -> Vec<RuleChange> {
     let mut done: BTreeSet<&SecurityGroupId> = BTreeSet::new();
     let mut changes = Vec::new();
     for group in &observed.groups {
-        if !done.insert(&group.id) {
-            continue;
-        }
-        let is_target = targets.contains(&group.id);
-        let present = described_rules(group);
-        let ours = |r: &DescribedRule| r.description == client || r.description == health;
-        if !is_target && !present.iter().any(ours) {
-            // Neither a target nor holding our rules: another load balancer's business.
-            continue;
-        }
-        let mine: BTreeSet<DescribedRule> = if is_target {
-            wanted.clone()
-        } else {
-            BTreeSet::new()
-        };
-
-        // ICMP for path MTU discovery from every CIDR any NLB's client rule allows here.
-        let mut mtu_cidrs: BTreeSet<&str> = present
-            .iter()
-            .filter(|r| r.description.starts_with(CLIENT_RULE_PREFIX) && r.description != client)
-            .map(|r| r.rule.cidr.as_str())
-            .collect();
-        mtu_cidrs.extend(
-            mine.iter()
-                .filter(|r| r.description == client)
-                .map(|r| r.rule.cidr.as_str()),
-        );
-        let mtu: BTreeSet<DescribedRule> = mtu_cidrs.into_iter().map(DescribedRule::mtu).collect();
-
-        let stale: Vec<&DescribedRule> = present
-            .iter()
-            .filter(|r| (ours(r) && !mine.contains(*r)) || (r.description == MTU_RULE && !mtu.contains(*r)))
-            .collect();
-        // What AWS keeps after the revocations: one rule per protocol, ports and source, whatever its description.
-        let kept: BTreeSet<&Rule> = present
-            .iter()
-            .filter(|r| !stale.contains(r))
-            .map(|r| &r.rule)
-            .collect();
-        let mut add: BTreeMap<&Rule, &DescribedRule> = BTreeMap::new();
-        for r in mine.iter().chain(&mtu) {
-            if !kept.contains(&r.rule) {
-                add.entry(&r.rule).or_insert(r);
-            }
-        }
-        let (first, later): (Vec<&DescribedRule>, Vec<&DescribedRule>) =
-            stale.into_iter().partition(|r| add.contains_key(&r.rule));
-        let id = group.id.to_string();
-        let owned = |rules: Vec<&DescribedRule>| rules.into_iter().cloned().collect::<Vec<_>>();
-        if !first.is_empty() {
-            changes.push(RuleChange::Revoke {
-                group: id.clone(),
-                rules: owned(first),
-            });
-        }
-        if !add.is_empty() {
-            changes.push(RuleChange::Authorize {
-                group: id.clone(),
-                rules: owned(add.into_values().collect()),
-            });
-        }
-        if !later.is_empty() {
-            changes.push(RuleChange::Revoke {
-                group: id,
-                rules: owned(later),
-            });
+        if done.insert(&group.id) {
+            changes.extend(group_changes(
+                group,
+                targets.contains(&group.id),
+                &wanted,
+                &client,
+                &health,
+            ));
         }
     }
     changes
+}
+
+/// The changes of one group: `is_target` when a target instance's rules go there.
+fn group_changes(
+    group: &SecurityGroup,
+    is_target: bool,
+    wanted: &BTreeSet<DescribedRule>,
+    client: &str,
+    health: &str,
+) -> Vec<RuleChange> {
+    let mut changes = Vec::new();
+    let present = described_rules(group);
+    let ours = |r: &DescribedRule| r.description == client || r.description == health;
+    if !is_target && !present.iter().any(ours) {
+        // Neither a target nor holding our rules: another load balancer's business.
+        return changes;
+    }
+    let mine: BTreeSet<DescribedRule> = if is_target {
+        wanted.clone()
+    } else {
+        BTreeSet::new()
+    };
+    let mtu = mtu_rules(&present, &mine, client);
+    let stale: Vec<&DescribedRule> = present
+        .iter()
+        .filter(|r| (ours(r) && !mine.contains(*r)) || (r.description == MTU_RULE && !mtu.contains(*r)))
+        .collect();
+    // What AWS keeps after the revocations: one rule per protocol, ports and source, whatever its description.
+    let kept: BTreeSet<&Rule> = present
+        .iter()
+        .filter(|r| !stale.contains(r))
+        .map(|r| &r.rule)
+        .collect();
+    let mut add: BTreeMap<&Rule, &DescribedRule> = BTreeMap::new();
+    for r in mine.iter().chain(&mtu) {
+        if !kept.contains(&r.rule) {
+            add.entry(&r.rule).or_insert(r);
+        }
+    }
+    let (first, later): (Vec<&DescribedRule>, Vec<&DescribedRule>) =
+        stale.into_iter().partition(|r| add.contains_key(&r.rule));
+    let id = group.id.to_string();
+    let owned = |rules: Vec<&DescribedRule>| rules.into_iter().cloned().collect::<Vec<_>>();
+    if !first.is_empty() {
+        changes.push(RuleChange::Revoke {
+            group: id.clone(),
+            rules: owned(first),
+        });
+    }
+    if !add.is_empty() {
+        changes.push(RuleChange::Authorize {
+            group: id.clone(),
+            rules: owned(add.into_values().collect()),
+        });
+    }
+    if !later.is_empty() {
+        changes.push(RuleChange::Revoke {
+            group: id,
+            rules: owned(later),
+        });
+    }
+    changes
+}
+
+/// ICMP for path MTU discovery from every CIDR any NLB's client rule allows here.
+fn mtu_rules(
+    present: &BTreeSet<DescribedRule>,
+    mine: &BTreeSet<DescribedRule>,
+    client: &str,
+) -> BTreeSet<DescribedRule> {
+    let mut mtu_cidrs: BTreeSet<&str> = present
+        .iter()
+        .filter(|r| r.description.starts_with(CLIENT_RULE_PREFIX) && r.description != client)
+        .map(|r| r.rule.cidr.as_str())
+        .collect();
+    mtu_cidrs.extend(
+        mine.iter()
+            .filter(|r| r.description == client)
+            .map(|r| r.rule.cidr.as_str()),
+    );
+    mtu_cidrs.into_iter().map(DescribedRule::mtu).collect()
 }
 
 /// Applies one change; repeating it after a crash is harmless (duplicates and missing rules are not errors).

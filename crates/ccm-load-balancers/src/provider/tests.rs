@@ -213,7 +213,9 @@ async fn plan_for_prints_the_plan_of_a_manifest_and_writes_nothing() {
     let lbs = AwsLoadBalancers::new(ec2, elb, MockElbv2::new(), c);
     let manifest = serde_json::to_string(&service(&[(Key::ProxyProtocol, "*")], &[(80, 30080)])).unwrap();
     let nodes = [node("i-1")];
-    let dry = plan_for(&lbs, &manifest, &nodes).await.unwrap();
+    let dry = plan_for(&lbs, DEFAULT_CLUSTER_NAME, &manifest, &nodes)
+        .await
+        .unwrap();
     let printed = dry.to_string();
     let lines: Vec<&str> = printed.lines().collect();
     assert_eq!(
@@ -249,7 +251,9 @@ async fn plan_for_prints_the_plan_of_a_manifest_and_writes_nothing() {
     let json = serde_json::to_value(&dry).unwrap();
     assert_eq!(json["desired"]["subnets"], serde_json::json!(["subnet-a"]));
 
-    let e = plan_for(&lbs, "{not json", &nodes).await.unwrap_err();
+    let e = plan_for(&lbs, DEFAULT_CLUSTER_NAME, "{not json", &nodes)
+        .await
+        .unwrap_err();
     assert!(
         e.to_string().starts_with("the manifest is not a JSON Service"),
         "{e}"

@@ -1,6 +1,18 @@
 use super::*;
+use crate::Error;
+use ccm_aws_api::InstanceId;
 use ccm_aws_api::RouteTableId;
+use ccm_aws_api::SecurityGroupId;
+use ccm_aws_api::SubnetId;
+use ccm_aws_api::Tags;
+use ccm_aws_api::VpcId;
+use ccm_aws_api::ec2::AvailabilityZone;
+use ccm_aws_api::ec2::RouteTable;
+use ccm_aws_api::ec2::SecurityGroup;
+use ccm_aws_api::ec2::Subnet;
 use ccm_aws_api::ec2::{IpPermission, Route, RouteTableAssociation};
+use ccm_tagging::ClusterTags;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::{api::core::v1::NodeSpec, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 
 fn cluster() -> ClusterTags {

@@ -1,0 +1,306 @@
+//! Annotation values: each raw value validated against its key's declared type ([`parse_value`]), and the
+//! annotations of a Service parsed once ([`Annotations`]) with typed accessors.
+
+use std::{collections::BTreeMap, net::Ipv4Addr};
+
+use super::{Key, Problem, ValueType, Warning, go_compat};
+
+/// A parsed annotation value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Value {
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A word or text, as written (trimmed); one-of values are lower-cased except health check protocols,
+    /// which are upper-cased.
+    Text(String),
+    /// `None` for `traffic-port`, else the port.
+    Port(Option<i32>),
+    /// A list of items (trimmed, empty items dropped).
+    List(Vec<String>),
+    /// Key/value pairs in order of appearance (values may be empty).
+    Pairs(Vec<(String, String)>),
+}
+
+// === impl ValueType ===
+
+impl ValueType {
+    /// What the type accepts, in words (used in errors and docs).
+    pub fn accepted(&self) -> String {
+        match self {
+            Self::Bool => "true or false".to_owned(),
+            Self::Int { min, max } => format!("an integer from {min} to {max}"),
+            Self::IntOneOf(values) => format!(
+                "one of {}",
+                values.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+            ),
+            Self::OneOf(values) => format!("one of {}", values.join(", ")),
+            Self::Text => "a non-empty string".to_owned(),
+            Self::Arn => "an ACM or IAM certificate ARN (arn:...)".to_owned(),
+            Self::Path => "a path starting with /".to_owned(),
+            Self::HealthCheckPort => "traffic-port or a port number from 1 to 65535".to_owned(),
+            Self::IdList(prefix) => format!("comma-separated IDs starting with {prefix}"),
+            Self::SubnetList => "comma-separated subnet IDs (subnet-...) or subnet Name tags".to_owned(),
+            Self::PortList => "* or comma-separated port numbers or port names".to_owned(),
+            Self::Ipv4List => "comma-separated IPv4 addresses".to_owned(),
+            Self::CidrList => "comma-separated CIDRs (10.0.0.0/8, 2001:db8::/32)".to_owned(),
+            Self::TagList => {
+                "comma-separated key=value tags (key 1-128 characters, not aws:..., value up to 256)"
+                    .to_owned()
+            }
+            Self::LabelList => "comma-separated key=value node labels (value may be empty)".to_owned(),
+            Self::TargetGroupAttributes => "comma-separated preserve_client_ip.enabled=true|false, \
+                                            proxy_protocol_v2.enabled=true|false, \
+                                            deregistration_delay.timeout_seconds=0..3600, or another \
+                                            attribute of NLB target groups (stickiness.enabled=true, ...)"
+                .to_owned(),
+        }
+    }
+}
+
+/// Parses Go's `strconv.ParseBool` forms.
+pub fn parse_bool(raw: &str) -> Option<bool> {
+    match raw {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+fn csv(raw: &str) -> Vec<String> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn pairs(raw: &str) -> Vec<(String, String)> {
+    csv(raw)
+        .into_iter()
+        .map(|item| match item.split_once('=') {
+            Some((k, v)) => (k.trim().to_owned(), v.trim().to_owned()),
+            None => (item, String::new()),
+        })
+        .collect()
+}
+
+/// Whether `s` is an IPv4 or IPv6 CIDR.
+pub fn is_cidr(s: &str) -> bool {
+    let Some((addr, len)) = s.split_once('/') else {
+        return false;
+    };
+    let Ok(len) = len.parse::<u8>() else {
+        return false;
+    };
+    match addr.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => len <= 32,
+        Ok(std::net::IpAddr::V6(_)) => len <= 128,
+        Err(_) => false,
+    }
+}
+
+/// Validates one raw value of `key` against the table; the error is the text of what is accepted.
+pub fn parse_value(key: Key, raw: &str) -> Result<Value, String> {
+    let ty = key.def().value;
+    let value = match ty {
+        ValueType::IdList(_)
+        | ValueType::SubnetList
+        | ValueType::PortList
+        | ValueType::Ipv4List
+        | ValueType::CidrList => list_value(ty, raw),
+        ValueType::TagList | ValueType::LabelList | ValueType::TargetGroupAttributes => pairs_value(ty, raw),
+        _ => scalar_value(ty, raw.trim()),
+    };
+    value.ok_or_else(|| ty.accepted())
+}
+
+/// A single value (`trimmed`), if valid.
+fn scalar_value(ty: ValueType, trimmed: &str) -> Option<Value> {
+    match ty {
+        ValueType::Bool => parse_bool(trimmed).map(Value::Bool),
+        ValueType::Int { min, max } => trimmed
+            .parse::<i64>()
+            .ok()
+            .filter(|v| (min..=max).contains(v))
+            .map(Value::Int),
+        ValueType::IntOneOf(values) => trimmed
+            .parse::<i64>()
+            .ok()
+            .filter(|v| values.contains(v))
+            .map(Value::Int),
+        ValueType::OneOf(values) => values
+            .iter()
+            .find(|v| v.eq_ignore_ascii_case(trimmed))
+            .map(|v| Value::Text((*v).to_owned())),
+        ValueType::Text => (!trimmed.is_empty()).then(|| Value::Text(trimmed.to_owned())),
+        ValueType::Arn => trimmed
+            .starts_with("arn:")
+            .then(|| Value::Text(trimmed.to_owned())),
+        ValueType::Path => trimmed.starts_with('/').then(|| Value::Text(trimmed.to_owned())),
+        ValueType::HealthCheckPort if trimmed == "traffic-port" => Some(Value::Port(None)),
+        ValueType::HealthCheckPort => trimmed
+            .parse::<i32>()
+            .ok()
+            .filter(|p| (1..=65535).contains(p))
+            .map(|p| Value::Port(Some(p))),
+        _ => None,
+    }
+}
+
+/// A comma-separated list, if every item is valid.
+fn list_value(ty: ValueType, raw: &str) -> Option<Value> {
+    let items = csv(raw);
+    let valid = match ty {
+        ValueType::IdList(prefix) => {
+            !items.is_empty()
+                && items
+                    .iter()
+                    .all(|i| i.starts_with(prefix) && i.len() != prefix.len())
+        }
+        ValueType::SubnetList => !items.is_empty(),
+        ValueType::PortList if items.iter().any(|i| i == "*") => return Some(Value::List(Vec::new())),
+        ValueType::PortList => !items.iter().any(|i| {
+            i.parse::<i32>().map_or_else(
+                // A port name: lower-case alphanumerics and '-', at most 15 (IANA_SVC_NAME).
+                |_| i.len() > 15 || !i.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+                |p| !(1..=65535).contains(&p),
+            )
+        }),
+        ValueType::Ipv4List => !items.is_empty() && items.iter().all(|i| i.parse::<Ipv4Addr>().is_ok()),
+        ValueType::CidrList => !items.is_empty() && items.iter().all(|i| is_cidr(i)),
+        _ => false,
+    };
+    valid.then_some(Value::List(items))
+}
+
+/// A comma-separated list of `key=value` pairs, if every pair is valid.
+fn pairs_value(ty: ValueType, raw: &str) -> Option<Value> {
+    let items = pairs(raw);
+    let valid = match ty {
+        ValueType::TagList => !items
+            .iter()
+            .any(|(k, v)| k.is_empty() || k.len() > 128 || v.len() > 256 || ccm_tagging::is_aws_reserved(k)),
+        ValueType::LabelList => !items.iter().any(|(k, _)| k.is_empty()),
+        ValueType::TargetGroupAttributes => {
+            let valid = |k: &str, v: &str| match k {
+                "preserve_client_ip.enabled" | "proxy_protocol_v2.enabled" => matches!(v, "true" | "false"),
+                // AWS's range; the default is 300 s.
+                "deregistration_delay.timeout_seconds" => v.parse::<u16>().is_ok_and(|s| s <= 3600),
+                // The other attributes of NLB target groups, which the Go controller applied too; AWS checks them.
+                k => go_compat::is_passthrough_attribute(k) && !v.is_empty(),
+            };
+            !items.is_empty() && items.iter().all(|(k, v)| valid(k, v))
+        }
+        _ => false,
+    };
+    valid.then_some(Value::Pairs(items))
+}
+
+/// The annotations of the table present on a Service, validated; collects a [`Problem`] per bad value and a
+/// [`Warning`] per value served with the Go controller's surprising meaning.
+#[derive(Debug, Default)]
+pub struct Annotations {
+    values: BTreeMap<Key, Value>,
+    /// Every problem found.
+    pub problems: Vec<Problem>,
+    /// Every value the Go controller accepted with a meaning its author probably did not intend.
+    pub warnings: Vec<Warning>,
+}
+
+// === impl Annotations ===
+
+impl Annotations {
+    /// Validates every table annotation present in `raw`, read first as the Go controller read it (an empty
+    /// value is usually no annotation; see the `go_compat` module).
+    pub fn parse(raw: &BTreeMap<String, String>) -> Self {
+        let mut out = Self::default();
+        for key in Key::ALL {
+            let Some(value) = raw.get(key.name()) else {
+                continue;
+            };
+            let (served, warning) = go_compat::go_value(*key, value, raw);
+            if let Some(message) = warning {
+                out.warnings.push(Warning {
+                    field: key.name().to_owned(),
+                    value: value.clone(),
+                    message,
+                });
+            }
+            let Some(served) = served else {
+                continue;
+            };
+            match parse_value(*key, &served) {
+                Ok(v) => {
+                    out.values.insert(*key, v);
+                }
+                Err(accepted) => out.problems.push(Problem {
+                    field: key.name().to_owned(),
+                    value: value.clone(),
+                    accepted,
+                }),
+            }
+        }
+        out
+    }
+
+    /// Whether the annotation is present with a valid value.
+    pub fn has(&self, key: Key) -> bool {
+        self.values.contains_key(&key)
+    }
+
+    /// The parsed value.
+    pub fn get(&self, key: Key) -> Option<&Value> {
+        self.values.get(&key)
+    }
+
+    /// A boolean annotation.
+    pub fn bool(&self, key: Key) -> Option<bool> {
+        match self.get(key) {
+            Some(Value::Bool(b)) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// An integer annotation.
+    pub fn int(&self, key: Key) -> Option<i64> {
+        match self.get(key) {
+            Some(Value::Int(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// A text annotation.
+    pub fn text(&self, key: Key) -> Option<&str> {
+        match self.get(key) {
+            Some(Value::Text(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A list annotation.
+    pub fn list(&self, key: Key) -> Option<&[String]> {
+        match self.get(key) {
+            Some(Value::List(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A key/value list annotation.
+    pub fn pairs(&self, key: Key) -> Option<&[(String, String)]> {
+        match self.get(key) {
+            Some(Value::Pairs(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The health check port annotation: `Some(None)` for `traffic-port`.
+    pub fn port(&self, key: Key) -> Option<Option<i32>> {
+        match self.get(key) {
+            Some(Value::Port(p)) => Some(*p),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The steps of a Classic ELB's plan ([`Change`]), serializable for dry runs: which are host changes and which
+//! recreate the load balancer.
+
+use ccm_aws_api::Tags;
+use serde::Serialize;
+
+use super::{Attributes, HealthCheck, Listener};
+use crate::{
+    flavour::PlannedChange,
+    shared::{GroupRef, Rule},
+};
+
+/// One step of a plan. Plans are ordered: groups first, then the load balancer, its health check, attributes,
+/// policies, instances, and last the nodes' rules.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Change {
+    /// Create the managed group.
+    CreateSecurityGroup {
+        /// Name.
+        name: String,
+        /// Description.
+        description: String,
+        /// Tags.
+        tags: Tags,
+    },
+    /// Add missing tags to a group.
+    TagSecurityGroup {
+        /// The group.
+        group: GroupRef,
+        /// Tags to add.
+        tags: Tags,
+    },
+    /// Add CIDR rules to a group.
+    AuthorizeIngress {
+        /// The group.
+        group: GroupRef,
+        /// The rules.
+        rules: Vec<Rule>,
+    },
+    /// Remove CIDR rules from a group.
+    RevokeIngress {
+        /// The group.
+        group: GroupRef,
+        /// The rules.
+        rules: Vec<Rule>,
+    },
+    /// Create the load balancer.
+    CreateLoadBalancer {
+        /// Name.
+        name: String,
+        /// Scheme.
+        internal: bool,
+        /// Subnets.
+        subnets: Vec<String>,
+        /// Groups.
+        security_groups: Vec<GroupRef>,
+        /// Listeners.
+        listeners: Vec<Listener>,
+        /// Tags.
+        tags: Tags,
+    },
+    /// Add or overwrite tags of the load balancer.
+    AddTags {
+        /// The tags.
+        tags: Tags,
+    },
+    /// Remove listeners.
+    DeleteListeners {
+        /// Front-end ports.
+        ports: Vec<i32>,
+    },
+    /// Add listeners.
+    CreateListeners {
+        /// The listeners.
+        listeners: Vec<Listener>,
+    },
+    /// Attach subnets.
+    AttachSubnets {
+        /// The subnets.
+        subnets: Vec<String>,
+    },
+    /// Detach subnets.
+    DetachSubnets {
+        /// The subnets.
+        subnets: Vec<String>,
+    },
+    /// Replace the load balancer's groups.
+    ApplySecurityGroups {
+        /// The groups.
+        groups: Vec<GroupRef>,
+    },
+    /// Set the health check.
+    ConfigureHealthCheck {
+        /// The check.
+        health_check: HealthCheck,
+    },
+    /// Set the attributes (every field AWS takes; the draining timeout kept when not owned).
+    ModifyAttributes {
+        /// The attributes.
+        attributes: Attributes,
+    },
+    /// Create a policy on the load balancer.
+    CreatePolicy {
+        /// Policy name.
+        name: String,
+        /// Policy type.
+        type_name: String,
+        /// Attributes.
+        attributes: Vec<(String, String)>,
+    },
+    /// Set the policies of a back-end port.
+    SetBackendPolicies {
+        /// The instance port.
+        instance_port: i32,
+        /// The policies.
+        policies: Vec<String>,
+    },
+    /// Set the policies of a listener.
+    SetListenerPolicies {
+        /// The front-end port.
+        port: i32,
+        /// The policies.
+        policies: Vec<String>,
+    },
+    /// Register instances.
+    RegisterInstances {
+        /// The instances.
+        instances: Vec<String>,
+    },
+    /// Deregister instances.
+    DeregisterInstances {
+        /// The instances.
+        instances: Vec<String>,
+    },
+    /// Allow all traffic from `from` into a node group.
+    AuthorizeNodeAccess {
+        /// The node group.
+        group: String,
+        /// The load balancer's group.
+        from: GroupRef,
+    },
+    /// Remove the rule allowing `from` from a group.
+    RevokeNodeAccess {
+        /// The group.
+        group: String,
+        /// The load balancer's group.
+        from: GroupRef,
+    },
+    /// Delete the load balancer.
+    DeleteLoadBalancer {
+        /// Its name.
+        name: String,
+        /// Why it is recreated (`None`: deleted with the Service).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        recreate_because: Option<String>,
+    },
+    /// Delete an owned security group.
+    DeleteSecurityGroup {
+        /// The group.
+        group: String,
+    },
+}
+
+// === impl Change ===
+
+impl PlannedChange for Change {
+    fn is_host_change(&self) -> bool {
+        matches!(
+            self,
+            Change::RegisterInstances { .. }
+                | Change::DeregisterInstances { .. }
+                | Change::AuthorizeNodeAccess { .. }
+                | Change::RevokeNodeAccess { .. }
+        )
+    }
+
+    fn recreate_because(&self) -> Option<&str> {
+        match self {
+            Change::DeleteLoadBalancer {
+                recreate_because: Some(reason),
+                ..
+            } => Some(reason.as_str()),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,403 @@
+//! The AWS state a Classic ELB's plan is made against ([`observe`], reads only, in two rounds of concurrent
+//! calls), and what its deletion finds ([`observe_delete`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ccm_aws_api::{
+    Ec2, Elb, Filter, InstanceId, SecurityGroupId, Tags,
+    ec2::SecurityGroup,
+    elb::{ClassicAttributes, ClassicLoadBalancer},
+};
+
+use super::{Desired, PROXY_PROTOCOL_POLICY, ssl_policy_name};
+use crate::{
+    Error, LoadBalancerConfig,
+    shared::{self, GroupRef},
+};
+
+pub use crate::flavour::Scope;
+
+/// The nodes' groups as observed for the node rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeGroups {
+    /// The group of each target instance that should allow the load balancer's group.
+    pub wanted: BTreeSet<SecurityGroupId>,
+    /// Groups that allow all traffic from the load balancer's group now.
+    pub with_rule: BTreeSet<SecurityGroupId>,
+    /// Those of `with_rule` this controller may revoke from (tagged for the cluster, or any group when the
+    /// source is the managed group: the rule is then ours alone).
+    pub revocable: BTreeSet<SecurityGroupId>,
+}
+
+/// The AWS state a plan is made against.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    /// The load balancer, if it exists.
+    pub load_balancer: Option<ClassicLoadBalancer>,
+    /// Its tags.
+    pub tags: Tags,
+    /// Whether its tags say this cluster owns it (`None`: tags not read): only an owned load balancer is ever
+    /// recreated.
+    pub owned: Option<bool>,
+    /// Its attributes (`None` if not read).
+    pub attributes: Option<ClassicAttributes>,
+    /// Which of our policies exist on it.
+    pub policies: BTreeSet<String>,
+    /// The managed group, if it exists.
+    pub managed_group: Option<SecurityGroup>,
+    /// The nodes' groups (`None`: node rules not managed or not observed).
+    pub node_groups: Option<NodeGroups>,
+    /// The target instances that exist (not terminated); `None` when not read (no filtering then).
+    pub existing_instances: Option<BTreeSet<String>>,
+    /// The managed group left behind when the Service switched to given groups: owned by this cluster, it is
+    /// detached, its rules on other groups revoked, and deleted.
+    pub orphaned_group: Option<OrphanedGroup>,
+}
+
+/// A managed group no longer wanted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrphanedGroup {
+    /// The group.
+    pub id: SecurityGroupId,
+    /// Groups allowing all traffic from it.
+    pub referenced_by: Vec<SecurityGroupId>,
+}
+
+/// The group of each target instance that should allow the load balancer, and the targets that exist.
+async fn target_groups<E: Ec2>(
+    ec2: &E,
+    config: &LoadBalancerConfig,
+    instances: &[String],
+) -> Result<Targets, Error> {
+    let context = "reading the nodes' security groups";
+    let mut wanted = BTreeSet::new();
+    let mut existing = BTreeSet::new();
+    if instances.is_empty() {
+        return Ok((wanted, existing));
+    }
+    let ids: Vec<InstanceId> = instances.iter().map(|s| InstanceId::new(s.clone())).collect();
+    let mut found = ec2.instances_by_id(&ids).await.map_err(Error::aws(context))?;
+    // Terminated instances cannot be registered (nor do their groups matter).
+    found.retain(|i| !matches!(i.state, ccm_aws_api::ec2::InstanceState::Terminated));
+    existing.extend(found.iter().map(|i| i.id.to_string()));
+    let group_ids: BTreeSet<&str> = found
+        .iter()
+        .flat_map(|i| i.security_groups.iter().map(SecurityGroupId::as_str))
+        .collect();
+    if group_ids.is_empty() {
+        return Ok((wanted, existing));
+    }
+    let groups = ec2
+        .security_groups(&[Filter::new("group-id", group_ids.iter().copied())])
+        .await
+        .map_err(Error::aws(context))?;
+    let by_id: BTreeMap<&SecurityGroupId, &SecurityGroup> = groups.iter().map(|g| (&g.id, g)).collect();
+    for instance in &found {
+        let mine: Vec<&SecurityGroup> = instance
+            .security_groups
+            .iter()
+            .filter_map(|id| by_id.get(id).copied())
+            .collect();
+        if let Some(group) = shared::instance_group(&instance.id, &mine, &config.cluster)? {
+            wanted.insert(group);
+        }
+    }
+    Ok((wanted, existing))
+}
+
+/// The groups (other than `source` itself) that allow all traffic from `source`.
+async fn referencing<E: Ec2>(ec2: &E, source: &SecurityGroupId) -> Result<Vec<SecurityGroup>, Error> {
+    let groups = ec2
+        .security_groups(&[Filter::new("ip-permission.group-id", [source.as_str()])])
+        .await
+        .map_err(Error::aws(
+            "reading the groups that allow the load balancer's group",
+        ))?;
+    Ok(groups
+        .into_iter()
+        .filter(|g| g.id != *source && shared::allows_all_from(g, source))
+        .collect())
+}
+
+async fn policies<L: Elb>(elb: &L, desired: &Desired) -> Result<BTreeSet<String>, Error> {
+    let mut wanted = Vec::new();
+    if desired.proxy_protocol {
+        wanted.push(PROXY_PROTOCOL_POLICY.to_owned());
+    }
+    if let Some(reference) = &desired.ssl_negotiation_policy {
+        wanted.push(ssl_policy_name(reference));
+    }
+    let mut existing = BTreeSet::new();
+    for policy in wanted {
+        match elb.policies(&desired.name, std::slice::from_ref(&policy)).await {
+            Ok(found) if found.iter().any(|p| p.name == policy) => {
+                existing.insert(policy);
+            }
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(Error::aws("reading the load balancer's policies")(e)),
+        }
+    }
+    Ok(existing)
+}
+
+/// Reads what the plan needs (no mutation), in two rounds of concurrent calls. Errors when the managed group
+/// found by name belongs to another cluster.
+pub async fn observe<E: Ec2, L: Elb>(
+    ec2: &E,
+    elb: &L,
+    config: &LoadBalancerConfig,
+    desired: &Desired,
+    scope: Scope,
+) -> Result<Observed, Error> {
+    let full = scope == Scope::Full;
+    let (load_balancer, group, targets) = first_round(ec2, elb, config, desired, full).await?;
+    let mut observed = Observed {
+        load_balancer,
+        ..Observed::default()
+    };
+    let orphan = sort_group(config, desired, group, &mut observed)?;
+    let source = match desired.security_groups.first() {
+        Some(GroupRef::Managed) => observed.managed_group.as_ref().map(|g| (g.id.clone(), true)),
+        Some(GroupRef::Id(id)) => Some((SecurityGroupId::new(id.clone()), false)),
+        None => None,
+    }
+    .filter(|_| desired.manage_node_rules);
+
+    // Round 2: what depends on round 1.
+    let exists = observed.load_balancer.is_some();
+    let (details, with_rule, orphan_refs) = tokio::join!(
+        async {
+            if full && exists {
+                details(elb, desired).await.map(Some)
+            } else {
+                Ok(None)
+            }
+        },
+        async {
+            match &source {
+                Some((id, _)) => referencing(ec2, id).await.map(Some),
+                None => Ok(None),
+            }
+        },
+        async {
+            match &orphan {
+                Some(id) => referencing(ec2, id).await.map(Some),
+                None => Ok(None),
+            }
+        },
+    );
+    if let Some((tags, attributes, policies)) = details? {
+        // Another cluster's (or, unless adoption is configured, an untagged) load balancer under our name is
+        // never touched: refuse before anything is planned.
+        crate::ownership::check(config, &desired.name, &tags)?;
+        observed.owned = Some(config.cluster.is_owned(&tags));
+        observed.tags = tags;
+        observed.attributes = Some(attributes);
+        observed.policies = policies;
+    }
+    if let Some((wanted, existing)) = targets {
+        let managed_source = source.as_ref().is_some_and(|(_, managed)| *managed);
+        observed.node_groups = Some(node_groups(config, wanted, with_rule?, managed_source));
+        observed.existing_instances = Some(existing);
+    }
+    if let (Some(id), Some(refs)) = (orphan, orphan_refs?) {
+        observed.orphaned_group = Some(OrphanedGroup {
+            id,
+            referenced_by: refs.into_iter().map(|g| g.id).collect(),
+        });
+    }
+    Ok(observed)
+}
+
+const CONTEXT: &str = "reading the load balancer";
+
+/// The targets' groups that should allow the load balancer, and the targets that exist.
+type Targets = (BTreeSet<SecurityGroupId>, BTreeSet<String>);
+
+/// Round 1: the load balancer, the managed group (also when given groups replaced it), the targets.
+async fn first_round<E: Ec2, L: Elb>(
+    ec2: &E,
+    elb: &L,
+    config: &LoadBalancerConfig,
+    desired: &Desired,
+    full: bool,
+) -> Result<
+    (
+        Option<ClassicLoadBalancer>,
+        Option<SecurityGroup>,
+        Option<Targets>,
+    ),
+    Error,
+> {
+    let group_name = shared::security_group_name(&desired.name);
+    let (load_balancer, group, targets) = tokio::join!(
+        async {
+            elb.load_balancer(&desired.name)
+                .await
+                .map_err(Error::aws(CONTEXT))
+        },
+        async {
+            if desired.managed_group.is_some() || full {
+                shared::find_group(ec2, config, &group_name).await
+            } else {
+                Ok(None)
+            }
+        },
+        async {
+            if desired.manage_node_rules {
+                target_groups(ec2, config, &desired.instances).await.map(Some)
+            } else {
+                Ok(None)
+            }
+        },
+    );
+    Ok((load_balancer?, group?, targets?))
+}
+
+/// The group found by the managed name: the managed group (which must be ours), or an owned group left when
+/// given groups replaced it (returned: it is released).
+fn sort_group(
+    config: &LoadBalancerConfig,
+    desired: &Desired,
+    group: Option<SecurityGroup>,
+    observed: &mut Observed,
+) -> Result<Option<SecurityGroupId>, Error> {
+    match group {
+        Some(group) if desired.managed_group.is_some() => {
+            config
+                .cluster
+                .missing_ownership_tags(group.id.as_str(), &group.tags)?;
+            observed.managed_group = Some(group);
+            Ok(None)
+        }
+        Some(group) if config.cluster.is_owned(&group.tags) => Ok(Some(group.id)),
+        _ => Ok(None),
+    }
+}
+
+/// The load balancer's tags, attributes and our policies on it.
+async fn details<L: Elb>(
+    elb: &L,
+    desired: &Desired,
+) -> Result<(Tags, ClassicAttributes, BTreeSet<String>), Error> {
+    let (tags, attributes, policies) = tokio::join!(
+        elb.tags(&desired.name),
+        elb.attributes(&desired.name),
+        policies(elb, desired)
+    );
+    Ok((
+        tags.map_err(Error::aws(CONTEXT))?,
+        attributes.map_err(Error::aws(CONTEXT))?,
+        policies?,
+    ))
+}
+
+/// The nodes' groups: those wanted, those with the rule now, and which of those may be revoked (tagged for the
+/// cluster, or any when the source is the managed group: the rule is then ours alone).
+fn node_groups(
+    config: &LoadBalancerConfig,
+    wanted: BTreeSet<SecurityGroupId>,
+    with_rule: Option<Vec<SecurityGroup>>,
+    managed_source: bool,
+) -> NodeGroups {
+    let mut groups = NodeGroups {
+        wanted,
+        ..NodeGroups::default()
+    };
+    for group in with_rule.unwrap_or_default() {
+        if managed_source || config.cluster.is_tagged(&group.tags) {
+            groups.revocable.insert(group.id.clone());
+        }
+        groups.with_rule.insert(group.id);
+    }
+    groups
+}
+
+/// What deletion found.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteObserved {
+    /// The load balancer, if it still exists.
+    pub load_balancer: Option<ClassicLoadBalancer>,
+    /// Owned groups to delete.
+    pub groups: Vec<SecurityGroupId>,
+    /// (group, source) pairs: `group` allows all traffic from the owned group `source`.
+    pub references: Vec<(SecurityGroupId, SecurityGroupId)>,
+}
+
+/// Reads what deletion needs: the load balancer, the groups this controller made for it (the managed group,
+/// found by name too in case an earlier deletion stopped after the load balancer was gone; any other group it
+/// uses only when owned by this cluster **and** tagged with this Service's name), and the rules referencing them.
+/// Shared and untagged groups, `ElbSecurityGroup`, groups named by annotation and groups made for other Services
+/// are never deleted.
+pub async fn observe_delete<E: Ec2, L: Elb>(
+    ec2: &E,
+    elb: &L,
+    config: &LoadBalancerConfig,
+    name: &str,
+    service_key: &str,
+    keep: &BTreeSet<String>,
+) -> Result<DeleteObserved, Error> {
+    let context = "reading the load balancer to delete";
+    let mut load_balancer = elb.load_balancer(name).await.map_err(Error::aws(context))?;
+    if load_balancer.is_some() {
+        let tags = elb.tags(name).await.map_err(Error::aws(context))?;
+        if let Err(refused) = crate::ownership::check(config, name, &tags) {
+            // Not ours: left alone with the groups it uses; our own leftovers are still found by name below.
+            tracing::warn!(load_balancer = name, %refused, "not deleting a load balancer this cluster does not own");
+            load_balancer = None;
+        }
+    }
+    let mut candidates: BTreeSet<SecurityGroupId> = load_balancer
+        .as_ref()
+        .map(|lb| lb.security_groups.iter().cloned().collect())
+        .unwrap_or_default();
+    let mut groups = Vec::new();
+    if let Some(managed) = shared::find_group(ec2, config, &shared::security_group_name(name)).await? {
+        candidates.remove(&managed.id);
+        if config.cluster.is_owned(&managed.tags) {
+            groups.push(managed.id);
+        }
+    }
+    candidates.retain(|g| !keep.contains(g.as_str()) && config.elb_security_group.as_ref() != Some(g));
+    if !candidates.is_empty() {
+        let found = ec2
+            .security_groups(&[Filter::new(
+                "group-id",
+                candidates.iter().map(SecurityGroupId::as_str),
+            )])
+            .await
+            .map_err(Error::aws(context))?;
+        groups.extend(
+            found
+                .into_iter()
+                .filter(|g| {
+                    config.cluster.is_owned(&g.tags)
+                        && g.tags.get(shared::SERVICE_NAME_TAG).map(String::as_str) == Some(service_key)
+                })
+                .map(|g| g.id),
+        );
+    }
+    let mut references = Vec::new();
+    if !groups.is_empty() {
+        let referencing = ec2
+            .security_groups(&[Filter::new(
+                "ip-permission.group-id",
+                groups.iter().map(SecurityGroupId::as_str),
+            )])
+            .await
+            .map_err(Error::aws(context))?;
+        for g in &referencing {
+            for source in &groups {
+                if g.id != *source && shared::allows_all_from(g, source) {
+                    references.push((g.id.clone(), source.clone()));
+                }
+            }
+        }
+    }
+    Ok(DeleteObserved {
+        load_balancer,
+        groups,
+        references,
+    })
+}

@@ -1,0 +1,143 @@
+//! The crate's error type: why a load balancer could not be ensured, updated or deleted, and how each error
+//! maps to the controller's [`CloudError`] (waiting, retrying after a delay, or failing).
+
+use ccm_aws_api::AwsError;
+use ccm_cloud_provider::CloudError;
+
+use crate::InvalidService;
+
+/// Why a load balancer could not be ensured, updated or deleted.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The Service's annotations or fields are invalid: fix the Service (nothing was changed in AWS).
+    #[error(transparent)]
+    Invalid(#[from] InvalidService),
+    /// The Service has no `metadata.uid`, from which the load balancer name derives.
+    #[error("the Service has no metadata.uid: the load balancer name derives from it")]
+    MissingUid,
+    /// An AWS call failed.
+    #[error("{context}")]
+    Aws {
+        /// What was being done.
+        context: &'static str,
+        /// The failed call.
+        #[source]
+        source: Box<AwsError>,
+    },
+    /// Subnets named by the annotation do not all exist in the cluster's VPC.
+    #[error(
+        "the subnets annotation names {wanted:?} but only {found:?} exist in the cluster's VPC: fix the annotation"
+    )]
+    SubnetsNotFound {
+        /// What the annotation names.
+        wanted: Vec<String>,
+        /// What was found.
+        found: Vec<String>,
+    },
+    /// A dual-stack NLB was asked for on subnets without IPv6 CIDR blocks (AWS would refuse it after the managed
+    /// group was made): nothing is changed until the subnets or the annotation are fixed.
+    #[error(
+        "service.beta.kubernetes.io/aws-load-balancer-ip-address-type=dualstack needs subnets with IPv6 CIDR \
+         blocks, but {subnets:?} have none: add IPv6 CIDR blocks to them, pin other subnets with the subnets \
+         annotation, or use ipv4"
+    )]
+    SubnetsWithoutIpv6 {
+        /// The subnets lacking an IPv6 CIDR block.
+        subnets: Vec<String>,
+    },
+    /// Discovery found no subnet.
+    #[error(
+        "could not find any suitable subnets for creating the ELB in {vpc} (internal: {internal}): tag subnets \
+         kubernetes.io/role/elb (public) or kubernetes.io/role/internal-elb, or set the subnets annotation"
+    )]
+    NoSubnets {
+        /// The VPC searched.
+        vpc: String,
+        /// Whether an internal load balancer was wanted.
+        internal: bool,
+    },
+    /// An instance has several candidate groups for the load balancer's rule.
+    #[error(
+        "multiple {what} security groups found for instance {instance}: {groups:?}; ensure only the cluster's \
+         security group is tagged kubernetes.io/cluster/<id>"
+    )]
+    AmbiguousInstanceGroups {
+        /// The instance.
+        instance: String,
+        /// The candidates.
+        groups: Vec<String>,
+        /// `cluster-tagged` or `untagged`.
+        what: &'static str,
+    },
+    /// A resource found by name carries another cluster's tag.
+    #[error(transparent)]
+    Ownership(#[from] ccm_tagging::OwnershipError),
+    /// A load balancer exists under the Service's name but this cluster does not own it: it is never modified,
+    /// adopted or deleted. Nothing was changed in AWS.
+    #[error(transparent)]
+    NotOurs(#[from] crate::ownership::NotOurs),
+    /// The load balancer to update does not exist (yet): the next full sync creates it.
+    #[error("load balancer {0} not found")]
+    NotFound(String),
+    /// A security group is still in use (AWS releases a deleted load balancer's interfaces after a while).
+    #[error("security group {group} of load balancer {name} is still in use; retrying")]
+    GroupInUse {
+        /// The group.
+        group: String,
+        /// The load balancer.
+        name: String,
+    },
+    /// A target group is still in use (AWS detaches a deleted NLB's listeners after a while).
+    #[error("target group {group} of load balancer {name} is still in use; retrying")]
+    TargetGroupInUse {
+        /// The target group's name.
+        group: String,
+        /// The load balancer.
+        name: String,
+    },
+    /// The NLB is in state `failed`: AWS could not provision it. Delete the Service's load balancer (set the
+    /// Service type to ClusterIP and back) or fix what AWS reports for it.
+    #[error("NLB {0} is in state failed: AWS could not provision it")]
+    LoadBalancerFailed(String),
+}
+
+/// The first retry delay of a deletion that waits on a resource AWS still holds (the service controller grows it).
+const IN_USE_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+
+// === impl Error ===
+
+impl Error {
+    /// A mapper of an [`AwsError`] with context, for `map_err`.
+    pub fn aws(context: &'static str) -> impl Fn(AwsError) -> Self {
+        move |source| Self::Aws {
+            context,
+            source: Box::new(source),
+        }
+    }
+}
+
+impl From<Error> for CloudError {
+    fn from(err: Error) -> Self {
+        match err {
+            // Expected after a deletion, for minutes: progress that waits, not a failure.
+            Error::GroupInUse { group, name } => CloudError::waiting(
+                format!(
+                    "AWS to release security group {group} of the deleted load balancer {name} (its network \
+                     interfaces are still draining)"
+                ),
+                IN_USE_RETRY,
+            ),
+            Error::TargetGroupInUse { group, name } => CloudError::waiting(
+                format!("AWS to release target group {group} of the deleted load balancer {name}"),
+                IN_USE_RETRY,
+            ),
+            Error::Aws { ref source, .. } if source.retry_after().is_some() => {
+                let after = source.retry_after().unwrap_or_default();
+                CloudError::retry_after(err.to_string(), after)
+            }
+            Error::Aws { context, source } => CloudError::with_source(format!("{context}: {source}"), source),
+            other => CloudError::other(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! The shape both load balancer flavours share: a desired model built from the Service, the observed AWS state,
+//! and the ordered changes between them, whose host changes `UpdateLoadBalancer` applies and whose recreation
+//! is reported as a Warning. [`LoadBalancerFlavour`] gives the provider one ensure, update and dry run generic
+//! over the flavour (`Classic`, `Network`).
+
+use std::future::Future;
+
+use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
+use k8s_openapi::api::core::v1::Node;
+use serde::Serialize;
+
+use crate::{Error, LoadBalancerConfig, provider::DryRun, spec::ServiceSpec};
+
+mod classic;
+mod network;
+
+pub(crate) use classic::Classic;
+pub(crate) use network::Network;
+
+/// What an observation reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything a full ensure needs.
+    Full,
+    /// Only what the back-end hosts need (the load balancer, the targets, the nodes' groups):
+    /// `UpdateLoadBalancer`.
+    Hosts,
+}
+
+/// One step of a flavour's plan.
+pub trait PlannedChange {
+    /// Whether the change only concerns the back-end hosts (what `UpdateLoadBalancer` may do).
+    fn is_host_change(&self) -> bool;
+
+    /// Why the change deletes the load balancer to create it again (`None`: it does not).
+    fn recreate_because(&self) -> Option<&str>;
+}
+
+/// What changed that makes a plan recreate the load balancer (`None`: no recreation).
+pub fn recreation_reason<C: PlannedChange>(changes: &[C]) -> Option<&str> {
+    changes.iter().find_map(PlannedChange::recreate_because)
+}
+
+/// The ports and configuration a flavour works through (each flavour uses the load balancer API it needs).
+pub(crate) struct Ports<'a, E, L, V> {
+    pub(crate) ec2: &'a E,
+    pub(crate) elb: &'a L,
+    pub(crate) elbv2: &'a V,
+    pub(crate) config: &'a LoadBalancerConfig,
+}
+
+/// A load balancer flavour: its desired model, observed state and changes, so that the provider's ensure,
+/// update and dry run are written once for both.
+pub(crate) trait LoadBalancerFlavour {
+    /// What the flavour is called in logs and notices (`Classic ELB`, `NLB`).
+    const KIND: &'static str;
+    /// The other flavour's load balancer, as the refusal of a flavour change names it (`an NLB`).
+    const OTHER: &'static str;
+
+    /// The desired load balancer.
+    type Desired: Serialize + Send + Sync;
+    /// The AWS state a plan is made against.
+    type Observed: Send + Sync;
+    /// One step of a plan.
+    type Change: PlannedChange + Serialize + std::fmt::Debug + Send + Sync;
+    /// What applying a plan reports.
+    type Applied;
+
+    /// The desired load balancer (pure); `cluster_name` is the controller's `--cluster-name`.
+    fn build(
+        spec: &ServiceSpec,
+        nodes: &[&Node],
+        config: &LoadBalancerConfig,
+        cluster_name: &str,
+        subnets: &[SubnetId],
+    ) -> Result<Self::Desired, Error>;
+
+    /// The spec a host update builds from, without subnets (by default the spec itself).
+    fn hosts_spec(spec: ServiceSpec) -> ServiceSpec {
+        spec
+    }
+
+    /// The load balancer's name.
+    fn name(desired: &Self::Desired) -> &str;
+
+    /// Reads what the plan needs (no mutation).
+    fn observe<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        desired: &Self::Desired,
+        scope: Scope,
+    ) -> impl Future<Output = Result<Self::Observed, Error>> + Send;
+
+    /// Whether the load balancer exists.
+    fn exists(observed: &Self::Observed) -> bool;
+
+    /// The ordered plan (pure).
+    fn plan(desired: &Self::Desired, observed: &Self::Observed) -> Vec<Self::Change>;
+
+    /// Runs the changes in order (the only mutation).
+    fn apply<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        name: &str,
+        observed: &Self::Observed,
+        changes: &[Self::Change],
+    ) -> impl Future<Output = Result<Self::Applied, Error>> + Send;
+
+    /// The status hostname after a plan was applied (empty: none yet).
+    fn hostname(observed: Self::Observed, applied: Self::Applied) -> Result<String, Error>;
+
+    /// Whether the other flavour's load balancer exists under `name` (the flavour-change check on creation).
+    fn other_exists<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        name: &str,
+    ) -> impl Future<Output = Result<bool, Error>> + Send;
+
+    /// The existing load balancer's tags (for the ownership check of an update).
+    fn tags<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        name: &str,
+        observed: &Self::Observed,
+    ) -> impl Future<Output = Result<Tags, AwsError>> + Send;
+
+    /// The dry run's result.
+    fn dry_run(spec: ServiceSpec, desired: Self::Desired, changes: Vec<Self::Change>) -> DryRun;
+}

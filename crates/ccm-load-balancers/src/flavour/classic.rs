@@ -1,0 +1,97 @@
+//! The Classic ELB as a [`LoadBalancerFlavour`].
+
+use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
+use k8s_openapi::api::core::v1::Node;
+
+use super::{LoadBalancerFlavour, Ports, Scope};
+use crate::{
+    Error, LoadBalancerConfig, classic,
+    provider::{Changes, DesiredModel, DryRun},
+    spec::ServiceSpec,
+};
+
+/// Classic ELBs.
+pub(crate) struct Classic;
+
+impl LoadBalancerFlavour for Classic {
+    const KIND: &'static str = "Classic ELB";
+    const OTHER: &'static str = "an NLB";
+
+    type Desired = classic::Desired;
+    type Observed = classic::Observed;
+    type Change = classic::Change;
+    type Applied = classic::Applied;
+
+    fn build(
+        spec: &ServiceSpec,
+        nodes: &[&Node],
+        config: &LoadBalancerConfig,
+        _cluster_name: &str,
+        subnets: &[SubnetId],
+    ) -> Result<Self::Desired, Error> {
+        classic::build(spec, nodes, config, subnets)
+    }
+
+    fn name(desired: &Self::Desired) -> &str {
+        &desired.name
+    }
+
+    async fn observe<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        desired: &Self::Desired,
+        scope: Scope,
+    ) -> Result<Self::Observed, Error> {
+        classic::observe(ports.ec2, ports.elb, ports.config, desired, scope).await
+    }
+
+    fn exists(observed: &Self::Observed) -> bool {
+        observed.load_balancer.is_some()
+    }
+
+    fn plan(desired: &Self::Desired, observed: &Self::Observed) -> Vec<Self::Change> {
+        classic::plan(desired, observed)
+    }
+
+    async fn apply<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        name: &str,
+        observed: &Self::Observed,
+        changes: &[Self::Change],
+    ) -> Result<Self::Applied, Error> {
+        let managed = observed.managed_group.as_ref().map(|g| g.id.clone());
+        classic::apply(ports.ec2, ports.elb, ports.config, name, managed, changes).await
+    }
+
+    fn hostname(observed: Self::Observed, applied: Self::Applied) -> Result<String, Error> {
+        let existing = observed.load_balancer.map(|lb| lb.dns_name);
+        Ok(applied.created_dns_name.or(existing).unwrap_or_default())
+    }
+
+    async fn other_exists<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        name: &str,
+    ) -> Result<bool, Error> {
+        Ok(ports
+            .elbv2
+            .load_balancer(name)
+            .await
+            .map_err(Error::aws("reading the NLB"))?
+            .is_some_and(|lb| lb.lb_type == "network"))
+    }
+
+    async fn tags<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        name: &str,
+        _observed: &Self::Observed,
+    ) -> Result<Tags, AwsError> {
+        ports.elb.tags(name).await
+    }
+
+    fn dry_run(spec: ServiceSpec, desired: Self::Desired, changes: Vec<Self::Change>) -> DryRun {
+        DryRun {
+            spec,
+            desired: DesiredModel::Classic(desired),
+            changes: Changes::Classic(changes),
+        }
+    }
+}

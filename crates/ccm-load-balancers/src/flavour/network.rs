@@ -1,0 +1,110 @@
+//! The NLB as a [`LoadBalancerFlavour`].
+
+use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
+use k8s_openapi::api::core::v1::Node;
+
+use super::{LoadBalancerFlavour, Ports, Scope};
+use crate::{
+    Error, LoadBalancerConfig, nlb,
+    provider::{Changes, DesiredModel, DryRun},
+    spec::ServiceSpec,
+};
+
+/// NLBs with instance targets.
+pub(crate) struct Network;
+
+impl LoadBalancerFlavour for Network {
+    const KIND: &'static str = "NLB";
+    const OTHER: &'static str = "a Classic ELB";
+
+    type Desired = nlb::Desired;
+    type Observed = nlb::Observed;
+    type Change = nlb::Change;
+    type Applied = nlb::Applied;
+
+    fn build(
+        spec: &ServiceSpec,
+        nodes: &[&Node],
+        config: &LoadBalancerConfig,
+        cluster_name: &str,
+        subnets: &[SubnetId],
+    ) -> Result<Self::Desired, Error> {
+        nlb::build(spec, nodes, config, cluster_name, subnets)
+    }
+
+    /// Built without subnets (the node rules take the NLB's own): the per-subnet addresses do not matter here.
+    fn hosts_spec(mut spec: ServiceSpec) -> ServiceSpec {
+        spec.eip_allocations.clear();
+        spec.private_ipv4_addresses.clear();
+        spec
+    }
+
+    fn name(desired: &Self::Desired) -> &str {
+        &desired.name
+    }
+
+    async fn observe<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        desired: &Self::Desired,
+        scope: Scope,
+    ) -> Result<Self::Observed, Error> {
+        nlb::observe(ports.ec2, ports.elbv2, ports.config, desired, scope).await
+    }
+
+    fn exists(observed: &Self::Observed) -> bool {
+        observed.load_balancer.is_some()
+    }
+
+    fn plan(desired: &Self::Desired, observed: &Self::Observed) -> Vec<Self::Change> {
+        nlb::plan(desired, observed)
+    }
+
+    async fn apply<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        name: &str,
+        observed: &Self::Observed,
+        changes: &[Self::Change],
+    ) -> Result<Self::Applied, Error> {
+        nlb::apply(ports.ec2, ports.elbv2, ports.config, name, observed, changes).await
+    }
+
+    fn hostname(observed: Self::Observed, applied: Self::Applied) -> Result<String, Error> {
+        match &applied.created.or(observed.load_balancer) {
+            Some(lb) => Ok(nlb::status_hostname(lb)?.unwrap_or_default()),
+            None => Ok(String::new()),
+        }
+    }
+
+    async fn other_exists<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        name: &str,
+    ) -> Result<bool, Error> {
+        Ok(ports
+            .elb
+            .load_balancer(name)
+            .await
+            .map_err(Error::aws("reading the load balancer"))?
+            .is_some())
+    }
+
+    async fn tags<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        _name: &str,
+        observed: &Self::Observed,
+    ) -> Result<Tags, AwsError> {
+        let Some(lb) = &observed.load_balancer else {
+            return Ok(Tags::new());
+        };
+        let arns = [lb.arn.clone()];
+        let mut tags = ports.elbv2.tags(&arns).await?;
+        Ok(tags.remove(&arns[0]).unwrap_or_default())
+    }
+
+    fn dry_run(spec: ServiceSpec, desired: Self::Desired, changes: Vec<Self::Change>) -> DryRun {
+        DryRun {
+            spec,
+            desired: DesiredModel::Network(desired),
+            changes: Changes::Network(changes),
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! [`apply`]: an NLB's plan run against AWS in order, the only code here that changes AWS; one function per
+//! resource kind (the managed group, target groups, targets, the load balancer, listeners, the nodes' rules).
+
+use std::collections::BTreeMap;
+
+use ccm_aws_api::{
+    Ec2, Elbv2, InstanceId, SecurityGroupId, SubnetId,
+    ec2::{IpPermission, SourceGroup},
+    elbv2::{
+        ListenerChange, LoadBalancerV2, NewListener, NewNetworkLoadBalancer, NewTargetGroup, SubnetMapping,
+        Target,
+    },
+};
+
+use super::{Change, Observed, node_rules};
+use crate::{
+    Error, LoadBalancerConfig,
+    shared::{self, GroupRef, Rule},
+    spec::IpAddressType,
+};
+
+/// What [`apply`] reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// The load balancer created by this run.
+    pub created: Option<LoadBalancerV2>,
+    /// Mutating calls made (one per change; node rule changes count once each).
+    pub mutations: usize,
+}
+
+struct Context<'a, E, V> {
+    ec2: &'a E,
+    elbv2: &'a V,
+    config: &'a LoadBalancerConfig,
+    name: &'a str,
+    lb_arn: Option<String>,
+    target_groups: BTreeMap<String, String>,
+    managed: Option<SecurityGroupId>,
+    applied: Applied,
+}
+
+impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
+    fn lb_arn(&self) -> Result<String, Error> {
+        self.lb_arn
+            .clone()
+            .ok_or_else(|| Error::NotFound(self.name.to_owned()))
+    }
+
+    fn target_group(&self, name: &str) -> Result<String, Error> {
+        self.target_groups
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("target group {name}")))
+    }
+
+    fn group(&self, group: &GroupRef) -> Result<SecurityGroupId, Error> {
+        match group {
+            GroupRef::Id(id) => Ok(SecurityGroupId::new(id.clone())),
+            GroupRef::Managed => self
+                .managed
+                .clone()
+                .ok_or_else(|| Error::NotFound(format!("the managed security group of {}", self.name))),
+        }
+    }
+
+    /// One change, by the kind of resource it changes.
+    async fn run(&mut self, change: &Change) -> Result<(), Error> {
+        self.applied.mutations += 1;
+        match change {
+            Change::CreateSecurityGroup { .. }
+            | Change::TagSecurityGroup { .. }
+            | Change::AuthorizeIngress { .. }
+            | Change::RevokeIngress { .. }
+            | Change::RevokeReference { .. }
+            | Change::DeleteSecurityGroup { .. } => self.security_group(change).await,
+            Change::CreateTargetGroup { .. }
+            | Change::ModifyTargetGroup { .. }
+            | Change::ModifyTargetGroupAttributes { .. }
+            | Change::DeleteTargetGroup { .. } => self.target_groups(change).await,
+            Change::RegisterTargets { .. } | Change::DeregisterTargets { .. } => self.targets(change).await,
+            Change::DeleteLoadBalancer { .. } | Change::CreateLoadBalancer { .. } => {
+                self.load_balancer(change).await
+            }
+            Change::SetSubnets { .. }
+            | Change::SetIpAddressType { .. }
+            | Change::SetSecurityGroups { .. }
+            | Change::ModifyAttributes { .. }
+            | Change::AddTags { .. } => self.load_balancer_settings(change).await,
+            Change::DeleteListener { .. } | Change::CreateListener { .. } | Change::ModifyListener { .. } => {
+                self.listener(change).await
+            }
+            Change::NodeRules(rule) => node_rules::apply(self.ec2, rule).await,
+        }
+    }
+
+    /// The managed group and the rules referencing it (other kinds of change are not sent here).
+    async fn security_group(&mut self, change: &Change) -> Result<(), Error> {
+        let ec2 = self.ec2;
+        match change {
+            Change::CreateSecurityGroup {
+                name,
+                description,
+                tags,
+            } => {
+                self.managed =
+                    Some(shared::create_or_adopt_group(ec2, self.config, name, description, tags).await?);
+            }
+            Change::TagSecurityGroup { tags } => {
+                let id = self.group(&GroupRef::Managed)?;
+                ec2.create_tags(&[id.into_string()], tags)
+                    .await
+                    .map_err(Error::aws("tagging the NLB's security group"))?;
+            }
+            Change::AuthorizeIngress { rules } => {
+                let perms: Vec<IpPermission> = rules.iter().map(Rule::to_permission).collect();
+                shared::authorize_idempotent(
+                    ec2,
+                    &self.group(&GroupRef::Managed)?,
+                    &perms,
+                    "authorizing NLB ingress",
+                )
+                .await?;
+            }
+            Change::RevokeIngress { rules } => {
+                let perms: Vec<IpPermission> = rules.iter().map(Rule::to_permission).collect();
+                shared::revoke_idempotent(
+                    ec2,
+                    &self.group(&GroupRef::Managed)?,
+                    &perms,
+                    "revoking NLB ingress",
+                )
+                .await?;
+            }
+            Change::RevokeReference { group, permission } => {
+                let perm = IpPermission {
+                    protocol: permission.protocol.clone(),
+                    from_port: permission.from_port,
+                    to_port: permission.to_port,
+                    ip_ranges: Vec::new(),
+                    ipv6_ranges: Vec::new(),
+                    source_groups: vec![SourceGroup {
+                        group_id: SecurityGroupId::new(permission.source.clone()),
+                        description: None,
+                    }],
+                };
+                match ec2
+                    .revoke_ingress(&SecurityGroupId::new(group.clone()), &[perm])
+                    .await
+                {
+                    Err(e) if !e.is_not_found() => {
+                        return Err(Error::aws("revoking a rule referencing the NLB's group")(e));
+                    }
+                    _ => {}
+                }
+            }
+            Change::DeleteSecurityGroup { group } => {
+                match ec2
+                    .delete_security_group(&SecurityGroupId::new(group.clone()))
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) if e.kind() == ccm_aws_api::ErrorKind::Conflict => {
+                        return Err(Error::GroupInUse {
+                            group: group.clone(),
+                            name: self.name.to_owned(),
+                        });
+                    }
+                    Err(e) => return Err(Error::aws("deleting the NLB's security group")(e)),
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Target groups (other kinds of change are not sent here).
+    async fn target_groups(&mut self, change: &Change) -> Result<(), Error> {
+        let elbv2 = self.elbv2;
+        match change {
+            Change::CreateTargetGroup {
+                target_group,
+                health_check,
+                tags,
+            } => {
+                let created = elbv2
+                    .create_target_group(&NewTargetGroup {
+                        name: target_group.name.clone(),
+                        protocol: target_group.protocol.clone(),
+                        port: target_group.port,
+                        vpc_id: self.config.vpc_id.clone(),
+                        health_check: health_check.to_aws(),
+                        tags: tags.clone(),
+                    })
+                    .await;
+                let arn = match created {
+                    Ok(g) => g.arn,
+                    Err(e) if e.kind() == ccm_aws_api::ErrorKind::Conflict => elbv2
+                        .target_group(&target_group.name)
+                        .await
+                        .map_err(Error::aws("adopting a target group"))?
+                        .map(|g| g.arn)
+                        .ok_or_else(|| Error::aws("creating a target group")(e))?,
+                    Err(e) => return Err(Error::aws("creating a target group")(e)),
+                };
+                self.target_groups.insert(target_group.name.clone(), arn);
+            }
+            Change::ModifyTargetGroup { name, health_check } => {
+                let arn = self.target_group(name)?;
+                elbv2
+                    .modify_target_group(&arn, &health_check.to_aws())
+                    .await
+                    .map_err(Error::aws("modifying a target group's health check"))?;
+            }
+            Change::ModifyTargetGroupAttributes { name, attributes } => {
+                let arn = self.target_group(name)?;
+                elbv2
+                    .modify_target_group_attributes(&arn, attributes)
+                    .await
+                    .map_err(Error::aws("setting target group attributes"))?;
+            }
+            Change::DeleteTargetGroup { arn, name } => match elbv2.delete_target_group(arn).await {
+                // Right after its NLB or listener is deleted, AWS answers ResourceInUse for a while.
+                Err(e) if e.kind() == ccm_aws_api::ErrorKind::Conflict => {
+                    return Err(Error::TargetGroupInUse {
+                        group: name.clone(),
+                        name: self.name.to_owned(),
+                    });
+                }
+                Err(e) if !e.is_not_found() => return Err(Error::aws("deleting a target group")(e)),
+                _ => {}
+            },
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Registered targets (other kinds of change are not sent here).
+    async fn targets(&mut self, change: &Change) -> Result<(), Error> {
+        let elbv2 = self.elbv2;
+        match change {
+            Change::RegisterTargets {
+                name,
+                port,
+                instances,
+            } => {
+                let arn = self.target_group(name)?;
+                let targets: Vec<Target> = instances
+                    .iter()
+                    .map(|i| Target {
+                        id: InstanceId::new(i.clone()),
+                        port: *port,
+                    })
+                    .collect();
+                elbv2
+                    .register_targets(&arn, &targets)
+                    .await
+                    .map_err(Error::aws("registering targets"))?;
+            }
+            Change::DeregisterTargets { name, targets } => {
+                let arn = self.target_group(name)?;
+                let targets: Vec<Target> = targets
+                    .iter()
+                    .map(|(i, port)| Target {
+                        id: InstanceId::new(i.clone()),
+                        port: *port,
+                    })
+                    .collect();
+                elbv2
+                    .deregister_targets(&arn, &targets)
+                    .await
+                    .map_err(Error::aws("deregistering targets"))?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The load balancer's creation and deletion (other kinds of change are not sent here).
+    async fn load_balancer(&mut self, change: &Change) -> Result<(), Error> {
+        let elbv2 = self.elbv2;
+        match change {
+            Change::DeleteLoadBalancer { arn, .. } => {
+                match elbv2.delete_load_balancer(arn).await {
+                    Err(e) if !e.is_not_found() => return Err(Error::aws("deleting the NLB")(e)),
+                    _ => {}
+                }
+                self.lb_arn = None;
+            }
+            Change::CreateLoadBalancer {
+                name,
+                internal,
+                subnets,
+                security_groups,
+                ip_address_type,
+                tags,
+            } => {
+                let groups = security_groups
+                    .as_ref()
+                    .map(|gs| gs.iter().map(|g| self.group(g)).collect::<Result<Vec<_>, _>>())
+                    .transpose()?;
+                let created = elbv2
+                    .create_load_balancer(&NewNetworkLoadBalancer {
+                        name: name.clone(),
+                        internal: *internal,
+                        subnet_mappings: subnets
+                            .iter()
+                            .map(|(subnet, eip, ip)| SubnetMapping {
+                                subnet_id: Some(SubnetId::new(subnet.clone())),
+                                allocation_id: eip.clone(),
+                                private_ipv4_address: ip.clone(),
+                            })
+                            .collect(),
+                        security_groups: groups,
+                        // The AWS default is left implicit (IAM conditions and older endpoints see no change).
+                        ip_address_type: (*ip_address_type != IpAddressType::Ipv4)
+                            .then(|| ip_address_type.as_str().to_owned()),
+                        tags: tags.clone(),
+                    })
+                    .await;
+                let lb = match created {
+                    Ok(lb) => lb,
+                    Err(e) if e.kind() == ccm_aws_api::ErrorKind::Conflict => elbv2
+                        .load_balancer(name)
+                        .await
+                        .map_err(Error::aws("adopting the NLB"))?
+                        .ok_or_else(|| Error::aws("creating the NLB")(e))?,
+                    Err(e) => return Err(Error::aws("creating the NLB")(e)),
+                };
+                self.lb_arn = Some(lb.arn.clone());
+                self.applied.created = Some(lb);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The load balancer's subnets, address type, groups, attributes and tags (other kinds of change are not
+    /// sent here).
+    async fn load_balancer_settings(&mut self, change: &Change) -> Result<(), Error> {
+        let elbv2 = self.elbv2;
+        match change {
+            Change::SetSubnets { subnets } => {
+                let arn = self.lb_arn()?;
+                let subnets: Vec<SubnetId> = subnets.iter().cloned().map(SubnetId::new).collect();
+                elbv2
+                    .set_subnets(&arn, &subnets)
+                    .await
+                    .map_err(Error::aws("adding subnets to the NLB"))?;
+            }
+            Change::SetIpAddressType { ip_address_type } => {
+                let arn = self.lb_arn()?;
+                elbv2
+                    .set_ip_address_type(&arn, ip_address_type.as_str())
+                    .await
+                    .map_err(Error::aws("setting the NLB's IP address type"))?;
+            }
+            Change::SetSecurityGroups { groups } => {
+                let arn = self.lb_arn()?;
+                let groups = groups
+                    .iter()
+                    .map(|g| self.group(g))
+                    .collect::<Result<Vec<_>, _>>()?;
+                elbv2
+                    .set_security_groups(&arn, &groups)
+                    .await
+                    .map_err(Error::aws("setting the NLB's security groups"))?;
+            }
+            Change::ModifyAttributes { attributes } => {
+                let arn = self.lb_arn()?;
+                elbv2
+                    .modify_load_balancer_attributes(&arn, attributes)
+                    .await
+                    .map_err(Error::aws("setting NLB attributes"))?;
+            }
+            Change::AddTags { arns, tags } => elbv2
+                .add_tags(arns, tags)
+                .await
+                .map_err(Error::aws("tagging the NLB"))?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Listeners (other kinds of change are not sent here).
+    async fn listener(&mut self, change: &Change) -> Result<(), Error> {
+        let elbv2 = self.elbv2;
+        match change {
+            Change::DeleteListener { arn, .. } => match elbv2.delete_listener(arn).await {
+                Err(e) if !e.is_not_found() => return Err(Error::aws("deleting a listener")(e)),
+                _ => {}
+            },
+            Change::CreateListener { listener, tags } => {
+                let created = elbv2
+                    .create_listener(&NewListener {
+                        load_balancer_arn: self.lb_arn()?,
+                        port: listener.port,
+                        protocol: listener.protocol.clone(),
+                        certificate_arn: listener.certificate.clone(),
+                        ssl_policy: listener.ssl_policy.clone(),
+                        target_group_arn: self.target_group(&listener.target_group.name)?,
+                        tags: tags.clone(),
+                    })
+                    .await;
+                match created {
+                    // A listener created by a crashed run: the next plan compares and fixes it.
+                    Err(e) if e.kind() != ccm_aws_api::ErrorKind::Conflict => {
+                        return Err(Error::aws("creating a listener")(e));
+                    }
+                    _ => {}
+                }
+            }
+            Change::ModifyListener {
+                arn,
+                protocol,
+                certificate,
+                ssl_policy,
+                target_group,
+                ..
+            } => {
+                let target_group_arn = target_group
+                    .as_deref()
+                    .map(|name| self.target_group(name))
+                    .transpose()?;
+                elbv2
+                    .modify_listener(&ListenerChange {
+                        listener_arn: arn.clone(),
+                        port: None,
+                        protocol: protocol.clone(),
+                        certificate_arn: certificate.clone(),
+                        ssl_policy: ssl_policy.clone(),
+                        target_group_arn,
+                    })
+                    .await
+                    .map_err(Error::aws("modifying a listener"))?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Runs `changes` in order against AWS (the only function that mutates). `observed` seeds the ARNs and the
+/// managed group's ID. Stops at the first failure; re-observing and re-planning then completes the work.
+pub async fn apply<E: Ec2, V: Elbv2>(
+    ec2: &E,
+    elbv2: &V,
+    config: &LoadBalancerConfig,
+    name: &str,
+    observed: &Observed,
+    changes: &[Change],
+) -> Result<Applied, Error> {
+    let mut ctx = Context {
+        ec2,
+        elbv2,
+        config,
+        name,
+        lb_arn: observed.load_balancer.as_ref().map(|lb| lb.arn.clone()),
+        target_groups: observed
+            .target_groups
+            .iter()
+            .map(|g| (g.group.name.clone(), g.group.arn.clone()))
+            .collect(),
+        managed: observed.managed_group.as_ref().map(|g| g.id.clone()),
+        applied: Applied::default(),
+    };
+    for change in changes {
+        tracing::info!(load_balancer = name, ?change, "applying");
+        ctx.run(change).await?;
+    }
+    Ok(ctx.applied)
+}

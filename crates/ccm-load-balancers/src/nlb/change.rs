@@ -1,0 +1,220 @@
+//! The steps of an NLB's plan ([`Change`]), serializable for dry runs: which are host changes and which
+//! recreate the load balancer.
+
+use std::collections::BTreeMap;
+
+use ccm_aws_api::Tags;
+use serde::Serialize;
+
+use super::{HealthCheck, Listener, TargetGroupSpec, node_rules::RuleChange};
+use crate::{
+    flavour::PlannedChange,
+    shared::{GroupRef, Rule},
+    spec::IpAddressType,
+};
+
+/// One step of a plan. Plans are ordered: security group, recreation, target groups and targets, the load
+/// balancer, tags and attributes, listeners, unwanted target groups, a released managed group, node rules.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Change {
+    /// Create the managed group.
+    CreateSecurityGroup {
+        /// Name.
+        name: String,
+        /// Description.
+        description: String,
+        /// Tags.
+        tags: Tags,
+    },
+    /// Add missing tags to the managed group.
+    TagSecurityGroup {
+        /// Tags to add.
+        tags: Tags,
+    },
+    /// Add CIDR rules to the managed group.
+    AuthorizeIngress {
+        /// The rules.
+        rules: Vec<Rule>,
+    },
+    /// Remove CIDR rules from the managed group.
+    RevokeIngress {
+        /// The rules.
+        rules: Vec<Rule>,
+    },
+    /// Delete the load balancer (deletion, or before creating it again).
+    DeleteLoadBalancer {
+        /// Its name.
+        name: String,
+        /// Its ARN.
+        arn: String,
+        /// Why it is recreated (`None`: deleted with the Service).
+        recreate_because: Option<String>,
+    },
+    /// Create a target group.
+    CreateTargetGroup {
+        /// The group.
+        target_group: TargetGroupSpec,
+        /// Its health check.
+        health_check: HealthCheck,
+        /// Tags.
+        tags: Tags,
+    },
+    /// Change a target group's health check.
+    ModifyTargetGroup {
+        /// The group's name.
+        name: String,
+        /// The health check.
+        health_check: HealthCheck,
+    },
+    /// Set target group attributes.
+    ModifyTargetGroupAttributes {
+        /// The group's name.
+        name: String,
+        /// The attributes to set.
+        attributes: BTreeMap<String, String>,
+    },
+    /// Register instances on the node port.
+    RegisterTargets {
+        /// The group's name.
+        name: String,
+        /// The node port.
+        port: i32,
+        /// The instances.
+        instances: Vec<String>,
+    },
+    /// Deregister targets.
+    DeregisterTargets {
+        /// The group's name.
+        name: String,
+        /// (instance, port) pairs.
+        targets: Vec<(String, i32)>,
+    },
+    /// Create the load balancer.
+    CreateLoadBalancer {
+        /// Name.
+        name: String,
+        /// Scheme.
+        internal: bool,
+        /// Subnets with their optional EIP or private address.
+        subnets: Vec<(String, Option<String>, Option<String>)>,
+        /// Groups (`None`: an NLB without groups).
+        security_groups: Option<Vec<GroupRef>>,
+        /// `ipv4` or `dualstack`.
+        ip_address_type: IpAddressType,
+        /// Tags.
+        tags: Tags,
+    },
+    /// Add subnets (in new Availability Zones) to the load balancer in place: the whole list wanted.
+    SetSubnets {
+        /// The subnets, the current ones included.
+        subnets: Vec<String>,
+    },
+    /// Change the load balancer's IP address type in place.
+    SetIpAddressType {
+        /// The type wanted.
+        ip_address_type: IpAddressType,
+    },
+    /// Replace the load balancer's groups.
+    SetSecurityGroups {
+        /// The groups.
+        groups: Vec<GroupRef>,
+    },
+    /// Set load balancer attributes.
+    ModifyAttributes {
+        /// The attributes to set.
+        attributes: BTreeMap<String, String>,
+    },
+    /// Add or overwrite tags of existing resources (load balancer, target groups, listeners).
+    AddTags {
+        /// The resources' ARNs.
+        arns: Vec<String>,
+        /// The tags.
+        tags: Tags,
+    },
+    /// Delete a listener.
+    DeleteListener {
+        /// Its port.
+        port: i32,
+        /// Its ARN.
+        arn: String,
+    },
+    /// Create a listener.
+    CreateListener {
+        /// The listener.
+        listener: Listener,
+        /// Tags.
+        tags: Tags,
+    },
+    /// Change a listener in place.
+    ModifyListener {
+        /// Its ARN.
+        arn: String,
+        /// Its port.
+        port: i32,
+        /// A new protocol.
+        protocol: Option<String>,
+        /// A new certificate.
+        certificate: Option<String>,
+        /// A new TLS policy.
+        ssl_policy: Option<String>,
+        /// A new target group (by name).
+        target_group: Option<String>,
+    },
+    /// Delete a target group no longer wanted.
+    DeleteTargetGroup {
+        /// Its name.
+        name: String,
+        /// Its ARN.
+        arn: String,
+    },
+    /// Remove a rule of another group that references the managed group being released.
+    RevokeReference {
+        /// The group holding the rule.
+        group: String,
+        /// The permission (with the managed group as source).
+        permission: ReferencePermission,
+    },
+    /// Delete the managed group (owned by this cluster only).
+    DeleteSecurityGroup {
+        /// The group.
+        group: String,
+    },
+    /// A change to the nodes' groups.
+    NodeRules(RuleChange),
+}
+
+/// A permission referencing a group, for [`Change::RevokeReference`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReferencePermission {
+    /// The protocol (`-1` for all).
+    pub protocol: String,
+    /// First port.
+    pub from_port: Option<i32>,
+    /// Last port.
+    pub to_port: Option<i32>,
+    /// The referenced group.
+    pub source: String,
+}
+
+// === impl Change ===
+
+impl PlannedChange for Change {
+    fn is_host_change(&self) -> bool {
+        matches!(
+            self,
+            Change::RegisterTargets { .. } | Change::DeregisterTargets { .. } | Change::NodeRules(_)
+        )
+    }
+
+    fn recreate_because(&self) -> Option<&str> {
+        match self {
+            Change::DeleteLoadBalancer {
+                recreate_because: Some(reason),
+                ..
+            } => Some(reason.as_str()),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! The desired NLB of a Service ([`build`], pure): listeners keyed by port, their target groups, the shared
+//! health check, the security groups by mode, the attributes owned and the nodes' rules.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ccm_aws_api::{InstanceId, SubnetId, Tags, elbv2::TargetGroupHealthCheck};
+use k8s_openapi::api::core::v1::Node;
+use serde::Serialize;
+
+use super::{managed_group_name, node_rules::NodeAccess, target_group_name};
+use crate::{
+    Error, InvalidService, LoadBalancerConfig,
+    annotations::{Key, Problem},
+    shared::{self, HealthProbeMode, ManagedGroup},
+    spec::{IpAddressType, PortSpec, ServiceSpec},
+};
+
+/// The description of the managed security group (as upstream).
+pub const MANAGED_GROUP_DESCRIPTION: &str = "[k8s] Managed SecurityGroup for LoadBalancer";
+
+/// The load balancer attribute of cross-zone load balancing.
+pub const CROSS_ZONE_ATTRIBUTE: &str = "load_balancing.cross_zone.enabled";
+
+/// The load balancer attribute enabling access logs.
+pub const ACCESS_LOGS_ATTRIBUTE: &str = "access_logs.s3.enabled";
+
+/// The access log bucket attribute.
+pub const ACCESS_LOGS_BUCKET_ATTRIBUTE: &str = "access_logs.s3.bucket";
+
+/// The access log prefix attribute.
+pub const ACCESS_LOGS_PREFIX_ATTRIBUTE: &str = "access_logs.s3.prefix";
+
+/// The security groups of the NLB.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum Security {
+    /// `NLBSecurityGroupMode` unset: new NLBs get no group, an existing NLB's groups are left alone.
+    Unmanaged,
+    /// `NLBSecurityGroupMode = Managed`: one managed group with exactly the listeners' rules.
+    Managed(ManagedGroup),
+    /// The `security-groups` annotation (with `Managed` mode): exactly these groups, never modified or deleted.
+    Given(Vec<String>),
+}
+
+/// A health check (shared by every target group of the NLB).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct HealthCheck {
+    /// `TCP`, `HTTP`, `HTTPS`.
+    pub protocol: String,
+    /// `traffic-port` or a port number.
+    pub port: String,
+    /// The path of HTTP and HTTPS checks.
+    pub path: Option<String>,
+    /// Seconds between checks.
+    pub interval: i32,
+    /// Seconds before a check fails.
+    pub timeout: i32,
+    /// Successes to become healthy.
+    pub healthy_threshold: i32,
+    /// Failures to become unhealthy.
+    pub unhealthy_threshold: i32,
+}
+
+/// A target group: one per listener.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct TargetGroupSpec {
+    /// The deterministic name ([`target_group_name`]).
+    pub name: String,
+    /// `TCP`, `UDP`, `TCP_UDP`, `TLS`.
+    pub protocol: String,
+    /// The node port.
+    pub port: i32,
+}
+
+/// A listener.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Listener {
+    /// The front-end port (the key: one listener per port).
+    pub port: i32,
+    /// `TCP`, `UDP`, `TCP_UDP`, `TLS`.
+    pub protocol: String,
+    /// The certificate ARN of TLS listeners.
+    pub certificate: Option<String>,
+    /// The TLS policy (`None`: AWS's default, never changed).
+    pub ssl_policy: Option<String>,
+    /// The target group it forwards to.
+    pub target_group: TargetGroupSpec,
+}
+
+/// The desired NLB of a Service: pure data, serializable for dry runs and snapshots.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Desired {
+    /// The load balancer name.
+    pub name: String,
+    /// `<namespace>/<name>` of the Service.
+    pub service: String,
+    /// `internal` scheme.
+    pub internal: bool,
+    /// Subnets (sorted).
+    pub subnets: Vec<String>,
+    /// Whether the subnets come from the annotation (then a difference is reconciled: subnets in added zones
+    /// in place, anything else by recreation; discovered subnets never change an existing NLB: a newly tagged
+    /// subnet must not touch every NLB of the cluster).
+    pub subnets_pinned: bool,
+    /// EIP allocations, index-mapped onto the sorted subnets.
+    pub eip_allocations: Vec<String>,
+    /// Private IPv4 addresses, index-mapped onto the sorted subnets.
+    pub private_ipv4_addresses: Vec<String>,
+    /// `ipv4` or `dualstack` (changed in place).
+    pub ip_address_type: IpAddressType,
+    /// Security groups.
+    pub security: Security,
+    /// The managed group's name (also when groups are given: a managed group left from before is released).
+    pub managed_group_name: String,
+    /// Listeners by port, in Service port order.
+    pub listeners: Vec<Listener>,
+    /// The health check of every target group.
+    pub health_check: HealthCheck,
+    /// Target group attributes owned (from the annotation; others are left alone).
+    pub target_group_attributes: BTreeMap<String, String>,
+    /// Load balancer attributes owned.
+    pub attributes: BTreeMap<String, String>,
+    /// Target instances, sorted.
+    pub instances: Vec<String>,
+    /// Tags of the load balancer, its target groups and listeners (added or overwritten, never removed).
+    pub tags: Tags,
+    /// The nodes' rules (`None` with `DisableSecurityGroupIngress`).
+    pub node_access: Option<NodeAccess>,
+}
+
+/// The listeners of a Service, one per port number (TCP and UDP on one port: `TCP_UDP`), in port order.
+pub fn listeners(spec: &ServiceSpec, config: &LoadBalancerConfig) -> Vec<Listener> {
+    let health_check = health_check(spec, config);
+    let mut by_port: Vec<(i32, Vec<&PortSpec>)> = Vec::new();
+    for p in &spec.ports {
+        match by_port.iter_mut().find(|(port, _)| *port == p.port) {
+            Some((_, group)) => group.push(p),
+            None => by_port.push((p.port, vec![p])),
+        }
+    }
+    by_port
+        .iter()
+        .map(|(_, g)| listener(spec, config.cluster.id(), &health_check, g))
+        .collect()
+}
+
+fn listener(
+    spec: &ServiceSpec,
+    cluster_id: &str,
+    health_check: &HealthCheck,
+    group: &[&PortSpec],
+) -> Listener {
+    let first = group[0];
+    let has = |p: &str| group.iter().any(|g| g.protocol == p);
+    let mut protocol = if has("TCP") && has("UDP") {
+        "TCP_UDP"
+    } else if has("UDP") {
+        "UDP"
+    } else {
+        "TCP"
+    };
+    let mut certificate = None;
+    let mut ssl_policy = None;
+    let mut target_protocol = protocol;
+    if protocol == "TCP"
+        && let Some(cert) = &spec.ssl_cert
+        && spec.is_ssl_port(first)
+    {
+        protocol = "TLS";
+        certificate = Some(cert.clone());
+        ssl_policy.clone_from(&spec.ssl_negotiation_policy);
+        target_protocol = if spec.backend_protocol.as_deref() == Some("ssl") {
+            "TLS"
+        } else {
+            "TCP"
+        };
+    }
+    Listener {
+        port: first.port,
+        protocol: protocol.to_owned(),
+        certificate,
+        ssl_policy,
+        target_group: TargetGroupSpec {
+            name: target_group_name(
+                cluster_id,
+                spec,
+                first.port,
+                first.node_port,
+                target_protocol,
+                health_check,
+            ),
+            protocol: target_protocol.to_owned(),
+            port: first.node_port,
+        },
+    }
+}
+
+/// The health check (upstream's order, minus its bugs): the mode's defaults (`Local`: HTTP on the health check
+/// node port at `/healthz`, 10/10/2/2; `Cluster`: TCP on the traffic port, 30/10/3/3, or kube-proxy's endpoint in
+/// `Shared` probe mode), then every annotation on top (in `Shared` mode too).
+pub fn health_check(spec: &ServiceSpec, config: &LoadBalancerConfig) -> HealthCheck {
+    let mut hc = match (
+        spec.local_traffic,
+        spec.health_check_node_port,
+        &config.health_probe,
+    ) {
+        (true, Some(port), _) => HealthCheck {
+            protocol: "HTTP".to_owned(),
+            port: port.to_string(),
+            path: Some("/healthz".to_owned()),
+            interval: 10,
+            timeout: 10,
+            healthy_threshold: 2,
+            unhealthy_threshold: 2,
+        },
+        (false, _, HealthProbeMode::Shared { port, path }) => HealthCheck {
+            protocol: "HTTP".to_owned(),
+            port: port.to_string(),
+            path: Some(path.clone()),
+            interval: 30,
+            timeout: 10,
+            healthy_threshold: 3,
+            unhealthy_threshold: 3,
+        },
+        _ => HealthCheck {
+            protocol: "TCP".to_owned(),
+            port: "traffic-port".to_owned(),
+            path: None,
+            interval: 30,
+            timeout: 10,
+            healthy_threshold: 3,
+            unhealthy_threshold: 3,
+        },
+    };
+    let a = &spec.health_check;
+    if let Some(protocol) = &a.protocol {
+        let protocol = protocol.to_ascii_uppercase();
+        if protocol == "TCP" {
+            hc.path = None;
+        } else if hc.path.is_none() {
+            hc.path = Some("/".to_owned());
+        }
+        hc.protocol = protocol;
+    }
+    if hc.protocol != "TCP"
+        && let Some(path) = &a.path
+    {
+        hc.path = Some(path.clone());
+    }
+    match a.port {
+        Some(None) => hc.port = "traffic-port".to_owned(),
+        Some(Some(p)) => hc.port = p.to_string(),
+        None => {}
+    }
+    hc.interval = a.interval.unwrap_or(hc.interval);
+    hc.timeout = a.timeout.unwrap_or(hc.timeout);
+    hc.healthy_threshold = a.healthy_threshold.unwrap_or(hc.healthy_threshold);
+    hc.unhealthy_threshold = a.unhealthy_threshold.unwrap_or(hc.unhealthy_threshold);
+    hc
+}
+
+/// The desired NLB (pure). `subnets` come from [`shared::resolve_subnets`]; `cluster_name` is the controller's
+/// `--cluster-name` (it names the managed security group). Every problem is collected.
+pub fn build(
+    spec: &ServiceSpec,
+    nodes: &[&Node],
+    config: &LoadBalancerConfig,
+    cluster_name: &str,
+    subnets: &[SubnetId],
+) -> Result<Desired, Error> {
+    let name = shared::load_balancer_name(&spec.uid)?;
+    let mut subnets: Vec<String> = subnets.iter().map(ToString::to_string).collect();
+    subnets.sort();
+    check_addresses(spec, &subnets)?;
+    let listeners = listeners(spec, config);
+    let health_check = health_check(spec, config);
+    let instances: Vec<String> = shared::target_instances(nodes, &spec.target_node_labels)
+        .into_iter()
+        .map(InstanceId::into_string)
+        .collect();
+    let node_access = config
+        .manage_node_security_groups
+        .then(|| node_access(spec, &name, &listeners, &health_check, &instances));
+    let managed_group_name = managed_group_name(cluster_name, &spec.namespace, &spec.name, &spec.uid);
+    Ok(Desired {
+        service: spec.key(),
+        internal: spec.internal,
+        subnets_pinned: spec.subnets.is_some(),
+        eip_allocations: spec.eip_allocations.clone(),
+        private_ipv4_addresses: spec.private_ipv4_addresses.clone(),
+        ip_address_type: spec.ip_address_type,
+        security: security(spec, config, &listeners, &managed_group_name),
+        managed_group_name,
+        listeners,
+        health_check,
+        target_group_attributes: spec.target_group_attributes.clone(),
+        attributes: attributes(spec),
+        instances,
+        tags: shared::load_balancer_tags(&config.cluster, spec),
+        node_access,
+        subnets,
+        name,
+    })
+}
+
+/// EIP allocations and private addresses: exactly one per subnet, when given.
+fn check_addresses(spec: &ServiceSpec, subnets: &[String]) -> Result<(), Error> {
+    let mut problems = Vec::new();
+    for (key, values) in [
+        (Key::EipAllocations, &spec.eip_allocations),
+        (Key::PrivateIpv4Addresses, &spec.private_ipv4_addresses),
+    ] {
+        if !values.is_empty() && values.len() != subnets.len() {
+            problems.push(Problem {
+                field: key.name().to_owned(),
+                value: values.join(","),
+                accepted: format!(
+                    "exactly one per subnet: {} given for {} subnets ({})",
+                    values.len(),
+                    subnets.len(),
+                    subnets.join(",")
+                ),
+            });
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(InvalidService {
+        namespace: spec.namespace.clone(),
+        name: spec.name.clone(),
+        problems,
+    }
+    .into())
+}
+
+/// The NLB's security groups by `NLBSecurityGroupMode` and the `security-groups` annotation.
+fn security(
+    spec: &ServiceSpec,
+    config: &LoadBalancerConfig,
+    listeners: &[Listener],
+    managed_group_name: &str,
+) -> Security {
+    match (&spec.security_groups, config.nlb_managed_security_groups) {
+        (_, false) => Security::Unmanaged,
+        (Some(given), true) => Security::Given(given.clone()),
+        (None, true) => {
+            // A dualstack NLB also takes IPv6 clients: the default "everyone" then includes `::/0` (ranges the
+            // user gave are taken as they are).
+            let mut source_ranges = spec.source_ranges.clone();
+            if spec.ip_address_type == IpAddressType::Dualstack && spec.source_ranges_defaulted {
+                source_ranges.push("::/0".to_owned());
+            }
+            let mut ingress = BTreeSet::new();
+            for l in listeners {
+                let protocols: &[&str] = match l.protocol.as_str() {
+                    "UDP" => &["udp"],
+                    "TCP_UDP" => &["tcp", "udp"],
+                    _ => &["tcp"],
+                };
+                for protocol in protocols {
+                    ingress.extend(shared::load_balancer_ingress(protocol, &[l.port], &source_ranges));
+                }
+            }
+            Security::Managed(ManagedGroup {
+                name: managed_group_name.to_owned(),
+                description: MANAGED_GROUP_DESCRIPTION.to_owned(),
+                tags: shared::security_group_tags(&config.cluster, spec),
+                ingress,
+            })
+        }
+    }
+}
+
+/// The load balancer attributes owned.
+fn attributes(spec: &ServiceSpec) -> BTreeMap<String, String> {
+    let mut attributes = BTreeMap::from([
+        (CROSS_ZONE_ATTRIBUTE.to_owned(), spec.cross_zone.to_string()),
+        (
+            ACCESS_LOGS_ATTRIBUTE.to_owned(),
+            spec.access_log.enabled.to_string(),
+        ),
+    ]);
+    if spec.access_log.enabled {
+        attributes.insert(
+            ACCESS_LOGS_BUCKET_ATTRIBUTE.to_owned(),
+            spec.access_log.bucket.clone().unwrap_or_default(),
+        );
+        attributes.insert(
+            ACCESS_LOGS_PREFIX_ATTRIBUTE.to_owned(),
+            spec.access_log.prefix.clone().unwrap_or_default(),
+        );
+    }
+    attributes
+}
+
+/// The rules the nodes need: client traffic on the node ports, health checks on the checked ports.
+fn node_access(
+    spec: &ServiceSpec,
+    name: &str,
+    listeners: &[Listener],
+    health_check: &HealthCheck,
+    instances: &[String],
+) -> NodeAccess {
+    let mut client_ports = BTreeSet::new();
+    let mut health_ports = BTreeSet::new();
+    for l in listeners {
+        let node_port = l.target_group.port;
+        if matches!(l.protocol.as_str(), "UDP" | "TCP_UDP") {
+            client_ports.insert(("udp".to_owned(), node_port));
+        }
+        if l.protocol != "UDP" {
+            client_ports.insert(("tcp".to_owned(), node_port));
+        }
+        match health_check.port.parse::<i32>() {
+            Ok(p) => health_ports.insert(p),
+            Err(_) => health_ports.insert(node_port),
+        };
+    }
+    NodeAccess {
+        load_balancer: name.to_owned(),
+        client_ports,
+        client_cidrs: spec.source_ranges.clone(),
+        health_ports,
+        instances: instances.to_vec(),
+    }
+}
+
+// === impl HealthCheck ===
+
+impl HealthCheck {
+    fn is_http(&self) -> bool {
+        self.protocol == "HTTP" || self.protocol == "HTTPS"
+    }
+
+    /// Whether `observed` has every owned field equal (the path only for HTTP and HTTPS checks).
+    pub fn matches(&self, observed: &TargetGroupHealthCheck) -> bool {
+        observed
+            .protocol
+            .as_deref()
+            .is_some_and(|p| p.eq_ignore_ascii_case(&self.protocol))
+            && observed.port.as_deref() == Some(self.port.as_str())
+            && (!self.is_http() || observed.path == self.path)
+            && observed.interval_seconds == Some(self.interval)
+            && observed.timeout_seconds == Some(self.timeout)
+            && observed.healthy_threshold == Some(self.healthy_threshold)
+            && observed.unhealthy_threshold == Some(self.unhealthy_threshold)
+    }
+
+    pub(crate) fn to_aws(&self) -> TargetGroupHealthCheck {
+        TargetGroupHealthCheck {
+            protocol: Some(self.protocol.clone()),
+            port: Some(self.port.clone()),
+            path: self.path.clone().filter(|_| self.is_http()),
+            interval_seconds: Some(self.interval),
+            timeout_seconds: Some(self.timeout),
+            healthy_threshold: Some(self.healthy_threshold),
+            unhealthy_threshold: Some(self.unhealthy_threshold),
+        }
+    }
+}
+
+// === impl Desired ===
+
+impl Desired {
+    /// The wanted target groups (one per listener).
+    pub fn target_groups(&self) -> impl Iterator<Item = &TargetGroupSpec> {
+        self.listeners.iter().map(|l| &l.target_group)
+    }
+
+    pub(crate) fn wants_groups(&self) -> bool {
+        !matches!(self.security, Security::Unmanaged)
+    }
+}

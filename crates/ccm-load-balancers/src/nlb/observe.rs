@@ -1,0 +1,414 @@
+//! The AWS state an NLB's plan is made against ([`observe`], reads only), and what its deletion finds
+//! ([`observe_delete`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ccm_aws_api::{
+    Ec2, Elbv2, Filter, SecurityGroupId, SubnetId, Tags,
+    ec2::SecurityGroup,
+    elbv2::{ListenerV2, LoadBalancerV2, TargetGroup, TargetHealth},
+};
+
+use super::{
+    Desired, ReferencePermission, Security, name_prefix,
+    node_rules::{self, NodeAccess},
+};
+use crate::{Error, LoadBalancerConfig, shared};
+
+pub use crate::flavour::Scope;
+
+/// A target group as observed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedTargetGroup {
+    /// The group.
+    pub group: TargetGroup,
+    /// Its attributes (read only when some are owned).
+    pub attributes: BTreeMap<String, String>,
+    /// Its targets (read only for wanted groups).
+    pub targets: Vec<TargetHealth>,
+}
+
+/// The AWS state a plan is made against.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    /// The load balancer, if it exists.
+    pub load_balancer: Option<LoadBalancerV2>,
+    /// Its attributes.
+    pub attributes: BTreeMap<String, String>,
+    /// Its listeners.
+    pub listeners: Vec<ListenerV2>,
+    /// Its target groups and the wanted ones found by name.
+    pub target_groups: Vec<ObservedTargetGroup>,
+    /// Tags by ARN (load balancer, target groups, listeners).
+    pub tags: BTreeMap<String, Tags>,
+    /// The managed group, if it exists.
+    pub managed_group: Option<SecurityGroup>,
+    /// When the managed group is being released: the permissions of other groups referencing it.
+    pub references: Vec<(SecurityGroupId, ReferencePermission)>,
+    /// The nodes' groups (`None`: node rules not managed or not observed).
+    pub node_rules: Option<node_rules::Observed>,
+}
+
+/// What deletion found.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteObserved {
+    /// The NLB, if it still exists.
+    pub load_balancer: Option<LoadBalancerV2>,
+    /// Owned target groups to delete: the NLB's, those of the current ports, and the Service's unattached ones.
+    pub target_groups: Vec<TargetGroup>,
+    /// The managed group, when owned by this cluster.
+    pub managed_group: Option<SecurityGroupId>,
+    /// Rules of other groups referencing the managed group.
+    pub references: Vec<(SecurityGroupId, ReferencePermission)>,
+    /// The nodes' groups (`None`: node rules not managed).
+    pub node_rules: Option<node_rules::Observed>,
+}
+
+/// The permissions of cluster-tagged groups that reference `source`.
+async fn references<E: Ec2>(
+    ec2: &E,
+    config: &LoadBalancerConfig,
+    source: &SecurityGroupId,
+) -> Result<Vec<(SecurityGroupId, ReferencePermission)>, Error> {
+    let groups = ec2
+        .security_groups(&[Filter::new("ip-permission.group-id", [source.as_str()])])
+        .await
+        .map_err(Error::aws("reading the rules that reference the managed group"))?;
+    let mut out = Vec::new();
+    for g in groups
+        .iter()
+        .filter(|g| g.id != *source && config.cluster.is_tagged(&g.tags))
+    {
+        for p in &g.ingress {
+            if p.source_groups.iter().any(|s| s.group_id == *source) {
+                out.push((
+                    g.id.clone(),
+                    ReferencePermission {
+                        protocol: p.protocol.clone(),
+                        from_port: p.from_port,
+                        to_port: p.to_port,
+                        source: source.to_string(),
+                    },
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+async fn target_groups_of<V: Elbv2>(elbv2: &V, lb: &LoadBalancerV2) -> Result<Vec<TargetGroup>, Error> {
+    match elbv2.target_groups(&lb.arn).await {
+        Ok(groups) => Ok(groups),
+        // No target group at all (moto answers TargetGroupNotFound).
+        Err(e) if e.is_not_found() => Ok(Vec::new()),
+        Err(e) => Err(Error::aws("reading the NLB's target groups")(e)),
+    }
+}
+
+/// The status hostname of an observed or created NLB: its DNS name while `active`, `active_impaired` or
+/// `provisioning`; a `failed` NLB is an error (upstream reports an empty status and no error).
+pub fn status_hostname(lb: &LoadBalancerV2) -> Result<Option<String>, Error> {
+    match lb.state.as_str() {
+        "failed" => Err(Error::LoadBalancerFailed(lb.name.clone())),
+        "active" | "active_impaired" | "provisioning" | "" => {
+            Ok(Some(lb.dns_name.clone()).filter(|d| !d.is_empty()))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Reads what the plan needs: the NLB, its attributes, listeners and target groups (the wanted ones not attached
+/// to it are looked up by name, so a group created just before a crash is adopted), the wanted groups' targets
+/// (and attributes when some are owned), every tag in one call, the managed group (and, when it is being
+/// released, the rules referencing it) and the nodes' groups. A steady NLB costs one read per listed item.
+pub async fn observe<E: Ec2, V: Elbv2>(
+    ec2: &E,
+    elbv2: &V,
+    config: &LoadBalancerConfig,
+    desired: &Desired,
+    scope: Scope,
+) -> Result<Observed, Error> {
+    let full = scope == Scope::Full;
+    let load_balancer = network_load_balancer(elbv2, &desired.name, CONTEXT).await?;
+    let mut observed = Observed::default();
+    let mut groups = Vec::new();
+    if let Some(lb) = &load_balancer {
+        if lb.state == "failed" {
+            return Err(Error::LoadBalancerFailed(desired.name.clone()));
+        }
+        groups = target_groups_of(elbv2, lb).await?;
+        if full {
+            let (attributes, listeners) =
+                tokio::join!(elbv2.load_balancer_attributes(&lb.arn), elbv2.listeners(&lb.arn));
+            observed.attributes = attributes.map_err(Error::aws(CONTEXT))?;
+            observed.listeners = listeners.map_err(Error::aws(CONTEXT))?;
+        }
+    }
+    observed.target_groups = target_groups(elbv2, desired, groups, full).await?;
+    if full {
+        observed.tags = tags(elbv2, load_balancer.as_ref(), &observed).await?;
+    }
+    check_ownership(config, load_balancer.as_ref(), &observed, full)?;
+    if full {
+        managed_group(ec2, config, desired, &mut observed).await?;
+    }
+    if let Some(access) = &desired.node_access {
+        // The subnets the NLB has after this run: pinned ones are made so (in place or by recreation).
+        let subnets: Vec<SubnetId> = match &load_balancer {
+            Some(lb) if !desired.subnets_pinned => lb
+                .availability_zones
+                .iter()
+                .filter_map(|z| z.subnet_id.clone())
+                .collect(),
+            _ => desired.subnets.iter().map(|s| SubnetId::new(s.clone())).collect(),
+        };
+        observed.node_rules = Some(node_rules::observe(ec2, config, access, &subnets).await?);
+    }
+    observed.load_balancer = load_balancer;
+    Ok(observed)
+}
+
+const CONTEXT: &str = "reading the NLB";
+
+/// The NLB named `name`, if there is one (an ALB under that name is none of ours).
+async fn network_load_balancer<V: Elbv2>(
+    elbv2: &V,
+    name: &str,
+    context: &'static str,
+) -> Result<Option<LoadBalancerV2>, Error> {
+    Ok(elbv2
+        .load_balancer(name)
+        .await
+        .map_err(Error::aws(context))?
+        .filter(|lb| lb.lb_type == "network"))
+}
+
+/// The NLB's target groups and the wanted ones found by name, with the wanted groups' targets (and attributes
+/// when some are owned).
+async fn target_groups<V: Elbv2>(
+    elbv2: &V,
+    desired: &Desired,
+    mut groups: Vec<TargetGroup>,
+    full: bool,
+) -> Result<Vec<ObservedTargetGroup>, Error> {
+    for wanted in desired.target_groups() {
+        // (Never in steady state: the wanted groups are attached. Moto does not attach a group that a listener
+        // was moved to, so the updates need the lookup too.)
+        if !groups.iter().any(|g| g.name == wanted.name)
+            && let Some(g) = elbv2
+                .target_group(&wanted.name)
+                .await
+                .map_err(Error::aws(CONTEXT))?
+        {
+            groups.push(g);
+        }
+    }
+    let wanted: BTreeSet<&str> = desired.target_groups().map(|g| g.name.as_str()).collect();
+    let mut out = Vec::new();
+    for group in groups {
+        let mut o = ObservedTargetGroup {
+            group,
+            attributes: BTreeMap::new(),
+            targets: Vec::new(),
+        };
+        if wanted.contains(o.group.name.as_str()) {
+            o.targets = elbv2
+                .target_health(&o.group.arn)
+                .await
+                .map_err(Error::aws("reading targets"))?;
+            if full && !desired.target_group_attributes.is_empty() {
+                o.attributes = elbv2
+                    .target_group_attributes(&o.group.arn)
+                    .await
+                    .map_err(Error::aws("reading target group attributes"))?;
+            }
+        }
+        out.push(o);
+    }
+    Ok(out)
+}
+
+/// Every tag in one call (load balancer, target groups, listeners): needed for the adoption check of groups
+/// found by name and for deleting unwanted ones.
+async fn tags<V: Elbv2>(
+    elbv2: &V,
+    load_balancer: Option<&LoadBalancerV2>,
+    observed: &Observed,
+) -> Result<BTreeMap<String, Tags>, Error> {
+    let arns: Vec<String> = load_balancer
+        .iter()
+        .map(|lb| lb.arn.clone())
+        .chain(observed.target_groups.iter().map(|g| g.group.arn.clone()))
+        .chain(observed.listeners.iter().map(|l| l.arn.clone()))
+        .collect();
+    if arns.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    elbv2.tags(&arns).await.map_err(Error::aws(CONTEXT))
+}
+
+/// Another cluster's (or, unless adoption is configured, an untagged) NLB under this name is never touched; nor
+/// is an unattached target group of another cluster.
+fn check_ownership(
+    config: &LoadBalancerConfig,
+    load_balancer: Option<&LoadBalancerV2>,
+    observed: &Observed,
+    full: bool,
+) -> Result<(), Error> {
+    if full && let Some(lb) = load_balancer {
+        let tags = observed.tags.get(&lb.arn).cloned().unwrap_or_default();
+        crate::ownership::check(config, &lb.name, &tags)?;
+    }
+    for g in &observed.target_groups {
+        let tags = observed.tags.get(&g.group.arn);
+        let attached = load_balancer.is_some_and(|lb| g.group.load_balancer_arns.contains(&lb.arn));
+        if !attached && let Some(tags) = tags {
+            config.cluster.ensure_owned(&g.group.name, tags)?;
+        }
+    }
+    Ok(())
+}
+
+/// The managed group, and the rules referencing it when it is being released for given groups.
+async fn managed_group<E: Ec2>(
+    ec2: &E,
+    config: &LoadBalancerConfig,
+    desired: &Desired,
+    observed: &mut Observed,
+) -> Result<(), Error> {
+    if desired.wants_groups() {
+        observed.managed_group = shared::find_group(ec2, config, &desired.managed_group_name).await?;
+    }
+    if let (Security::Given(given), Some(group)) = (&desired.security, &observed.managed_group)
+        && !given.iter().any(|g| g == group.id.as_str())
+        && config.cluster.is_owned(&group.tags)
+    {
+        observed.references = references(ec2, config, &group.id).await?;
+    }
+    Ok(())
+}
+
+/// Reads what deletion of NLB `name` of Service `(namespace, name)` needs. `target_group_names` are the names
+/// the Service's current ports give; `managed_group_name` is the managed group's name (`None` when unknown). Only
+/// resources owned by this cluster are deleted; groups given by annotation never are.
+pub async fn observe_delete<E: Ec2, V: Elbv2>(
+    ec2: &E,
+    elbv2: &V,
+    config: &LoadBalancerConfig,
+    name: &str,
+    service: (&str, &str),
+    target_group_names: &[String],
+    managed_group_name: Option<&str>,
+) -> Result<DeleteObserved, Error> {
+    let context = "reading the NLB to delete";
+    let mut load_balancer = network_load_balancer(elbv2, name, context).await?;
+    let (namespace, service_name) = service;
+    let (mut groups, by_prefix) =
+        leftover_target_groups(elbv2, load_balancer.as_ref(), service, target_group_names).await?;
+    let key = format!("{namespace}/{service_name}");
+    let arns: Vec<String> = load_balancer
+        .iter()
+        .map(|lb| lb.arn.clone())
+        .chain(groups.iter().map(|g| g.arn.clone()))
+        .collect();
+    if !arns.is_empty() {
+        let tags = elbv2.tags(&arns).await.map_err(Error::aws(context))?;
+        // A prefix is shared by Services whose names agree on 8 characters: those groups must name this one.
+        groups.retain(|g| {
+            tags.get(&g.arn).is_some_and(|t| {
+                config.cluster.is_owned(t)
+                    && (!by_prefix.contains(&g.arn) || t.get(shared::SERVICE_NAME_TAG) == Some(&key))
+            })
+        });
+        // An NLB under this name that is not ours (another cluster's, or untagged without adoption configured)
+        // is left alone.
+        if let Some(lb) = &load_balancer
+            && let Err(refused) =
+                crate::ownership::check(config, name, &tags.get(&lb.arn).cloned().unwrap_or_default())
+        {
+            tracing::warn!(load_balancer = name, %refused, "not deleting a load balancer this cluster does not own");
+            load_balancer = None;
+        }
+    }
+    let mut observed = DeleteObserved {
+        target_groups: groups,
+        ..DeleteObserved::default()
+    };
+    if let Some(group_name) = managed_group_name
+        && let Some(group) = shared::find_group(ec2, config, group_name).await?
+        && config.cluster.is_owned(&group.tags)
+    {
+        observed.references = references(ec2, config, &group.id).await?;
+        observed.managed_group = Some(group.id);
+    }
+    observed.node_rules =
+        deleted_node_rules(ec2, elbv2, config, name, load_balancer.as_ref(), &observed).await?;
+    observed.load_balancer = load_balancer;
+    Ok(observed)
+}
+
+/// The target groups deletion considers, from one listing of the region's groups: those the NLB uses, those
+/// named for the current ports (made by a run that crashed before attaching them) and, by the Service's name
+/// prefix, unattached ones (left by a run that crashed between moving a listener to a new group and deleting the
+/// old one; returned by ARN too, as their tags must name the Service). Deletion is rare, so this sweep is paid
+/// there rather than on every sync.
+async fn leftover_target_groups<V: Elbv2>(
+    elbv2: &V,
+    load_balancer: Option<&LoadBalancerV2>,
+    (namespace, service_name): (&str, &str),
+    target_group_names: &[String],
+) -> Result<(Vec<TargetGroup>, BTreeSet<String>), Error> {
+    let prefix = name_prefix(namespace, service_name);
+    let mut groups = Vec::new();
+    let mut by_prefix = BTreeSet::new();
+    let all = elbv2
+        .all_target_groups()
+        .await
+        .map_err(Error::aws("reading the NLB to delete"))?;
+    for g in all {
+        let attached = load_balancer.is_some_and(|lb| g.load_balancer_arns.contains(&lb.arn));
+        if attached || target_group_names.contains(&g.name) {
+            groups.push(g);
+        } else if g.name.starts_with(&prefix) && g.load_balancer_arns.is_empty() {
+            // Only unattached ones: a group another load balancer uses is never a leftover of this Service.
+            by_prefix.insert(g.arn.clone());
+            groups.push(g);
+        }
+    }
+    Ok((groups, by_prefix))
+}
+
+/// The nodes' rules of a deleted NLB. They go first, so with neither the NLB nor a target group left there are
+/// none to find (and a Classic ELB's deletion, which sweeps here too, pays no read for them).
+async fn deleted_node_rules<E: Ec2, V: Elbv2>(
+    ec2: &E,
+    elbv2: &V,
+    config: &LoadBalancerConfig,
+    name: &str,
+    load_balancer: Option<&LoadBalancerV2>,
+    observed: &DeleteObserved,
+) -> Result<Option<node_rules::Observed>, Error> {
+    if !config.manage_node_security_groups || (load_balancer.is_none() && observed.target_groups.is_empty()) {
+        return Ok(None);
+    }
+    let subnets: Vec<SubnetId> = load_balancer
+        .iter()
+        .flat_map(|lb| lb.availability_zones.iter().filter_map(|z| z.subnet_id.clone()))
+        .collect();
+    // The instances still registered lead to the nodes' untagged groups, which no tag finds (deletion runs
+    // without the node list); the nodes' rules are revoked before the target groups go, so a repeated deletion
+    // still sees them.
+    let mut instances = BTreeSet::new();
+    for tg in &observed.target_groups {
+        let health = elbv2
+            .target_health(&tg.arn)
+            .await
+            .map_err(Error::aws("reading the NLB to delete"))?;
+        instances.extend(health.into_iter().map(|h| h.target.id.to_string()));
+    }
+    let access = NodeAccess {
+        instances: instances.into_iter().collect(),
+        ..NodeAccess::none(name)
+    };
+    Ok(Some(node_rules::observe(ec2, config, &access, &subnets).await?))
+}

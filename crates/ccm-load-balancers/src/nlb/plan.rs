@@ -1,0 +1,584 @@
+//! The ordered plan of an NLB from the observed to the desired state ([`plan`], pure): one small planner per
+//! resource kind, each returning its changes, run in the order AWS needs them (security group, recreation,
+//! target groups and targets, the load balancer, listeners, tags, unwanted target groups, a released managed
+//! group, node rules). Only owned fields are compared: a steady Service plans nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ccm_aws_api::{
+    SubnetId, Tags,
+    elbv2::{ListenerV2, LoadBalancerV2, TargetHealth},
+};
+
+use super::{
+    ACCESS_LOGS_ATTRIBUTE, ACCESS_LOGS_PREFIX_ATTRIBUTE, CROSS_ZONE_ATTRIBUTE, Change, DeleteObserved,
+    Desired, Listener, Observed, ObservedTargetGroup, Security, TargetGroupSpec,
+    node_rules::{self, NodeAccess},
+};
+use crate::{
+    flavour::{PlannedChange, recreation_reason as flavour_recreation_reason},
+    shared::{self, GroupRef},
+    spec::IpAddressType,
+};
+
+/// The ordered plan from `observed` to `desired` (pure). Only owned fields are compared: a steady Service plans
+/// nothing.
+pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
+    // 0. A load balancer that cannot become what is wanted is deleted first (and created again below).
+    let (mut changes, lb) = recreate(desired, observed);
+    // An NLB created without groups can never have some: with managed mode it stays without (as upstream).
+    let groupless = lb.is_some_and(|l| l.security_groups.is_empty());
+    // 1. The managed group and its rules.
+    if !groupless {
+        changes.extend(managed_group(desired, observed));
+    }
+    // 2. Target groups, their health checks, attributes and targets (before the listeners that use them).
+    let mut tag_arns = Vec::new();
+    changes.extend(target_groups(desired, observed, &mut tag_arns));
+    // 3. The load balancer, its groups, tags and attributes.
+    changes.extend(load_balancer(desired, observed, lb, groupless, &mut tag_arns));
+    // 4. Listeners, keyed by port; then the tags missing anywhere.
+    changes.extend(listeners(desired, observed, lb, &mut tag_arns));
+    if !tag_arns.is_empty() {
+        changes.push(Change::AddTags {
+            arns: tag_arns,
+            tags: desired.tags.clone(),
+        });
+    }
+    // 5. Target groups no longer wanted, 6. a managed group released for given groups, 7. the nodes' rules.
+    changes.extend(unwanted_target_groups(desired, observed));
+    changes.extend(released_group(desired, observed));
+    if let (Some(access), Some(nodes)) = (&desired.node_access, &observed.node_rules) {
+        changes.extend(node_rules::plan(access, nodes).into_iter().map(Change::NodeRules));
+    }
+    changes
+}
+
+/// The deletion of a load balancer that cannot become what is wanted, and the load balancer that remains.
+fn recreate<'a>(desired: &Desired, observed: &'a Observed) -> (Vec<Change>, Option<&'a LoadBalancerV2>) {
+    let Some(current) = observed.load_balancer.as_ref() else {
+        return (Vec::new(), None);
+    };
+    let reasons = recreation_reasons(desired, current);
+    if reasons.is_empty() {
+        return (Vec::new(), Some(current));
+    }
+    let delete = Change::DeleteLoadBalancer {
+        name: desired.name.clone(),
+        arn: current.arn.clone(),
+        recreate_because: Some(reasons.join("; ")),
+    };
+    (vec![delete], None)
+}
+
+fn managed_group(desired: &Desired, observed: &Observed) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let Security::Managed(managed) = &desired.security else {
+        return changes;
+    };
+    let diff = managed.diff(observed.managed_group.as_ref());
+    if diff.create {
+        changes.push(Change::CreateSecurityGroup {
+            name: managed.name.clone(),
+            description: managed.description.clone(),
+            tags: managed.tags.clone(),
+        });
+    }
+    if !diff.missing_tags.is_empty() {
+        changes.push(Change::TagSecurityGroup {
+            tags: diff.missing_tags,
+        });
+    }
+    if !diff.authorize.is_empty() {
+        changes.push(Change::AuthorizeIngress {
+            rules: diff.authorize,
+        });
+    }
+    if !diff.revoke.is_empty() {
+        changes.push(Change::RevokeIngress { rules: diff.revoke });
+    }
+    changes
+}
+
+fn observed_group<'a>(observed: &'a Observed, name: &str) -> Option<&'a ObservedTargetGroup> {
+    observed.target_groups.iter().find(|g| g.group.name == name)
+}
+
+/// Records `arn` for tagging when the tags were read and it lacks some of the desired ones.
+fn tag_if_missing(tag_arns: &mut Vec<String>, observed: &Observed, arn: &str, desired: &Desired) {
+    if !observed.tags.is_empty() {
+        add_tags_if_missing(tag_arns, arn, observed.tags.get(arn), &desired.tags);
+    }
+}
+
+fn target_groups(desired: &Desired, observed: &Observed, tag_arns: &mut Vec<String>) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let mut seen = BTreeSet::new();
+    for tg in desired.target_groups() {
+        if !seen.insert(tg.name.as_str()) {
+            continue;
+        }
+        match observed_group(observed, &tg.name) {
+            None => changes.extend(new_target_group(desired, tg)),
+            Some(o) => {
+                changes.extend(existing_target_group(desired, tg, o));
+                tag_if_missing(tag_arns, observed, &o.group.arn, desired);
+            }
+        }
+    }
+    changes
+}
+
+fn new_target_group(desired: &Desired, tg: &TargetGroupSpec) -> Vec<Change> {
+    let mut changes = vec![Change::CreateTargetGroup {
+        target_group: tg.clone(),
+        health_check: desired.health_check.clone(),
+        tags: desired.tags.clone(),
+    }];
+    if !desired.target_group_attributes.is_empty() {
+        changes.push(Change::ModifyTargetGroupAttributes {
+            name: tg.name.clone(),
+            attributes: desired.target_group_attributes.clone(),
+        });
+    }
+    if !desired.instances.is_empty() {
+        changes.push(Change::RegisterTargets {
+            name: tg.name.clone(),
+            port: tg.port,
+            instances: desired.instances.clone(),
+        });
+    }
+    changes
+}
+
+fn existing_target_group(desired: &Desired, tg: &TargetGroupSpec, o: &ObservedTargetGroup) -> Vec<Change> {
+    let mut changes = Vec::new();
+    if !desired.health_check.matches(&o.group.health_check) {
+        changes.push(Change::ModifyTargetGroup {
+            name: tg.name.clone(),
+            health_check: desired.health_check.clone(),
+        });
+    }
+    let attributes: BTreeMap<String, String> = desired
+        .target_group_attributes
+        .iter()
+        .filter(|(k, v)| o.attributes.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !attributes.is_empty() {
+        changes.push(Change::ModifyTargetGroupAttributes {
+            name: tg.name.clone(),
+            attributes,
+        });
+    }
+    changes.extend(target_changes(desired, tg, &o.targets));
+    changes
+}
+
+/// The load balancer: created, or changed in place (subnets, IP address type, groups, tags); then its
+/// attributes.
+fn load_balancer(
+    desired: &Desired,
+    observed: &Observed,
+    lb: Option<&LoadBalancerV2>,
+    groupless: bool,
+    tag_arns: &mut Vec<String>,
+) -> Vec<Change> {
+    let fresh_attributes = default_attributes();
+    let (mut changes, current_attributes) = match lb {
+        None => (vec![create_load_balancer(desired)], &fresh_attributes),
+        Some(current) => {
+            let changes = in_place(desired, observed, current, groupless);
+            tag_if_missing(tag_arns, observed, &current.arn, desired);
+            (changes, &observed.attributes)
+        }
+    };
+    let defaults = default_attributes();
+    let attributes: BTreeMap<String, String> = desired
+        .attributes
+        .iter()
+        .filter(|(k, v)| current_attributes.get(*k).or_else(|| defaults.get(*k)) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !attributes.is_empty() {
+        changes.push(Change::ModifyAttributes { attributes });
+    }
+    changes
+}
+
+/// The groups the NLB is created with or set to (`None`: not managed).
+fn groups_wanted(desired: &Desired) -> Option<Vec<GroupRef>> {
+    match &desired.security {
+        Security::Unmanaged => None,
+        Security::Managed(_) => Some(vec![GroupRef::Managed]),
+        Security::Given(ids) => Some(ids.iter().cloned().map(GroupRef::Id).collect()),
+    }
+}
+
+fn create_load_balancer(desired: &Desired) -> Change {
+    let addresses = |i: usize, list: &[String]| list.get(i).cloned();
+    Change::CreateLoadBalancer {
+        name: desired.name.clone(),
+        internal: desired.internal,
+        subnets: desired
+            .subnets
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                (
+                    s.clone(),
+                    addresses(i, &desired.eip_allocations),
+                    addresses(i, &desired.private_ipv4_addresses),
+                )
+            })
+            .collect(),
+        security_groups: groups_wanted(desired),
+        ip_address_type: desired.ip_address_type,
+        tags: desired.tags.clone(),
+    }
+}
+
+fn in_place(
+    desired: &Desired,
+    observed: &Observed,
+    current: &LoadBalancerV2,
+    groupless: bool,
+) -> Vec<Change> {
+    let mut changes = Vec::new();
+    // AWS always reports the type; an empty one (never seen) is the AWS default.
+    let current_type = if current.ip_address_type.is_empty() {
+        IpAddressType::Ipv4.as_str()
+    } else {
+        current.ip_address_type.as_str()
+    };
+    // Subnets first: a dual-stack NLB needs every subnet, new ones included, to have IPv6.
+    if subnets_added_in_place(desired, current) {
+        changes.push(Change::SetSubnets {
+            subnets: desired.subnets.clone(),
+        });
+    }
+    if !current_type.eq_ignore_ascii_case(desired.ip_address_type.as_str()) {
+        changes.push(Change::SetIpAddressType {
+            ip_address_type: desired.ip_address_type,
+        });
+    }
+    if let Some(wanted) = groups_wanted(desired)
+        && !groupless
+    {
+        let managed_id = observed.managed_group.as_ref().map(|g| g.id.to_string());
+        let wanted_ids: Option<BTreeSet<String>> = wanted
+            .iter()
+            .map(|g| match g {
+                GroupRef::Managed => managed_id.clone(),
+                GroupRef::Id(id) => Some(id.clone()),
+            })
+            .collect();
+        let current_ids: BTreeSet<String> = current.security_groups.iter().map(ToString::to_string).collect();
+        if wanted_ids.as_ref() != Some(&current_ids) {
+            changes.push(Change::SetSecurityGroups { groups: wanted });
+        }
+    }
+    changes
+}
+
+/// Listeners, keyed by port: a protocol change is a modification (TCP <-> TLS) or a replacement.
+fn listeners(
+    desired: &Desired,
+    observed: &Observed,
+    lb: Option<&LoadBalancerV2>,
+    tag_arns: &mut Vec<String>,
+) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let current_listeners: &[ListenerV2] = if lb.is_some() { &observed.listeners } else { &[] };
+    let by_port: BTreeMap<i32, &ListenerV2> = current_listeners.iter().map(|l| (l.port, l)).collect();
+    let wanted_ports: BTreeSet<i32> = desired.listeners.iter().map(|l| l.port).collect();
+    for l in current_listeners
+        .iter()
+        .filter(|l| !wanted_ports.contains(&l.port))
+    {
+        changes.push(Change::DeleteListener {
+            port: l.port,
+            arn: l.arn.clone(),
+        });
+    }
+    for l in &desired.listeners {
+        match by_port.get(&l.port) {
+            None => changes.push(Change::CreateListener {
+                listener: l.clone(),
+                tags: desired.tags.clone(),
+            }),
+            Some(current) => changes.extend(listener(desired, observed, l, current, tag_arns)),
+        }
+    }
+    changes
+}
+
+/// One existing listener: kept, modified in place, or replaced.
+fn listener(
+    desired: &Desired,
+    observed: &Observed,
+    l: &Listener,
+    current: &ListenerV2,
+    tag_arns: &mut Vec<String>,
+) -> Vec<Change> {
+    let tg_arn = observed_group(observed, &l.target_group.name).map(|g| g.group.arn.as_str());
+    let tg_differs = tg_arn.is_none_or(|arn| current.default_target_groups != [arn]);
+    let same_protocol = current.protocol.eq_ignore_ascii_case(&l.protocol);
+    let tls = l.protocol == "TLS";
+    let cert_differs = tls && current.certificates.first() != l.certificate.as_ref();
+    let policy_differs = tls && l.ssl_policy.is_some() && current.ssl_policy != l.ssl_policy;
+    if same_protocol && !tg_differs && !cert_differs && !policy_differs {
+        tag_if_missing(tag_arns, observed, &current.arn, desired);
+        return Vec::new();
+    }
+    if same_protocol {
+        tag_if_missing(tag_arns, observed, &current.arn, desired);
+        return vec![Change::ModifyListener {
+            arn: current.arn.clone(),
+            port: l.port,
+            protocol: None,
+            certificate: l.certificate.clone().filter(|_| cert_differs),
+            ssl_policy: l.ssl_policy.clone().filter(|_| policy_differs),
+            target_group: tg_differs.then(|| l.target_group.name.clone()),
+        }];
+    }
+    // A protocol change (TCP -> TLS, TCP -> UDP, ...) replaces the listener of that port: deleted first, so no
+    // DuplicateListener; ModifyListener cannot make every such change (UDP, TCP_UDP, TLS -> TCP).
+    vec![
+        Change::DeleteListener {
+            port: current.port,
+            arn: current.arn.clone(),
+        },
+        Change::CreateListener {
+            listener: l.clone(),
+            tags: desired.tags.clone(),
+        },
+    ]
+}
+
+/// Target groups no longer wanted (owned by this cluster only), once no listener uses them.
+fn unwanted_target_groups(desired: &Desired, observed: &Observed) -> Vec<Change> {
+    let wanted_groups: BTreeSet<&str> = desired.target_groups().map(|g| g.name.as_str()).collect();
+    observed
+        .target_groups
+        .iter()
+        .filter(|o| {
+            let owned = observed
+                .tags
+                .get(&o.group.arn)
+                .is_some_and(|tags| desired_owner(desired, tags));
+            !wanted_groups.contains(o.group.name.as_str()) && owned
+        })
+        .map(|o| Change::DeleteTargetGroup {
+            name: o.group.name.clone(),
+            arn: o.group.arn.clone(),
+        })
+        .collect()
+}
+
+/// A managed group released for given groups: references revoked, then deleted.
+fn released_group(desired: &Desired, observed: &Observed) -> Vec<Change> {
+    let mut changes = Vec::new();
+    if let (Security::Given(given), Some(group)) = (&desired.security, &observed.managed_group)
+        && !given.iter().any(|g| g == group.id.as_str())
+        && desired_owner(desired, &group.tags)
+    {
+        for (holder, permission) in &observed.references {
+            changes.push(Change::RevokeReference {
+                group: holder.to_string(),
+                permission: permission.clone(),
+            });
+        }
+        changes.push(Change::DeleteSecurityGroup {
+            group: group.id.to_string(),
+        });
+    }
+    changes
+}
+
+/// Whether a change only concerns the targets and the nodes' rules (what `UpdateLoadBalancer` may do).
+pub fn is_host_change(change: &Change) -> bool {
+    change.is_host_change()
+}
+
+/// What changed that makes a plan recreate the load balancer (`None`: no recreation).
+pub fn recreation_reason(changes: &[Change]) -> Option<&str> {
+    flavour_recreation_reason(changes)
+}
+
+/// The notice of a plan that recreates the NLB: a Warning naming what changed.
+pub fn recreation(name: &str, changes: &[Change]) -> Option<String> {
+    recreation_reason(changes).map(|reason| shared::recreation_notice("NLB", name, reason))
+}
+
+/// Why an existing NLB must be replaced (empty: it can be kept): what cannot change on a live NLB.
+pub fn recreation_reasons(desired: &Desired, lb: &LoadBalancerV2) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if lb.internal != desired.internal {
+        reasons.push(format!(
+            "scheme {} -> {}",
+            shared::scheme(lb.internal),
+            shared::scheme(desired.internal)
+        ));
+    }
+    let current: BTreeSet<String> = lb
+        .availability_zones
+        .iter()
+        .filter_map(|z| z.subnet_id.as_ref().map(ToString::to_string))
+        .collect();
+    let wanted: BTreeSet<String> = desired.subnets.iter().cloned().collect();
+    if desired.subnets_pinned && current != wanted && !subnets_added_in_place(desired, lb) {
+        reasons.push(format!(
+            "subnets {} -> {}",
+            current.into_iter().collect::<Vec<_>>().join(","),
+            desired.subnets.join(",")
+        ));
+    }
+    let addresses = || lb.availability_zones.iter().flat_map(|z| z.addresses.iter());
+    let eips: BTreeSet<String> = addresses().filter_map(|a| a.allocation_id.clone()).collect();
+    if !desired.eip_allocations.is_empty()
+        && eips != desired.eip_allocations.iter().cloned().collect::<BTreeSet<_>>()
+    {
+        reasons.push(format!(
+            "EIP allocations {} -> {}",
+            eips.into_iter().collect::<Vec<_>>().join(","),
+            desired.eip_allocations.join(",")
+        ));
+    }
+    let ips: BTreeSet<String> = addresses()
+        .filter_map(|a| a.private_ipv4_address.clone())
+        .collect();
+    if !desired.private_ipv4_addresses.is_empty()
+        && ips
+            != desired
+                .private_ipv4_addresses
+                .iter()
+                .cloned()
+                .collect::<BTreeSet<_>>()
+    {
+        reasons.push(format!(
+            "private IPv4 addresses {} -> {}",
+            ips.into_iter().collect::<Vec<_>>().join(","),
+            desired.private_ipv4_addresses.join(",")
+        ));
+    }
+    if let Security::Given(groups) = &desired.security
+        && lb.security_groups.is_empty()
+    {
+        reasons.push(format!(
+            "security groups {} requested on an NLB created without security groups (AWS cannot add them later)",
+            groups.join(",")
+        ));
+    }
+    reasons
+}
+
+/// Whether the NLB's pinned subnets change only by subnets added (in zones the NLB does not use yet: one subnet
+/// per zone is AWS's rule and its error names the zone otherwise), which `SetSubnets` does in place, keeping the
+/// DNS name. Removing or swapping a subnet, or adding one where EIPs or private addresses are pinned (their
+/// index mapping onto the sorted subnets shifts), needs a new NLB.
+fn subnets_added_in_place(desired: &Desired, lb: &LoadBalancerV2) -> bool {
+    let current: BTreeSet<&str> = lb
+        .availability_zones
+        .iter()
+        .filter_map(|z| z.subnet_id.as_ref().map(SubnetId::as_str))
+        .collect();
+    let wanted: BTreeSet<&str> = desired.subnets.iter().map(String::as_str).collect();
+    desired.subnets_pinned
+        && desired.eip_allocations.is_empty()
+        && desired.private_ipv4_addresses.is_empty()
+        && !current.is_empty()
+        && current.is_subset(&wanted)
+        && current != wanted
+}
+
+/// The attributes of a fresh NLB, also assumed for keys AWS does not report.
+fn default_attributes() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (CROSS_ZONE_ATTRIBUTE.to_owned(), "false".to_owned()),
+        (ACCESS_LOGS_ATTRIBUTE.to_owned(), "false".to_owned()),
+        (ACCESS_LOGS_PREFIX_ATTRIBUTE.to_owned(), String::new()),
+    ])
+}
+
+fn add_tags_if_missing(arns: &mut Vec<String>, arn: &str, current: Option<&Tags>, desired: &Tags) {
+    let empty = Tags::new();
+    if !ccm_tagging::additions(current.unwrap_or(&empty), desired).is_empty() {
+        arns.push(arn.to_owned());
+    }
+}
+
+/// Whether `tags` say the resource belongs to this cluster and this Service (the cluster tag `owned` as in the
+/// desired tags, and the Service name tag).
+fn desired_owner(desired: &Desired, tags: &Tags) -> bool {
+    desired
+        .tags
+        .iter()
+        .filter(|(k, v)| k.starts_with(ccm_tagging::CLUSTER_TAG_PREFIX) && *v == "owned")
+        .all(|(k, v)| tags.get(k) == Some(v))
+        && tags.get(shared::SERVICE_NAME_TAG) == Some(&desired.service)
+}
+
+/// The target changes of one group: deregister what is no longer wanted (targets already draining are left
+/// alone), then register what is missing.
+fn target_changes(desired: &Desired, tg: &TargetGroupSpec, targets: &[TargetHealth]) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let registered: BTreeSet<(String, i32)> = targets
+        .iter()
+        .filter(|t| t.reason.as_deref() != Some("Target.DeregistrationInProgress") && t.state != "draining")
+        .map(|t| (t.target.id.to_string(), t.target.port))
+        .collect();
+    let wanted: BTreeSet<(String, i32)> = desired.instances.iter().map(|i| (i.clone(), tg.port)).collect();
+    let remove: Vec<(String, i32)> = registered.difference(&wanted).cloned().collect();
+    let add: Vec<String> = wanted.difference(&registered).map(|(i, _)| i.clone()).collect();
+    if !remove.is_empty() {
+        changes.push(Change::DeregisterTargets {
+            name: tg.name.clone(),
+            targets: remove,
+        });
+    }
+    if !add.is_empty() {
+        changes.push(Change::RegisterTargets {
+            name: tg.name.clone(),
+            port: tg.port,
+            instances: add,
+        });
+    }
+    changes
+}
+
+/// The deletion plan (pure): the nodes' rules of this NLB, the NLB (its listeners go with it), its target
+/// groups, the rules referencing the managed group, the managed group.
+pub fn plan_delete(name: &str, observed: &DeleteObserved) -> Vec<Change> {
+    let mut changes = Vec::new();
+    if let Some(nodes) = &observed.node_rules {
+        changes.extend(
+            node_rules::plan(&NodeAccess::none(name), nodes)
+                .into_iter()
+                .map(Change::NodeRules),
+        );
+    }
+    if let Some(lb) = &observed.load_balancer {
+        changes.push(Change::DeleteLoadBalancer {
+            name: name.to_owned(),
+            arn: lb.arn.clone(),
+            recreate_because: None,
+        });
+    }
+    changes.extend(observed.target_groups.iter().map(|g| Change::DeleteTargetGroup {
+        name: g.name.clone(),
+        arn: g.arn.clone(),
+    }));
+    if let Some(group) = &observed.managed_group {
+        for (holder, permission) in &observed.references {
+            changes.push(Change::RevokeReference {
+                group: holder.to_string(),
+                permission: permission.clone(),
+            });
+        }
+        changes.push(Change::DeleteSecurityGroup {
+            group: group.to_string(),
+        });
+    }
+    changes
+}

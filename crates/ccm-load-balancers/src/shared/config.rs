@@ -1,0 +1,111 @@
+//! What the load balancers need from the cloud config and the cluster: [`LoadBalancerConfig`] and its health
+//! probe mode.
+
+use ccm_aws_api::{SecurityGroupId, SubnetId, VpcId};
+use ccm_tagging::ClusterTags;
+
+/// How health checks of `externalTrafficPolicy: Cluster` Services probe the nodes
+/// (`ClusterServiceLoadBalancerHealthProbeMode`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum HealthProbeMode {
+    /// The traffic node port (upstream default `ServiceNodePort`).
+    #[default]
+    ServiceNodePort,
+    /// kube-proxy's health endpoint (`Shared`): HTTP on `port` (10256) at `path` (`/healthz`).
+    Shared {
+        /// The port.
+        port: i32,
+        /// The path.
+        path: String,
+    },
+}
+
+/// What the load balancers need from the cloud config and the cluster. Start from [`LoadBalancerConfig::new`]
+/// and set the rest with the `with_*` methods.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LoadBalancerConfig {
+    /// The cluster's ownership tags (`KubernetesClusterID`, legacy mode).
+    pub cluster: ClusterTags,
+    /// The cluster's VPC (`[Global] VPC`, else the VPC of the CCM's own instance).
+    pub vpc_id: VpcId,
+    /// The subnet used when discovery finds no tagged subnet (`[Global] SubnetID`, else the CCM's own subnet).
+    pub fallback_subnet: Option<SubnetId>,
+    /// `[Global] ElbSecurityGroup`: one group for every Classic ELB instead of a managed group per load
+    /// balancer; never modified or deleted.
+    pub elb_security_group: Option<SecurityGroupId>,
+    /// `![Global] DisableSecurityGroupIngress`: whether rules on the nodes' groups are managed.
+    pub manage_node_security_groups: bool,
+    /// `ClusterServiceLoadBalancerHealthProbeMode` and its port and path.
+    pub health_probe: HealthProbeMode,
+    /// `[Global] NLBSecurityGroupMode = Managed`: new NLBs get a managed security group (or the groups of the
+    /// `security-groups` annotation).
+    pub nlb_managed_security_groups: bool,
+    /// `[Global] AdoptUntaggedLoadBalancers`: a load balancer under a Service's name that carries no cluster tag
+    /// at all is adopted (tagged `owned`, then managed and deleted) instead of refused. Off by default: this
+    /// controller tags everything it creates, so an untagged one was most likely made by someone else.
+    pub adopt_untagged: bool,
+}
+
+// === impl LoadBalancerConfig ===
+
+impl LoadBalancerConfig {
+    /// A configuration with the defaults of the reference implementation: node rules managed, probes on the
+    /// node port, no fallback subnet, no shared ELB group.
+    pub fn new(cluster: ClusterTags, vpc_id: VpcId) -> Self {
+        Self {
+            cluster,
+            vpc_id,
+            fallback_subnet: None,
+            elb_security_group: None,
+            manage_node_security_groups: true,
+            health_probe: HealthProbeMode::ServiceNodePort,
+            nlb_managed_security_groups: false,
+            adopt_untagged: false,
+        }
+    }
+
+    /// Sets the subnet used when discovery finds none (`[Global] SubnetID`, else the CCM's own subnet).
+    #[must_use]
+    pub fn with_fallback_subnet(mut self, subnet: Option<SubnetId>) -> Self {
+        self.fallback_subnet = subnet;
+        self
+    }
+
+    /// Sets `[Global] ElbSecurityGroup`.
+    #[must_use]
+    pub fn with_elb_security_group(mut self, group: Option<SecurityGroupId>) -> Self {
+        self.elb_security_group = group;
+        self
+    }
+
+    /// Sets whether the nodes' groups get rules (`false` for `[Global] DisableSecurityGroupIngress = true`).
+    #[must_use]
+    pub fn with_node_security_group_rules(mut self, manage: bool) -> Self {
+        self.manage_node_security_groups = manage;
+        self
+    }
+
+    /// Sets `[Global] NLBSecurityGroupMode = Managed` (true) or unset (false).
+    #[must_use]
+    pub fn with_nlb_managed_security_groups(mut self, managed: bool) -> Self {
+        self.nlb_managed_security_groups = managed;
+        self
+    }
+
+    /// Sets `[Global] AdoptUntaggedLoadBalancers`: adopt load balancers under a Service's name that carry no
+    /// cluster tag (see [`crate::ownership`]).
+    #[must_use]
+    pub fn with_adopt_untagged(mut self, adopt: bool) -> Self {
+        self.adopt_untagged = adopt;
+        self
+    }
+
+    /// Sets the health probe mode of `externalTrafficPolicy: Cluster` Services.
+    #[must_use]
+    pub fn with_health_probe(mut self, mode: HealthProbeMode) -> Self {
+        self.health_probe = mode;
+        self
+    }
+}

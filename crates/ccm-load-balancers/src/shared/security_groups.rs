@@ -1,0 +1,288 @@
+//! Security groups: the load balancer's own ingress rules, a managed group found, created or adopted by name,
+//! idempotent rule changes, and the node group of an instance that receives the load balancer's rule.
+
+use std::collections::BTreeSet;
+
+use ccm_aws_api::{
+    Ec2, ErrorKind, Filter, InstanceId, SecurityGroupId, Tags,
+    ec2::{IpPermission, NewSecurityGroup, SecurityGroup},
+};
+use ccm_tagging::{ClusterTags, Ownership};
+use serde::Serialize;
+
+use crate::{Error, LoadBalancerConfig};
+
+/// One atomic ingress rule from a CIDR: protocol, port range, source.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct Rule {
+    /// `tcp`, `udp`, `icmp`, `icmpv6`.
+    pub protocol: String,
+    /// First port (ICMP type).
+    pub from_port: i32,
+    /// Last port (ICMP code).
+    pub to_port: i32,
+    /// The source CIDR (IPv4 or IPv6).
+    pub cidr: String,
+}
+
+// === impl Rule ===
+
+impl Rule {
+    /// The rule as an EC2 permission.
+    pub fn to_permission(&self) -> ccm_aws_api::ec2::IpPermission {
+        let range = ccm_aws_api::ec2::IpRange {
+            cidr: self.cidr.clone(),
+            description: None,
+        };
+        let v6 = self.cidr.contains(':');
+        ccm_aws_api::ec2::IpPermission {
+            protocol: self.protocol.clone(),
+            from_port: Some(self.from_port),
+            to_port: Some(self.to_port),
+            ip_ranges: if v6 { Vec::new() } else { vec![range.clone()] },
+            ipv6_ranges: if v6 { vec![range] } else { Vec::new() },
+            source_groups: Vec::new(),
+        }
+    }
+}
+
+/// The ingress rules of a load balancer's own group: each listener port from each source range, plus ICMP
+/// "fragmentation needed" (type 3 code 4; ICMPv6 "packet too big", type 2 code 0, for IPv6 sources) for path
+/// MTU discovery.
+pub fn load_balancer_ingress(protocol: &str, ports: &[i32], source_ranges: &[String]) -> BTreeSet<Rule> {
+    let mut rules = BTreeSet::new();
+    let protocol = protocol.to_ascii_lowercase();
+    for cidr in source_ranges {
+        for port in ports {
+            rules.insert(Rule {
+                protocol: protocol.clone(),
+                from_port: *port,
+                to_port: *port,
+                cidr: cidr.clone(),
+            });
+        }
+        let (icmp, ty, code) = if cidr.contains(':') {
+            ("icmpv6", 2, 0)
+        } else {
+            ("icmp", 3, 4)
+        };
+        rules.insert(Rule {
+            protocol: icmp.to_owned(),
+            from_port: ty,
+            to_port: code,
+            cidr: cidr.clone(),
+        });
+    }
+    rules
+}
+
+/// The atomic CIDR rules of a group's ingress (rules from groups are not listed).
+pub fn observed_rules(group: &SecurityGroup) -> BTreeSet<Rule> {
+    let mut rules = BTreeSet::new();
+    for p in &group.ingress {
+        let (Some(from), Some(to)) = (p.from_port, p.to_port) else {
+            continue;
+        };
+        for r in p.ip_ranges.iter().chain(&p.ipv6_ranges) {
+            rules.insert(Rule {
+                protocol: p.protocol.to_ascii_lowercase(),
+                from_port: from,
+                to_port: to,
+                cidr: r.cidr.clone(),
+            });
+        }
+    }
+    rules
+}
+
+/// The security group named `name` in the cluster's VPC (a load balancer's managed group), if any.
+pub async fn find_group<E: Ec2>(
+    ec2: &E,
+    config: &LoadBalancerConfig,
+    name: &str,
+) -> Result<Option<SecurityGroup>, Error> {
+    let groups = ec2
+        .security_groups(&[
+            Filter::new("group-name", [name]),
+            Filter::new("vpc-id", [config.vpc_id.as_str()]),
+        ])
+        .await
+        .map_err(Error::aws("looking up the load balancer's security group"))?;
+    Ok(groups.into_iter().find(|g| g.name == name))
+}
+
+/// Creates the managed group `name` in the cluster's VPC; one that already exists (created concurrently, or by a
+/// run that crashed before recording it) is adopted by name.
+pub async fn create_or_adopt_group<E: Ec2>(
+    ec2: &E,
+    config: &LoadBalancerConfig,
+    name: &str,
+    description: &str,
+    tags: &Tags,
+) -> Result<SecurityGroupId, Error> {
+    let context = "creating the load balancer's security group";
+    let created = ec2
+        .create_security_group(&NewSecurityGroup {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            vpc_id: config.vpc_id.clone(),
+            tags: tags.clone(),
+        })
+        .await;
+    match created {
+        Ok(id) => Ok(id),
+        Err(e) if e.kind() == ErrorKind::Conflict => find_group(ec2, config, name)
+            .await?
+            .map(|g| g.id)
+            .ok_or_else(|| Error::aws(context)(e)),
+        Err(e) => Err(Error::aws(context)(e)),
+    }
+}
+
+/// Adds `permissions` to `group` in one call; when some exist already (a crashed run), adds them one by one,
+/// skipping the duplicates, so repeating it is harmless.
+pub async fn authorize_idempotent<E: Ec2>(
+    ec2: &E,
+    group: &SecurityGroupId,
+    permissions: &[IpPermission],
+    context: &'static str,
+) -> Result<(), Error> {
+    match ec2.authorize_ingress(group, permissions).await {
+        Err(e) if e.kind() == ErrorKind::Conflict => {
+            for p in permissions {
+                match ec2.authorize_ingress(group, std::slice::from_ref(p)).await {
+                    Err(e) if e.kind() != ErrorKind::Conflict => return Err(Error::aws(context)(e)),
+                    _ => {}
+                }
+            }
+            Ok(())
+        }
+        other => other.map_err(Error::aws(context)),
+    }
+}
+
+/// Removes `permissions` from `group` in one call; when some are gone already (AWS then removes none), removes
+/// them one by one, skipping the missing ones, so repeating it is harmless.
+pub async fn revoke_idempotent<E: Ec2>(
+    ec2: &E,
+    group: &SecurityGroupId,
+    permissions: &[IpPermission],
+    context: &'static str,
+) -> Result<(), Error> {
+    match ec2.revoke_ingress(group, permissions).await {
+        Err(e) if e.is_not_found() => {
+            for p in permissions {
+                match ec2.revoke_ingress(group, std::slice::from_ref(p)).await {
+                    Err(e) if !e.is_not_found() => return Err(Error::aws(context)(e)),
+                    _ => {}
+                }
+            }
+            Ok(())
+        }
+        other => other.map_err(Error::aws(context)),
+    }
+}
+
+/// Whether `group` allows all traffic from `source`.
+pub fn allows_all_from(group: &SecurityGroup, source: &SecurityGroupId) -> bool {
+    group
+        .ingress
+        .iter()
+        .any(|p| p.protocol == "-1" && p.source_groups.iter().any(|g| g.group_id == *source))
+}
+
+/// The group of an instance that receives the load balancer's rule: the only group tagged for the cluster, else
+/// the only untagged group; several candidates are an error naming them.
+pub fn instance_group(
+    instance: &InstanceId,
+    groups: &[&SecurityGroup],
+    cluster: &ClusterTags,
+) -> Result<Option<SecurityGroupId>, Error> {
+    let tagged: Vec<&SecurityGroup> = groups
+        .iter()
+        .copied()
+        .filter(|g| cluster.is_tagged(&g.tags))
+        .collect();
+    let untagged: Vec<&SecurityGroup> = groups
+        .iter()
+        .copied()
+        .filter(|g| cluster.ownership(&g.tags) == Ownership::Untagged)
+        .collect();
+    let ids = |gs: &[&SecurityGroup]| gs.iter().map(|g| g.id.to_string()).collect::<Vec<_>>();
+    match (tagged.as_slice(), untagged.as_slice()) {
+        ([one], _) => Ok(Some(one.id.clone())),
+        ([], [one]) => Ok(Some(one.id.clone())),
+        ([], []) => Ok(None),
+        ([], many) => Err(Error::AmbiguousInstanceGroups {
+            instance: instance.to_string(),
+            groups: ids(many),
+            what: "untagged",
+        }),
+        (many, _) => Err(Error::AmbiguousInstanceGroups {
+            instance: instance.to_string(),
+            groups: ids(many),
+            what: "cluster-tagged",
+        }),
+    }
+}
+
+/// A security group of the load balancer: the managed one (whose ID is known only once it exists) or a given ID.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum GroupRef {
+    /// The managed group `k8s-elb-<name>`.
+    Managed,
+    /// A group by ID (annotation, `ElbSecurityGroup`, or an existing group).
+    Id(String),
+}
+
+/// The managed security group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ManagedGroup {
+    /// Its name.
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// Its creation tags.
+    pub tags: Tags,
+    /// Exactly these CIDR rules.
+    pub ingress: BTreeSet<Rule>,
+}
+
+/// What brings the observed managed group to [`ManagedGroup`]: both flavours plan it the same way.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupDiff {
+    /// The group is missing: create it (with its tags).
+    pub create: bool,
+    /// Tags the existing group lacks (read-repair; existing values are never overwritten).
+    pub missing_tags: Tags,
+    /// Rules to add.
+    pub authorize: Vec<Rule>,
+    /// Rules to remove.
+    pub revoke: Vec<Rule>,
+}
+
+// === impl ManagedGroup ===
+
+impl ManagedGroup {
+    /// What `observed` (the group found by name, if any) lacks or has too much.
+    pub fn diff(&self, observed: Option<&SecurityGroup>) -> GroupDiff {
+        let (create, missing_tags, current) = match observed {
+            None => (true, Tags::new(), BTreeSet::new()),
+            Some(group) => (
+                false,
+                self.tags
+                    .iter()
+                    .filter(|(k, _)| !group.tags.contains_key(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                observed_rules(group),
+            ),
+        };
+        GroupDiff {
+            create,
+            missing_tags,
+            authorize: self.ingress.difference(&current).cloned().collect(),
+            revoke: current.difference(&self.ingress).cloned().collect(),
+        }
+    }
+}

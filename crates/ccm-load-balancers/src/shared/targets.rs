@@ -1,0 +1,39 @@
+//! Target instances: the nodes a load balancer sends traffic to, by the instance ID of their provider ID.
+
+use std::collections::BTreeSet;
+
+use ccm_aws_api::{InstanceId, ProviderId};
+use k8s_openapi::api::core::v1::Node;
+
+/// The instance ID of a node, from its provider ID ([`ProviderId`]: `aws:///us-east-1a/i-0123...` and the other
+/// forms upstream accepts); Fargate and malformed provider IDs give `None`.
+pub fn node_instance_id(node: &Node) -> Option<InstanceId> {
+    ProviderId::ec2_instance_of(node.spec.as_ref()?.provider_id.as_deref()?)
+}
+
+/// The target instances: nodes with every label of `labels` (an empty value matches any value), by instance ID,
+/// sorted and deduplicated.
+pub fn target_instances(nodes: &[&Node], labels: &[(String, String)]) -> Vec<InstanceId> {
+    let mut out: BTreeSet<InstanceId> = BTreeSet::new();
+    for node in nodes {
+        let node_labels = node.metadata.labels.as_ref();
+        let matches = labels.iter().all(|(k, v)| {
+            node_labels
+                .and_then(|l| l.get(k))
+                .is_some_and(|actual| v.is_empty() || actual == v)
+        });
+        if !matches {
+            continue;
+        }
+        match node_instance_id(node) {
+            Some(id) => {
+                out.insert(id);
+            }
+            None => tracing::debug!(
+                node = node.metadata.name.as_deref().unwrap_or_default(),
+                "node without an EC2 instance provider ID is not a target"
+            ),
+        }
+    }
+    out.into_iter().collect()
+}

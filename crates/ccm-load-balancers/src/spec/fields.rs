@@ -1,0 +1,301 @@
+//! The fields of a [`ServiceSpec`] besides its flavour: ports, source ranges, health check, access logs,
+//! target group attributes and the plain annotations, each validated with every problem collected.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Service, ServiceSpec as K8sServiceSpec};
+
+use super::{AccessLogSpec, Findings, Flavour, HealthCheckSpec, IpAddressType, PortSpec, ServiceSpec};
+use crate::annotations::{Annotations, Key, Warning};
+
+fn i32_of(annotations: &Annotations, key: Key) -> Option<i32> {
+    annotations.int(key).and_then(|v| i32::try_from(v).ok())
+}
+
+/// Source ranges: the field wins over the annotation, which Go then never read (even a bad value): the
+/// annotation's problem becomes a warning.
+pub(crate) fn source_ranges_field_wins(
+    k8s: &K8sServiceSpec,
+    raw: &BTreeMap<String, String>,
+    found: &mut Findings,
+) {
+    if k8s
+        .load_balancer_source_ranges
+        .as_deref()
+        .is_some_and(|r| !r.is_empty())
+        && let Some(value) = raw.get(Key::SourceRanges.name())
+        && found.problems.iter().any(|p| p.field == Key::SourceRanges.name())
+    {
+        found.problems.retain(|p| p.field != Key::SourceRanges.name());
+        found.warnings.push(Warning {
+            field: Key::SourceRanges.name().to_owned(),
+            value: value.clone(),
+            message:
+                "not CIDRs, ignored: spec.loadBalancerSourceRanges is set and wins (as in the Go controller)"
+                    .to_owned(),
+        });
+    }
+}
+
+/// Service fields AWS ELBs do not serve.
+pub(crate) fn check_unsupported(k8s: &K8sServiceSpec, found: &mut Findings) {
+    if let Some(affinity) = k8s.session_affinity.as_deref()
+        && affinity != "None"
+    {
+        found.problem("spec.sessionAffinity", affinity.to_owned(), "None");
+    }
+    if let Some(ip) = k8s.load_balancer_ip.as_deref()
+        && !ip.is_empty()
+    {
+        found.problem(
+            "spec.loadBalancerIP",
+            ip.to_owned(),
+            "empty: AWS ELBs do not take a requested IP",
+        );
+    }
+}
+
+/// The spec of a Service whose flavour is known (its `warnings` are left for [`Findings`] to fill).
+pub(crate) fn spec(
+    service: &Service,
+    k8s: &K8sServiceSpec,
+    a: &Annotations,
+    flavour: Flavour,
+    found: &mut Findings,
+) -> ServiceSpec {
+    let meta = &service.metadata;
+    let (ports, protocols) = ports(k8s, &flavour, found);
+    let (source_ranges, source_ranges_defaulted) = source_ranges(k8s, a, found);
+    let access_log = access_log(a, found);
+    let health_check = health_check(a, &flavour, found);
+    let target_group_attributes = target_group_attributes(a, &protocols, found);
+    ServiceSpec {
+        namespace: meta.namespace.clone().unwrap_or_else(|| "default".to_owned()),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        flavour,
+        internal: matches!(a.text(Key::Internal), Some("true" | "0.0.0.0/0")),
+        ports,
+        source_ranges,
+        source_ranges_defaulted,
+        local_traffic: k8s.external_traffic_policy.as_deref() == Some("Local"),
+        health_check_node_port: k8s.health_check_node_port.filter(|p| *p > 0),
+        subnets: a.list(Key::Subnets).map(<[String]>::to_vec),
+        security_groups: a.list(Key::SecurityGroups).map(<[String]>::to_vec),
+        extra_security_groups: a.list(Key::ExtraSecurityGroups).unwrap_or_default().to_vec(),
+        additional_tags: a
+            .pairs(Key::AdditionalResourceTags)
+            .unwrap_or_default()
+            .iter()
+            .cloned()
+            .collect(),
+        target_node_labels: a.pairs(Key::TargetNodeLabels).unwrap_or_default().to_vec(),
+        backend_protocol: a.text(Key::BackendProtocol).map(str::to_owned),
+        ssl_cert: a.text(Key::SslCert).map(str::to_owned),
+        ssl_ports: a.list(Key::SslPorts).unwrap_or_default().to_vec(),
+        ssl_negotiation_policy: a.text(Key::SslNegotiationPolicy).map(str::to_owned),
+        proxy_protocol: a.text(Key::ProxyProtocol) == Some("*"),
+        idle_timeout: i32_of(a, Key::ConnectionIdleTimeout).unwrap_or(60),
+        draining_enabled: a.bool(Key::ConnectionDrainingEnabled).unwrap_or(false),
+        draining_timeout: i32_of(a, Key::ConnectionDrainingTimeout),
+        cross_zone: a.bool(Key::CrossZoneLoadBalancingEnabled).unwrap_or(false),
+        access_log,
+        health_check,
+        eip_allocations: a.list(Key::EipAllocations).unwrap_or_default().to_vec(),
+        private_ipv4_addresses: a.list(Key::PrivateIpv4Addresses).unwrap_or_default().to_vec(),
+        target_group_attributes,
+        ip_address_type: match a.text(Key::IpAddressType) {
+            Some("dualstack") => IpAddressType::Dualstack,
+            _ => IpAddressType::Ipv4,
+        },
+        warnings: Vec::new(),
+    }
+}
+
+/// The ports with node ports, and the protocols used (in order of appearance).
+fn ports(k8s: &K8sServiceSpec, flavour: &Flavour, found: &mut Findings) -> (Vec<PortSpec>, Vec<String>) {
+    let mut ports = Vec::new();
+    let service_ports = k8s.ports.as_deref().unwrap_or_default();
+    if service_ports.is_empty() && *flavour != Flavour::External {
+        found.problem("spec.ports", "[]".to_owned(), "at least one port");
+    }
+    let mut protocols = Vec::new();
+    for (i, p) in service_ports.iter().enumerate() {
+        let protocol = p.protocol.clone().unwrap_or_else(|| "TCP".to_owned());
+        let allowed: &[&str] = match flavour {
+            Flavour::Classic => &["TCP"],
+            Flavour::Network => &["TCP", "UDP"],
+            Flavour::External => &["TCP", "UDP", "SCTP"],
+        };
+        if !allowed.contains(&protocol.as_str()) {
+            found.problem(
+                &format!("spec.ports[{i}].protocol"),
+                protocol.clone(),
+                &format!("one of {} for this load balancer type", allowed.join(", ")),
+            );
+        }
+        if !protocols.contains(&protocol) {
+            protocols.push(protocol.clone());
+        }
+        match p.node_port {
+            Some(node_port) if node_port > 0 => ports.push(PortSpec {
+                name: p.name.clone().unwrap_or_default(),
+                protocol,
+                port: p.port,
+                node_port,
+            }),
+            _ => tracing::debug!(port = p.port, "service port without node port skipped"),
+        }
+    }
+    if !service_ports.is_empty() && ports.is_empty() && *flavour != Flavour::External {
+        found.problem(
+            "spec.ports[].nodePort",
+            "none".to_owned(),
+            "at least one port with a node port (allocateLoadBalancerNodePorts must not be false)",
+        );
+    }
+    if protocols.len() > 1 && *flavour == Flavour::Classic {
+        found.problem(
+            "spec.ports",
+            protocols.join(","),
+            "one protocol for all ports (mixed protocols are not supported)",
+        );
+    }
+    if *flavour == Flavour::Network {
+        check_tcp_udp_node_ports(&ports, found);
+    }
+    (ports, protocols)
+}
+
+/// TCP and UDP on one port number become one TCP_UDP listener, which forwards to one node port.
+fn check_tcp_udp_node_ports(ports: &[PortSpec], found: &mut Findings) {
+    for (i, p) in ports.iter().enumerate() {
+        if let Some(other) = ports[..i]
+            .iter()
+            .find(|o| o.port == p.port && o.protocol != p.protocol && o.node_port != p.node_port)
+        {
+            found.problem(
+                "spec.ports",
+                format!(
+                    "port {} {}->{} and {}->{}",
+                    p.port, other.protocol, other.node_port, p.protocol, p.node_port
+                ),
+                "the same nodePort for TCP and UDP on one port (an NLB serves both with one TCP_UDP listener \
+                 and target group)",
+            );
+        }
+    }
+}
+
+/// The client CIDRs (the field, else the annotation, else everyone), and whether they are that default.
+fn source_ranges(k8s: &K8sServiceSpec, a: &Annotations, found: &mut Findings) -> (Vec<String>, bool) {
+    let defaulted = k8s
+        .load_balancer_source_ranges
+        .as_deref()
+        .is_none_or(<[String]>::is_empty)
+        && a.list(Key::SourceRanges).is_none();
+    let ranges = match k8s.load_balancer_source_ranges.as_deref() {
+        Some(ranges) if !ranges.is_empty() => {
+            let mut out = Vec::new();
+            for (i, r) in ranges.iter().enumerate() {
+                let r = r.trim();
+                if crate::annotations::is_cidr(r) {
+                    out.push(r.to_owned());
+                } else {
+                    found.problem(
+                        &format!("spec.loadBalancerSourceRanges[{i}]"),
+                        r.to_owned(),
+                        "a CIDR (10.0.0.0/8, 2001:db8::/32)",
+                    );
+                }
+            }
+            out
+        }
+        _ => a
+            .list(Key::SourceRanges)
+            .map_or_else(|| vec!["0.0.0.0/0".to_owned()], <[String]>::to_vec),
+    };
+    (ranges, defaulted)
+}
+
+fn access_log(a: &Annotations, found: &mut Findings) -> AccessLogSpec {
+    let access_log = AccessLogSpec {
+        enabled: a.bool(Key::AccessLogEnabled).unwrap_or(false),
+        emit_interval: i32_of(a, Key::AccessLogEmitInterval),
+        bucket: a.text(Key::AccessLogS3BucketName).map(str::to_owned),
+        prefix: a.text(Key::AccessLogS3BucketPrefix).map(str::to_owned),
+    };
+    if access_log.enabled && access_log.bucket.is_none() {
+        found.problem(
+            Key::AccessLogS3BucketName.name(),
+            String::new(),
+            "a bucket name: access logs are enabled",
+        );
+    }
+    access_log
+}
+
+/// The health check annotations, with the flavour's limits.
+fn health_check(a: &Annotations, flavour: &Flavour, found: &mut Findings) -> HealthCheckSpec {
+    let health_check = HealthCheckSpec {
+        protocol: a.text(Key::HealthcheckProtocol).map(str::to_owned),
+        port: a.port(Key::HealthcheckPort),
+        path: a.text(Key::HealthcheckPath).map(str::to_owned),
+        healthy_threshold: i32_of(a, Key::HealthcheckHealthyThreshold),
+        unhealthy_threshold: i32_of(a, Key::HealthcheckUnhealthyThreshold),
+        timeout: i32_of(a, Key::HealthcheckTimeout),
+        interval: i32_of(a, Key::HealthcheckInterval),
+    };
+    if *flavour == Flavour::Classic {
+        let timeout = health_check.timeout.unwrap_or(5);
+        let interval = health_check.interval.unwrap_or(10);
+        if health_check.timeout.is_some() && timeout > 60 {
+            found.problem(
+                Key::HealthcheckTimeout.name(),
+                timeout.to_string(),
+                "at most 60 on a Classic ELB",
+            );
+        }
+        if (health_check.timeout.is_some() || health_check.interval.is_some()) && timeout >= interval {
+            found.problem(
+                Key::HealthcheckTimeout.name(),
+                timeout.to_string(),
+                &format!("less than the interval ({interval})"),
+            );
+        }
+    }
+    if *flavour == Flavour::Network && health_check.protocol.as_deref() == Some("SSL") {
+        found.problem(
+            Key::HealthcheckProtocol.name(),
+            "SSL".to_owned(),
+            "one of TCP, HTTP, HTTPS on NLB",
+        );
+    }
+    health_check
+}
+
+/// NLB target group attributes (validated keys and values, as AWS takes them).
+fn target_group_attributes(
+    a: &Annotations,
+    protocols: &[String],
+    found: &mut Findings,
+) -> BTreeMap<String, String> {
+    let attributes: BTreeMap<String, String> = a
+        .pairs(Key::TargetGroupAttributes)
+        .unwrap_or_default()
+        .iter()
+        .cloned()
+        .collect();
+    if attributes
+        .get("preserve_client_ip.enabled")
+        .is_some_and(|v| v == "false")
+        && protocols.iter().any(|p| p == "UDP")
+    {
+        found.problem(
+            Key::TargetGroupAttributes.name(),
+            "preserve_client_ip.enabled=false".to_owned(),
+            "preserve_client_ip.enabled=true: client IP preservation cannot be disabled with UDP ports",
+        );
+    }
+    attributes
+}
