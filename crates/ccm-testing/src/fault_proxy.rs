@@ -4,6 +4,10 @@
 //!
 //! The action is read from the form body (`Action=...`, EC2 and ELB query APIs) or from `X-Amz-Target` (JSON
 //! APIs such as ECR).
+//!
+//! Besides faults queued per action, a seeded random mode ([`Chaos`]) answers a share of all other requests with
+//! a fault drawn from the seed, the action and the request's rank among that action's requests: the same seed
+//! gives the same faults to the same sequence of calls of each action, whatever the interleaving of actions.
 
 use std::{
     collections::{BTreeMap, VecDeque},
@@ -46,6 +50,40 @@ pub enum Fault {
     },
     /// Close the connection without answering.
     Drop,
+    /// Forward the request, then close the connection without passing the answer on.
+    DropAfterForward,
+}
+
+/// The seeded random-fault mode of [`FaultProxy::set_chaos`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chaos {
+    /// The seed.
+    pub seed: u64,
+    /// Requests answered with a fault, per thousand.
+    pub per_mille: u16,
+    /// The longest latency added by a [`ChaosKind::Latency`] fault.
+    pub max_delay: Duration,
+}
+
+/// The kinds of fault [`Chaos`] injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum ChaosKind {
+    /// The service's throttling error.
+    Throttle,
+    /// HTTP 500 `InternalError` or 503 `ServiceUnavailable`.
+    ServerError,
+    /// The connection closed before the request reaches moto.
+    Reset,
+    /// The request reaches moto, then the connection is closed without its answer (the call took effect but
+    /// the caller cannot know).
+    ResetAfter,
+    /// Forwarded after a delay of up to [`Chaos::max_delay`].
+    Latency,
+    /// `DependencyViolation` on `DeleteSecurityGroup` (a deleted load balancer's interfaces still hold it).
+    DependencyViolation,
+    /// `ResourceInUse` on `DeleteTargetGroup` and ELBv2 `DeleteLoadBalancer`.
+    ResourceInUse,
 }
 
 /// The proxy; stops when dropped.
@@ -66,6 +104,12 @@ struct State {
     last_headers: BTreeMap<String, BTreeMap<String, String>>,
     /// Bodies of every request per action, in order.
     bodies: BTreeMap<String, Vec<String>>,
+    /// Whether request bodies are kept (off in chaos mode: a soak sends too many).
+    keep_bodies: bool,
+    /// The random mode, when on.
+    chaos: Option<Chaos>,
+    /// Faults injected by the random mode, per kind.
+    chaos_faults: BTreeMap<ChaosKind, u64>,
 }
 
 /// One parsed HTTP/1.1 request.
@@ -89,7 +133,10 @@ impl FaultProxy {
             .to_owned();
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let state = Arc::new(Mutex::new(State::default()));
+        let state = Arc::new(Mutex::new(State {
+            keep_bodies: true,
+            ..State::default()
+        }));
         let shared = state.clone();
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
@@ -125,6 +172,23 @@ impl FaultProxy {
         lock(&self.state).bodies.get(action).cloned().unwrap_or_default()
     }
 
+    /// Turns the seeded random mode on (`Some`) or off. While on, request bodies are no longer kept.
+    pub fn set_chaos(&self, chaos: Option<Chaos>) {
+        let mut state = lock(&self.state);
+        state.keep_bodies = chaos.is_none();
+        state.chaos = chaos;
+    }
+
+    /// Faults the random mode injected so far, per kind.
+    pub fn chaos_faults(&self) -> BTreeMap<ChaosKind, u64> {
+        lock(&self.state).chaos_faults.clone()
+    }
+
+    /// Requests seen so far per action (faulted or forwarded).
+    pub fn requests_by_action(&self) -> BTreeMap<String, u64> {
+        lock(&self.state).seen.clone()
+    }
+
     /// The headers (names lower-cased) of the last request of `action`.
     pub fn last_headers(&self, action: &str) -> Option<BTreeMap<String, String>> {
         lock(&self.state).last_headers.get(action).cloned()
@@ -145,21 +209,13 @@ async fn serve(stream: TcpStream, upstream: &str, state: &Mutex<State>) -> std::
     let mut reader = BufReader::new(stream);
     while let Some(request) = read_request(&mut reader).await? {
         let action = request.action();
-        let fault = {
-            let mut state = lock(state);
-            *state.seen.entry(action.clone()).or_default() += 1;
-            let headers = request
-                .headers
-                .iter()
-                .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-                .collect();
-            state.last_headers.insert(action.clone(), headers);
-            let body = String::from_utf8_lossy(&request.body).into_owned();
-            state.bodies.entry(action.clone()).or_default().push(body);
-            state.faults.get_mut(&action).and_then(VecDeque::pop_front)
-        };
+        let fault = record(state, &request, &action);
         let response = match fault {
             Some(Fault::Drop) => return Ok(()),
+            Some(Fault::DropAfterForward) => {
+                forward(upstream, &request).await?;
+                return Ok(());
+            }
             Some(Fault::Throttle) => request.error_response(None, "Rate exceeded"),
             Some(Fault::Error {
                 status,
@@ -180,6 +236,30 @@ async fn serve(stream: TcpStream, upstream: &str, state: &Mutex<State>) -> std::
         reader.get_mut().write_all(&response).await?;
     }
     Ok(())
+}
+
+/// Counts the request and returns its fault: a queued one first, else one of the random mode.
+fn record(state: &Mutex<State>, request: &Request, action: &str) -> Option<Fault> {
+    let mut state = lock(state);
+    let seen = state.seen.entry(action.to_owned()).or_default();
+    *seen += 1;
+    let rank = *seen;
+    let headers = request
+        .headers
+        .iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+        .collect();
+    state.last_headers.insert(action.to_owned(), headers);
+    if state.keep_bodies {
+        let body = String::from_utf8_lossy(&request.body).into_owned();
+        state.bodies.entry(action.to_owned()).or_default().push(body);
+    }
+    if let Some(fault) = state.faults.get_mut(action).and_then(VecDeque::pop_front) {
+        return Some(fault);
+    }
+    let (kind, fault) = state.chaos?.draw(action, rank, request.is_ec2())?;
+    *state.chaos_faults.entry(kind).or_default() += 1;
+    Some(fault)
 }
 
 /// Sends the request upstream on a fresh connection and returns the raw response.
@@ -281,6 +361,80 @@ impl Fault {
             message: "Injected fault".to_owned(),
         }
     }
+
+    /// The same fault with another message (errors only).
+    pub fn with_message(self, text: &str) -> Self {
+        match self {
+            Self::Error { status, code, .. } => Self::Error {
+                status,
+                code,
+                message: text.to_owned(),
+            },
+            other => other,
+        }
+    }
+}
+
+// === impl Chaos ===
+
+impl Chaos {
+    /// The fault for the `rank`-th request (from 1) of `action`, if any.
+    fn draw(&self, action: &str, rank: u64, is_ec2: bool) -> Option<(ChaosKind, Fault)> {
+        let name = action.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let roll = splitmix(self.seed ^ name ^ splitmix(rank));
+        if roll % 1000 >= u64::from(self.per_mille) {
+            return None;
+        }
+        let pick = splitmix(roll);
+        let in_use = match action {
+            "DeleteSecurityGroup" => Some((ChaosKind::DependencyViolation, "DependencyViolation")),
+            "DeleteTargetGroup" => Some((ChaosKind::ResourceInUse, "ResourceInUse")),
+            "DeleteLoadBalancer" if !is_ec2 => Some((ChaosKind::ResourceInUse, "ResourceInUse")),
+            _ => None,
+        };
+        if let Some((kind, code)) = in_use.filter(|_| pick.is_multiple_of(2)) {
+            let message = "Injected: resource in use by another resource";
+            return Some((kind, Fault::error(400, code).with_message(message)));
+        }
+        Some(match (pick >> 8) % 100 {
+            0..30 => (ChaosKind::Throttle, Fault::Throttle),
+            30..45 => (ChaosKind::ServerError, Fault::error(500, "InternalError")),
+            45..50 => (ChaosKind::ServerError, Fault::error(503, "ServiceUnavailable")),
+            50..65 => (ChaosKind::Reset, Fault::Drop),
+            65..75 => (ChaosKind::ResetAfter, Fault::DropAfterForward),
+            _ => {
+                let max = u64::try_from(self.max_delay.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1);
+                let delay = Duration::from_millis(splitmix(pick) % max);
+                (ChaosKind::Latency, Fault::Delay(delay))
+            }
+        })
+    }
+}
+
+/// SplitMix64's finalizer: a well-mixed 64-bit value from any input.
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl std::fmt::Display for ChaosKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Throttle => "throttling",
+            Self::ServerError => "5xx",
+            Self::Reset => "connection reset",
+            Self::ResetAfter => "reset after the call",
+            Self::Latency => "latency",
+            Self::DependencyViolation => "DependencyViolation",
+            Self::ResourceInUse => "ResourceInUse",
+        })
+    }
 }
 
 // === impl Request ===
@@ -333,5 +487,93 @@ impl Request {
              <RequestId>fault-proxy</RequestId></ErrorResponse>"
         );
         response(status, "text/xml", &[], body.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chaos(per_mille: u16) -> Chaos {
+        Chaos {
+            seed: 7,
+            per_mille,
+            max_delay: Duration::from_millis(500),
+        }
+    }
+
+    fn kinds(chaos: &Chaos, action: &str, is_ec2: bool) -> Vec<Option<ChaosKind>> {
+        (1..=2000)
+            .map(|rank| chaos.draw(action, rank, is_ec2).map(|(k, _)| k))
+            .collect()
+    }
+
+    #[test]
+    fn a_seed_gives_the_same_faults_to_the_same_calls() {
+        let a = kinds(&chaos(100), "CreateLoadBalancer", false);
+        assert_eq!(a, kinds(&chaos(100), "CreateLoadBalancer", false));
+        let other = Chaos {
+            seed: 8,
+            ..chaos(100)
+        };
+        assert_ne!(a, kinds(&other, "CreateLoadBalancer", false));
+    }
+
+    #[test]
+    fn the_rate_is_about_the_share_asked_for() {
+        let faulted = kinds(&chaos(100), "DescribeInstances", true)
+            .iter()
+            .filter(|k| k.is_some())
+            .count();
+        assert!((150..=250).contains(&faulted), "{faulted} of 2000 at 10 %");
+        assert!(
+            kinds(&chaos(0), "DescribeInstances", true)
+                .iter()
+                .all(Option::is_none)
+        );
+    }
+
+    #[test]
+    fn deletes_get_in_use_errors_and_others_never_do() {
+        let sg = kinds(&chaos(500), "DeleteSecurityGroup", true);
+        assert!(sg.contains(&Some(ChaosKind::DependencyViolation)));
+        let tg = kinds(&chaos(500), "DeleteTargetGroup", false);
+        assert!(tg.contains(&Some(ChaosKind::ResourceInUse)));
+        let classic = kinds(&chaos(500), "CreateLoadBalancer", false);
+        let every = [
+            ChaosKind::Throttle,
+            ChaosKind::ServerError,
+            ChaosKind::Reset,
+            ChaosKind::ResetAfter,
+            ChaosKind::Latency,
+        ];
+        assert!(every.iter().all(|k| classic.contains(&Some(*k))), "{classic:?}");
+        assert!(!classic.contains(&Some(ChaosKind::DependencyViolation)));
+        assert!(!classic.contains(&Some(ChaosKind::ResourceInUse)));
+    }
+
+    #[tokio::test]
+    async fn chaos_faults_are_counted_and_queued_faults_come_first() {
+        let proxy = FaultProxy::start("http://127.0.0.1:9").await.unwrap();
+        proxy.set_chaos(Some(chaos(1000)));
+        proxy.inject("DeleteSecurityGroup", Fault::Throttle, 1);
+        let request = Request {
+            method: "POST".into(),
+            path: "/".into(),
+            headers: Vec::new(),
+            body: b"Action=DeleteSecurityGroup&Version=2016-11-15".to_vec(),
+        };
+        let state = &proxy.state;
+        assert_eq!(
+            record(state, &request, "DeleteSecurityGroup"),
+            Some(Fault::Throttle)
+        );
+        assert!(record(state, &request, "DeleteSecurityGroup").is_some());
+        assert_eq!(proxy.chaos_faults().values().sum::<u64>(), 1);
+        assert_eq!(proxy.requests_by_action().get("DeleteSecurityGroup"), Some(&2));
+        assert!(
+            proxy.bodies("DeleteSecurityGroup").is_empty(),
+            "bodies kept in chaos mode"
+        );
     }
 }

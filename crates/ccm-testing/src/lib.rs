@@ -42,7 +42,7 @@ pub mod vpc;
 pub mod world;
 
 pub use env::{EnvError, TestEnv};
-pub use fault_proxy::{Fault, FaultProxy};
+pub use fault_proxy::{Chaos, ChaosKind, Fault, FaultProxy};
 pub use imds::ImdsEmulator;
 pub use names::unique_name;
 pub use tcp_proxy::TcpDelayProxy;

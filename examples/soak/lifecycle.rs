@@ -1,0 +1,192 @@
+//! Service lifecycles, one slot at a time: create with a random spec (sometimes deleted at once, while its load
+//! balancer is being made), wait until it converged, change it up to three times (waiting each time), delete it
+//! and wait until both the Service and its load balancer are gone. Convergence is read from moto directly.
+
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
+
+use ccm_aws_api::{Elb, Elbv2};
+use ccm_testing::{load_balancers::name_for_uid, services};
+use kube::api::PostParams;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use tokio::time::Instant;
+
+use crate::{Soak, spec::Spec};
+
+/// A Service left standing at the end of its slot, for the final checks.
+pub struct Kept {
+    pub name: String,
+    pub spec: Spec,
+}
+
+/// Runs `count` lifecycles in slot `slot`; the last one's Service is kept (not deleted).
+pub async fn slot(soak: Arc<Soak>, slot: u64, count: usize) -> anyhow::Result<Option<Kept>> {
+    let mut rng = StdRng::seed_from_u64(soak.seed ^ (slot + 1).wrapping_mul(0x9e37_79b9));
+    for n in 0..count {
+        let last = n + 1 == count;
+        let name = if slot == 0 && n == 0 {
+            soak.first_service.clone()
+        } else {
+            format!("s{slot}-{n}")
+        };
+        let mut spec = Spec::random(&mut rng);
+        let mut svc = services::load_balancer(&name, &soak.world.namespace, &[], &[]);
+        spec.write(&mut svc, &soak.byo_group);
+        soak.services.create(&PostParams::default(), &svc).await?;
+        let started = Instant::now();
+        if !last && rng.random_bool(0.12) {
+            tokio::time::sleep(Duration::from_millis(rng.random_range(0..800))).await;
+            soak.stats().deleted_while_creating += 1;
+            delete(&soak, &name).await?;
+            continue;
+        }
+        soak.converge(&name, &spec, started).await?;
+        for _ in 0..rng.random_range(0..=3) {
+            let change = spec.mutate(&mut rng);
+            *soak.stats().changes.entry(format!("{change:?}")).or_default() += 1;
+            update(&soak, &name, &spec).await?;
+            soak.converge(&name, &spec, Instant::now()).await?;
+        }
+        if last {
+            return Ok(Some(Kept { name, spec }));
+        }
+        delete(&soak, &name).await?;
+    }
+    Ok(None)
+}
+
+/// Writes `spec` into the Service, again on a conflict (the CCM writes its status and finalizer meanwhile).
+async fn update(soak: &Soak, name: &str, spec: &Spec) -> anyhow::Result<()> {
+    for _ in 0..20 {
+        let mut svc = soak.services.get(name).await?;
+        spec.write(&mut svc, &soak.byo_group);
+        match soak.services.replace(name, &PostParams::default(), &svc).await {
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            other => return Ok(other.map(drop)?),
+        }
+    }
+    anyhow::bail!("{name}: 20 conflicts in a row")
+}
+
+/// Deletes the Service and waits until it and its load balancers are gone (a stuck one is recorded).
+pub async fn delete(soak: &Soak, name: &str) -> anyhow::Result<()> {
+    let uid = soak.services.get_opt(name).await?.and_then(|s| s.metadata.uid);
+    soak.services.delete(name, &Default::default()).await?;
+    soak.stats().lifecycles += 1;
+    let lb = uid.as_deref().map(name_for_uid).unwrap_or_default();
+    let started = Instant::now();
+    while started.elapsed() < soak.timeout {
+        let svc_gone = soak.services.get_opt(name).await?.is_none();
+        if svc_gone && !soak.lb_exists(&lb).await.unwrap_or(true) {
+            soak.stats().deletions.push(started.elapsed());
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    soak.stats().stuck.push(format!(
+        "{name}: not gone {} s after its deletion",
+        soak.timeout.as_secs()
+    ));
+    Ok(())
+}
+
+impl Soak {
+    /// Waits until the Service matches `spec` in AWS; records the time since `since`, or the failure.
+    pub async fn converge(&self, name: &str, spec: &Spec, since: Instant) -> anyhow::Result<bool> {
+        let mut last = String::new();
+        while since.elapsed() < self.timeout {
+            // A read racing the CCM (a target group replaced meanwhile) is a "not yet", never the end of the run.
+            match self.mismatch(name, spec).await {
+                Ok(None) => {
+                    self.stats().convergence.push(since.elapsed());
+                    return Ok(true);
+                }
+                Ok(Some(why)) => last = why,
+                Err(e) => last = format!("reading AWS: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        self.stats()
+            .unconverged
+            .push(format!("{name} ({spec:?}): {last}"));
+        Ok(false)
+    }
+
+    async fn lb_exists(&self, name: &str) -> anyhow::Result<bool> {
+        if name.is_empty() {
+            return Ok(false);
+        }
+        let aws = &self.world.aws;
+        Ok(
+            aws.elb().load_balancer(name).await?.is_some()
+                || aws.elbv2().load_balancer(name).await?.is_some(),
+        )
+    }
+
+    /// What still differs between the Service's spec, its status and its load balancer in moto; `None` when
+    /// nothing does.
+    pub async fn mismatch(&self, name: &str, spec: &Spec) -> anyhow::Result<Option<String>> {
+        let Some(svc) = self.services.get_opt(name).await? else {
+            return Ok(Some("the Service is gone".into()));
+        };
+        let lb = name_for_uid(svc.metadata.uid.as_deref().unwrap_or_default());
+        let hostname = services::ingress_hostname(&svc);
+        let expected = self.expected_members().await?;
+        let aws = &self.world.aws;
+        let (classic, network) = (
+            aws.elb().load_balancer(&lb).await?,
+            aws.elbv2().load_balancer(&lb).await?,
+        );
+        let (dns, internal, ports, members) = match (spec.nlb, classic, network) {
+            (false, Some(c), None) => {
+                let ports = c.listeners.iter().map(|l| l.load_balancer_port).collect();
+                (
+                    c.dns_name,
+                    c.internal,
+                    ports,
+                    c.instances.iter().map(|i| i.to_string()).collect(),
+                )
+            }
+            (true, None, Some(n)) => {
+                let listeners = aws.elbv2().listeners(&n.arn).await?;
+                let ports = listeners.iter().map(|l| l.port).collect();
+                (n.dns_name, n.internal, ports, self.targets(&n.arn).await?)
+            }
+            (_, c, n) => return Ok(Some(format!("classic {}, network {}", c.is_some(), n.is_some()))),
+        };
+        let mut ports: Vec<i32> = ports;
+        ports.sort_unstable();
+        let wrong = [
+            (
+                hostname.as_deref() != Some(dns.as_str()),
+                format!("status {hostname:?}, DNS name {dns}"),
+            ),
+            (internal != spec.internal, format!("internal {internal}")),
+            (ports != spec.ports, format!("listener ports {ports:?}")),
+            (
+                members != expected,
+                format!("members {members:?}, Nodes {expected:?}"),
+            ),
+        ];
+        Ok(wrong.into_iter().find(|(bad, _)| *bad).map(|(_, why)| why))
+    }
+
+    /// The instances of an NLB's target groups; every group must hold the same set.
+    async fn targets(&self, arn: &str) -> anyhow::Result<BTreeSet<String>> {
+        let v2 = self.world.aws.elbv2();
+        let mut sets = BTreeSet::new();
+        for group in v2.target_groups(arn).await? {
+            let health = v2.target_health(&group.arn).await?;
+            sets.insert(
+                health
+                    .iter()
+                    .map(|t| t.target.id.to_string())
+                    .collect::<BTreeSet<String>>(),
+            );
+        }
+        Ok(match sets.len() {
+            1 => sets.into_iter().next().unwrap_or_default(),
+            0 => BTreeSet::new(),
+            _ => ["<target groups differ>".to_owned()].into(),
+        })
+    }
+}

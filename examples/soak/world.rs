@@ -1,0 +1,220 @@
+//! The soak's cluster in moto: a VPC with a public ELB subnet, a control-plane instance named by an IMDS
+//! emulator, the fault proxy every CCM replica talks to AWS through, and the cloud configs (the replicas' through
+//! the proxy; the tools' straight to moto). Also the foreign resources planted before the run and their snapshot.
+
+use std::{collections::BTreeMap, path::PathBuf};
+
+use ccm_aws_api::{
+    Ec2, Elb, Elbv2, Filter, SubnetId, Tags, VpcId,
+    ec2::NewSecurityGroup,
+    elb::{ClassicListener, NewClassicLoadBalancer},
+    elbv2::{NewTargetGroup, TargetGroupHealthCheck},
+};
+use ccm_aws_sdk::{Adapter, AdapterOptions};
+use ccm_testing::{FaultProxy, ImdsEmulator, TestEnv, ec2, unique_name, vpc};
+
+pub struct World {
+    pub id: String,
+    pub namespace: String,
+    pub raw: vpc::Ec2,
+    pub network: ec2::Network,
+    /// AWS straight to moto, for the harness's own reads (never faulted).
+    pub aws: Adapter,
+    pub proxy: FaultProxy,
+    pub dir: PathBuf,
+    /// The replicas' cloud config (every AWS service through the proxy).
+    pub ccm_config: PathBuf,
+    /// The tools' cloud config (straight to moto, no IMDS).
+    pub tool_config: PathBuf,
+    _imds: ImdsEmulator,
+}
+
+impl World {
+    pub async fn create(env: &TestEnv) -> anyhow::Result<Self> {
+        let raw = ec2::client(env).await;
+        let id = unique_name("soak");
+        let key = format!("kubernetes.io/cluster/{id}");
+        let network = ec2::network(&raw, ec2::octet_for(&id)).await?;
+        vpc::public_subnet(&raw, &network, &key).await?;
+        let control_plane = ec2::launch(&raw, &network, 1, &[(key.as_str(), "owned")]).await?;
+        let imds = ImdsEmulator::start(&control_plane[0].id, "us-east-1a", &env.aws_region).await?;
+        let proxy = FaultProxy::start(&env.aws_endpoint).await?;
+        let dir = std::env::temp_dir().join(&id);
+        std::fs::create_dir_all(&dir)?;
+        let ccm_config = dir.join("cloud.conf");
+        let global = "NLBSecurityGroupMode = Managed";
+        let text = ec2::cloud_config(&env.aws_region, &proxy.url(), &imds.endpoint(), global);
+        std::fs::write(&ccm_config, text)?;
+        let external = format!(
+            "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {id}",
+            env.aws_region, network.vpc_id, network.subnet_id
+        );
+        let tool_config = dir.join("external.conf");
+        let text = ec2::cloud_config(&env.aws_region, &env.aws_endpoint, &imds.endpoint(), &external);
+        std::fs::write(&tool_config, text)?;
+        Ok(Self {
+            namespace: id.clone(),
+            aws: Adapter::new(&env.aws_config().await, AdapterOptions::default()),
+            id,
+            raw,
+            network,
+            proxy,
+            dir,
+            ccm_config,
+            tool_config,
+            _imds: imds,
+        })
+    }
+
+    pub fn cluster_key(&self) -> String {
+        format!("kubernetes.io/cluster/{}", self.id)
+    }
+
+    /// Launches `count` instances of the cluster.
+    pub async fn launch(&self, count: i32) -> anyhow::Result<Vec<ec2::Launched>> {
+        let key = self.cluster_key();
+        Ok(ec2::launch(&self.raw, &self.network, count, &[(key.as_str(), "owned")]).await?)
+    }
+
+    pub async fn terminate(&self, instance: &str) -> anyhow::Result<()> {
+        self.raw
+            .terminate_instances()
+            .instance_ids(instance)
+            .send()
+            .await?;
+        Ok(())
+    }
+}
+
+/// What the CCM must never touch: another cluster's Classic ELB, security group and target group (tagged for
+/// a Service name this run also uses), an untagged group, a group `shared` with this cluster, and an untagged
+/// and a `shared` subnet (the latter an ELB subnet the load balancers may use, but never change).
+pub struct Foreign {
+    pub groups: Vec<String>,
+    pub subnets: Vec<String>,
+    pub load_balancer: String,
+    pub target_group: String,
+    /// The untagged group, also given to some NLBs as their own (`security-groups` annotation).
+    pub byo_group: String,
+}
+
+impl Foreign {
+    pub async fn plant(world: &World, first_service: &str) -> anyhow::Result<Self> {
+        let other = format!("kubernetes.io/cluster/{}-other", world.id);
+        let service_tag = ("kubernetes.io/service-name".to_owned(), first_service.to_owned());
+        let tags = |key: &str, value: &str| -> Tags {
+            [(key.to_owned(), value.to_owned()), service_tag.clone()].into()
+        };
+        let vpc = VpcId::new(&world.network.vpc_id);
+        let ec2 = world.aws.ec2();
+        let mut lb = format!("a{:0>31}", world.network.vpc_id.trim_start_matches("vpc-"));
+        lb.truncate(32);
+        let group = |name: String, tags: Tags| NewSecurityGroup {
+            name,
+            description: "soak: foreign".into(),
+            vpc_id: vpc.clone(),
+            tags,
+        };
+        let foreign_sg = ec2
+            .create_security_group(&group(format!("k8s-elb-{lb}"), tags(&other, "owned")))
+            .await?;
+        let untagged = ec2
+            .create_security_group(&group(format!("{}-untagged", world.id), Tags::new()))
+            .await?;
+        let shared = ec2
+            .create_security_group(&group(
+                format!("{}-shared", world.id),
+                tags(&world.cluster_key(), "shared"),
+            ))
+            .await?;
+        let classic = NewClassicLoadBalancer {
+            name: lb.clone(),
+            internal: false,
+            subnets: vec![SubnetId::new(&world.network.subnet_id)],
+            security_groups: vec![foreign_sg.clone()],
+            listeners: vec![ClassicListener::new("TCP", 80, "TCP", 30080)],
+            tags: tags(&other, "owned"),
+        };
+        world.aws.elb().create_load_balancer(&classic).await?;
+        let target_group = format!("k8s-{}", &lb[1..21]);
+        let tg = NewTargetGroup {
+            name: target_group.clone(),
+            protocol: "TCP".into(),
+            port: 30080,
+            vpc_id: vpc,
+            health_check: TargetGroupHealthCheck::default(),
+            tags: tags(&other, "owned"),
+        };
+        world.aws.elbv2().create_target_group(&tg).await?;
+        let octet = ec2::octet_for(&world.id);
+        let mut subnets = Vec::new();
+        for (k, (zone, tag)) in [("us-east-1b", Some("shared")), ("us-east-1c", None)]
+            .into_iter()
+            .enumerate()
+        {
+            let made = world
+                .raw
+                .create_subnet()
+                .vpc_id(&world.network.vpc_id)
+                .cidr_block(format!("10.{octet}.{}.0/20", 32 + 16 * k))
+                .availability_zone(zone)
+                .send()
+                .await?;
+            let subnet = made
+                .subnet()
+                .and_then(|s| s.subnet_id())
+                .unwrap_or_default()
+                .to_owned();
+            if let Some(value) = tag {
+                let tags: Tags = [
+                    (world.cluster_key(), value.to_owned()),
+                    ("kubernetes.io/role/elb".to_owned(), "1".to_owned()),
+                ]
+                .into();
+                ec2.create_tags(std::slice::from_ref(&subnet), &tags).await?;
+            }
+            subnets.push(subnet);
+        }
+        Ok(Self {
+            groups: vec![foreign_sg.to_string(), untagged.to_string(), shared.to_string()],
+            subnets,
+            load_balancer: lb,
+            target_group,
+            byo_group: untagged.to_string(),
+        })
+    }
+
+    /// Every foreign resource as text, by ID; anything that changes it changes its text.
+    pub async fn snapshot(&self, world: &World) -> anyhow::Result<BTreeMap<String, String>> {
+        let mut out = BTreeMap::new();
+        let ec2 = world.aws.ec2();
+        let groups = ec2
+            .security_groups(&[Filter::new("group-id", self.groups.iter().map(String::as_str))])
+            .await?;
+        for g in groups {
+            let mut g = g;
+            g.ingress.sort_by_key(|p| format!("{p:?}"));
+            out.insert(g.id.to_string(), format!("{g:?}"));
+        }
+        let subnets = ec2
+            .subnets(&[Filter::new("subnet-id", self.subnets.iter().map(String::as_str))])
+            .await?;
+        for s in subnets {
+            out.insert(
+                s.id.to_string(),
+                format!("{:?} {:?} {:?}", s.cidr_block, s.availability_zone, s.tags),
+            );
+        }
+        let elb = world.aws.elb();
+        let lb = elb.load_balancer(&self.load_balancer).await?;
+        let tags = elb.tags(&self.load_balancer).await?;
+        out.insert(self.load_balancer.clone(), format!("{lb:?} {tags:?}"));
+        let tg = world.aws.elbv2().target_group(&self.target_group).await?;
+        let tags = match &tg {
+            Some(tg) => world.aws.elbv2().tags(std::slice::from_ref(&tg.arn)).await?,
+            None => BTreeMap::new(),
+        };
+        out.insert(self.target_group.clone(), format!("{tg:?} {tags:?}"));
+        Ok(out)
+    }
+}
