@@ -4,10 +4,10 @@
 
 use std::{process::ExitCode, sync::Arc};
 
+use ccm_aws::tagging::{TaggingArgs, TaggingConfig, TaggingController, TaggingMetrics};
 use ccm_aws::{AwsCloud, CloudConfig};
 use ccm_aws_sdk::AdapterOptions;
 use ccm_controller_manager::{Options, Runtime};
-use ccm_tagging::controller::{TaggingArgs, TaggingConfig, TaggingController, TaggingMetrics};
 use clap::Parser;
 
 #[derive(Parser)]
@@ -85,6 +85,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         async move {
             TaggingController::new(ctx.client, ec2, config)?
                 .with_metrics(metrics)
+                .with_controller_metrics(ctx.metrics)
                 .run(ctx.shutdown.cancelled_owned())
                 .await;
             Ok(())

@@ -1,4 +1,4 @@
-//! The composition: `AwsCloud` implements `CloudProvider` from the AWS domain crates on top of the `ccm-aws-sdk` adapter; the cloud config (INI) parser; cluster ID discovery; the leak report ([`doctor`]).
+//! The composition: `AwsCloud` implements `CloudProvider` from the AWS domain crates on top of the `ccm-aws-sdk` adapter; the cloud config (INI) parser; cluster ID discovery; the leak report ([`doctor`]); the AWS tagging controller ([`tagging`]), built from the `ccm-controllers` toolkit.
 //!
 //! ```
 //! // The Go provider's cloud config, as the `--cloud-config` file holds it.
@@ -12,6 +12,7 @@ pub mod cloud;
 pub mod cloud_config;
 pub mod cluster_id;
 pub mod doctor;
+pub mod tagging;
 pub mod host_updates;
 
 pub use cloud::{AwsCloud, AwsCloudError, Environment, PROVIDER_NAME};

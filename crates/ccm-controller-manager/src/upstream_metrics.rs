@@ -22,8 +22,9 @@ use prometheus_client::{
 };
 use tokio::time::Instant;
 
-/// The upstream work-queue name of a controller's queue (cloud-provider's `TypedRateLimitingQueueConfig`
-/// names); controllers without a queue have none.
+/// The upstream work-queue name of a built-in controller's queue (cloud-provider's
+/// `TypedRateLimitingQueueConfig` names); controllers without a queue have none. A provider's controller names its
+/// own with `ControllerMetrics::set_queue_name` (the AWS tagging controller: `tagging-controller`).
 pub(crate) fn upstream_queue_name(controller: &str) -> Option<&'static str> {
     match controller {
         crate::controllers::CLOUD_NODE => Some("Nodes"),
@@ -49,7 +50,11 @@ pub(crate) fn encode_workqueues(
         ccm_controllers::QueueSnapshot,
     )> = controllers
         .iter()
-        .filter_map(|(c, m)| upstream_queue_name(c).map(|q| (q, m.snapshot(), m.queue_snapshot())))
+        .filter_map(|(c, m)| {
+            m.queue_name()
+                .or_else(|| upstream_queue_name(c))
+                .map(|q| (q, m.snapshot(), m.queue_snapshot()))
+        })
         .collect();
     let gauges: [Family3<GaugeOf>; 3] = [
         ("workqueue_depth", "Current depth of workqueue", |m, _| {

@@ -136,6 +136,11 @@ async fn healthz_and_metrics_over_https() {
     let mut runtime = Runtime::new(options)
         .with_selectors(Some(selector.clone()), Some(selector))
         .with_controller("probe", false, |ctx| async move {
+            // A provider controller with a work queue, as the AWS tagging controller: its `workqueue_*` series
+            // appear under the upstream name it gives its queue.
+            ctx.metrics.set_queue_name("tagging-controller");
+            let queue = ccm_controllers::WorkQueue::<String>::with_metrics(ctx.metrics.clone());
+            queue.add("node-1");
             ctx.shutdown.cancelled().await;
             Ok(())
         });
@@ -331,7 +336,8 @@ async fn healthz_and_metrics_over_https() {
 
 /// The samples a Go cloud controller manager serves from component-base and client-go, as Prometheus ingests
 /// them: `metrics/prometheus/workqueue/metrics.go` (per queue, the cloud-provider queue names `service` and
-/// `Nodes`), `metrics/prometheus/restclient/metrics.go`, the Prometheus process collector and client-go's
+/// `Nodes`, and cloud-provider-aws's `tagging-controller`, its `TaggingControllerClientName`),
+/// `metrics/prometheus/restclient/metrics.go`, the Prometheus process collector and client-go's
 /// `leaderelection` metric (labelled with the Lease name).
 const UPSTREAM_SAMPLES: &[&str] = &[
     "workqueue_depth{name=\"service\"}",
@@ -343,6 +349,9 @@ const UPSTREAM_SAMPLES: &[&str] = &[
     "workqueue_work_duration_seconds_count{name=\"service\"}",
     "workqueue_unfinished_work_seconds{name=\"service\"}",
     "workqueue_longest_running_processor_seconds{name=\"Nodes\"}",
+    "workqueue_depth{name=\"tagging-controller\"} 1",
+    "workqueue_adds_total{name=\"tagging-controller\"} 1",
+    "workqueue_queue_duration_seconds_count{name=\"tagging-controller\"}",
     "rest_client_requests_total{code=\"200\",method=\"GET\",host=",
     "rest_client_request_duration_seconds_bucket{le=\"60.0\",verb=\"GET\",host=",
     "rest_client_request_size_bytes_bucket{le=\"64.0\",verb=\"GET\",host=",

@@ -1,7 +1,7 @@
 pub(crate) mod queue;
 
 use std::sync::{
-    Arc, Mutex,
+    Arc, Mutex, OnceLock,
     atomic::{AtomicU64, Ordering},
 };
 
@@ -21,6 +21,7 @@ struct Counters {
     api_writes: AtomicU64,
     queue_depth: AtomicU64,
     queue: Mutex<queue::QueueStats>,
+    queue_name: OnceLock<&'static str>,
 }
 
 /// A point-in-time copy of [`ControllerMetrics`].
@@ -50,6 +51,17 @@ impl ControllerMetrics {
             api_writes: self.0.api_writes.load(Ordering::Relaxed),
             queue_depth: self.0.queue_depth.load(Ordering::Relaxed),
         }
+    }
+
+    /// Names the controller's work queue as upstream names it (the `name` label of component-base's
+    /// `workqueue_*` series), for a controller the runtime does not know; the first name given stays.
+    pub fn set_queue_name(&self, name: &'static str) {
+        let _ = self.0.queue_name.set(name);
+    }
+
+    /// The name given with [`set_queue_name`](Self::set_queue_name), if any.
+    pub fn queue_name(&self) -> Option<&'static str> {
+        self.0.queue_name.get().copied()
     }
 
     /// The controller's work-queue numbers (all zero for the periodic controllers, which have no queue).

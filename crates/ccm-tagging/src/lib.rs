@@ -1,22 +1,16 @@
 //! Cluster ownership tags: the rules for `kubernetes.io/cluster/<id>` (`owned` or `shared`) and the legacy
-//! `KubernetesCluster` tag, ownership checks made before any mutation, tag diffs that ignore `aws:` keys, and the
-//! tagging controller.
+//! `KubernetesCluster` tag, ownership checks made before any mutation, and tag diffs that ignore `aws:` keys.
 //!
 //! Everything here is pure: callers fetch tags through the `ccm-aws-api` ports and ask these rules what they may
 //! do. A resource is modified or deleted only when it is *owned* by this cluster; resources that are `shared`,
 //! untagged or tagged for another cluster are left alone.
 //!
-//! The tagging controller ([`controller`], feature `controller`; its flags as a `clap::Args` struct with feature
-//! `cli`) tags the EC2 instances of Nodes; see `docs/tagging.md`.
+//! The tagging controller, which applies `--tags` to the instances of Nodes, is not here: it needs a Kubernetes
+//! client and the AWS ports, so it lives in the composition (`ccm_aws::tagging`); see `docs/tagging.md`.
 //!
-//! May depend on: `std`, `thiserror`; the controller part (feature `controller`, off by default so that the
-//! domain crates using the rules never build kube) on `ccm-aws-api` ports, `kube`, `k8s-openapi`, `tokio`. Never on
-//! `aws-sdk-*` or other domain crates.
+//! May depend on: `std`, `thiserror`. Never on `kube`, `aws-sdk-*` or other domain crates.
 
 use std::collections::BTreeMap;
-
-#[cfg(feature = "controller")]
-pub mod controller;
 
 /// Resource tags: key to value.
 pub type Tags = BTreeMap<String, String>;

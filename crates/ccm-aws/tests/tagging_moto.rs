@@ -7,10 +7,8 @@
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use aws_sdk_ec2::types::{Filter, InstanceType};
+use ccm_aws::tagging::{CHECKSUM_LABEL, TaggingConfig, TaggingController, TaggingMetrics, tags_checksum};
 use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits};
-use ccm_tagging::controller::{
-    CHECKSUM_LABEL, TaggingConfig, TaggingController, TaggingMetrics, tags_checksum,
-};
 use ccm_testing::{TestEnv, unique_name};
 use k8s_openapi::{
     api::core::v1::{Node, NodeSpec},

@@ -6,13 +6,26 @@ use std::{
     time::Duration,
 };
 
-use ccm_aws_api::ec2::MockEc2;
-use k8s_openapi::{
-    api::core::v1::NodeSpec,
-    apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
+use std::{
+    collections::BTreeMap,
+    future::Future,
+    sync::{Arc, Mutex},
 };
 
-use super::*;
+use ccm_aws_api::{AwsError, ErrorKind, InstanceId, ProviderId, ec2::MockEc2};
+use ccm_controllers::{Clock, ControllerMetrics};
+use ccm_tagging::Tags;
+use k8s_openapi::{
+    api::core::v1::{Node, NodeSpec},
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
+    jiff::Timestamp,
+};
+use kube::runtime::watcher;
+
+use super::{
+    core::{Core, LabelNodes, MAX_CONCURRENT_LABELS},
+    *,
+};
 
 type Fut<T> = Pin<Box<dyn Future<Output = ccm_aws_api::Result<T>> + Send>>;
 
@@ -132,12 +145,22 @@ fn ec2_with(
 fn core(ec2: MockEc2, labels: FakeLabels, batching: bool) -> Arc<Core<MockEc2, FakeLabels>> {
     let mut config = TaggingConfig::new(tags(&[("team", "a")]));
     config.enable_batching = batching;
+    core_with(ec2, labels, &config, ControllerMetrics::default())
+}
+
+fn core_with(
+    ec2: MockEc2,
+    labels: FakeLabels,
+    config: &TaggingConfig,
+    queue_metrics: ControllerMetrics,
+) -> Arc<Core<MockEc2, FakeLabels>> {
     Arc::new(Core::new(
         Arc::new(ec2),
         labels,
-        &config,
+        config,
         TaggingMetrics::default(),
-        Arc::new(now),
+        queue_metrics,
+        Clock::fixed(now()),
     ))
 }
 
@@ -270,7 +293,11 @@ fn provider_ids() {
         ("aws:///us-east-1a/", None),
         ("", None),
     ] {
-        assert_eq!(instance_id(id).as_ref().map(InstanceId::as_str), want, "{id}");
+        assert_eq!(
+            ProviderId::ec2_instance_of(id).as_ref().map(InstanceId::as_str),
+            want,
+            "{id}"
+        );
     }
 }
 
@@ -485,7 +512,7 @@ async fn a_label_failure_is_retried_and_a_vanished_node_is_gone() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn deleted_nodes_are_untagged_including_those_missed_by_the_watch() {
+async fn deleted_nodes_are_untagged() {
     let calls = TagCalls::default();
     let core = core(
         ec2_with(
@@ -504,15 +531,16 @@ async fn deleted_nodes_are_untagged_including_those_missed_by_the_watch() {
             60,
         )));
     }
-    core.observe(watcher::Event::Delete(node(
-        "node-1",
-        Some("aws:///z/i-0001"),
-        None,
-        60,
-    )));
-    // The watch restarts; node-2 and node-3 vanished meanwhile.
-    core.observe(watcher::Event::Init);
-    core.observe(watcher::Event::InitDone);
+    // node-1's deletion is seen live; node-2 and node-3 vanished while the watch was down, which the informer
+    // reports as deletions after its relist.
+    for n in 1..=3 {
+        core.observe(watcher::Event::Delete(node(
+            &format!("node-{n}"),
+            Some(&format!("aws:///z/i-{n:04}")),
+            None,
+            60,
+        )));
+    }
     run_one(&core, |m| {
         m.count("untag", "done") == 2 && m.count("untag", "skipped") == 1
     })
@@ -522,25 +550,43 @@ async fn deleted_nodes_are_untagged_including_those_missed_by_the_watch() {
 
 #[tokio::test(start_paused = true)]
 async fn the_queue_wide_bucket_spaces_events() {
-    let q: Arc<Queue<u32>> = Queue::new(10.0, 2);
+    let calls = TagCalls::default();
+    let mut config = TaggingConfig::new(tags(&[("team", "a")]));
+    config.rate_limit = 10.0;
+    config.burst_limit = 2;
+    let core = core_with(
+        ec2_with(|_| None, &calls, tags(&[("team", "a")])),
+        FakeLabels::default(),
+        &config,
+        ControllerMetrics::default(),
+    );
     for n in 0..4 {
-        q.add_event(n);
+        core.observe(watcher::Event::Apply(aws_node(n)));
     }
-    assert_eq!(q.len(), 2, "the burst goes at once");
+    assert_eq!(core.queue.len(), 2, "the burst goes at once");
     tokio::time::sleep(Duration::from_millis(101)).await;
-    assert_eq!(q.len(), 3);
+    assert_eq!(core.queue.len(), 3);
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(q.len(), 4);
+    assert_eq!(core.queue.len(), 4);
 }
 
-#[tokio::test]
-async fn an_item_added_while_processing_is_processed_again_afterwards() {
-    let q: Arc<Queue<u32>> = Queue::new(0.0, 0);
-    q.add(1);
-    let taken = q.take(10).await;
-    assert_eq!(taken, vec![1]);
-    q.add(1);
-    assert_eq!(q.len(), 0, "not twice at once");
-    q.done(&1);
-    assert_eq!(q.take(10).await, vec![1]);
+#[tokio::test(start_paused = true)]
+async fn the_queue_publishes_component_base_numbers() {
+    let calls = TagCalls::default();
+    let queue_metrics = ControllerMetrics::default();
+    let core = core_with(
+        ec2_with(|_| None, &calls, tags(&[("team", "a")])),
+        FakeLabels::default(),
+        &TaggingConfig::new(tags(&[("team", "a")])),
+        queue_metrics.clone(),
+    );
+    for n in 0..3 {
+        core.observe(watcher::Event::Apply(aws_node(n)));
+    }
+    assert_eq!(queue_metrics.snapshot().queue_depth, 3);
+    run_one(&core, |m| m.count("tag", "done") == 3).await;
+    let q = queue_metrics.queue_snapshot();
+    assert_eq!(q.adds, 3);
+    assert_eq!(q.work_duration.count, 3);
+    assert_eq!(queue_metrics.snapshot().queue_depth, 0);
 }

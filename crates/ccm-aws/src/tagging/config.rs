@@ -4,7 +4,7 @@ use std::{collections::BTreeMap, fmt};
 
 use md5::{Digest, Md5};
 
-use crate::{Tags, is_aws_reserved};
+use ccm_tagging::{Tags, is_aws_reserved};
 
 /// The Node label holding the checksum of the tags last applied to the node's instance.
 pub const CHECKSUM_LABEL: &str = "k8s.io/cloud-provider-aws";
@@ -16,7 +16,7 @@ pub const SUPPORTED_RESOURCES: [&str; 1] = ["instance"];
 const MAX_TAG_KEY: usize = 128;
 const MAX_TAG_VALUE: usize = 256;
 
-/// The tagging controller's settings. Build it from flags (see `TaggingArgs` with the `cli` feature) or by hand,
+/// The tagging controller's settings. Build it from flags ([`TaggingArgs`]) or by hand,
 /// then [`TaggingConfig::validate`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaggingConfig {
@@ -209,10 +209,8 @@ pub fn parse_tags(value: &str) -> Result<Tags, TagsParseError> {
     Ok(out)
 }
 
-#[cfg(feature = "cli")]
 pub use cli::TaggingArgs;
 
-#[cfg(feature = "cli")]
 mod cli {
     use super::{TaggingConfig, Tags, parse_tags};
 
