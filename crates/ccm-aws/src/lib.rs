@@ -12,8 +12,8 @@ pub mod cloud;
 pub mod cloud_config;
 pub mod cluster_id;
 pub mod doctor;
-pub mod tagging;
 pub mod host_updates;
+pub mod tagging;
 
 pub use cloud::{AwsCloud, AwsCloudError, Environment, PROVIDER_NAME};
 pub use cloud_config::{CloudConfig, CloudConfigErrors, ConfigError, GlobalConfig, LoadError};
