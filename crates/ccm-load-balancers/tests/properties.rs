@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use ccm_aws_api::VpcId;
 use ccm_load_balancers::annotations::{Key, Value, parse_value};
-use ccm_load_balancers::{LoadBalancerConfig, nlb, parse_service, shared};
+use ccm_load_balancers::{Flavour, LoadBalancerConfig, nlb, parse_service, shared};
 use ccm_tagging::ClusterTags;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -146,6 +146,19 @@ fn odd_uids_make_valid_names_without_panicking() {
     assert_eq!(name.as_deref(), Some("ax12"));
 }
 
+/// The shrunk input that once failed `services_parse_or_name_the_field` (CI, session 6): the property asked every
+/// accepted Service for ports, but an `external` one is another controller's and needs none.
+#[test]
+fn an_external_service_without_ports_parses() {
+    let annotations = BTreeMap::from([(
+        "service.beta.kubernetes.io/aws-load-balancer-type".to_owned(),
+        "external ".to_owned(),
+    )]);
+    let spec = parse_service(&service("ns", "web", "u-1", annotations, &[])).unwrap();
+    assert_eq!(spec.flavour, Flavour::External);
+    assert!(spec.ports.is_empty());
+}
+
 proptest! {
     #![proptest_config(cases())]
 
@@ -170,7 +183,8 @@ proptest! {
         ports in prop::collection::vec((any::<i32>(), any::<i32>(), prop::sample::select(vec!["TCP", "UDP", "SCTP", ""])), 0..4),
     ) {
         match parse_service(&service("ns", "web", "u-1", annotations, &ports)) {
-            Ok(spec) => prop_assert!(!spec.ports.is_empty()),
+            // An `external`/`nlb-ip` Service is the AWS Load Balancer Controller's: it parses without ports.
+            Ok(spec) => prop_assert!(!spec.ports.is_empty() || spec.flavour == Flavour::External),
             Err(invalid) => {
                 prop_assert!(!invalid.problems.is_empty());
                 for problem in &invalid.problems {
