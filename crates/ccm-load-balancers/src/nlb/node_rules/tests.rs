@@ -1,7 +1,8 @@
 use super::*;
+use crate::LoadBalancerConfig;
 use ccm_aws_api::{
-    Tags, VpcId,
-    ec2::{Instance, MockEc2, Subnet},
+    AwsError, ErrorKind, Filter, InstanceId, SubnetId, Tags, VpcId,
+    ec2::{Instance, InstanceState, MockEc2, Subnet},
 };
 use ccm_tagging::ClusterTags;
 

@@ -1,0 +1,177 @@
+//! Reading what the node rules of an NLB start from: the target instances' groups, the cluster's groups that
+//! hold rules of the load balancer, and the CIDRs of its subnets (see the parent module for the calls made).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ccm_aws_api::{
+    AwsError, Ec2, ErrorKind, Filter, InstanceId, SecurityGroupId, SubnetId,
+    ec2::{Instance, InstanceState, SecurityGroup, Subnet},
+};
+use ccm_tagging::LEGACY_CLUSTER_TAG;
+
+use super::{NodeAccess, Observed};
+use crate::{Error, LoadBalancerConfig, shared};
+
+/// Reads the groups that matter for `access`: the target instances' groups and the cluster's groups that hold
+/// rules of this load balancer; `lb_subnets` are the load balancer's subnets (health checks come from their
+/// CIDRs). See the module documentation for the calls made.
+pub async fn observe<E: Ec2>(
+    ec2: &E,
+    config: &LoadBalancerConfig,
+    access: &NodeAccess,
+    lb_subnets: &[SubnetId],
+) -> Result<Observed, Error> {
+    let context = "reading the nodes' security groups";
+    let ids: Vec<InstanceId> = access
+        .instances
+        .iter()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .map(|i| InstanceId::new(i.clone()))
+        .collect();
+    let vpc = Filter::new("vpc-id", [config.vpc_id.as_str()]);
+    let subnet_ids: BTreeSet<&str> = lb_subnets.iter().map(SubnetId::as_str).collect();
+    let read_subnets = access.needs_health_sources() && !subnet_ids.is_empty();
+    let cluster_filters = [Filter::tag_key(config.cluster.key()), vpc.clone()];
+    let (instances, tagged, legacy, subnets) = tokio::join!(
+        async {
+            if ids.is_empty() {
+                Ok(Vec::new())
+            } else {
+                ec2.instances_by_id(&ids).await
+            }
+        },
+        ec2.security_groups(&cluster_filters),
+        async {
+            if config.cluster.legacy() {
+                ec2.security_groups(&[
+                    Filter::tag(LEGACY_CLUSTER_TAG, [config.cluster.id()]),
+                    vpc.clone(),
+                ])
+                .await
+            } else {
+                Ok(Vec::new())
+            }
+        },
+        async {
+            if read_subnets {
+                ec2.subnets(&[Filter::new("subnet-id", subnet_ids.iter().copied())])
+                    .await
+            } else {
+                Ok(Vec::new())
+            }
+        },
+    );
+    let mut instances = instances.map_err(Error::aws(context))?;
+    instances.retain(|i| !matches!(i.state, InstanceState::Terminated));
+    let mut groups: BTreeMap<SecurityGroupId, SecurityGroup> = BTreeMap::new();
+    for g in tagged
+        .map_err(Error::aws(context))?
+        .into_iter()
+        .chain(legacy.map_err(Error::aws(context))?)
+    {
+        if config.cluster.is_tagged(&g.tags) {
+            groups.insert(g.id.clone(), g);
+        }
+    }
+
+    let others = other_groups(ec2, &instances, &groups).await?;
+    let instance_groups = instance_groups(config, access, &instances, &mut groups, &others)?;
+    let health_sources = if read_subnets {
+        health_sources(
+            access,
+            &subnet_ids,
+            subnets.map_err(Error::aws("reading the load balancer's subnets"))?,
+        )?
+    } else {
+        Vec::new()
+    };
+
+    Ok(Observed {
+        groups: groups.into_values().collect(),
+        instance_groups,
+        health_sources,
+    })
+}
+
+/// An instance with a cluster-tagged group gets the rules there (or is ambiguous) whatever its other groups are;
+/// the groups of the other instances are read (in one call) to find their only untagged one.
+async fn other_groups<E: Ec2>(
+    ec2: &E,
+    instances: &[Instance],
+    groups: &BTreeMap<SecurityGroupId, SecurityGroup>,
+) -> Result<BTreeMap<SecurityGroupId, SecurityGroup>, Error> {
+    let missing: BTreeSet<&str> = instances
+        .iter()
+        .filter(|i| !i.security_groups.iter().any(|g| groups.contains_key(g)))
+        .flat_map(|i| &i.security_groups)
+        .map(SecurityGroupId::as_str)
+        .collect();
+    if missing.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    Ok(ec2
+        .security_groups(&[Filter::new("group-id", missing.iter().copied())])
+        .await
+        .map_err(Error::aws("reading the nodes' security groups"))?
+        .into_iter()
+        .map(|g| (g.id.clone(), g))
+        .collect())
+}
+
+/// The group of each instance that receives the rules (recorded among the groups when found among the others).
+fn instance_groups(
+    config: &LoadBalancerConfig,
+    access: &NodeAccess,
+    instances: &[Instance],
+    groups: &mut BTreeMap<SecurityGroupId, SecurityGroup>,
+    others: &BTreeMap<SecurityGroupId, SecurityGroup>,
+) -> Result<BTreeMap<String, SecurityGroupId>, Error> {
+    let mut instance_groups = BTreeMap::new();
+    for instance in instances {
+        let candidates: Vec<&SecurityGroup> = instance
+            .security_groups
+            .iter()
+            .filter_map(|id| groups.get(id).or_else(|| others.get(id)))
+            .collect();
+        match shared::instance_group(&instance.id, &candidates, &config.cluster)? {
+            Some(group) => {
+                if let Some(g) = others.get(&group) {
+                    groups.entry(group.clone()).or_insert_with(|| g.clone());
+                }
+                instance_groups.insert(instance.id.to_string(), group);
+            }
+            None => tracing::warn!(
+                instance = %instance.id,
+                load_balancer = %access.load_balancer,
+                "the instance has no security group tagged for the cluster nor an untagged one; it gets no NLB rules"
+            ),
+        }
+    }
+    Ok(instance_groups)
+}
+
+/// The CIDRs health checks come from: the load balancer's subnets', all of which must be found.
+fn health_sources(
+    access: &NodeAccess,
+    subnet_ids: &BTreeSet<&str>,
+    subnets: Vec<Subnet>,
+) -> Result<Vec<String>, Error> {
+    let found: BTreeSet<&str> = subnets.iter().map(|s| s.id.as_str()).collect();
+    let lost: Vec<&str> = subnet_ids.difference(&found).copied().collect();
+    if !lost.is_empty() {
+        // Without every source the health rules of the missing subnets would be revoked: change nothing.
+        return Err(Error::aws("reading the load balancer's subnets")(
+            AwsError::new(ErrorKind::NotFound, "ec2", "DescribeSubnets")
+                .with_code("InvalidSubnetID.NotFound")
+                .with_message(format!(
+                    "subnets {lost:?} of load balancer {} not found; health check rules are left unchanged",
+                    access.load_balancer
+                )),
+        ));
+    }
+    let mut health_sources: Vec<String> = subnets.into_iter().filter_map(|s| s.cidr_block).collect();
+    health_sources.sort();
+    health_sources.dedup();
+    Ok(health_sources)
+}
