@@ -71,6 +71,30 @@ impl CloudError {
         }
     }
 
+    /// The one mapping of a provider's own error to what the controllers do next, for the errors that are no
+    /// sentinel. With a `retry` delay (the cloud suggested one, or the provider's policy for throttling): a
+    /// [`CloudError::RetryAfter`] whose message is `err` and its causes, `a: b: c`. Without: a
+    /// [`CloudError::Other`] whose message is `err`'s own text and whose source is `err` itself, so that the
+    /// cause can still be downcast and a printer of the chain that skips a repeated text (the controllers'
+    /// `ErrorChain`) prints every cause once.
+    pub fn from_failure<E>(err: E, retry: Option<Duration>) -> Self
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        match retry {
+            Some(after) => {
+                let mut message = err.to_string();
+                let mut cause = err.source();
+                while let Some(c) = cause {
+                    message = format!("{message}: {c}");
+                    cause = c.source();
+                }
+                Self::retry_after(message, after)
+            }
+            None => Self::with_source(err.to_string(), err),
+        }
+    }
+
     /// A failure that should be retried after `after` (upstream `api.NewRetryError`).
     pub fn retry_after(message: impl Into<String>, after: Duration) -> Self {
         Self::RetryAfter {
@@ -156,5 +180,26 @@ mod tests {
             "Display does not repeat the cause"
         );
         assert!(std::error::Error::source(&e).is_some());
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("creating the listener")]
+    struct Failed(#[source] std::io::Error);
+
+    #[test]
+    fn a_failure_keeps_its_cause_or_names_it_when_retried() {
+        let other = CloudError::from_failure(Failed(std::io::Error::other("throttled")), None);
+        assert_eq!(other.to_string(), "creating the listener");
+        let source = std::error::Error::source(&other).expect("the failure is the source");
+        assert!(source.downcast_ref::<Failed>().is_some());
+        let retry = CloudError::from_failure(
+            Failed(std::io::Error::other("throttled")),
+            Some(Duration::from_secs(3)),
+        );
+        assert_eq!(
+            retry.to_string(),
+            "creating the listener: throttled (retry after 3s)"
+        );
+        assert_eq!(retry.retry_delay(), Some(Duration::from_secs(3)));
     }
 }

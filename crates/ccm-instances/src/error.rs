@@ -70,17 +70,14 @@ impl InstancesError {
 }
 
 impl From<InstancesError> for CloudError {
+    /// `InstanceNotFound` becomes [`CloudError::InstanceNotFound`]; everything else goes through
+    /// [`CloudError::from_failure`] (after the delay AWS suggested, if any), keeping this error as the cause.
     fn from(err: InstancesError) -> Self {
-        let message = err.to_string();
-        match &err {
-            InstancesError::Aws { source, .. } => {
-                if let Some(after) = source.retry_after() {
-                    return CloudError::retry_after(format!("{message}: {source}"), after);
-                }
-                CloudError::with_source(message, err)
-            }
-            InstancesError::InstanceNotFound { .. } => CloudError::InstanceNotFound,
-            _ => CloudError::with_source(message, err),
-        }
+        let retry = match &err {
+            InstancesError::InstanceNotFound { .. } => return CloudError::InstanceNotFound,
+            InstancesError::Aws { source, .. } => source.retry_after(),
+            _ => None,
+        };
+        CloudError::from_failure(err, retry)
     }
 }

@@ -118,6 +118,8 @@ impl Error {
 }
 
 impl From<Error> for CloudError {
+    /// Deletions waiting on AWS become [`CloudError::Waiting`]; everything else goes through
+    /// [`CloudError::from_failure`] (after the delay AWS suggested, if any), keeping this error as the cause.
     fn from(err: Error) -> Self {
         match err {
             // Expected after a deletion, for minutes: progress that waits, not a failure.
@@ -132,12 +134,57 @@ impl From<Error> for CloudError {
                 format!("AWS to release target group {group} of the deleted load balancer {name}"),
                 IN_USE_RETRY,
             ),
-            Error::Aws { ref source, .. } if source.retry_after().is_some() => {
-                let after = source.retry_after().unwrap_or_default();
-                CloudError::retry_after(err.to_string(), after)
+            Error::Aws { ref source, .. } => {
+                let retry = source.retry_after();
+                CloudError::from_failure(err, retry)
             }
-            Error::Aws { context, source } => CloudError::with_source(format!("{context}: {source}"), source),
-            other => CloudError::other(other.to_string()),
+            other => CloudError::from_failure(other, None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ccm_aws_api::ErrorKind;
+
+    use super::*;
+
+    fn aws(kind: ErrorKind) -> AwsError {
+        AwsError::new(kind, "elb", "CreateLoadBalancerListeners").with_code("Boom")
+    }
+
+    /// The cause is kept as the source (so it can be downcast) and is not repeated in the message, which the
+    /// controllers print followed by the chain of sources.
+    #[test]
+    fn an_aws_failure_keeps_its_source_and_prints_its_cause_once() {
+        let err = CloudError::from(Error::aws("creating the listeners")(aws(ErrorKind::Permanent)));
+        assert_eq!(err.to_string(), "creating the listeners");
+        let source = std::error::Error::source(&err).expect("source kept");
+        let ours = source
+            .downcast_ref::<Error>()
+            .expect("the crate's error is the source");
+        assert!(matches!(ours, Error::Aws { .. }));
+        assert!(std::error::Error::source(ours).is_some_and(|s| s.to_string().contains("Boom")));
+    }
+
+    #[test]
+    fn a_suggested_delay_retries_after_it_naming_the_cause() {
+        let throttled = aws(ErrorKind::Throttled).with_retry_after(Duration::from_secs(7));
+        let err = CloudError::from(Error::aws("creating the listeners")(throttled));
+        assert_eq!(err.retry_delay(), Some(Duration::from_secs(7)));
+        assert!(
+            err.to_string()
+                .starts_with("creating the listeners: elb CreateLoadBalancerListeners failed")
+        );
+    }
+
+    #[test]
+    fn errors_without_a_cause_keep_their_type() {
+        let err = CloudError::from(Error::MissingUid);
+        assert_eq!(err.to_string(), Error::MissingUid.to_string());
+        let source = std::error::Error::source(&err).expect("source kept");
+        assert!(matches!(source.downcast_ref::<Error>(), Some(Error::MissingUid)));
     }
 }

@@ -89,21 +89,15 @@ impl RoutesError {
 impl From<RoutesError> for CloudError {
     /// `InstanceNotFound` becomes [`CloudError::InstanceNotFound`]; a throttled AWS call (or one with a suggested
     /// delay) becomes [`CloudError::RetryAfter`]; everything else [`CloudError::Other`] with this error as the
-    /// cause.
+    /// cause (both through [`CloudError::from_failure`]).
     fn from(err: RoutesError) -> Self {
-        let message = err.to_string();
-        match &err {
-            RoutesError::InstanceNotFound { .. } => CloudError::InstanceNotFound,
-            RoutesError::Aws { source, .. } => {
-                let after = source
-                    .retry_after()
-                    .or((source.kind() == ErrorKind::Throttled).then_some(THROTTLED_RETRY_AFTER));
-                match after {
-                    Some(after) => CloudError::retry_after(format!("{message}: {source}"), after),
-                    None => CloudError::with_source(message, err),
-                }
-            }
-            _ => CloudError::with_source(message, err),
-        }
+        let retry = match &err {
+            RoutesError::InstanceNotFound { .. } => return CloudError::InstanceNotFound,
+            RoutesError::Aws { source, .. } => source
+                .retry_after()
+                .or((source.kind() == ErrorKind::Throttled).then_some(THROTTLED_RETRY_AFTER)),
+            _ => None,
+        };
+        CloudError::from_failure(err, retry)
     }
 }
