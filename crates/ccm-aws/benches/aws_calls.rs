@@ -4,19 +4,19 @@
 //! controller's, from reading its code (see the project's performance notes), are printed beside them.
 //!
 //! Needs the test environment's variables (`set -a; . $dir/env; set +a`), then
-//! `cargo bench -p ccm-load-balancers --bench aws-calls`. `BENCH_PORTS` (2) sets the Service's ports.
+//! `cargo bench -p ccm-aws --bench aws-calls`. `BENCH_PORTS` (2) sets the Service's ports.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+#[path = "../tests/lb_support/mod.rs"]
+mod lb_support;
 
 use std::collections::BTreeMap;
 
 use ccm_aws_sdk::CallMetrics;
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
-use common::world::{self, Lbs, World, service, uid};
 use k8s_openapi::api::core::v1::{Node, Service};
+use lb_support::world::{self, Lbs, World, service, uid};
 
 /// Calls per operation so far.
 fn calls(metrics: &CallMetrics) -> BTreeMap<&'static str, u64> {

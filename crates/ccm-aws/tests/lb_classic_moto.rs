@@ -4,7 +4,7 @@
 //! k-th mutating call, for every k, is completed by the next run into exactly one load balancer and one group.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod lb_support;
 
 use std::collections::BTreeMap;
 
@@ -14,12 +14,12 @@ use ccm_aws_sdk::CallMetrics;
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::unique_name;
-use common::world::{World, diff, mutation_counts, service, uid};
 use k8s_openapi::api::core::v1::Node;
+use lb_support::world::{World, diff, mutation_counts, service, uid};
 
 /// Mutating calls so far (every operation that is not a `Describe*`).
 async fn world(cidr_second_octet: u8) -> World {
-    common::world::world(cidr_second_octet, "lb", false).await
+    lb_support::world::world(cidr_second_octet, "lb", false).await
 }
 
 fn mutations(metrics: &CallMetrics) -> u64 {
@@ -311,7 +311,11 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
         let done = crashed.is_ok();
         if !done {
             crashed_creations += 1;
-            assert!(crashed.unwrap_err().to_string().contains("injected crash"));
+            assert!(
+                ccm_controllers::ErrorChain(&crashed.unwrap_err())
+                    .to_string()
+                    .contains("injected crash")
+            );
         }
         // The next run converges: one load balancer, one group, and then nothing left to do.
         healthy

@@ -4,7 +4,7 @@
 //! deletion (no owned resource left, a BYO group kept). Each test has its own VPC, instances and cluster ID.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod lb_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,21 +15,21 @@ use ccm_aws_api::{
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::{TestEnv, unique_name};
-use common::world::{Lbs, World, diff, mutation_counts, node, uid};
 use k8s_openapi::api::core::v1::{Node, Service};
+use lb_support::world::{Lbs, World, diff, mutation_counts, node, uid};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const CLUSTER_NAME: &str = "kubernetes";
 
 async fn world(octet: u8) -> World {
-    common::world::world(octet, "nlb", true).await
+    lb_support::world::world(octet, "nlb", true).await
 }
 
-/// An NLB Service: [`common::world::service`] with `aws-load-balancer-type: nlb`.
+/// An NLB Service: [`lb_support::world::service`] with `aws-load-balancer-type: nlb`.
 fn service(uid: &str, ports: &[(i32, i32)], annotations: &[(Key, &str)]) -> Service {
     let mut all = annotations.to_vec();
     all.push((Key::Type, "nlb"));
-    common::world::service(uid, ports, &all)
+    lb_support::world::service(uid, ports, &all)
 }
 
 impl World {
@@ -533,7 +533,11 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
         let done = crashed.is_ok();
         if !done {
             crashed_creations += 1;
-            assert!(crashed.unwrap_err().to_string().contains("injected crash"));
+            assert!(
+                ccm_controllers::ErrorChain(&crashed.unwrap_err())
+                    .to_string()
+                    .contains("injected crash")
+            );
         }
         ensure(&healthy, &svc, &nodes).await;
         let lb = elbv2.load_balancer(&name).await.unwrap().unwrap();

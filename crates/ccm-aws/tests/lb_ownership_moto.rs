@@ -4,7 +4,7 @@
 //! leaves it as it was — and an untagged one is adopted (tagged `owned`) only with `AdoptUntaggedLoadBalancers`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod lb_support;
 
 use ccm_aws_api::{
     Elb, Elbv2, SubnetId, Tags,
@@ -13,8 +13,8 @@ use ccm_aws_api::{
 };
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
-use common::world::{World, diff, mutation_counts, service, uid};
 use k8s_openapi::api::core::v1::{Node, Service};
+use lb_support::world::{World, diff, mutation_counts, service, uid};
 
 const CLUSTER: &str = "kubernetes";
 
@@ -97,7 +97,7 @@ fn lb_service(flavour: Flavour) -> Service {
 
 #[tokio::test]
 async fn load_balancers_of_others_under_our_name_are_never_touched() {
-    let w = common::world::world(111, "own", false).await;
+    let w = lb_support::world::world(111, "own", false).await;
     let lbs = w.lbs(w.config.clone());
     let metrics = w.adapter.metrics().clone();
     let nodes: Vec<Node> = w.nodes();
@@ -156,7 +156,7 @@ async fn load_balancers_of_others_under_our_name_are_never_touched() {
 
 #[tokio::test]
 async fn an_untagged_load_balancer_is_adopted_only_when_configured() {
-    let w = common::world::world(112, "adopt", false).await;
+    let w = lb_support::world::world(112, "adopt", false).await;
     let adopting = w.lbs(w.config.clone().with_adopt_untagged(true));
     let nodes: Vec<Node> = w.nodes();
     let refs: Vec<&Node> = nodes.iter().collect();

@@ -173,7 +173,7 @@ fn dependency_rules_hold() {
 
 /// The crates whose `cargo test -p` must not build the AWS SDK: their tests use the port mocks, and their moto
 /// tests live in the composition crate (`crates/ccm-aws/tests`).
-const SDK_FREE_TESTS: &[&str] = &["ccm-instances", "ccm-routes"];
+const SDK_FREE_TESTS: &[&str] = &["ccm-instances", "ccm-routes", "ccm-load-balancers", "ccm-tagging"];
 
 #[test]
 fn domain_crate_tests_never_build_the_aws_sdk() {

@@ -7,7 +7,6 @@ use std::{
 };
 
 use super::Faulty;
-use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
 use ccm_aws_api::{Ec2, VpcId};
 use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, AwsElb, AwsElbv2, CallMetrics, RateLimits, RetryPolicy};
 use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
@@ -115,8 +114,9 @@ pub struct World {
     pub instances: Vec<String>,
 }
 
-/// A fresh world in `10.<octet>.0.0/16` for a new cluster ID `<prefix>-...`; with `internal_subnets` the subnets
-/// are tagged for internal load balancers too.
+/// A fresh world in `10.<octet>.0.0/16` for a new cluster ID `<prefix>-...`: two subnets tagged for the cluster
+/// and for internet-facing load balancers (with `internal_subnets`, internal ones too), an internet gateway, the
+/// nodes' security group and three instances in it, all `owned` by the cluster.
 pub async fn world(cidr_second_octet: u8, prefix: &str, internal_subnets: bool) -> World {
     let env = TestEnv::get();
     let sdk = env.aws_config().await;
@@ -127,112 +127,30 @@ pub async fn world(cidr_second_octet: u8, prefix: &str, internal_subnets: bool) 
             .with_retry(RetryPolicy::quick(1)),
     );
     let raw = aws_sdk_ec2::Client::new(&sdk);
-    let cluster_id = unique_name(prefix);
-    let cluster = ClusterTags::new(&cluster_id, false).unwrap();
-    let tag = |k: &str, v: &str| Tag::builder().key(k).value(v).build();
-
-    let vpc = raw
-        .create_vpc()
-        .cidr_block(format!("10.{cidr_second_octet}.0.0/16"))
-        .send()
-        .await
-        .unwrap();
-    let vpc = vpc.vpc().unwrap().vpc_id().unwrap().to_owned();
-    let igw = raw.create_internet_gateway().send().await.unwrap();
-    let igw = igw
-        .internet_gateway()
-        .unwrap()
-        .internet_gateway_id()
-        .unwrap()
-        .to_owned();
-    raw.attach_internet_gateway()
-        .internet_gateway_id(&igw)
-        .vpc_id(&vpc)
-        .send()
-        .await
-        .unwrap();
-    let table = raw.create_route_table().vpc_id(&vpc).send().await.unwrap();
-    let table = table.route_table().unwrap().route_table_id().unwrap().to_owned();
-    raw.create_route()
-        .route_table_id(&table)
-        .destination_cidr_block("0.0.0.0/0")
-        .gateway_id(&igw)
-        .send()
-        .await
-        .unwrap();
-    let mut subnet_tags = TagSpecification::builder()
-        .tags(tag(&cluster.key(), "shared"))
-        .tags(tag("kubernetes.io/role/elb", "1"));
+    let cluster = ClusterTags::new(unique_name(prefix), false).unwrap();
+    let key = cluster.key();
+    let mut subnet_tags = vec![(key.as_str(), "shared"), ("kubernetes.io/role/elb", "1")];
     if internal_subnets {
-        subnet_tags = subnet_tags.tags(tag("kubernetes.io/role/internal-elb", "1"));
+        subnet_tags.push(("kubernetes.io/role/internal-elb", "1"));
     }
-    let mut subnets = Vec::new();
-    for (i, zone) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
-        let s = raw
-            .create_subnet()
-            .vpc_id(&vpc)
-            .cidr_block(format!("10.{cidr_second_octet}.{}.0/24", i + 1))
-            .availability_zone(*zone)
-            .tag_specifications(subnet_tags.clone().resource_type(ResourceType::Subnet).build())
-            .send()
-            .await
-            .unwrap();
-        let id = s.subnet().unwrap().subnet_id().unwrap().to_owned();
-        raw.associate_route_table()
-            .route_table_id(&table)
-            .subnet_id(&id)
-            .send()
-            .await
-            .unwrap();
-        subnets.push(id);
-    }
-    let node_group = raw
-        .create_security_group()
-        .group_name(unique_name("nodes"))
-        .description("nodes")
-        .vpc_id(&vpc)
-        .tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::SecurityGroup)
-                .tags(tag(&cluster.key(), "owned"))
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap()
-        .group_id()
-        .unwrap()
-        .to_owned();
-    let run = raw
-        .run_instances()
-        .image_id("ami-12c6146b")
-        .instance_type(InstanceType::M5Large)
-        .min_count(3)
-        .max_count(3)
-        .subnet_id(&subnets[0])
-        .security_group_ids(&node_group)
-        .tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::Instance)
-                .tags(tag(&cluster.key(), "owned"))
-                .build(),
-        )
-        .send()
+    let built = ccm_testing::world::World::builder(cidr_second_octet)
+        .subnet("us-east-1a", &subnet_tags)
+        .subnet("us-east-1b", &subnet_tags)
+        .internet_gateway()
+        .security_group(&[(key.as_str(), "owned")])
+        .instances_in_group(3, 0, &[(key.as_str(), "owned")])
+        .build(&raw)
         .await
         .unwrap();
-    let mut instances: Vec<String> = run
-        .instances()
-        .iter()
-        .map(|i| i.instance_id().unwrap().to_owned())
-        .collect();
+    let mut instances = built.instance_ids();
     instances.sort();
     World {
-        config: LoadBalancerConfig::new(cluster, VpcId::new(&vpc)),
+        config: LoadBalancerConfig::new(cluster, VpcId::new(&built.vpc)),
         adapter,
         raw,
-        vpc,
-        subnets,
-        node_group,
+        vpc: built.vpc,
+        subnets: built.subnets,
+        node_group: built.groups[0].clone(),
         instances,
     }
 }
