@@ -92,8 +92,8 @@ pub(crate) fn desired_for(annotations: &[(Key, &str)], ports: &[(i32, i32)], nod
     .unwrap()
 }
 
-/// The AWS state right after `desired` was applied: what a steady Service observes.
-pub(crate) fn converged(desired: &Desired) -> Observed {
+/// The Classic ELB AWS holds right after `desired` was applied.
+fn converged_load_balancer(desired: &Desired) -> ClassicLoadBalancer {
     let mut lb = ClassicLoadBalancer::new(&desired.name, "x.us-east-1.elb.amazonaws.com");
     lb.internal = desired.internal;
     lb.subnets = desired.subnets.iter().map(|s| SubnetId::new(s.clone())).collect();
@@ -127,6 +127,11 @@ pub(crate) fn converged(desired: &Desired) -> Observed {
             })
             .collect();
     }
+    lb
+}
+
+/// The AWS state right after `desired` was applied: what a steady Service observes.
+pub(crate) fn converged(desired: &Desired) -> Observed {
     let mut group = SecurityGroup::new(
         SecurityGroupId::new("sg-lb"),
         &shared::security_group_name(&desired.name),
@@ -154,7 +159,7 @@ pub(crate) fn converged(desired: &Desired) -> Observed {
         policies.insert(ssl_policy_name(p));
     }
     Observed {
-        load_balancer: Some(lb),
+        load_balancer: Some(converged_load_balancer(desired)),
         // AWS adds its own tags; they are never removed.
         tags: {
             let mut t = desired.tags.clone();

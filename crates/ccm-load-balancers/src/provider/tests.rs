@@ -68,16 +68,9 @@ async fn invalid_services_and_other_flavours_make_no_aws_call() {
     );
 }
 
-/// A steady Service: reads only, and the status from the existing load balancer.
-#[tokio::test]
-async fn ensure_of_a_steady_service_only_reads() {
-    let svc = service(&[], &[(80, 30080)]);
-    let n = node("i-1");
-    let spec = crate::parse_service(&svc).unwrap();
-    let mut c = config();
-    c.manage_node_security_groups = false;
-    let desired = crate::classic::build(&spec, &[&n], &c, &[SubnetId::new("subnet-a")]).unwrap();
-
+/// EC2 and ELB mocks that answer with a Classic ELB exactly as `desired` (one subnet, routed to the internet):
+/// only reads are expected.
+fn steady_classic_ports(desired: &crate::classic::Desired) -> (MockEc2, MockElb) {
     let mut ec2 = MockEc2::new();
     let mut elb = MockElb::new();
     ec2.expect_availability_zones()
@@ -148,6 +141,20 @@ async fn ensure_of_a_steady_service_only_reads() {
             })
         })
     });
+    (ec2, elb)
+}
+
+/// A steady Service: reads only, and the status from the existing load balancer.
+#[tokio::test]
+async fn ensure_of_a_steady_service_only_reads() {
+    let svc = service(&[], &[(80, 30080)]);
+    let n = node("i-1");
+    let spec = crate::parse_service(&svc).unwrap();
+    let mut c = config();
+    c.manage_node_security_groups = false;
+    let desired = crate::classic::build(&spec, &[&n], &c, &[SubnetId::new("subnet-a")]).unwrap();
+
+    let (ec2, elb) = steady_classic_ports(&desired);
     let lbs = AwsLoadBalancers::new(ec2, elb, MockElbv2::new(), c);
     for _ in 0..2 {
         let status = lbs.ensure_load_balancer("k", &svc, &[&n]).await.unwrap();
