@@ -7,8 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_ec2::types::{
-    Filter as SdkFilter, InstanceType, IpPermission as SdkPermission, IpRange as SdkRange, Ipv6Range,
-    ResourceType, Tag, TagSpecification,
+    Filter as SdkFilter, IpPermission as SdkPermission, IpRange as SdkRange, Ipv6Range,
 };
 use ccm_aws_api::{Ec2, Filter, SecurityGroupId, SubnetId, VpcId};
 use ccm_aws_sdk::{Adapter, AdapterOptions, CallMetrics, RateLimits, RetryPolicy};
@@ -38,17 +37,8 @@ struct World {
     lb: String,
 }
 
-fn octet(name: &str) -> u8 {
-    let hash = name
-        .bytes()
-        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-    100 + u8::try_from(hash % 150).unwrap()
-}
-
-fn tag(k: &str, v: &str) -> Tag {
-    Tag::builder().key(k).value(v).build()
-}
-
+/// Two subnets; the cluster's node group (`owned`) with two instances, an untagged group with a third, and a
+/// `shared` group of no instance.
 async fn world() -> World {
     let env = TestEnv::get();
     let sdk = env.aws_config().await;
@@ -61,85 +51,29 @@ async fn world() -> World {
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster_id = unique_name("nlbrules");
     let cluster = ClusterTags::new(&cluster_id, false).unwrap();
-    let o = octet(&cluster_id);
-    let vpc = raw
-        .create_vpc()
-        .cidr_block(format!("10.{o}.0.0/16"))
-        .send()
+    let key = cluster.key();
+    let built = ccm_testing::world::World::builder(ccm_testing::ec2::octet_for(&cluster_id))
+        .subnet("us-east-1a", &[])
+        .subnet("us-east-1b", &[])
+        .security_group(&[(key.as_str(), "owned")])
+        .security_group(&[])
+        .security_group(&[(key.as_str(), "shared")])
+        .instances_in_group(2, 0, &[])
+        .instances_in_group(1, 1, &[])
+        .build(&raw)
         .await
-        .unwrap()
-        .vpc()
-        .unwrap()
-        .vpc_id()
-        .unwrap()
-        .to_owned();
-    let mut subnets = Vec::new();
-    let mut subnet_cidrs = Vec::new();
-    for (i, zone) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
-        let s = raw
-            .create_subnet()
-            .vpc_id(&vpc)
-            .cidr_block(format!("10.{o}.{}.0/24", i + 1))
-            .availability_zone(*zone)
-            .send()
-            .await
-            .unwrap();
-        subnets.push(SubnetId::new(s.subnet().unwrap().subnet_id().unwrap()));
-        subnet_cidrs.push(format!("10.{o}.{}.0/24", i + 1));
-    }
-    let group = |tags: Vec<Tag>| {
-        let raw = raw.clone();
-        let vpc = vpc.clone();
-        async move {
-            let mut req = raw
-                .create_security_group()
-                .group_name(unique_name("nlbrules"))
-                .description("test group")
-                .vpc_id(&vpc);
-            if !tags.is_empty() {
-                req = req.tag_specifications(
-                    TagSpecification::builder()
-                        .resource_type(ResourceType::SecurityGroup)
-                        .set_tags(Some(tags))
-                        .build(),
-                );
-            }
-            req.send().await.unwrap().group_id().unwrap().to_owned()
-        }
-    };
-    let nodes = group(vec![tag(&cluster.key(), "owned")]).await;
-    let plain = group(vec![]).await;
-    let former = group(vec![tag(&cluster.key(), "shared")]).await;
-    let mut instances = Vec::new();
-    for (count, sg) in [(2, &nodes), (1, &plain)] {
-        let run = raw
-            .run_instances()
-            .image_id("ami-12c6146b")
-            .instance_type(InstanceType::M5Large)
-            .min_count(count)
-            .max_count(count)
-            .subnet_id(subnets[0].as_str())
-            .security_group_ids(sg)
-            .send()
-            .await
-            .unwrap();
-        instances.extend(
-            run.instances()
-                .iter()
-                .map(|i| i.instance_id().unwrap().to_owned()),
-        );
-    }
+        .unwrap();
     let lb = format!("a{}", unique_name("lb").replace('-', ""));
     World {
         adapter,
         raw,
-        config: LoadBalancerConfig::new(cluster, VpcId::new(&vpc)),
-        subnets,
-        subnet_cidrs,
-        nodes,
-        plain,
-        former,
-        instances,
+        config: LoadBalancerConfig::new(cluster, VpcId::new(&built.vpc)),
+        subnets: built.subnets.iter().map(SubnetId::new).collect(),
+        subnet_cidrs: built.subnet_cidrs.clone(),
+        nodes: built.groups[0].clone(),
+        plain: built.groups[1].clone(),
+        former: built.groups[2].clone(),
+        instances: built.instance_ids(),
         lb,
     }
 }
