@@ -14,6 +14,9 @@ use ccm_testing::{TestEnv, metrics};
 /// AWS requests per operation (`aws_api_requests_total`, every outcome and retry).
 pub type Calls = BTreeMap<String, f64>;
 
+/// Scrapes of `/metrics` per reading before the run gives up on the CCM.
+const SCRAPE_ATTEMPTS: u32 = 12;
+
 /// `after - before`, per operation, leaving out operations that did not move.
 pub fn diff(after: &Calls, before: &Calls) -> Calls {
     after
@@ -69,7 +72,7 @@ impl Ccm {
             .with_context(|| format!("starting {} (build it first)", bin.display()))?;
         let ccm = Self { child, port, log };
         for _ in 0..300 {
-            if ccm.calls().await.is_ok() {
+            if ccm.scrape_once().await.is_ok() {
                 return Ok(ccm);
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -81,8 +84,22 @@ impl Ccm {
         )
     }
 
-    /// AWS requests so far per operation.
+    /// AWS requests so far per operation. A CCM busy with thousands of Nodes on a loaded machine may not answer
+    /// one scrape within its 5 s timeout: a reading is asked for up to 12 times (about two minutes) before the
+    /// run gives up.
     pub async fn calls(&self) -> anyhow::Result<Calls> {
+        let mut last = None;
+        for _ in 0..SCRAPE_ATTEMPTS {
+            match self.scrape_once().await {
+                Ok(calls) => return Ok(calls),
+                Err(e) => last = Some(e),
+            }
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+        Err(last.unwrap_or_else(|| anyhow::anyhow!("no scrape attempted")))
+    }
+
+    async fn scrape_once(&self) -> anyhow::Result<Calls> {
         Ok(metrics::requests_by_operation(&metrics::scrape(self.port).await?))
     }
 

@@ -20,6 +20,7 @@ use crate::{
     batch::Batcher,
     error_map::duplicate,
     limiter::{ActionClass, Service},
+    lookup_split::{LookupSize, split_lookup},
     runtime::{Op, Runtime},
 };
 
@@ -84,13 +85,19 @@ struct Inner {
 struct Raw {
     client: aws_sdk_ec2::Client,
     rt: Arc<Runtime>,
+    /// IDs per `DescribeInstances` by ID: fewer than AWS's 1,000 after large lookups timed out.
+    lookup_size: Arc<LookupSize>,
 }
 
 // === impl AwsEc2 ===
 
 impl AwsEc2 {
     pub(crate) fn new(client: aws_sdk_ec2::Client, rt: Arc<Runtime>, window: Duration) -> Self {
-        let raw = Raw { client, rt };
+        let raw = Raw {
+            client,
+            rt,
+            lookup_size: Arc::new(LookupSize::new(MAX_IDS_PER_CALL)),
+        };
         let lookups = {
             let raw = raw.clone();
             Batcher::new(
@@ -519,13 +526,13 @@ impl Raw {
     async fn lookup_batch(&self, requests: Vec<Vec<InstanceId>>) -> Vec<Result<Vec<Instance>>> {
         let wanted: BTreeSet<&InstanceId> = requests.iter().flatten().collect();
         let wanted: Vec<InstanceId> = wanted.into_iter().cloned().collect();
-        let mut found: HashMap<InstanceId, Instance> = HashMap::with_capacity(wanted.len());
-        for chunk in wanted.chunks(MAX_IDS_PER_CALL) {
-            match self.instances_by_id_unbatched(chunk).await {
-                Ok(instances) => found.extend(instances.into_iter().map(|i| (i.id.clone(), i))),
-                Err(err) => return requests.iter().map(|_| Err(duplicate(&err))).collect(),
-            }
-        }
+        let lookup = split_lookup(&self.lookup_size, &wanted, |chunk, splittable| async move {
+            self.instances_by_id_unbatched(&chunk, splittable).await
+        });
+        let found: HashMap<InstanceId, Instance> = match lookup.await {
+            Ok(instances) => instances.into_iter().map(|i| (i.id.clone(), i)).collect(),
+            Err(err) => return requests.iter().map(|_| Err(duplicate(&err))).collect(),
+        };
         requests
             .into_iter()
             .map(|ids| Ok(ids.iter().filter_map(|id| found.get(id).cloned()).collect()))
@@ -538,7 +545,11 @@ impl Raw {
     /// in the message; those are removed and the rest asked again: two calls in all. Should the message not name
     /// them all (the second call fails the same way) or none at all, the remaining IDs are asked by
     /// `instance-id` filter instead, which ignores unknown IDs (200 values per call).
-    async fn instances_by_id_unbatched(&self, ids: &[InstanceId]) -> Result<Vec<Instance>> {
+    ///
+    /// A `splittable` lookup is not retried after a timeout or another transient fault: its caller asks again in
+    /// halves ([`split_lookup`]).
+    async fn instances_by_id_unbatched(&self, ids: &[InstanceId], splittable: bool) -> Result<Vec<Instance>> {
+        let transient_attempts = if splittable { 1 } else { u32::MAX };
         let mut remaining: Vec<InstanceId> = ids.to_vec();
         for attempt in 0..2 {
             if remaining.is_empty() {
@@ -547,7 +558,7 @@ impl Raw {
             let request: Vec<String> = remaining.iter().map(|i| i.as_str().to_owned()).collect();
             let result = self
                 .rt
-                .call(DESCRIBE_INSTANCES, || {
+                .call_with(DESCRIBE_INSTANCES, transient_attempts, || {
                     self.client
                         .describe_instances()
                         .set_instance_ids(Some(request.clone()))

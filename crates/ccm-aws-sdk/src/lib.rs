@@ -32,6 +32,7 @@ mod error_map;
 pub mod fuzzing;
 mod imds;
 mod limiter;
+mod lookup_split;
 mod metrics;
 mod role;
 mod runtime;

@@ -151,7 +151,24 @@ impl Runtime {
     }
 
     /// Runs `send` (one SDK request) under the limiter, with metrics and retries.
-    pub(crate) async fn call<T, E, F, Fut>(&self, op: Op, mut send: F) -> Result<T, AwsError>
+    pub(crate) async fn call<T, E, F, Fut>(&self, op: Op, send: F) -> Result<T, AwsError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        self.call_with(op, self.retry.max_attempts, send).await
+    }
+
+    /// [`Self::call`] with at most `transient_attempts` attempts after transient faults (timeouts, 5xx), for a
+    /// caller with a better answer to them than the same request again (a smaller one). Throttling is retried
+    /// as usual.
+    pub(crate) async fn call_with<T, E, F, Fut>(
+        &self,
+        op: Op,
+        transient_attempts: u32,
+        mut send: F,
+    ) -> Result<T, AwsError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
@@ -189,7 +206,12 @@ impl Runtime {
                         self.limiter.throttled(op.service, op.class);
                     }
                     let retryable = matches!(kind, ErrorKind::Throttled | ErrorKind::Transient);
-                    if !retryable || attempt >= self.retry.max_attempts {
+                    let max_attempts = if kind == ErrorKind::Transient {
+                        transient_attempts.min(self.retry.max_attempts)
+                    } else {
+                        self.retry.max_attempts
+                    };
+                    if !retryable || attempt >= max_attempts {
                         return Err(err);
                     }
                     let delay = self
