@@ -64,6 +64,20 @@ pub struct DryRun {
     pub desired: DesiredModel,
     /// The ordered changes an ensure would make (empty: nothing to do).
     pub changes: Changes,
+    /// The Service's ports without a node port yet (`<port>/<protocol>`): no plan serves them until the apiserver
+    /// has allocated one (or forever with `allocateLoadBalancerNodePorts: false`).
+    pub waiting_ports: Vec<String>,
+}
+
+/// The ports of `service` that have no node port yet, `<port>/<protocol>`.
+fn ports_without_node_port(service: &Service) -> Vec<String> {
+    service
+        .spec
+        .iter()
+        .flat_map(|s| s.ports.iter().flatten())
+        .filter(|p| p.node_port.is_none_or(|n| n <= 0))
+        .map(|p| format!("{}/{}", p.port, p.protocol.as_deref().unwrap_or("TCP")))
+        .collect()
 }
 
 /// The error of a recreation that failed part-way: what was being done, then the failure, keeping its retry
@@ -167,11 +181,13 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         nodes: &[&Node],
     ) -> Result<DryRun, Error> {
         let spec = parse_service(service)?;
-        if spec.flavour == Flavour::Network {
-            Box::pin(self.dry_run_with::<Network>(cluster_name, spec, nodes)).await
+        let mut run = if spec.flavour == Flavour::Network {
+            Box::pin(self.dry_run_with::<Network>(cluster_name, spec, nodes)).await?
         } else {
-            self.dry_run_with::<Classic>(cluster_name, spec, nodes).await
-        }
+            self.dry_run_with::<Classic>(cluster_name, spec, nodes).await?
+        };
+        run.waiting_ports = ports_without_node_port(service);
+        Ok(run)
     }
 
     async fn dry_run_with<F: LoadBalancerFlavour>(
@@ -393,11 +409,22 @@ impl fmt::Display for DryRun {
             Changes::Network(c) => c.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>(),
         }
         .map_err(|_| fmt::Error)?;
-        if lines.is_empty() {
+        if lines.is_empty() && self.waiting_ports.is_empty() {
             return writeln!(f, "up to date: no change");
+        }
+        if lines.is_empty() {
+            writeln!(f, "no change for the ports that have a node port")?;
         }
         for (i, line) in lines.iter().enumerate() {
             writeln!(f, "{:>3}. {line}", i + 1)?;
+        }
+        if !self.waiting_ports.is_empty() {
+            writeln!(
+                f,
+                "not planned: {} without a nodePort yet (the apiserver allocates one unless \
+                 allocateLoadBalancerNodePorts is false; plan again once it has)",
+                self.waiting_ports.join(", ")
+            )?;
         }
         Ok(())
     }

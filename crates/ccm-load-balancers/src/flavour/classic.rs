@@ -92,6 +92,7 @@ impl LoadBalancerFlavour for Classic {
             spec,
             desired: DesiredModel::Classic(desired),
             changes: Changes::Classic(changes),
+            waiting_ports: Vec::new(),
         }
     }
 }

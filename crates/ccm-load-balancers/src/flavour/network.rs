@@ -105,6 +105,7 @@ impl LoadBalancerFlavour for Network {
             spec,
             desired: DesiredModel::Network(desired),
             changes: Changes::Network(changes),
+            waiting_ports: Vec::new(),
         }
     }
 }

@@ -168,6 +168,30 @@ async fn ensure_of_a_steady_service_only_reads() {
         .await
         .unwrap();
     assert_eq!(ensured.notices, [], "nothing to tell");
+    assert_eq!(
+        lbs.dry_run("k", &svc, &[&n])
+            .await
+            .unwrap()
+            .to_string()
+            .lines()
+            .nth(1),
+        Some("up to date: no change")
+    );
+    // A port added but not yet given a node port by the apiserver: no change is planned for it, and the dry run
+    // says so instead of "up to date".
+    let mut added = svc.clone();
+    let mut waiting = added.spec.as_ref().unwrap().ports.as_ref().unwrap()[0].clone();
+    waiting.port = 8080;
+    waiting.node_port = None;
+    added.spec.as_mut().unwrap().ports.as_mut().unwrap().push(waiting);
+    let run = lbs.dry_run("k", &added, &[&n]).await.unwrap();
+    assert_eq!(run.waiting_ports, ["8080/TCP"]);
+    let printed = run.to_string();
+    assert!(!printed.contains("up to date"), "{printed}");
+    assert!(
+        printed.contains("not planned: 8080/TCP without a nodePort yet"),
+        "{printed}"
+    );
     // A Go-era value served with Go's meaning (an upper-case type is a Classic ELB): the same steady load
     // balancer, and a Warning notice naming the annotation.
     let mut go_era = svc.clone();
