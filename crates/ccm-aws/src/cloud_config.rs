@@ -156,7 +156,8 @@ pub const DEFAULT_TOPOLOGY_PATTERN: &str = r"^(hpc|trn|p)[0-9]+[a-z]*(-[a-z0-9]+
 /// The default shared health probe port (kube-proxy's health check).
 pub const DEFAULT_SHARED_PROBE_PORT: u16 = 10256;
 
-const GLOBAL_KEYS: &[&str] = &[
+/// The keys of `[Global]` the parser accepts, spelled as upstream documents them (matched ignoring case).
+pub const GLOBAL_KEYS: &[&str] = &[
     "Zone",
     "Region",
     "VPC",
@@ -176,7 +177,8 @@ const GLOBAL_KEYS: &[&str] = &[
     "NLBSecurityGroupMode",
     "AdoptUntaggedLoadBalancers",
 ];
-const OVERRIDE_KEYS: &[&str] = &[
+/// The keys of a `[ServiceOverride "<n>"]` section the parser accepts (matched ignoring case).
+pub const OVERRIDE_KEYS: &[&str] = &[
     "Service",
     "Region",
     "URL",
@@ -246,13 +248,11 @@ impl CloudConfig {
             .into_iter()
             .filter_map(|(kind, service)| {
                 let o = self.service_override(kind, region)?;
-                Some(ccm_aws_sdk::EndpointOverride {
-                    service,
-                    region: region.to_owned(),
-                    url: o.url.trim().to_owned(),
-                    signing_region: o.signing_region.trim().to_owned(),
-                    signing_name: Some(o.signing_name.trim().to_owned()).filter(|n| !n.is_empty()),
-                })
+                Some(
+                    ccm_aws_sdk::EndpointOverride::new(service, region, o.url.trim())
+                        .with_signing_region(o.signing_region.trim())
+                        .with_signing_name(Some(o.signing_name.trim().to_owned()).filter(|n| !n.is_empty())),
+                )
             })
             .collect()
     }

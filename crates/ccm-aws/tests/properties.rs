@@ -2,7 +2,10 @@
 //! error names a field, and a config written from generated values reads back as those values. The crate has no
 //! renderer, so the "round trip" writes the INI here. See docs/reliability.md.
 
-use ccm_aws::CloudConfig;
+use ccm_aws::{
+    CloudConfig,
+    cloud_config::{GLOBAL_KEYS, OVERRIDE_KEYS},
+};
 use proptest::prelude::*;
 
 fn cases() -> ProptestConfig {
@@ -14,36 +17,16 @@ fn cases() -> ProptestConfig {
     }
 }
 
-const KEYS: &[&str] = &[
-    "Zone",
-    "Region",
-    "VPC",
-    "SubnetID",
-    "RouteTableID",
-    "RoleARN",
-    "SourceARN",
-    "KubernetesClusterTag",
-    "KubernetesClusterID",
-    "DisableSecurityGroupIngress",
-    "ElbSecurityGroup",
-    "NodeIPFamilies",
-    "ClusterServiceLoadBalancerHealthProbeMode",
-    "ClusterServiceSharedLoadBalancerHealthProbePort",
-    "ClusterServiceSharedLoadBalancerHealthProbePath",
-    "SupportedTopologyInstanceTypePattern",
-    "NLBSecurityGroupMode",
-    "AdoptUntaggedLoadBalancers",
-    "Service",
-    "URL",
-    "SigningRegion",
-    "SigningMethod",
-    "SigningName",
-    "Unknown",
-];
+/// Every key the parser knows (`[Global]` and service overrides) and one it does not.
+fn keys() -> Vec<&'static str> {
+    let mut keys: Vec<&str> = GLOBAL_KEYS.iter().chain(OVERRIDE_KEYS).copied().collect();
+    keys.push("Unknown");
+    keys
+}
 
 /// One INI line: a section header, a key (any known key, any case) with or without a value, a comment, junk.
 fn line() -> impl Strategy<Value = String> {
-    let key = prop::sample::select(KEYS.to_vec());
+    let key = prop::sample::select(keys());
     let value = prop_oneof![
         "[a-zA-Z0-9 ./:*_,-]{0,16}",
         "\"[a-zA-Z0-9 \\\\\"nt]{0,12}\"?",
