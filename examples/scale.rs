@@ -118,28 +118,33 @@ async fn main() -> anyhow::Result<()> {
         .map(str::to_owned)
         .to_vec(),
     };
+    let progress = report::Progress {
+        page: cli.write.clone(),
+        meta: report::Meta {
+            commit: cli.commit.clone().unwrap_or_else(meta::commit),
+            date: meta::command("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+            machine: meta::machine(),
+            setup: meta::setup(&params, &bin, &upstream.flags, up_env.is_some()),
+        },
+        figures: Default::default(),
+    };
+    let ours_report = |f: &report::Figures| progress.publish(0, f);
+    let up_report = |f: &report::Figures| progress.publish(1, f);
     let (a, b) = match &up_env {
         Some(env) => tokio::join!(
-            phases::run(&ours_env, &bin, &ours, &params),
-            phases::run(env, &bin, &upstream, &params)
+            phases::run(&ours_env, &bin, &ours, &params, &ours_report),
+            phases::run(env, &bin, &upstream, &params, &up_report)
         ),
         None => {
-            let a = phases::run(&ours_env, &bin, &ours, &params).await;
-            (a, phases::run(&ours_env, &bin, &upstream, &params).await)
+            let a = phases::run(&ours_env, &bin, &ours, &params, &ours_report).await;
+            (
+                a,
+                phases::run(&ours_env, &bin, &upstream, &params, &up_report).await,
+            )
         }
     };
+    // The page already holds whatever was reached, even when a pattern failed.
     let (a, b) = (a.context("this CCM")?, b.context("upstream pattern")?);
-    let meta = report::Meta {
-        commit: cli.commit.clone().unwrap_or_else(meta::commit),
-        date: meta::command("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
-        machine: meta::machine(),
-        setup: meta::setup(&params, &bin, &upstream.flags, up_env.is_some()),
-    };
-    let table = report::markdown(&a, &b, &meta);
-    println!("\n{table}");
-    if let Some(page) = &cli.write {
-        report::write(page, &table)?;
-        println!("written into {}", page.display());
-    }
+    println!("\n{}", report::markdown(&a, &b, &progress.meta));
     Ok(())
 }

@@ -13,8 +13,11 @@ use crate::{
     aws::Fleet,
     ccm::{Calls, Ccm, diff},
     cluster::{self, Lb},
-    report::Figures,
+    report::{Figures, Phase},
 };
+
+/// Called with a pattern's figures after each of its phases.
+pub type Report<'a> = &'a (dyn Fn(&Figures) + Sync);
 
 /// A configuration of the same binary.
 pub struct Pattern {
@@ -23,7 +26,13 @@ pub struct Pattern {
 }
 
 /// Runs every phase of `pattern` in `env` with the CCM `bin`.
-pub async fn run(env: &TestEnv, bin: &Path, pattern: &Pattern, p: &Params) -> anyhow::Result<Figures> {
+pub async fn run(
+    env: &TestEnv,
+    bin: &Path,
+    pattern: &Pattern,
+    p: &Params,
+    report: Report<'_>,
+) -> anyhow::Result<Figures> {
     let say = |what: &str| println!("[{}] {what}", pattern.label);
     let mut f = Figures::new(pattern.label, p.nodes);
     let client = env.kube_client().await?;
@@ -57,9 +66,14 @@ pub async fn run(env: &TestEnv, bin: &Path, pattern: &Pattern, p: &Params) -> an
         pools,
         manifests(true)?,
         p,
+        report,
     )
     .await;
     f.cpu_total = ccm.cpu_secs();
+    if result.is_ok() {
+        f.phase = Phase::Done;
+        report(&f);
+    }
     if let Err(e) = &result {
         say(&format!("failed: {e:#}; CCM log {}", ccm.log.display()));
     }
@@ -88,6 +102,7 @@ async fn measure(
     pools: usize,
     burst: Vec<Node>,
     p: &Params,
+    report: Report<'_>,
 ) -> anyhow::Result<()> {
     let label = f.label.clone();
     let say = |what: String| println!("[{label}] {what}");
@@ -99,6 +114,8 @@ async fn measure(
     cluster::wait_initialized(nodes, &selector, p.nodes, p.limit).await?;
     f.burst = started.elapsed().as_secs_f64();
     f.burst_calls = diff(&ccm.calls().await?, &before);
+    f.phase = Phase::Burst;
+    report(f);
     say(format!(
         "node burst {:.1} s, AWS calls {:?}",
         f.burst, f.burst_calls
@@ -109,17 +126,21 @@ async fn measure(
         lbs.extend(cluster::create_services(services, group, lbs.len()..count, pools).await?);
         cluster::wait_hostnames(services, group, count, p.limit).await?;
         f.ensure.push((count, started.elapsed().as_secs_f64()));
+        report(f);
         say(format!(
             "{count} Services have load balancers after {:.1} s",
             started.elapsed().as_secs_f64()
         ));
         if k == 0 {
             steady(f, ccm, p).await?;
-            churn(f, ccm, fleet, nodes, &lbs, p).await?;
+            f.phase = Phase::Steady;
+            report(f);
+            churn(f, ccm, fleet, nodes, &lbs, p, report).await?;
         } else {
             tokio::time::sleep(p.settle).await;
         }
         f.rss.push((count, ccm.peak_rss_kib()));
+        report(f);
     }
     Ok(())
 }
@@ -151,6 +172,7 @@ async fn churn(
     nodes: &Api<Node>,
     lbs: &[Lb],
     p: &Params,
+    report: Report<'_>,
 ) -> anyhow::Result<()> {
     let instance = fleet
         .instances
@@ -168,6 +190,8 @@ async fn churn(
     f.join_lag = until_members(fleet, &pool, &instance.id, true, p.limit).await?;
     f.join = quiet(ccm, &before, started, &f.steady, p).await?;
     println!("[{}] join: lag {:.1} s, calls {:?}", f.label, f.join_lag, f.join);
+    f.phase = Phase::Join;
+    report(f);
     let before = ccm.calls().await?;
     let started = Instant::now();
     nodes.delete(&instance.private_dns, &Default::default()).await?;
@@ -177,6 +201,8 @@ async fn churn(
         "[{}] leave: lag {:.1} s, calls {:?}",
         f.label, f.leave_lag, f.leave
     );
+    f.phase = Phase::Leave;
+    report(f);
     Ok(())
 }
 

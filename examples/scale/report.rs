@@ -9,10 +9,24 @@ pub const BEGIN: &str =
     "<!-- BEGIN scale harness: written by `scale` (examples/scale.rs); do not edit by hand -->";
 pub const END: &str = "<!-- END scale harness -->";
 
+/// How far a pattern got, in order: figures of a phase not finished are shown as not reached, so that the page
+/// written while the run goes on (or after it stopped) never shows a zero for a figure that was not taken.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    #[default]
+    Started,
+    Burst,
+    Steady,
+    Join,
+    Leave,
+    Done,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Figures {
     pub label: String,
     pub nodes: usize,
+    pub phase: Phase,
     /// Write floor and node burst, seconds; the burst's AWS calls.
     pub floor: f64,
     pub burst: f64,
@@ -59,6 +73,7 @@ const REGISTER: &[&str] = &["RegisterInstancesWithLoadBalancer", "RegisterTarget
 const DEREGISTER: &[&str] = &["DeregisterInstancesFromLoadBalancer", "DeregisterTargets"];
 
 /// Where and when the figures were taken.
+#[derive(Clone)]
 pub struct Meta {
     pub commit: String,
     pub date: String,
@@ -84,6 +99,26 @@ fn calls_text(calls: &Calls) -> String {
     parts.join(", ")
 }
 
+const NOT_REACHED: &str = "not reached";
+
+/// `text` if `f` finished `phase`, else "not reached".
+fn cell(f: &Figures, phase: Phase, text: String) -> String {
+    if f.phase >= phase {
+        text
+    } else {
+        NOT_REACHED.to_owned()
+    }
+}
+
+/// [`ratio`] when both finished `phase`.
+fn ratio_at(ours: &Figures, up: &Figures, phase: Phase, a: f64, b: f64) -> String {
+    if ours.phase >= phase && up.phase >= phase {
+        ratio(a, b)
+    } else {
+        "-".to_owned()
+    }
+}
+
 fn verdict(met: bool, missed: impl FnOnce() -> String) -> String {
     if met {
         "met".to_owned()
@@ -100,6 +135,14 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
         "Measured {} on {} at commit `{}`.\n\n{}\n",
         meta.date, meta.machine, meta.commit, meta.setup
     );
+    if ours.phase < Phase::Done || up.phase < Phase::Done {
+        let _ = writeln!(
+            t,
+            "**Partial**: written while the run was going on; it had not finished when this was last written \
+             (this CCM: {:?} done, upstream pattern: {:?} done). Figures of phases not reached say so.\n",
+            ours.phase, up.phase
+        );
+    }
     let _ = writeln!(
         t,
         "| Figure | this CCM | upstream call pattern | upstream ÷ this | goal (this CCM) |"
@@ -110,24 +153,29 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
     };
     let di = |f: &Figures| Figures::get(&f.burst_calls, &["DescribeInstances"]);
     let p1_calls = if ours.nodes > 1000 { 6.0 } else { 2.0 };
+    let b = Phase::Burst;
     row(
         format!("Node burst of {}: DescribeInstances", ours.nodes),
-        format!("{:.0}", di(ours)),
-        format!("{:.0}", di(up)),
-        ratio(di(ours), di(up)),
-        format!(
-            "P1 ≤ {p1_calls:.0}: {}",
-            verdict(di(ours) <= p1_calls, || format!(
-                "{:.0} more",
-                di(ours) - p1_calls
-            ))
+        cell(ours, b, format!("{:.0}", di(ours))),
+        cell(up, b, format!("{:.0}", di(up))),
+        ratio_at(ours, up, b, di(ours), di(up)),
+        cell(
+            ours,
+            b,
+            format!(
+                "P1 ≤ {p1_calls:.0}: {}",
+                verdict(di(ours) <= p1_calls, || format!(
+                    "{:.0} more",
+                    di(ours) - p1_calls
+                ))
+            ),
         ),
     );
     row(
         "Node burst: all AWS calls".into(),
-        calls_text(&ours.burst_calls),
-        calls_text(&up.burst_calls),
-        ratio(total(&ours.burst_calls), total(&up.burst_calls)),
+        cell(ours, b, calls_text(&ours.burst_calls)),
+        cell(up, b, calls_text(&up.burst_calls)),
+        ratio_at(ours, up, b, total(&ours.burst_calls), total(&up.burst_calls)),
         String::new(),
     );
     let burst = |f: &Figures| {
@@ -141,29 +189,38 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
     let x = ours.burst / ours.floor.max(0.001);
     row(
         "Node burst: wall time, s (first Node created to last initialized)".into(),
-        burst(ours),
-        burst(up),
-        ratio(ours.burst, up.burst),
-        format!(
-            "P1 ≤ 1.5× floor: {}",
-            verdict(x <= 1.5, || format!(
-                "{x:.2}× ({:.1} s over)",
-                ours.burst - 1.5 * ours.floor
-            ))
+        cell(ours, b, burst(ours)),
+        cell(up, b, burst(up)),
+        ratio_at(ours, up, b, ours.burst, up.burst),
+        cell(
+            ours,
+            b,
+            format!(
+                "P1 ≤ 1.5× floor: {}",
+                verdict(x <= 1.5, || format!(
+                    "{x:.2}× ({:.1} s over)",
+                    ours.burst - 1.5 * ours.floor
+                ))
+            ),
         ),
     );
+    let st = Phase::Steady;
     let (a, b) = (total(&ours.steady), total(&up.steady));
     row(
         format!(
             "Steady AWS calls per hour, no churn (window {:.0} min)",
-            ours.steady_secs / 60.0
+            ours.steady_secs.max(up.steady_secs) / 60.0
         ),
-        format!("{a:.0}"),
-        format!("{b:.0}"),
-        ratio(a, b),
-        format!(
-            "P2 ≤ 2,000: {}",
-            verdict(a <= 2000.0, || format!("{:.0} over", a - 2000.0))
+        cell(ours, st, format!("{a:.0}")),
+        cell(up, st, format!("{b:.0}")),
+        ratio_at(ours, up, st, a, b),
+        cell(
+            ours,
+            st,
+            format!(
+                "P2 ≤ 2,000: {}",
+                verdict(a <= 2000.0, || format!("{:.0} over", a - 2000.0))
+            ),
         ),
     );
     let ops: std::collections::BTreeSet<&String> = ours.steady.keys().chain(up.steady.keys()).collect();
@@ -171,20 +228,26 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
         let (a, b) = (Figures::get(&ours.steady, &[op]), Figures::get(&up.steady, &[op]));
         row(
             format!("  per hour: {op}"),
-            format!("{a:.0}"),
-            format!("{b:.0}"),
-            ratio(a, b),
+            cell(ours, st, format!("{a:.0}")),
+            cell(up, st, format!("{b:.0}")),
+            ratio_at(ours, up, st, a, b),
             String::new(),
         );
     }
     churn_rows(&mut row, ours, up);
-    for (i, (count, secs)) in ours.ensure.iter().enumerate() {
-        let other = up.ensure.get(i).map_or(0.0, |e| e.1);
+    let longest = if ours.ensure.len() >= up.ensure.len() {
+        &ours.ensure
+    } else {
+        &up.ensure
+    };
+    for (i, (count, _)) in longest.iter().enumerate() {
+        let (a, b) = (ours.ensure.get(i).map(|e| e.1), up.ensure.get(i).map(|e| e.1));
+        let text = |v: Option<f64>| v.map_or_else(|| NOT_REACHED.to_owned(), |v| format!("{v:.0}"));
         row(
             format!("Time until {count} Services had load balancers, s"),
-            format!("{secs:.0}"),
-            format!("{other:.0}"),
-            ratio(*secs, other),
+            text(a),
+            text(b),
+            a.zip(b).map_or_else(|| "-".to_owned(), |(a, b)| ratio(a, b)),
             String::new(),
         );
     }
@@ -193,6 +256,7 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
 }
 
 fn churn_rows(row: &mut impl FnMut(String, String, String, String, String), ours: &Figures, up: &Figures) {
+    let (j, l) = (Phase::Join, Phase::Leave);
     let (lbs, nlbs) = ours.affected;
     let (reg, other) = Figures::membership(&ours.join, REGISTER);
     let goal = format!(
@@ -204,24 +268,24 @@ fn churn_rows(row: &mut impl FnMut(String, String, String, String, String), ours
     );
     row(
         format!("Node joins ({lbs} load balancers target its pool): calls beyond the steady rate"),
-        calls_text(&ours.join),
-        calls_text(&up.join),
-        ratio(total(&ours.join), total(&up.join)),
-        goal,
+        cell(ours, j, calls_text(&ours.join)),
+        cell(up, j, calls_text(&up.join)),
+        ratio_at(ours, up, j, total(&ours.join), total(&up.join)),
+        cell(ours, j, goal),
     );
     row(
         "Node joins: created → initialized, s".into(),
-        format!("{:.1}", ours.join_init),
-        format!("{:.1}", up.join_init),
-        ratio(ours.join_init, up.join_init),
+        cell(ours, j, format!("{:.1}", ours.join_init)),
+        cell(up, j, format!("{:.1}", up.join_init)),
+        ratio_at(ours, up, j, ours.join_init, up.join_init),
         String::new(),
     );
     row(
         format!("Node joins: created → registered in all {lbs}, s (lag)"),
-        format!("{:.1}", ours.join_lag),
-        format!("{:.1}", up.join_lag),
-        ratio(ours.join_lag, up.join_lag),
-        "P3: measured".into(),
+        cell(ours, j, format!("{:.1}", ours.join_lag)),
+        cell(up, j, format!("{:.1}", up.join_lag)),
+        ratio_at(ours, up, j, ours.join_lag, up.join_lag),
+        cell(ours, j, "P3: measured".into()),
     );
     let (dereg, other) = Figures::membership(&ours.leave, DEREGISTER);
     let goal = format!(
@@ -232,16 +296,16 @@ fn churn_rows(row: &mut impl FnMut(String, String, String, String, String), ours
     );
     row(
         "Node leaves (deleted): calls beyond the steady rate".into(),
-        calls_text(&ours.leave),
-        calls_text(&up.leave),
-        ratio(total(&ours.leave), total(&up.leave)),
-        goal,
+        cell(ours, l, calls_text(&ours.leave)),
+        cell(up, l, calls_text(&up.leave)),
+        ratio_at(ours, up, l, total(&ours.leave), total(&up.leave)),
+        cell(ours, l, goal),
     );
     row(
         format!("Node leaves: deleted → gone from all {lbs}, s (lag)"),
-        format!("{:.1}", ours.leave_lag),
-        format!("{:.1}", up.leave_lag),
-        ratio(ours.leave_lag, up.leave_lag),
+        cell(ours, l, format!("{:.1}", ours.leave_lag)),
+        cell(up, l, format!("{:.1}", up.leave_lag)),
+        ratio_at(ours, up, l, ours.leave_lag, up.leave_lag),
         String::new(),
     );
 }
@@ -251,43 +315,80 @@ fn footprint_rows(
     ours: &Figures,
     up: &Figures,
 ) {
-    let last = ours.rss.len().saturating_sub(1);
     #[allow(clippy::cast_precision_loss)]
     let mib = |kib: u64| kib as f64 / 1024.0;
-    for (i, (count, kib)) in ours.rss.iter().enumerate() {
-        let other = up.rss.get(i).map_or(0, |r| r.1);
-        let goal = if i == last {
-            let m = mib(*kib);
-            format!(
+    let text = |v: Option<u64>| v.map_or_else(|| NOT_REACHED.to_owned(), |v| format!("{:.0}", mib(v)));
+    let longest = if ours.rss.len() >= up.rss.len() {
+        &ours.rss
+    } else {
+        &up.rss
+    };
+    for (i, (count, _)) in longest.iter().enumerate() {
+        let (a, b) = (ours.rss.get(i).map(|r| r.1), up.rss.get(i).map(|r| r.1));
+        let goal = match a {
+            Some(kib) if ours.phase == Phase::Done && i + 1 == ours.rss.len() => format!(
                 "P4 ≤ 100 MiB at {} Nodes, 1,000 Services: {}",
                 ours.nodes,
-                verdict(m <= 100.0, || format!("{:.0} MiB over", m - 100.0))
-            )
-        } else {
-            String::new()
+                verdict(mib(kib) <= 100.0, || format!("{:.0} MiB over", mib(kib) - 100.0))
+            ),
+            _ => String::new(),
         };
         row(
             format!("Peak RSS (VmHWM) after {count} Services, MiB"),
-            format!("{:.0}", mib(*kib)),
-            format!("{:.0}", mib(other)),
-            ratio(mib(*kib), mib(other)),
+            text(a),
+            text(b),
+            a.zip(b)
+                .map_or_else(|| "-".to_owned(), |(a, b)| ratio(mib(a), mib(b))),
             goal,
         );
     }
+    let st = Phase::Steady;
     row(
         "CPU seconds in the steady window".into(),
-        format!("{:.1}", ours.steady_cpu),
-        format!("{:.1}", up.steady_cpu),
-        ratio(ours.steady_cpu, up.steady_cpu),
+        cell(ours, st, format!("{:.1}", ours.steady_cpu)),
+        cell(up, st, format!("{:.1}", up.steady_cpu)),
+        ratio_at(ours, up, st, ours.steady_cpu, up.steady_cpu),
         String::new(),
     );
     row(
         "CPU seconds, whole run".into(),
-        format!("{:.0}", ours.cpu_total),
-        format!("{:.0}", up.cpu_total),
-        ratio(ours.cpu_total, up.cpu_total),
+        cell(ours, Phase::Done, format!("{:.0}", ours.cpu_total)),
+        cell(up, Phase::Done, format!("{:.0}", up.cpu_total)),
+        ratio_at(ours, up, Phase::Done, ours.cpu_total, up.cpu_total),
         String::new(),
     );
+}
+
+/// The figures of both patterns as far as they got, written into the page after every phase of either.
+pub struct Progress {
+    pub page: Option<std::path::PathBuf>,
+    pub meta: Meta,
+    pub figures: std::sync::Mutex<[Figures; 2]>,
+}
+
+impl Progress {
+    /// Records pattern `idx`'s figures (0 this CCM, 1 upstream) and rewrites the page with both.
+    pub fn publish(&self, idx: usize, f: &Figures) {
+        let table = {
+            let mut figures = self
+                .figures
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(slot) = figures.get_mut(idx) {
+                *slot = f.clone();
+            }
+            let meta = Meta {
+                date: crate::meta::command("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+                ..self.meta.clone()
+            };
+            markdown(&figures[0], &figures[1], &meta)
+        };
+        if let Some(page) = &self.page
+            && let Err(e) = write(page, &table)
+        {
+            println!("could not write {}: {e:#}", page.display());
+        }
+    }
 }
 
 /// Replaces what is between the markers of `path` with `table` (adding the markers at the end when missing).
