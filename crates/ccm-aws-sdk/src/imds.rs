@@ -9,7 +9,10 @@ use ccm_aws_api::{AwsError, ErrorKind, InstanceId, Metadata, Result, metadata::I
 const SERVICE: &str = "imds";
 
 /// Where and how to reach the instance metadata service.
+///
+/// Start from [`ImdsOptions::default`] (EC2's endpoint, 1 s per attempt, 2 attempts) and set the fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ImdsOptions {
     /// The endpoint (`http://169.254.169.254` on EC2; tests point this at an emulator on loopback).
     pub endpoint: String,

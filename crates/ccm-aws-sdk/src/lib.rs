@@ -80,8 +80,9 @@ pub struct AdapterOptions {
     pub attempt_timeout: Duration,
 }
 
-/// A custom endpoint for one service in one region.
+/// A custom endpoint for one service in one region. Start from [`EndpointOverride::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EndpointOverride {
     /// The service.
     pub service: Service,
@@ -106,6 +107,36 @@ pub struct Adapter {
     metrics: CallMetrics,
     runtime: std::sync::Arc<Runtime>,
     region: Option<String>,
+}
+
+// === impl EndpointOverride ===
+
+impl EndpointOverride {
+    /// Sends `service`'s calls in `region` to `url`, signed for `region` under the service's own name.
+    pub fn new(service: Service, region: impl Into<String>, url: impl Into<String>) -> Self {
+        let region = region.into();
+        Self {
+            service,
+            signing_region: region.clone(),
+            region,
+            url: url.into(),
+            signing_name: None,
+        }
+    }
+
+    /// Signs requests for `region` instead of the client's.
+    #[must_use]
+    pub fn with_signing_region(mut self, region: impl Into<String>) -> Self {
+        self.signing_region = region.into();
+        self
+    }
+
+    /// Signs requests under `name` instead of the service's own (`SigningName`).
+    #[must_use]
+    pub fn with_signing_name(mut self, name: Option<String>) -> Self {
+        self.signing_name = name;
+        self
+    }
 }
 
 // === impl AdapterOptions ===

@@ -17,7 +17,9 @@ use aws_smithy_runtime_api::{
 use aws_smithy_types::config_bag::ConfigBag;
 
 /// The role to assume for every EC2 and ELB call.
+/// Start from [`AssumeRole::new`] and set the other fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AssumeRole {
     /// `arn:aws:iam::123456789012:role/ccm`.
     pub role_arn: String,

@@ -15,8 +15,9 @@ use crate::{
     metrics::CallMetrics,
 };
 
-/// How failed attempts are retried.
+/// How failed attempts are retried. Start from [`RetryPolicy::default`] and set the fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RetryPolicy {
     /// Attempts per call, the first included (1 disables retries).
     pub max_attempts: u32,

@@ -277,12 +277,10 @@ async fn role_assumption_sends_source_headers_and_uses_the_role() {
 async fn service_overrides_set_url_signing_region_and_signing_name() {
     let proxy = proxy().await;
     let env = TestEnv::get();
-    let over = |service, signing_name: Option<&str>| ccm_aws_sdk::EndpointOverride {
-        service,
-        region: env.aws_region.clone(),
-        url: proxy.url(),
-        signing_region: "us-east-2".into(),
-        signing_name: signing_name.map(str::to_owned),
+    let over = |service, signing_name: Option<&str>| {
+        ccm_aws_sdk::EndpointOverride::new(service, env.aws_region.clone(), proxy.url())
+            .with_signing_region("us-east-2")
+            .with_signing_name(signing_name.map(str::to_owned))
     };
     // Only the overridden services are called: the others would go to AWS.
     let options = AdapterOptions::default()

@@ -8,11 +8,11 @@ use ccm_aws_sdk::{AwsMetadata, ImdsOptions};
 use ccm_testing::ImdsEmulator;
 
 fn options(endpoint: String) -> ImdsOptions {
-    ImdsOptions {
-        endpoint,
-        timeout: Duration::from_millis(500),
-        max_attempts: 1,
-    }
+    let mut options = ImdsOptions::default();
+    options.endpoint = endpoint;
+    options.timeout = Duration::from_millis(500);
+    options.max_attempts = 1;
+    options
 }
 
 #[tokio::test]

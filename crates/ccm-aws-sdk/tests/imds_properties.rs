@@ -27,12 +27,11 @@ fn fixture() -> Fixture {
     let imds = runtime
         .block_on(ImdsEmulator::start("i-0abc", "eu-west-1b", "eu-west-1"))
         .unwrap();
-    let metadata = AwsMetadata::new(&ImdsOptions {
-        endpoint: imds.endpoint(),
-        timeout: Duration::from_secs(5),
-        max_attempts: 1,
-    })
-    .unwrap();
+    let mut options = ImdsOptions::default();
+    options.endpoint = imds.endpoint();
+    options.timeout = Duration::from_secs(5);
+    options.max_attempts = 1;
+    let metadata = AwsMetadata::new(&options).unwrap();
     Fixture {
         runtime,
         imds,

@@ -10,12 +10,12 @@ use ccm_testing::{TestEnv, unique_name};
 
 /// Fast retries so that fault tests take milliseconds.
 pub fn fast_retry() -> RetryPolicy {
-    RetryPolicy {
-        max_attempts: 5,
-        base_delay: Duration::from_millis(5),
-        throttle_base_delay: Duration::from_millis(20),
-        max_delay: Duration::from_millis(200),
-    }
+    let mut retry = RetryPolicy::default();
+    retry.max_attempts = 5;
+    retry.base_delay = Duration::from_millis(5);
+    retry.throttle_base_delay = Duration::from_millis(20);
+    retry.max_delay = Duration::from_millis(200);
+    retry
 }
 
 /// An adapter on moto (or on `endpoint`), unlimited so that call counts are the only thing measured.

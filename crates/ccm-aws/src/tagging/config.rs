@@ -17,8 +17,9 @@ const MAX_TAG_KEY: usize = 128;
 const MAX_TAG_VALUE: usize = 256;
 
 /// The tagging controller's settings. Build it from flags ([`TaggingArgs`]) or by hand,
-/// then [`TaggingConfig::validate`].
+/// then [`TaggingConfig::validate`]. By hand, start from [`TaggingConfig::new`] (or `Default`) and set the fields.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct TaggingConfig {
     /// `--tags`: the tags every node's instance gets (required).
     pub tags: Tags,
