@@ -22,6 +22,8 @@ mkdir -p "$scratch/src"
 # Naming each crate makes the build fail if one stops being a library.
 for lib in "${libs[@]}"; do printf 'extern crate %s as _;\n' "${lib//-/_}"; done >"$scratch/src/lib.rs"
 cp "$repo/Cargo.lock" "$scratch/Cargo.lock"
+# The repository's toolchain, as in the workspace: outside it rustup would pick its default one.
+cp "$repo/rust-toolchain.toml" "$scratch/rust-toolchain.toml"
 
 for version in latest earliest; do
   {

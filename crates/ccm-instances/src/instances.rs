@@ -262,7 +262,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     }
 
     /// Whether each node's instance exists: `false` only for terminated instances and for none found. A
-    /// malformed instance ID is an error, never "gone" (see [`well_formed`]).
+    /// malformed instance ID is an error, never "gone" (see `well_formed`).
     pub async fn exists(&self, nodes: &[&Node]) -> Vec<Result<bool, InstancesError>> {
         let targets: Vec<_> = nodes.iter().map(|n| target(n).and_then(well_formed)).collect();
         self.find(&targets, true)

@@ -1,7 +1,7 @@
-//! Classic ELB, by phase: [`model`] (the desired state, [`build`], pure), [`observe`] (the AWS state, reads
-//! only), [`plan`] (small planners per resource kind, pure, each returning [`Change`]s) and [`apply`] (one
-//! function per resource kind: the only code here that changes AWS); deletion through [`observe_delete`],
-//! [`plan_delete`] and the same [`apply`].
+//! Classic ELB, by phase: [`model`] (the desired state, [`build`], pure), [`observe`](mod@observe) (the AWS
+//! state, reads only), [`plan`](mod@plan) (small planners per resource kind, pure, each returning [`Change`]s)
+//! and [`apply`](mod@apply) (one function per resource kind: the only code here that changes AWS); deletion
+//! through [`observe_delete`], [`plan_delete`] and the same [`apply`](mod@apply).
 //!
 //! Crash safety: every name is deterministic (the load balancer from the Service UID, its group from the load
 //! balancer name) and every lookup goes by that name, so a run interrupted between any two calls is completed by

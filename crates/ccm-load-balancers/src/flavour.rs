@@ -1,7 +1,7 @@
 //! The shape both load balancer flavours share: a desired model built from the Service, the observed AWS state,
 //! and the ordered changes between them, whose host changes `UpdateLoadBalancer` applies and whose recreation
-//! is reported as a Warning. [`LoadBalancerFlavour`] gives the provider one ensure, update and dry run generic
-//! over the flavour (`Classic`, `Network`).
+//! is reported as a Warning. `LoadBalancerFlavour` (crate-private) gives the provider one ensure, update and dry
+//! run generic over the flavour (`Classic`, `Network`).
 
 use std::future::Future;
 

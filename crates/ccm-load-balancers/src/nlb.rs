@@ -1,7 +1,8 @@
 //! Network Load Balancers with instance targets, by phase: [`model`] (the desired state, [`build`], pure, with
-//! the resources' [`names`]), [`observe`] (the AWS state, reads only), [`plan`] (small planners per resource
-//! kind, pure, each returning [`Change`]s) and [`apply`] (one function per resource kind: the only code here that
-//! changes AWS); deletion through [`observe_delete`], [`plan_delete`] and the same [`apply`].
+//! the resources' [`names`]), [`observe`](mod@observe) (the AWS state, reads only), [`plan`](mod@plan) (small
+//! planners per resource kind, pure, each returning [`Change`]s) and [`apply`](mod@apply) (one function per
+//! resource kind: the only code here that changes AWS); deletion through [`observe_delete`], [`plan_delete`] and
+//! the same [`apply`](mod@apply).
 //!
 //! Crash safety: every name is deterministic — the load balancer `a<uid>`, each target group
 //! [`target_group_name`] (from the Service UID, port, node port and target protocol), the managed security group

@@ -9,9 +9,9 @@
 //! - [`nodes`] (reading what the CCM did to a Node) and [`services`] (LoadBalancer Services and their status);
 //! - [`FaultProxy`] (AWS faults between a client and moto), [`TcpDelayProxy`] and [`ImdsEmulator`] (IMDSv2 on
 //!   loopback);
-//! - behind the `aws` feature, moto fixtures built with the AWS SDK: [`world`] (a test's VPC, subnets, internet
-//!   gateway, security groups and instances, from one builder), [`ec2`] and [`vpc`] (the simpler network of
-//!   the composition tests and the sandbox), [`load_balancers`] (reading load balancers back) and [`metrics`]
+//! - behind the `aws` feature, moto fixtures built with the AWS SDK: `world` (a test's VPC, subnets, internet
+//!   gateway, security groups and instances, from one builder), `ec2` and `vpc` (the simpler network of
+//!   the composition tests and the sandbox), `load_balancers` (reading load balancers back) and `metrics`
 //!   (scraping the CCM's `/metrics`).
 //!
 //! The environment is started by `scripts/testenv.sh up` (the README's test command does it) and reaches

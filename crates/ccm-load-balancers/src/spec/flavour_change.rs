@@ -1,7 +1,7 @@
 //! The flavour-change rule, and its only home: a Service keeps the load balancer flavour it was created with.
 //! Changing the type annotation afterwards is refused (the Service is invalid, nothing in AWS changes) until it
-//! is restored or the Service is re-created. Two checks apply it: [`check_status`] from the hostname in the
-//! Service's status while parsing, and [`refusal`] when the provider finds the other flavour in AWS under the
+//! is restored or the Service is re-created. Two checks apply it: `check_status` from the hostname in the
+//! Service's status while parsing, and `refusal` when the provider finds the other flavour in AWS under the
 //! Service's name before creating a load balancer.
 
 use k8s_openapi::api::core::v1::Service;
