@@ -2,9 +2,40 @@
 //! route tables tagged for this cluster (or named in the cloud config) and only routes to this cluster's
 //! instances.
 //!
-//! ```text
-//! let routes = AwsRoutes::new(adapter.ec2().clone(), RoutesConfig::new(cluster_tags))
-//!     .with_node_names(node_index.clone()); // a NodeIndex fed from the Node watch (provider IDs)
+//! ```
+//! use ccm_aws_api::ec2::{MockEc2, Route, RouteTable};
+//! use ccm_aws_api::{InstanceId, RouteTableId, Tags, VpcId};
+//! use ccm_cloud_provider::Routes;
+//! use ccm_routes::{AwsRoutes, NodeIndex, RoutesConfig};
+//! use ccm_tagging::ClusterTags;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! // The EC2 port: here a mock (feature `mock` of ccm-aws-api) holding one table of the cluster; in a CCM, the
+//! // ccm-aws-sdk adapter's EC2 client.
+//! let mut ec2 = MockEc2::new();
+//! ec2.expect_route_tables().returning(|_filters| {
+//!     let tags = Tags::from([("kubernetes.io/cluster/prod".to_owned(), "owned".to_owned())]);
+//!     let routes = vec![
+//!         Route::to_gateway("10.0.0.0/16", "local"),
+//!         Route::to_instance("10.244.1.0/24", InstanceId::new("i-0a1")),
+//!     ];
+//!     let table = RouteTable::new(RouteTableId::new("rtb-1"), VpcId::new("vpc-1"), routes, tags);
+//!     Box::pin(async move { Ok(vec![table]) })
+//! });
+//!
+//! // Node names by provider ID, fed from the Node watch.
+//! let nodes = NodeIndex::new();
+//! nodes.upsert("node-a", Some("aws:///us-east-1a/i-0a1"));
+//!
+//! let cluster = ClusterTags::new("prod", false).unwrap();
+//! let routes = AwsRoutes::new(ec2, RoutesConfig::new(cluster)).with_node_names(nodes);
+//! // Only routes to the cluster's nodes are reported: the gateway route is not the route controller's.
+//! let listed = routes.list_routes("prod").await.unwrap();
+//! assert_eq!(listed.len(), 1);
+//! assert_eq!(listed[0].target_node, "node-a");
+//! assert_eq!(listed[0].destination_cidr, "10.244.1.0/24");
+//! # }
 //! ```
 //!
 //! See `docs/routes.md` for the behaviour, the AWS calls made and the differences from the Go CCM.

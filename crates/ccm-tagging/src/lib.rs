@@ -5,6 +5,26 @@
 //! do. A resource is modified or deleted only when it is *owned* by this cluster; resources that are `shared`,
 //! untagged or tagged for another cluster are left alone.
 //!
+//! ```
+//! use ccm_tagging::{ClusterTags, Ownership, Tags};
+//!
+//! let cluster = ClusterTags::new("prod", false).unwrap();
+//! // What a load balancer created by this cluster is tagged with: the caller's tags, then the ownership tag.
+//! let created = cluster.creation_tags(&Tags::from([("team".to_owned(), "web".to_owned())]));
+//! assert_eq!(created["kubernetes.io/cluster/prod"], "owned");
+//! assert!(cluster.ensure_owned("sg-1", &created).is_ok());
+//!
+//! // A subnet shared with the cluster may be used but never modified.
+//! let shared = Tags::from([("kubernetes.io/cluster/prod".to_owned(), "shared".to_owned())]);
+//! assert_eq!(cluster.ownership(&shared), Ownership::Shared);
+//! let refused = cluster.ensure_owned("subnet-1", &shared).unwrap_err();
+//! assert!(refused.to_string().contains("subnet-1"));
+//!
+//! // Tag diffs never touch the keys AWS reserves.
+//! let current = Tags::from([("aws:cloudformation:stack-name".to_owned(), "s".to_owned())]);
+//! assert!(ccm_tagging::diff(&current, &Tags::new()).is_empty());
+//! ```
+//!
 //! The tagging controller, which applies `--tags` to the instances of Nodes, is not here: it needs a Kubernetes
 //! client and the AWS ports, so it lives in the composition (`ccm_aws::tagging`); see `docs/tagging.md`.
 //!
