@@ -25,7 +25,7 @@ where
     }
     let reader = writer.as_reader();
     let mut relist = Relist::default();
-    let stream = reflector(writer, watcher(api, config).default_backoff());
+    let stream = reflector(writer, watcher(api, config).default_backoff().modify(strip));
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
         match event {
@@ -37,6 +37,19 @@ where
             }
             Err(error) => tracing::warn!(%error, "watch failed; retrying"),
         }
+    }
+}
+
+/// Drops what no controller reads before an object is cached: its `managedFields` (often the largest part of
+/// an object) and a Node's `status.images` (every image on the node, with all its tags and digests). Writing a
+/// cached object back stays safe: an update without `managedFields` keeps the server's, and a Node update
+/// never changes its status.
+pub(crate) fn strip<K: Resource + 'static>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+    if let Some(node) = (obj as &mut dyn std::any::Any).downcast_mut::<k8s_openapi::api::core::v1::Node>()
+        && let Some(status) = node.status.as_mut()
+    {
+        status.images = None;
     }
 }
 
@@ -119,6 +132,34 @@ mod tests {
             .iter()
             .map(|n| n.metadata.name.as_deref().unwrap_or_default())
             .collect()
+    }
+
+    #[test]
+    fn cached_objects_lose_managed_fields_and_node_images_only() {
+        use k8s_openapi::{
+            api::core::v1::{ContainerImage, NodeStatus, Service},
+            apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry,
+        };
+        let mut n = node("a");
+        n.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        n.metadata.labels = Some([("pool".to_owned(), "0".to_owned())].into());
+        n.status = Some(NodeStatus {
+            images: Some(vec![ContainerImage::default()]),
+            ..NodeStatus::default()
+        });
+        strip(&mut n);
+        assert_eq!(n.metadata.managed_fields, None);
+        assert_eq!(n.status.as_ref().and_then(|s| s.images.as_ref()), None);
+        assert!(
+            n.status.is_some() && n.metadata.labels.is_some(),
+            "the rest is kept"
+        );
+        let mut svc = Service::default();
+        svc.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        svc.metadata.annotations = Some([("a".to_owned(), "b".to_owned())].into());
+        strip(&mut svc);
+        assert_eq!(svc.metadata.managed_fields, None);
+        assert!(svc.metadata.annotations.is_some());
     }
 
     #[test]
