@@ -1,4 +1,4 @@
-//! `soak [--lifecycles N] [--seed S] [--fault-rate PER_MILLE] [--smoke] [--write-docs]`: the chaos soak. Two
+//! `soak [--lifecycles N] [--seed S] [--fault-rate PER_MILLE] [--smoke] [--write-docs] [--limit-secs S]`: the chaos soak. Two
 //! replicas of `aws-cloud-controller-manager` (next to this binary) under leader election talk to moto through a
 //! fault proxy that fails a share of every AWS call at random (throttling, 5xx, connection resets before and
 //! after the call, latency, `DependencyViolation` and `ResourceInUse` on deletes), while Service lifecycles
@@ -35,8 +35,6 @@ use kube::{Api, api::PostParams};
 use state::Soak;
 use tokio::{sync::Mutex, time::Instant};
 
-const SLOTS: u64 = 4;
-
 #[derive(Parser)]
 #[command(
     name = "soak",
@@ -58,6 +56,9 @@ struct Cli {
     /// Write the figures into docs/reliability.md (the default unless --smoke).
     #[arg(long)]
     write_docs: bool,
+    /// Stop the lifecycles after this many seconds (a problem: the run failed), then run the final checks.
+    #[arg(long)]
+    limit_secs: Option<u64>,
 }
 
 #[tokio::main]
@@ -117,15 +118,8 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
     let started = Instant::now();
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let chaos = tokio::spawn(chaos::run(soak.clone(), replicas.clone(), stopped));
-    let mut slots = tokio::task::JoinSet::new();
-    for slot in 0..SLOTS {
-        let count = (lifecycles as u64 / SLOTS + u64::from(slot < lifecycles as u64 % SLOTS)) as usize;
-        slots.spawn(lifecycle::slot(soak.clone(), slot, count));
-    }
-    let mut kept = Vec::new();
-    while let Some(done) = slots.join_next().await {
-        kept.extend(done??);
-    }
+    let limit = cli.limit_secs.map(Duration::from_secs);
+    let kept = lifecycle::run(&soak, lifecycles, limit).await?;
     let _ = stop.send(true);
     chaos.await??;
     println!(

@@ -1,6 +1,7 @@
 //! Service lifecycles, one slot at a time: create with a random spec (sometimes deleted at once, while its load
-//! balancer is being made), wait until it converged, change it up to three times (waiting each time), delete it
-//! and wait until both the Service and its load balancer are gone. Convergence is read from moto directly.
+//! balancer is being made), wait until it converged, change it up to three times (waiting each time; a flavour
+//! flip deletes and re-creates the Service, as the type cannot change after creation), delete it and wait until
+//! both the Service and its load balancer are gone. Convergence is read from moto directly.
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
@@ -10,12 +11,48 @@ use kube::api::PostParams;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tokio::time::Instant;
 
-use crate::{Soak, spec::Spec};
+use crate::{
+    Soak,
+    spec::{Change, Spec},
+};
 
 /// A Service left standing at the end of its slot, for the final checks.
 pub struct Kept {
     pub name: String,
     pub spec: Spec,
+}
+
+const SLOTS: u64 = 4;
+
+/// Runs `lifecycles` lifecycles in four slots; the Services kept by the slots that finished. Past `limit`, the
+/// slots are stopped and a stall is recorded.
+pub async fn run(soak: &Arc<Soak>, lifecycles: u32, limit: Option<Duration>) -> anyhow::Result<Vec<Kept>> {
+    let started = Instant::now();
+    let mut slots = tokio::task::JoinSet::new();
+    for s in 0..SLOTS {
+        let count = u64::from(lifecycles) / SLOTS + u64::from(s < u64::from(lifecycles) % SLOTS);
+        slots.spawn(slot(soak.clone(), s, usize::try_from(count)?));
+    }
+    let mut kept = Vec::new();
+    loop {
+        let next = match limit {
+            Some(limit) => tokio::time::timeout_at(started + limit, slots.join_next()).await,
+            None => Ok(slots.join_next().await),
+        };
+        match next {
+            Ok(Some(done)) => kept.extend(done??),
+            Ok(None) => return Ok(kept),
+            Err(_) => {
+                slots.abort_all();
+                let done = soak.stats().lifecycles;
+                soak.stats().stuck.push(format!(
+                    "time limit of {} s reached after {done} of {lifecycles} lifecycles",
+                    limit.unwrap_or_default().as_secs()
+                ));
+                return Ok(kept);
+            }
+        }
+    }
 }
 
 /// Runs `count` lifecycles in slot `slot`; the last one's Service is kept (not deleted).
@@ -29,9 +66,7 @@ pub async fn slot(soak: Arc<Soak>, slot: u64, count: usize) -> anyhow::Result<Op
             format!("s{slot}-{n}")
         };
         let mut spec = Spec::random(&mut rng);
-        let mut svc = services::load_balancer(&name, &soak.world.namespace, &[], &[]);
-        spec.write(&mut svc, &soak.byo_group);
-        soak.services.create(&PostParams::default(), &svc).await?;
+        create(&soak, &name, &spec).await?;
         let started = Instant::now();
         if !last && rng.random_bool(0.12) {
             tokio::time::sleep(Duration::from_millis(rng.random_range(0..800))).await;
@@ -40,11 +75,8 @@ pub async fn slot(soak: Arc<Soak>, slot: u64, count: usize) -> anyhow::Result<Op
             continue;
         }
         soak.converge(&name, &spec, started).await?;
-        for _ in 0..rng.random_range(0..=3) {
-            let change = spec.mutate(&mut rng);
-            *soak.stats().changes.entry(format!("{change:?}")).or_default() += 1;
-            update(&soak, &name, &spec).await?;
-            soak.converge(&name, &spec, Instant::now()).await?;
+        if !changes(&soak, &name, &mut spec, &mut rng).await? {
+            continue;
         }
         if last {
             return Ok(Some(Kept { name, spec }));
@@ -52,6 +84,33 @@ pub async fn slot(soak: Arc<Soak>, slot: u64, count: usize) -> anyhow::Result<Op
         delete(&soak, &name).await?;
     }
     Ok(None)
+}
+
+/// Zero to three random changes, each waited for; `false` when the Service is gone (a flip's deletion stalled).
+async fn changes(soak: &Soak, name: &str, spec: &mut Spec, rng: &mut StdRng) -> anyhow::Result<bool> {
+    for _ in 0..rng.random_range(0..=3) {
+        let change = spec.mutate(rng);
+        *soak.stats().changes.entry(format!("{change:?}")).or_default() += 1;
+        if change == Change::Flavour {
+            // The type cannot change after creation (docs/annotations.md): the CCM refuses it, and the operator
+            // deletes and re-creates the Service with the other type.
+            if !delete(soak, name).await? {
+                return Ok(false);
+            }
+            create(soak, name, spec).await?;
+        } else {
+            update(soak, name, spec).await?;
+        }
+        soak.converge(name, spec, Instant::now()).await?;
+    }
+    Ok(true)
+}
+
+async fn create(soak: &Soak, name: &str, spec: &Spec) -> anyhow::Result<()> {
+    let mut svc = services::load_balancer(name, &soak.world.namespace, &[], &[]);
+    spec.write(&mut svc, &soak.byo_group);
+    soak.services.create(&PostParams::default(), &svc).await?;
+    Ok(())
 }
 
 /// Writes `spec` into the Service, again on a conflict (the CCM writes its status and finalizer meanwhile).
@@ -67,18 +126,19 @@ async fn update(soak: &Soak, name: &str, spec: &Spec) -> anyhow::Result<()> {
     anyhow::bail!("{name}: 20 conflicts in a row")
 }
 
-/// Deletes the Service and waits until it and its load balancers are gone (a stuck one is recorded).
-pub async fn delete(soak: &Soak, name: &str) -> anyhow::Result<()> {
+/// Deletes the Service and waits until it and its load balancers are gone; `false` (and a stall recorded) when
+/// they are not within the timeout.
+pub async fn delete(soak: &Soak, name: &str) -> anyhow::Result<bool> {
     let uid = soak.services.get_opt(name).await?.and_then(|s| s.metadata.uid);
     soak.services.delete(name, &Default::default()).await?;
-    soak.stats().lifecycles += 1;
+    soak.count_lifecycle();
     let lb = uid.as_deref().map(name_for_uid).unwrap_or_default();
     let started = Instant::now();
     while started.elapsed() < soak.timeout {
         let svc_gone = soak.services.get_opt(name).await?.is_none();
         if svc_gone && !soak.lb_exists(&lb).await.unwrap_or(true) {
             soak.stats().deletions.push(started.elapsed());
-            return Ok(());
+            return Ok(true);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -86,10 +146,19 @@ pub async fn delete(soak: &Soak, name: &str) -> anyhow::Result<()> {
         "{name}: not gone {} s after its deletion",
         soak.timeout.as_secs()
     ));
-    Ok(())
+    Ok(false)
 }
 
 impl Soak {
+    /// Counts a lifecycle (a Service deleted); prints the progress every 25.
+    pub fn count_lifecycle(&self) {
+        let mut stats = self.stats();
+        stats.lifecycles += 1;
+        if stats.lifecycles.is_multiple_of(25) {
+            println!("{} lifecycles", stats.lifecycles);
+        }
+    }
+
     /// Waits until the Service matches `spec` in AWS; records the time since `since`, or the failure.
     pub async fn converge(&self, name: &str, spec: &Spec, since: Instant) -> anyhow::Result<bool> {
         let mut last = String::new();

@@ -41,7 +41,7 @@ pub async fn delete_all(soak: &Soak) -> anyhow::Result<Vec<String>> {
     for svc in soak.services.list(&lp).await? {
         if let Some(name) = svc.metadata.name {
             soak.services.delete(&name, &Default::default()).await?;
-            soak.stats().lifecycles += 1;
+            soak.count_lifecycle();
         }
     }
     let started = Instant::now();
