@@ -68,7 +68,7 @@ impl Soak {
     /// Launches an instance and registers its Node as a kubelet does (tainted uninitialized, Ready), named by
     /// instance ID or by private DNS name.
     pub async fn add_node(&self, by_id: bool) -> anyhow::Result<()> {
-        let launched = self.world.launch(1).await?.remove(0);
+        let launched = self.world.launch_node().await?;
         let name = if by_id {
             launched.id.clone()
         } else {

@@ -1,4 +1,5 @@
-//! The soak's cluster in moto: a VPC with a public ELB subnet, a control-plane instance named by an IMDS
+//! The soak's cluster in moto: a VPC with a public ELB subnet, an owned node security group (every node
+//! instance's, so that NLBs add rules to it), a control-plane instance named by an IMDS
 //! emulator, the fault proxy every CCM replica talks to AWS through, and the cloud configs (the replicas' through
 //! the proxy; the tools' straight to moto). Also the foreign resources planted before the run and their snapshot.
 
@@ -21,6 +22,8 @@ pub struct World {
     /// AWS straight to moto, for the harness's own reads (never faulted).
     pub aws: Adapter,
     pub proxy: FaultProxy,
+    /// The cluster's (owned) node security group, every node instance's only group.
+    pub node_group: String,
     pub dir: PathBuf,
     /// The replicas' cloud config (every AWS service through the proxy).
     pub ccm_config: PathBuf,
@@ -39,6 +42,21 @@ impl World {
         let control_plane = ec2::launch(&raw, &network, 1, &[(key.as_str(), "owned")]).await?;
         let imds = ImdsEmulator::start(&control_plane[0].id, "us-east-1a", &env.aws_region).await?;
         let proxy = FaultProxy::start(&env.aws_endpoint).await?;
+        let node_group = raw
+            .create_security_group()
+            .group_name(format!("{id}-nodes"))
+            .description("soak: the cluster's nodes")
+            .vpc_id(&network.vpc_id)
+            .send()
+            .await?
+            .group_id()
+            .unwrap_or_default()
+            .to_owned();
+        let tags = [(key.clone(), "owned".to_owned())].into();
+        let aws = Adapter::new(&env.aws_config().await, AdapterOptions::default());
+        aws.ec2()
+            .create_tags(std::slice::from_ref(&node_group), &tags)
+            .await?;
         let dir = std::env::temp_dir().join(&id);
         std::fs::create_dir_all(&dir)?;
         let ccm_config = dir.join("cloud.conf");
@@ -54,7 +72,8 @@ impl World {
         std::fs::write(&tool_config, text)?;
         Ok(Self {
             namespace: id.clone(),
-            aws: Adapter::new(&env.aws_config().await, AdapterOptions::default()),
+            aws,
+            node_group,
             id,
             raw,
             network,
@@ -70,10 +89,21 @@ impl World {
         format!("kubernetes.io/cluster/{}", self.id)
     }
 
-    /// Launches `count` instances of the cluster.
-    pub async fn launch(&self, count: i32) -> anyhow::Result<Vec<ec2::Launched>> {
+    /// Launches an instance of the cluster in its node security group (so that NLBs add their rules to it, and
+    /// must take them away again).
+    pub async fn launch_node(&self) -> anyhow::Result<ec2::Launched> {
         let key = self.cluster_key();
-        Ok(ec2::launch(&self.raw, &self.network, count, &[(key.as_str(), "owned")]).await?)
+        let mut launched = ec2::launch(&self.raw, &self.network, 1, &[(key.as_str(), "owned")]).await?;
+        let Some(node) = launched.pop() else {
+            anyhow::bail!("RunInstances returned no instance");
+        };
+        self.raw
+            .modify_instance_attribute()
+            .instance_id(&node.id)
+            .groups(&self.node_group)
+            .send()
+            .await?;
+        Ok(node)
     }
 
     pub async fn terminate(&self, instance: &str) -> anyhow::Result<()> {
