@@ -134,20 +134,7 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
         faults: soak.world.proxy.chaos_faults(),
         calls: soak.world.proxy.requests_by_action(),
     };
-    // The guard lives in this block only: clippy's await_holding_lock does not see an explicit drop.
-    let (table, problems, lifecycles) = {
-        let stats = soak.stats();
-        let table = report::markdown(&run, &stats, &outcome);
-        let problems = report::problems(&stats, &outcome);
-        (table, problems, stats.lifecycles)
-    };
-    println!("\n{table}");
-    for p in &problems {
-        println!("PROBLEM {p}");
-    }
-    if cli.write_docs || !cli.smoke {
-        report::write_docs(&table, lifecycles, seed)?;
-    }
+    let problems = report::conclude(&soak, &run, &outcome, cli.write_docs || !cli.smoke)?;
     verify::cleanup(&soak).await;
     println!("soak: seed {seed}: {} problem(s)", problems.len());
     Ok(if problems.is_empty() {

@@ -6,6 +6,7 @@ use std::{collections::BTreeMap, fmt::Write as _};
 use ccm_testing::ChaosKind;
 
 use crate::{
+    Soak,
     state::{Stats, percentile},
     verify::Outcome,
 };
@@ -112,6 +113,21 @@ pub fn markdown(run: &Run, stats: &Stats, outcome: &Outcome) -> String {
     let listed: Vec<String> = calls.iter().map(|(op, n)| format!("{op} {n}")).collect();
     let _ = write!(out, "\nAWS calls by operation: {}.\n", listed.join(", "));
     out
+}
+
+/// Prints the figures and the problems, writes the table into docs/reliability.md when `write`; the problems.
+pub fn conclude(soak: &Soak, run: &Run, outcome: &Outcome, write: bool) -> anyhow::Result<Vec<String>> {
+    let stats = soak.stats();
+    let table = markdown(run, &stats, outcome);
+    let problems = problems(&stats, outcome);
+    println!("\n{table}");
+    for p in &problems {
+        println!("PROBLEM {p}");
+    }
+    if write {
+        write_docs(&table, stats.lifecycles, run.seed)?;
+    }
+    Ok(problems)
 }
 
 /// Every problem found, one line each.
