@@ -27,6 +27,11 @@ log "scale harness smoke run"
 cargo build -p ccm-examples --bin scale --bin aws-cloud-controller-manager --quiet
 cargo run -p ccm-examples --bin scale --quiet -- --nodes 10 --pool 5 --services 2,3 --steady-secs 10 \
   --settle-secs 2 --quiet-secs 3 --limit-secs 180
+# The chaos soak's smoke run (docs/reliability.md): 25 seeded Service lifecycles under AWS faults, leader kills
+# and Node churn; fails on any leak, foreign mutation, stuck finalizer, lost Node or unconverged Service.
+log "chaos soak smoke run"
+cargo build -p ccm-examples --bin soak --bin doctor --bin aws-cloud-controller-manager --quiet
+cargo run -p ccm-examples --bin soak --quiet -- --smoke --limit-secs 600
 log "doc tests"
 cargo test --workspace --doc --quiet
 # Every fuzz target for about 20 s on its committed corpus (nightly, one core; a crash or hang fails the run).
