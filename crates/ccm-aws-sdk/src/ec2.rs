@@ -20,7 +20,7 @@ use crate::{
     batch::Batcher,
     error_map::duplicate,
     limiter::{ActionClass, Service},
-    lookup_split::{LookupSize, split_lookup},
+    lookup_split::{LookupSize, shrinking_pages, split_lookup},
     runtime::{Op, Runtime},
 };
 
@@ -87,6 +87,8 @@ struct Raw {
     rt: Arc<Runtime>,
     /// IDs per `DescribeInstances` by ID: fewer than AWS's 1,000 after large lookups timed out.
     lookup_size: Arc<LookupSize>,
+    /// `MaxResults` of `DescribeInstances` listings: smaller than 1,000 after large pages timed out.
+    page_size: Arc<LookupSize>,
 }
 
 // === impl AwsEc2 ===
@@ -97,6 +99,7 @@ impl AwsEc2 {
             client,
             rt,
             lookup_size: Arc::new(LookupSize::new(MAX_IDS_PER_CALL)),
+            page_size: Arc::new(LookupSize::new(MAX_IDS_PER_CALL)),
         };
         let lookups = {
             let raw = raw.clone();
@@ -611,8 +614,34 @@ impl Raw {
         Ok(out)
     }
 
+    /// A listing by filter, page by page; a page that times out is asked again smaller ([`shrinking_pages`]).
     async fn instances_filtered(&self, filters: Option<Vec<sdk::Filter>>) -> Result<Vec<Instance>> {
-        self.describe_pages(None, filters, None).await
+        shrinking_pages(&self.page_size, |token, page, splittable| {
+            let filters = filters.clone();
+            async move {
+                let transient_attempts = if splittable { 1 } else { u32::MAX };
+                let max_results = i32::try_from(page).unwrap_or(1000).clamp(5, 1000);
+                let out = self
+                    .rt
+                    .call_with(DESCRIBE_INSTANCES, transient_attempts, || {
+                        self.client
+                            .describe_instances()
+                            .set_filters(filters.clone())
+                            .set_next_token(token.clone())
+                            .max_results(max_results)
+                            .send()
+                    })
+                    .await?;
+                let instances: Vec<Instance> = out
+                    .reservations()
+                    .iter()
+                    .flat_map(|r| r.instances())
+                    .filter_map(instance)
+                    .collect();
+                Ok((instances, next(out.next_token())))
+            }
+        })
+        .await
     }
 
     async fn describe_pages(

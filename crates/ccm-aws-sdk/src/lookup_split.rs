@@ -90,6 +90,36 @@ where
     Ok(out)
 }
 
+/// A listing (`DescribeInstances` by filter) page by page, each page of at most the current size; a page larger
+/// than [`MIN_SPLIT_IDS`] that fails transiently is asked again, from the same token, at half the size. `page`
+/// gets the token, the page size and whether it may be made smaller, and returns the items and the next token.
+pub(crate) async fn shrinking_pages<T, F, Fut>(size: &LookupSize, mut page: F) -> Result<Vec<T>>
+where
+    F: FnMut(Option<String>, usize, bool) -> Fut,
+    Fut: Future<Output = Result<(Vec<T>, Option<String>)>>,
+{
+    let mut out = Vec::new();
+    let mut token = None;
+    loop {
+        let limit = size.current();
+        let splittable = limit > MIN_SPLIT_IDS;
+        match page(token.clone(), limit, splittable).await {
+            Ok((items, next)) => {
+                out.extend(items);
+                match next {
+                    Some(next) => token = Some(next),
+                    None => return Ok(out),
+                }
+            }
+            Err(err) if splittable && err.kind() == ErrorKind::Transient => {
+                tracing::warn!(page = limit, error = %err, "instance listing failed; asking for smaller pages");
+                size.failed(limit);
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -194,6 +224,44 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::Throttled);
         assert_eq!(calls.into_inner().unwrap(), [1000]);
         assert_eq!(size.current(), 1000);
+    }
+
+    /// A listing of `total` items that times out for pages of more than `limit`; records the page sizes.
+    async fn listing(
+        size: &LookupSize,
+        total: usize,
+        limit: usize,
+        calls: &Mutex<Vec<usize>>,
+    ) -> Result<Vec<usize>> {
+        shrinking_pages(size, |token: Option<String>, page, _| async move {
+            calls.lock().unwrap().push(page);
+            if page > limit {
+                return Err(
+                    AwsError::new(ErrorKind::Transient, "ec2", "DescribeInstances").with_message("timed out")
+                );
+            }
+            let from: usize = token.map_or(0, |t| t.parse().unwrap());
+            let to = (from + page).min(total);
+            Ok(((from..to).collect(), (to < total).then(|| to.to_string())))
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_listing_page_that_times_out_is_asked_again_smaller() {
+        let size = LookupSize::new(1000);
+        let calls = Mutex::new(Vec::new());
+        let items = listing(&size, 5000, 300, &calls).await.unwrap();
+        assert_eq!(items, (0..5000).collect::<Vec<_>>(), "every item once, in order");
+        let calls = calls.into_inner().unwrap();
+        assert_eq!(&calls[..3], [1000, 500, 250]);
+        assert_eq!(calls.len(), 2 + 20, "{calls:?}");
+        let calls = Mutex::new(Vec::new());
+        let err = listing(&LookupSize::new(1000), 5000, 0, &calls)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Transient);
+        assert_eq!(calls.into_inner().unwrap(), [1000, 500, 250, 125, 62]);
     }
 
     #[tokio::test]
