@@ -3,18 +3,24 @@
 //! measured in the same run, since absolute times on a shared machine are noisy; plus the size of the stripped
 //! binary.
 //!
-//! Three series:
+//! Four series:
 //! - `true`: the floor of starting any process here;
 //! - `refused`: the provider given a non-ECR image, which it refuses before loading any AWS configuration: its
 //!   own start-up cost (runtime, parsing) without the network;
 //! - `moto`: a full private-registry request against moto (one ECR `GetAuthorizationToken`), every response
-//!   checked (password decodes from the token).
+//!   checked (password decodes from the token);
+//! - `ecr call`: the same `GetAuthorizationToken` made in this process through `EcrAdapter` on a warm
+//!   connection: the ECR call alone.
+//!
+//! The per-invocation overhead beyond the ECR call is `moto` less `ecr call` at the median: process start, AWS
+//! configuration, client construction and the connection to the endpoint (goal: at most 5 ms). The size goal is
+//! 10 MiB stripped.
 //!
 //! Run with the test environment's variables (`set -a; . <testenv>/env; set +a`):
 //! `cargo build --release -p ccm-examples --bin ecr-credential-provider && cargo bench -p ccm-benches --bench
-//! ecr-credential-provider` (the benchmark cannot build the binary itself: cargo holds the target directory's
-//! lock while it runs). `ECR_CREDENTIAL_PROVIDER_BIN` measures another build; `ECR_BENCH_RUNS` sets the runs per
-//! series (50).
+//! ecr-credential-provider -- --write docs/credential-provider.md` (the benchmark cannot build the binary itself:
+//! cargo holds the target directory's lock while it runs). `--write FILE` replaces the figures block of FILE.
+//! `ECR_CREDENTIAL_PROVIDER_BIN` measures another build; `ECR_BENCH_RUNS` sets the runs per series (50).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)] // A benchmark measures wall time.
 
@@ -59,20 +65,23 @@ fn main() {
         invoke(&binary, &home, &endpoint, &refused_request, false)
     });
     let moto = series(runs, || invoke(&binary, &home, &endpoint, &ok_request, true));
+    let ecr_call = in_process_ecr_calls(runs);
 
     let size = std::fs::metadata(&binary).unwrap().len();
-    let stripped = stripped_size(&binary);
-    println!(
-        "ecr-credential-provider invocation, {runs} runs per series, binary {}",
-        binary.display()
-    );
-    println!(
-        "{:<10} {:>9} {:>9} {:>9} {:>9} {:>10}",
+    let stripped = stripped_size(&binary).unwrap_or(size);
+    let mut table = format!(
+        "ecr-credential-provider invocation, {runs} runs per series\n\n{:<10} {:>9} {:>9} {:>9} {:>9} {:>10}\n",
         "series", "p50", "p90", "p99", "mean", "p50/true"
     );
-    for (name, stats) in [("true", &baseline), ("refused", &refused), ("moto", &moto)] {
-        println!(
-            "{name:<10} {:>9} {:>9} {:>9} {:>9} {:>9.1}x",
+    let all = [
+        ("true", &baseline),
+        ("refused", &refused),
+        ("moto", &moto),
+        ("ecr call", &ecr_call),
+    ];
+    for (name, stats) in all {
+        table += &format!(
+            "{name:<10} {:>9} {:>9} {:>9} {:>9} {:>9.1}x\n",
             ms(stats.p50),
             ms(stats.p90),
             ms(stats.p99),
@@ -80,14 +89,78 @@ fn main() {
             stats.p50.as_secs_f64() / baseline.p50.as_secs_f64()
         );
     }
-    println!("binary size: {} ({size} bytes as built)", mib(size));
-    match stripped {
-        Some(stripped) => println!(
-            "stripped size: {} ({stripped} bytes, `strip` on a copy)",
-            mib(stripped)
-        ),
-        None => println!("stripped size: `strip` not available; the release profile already strips symbols"),
+    let overhead = moto.p50.saturating_sub(ecr_call.p50);
+    table += &format!(
+        "\noverhead per invocation beyond the ECR call (p50 moto - p50 ecr call): {} (goal <= 5 ms: {})\n",
+        ms(overhead),
+        verdict(overhead <= Duration::from_millis(5))
+    );
+    table += &format!(
+        "binary size: {} stripped ({stripped} bytes; {size} bytes as built) (goal <= 10 MiB: {})\n",
+        mib(stripped),
+        verdict(stripped <= 10 * 1024 * 1024)
+    );
+    println!("binary {}\n{table}", binary.display());
+    if let Some(doc) = write_target() {
+        write_block(&doc, &table);
+        println!("figures written to {}", doc.display());
     }
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "NOT met" }
+}
+
+/// The ECR call alone: `GetAuthorizationToken` through the adapter in this process, after one warm-up call so
+/// that the connection to moto is open, as a long-running process would make it.
+fn in_process_ecr_calls(runs: usize) -> Stats {
+    use ccm_aws_api::Ecr as _;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let env = ccm_testing::TestEnv::get();
+    let config = runtime.block_on(env.aws_config());
+    let adapter = ccm_aws_sdk::EcrAdapter::new(&config, ccm_aws_sdk::AdapterOptions::default());
+    let call = || {
+        let token = runtime
+            .block_on(adapter.ecr().authorization_token("us-east-1", None))
+            .unwrap();
+        assert!(!token.token.is_empty());
+    };
+    call();
+    series(runs, call)
+}
+
+const BEGIN: &str = "<!-- BEGIN ecr-credential-provider bench: written by `cargo bench -p ccm-benches --bench \
+                     ecr-credential-provider -- --write`; do not edit by hand -->";
+const END: &str = "<!-- END ecr-credential-provider bench -->";
+
+/// `--write FILE` among the arguments (cargo bench also passes `--bench`).
+fn write_target() -> Option<PathBuf> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|a| a == "--write")?;
+    let file = args.get(at + 1).expect("--write needs a file");
+    // cargo runs benchmarks in the package's directory: a relative path is taken from the workspace root.
+    let path = PathBuf::from(file);
+    Some(if path.is_absolute() {
+        path
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+    })
+}
+
+/// Replaces the figures block of `doc` (between [`BEGIN`] and [`END`]), or appends one.
+fn write_block(doc: &Path, table: &str) {
+    let old = std::fs::read_to_string(doc).unwrap();
+    let block = format!("{BEGIN}\n\n```text\n{table}```\n\n{END}");
+    let new = match (old.find(BEGIN), old.find(END)) {
+        (Some(start), Some(end)) if start < end => {
+            format!("{}{block}{}", &old[..start], &old[end + END.len()..])
+        }
+        _ => format!("{}\n{block}\n", old.trim_end()),
+    };
+    std::fs::write(doc, new).unwrap();
 }
 
 /// Runs the provider once with `request` on stdin; checks the outcome.
