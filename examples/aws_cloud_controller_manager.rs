@@ -86,6 +86,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             TaggingController::new(ctx.client, ec2, config)?
                 .with_metrics(metrics)
                 .with_controller_metrics(ctx.metrics)
+                .with_informers(ctx.informers)
                 .run(ctx.shutdown.cancelled_owned())
                 .await;
             Ok(())

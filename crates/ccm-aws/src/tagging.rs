@@ -29,7 +29,7 @@ mod metrics;
 use std::{fmt, future::Future, sync::Arc};
 
 use ccm_aws_api::Ec2;
-use ccm_controllers::{Clock, ControllerMetrics, Informer, run_until};
+use ccm_controllers::{Clock, ControllerMetrics, Informer, Informers, run_until};
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client};
@@ -67,6 +67,7 @@ pub struct TaggingController<E> {
     queue_metrics: ControllerMetrics,
     clock: Clock,
     node_selector: Option<String>,
+    informers: Option<Informers>,
 }
 
 /// Runs the tagging controller until `shutdown` completes: validates `config`, watches Nodes through `client`,
@@ -102,6 +103,7 @@ where
             queue_metrics: ControllerMetrics::default(),
             clock: Clock::system(),
             node_selector: None,
+            informers: None,
         })
     }
 
@@ -136,6 +138,13 @@ where
         self
     }
 
+    /// Subscribes to the process's shared Node watch rather than watching on its own.
+    #[must_use]
+    pub fn with_informers(mut self, informers: Informers) -> Self {
+        self.informers = Some(informers);
+        self
+    }
+
     /// Runs until `shutdown` completes.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
         let workers = usize::try_from(self.config.concurrent_node_syncs)
@@ -149,7 +158,10 @@ where
             self.queue_metrics,
             self.clock,
         ));
-        let nodes = Informer::<Node>::all(self.client, self.node_selector.as_deref());
+        let nodes = match &self.informers {
+            Some(informers) => Informer::<Node>::shared(informers, self.node_selector.as_deref()),
+            None => Informer::<Node>::all(self.client, self.node_selector.as_deref()),
+        };
         let store = nodes.store();
         let watch = nodes.run(|event| core.observe(event));
         // Workers start once the first list is complete, so the initial wave is taken in few batches.

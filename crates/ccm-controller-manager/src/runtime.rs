@@ -14,7 +14,7 @@ use std::{
 
 use ccm_cloud_provider::CloudProvider;
 use ccm_controllers::{
-    Clock, ControllerMetrics, cloud_node::CloudNodeConfig, node_lifecycle::NodeLifecycleConfig,
+    Clock, ControllerMetrics, Informers, cloud_node::CloudNodeConfig, node_lifecycle::NodeLifecycleConfig,
     route::RouteConfig, service::ServiceConfig,
 };
 use futures::future::BoxFuture;
@@ -50,6 +50,9 @@ pub struct ControllerContext {
     pub shutdown: CancellationToken,
     /// Counters exported on `/metrics` as `ccm_controller_*_total{controller="<name>"}`.
     pub metrics: ControllerMetrics,
+    /// The process's shared watches: subscribe to them (`Informer::shared`) rather than watching Nodes or
+    /// Services on your own.
+    pub informers: Informers,
 }
 
 type StartFn = Arc<dyn Fn(ControllerContext) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;
@@ -88,6 +91,8 @@ struct Running {
     set: JoinSet<(String, Result<(), BoxError>)>,
     stop: CancellationToken,
     labels: BTreeMap<String, String>,
+    /// One Node and one Service watch for every controller of this term (stopped when it ends).
+    informers: Informers,
     _guard: tokio_util::sync::DropGuard,
 }
 
@@ -366,6 +371,7 @@ impl Runtime {
             _guard: stop.clone().drop_guard(),
             stop,
             labels: BTreeMap::new(),
+            informers: Informers::new(ctx.root.clone()),
         };
         if !o.leader_elect {
             tracing::warn!("--leader-elect=false: running controllers without leader election");
@@ -533,8 +539,9 @@ impl Runtime {
             };
             let metrics = ControllerMetrics::default();
             let stop = running.stop.clone();
+            let shared = running.informers.clone();
             let fut: Option<BoxFuture<'static, Result<(), BoxError>>> =
-                self.controller_future(provider, name, client, metrics.clone(), stop)?;
+                self.controller_future(provider, name, client, metrics.clone(), stop, shared)?;
             let Some(fut) = fut else { continue };
             tracing::info!(controller = %name, "starting controller");
             ctx.metrics.controllers.add(name, metrics);
@@ -569,6 +576,7 @@ impl Runtime {
         client: Client,
         metrics: ControllerMetrics,
         stop: CancellationToken,
+        informers: Informers,
     ) -> Result<Option<BoxFuture<'static, Result<(), BoxError>>>, Error> {
         let o = &self.options;
         let p = provider.clone();
@@ -592,6 +600,7 @@ impl Runtime {
                     node_selector: self.node_selector.clone(),
                     metrics,
                     clock: self.clock.clone(),
+                    informers: Some(informers),
                     ..CloudNodeConfig::default()
                 };
                 let cfg = CloudNodeConfig {
@@ -609,6 +618,7 @@ impl Runtime {
                     node_selector: self.node_selector.clone(),
                     metrics,
                     clock: self.clock.clone(),
+                    informers: Some(informers),
                     ..NodeLifecycleConfig::default()
                 };
                 let cfg = NodeLifecycleConfig {
@@ -631,6 +641,7 @@ impl Runtime {
                     node_selector: self.node_selector.clone(),
                     metrics,
                     clock: self.clock.clone(),
+                    informers: Some(informers),
                     ..ServiceConfig::default()
                 };
                 Box::pin(async move { boxed(ccm_controllers::service::run(client, p, cfg, until).await) })
@@ -664,6 +675,7 @@ impl Runtime {
                 cfg.node_selector = self.node_selector.clone();
                 cfg.metrics = metrics;
                 cfg.clock = self.clock.clone();
+                cfg.informers = Some(informers);
                 Box::pin(async move { boxed(ccm_controllers::route::run(client, p, cfg, until).await) })
             }
             other => {
@@ -674,6 +686,7 @@ impl Runtime {
                     client,
                     shutdown: stop,
                     metrics,
+                    informers,
                 })
             }
         };

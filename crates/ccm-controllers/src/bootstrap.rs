@@ -27,7 +27,12 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
-use crate::{Clock, ControllerMetrics, events::EventRecorder, watch::reflect};
+use crate::{
+    Clock, ControllerMetrics,
+    events::EventRecorder,
+    shared::{Hub, Informers},
+    watch::reflect,
+};
 
 /// A controller's client and Event recorder.
 #[derive(Clone)]
@@ -36,18 +41,36 @@ pub struct Bootstrap {
     pub client: Client,
     /// Its Event recorder (source component `component`).
     pub recorder: EventRecorder,
+    /// The process's shared watches, if the controller was given them.
+    informers: Option<Informers>,
 }
 
 /// The store of one kind and the watch that keeps it: [`store`](Informer::store) to read, [`run`](Informer::run)
-/// to keep it.
+/// to keep it. Either the controller's own watch, or a subscription to the process's shared one
+/// ([`Informers`]).
 pub struct Informer<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store: Store<K>,
+    source: Source<K>,
+}
+
+struct OwnWatch<K: Resource + Clone + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
     api: Api<K>,
     selector: Option<String>,
-    store: Store<K>,
     writer: Writer<K>,
+}
+
+enum Source<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    Own(Box<OwnWatch<K>>),
+    Shared(std::sync::Arc<Hub<K>>),
 }
 
 // === impl Bootstrap ===
@@ -56,7 +79,18 @@ impl Bootstrap {
     /// A controller named `component` (the source of its Events) counting its API writes into `metrics`.
     pub fn new(client: Client, component: &str, clock: Clock, metrics: ControllerMetrics) -> Self {
         let recorder = EventRecorder::new(client.clone(), component, clock, metrics);
-        Self { client, recorder }
+        Self {
+            client,
+            recorder,
+            informers: None,
+        }
+    }
+
+    /// Takes its informers from the process's shared watches (`Some`), rather than watching on its own.
+    #[must_use]
+    pub fn with_informers(mut self, informers: Option<Informers>) -> Self {
+        self.informers = informers;
+        self
     }
 
     /// The objects of `K` in all namespaces, optionally only those matching a label `selector`.
@@ -65,7 +99,10 @@ impl Bootstrap {
         K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default + Eq + Hash + Clone,
     {
-        Informer::all(self.client.clone(), selector)
+        match &self.informers {
+            Some(informers) => Informer::shared(informers, selector),
+            None => Informer::all(self.client.clone(), selector),
+        }
     }
 }
 
@@ -86,10 +123,21 @@ where
     pub fn all(client: Client, selector: Option<&str>) -> Self {
         let (store, writer) = reflector::store();
         Self {
-            api: Api::all(client),
-            selector: selector.map(str::to_owned),
             store,
-            writer,
+            source: Source::Own(Box::new(OwnWatch {
+                api: Api::all(client),
+                selector: selector.map(str::to_owned),
+                writer,
+            })),
+        }
+    }
+
+    /// A subscription to the process's shared watch of `K` with `selector` (made on first use).
+    pub fn shared(informers: &Informers, selector: Option<&str>) -> Self {
+        let hub = informers.hub::<K>(selector);
+        Self {
+            store: hub.store(),
+            source: Source::Shared(hub),
         }
     }
 
@@ -102,7 +150,10 @@ where
     /// Watch errors are logged and retried with backoff. After a relist, every object the new list lacks (deleted
     /// while the watch was down) is handed over as a [`watcher::Event::Delete`] before the relist's `InitDone`.
     pub async fn run(self, on_event: impl FnMut(watcher::Event<K>)) {
-        reflect(self.api, self.selector.as_deref(), self.writer, on_event).await;
+        match self.source {
+            Source::Own(own) => reflect(own.api, own.selector.as_deref(), own.writer, on_event).await,
+            Source::Shared(hub) => hub.run(on_event).await,
+        }
     }
 }
 

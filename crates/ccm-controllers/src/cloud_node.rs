@@ -56,6 +56,9 @@ pub struct CloudNodeConfig {
     pub node_selector: Option<String>,
     /// Counters, shared with whoever exports them.
     pub metrics: ControllerMetrics,
+    /// The process's shared watches (one Node and one Service watch for every controller); `None` (the
+    /// default): this controller watches on its own.
+    pub informers: Option<crate::Informers>,
     /// Wall-clock time for Event timestamps.
     pub clock: Clock,
     /// The longest the sync of one batch may take; a batch still syncing then is abandoned (its provider and
@@ -73,6 +76,7 @@ impl Default for CloudNodeConfig {
             max_batch: 1000,
             node_selector: None,
             metrics: ControllerMetrics::default(),
+            informers: None,
             clock: Clock::system(),
             sync_deadline: Duration::from_secs(300),
         }
@@ -111,7 +115,8 @@ pub async fn run<P: CloudProvider>(
         "cloud-node-controller",
         config.clock.clone(),
         config.metrics.clone(),
-    );
+    )
+    .with_informers(config.informers.clone());
     let nodes = boot.informer::<Node>(config.node_selector.as_deref());
     let queue_with_depth = WorkQueue::with_metrics(config.metrics.clone());
     let ctx = Arc::new(Ctx {

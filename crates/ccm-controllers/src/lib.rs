@@ -7,8 +7,8 @@
 //!
 //! The toolkit the controllers are built from is public, so that a provider's own controllers (the AWS tagging
 //! controller) are built the same way: [`WorkQueue`] and [`Backoff`] (client-go's de-duplicating, rate-limited
-//! queue), [`TokenBucket`], [`Clock`], [`ErrorChain`], [`Bootstrap`] / [`Informer`] / [`run_until`] (client,
-//! recorder, stores and watches) and [`Error::retry_delay`] (when a failed key is tried again).
+//! queue), [`TokenBucket`], [`Clock`], [`ErrorChain`], [`Bootstrap`] / [`Informer`] / [`Informers`] / [`run_until`]
+//! (client, recorder, stores and watches, shared per process) and [`Error::retry_delay`] (when a failed key is tried again).
 //!
 //! May depend on: `ccm-cloud-provider`, `kube`, `kube-runtime`, `k8s-openapi`, `tokio`, `tracing`, metrics and
 //! HTTP crates. Never on anything AWS.
@@ -29,6 +29,7 @@ pub mod node_lifecycle;
 mod rate;
 pub mod route;
 pub mod service;
+mod shared;
 mod watch;
 mod workqueue;
 
@@ -40,4 +41,5 @@ pub use metrics::{
     ControllerMetrics, HistogramSnapshot, MetricsSnapshot, QUEUE_DURATION_BUCKETS, QueueSnapshot,
 };
 pub use rate::TokenBucket;
+pub use shared::Informers;
 pub use workqueue::{Backoff, QueueKey, WorkQueue};

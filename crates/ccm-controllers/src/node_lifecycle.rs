@@ -57,6 +57,9 @@ pub struct NodeLifecycleConfig {
     pub node_selector: Option<String>,
     /// Counters, shared with whoever exports them.
     pub metrics: ControllerMetrics,
+    /// The process's shared watches (one Node and one Service watch for every controller); `None` (the
+    /// default): this controller watches on its own.
+    pub informers: Option<crate::Informers>,
     /// Wall-clock time for Event timestamps and Node ages.
     pub clock: Clock,
     /// A Node at least this old (by `creationTimestamp`) is deleted on the first pass that finds its instance
@@ -78,6 +81,7 @@ impl Default for NodeLifecycleConfig {
             concurrency: 10,
             node_selector: None,
             metrics: ControllerMetrics::default(),
+            informers: None,
             clock: Clock::system(),
             deletion_grace_period: Duration::from_secs(300),
             max_deletion_percent: 10,
@@ -251,7 +255,8 @@ pub async fn run<P: CloudProvider>(
         "cloud-node-lifecycle-controller",
         config.clock.clone(),
         config.metrics.clone(),
-    );
+    )
+    .with_informers(config.informers.clone());
     let nodes = boot.informer::<Node>(config.node_selector.as_deref());
     let ctx = Ctx {
         client: boot.client,

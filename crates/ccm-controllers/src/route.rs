@@ -53,6 +53,9 @@ pub struct RouteConfig {
     pub node_selector: Option<String>,
     /// Counters, shared with whoever exports them.
     pub metrics: ControllerMetrics,
+    /// The process's shared watches (one Node and one Service watch for every controller); `None` (the
+    /// default): this controller watches on its own.
+    pub informers: Option<crate::Informers>,
     /// Wall-clock time for condition and Event timestamps.
     pub clock: Clock,
     /// The longest one pass may take; a pass still running then is abandoned (its provider and API calls
@@ -206,6 +209,7 @@ impl RouteConfig {
             max_concurrent_operations: 200,
             node_selector: None,
             metrics: ControllerMetrics::default(),
+            informers: None,
             clock: Clock::system(),
             pass_deadline: Duration::from_secs(300),
         })
@@ -352,7 +356,8 @@ pub async fn run<P: CloudProvider>(
         "route_controller",
         config.clock.clone(),
         config.metrics.clone(),
-    );
+    )
+    .with_informers(config.informers.clone());
     let nodes = boot.informer::<Node>(config.node_selector.as_deref());
     let ctx = Ctx {
         client: boot.client,

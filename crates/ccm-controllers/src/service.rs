@@ -56,6 +56,9 @@ pub struct ServiceConfig {
     pub node_selector: Option<String>,
     /// Counters, shared with whoever exports them.
     pub metrics: ControllerMetrics,
+    /// The process's shared watches (one Node and one Service watch for every controller); `None` (the
+    /// default): this controller watches on its own.
+    pub informers: Option<crate::Informers>,
     /// Wall-clock time for Event timestamps.
     pub clock: Clock,
     /// How long a load balancer's deletion may wait on the cloud (a deleted load balancer's network interfaces
@@ -82,6 +85,7 @@ impl Default for ServiceConfig {
             service_selector: None,
             node_selector: None,
             metrics: ControllerMetrics::default(),
+            informers: None,
             clock: Clock::system(),
             deletion_patience: Duration::from_secs(15 * 60),
             load_balancer_resync_period: Duration::from_secs(10 * 60),
@@ -148,7 +152,8 @@ pub async fn run<P: CloudProvider>(
         "service-controller",
         config.clock.clone(),
         config.metrics.clone(),
-    );
+    )
+    .with_informers(config.informers.clone());
     let service_informer = boot.informer::<Service>(config.service_selector.as_deref());
     let node_informer = boot.informer::<Node>(config.node_selector.as_deref());
     let queue_with_depth = WorkQueue::with_metrics(config.metrics.clone());
