@@ -23,10 +23,17 @@ pub struct EcrAdapter {
 impl EcrAdapter {
     /// Loads the default credential chain and region as [`Adapter::from_env`](crate::Adapter::from_env) does,
     /// `region` taking precedence when given, and builds the ECR and STS clients on it.
+    ///
+    /// Made for a process that makes one request: its HTTPS client trusts the system's CA bundle file without
+    /// also reading every file of the certificate directory, unless `SSL_CERT_FILE` or `SSL_CERT_DIR` is set
+    /// (then the default trust store applies, as it does when no bundle is found).
     pub async fn from_env(region: Option<String>, options: AdapterOptions) -> Self {
         let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
         if let Some(region) = region {
             loader = loader.region(Region::new(region));
+        }
+        if let Some(client) = crate::trust::bundle_https_client() {
+            loader = loader.http_client(client);
         }
         Self::new(&loader.load().await, options)
     }

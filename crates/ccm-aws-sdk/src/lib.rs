@@ -16,8 +16,9 @@
 //! // Then, in a tokio runtime: `ccm_aws_sdk::Adapter::from_env(Some("us-east-1".into()), options).await`.
 //! ```
 //!
-//! May depend on: `ccm-aws-api`, `aws-config`, `aws-sdk-*`, `tokio`, `tracing`. It is the only crate that names
-//! `aws-sdk-*` or `aws-config`.
+//! May depend on: `ccm-aws-api`, `aws-config`, `aws-sdk-*` and the `aws-smithy-*` crates under them (with the
+//! certificate types of their TLS stack), `tokio`, `tracing`. It is the only crate that names `aws-sdk-*` or
+//! `aws-config`.
 
 mod batch;
 mod ec2;
@@ -36,6 +37,7 @@ mod lookup_split;
 mod metrics;
 mod role;
 mod runtime;
+mod trust;
 mod user_agent;
 
 use std::time::Duration;
