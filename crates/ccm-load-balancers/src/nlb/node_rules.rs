@@ -96,6 +96,9 @@ pub struct Observed {
     pub instance_groups: BTreeMap<String, SecurityGroupId>,
     /// The IPv4 CIDRs of the load balancer's subnets, where health checks come from.
     pub health_sources: Vec<String>,
+    /// Target instances that are stopping, stopped, shutting down or terminated: `RegisterTargets` refuses
+    /// them (found by the chaos soak: one Node outliving its instance failed every reconcile of every NLB).
+    pub not_running: BTreeSet<String>,
 }
 
 /// A change to one node group.

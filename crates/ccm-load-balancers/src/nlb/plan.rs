@@ -51,7 +51,38 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
     if let (Some(access), Some(nodes)) = (&desired.node_access, &observed.node_rules) {
         changes.extend(node_rules::plan(access, nodes).into_iter().map(Change::NodeRules));
     }
+    without_stopped_targets(changes, observed)
+}
+
+/// Drops the instances known not to be running from every registration: AWS refuses the whole call for one of
+/// them, which would fail the reconcile until the Node is gone (or forever, for a stopped instance).
+fn without_stopped_targets(changes: Vec<Change>, observed: &Observed) -> Vec<Change> {
+    let Some(skip) = observed
+        .node_rules
+        .as_ref()
+        .map(|n| &n.not_running)
+        .filter(|s| !s.is_empty())
+    else {
+        return changes;
+    };
     changes
+        .into_iter()
+        .filter_map(|c| match c {
+            Change::RegisterTargets {
+                name,
+                port,
+                instances,
+            } => {
+                let instances: Vec<String> = instances.into_iter().filter(|i| !skip.contains(i)).collect();
+                (!instances.is_empty()).then_some(Change::RegisterTargets {
+                    name,
+                    port,
+                    instances,
+                })
+            }
+            other => Some(other),
+        })
+        .collect()
 }
 
 /// The deletion of a load balancer that cannot become what is wanted, and the load balancer that remains.

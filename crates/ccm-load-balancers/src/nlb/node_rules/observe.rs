@@ -63,6 +63,19 @@ pub async fn observe<E: Ec2>(
         },
     );
     let mut instances = instances.map_err(Error::aws(context))?;
+    let not_running = instances
+        .iter()
+        .filter(|i| {
+            matches!(
+                i.state,
+                InstanceState::Stopping
+                    | InstanceState::Stopped
+                    | InstanceState::ShuttingDown
+                    | InstanceState::Terminated
+            )
+        })
+        .map(|i| i.id.to_string())
+        .collect();
     instances.retain(|i| !matches!(i.state, InstanceState::Terminated));
     let mut groups: BTreeMap<SecurityGroupId, SecurityGroup> = BTreeMap::new();
     for g in tagged
@@ -91,6 +104,7 @@ pub async fn observe<E: Ec2>(
         groups: groups.into_values().collect(),
         instance_groups,
         health_sources,
+        not_running,
     })
 }
 

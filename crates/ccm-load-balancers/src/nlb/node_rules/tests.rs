@@ -61,6 +61,7 @@ fn observed(groups: Vec<SecurityGroup>, targets: &[(&str, &str)], sources: &[&st
             .map(|(i, g)| ((*i).to_owned(), SecurityGroupId::new(*g)))
             .collect(),
         health_sources: sources.iter().map(|s| (*s).to_owned()).collect(),
+        not_running: Default::default(),
     }
 }
 

@@ -418,3 +418,36 @@ fn deletion_plan_order() {
     );
     assert_eq!(plan_delete(NAME, &DeleteObserved::default()), []);
 }
+
+#[test]
+fn instances_not_running_are_never_registered() {
+    // Found by the chaos soak (seed 2026112406): a Node outliving its terminated instance made every
+    // RegisterTargets of every NLB fail (AWS refuses the whole call), so none converged until the Node was gone.
+    let registrations = |changes: &[Change]| -> Vec<Vec<String>> {
+        changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::RegisterTargets { instances, .. } => Some(instances.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let d = desired(&[], &[(80, 30080)]);
+    let node_rules = |not_running: &[&str]| {
+        Some(node_rules::Observed {
+            not_running: not_running.iter().map(|i| (*i).to_owned()).collect(),
+            ..Default::default()
+        })
+    };
+    let mut o = converged(&d);
+    o.target_groups[0].targets.clear();
+    o.node_rules = node_rules(&["i-2"]);
+    assert_eq!(registrations(&plan(&d, &o)), [vec!["i-1".to_owned()]]);
+    let created = Observed {
+        node_rules: node_rules(&["i-1"]),
+        ..Observed::default()
+    };
+    assert_eq!(registrations(&plan(&d, &created)), [vec!["i-2".to_owned()]]);
+    o.node_rules = node_rules(&["i-1", "i-2"]);
+    assert!(registrations(&plan(&d, &o)).is_empty());
+}

@@ -90,6 +90,8 @@ async fn observe_reads_instances_cluster_groups_and_subnets_once_each() {
         ])
     );
     assert_eq!(obs.health_sources, ["10.1.1.0/24", "10.1.2.0/24"]);
+    // The terminated instance is never registered as a target (the plan drops it).
+    assert_eq!(obs.not_running.iter().collect::<Vec<_>>(), ["i-3"]);
 }
 
 #[tokio::test]
