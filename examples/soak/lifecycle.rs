@@ -1,11 +1,13 @@
 //! Service lifecycles, one slot at a time: create with a random spec (sometimes deleted at once, while its load
 //! balancer is being made), wait until it converged, change it up to three times (waiting each time; a flavour
 //! flip deletes and re-creates the Service, as the type cannot change after creation), delete it and wait until
-//! both the Service and its load balancer are gone. Convergence is read from moto directly.
+//! both the Service and its load balancer are gone. Convergence is read from moto directly: status hostname,
+//! scheme, listener ports, members, security groups and their TCP ingress (ports x source ranges), and a Classic
+//! ELB's health-check interval.
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
-use ccm_aws_api::{Elb, Elbv2};
+use ccm_aws_api::{Ec2, Elb, Elbv2, Filter};
 use ccm_testing::{load_balancers::name_for_uid, services};
 use kube::api::PostParams;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -205,25 +207,27 @@ impl Soak {
             aws.elb().load_balancer(&lb).await?,
             aws.elbv2().load_balancer(&lb).await?,
         );
-        let (dns, internal, ports, members) = match (spec.nlb, classic, network) {
+        let (dns, internal, ports, members, groups) = match (spec.nlb, classic, network) {
             (false, Some(c), None) => {
+                let interval = c.health_check.as_ref().map(|h| h.interval);
+                if interval != Some(spec.interval.map_or(10, |i| i as i32)) {
+                    return Ok(Some(format!("health-check interval {interval:?}")));
+                }
                 let ports = c.listeners.iter().map(|l| l.load_balancer_port).collect();
-                (
-                    c.dns_name,
-                    c.internal,
-                    ports,
-                    c.instances.iter().map(|i| i.to_string()).collect(),
-                )
+                let members = c.instances.iter().map(|i| i.to_string()).collect();
+                (c.dns_name, c.internal, ports, members, c.security_groups)
             }
             (true, None, Some(n)) => {
                 let listeners = aws.elbv2().listeners(&n.arn).await?;
                 let ports = listeners.iter().map(|l| l.port).collect();
-                (n.dns_name, n.internal, ports, self.targets(&n.arn).await?)
+                let members = self.targets(&n.arn).await?;
+                (n.dns_name, n.internal, ports, members, n.security_groups)
             }
             (_, c, n) => return Ok(Some(format!("classic {}, network {}", c.is_some(), n.is_some()))),
         };
         let mut ports: Vec<i32> = ports;
         ports.sort_unstable();
+        let groups: Vec<String> = groups.iter().map(ToString::to_string).collect();
         let wrong = [
             (
                 hostname.as_deref() != Some(dns.as_str()),
@@ -236,14 +240,63 @@ impl Soak {
                 format!("members {members:?}, Nodes {expected:?}"),
             ),
         ];
-        Ok(wrong.into_iter().find(|(bad, _)| *bad).map(|(_, why)| why))
+        if let Some((_, why)) = wrong.into_iter().find(|(bad, _)| *bad) {
+            return Ok(Some(why));
+        }
+        self.groups_mismatch(&groups, spec).await
+    }
+
+    /// The load balancer's groups: the given one (an NLB's `security-groups`), or one managed group whose TCP
+    /// ingress is exactly every listener port from every source range (`0.0.0.0/0` when none).
+    async fn groups_mismatch(&self, groups: &[String], spec: &Spec) -> anyhow::Result<Option<String>> {
+        if spec.nlb && spec.byo_group {
+            let ok = groups == [self.byo_group.clone()];
+            return Ok((!ok).then(|| format!("security groups {groups:?}, given {}", self.byo_group)));
+        }
+        let [group] = groups else {
+            return Ok(Some(format!(
+                "security groups {groups:?}, want one managed group"
+            )));
+        };
+        if *group == self.byo_group {
+            return Ok(Some(format!("security groups {groups:?}: still the given group")));
+        }
+        let filter = Filter::new("group-id", [group.as_str()]);
+        let read = self.world.aws.ec2().security_groups(&[filter]).await?;
+        let rules: BTreeSet<(i32, String)> = read
+            .iter()
+            .flat_map(|g| &g.ingress)
+            .filter(|p| p.protocol == "tcp" || p.protocol == "6")
+            .flat_map(|p| {
+                p.ip_ranges
+                    .iter()
+                    .map(|r| (p.from_port.unwrap_or(-1), r.cidr.clone()))
+            })
+            .collect();
+        let default = ["0.0.0.0/0".to_owned()];
+        let ranges: &[String] = if spec.ranges.is_empty() {
+            &default
+        } else {
+            &spec.ranges
+        };
+        let want: BTreeSet<(i32, String)> = spec
+            .ports
+            .iter()
+            .flat_map(|p| ranges.iter().map(|r| (*p, r.clone())))
+            .collect();
+        Ok((rules != want).then(|| format!("group {group} TCP ingress {rules:?}")))
     }
 
     /// The instances of an NLB's target groups; every group must hold the same set.
     async fn targets(&self, arn: &str) -> anyhow::Result<BTreeSet<String>> {
         let v2 = self.world.aws.elbv2();
         let mut sets = BTreeSet::new();
-        for group in v2.target_groups(arn).await? {
+        // moto answers TargetGroupNotFound for a load balancer without target groups: no targets.
+        let groups = match v2.target_groups(arn).await {
+            Err(e) if e.is_not_found() => Vec::new(),
+            other => other?,
+        };
+        for group in groups {
             let health = v2.target_health(&group.arn).await?;
             sets.insert(
                 health
