@@ -2,7 +2,7 @@
 # The library crates as their users get them: API docs build with warnings denied, every library packages, the
 # libraries build inside a scratch consumer with each Kubernetes API version (consumer-check.sh), and the
 # dependency graph passes cargo-deny (licenses, bans, sources; deny.toml says why advisories are not here).
-# Offline. Not yet called by scripts/test.sh: it has not had a full run here.
+# Offline. scripts/test.sh runs it.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here/.."

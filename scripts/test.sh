@@ -39,6 +39,10 @@ if ! (set -a; . "$soak_env/env"; set +a
   die "the chaos soak smoke run failed (its log names the seed and every problem)"
 fi
 "$here/testenv.sh" down "$soak_env"
+# The library crates as their users get them (docs with warnings denied, packages, scratch consumers with each
+# Kubernetes API version, cargo deny); advisories need a network database and are left out (deny.toml).
+log "library crates as published (scripts/check-crates.sh)"
+"$here/check-crates.sh"
 log "doc tests"
 cargo test --workspace --doc --quiet
 # Every fuzz target for about 20 s on its committed corpus (nightly, one core; a crash or hang fails the run).

@@ -10,7 +10,7 @@ use std::{
 };
 
 use k8s_openapi::api::{
-    authentication::v1::{TokenReview, TokenReviewSpec, UserInfo},
+    authentication::v1::{TokenReview, UserInfo},
     authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec},
 };
 use kube::{Api, Client, api::PostParams};
@@ -166,13 +166,10 @@ impl Auth {
         if let Some(user) = cached(&self.tokens, &token.to_owned()) {
             return user.ok_or(Denied::Unauthenticated);
         }
-        let review = TokenReview {
-            spec: TokenReviewSpec {
-                token: Some(token.to_owned()),
-                audiences: None,
-            },
-            ..TokenReview::default()
-        };
+        // Built from JSON: `spec.token` is optional in some Kubernetes API versions and not in others, and the
+        // library leaves the version to the application.
+        let review: TokenReview = serde_json::from_value(serde_json::json!({ "spec": { "token": token } }))
+            .map_err(|e| Denied::Failed(format!("TokenReview: {e}")))?;
         let answer = Api::<TokenReview>::all(self.client.clone())
             .create(&PostParams::default(), &review)
             .await

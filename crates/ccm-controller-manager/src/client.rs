@@ -11,10 +11,7 @@ use std::{
 };
 
 use ccm_controllers::TokenBucket;
-use k8s_openapi::api::{
-    authentication::v1::{TokenRequest, TokenRequestSpec},
-    core::v1::ServiceAccount,
-};
+use k8s_openapi::api::{authentication::v1::TokenRequest, core::v1::ServiceAccount};
 use kube::{
     Api, Client, Config,
     api::{ObjectMeta, PostParams},
@@ -280,33 +277,35 @@ pub(crate) async fn service_account_client(
 }
 
 async fn request_token(sas: &Api<ServiceAccount>, name: &str) -> Result<(String, Duration), kube::Error> {
-    let req = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
-            expiration_seconds: Some(TOKEN_SECONDS),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
+    // Built and read as JSON: which fields are optional differs between Kubernetes API versions, and the library
+    // leaves the version to the application.
+    let req: TokenRequest = serde_json::from_value(serde_json::json!({
+        "spec": { "audiences": [], "expirationSeconds": TOKEN_SECONDS }
+    }))
+    .map_err(kube::Error::SerdeError)?;
     let answer = sas
         .create_token_request(name, &PostParams::default(), &req)
         .await?;
-    let Some(status) = answer.status else {
+    let answer = serde_json::to_value(&answer).map_err(kube::Error::SerdeError)?;
+    let status = &answer["status"];
+    let Some(token) = status["token"].as_str().filter(|t| !t.is_empty()) else {
         return Err(kube::Error::Api(Box::new(kube::core::Status::failure(
-            "the TokenRequest answer has no status",
+            "the TokenRequest answer has no token",
             "InternalError",
         ))));
     };
     // The apiserver may shorten (or extend) the lifetime; renew against what was granted when it says so.
-    let granted = status
-        .expiration_timestamp
-        .0
-        .duration_since(k8s_openapi::jiff::Timestamp::now())
-        .try_into()
-        .ok()
+    let granted = status["expirationTimestamp"]
+        .as_str()
+        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .and_then(|t| {
+            t.duration_since(k8s_openapi::jiff::Timestamp::now())
+                .try_into()
+                .ok()
+        })
         .filter(|d: &Duration| !d.is_zero())
         .unwrap_or(Duration::from_secs(u64::try_from(TOKEN_SECONDS).unwrap_or(3600)));
-    Ok((status.token, granted))
+    Ok((token.to_owned(), granted))
 }
 
 /// How long a Kubernetes request may take, reply body included, before it fails (the apiserver's own
