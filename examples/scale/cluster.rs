@@ -98,7 +98,7 @@ pub async fn wait_initialized(
 ) -> anyhow::Result<()> {
     let started = Instant::now();
     loop {
-        let list = api.list(selector).await?.items;
+        let list = poll(api.list(selector)).await;
         let done = list.iter().filter(|n| nodes::is_initialized(n)).count();
         if list.len() >= count && done == list.len() {
             return Ok(());
@@ -109,6 +109,18 @@ pub async fn wait_initialized(
             limit.as_secs()
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The objects of a poll; none when the list failed (the apiserver restarting, a dropped connection): a wait is
+/// ended by its time limit only, never by one failed poll.
+async fn poll<K: Clone>(list: impl Future<Output = kube::Result<kube::api::ObjectList<K>>>) -> Vec<K> {
+    match list.await {
+        Ok(list) => list.items,
+        Err(e) => {
+            println!("listing failed ({e}); polling again");
+            Vec::new()
+        }
     }
 }
 
@@ -172,7 +184,7 @@ pub async fn wait_hostnames(
     let started = Instant::now();
     let selector = ListParams::default().labels(&format!("scale={group}"));
     loop {
-        let list = api.list(&selector).await?.items;
+        let list = poll(api.list(&selector)).await;
         let done = list
             .iter()
             .filter(|s| services::ingress_hostname(s).is_some())
