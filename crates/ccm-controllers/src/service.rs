@@ -119,6 +119,15 @@ struct Ctx<P: CloudProvider> {
     /// What drifted, by `namespace/name` of the Services queued to repair it.
     drift: Mutex<HashMap<String, String>>,
     node_sync: Notify,
+    /// One lock per Service, held by its sync (ensure or deletion) and by a node-sync host update of it, so
+    /// that a host update never runs beside, or after, the deletion of the same load balancer (it would add
+    /// back what the deletion removed: an NLB's node security-group rules).
+    key_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// The lock of the Service `key` (see [`Ctx::key_locks`]).
+fn key_lock<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+    lock(&ctx.key_locks).entry(key.to_owned()).or_default().clone()
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -171,6 +180,7 @@ pub async fn run<P: CloudProvider>(
         waits: Mutex::default(),
         drift: Mutex::default(),
         node_sync: Notify::new(),
+        key_locks: Mutex::default(),
     });
 
     let mut seen_services: HashMap<String, Service> = HashMap::new();
@@ -266,6 +276,16 @@ async fn sync_within_deadline<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Resu
 }
 
 async fn sync_service<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
+    let key_lock = key_lock(ctx, key);
+    let _held = key_lock.lock().await;
+    let result = sync_service_locked(ctx, key).await;
+    if !lock(&ctx.cache).contains_key(key) {
+        lock(&ctx.key_locks).remove(key);
+    }
+    result
+}
+
+async fn sync_service_locked<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
     let (namespace, name) = key.split_once('/').unwrap_or(("", key));
     let Some(svc) = ctx.services.get(&ObjectRef::new(name).within(namespace)) else {
         return process_service_deletion(ctx, key).await;

@@ -7,7 +7,9 @@ use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Node, Service};
 
-use super::{Ctx, host_set, key_of, lock, stable_nodes, wants_load_balancer};
+use kube::runtime::reflector::ObjectRef;
+
+use super::{Ctx, host_set, key_lock, key_of, lock, stable_nodes, wants_load_balancer};
 use crate::{
     ErrorChain,
     events::{EventType, service_reference},
@@ -35,10 +37,17 @@ pub(super) async fn sync_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
         .for_each_concurrent(ctx.config.concurrent_service_syncs.max(1), |svc| async move {
             // The nodes as they are now, not when the pass began: a slow pass must not push an older host set
             // over a Service sync that ran meanwhile (upstream `TestSlowNodeSync`).
+            let key = key_of(&svc);
+            // Never beside or after the deletion of this Service's load balancer: wait for its sync, then
+            // skip a Service that is gone, re-created or being deleted (its sync owns it now).
+            let key_lock = key_lock(ctx, &key);
+            let _held = key_lock.lock().await;
+            if !still_served(ctx, &key, &svc) {
+                return;
+            }
             let nodes = stable_nodes(ctx);
             let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
             let hosts = host_set(&refs);
-            let key = key_of(&svc);
             let old = {
                 let mut last = lock(&ctx.last_synced);
                 // Not ensured yet (or being ensured): that sync uses the current nodes.
@@ -61,6 +70,23 @@ pub(super) async fn sync_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
             }
         })
         .await;
+}
+
+/// Whether `svc`, taken from the cache when the pass began, is still the processed version of `key` and still
+/// wants its load balancer (not deleted, not being deleted, still of type LoadBalancer).
+fn still_served<P: CloudProvider>(ctx: &Ctx<P>, key: &str, svc: &Service) -> bool {
+    let cached = lock(&ctx.cache).get(key).cloned();
+    if cached.is_none_or(|c| c.metadata.uid != svc.metadata.uid) {
+        return false;
+    }
+    let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+    ctx.services
+        .get(&ObjectRef::new(name).within(namespace))
+        .is_some_and(|current| {
+            current.metadata.uid == svc.metadata.uid
+                && current.metadata.deletion_timestamp.is_none()
+                && wants_load_balancer(&current)
+        })
 }
 
 /// Upstream `lockedUpdateLoadBalancerHosts`; `false` means "retry with a full sync".

@@ -458,6 +458,7 @@ mod scripted {
             waits: Mutex::default(),
             drift: Mutex::default(),
             node_sync: Notify::new(),
+            key_locks: Mutex::default(),
         };
         Harness {
             ctx,
@@ -946,6 +947,39 @@ mod scripted {
             })
             .collect();
         assert_eq!(hosts, vec![vec!["n1", "n2", "n3"]; 2]);
+        drop(h.services);
+    }
+
+    /// Found by the chaos soak: a node-sync pass that took a Service from the cache before its deletion began
+    /// updated the hosts of the load balancer beside (and after) the deletion, adding back an NLB's node rules.
+    /// The host update now waits for the Service's sync and skips a Service that is being deleted or gone.
+    #[tokio::test(start_paused = true)]
+    async fn a_host_update_never_runs_beside_or_after_the_deletion() {
+        let mut h = harness(|_| None, vec![with(finalized)], vec![named_node("n1")]);
+        sync_service(&h.ctx, "ns/svc").await.unwrap();
+        h.provider.clear_calls();
+
+        h.services.apply_watcher_event(&watcher::Event::Apply(with(|s| {
+            finalized(s);
+            s.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        })));
+        h.nodes
+            .apply_watcher_event(&watcher::Event::Apply(named_node("n2")));
+        h.provider.set_delay(Duration::from_secs(10));
+        let deletion = sync_service(&h.ctx, "ns/svc");
+        let pass = async {
+            // Starts while the deletion is inside the provider (it takes 10 s).
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            node_sync::sync_nodes(&h.ctx).await;
+        };
+        let (deleted, ()) = tokio::join!(deletion, pass);
+        deleted.unwrap();
+        let methods: Vec<Method> = h.provider.calls().into_iter().map(|c| c.method).collect();
+        assert_eq!(
+            methods,
+            vec![Method::EnsureLoadBalancerDeleted],
+            "no host update of a deleted load balancer"
+        );
         drop(h.services);
     }
 }
