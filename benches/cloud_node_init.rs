@@ -61,10 +61,8 @@ async fn run(client: &Client, nodes: usize, latency: Duration, batching: bool) -
                 )]),
         );
     }
-    let config = cloud_node::CloudNodeConfig {
-        node_selector: Some(format!("ccm-test/group={group}")),
-        ..Default::default()
-    };
+    let mut config = cloud_node::CloudNodeConfig::default();
+    config.node_selector = Some(format!("ccm-test/group={group}"));
     let metrics = config.metrics.clone();
     let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(cloud_node::run(

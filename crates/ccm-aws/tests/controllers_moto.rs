@@ -31,15 +31,11 @@ async fn nodes_are_initialized_and_retired() {
 
     let (stop, stopped) = oneshot::channel::<()>();
     let (stop2, stopped2) = oneshot::channel::<()>();
-    let node_config = cloud_node::CloudNodeConfig {
-        node_selector: Some(f.selector()),
-        ..Default::default()
-    };
-    let lifecycle_config = node_lifecycle::NodeLifecycleConfig {
-        node_selector: Some(f.selector()),
-        node_monitor_period: Duration::from_millis(500),
-        ..Default::default()
-    };
+    let mut node_config = cloud_node::CloudNodeConfig::default();
+    node_config.node_selector = Some(f.selector());
+    let mut lifecycle_config = node_lifecycle::NodeLifecycleConfig::default();
+    lifecycle_config.node_selector = Some(f.selector());
+    lifecycle_config.node_monitor_period = Duration::from_millis(500);
     let client = TestEnv::get().kube_client().await.unwrap();
     let node_task = tokio::spawn(cloud_node::run(
         client.clone(),

@@ -38,10 +38,8 @@ async fn a_burst_of_1000_nodes_costs_at_most_two_describe_instances() {
     let before = f.describes();
     let started = tokio::time::Instant::now();
     let (stop, stopped) = oneshot::channel::<()>();
-    let config = cloud_node::CloudNodeConfig {
-        node_selector: Some(f.selector()),
-        ..Default::default()
-    };
+    let mut config = cloud_node::CloudNodeConfig::default();
+    config.node_selector = Some(f.selector());
     let metrics = config.metrics.clone();
     let client = TestEnv::get().kube_client().await.unwrap();
     let task = tokio::spawn(cloud_node::run(client, f.cloud.clone(), config, async {

@@ -51,14 +51,12 @@ async fn ensured_service(
         .unwrap();
         nodes.create(&PostParams::default(), &node).await.unwrap();
     }
-    let config = service::ServiceConfig {
-        cluster_name: "kubernetes".into(),
-        node_sync_window: Duration::from_millis(200),
-        min_retry_delay: Duration::from_millis(200),
-        service_selector: Some(f.selector()),
-        node_selector: Some(f.selector()),
-        ..Default::default()
-    };
+    let mut config = service::ServiceConfig::default();
+    config.cluster_name = "kubernetes".into();
+    config.node_sync_window = Duration::from_millis(200);
+    config.min_retry_delay = Duration::from_millis(200);
+    config.service_selector = Some(f.selector());
+    config.node_selector = Some(f.selector());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(service::run(client.clone(), f.cloud.clone(), config, async {
         stopped.await.ok();

@@ -592,39 +592,29 @@ impl Runtime {
                 if !has_instances {
                     return skip("the cloud provider has no instances");
                 }
-                let cfg = CloudNodeConfig {
-                    node_status_update_frequency: o.node_status_update_frequency,
-                    concurrent_node_syncs: usize::try_from(o.concurrent_node_syncs).unwrap_or(1),
-                    concurrent_node_status_updates: usize::try_from(o.concurrent_node_status_updates)
-                        .unwrap_or(0),
-                    node_selector: self.node_selector.clone(),
-                    metrics,
-                    clock: self.clock.clone(),
-                    informers: Some(informers),
-                    ..CloudNodeConfig::default()
-                };
-                let cfg = CloudNodeConfig {
-                    max_batch: lookup_batch(o, cfg.max_batch),
-                    ..cfg
-                };
+                let mut cfg = CloudNodeConfig::default();
+                cfg.node_status_update_frequency = o.node_status_update_frequency;
+                cfg.concurrent_node_syncs = usize::try_from(o.concurrent_node_syncs).unwrap_or(1);
+                cfg.concurrent_node_status_updates =
+                    usize::try_from(o.concurrent_node_status_updates).unwrap_or(0);
+                cfg.node_selector = self.node_selector.clone();
+                cfg.metrics = metrics;
+                cfg.clock = self.clock.clone();
+                cfg.informers = Some(informers);
+                cfg.max_batch = lookup_batch(o, cfg.max_batch);
                 Box::pin(async move { boxed(ccm_controllers::cloud_node::run(client, p, cfg, until).await) })
             }
             controllers::NODE_LIFECYCLE => {
                 if !has_instances {
                     return skip("the cloud provider has no instances");
                 }
-                let cfg = NodeLifecycleConfig {
-                    node_monitor_period: o.node_monitor_period,
-                    node_selector: self.node_selector.clone(),
-                    metrics,
-                    clock: self.clock.clone(),
-                    informers: Some(informers),
-                    ..NodeLifecycleConfig::default()
-                };
-                let cfg = NodeLifecycleConfig {
-                    max_batch: lookup_batch(o, cfg.max_batch),
-                    ..cfg
-                };
+                let mut cfg = NodeLifecycleConfig::default();
+                cfg.node_monitor_period = o.node_monitor_period;
+                cfg.node_selector = self.node_selector.clone();
+                cfg.metrics = metrics;
+                cfg.clock = self.clock.clone();
+                cfg.informers = Some(informers);
+                cfg.max_batch = lookup_batch(o, cfg.max_batch);
                 Box::pin(
                     async move { boxed(ccm_controllers::node_lifecycle::run(client, p, cfg, until).await) },
                 )
@@ -633,17 +623,15 @@ impl Runtime {
                 if provider.load_balancer().is_none() {
                     return skip("the cloud provider has no load balancers");
                 }
-                let cfg = ServiceConfig {
-                    cluster_name: o.cluster_name.clone(),
-                    concurrent_service_syncs: usize::try_from(o.concurrent_service_syncs).unwrap_or(1),
-                    load_balancer_resync_period: o.load_balancer_resync_period,
-                    service_selector: self.service_selector.clone(),
-                    node_selector: self.node_selector.clone(),
-                    metrics,
-                    clock: self.clock.clone(),
-                    informers: Some(informers),
-                    ..ServiceConfig::default()
-                };
+                let mut cfg = ServiceConfig::default();
+                cfg.cluster_name = o.cluster_name.clone();
+                cfg.concurrent_service_syncs = usize::try_from(o.concurrent_service_syncs).unwrap_or(1);
+                cfg.load_balancer_resync_period = o.load_balancer_resync_period;
+                cfg.service_selector = self.service_selector.clone();
+                cfg.node_selector = self.node_selector.clone();
+                cfg.metrics = metrics;
+                cfg.clock = self.clock.clone();
+                cfg.informers = Some(informers);
                 Box::pin(async move { boxed(ccm_controllers::service::run(client, p, cfg, until).await) })
             }
             controllers::ROUTE => {

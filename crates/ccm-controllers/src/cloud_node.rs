@@ -36,6 +36,7 @@ use crate::{
 
 /// Settings of the cloud-node controller.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CloudNodeConfig {
     /// How often initialized nodes' addresses are refreshed from the provider, counted from the end of the
     /// previous pass (`--node-status-update-frequency`, default 5 minutes).

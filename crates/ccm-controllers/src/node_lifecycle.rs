@@ -46,6 +46,7 @@ use crate::{
 
 /// Settings of the node-lifecycle controller.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NodeLifecycleConfig {
     /// Time between the end of one pass and the start of the next (`--node-monitor-period`, default 5 s).
     pub node_monitor_period: Duration,

@@ -39,6 +39,7 @@ pub struct Cidr {
 
 /// Settings of the route controller.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RouteConfig {
     /// Passed to every route call (`--cluster-name`, default `kubernetes`).
     pub cluster_name: String,

@@ -39,6 +39,7 @@ use crate::{
 
 /// Settings of the service controller.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServiceConfig {
     /// Passed to every load balancer call (`--cluster-name`, default `kubernetes`).
     pub cluster_name: String,

@@ -69,11 +69,9 @@ async fn uninitialized_nodes_get_provider_id_addresses_labels_and_lose_the_taint
             .unwrap();
     }
 
-    let config = cloud_node::CloudNodeConfig {
-        node_selector: Some(format!("ccm-test/group={group}")),
-        batch_window: Duration::from_millis(200),
-        ..Default::default()
-    };
+    let mut config = cloud_node::CloudNodeConfig::default();
+    config.node_selector = Some(format!("ccm-test/group={group}"));
+    config.batch_window = Duration::from_millis(200);
     let metrics = config.metrics.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(cloud_node::run(
@@ -209,10 +207,8 @@ async fn cloud_errors_keep_the_taint_and_are_retried() {
     }))
     .unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();
-    let config = cloud_node::CloudNodeConfig {
-        node_selector: Some(format!("ccm-test/group={group}")),
-        ..Default::default()
-    };
+    let mut config = cloud_node::CloudNodeConfig::default();
+    config.node_selector = Some(format!("ccm-test/group={group}"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(cloud_node::run(
         client.clone(),
@@ -270,11 +266,9 @@ async fn addresses_are_refreshed_periodically_in_batches() {
         .unwrap();
         nodes.create(&PostParams::default(), &node).await.unwrap();
     }
-    let config = cloud_node::CloudNodeConfig {
-        node_selector: Some(format!("ccm-test/group={group}")),
-        node_status_update_frequency: Duration::from_millis(300),
-        ..Default::default()
-    };
+    let mut config = cloud_node::CloudNodeConfig::default();
+    config.node_selector = Some(format!("ccm-test/group={group}"));
+    config.node_status_update_frequency = Duration::from_millis(300);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(cloud_node::run(
         client.clone(),

@@ -71,11 +71,9 @@ async fn gone_instances_are_deleted_and_shut_down_ones_tainted() {
     create(&nodes, &ready_gone, &group, "fake://ready-gone", "True").await;
     create(&nodes, &running, &group, "fake://running", "False").await;
 
-    let config = node_lifecycle::NodeLifecycleConfig {
-        node_monitor_period: Duration::from_millis(200),
-        node_selector: Some(format!("ccm-test/group={group}")),
-        ..Default::default()
-    };
+    let mut config = node_lifecycle::NodeLifecycleConfig::default();
+    config.node_monitor_period = Duration::from_millis(200);
+    config.node_selector = Some(format!("ccm-test/group={group}"));
     let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(node_lifecycle::run(
         client.clone(),

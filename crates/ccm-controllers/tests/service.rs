@@ -56,13 +56,11 @@ async fn load_balancer_lifecycle_with_finalizer_status_events_and_node_changes()
     }
 
     let cloud = FakeProvider::new();
-    let config = service::ServiceConfig {
-        cluster_name: "test-cluster".into(),
-        node_sync_window: Duration::from_millis(200),
-        service_selector: Some(format!("ccm-test/group={group}")),
-        node_selector: Some(format!("ccm-test/group={group}")),
-        ..Default::default()
-    };
+    let mut config = service::ServiceConfig::default();
+    config.cluster_name = "test-cluster".into();
+    config.node_sync_window = Duration::from_millis(200);
+    config.service_selector = Some(format!("ccm-test/group={group}"));
+    config.node_selector = Some(format!("ccm-test/group={group}"));
     let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(service::run(
         client.clone(),
@@ -169,11 +167,9 @@ async fn ensure_failures_emit_warning_events_and_retry_after_is_honoured() {
     cloud.fail(Method::EnsureLoadBalancer, Some(1), || {
         ccm_cloud_provider::CloudError::retry_after("provisioning", Duration::from_millis(300))
     });
-    let config = service::ServiceConfig {
-        service_selector: Some(format!("ccm-test/group={group}")),
-        node_selector: Some(format!("ccm-test/group={group}")),
-        ..Default::default()
-    };
+    let mut config = service::ServiceConfig::default();
+    config.service_selector = Some(format!("ccm-test/group={group}"));
+    config.node_selector = Some(format!("ccm-test/group={group}"));
     let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(service::run(
         client.clone(),
