@@ -328,7 +328,9 @@ pub(crate) async fn serve(
     let acceptor = TlsAcceptor::from(Arc::new(tls));
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        // Biased: once shutdown is asked for, no further connection is taken, even one already waiting.
         let (stream, peer) = tokio::select! {
+            biased;
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
@@ -422,7 +424,10 @@ pub(crate) async fn serve(
                 .keep_alive_timeout(KEEP_ALIVE_TIMEOUT);
             let conn = builder.serve_connection(TokioIo::new(tls), service);
             tokio::pin!(conn);
+            // Biased: a connection woken by shutdown and a request at once closes instead of answering it (an
+            // unbiased select serves it half the time, after the runtime has returned).
             tokio::select! {
+                biased;
                 () = shutdown.cancelled() => {}
                 () = tokio::time::sleep(MAX_CONNECTION_AGE) => {
                     // Finish what is in flight, then close.
