@@ -1,0 +1,107 @@
+//! When an NLB must be replaced rather than changed in place, and the notice that says so.
+
+use std::collections::BTreeSet;
+
+use ccm_aws_api::{SubnetId, elbv2::LoadBalancerV2};
+
+use super::super::{Change, Desired, Security};
+use crate::{
+    flavour::{PlannedChange, recreation_reason as flavour_recreation_reason},
+    shared,
+};
+
+/// Whether a change only concerns the targets and the nodes' rules (what `UpdateLoadBalancer` may do).
+pub fn is_host_change(change: &Change) -> bool {
+    change.is_host_change()
+}
+
+/// What changed that makes a plan recreate the load balancer (`None`: no recreation).
+pub fn recreation_reason(changes: &[Change]) -> Option<&str> {
+    flavour_recreation_reason(changes)
+}
+
+/// The notice of a plan that recreates the NLB: a Warning naming what changed.
+pub fn recreation(name: &str, changes: &[Change]) -> Option<String> {
+    recreation_reason(changes).map(|reason| shared::recreation_notice("NLB", name, reason))
+}
+
+/// Why an existing NLB must be replaced (empty: it can be kept): what cannot change on a live NLB.
+pub fn recreation_reasons(desired: &Desired, lb: &LoadBalancerV2) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if lb.internal != desired.internal {
+        reasons.push(format!(
+            "scheme {} -> {}",
+            shared::scheme(lb.internal),
+            shared::scheme(desired.internal)
+        ));
+    }
+    let current: BTreeSet<String> = lb
+        .availability_zones
+        .iter()
+        .filter_map(|z| z.subnet_id.as_ref().map(ToString::to_string))
+        .collect();
+    let wanted: BTreeSet<String> = desired.subnets.iter().cloned().collect();
+    if desired.subnets_pinned && current != wanted && !subnets_added_in_place(desired, lb) {
+        reasons.push(format!(
+            "subnets {} -> {}",
+            current.into_iter().collect::<Vec<_>>().join(","),
+            desired.subnets.join(",")
+        ));
+    }
+    let addresses = || lb.availability_zones.iter().flat_map(|z| z.addresses.iter());
+    let eips: BTreeSet<String> = addresses().filter_map(|a| a.allocation_id.clone()).collect();
+    if !desired.eip_allocations.is_empty()
+        && eips != desired.eip_allocations.iter().cloned().collect::<BTreeSet<_>>()
+    {
+        reasons.push(format!(
+            "EIP allocations {} -> {}",
+            eips.into_iter().collect::<Vec<_>>().join(","),
+            desired.eip_allocations.join(",")
+        ));
+    }
+    let ips: BTreeSet<String> = addresses()
+        .filter_map(|a| a.private_ipv4_address.clone())
+        .collect();
+    if !desired.private_ipv4_addresses.is_empty()
+        && ips
+            != desired
+                .private_ipv4_addresses
+                .iter()
+                .cloned()
+                .collect::<BTreeSet<_>>()
+    {
+        reasons.push(format!(
+            "private IPv4 addresses {} -> {}",
+            ips.into_iter().collect::<Vec<_>>().join(","),
+            desired.private_ipv4_addresses.join(",")
+        ));
+    }
+    if let Security::Given(groups) = &desired.security
+        && lb.security_groups.is_empty()
+    {
+        reasons.push(format!(
+            "security groups {} requested on an NLB created without security groups (AWS cannot add them later)",
+            groups.join(",")
+        ));
+    }
+    reasons
+}
+
+/// Whether the NLB's pinned subnets change only by subnets added (in zones the NLB does not use yet: one subnet
+/// per zone is AWS's rule and its error names the zone otherwise), which `SetSubnets` does in place, keeping the
+/// DNS name. Removing or swapping a subnet, or adding one where EIPs or private addresses are pinned (their
+/// index mapping onto the sorted subnets shifts), needs a new NLB.
+pub(super) fn subnets_added_in_place(desired: &Desired, lb: &LoadBalancerV2) -> bool {
+    let current: BTreeSet<&str> = lb
+        .availability_zones
+        .iter()
+        .filter_map(|z| z.subnet_id.as_ref().map(SubnetId::as_str))
+        .collect();
+    let wanted: BTreeSet<&str> = desired.subnets.iter().map(String::as_str).collect();
+    desired.subnets_pinned
+        && desired.eip_allocations.is_empty()
+        && desired.private_ipv4_addresses.is_empty()
+        && !current.is_empty()
+        && current.is_subset(&wanted)
+        && current != wanted
+}
