@@ -1,14 +1,14 @@
 //! [`AwsInstances`]: the contract's `InstancesV2` over the EC2 port, every method batched.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
+    collections::{BTreeMap, BTreeSet, HashMap},
     net::IpAddr,
     sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
 
 use ccm_aws_api::{
-    Ec2, Filter, InstanceId, InstanceRef, ProviderId, ProviderIdError, ProviderIdReason, VpcId,
+    Ec2, InstanceId, InstanceRef, ProviderId, ProviderIdError, ProviderIdReason, VpcId,
     ec2::{Instance, InstanceState, NetworkInterface},
 };
 use ccm_cloud_provider::{CloudError, InstanceMetadata, InstancesV2, Result as CloudResult};
@@ -22,6 +22,9 @@ use crate::{
     addresses::{IpFamily, fargate_addresses, instance_addresses},
     topology::{NETWORK_NODE_LAYER_PREFIX, UnsupportedStore, network_node_labels, region_unsupported},
 };
+
+use lookup::{ClusterListing, Reuse};
+pub use lookup::{INSTANCES_PER_PAGE, LISTING_REUSE};
 
 /// The zone ID label (`use1-az1`), the same physical zone in every account.
 pub const ZONE_ID_LABEL: &str = "topology.k8s.aws/zone-id";
@@ -67,6 +70,7 @@ pub struct AwsInstances<E> {
     zone_ids: Mutex<HashMap<String, String>>,
     zone_refresh: tokio::sync::Mutex<()>,
     unsupported_topology: Mutex<UnsupportedStore>,
+    listing: Mutex<ClusterListing>,
 }
 
 /// How a node is looked up.
@@ -147,6 +151,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             zone_ids: Mutex::default(),
             zone_refresh: tokio::sync::Mutex::new(()),
             unsupported_topology: Mutex::default(),
+            listing: Mutex::default(),
         }
     }
 
@@ -156,12 +161,13 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     }
 
     /// Metadata for `nodes`, in their order. Instance lookups cost one `instances_by_id` per 1,000 distinct IDs,
-    /// one `instances` per 200 distinct private DNS names (or one cluster-wide listing beyond 200, when the
-    /// cluster tag is known), one `network_interfaces` per 200 Fargate IPs; zone IDs cost one
+    /// one `instances` per 200 distinct private DNS names (or one cluster-wide listing when that is fewer calls
+    /// and the cluster tag is known; names it found running answer later batches for [`LISTING_REUSE`]), one
+    /// `network_interfaces` per 200 Fargate IPs; zone IDs cost one
     /// `availability_zones` when a zone is not cached yet; topology one `instance_topology` per batch.
     pub async fn metadata(&self, nodes: &[&Node]) -> Vec<Result<Option<InstanceMetadata>, InstancesError>> {
         let targets: Vec<_> = nodes.iter().map(|n| target(n)).collect();
-        let found = self.find(&targets, true).await;
+        let found = self.find(&targets, true, Reuse::Recent).await;
 
         let live = |f: &Lookup| match f {
             Ok(Found::Instance(i)) if i.state != InstanceState::Terminated => Some(i.clone()),
@@ -265,7 +271,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     /// malformed instance ID is an error, never "gone" (see `well_formed`).
     pub async fn exists(&self, nodes: &[&Node]) -> Vec<Result<bool, InstancesError>> {
         let targets: Vec<_> = nodes.iter().map(|n| target(n).and_then(well_formed)).collect();
-        self.find(&targets, true)
+        self.find(&targets, true, Reuse::Never)
             .await
             .into_iter()
             .map(|f| {
@@ -282,7 +288,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     /// never are (no call is made for them); a missing instance is not shut down (it does not exist).
     pub async fn shutdown(&self, nodes: &[&Node]) -> Vec<Result<bool, InstancesError>> {
         let targets: Vec<_> = nodes.iter().map(|n| target(n)).collect();
-        self.find(&targets, false)
+        self.find(&targets, false, Reuse::Never)
             .await
             .into_iter()
             .map(|f| {
@@ -311,170 +317,6 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             None => tracing::warn!(zone = %meta.zone, "could not get zone ID from zone name"),
         }
         Ok(meta)
-    }
-
-    /// Looks every target up, in as few calls as the limits allow.
-    async fn find(&self, targets: &[Result<Target, InstancesError>], fargate: bool) -> Vec<Lookup> {
-        let mut ids = BTreeSet::new();
-        let mut names = BTreeSet::new();
-        let mut ips = BTreeSet::new();
-        for t in targets.iter().flatten() {
-            match t {
-                Target::Ec2(id) => {
-                    ids.insert(id.clone());
-                }
-                Target::DnsName(name) => {
-                    names.insert(name.clone());
-                }
-                Target::Fargate { ip, .. } if fargate => {
-                    ips.insert(*ip);
-                }
-                Target::Fargate { .. } => {}
-            }
-        }
-        tracing::debug!(
-            ids = ids.len(),
-            names = names.len(),
-            fargate_ips = ips.len(),
-            "looking up instances"
-        );
-        let (by_id, by_name, by_ip) = tokio::join!(self.by_ids(ids), self.by_names(names), self.by_ips(ips));
-        targets
-            .iter()
-            .map(|t| match t {
-                Err(e) => Err(e.clone()),
-                Ok(Target::Ec2(id)) => by_id.get(id).cloned().unwrap_or(Ok(Found::Missing)),
-                Ok(Target::DnsName(name)) => by_name.get(name).cloned().unwrap_or(Ok(Found::Missing)),
-                Ok(Target::Fargate { ip, .. }) => by_ip.get(ip).cloned().unwrap_or(Ok(Found::Missing)),
-            })
-            .collect()
-    }
-
-    async fn by_ids(&self, ids: BTreeSet<InstanceId>) -> HashMap<InstanceId, Lookup> {
-        let ids: Vec<InstanceId> = ids.into_iter().collect();
-        let mut out = HashMap::with_capacity(ids.len());
-        for chunk in ids.chunks(IDS_PER_LOOKUP) {
-            match self.ec2.instances_by_id(chunk).await {
-                Ok(instances) => {
-                    for i in instances {
-                        out.insert(i.id.clone(), Ok(Found::Instance(i)));
-                    }
-                }
-                Err(e) => {
-                    let e = Arc::new(e);
-                    for id in chunk {
-                        let what = format!("failed to get instance by ID {id}");
-                        out.insert(id.clone(), Err(InstancesError::aws(what, e.clone())));
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    async fn by_names(&self, names: BTreeSet<String>) -> HashMap<String, Lookup> {
-        let mut out = HashMap::with_capacity(names.len());
-        if names.is_empty() {
-            return out;
-        }
-        let names: Vec<String> = names.into_iter().collect();
-        let states = Filter::new("instance-state-name", LIVE_STATES);
-        let cluster_wide = match &self.config.cluster {
-            Some(c) if !c.legacy() && names.len() > VALUES_PER_FILTER => Some(Filter::tag_key(c.key())),
-            _ => None,
-        };
-        let requests: Vec<(Vec<Filter>, &[String])> = match cluster_wide {
-            Some(tag) => vec![(vec![tag, states], names.as_slice())],
-            None => names
-                .chunks(VALUES_PER_FILTER)
-                .map(|chunk| {
-                    let by_name = Filter::new("private-dns-name", chunk.iter().cloned());
-                    (vec![by_name, states.clone()], chunk)
-                })
-                .collect(),
-        };
-        for (filters, chunk) in requests {
-            match self.ec2.instances(&filters).await {
-                Ok(instances) => {
-                    let wanted: HashSet<&str> = chunk.iter().map(String::as_str).collect();
-                    let mut matches: HashMap<&str, Vec<Instance>> = HashMap::new();
-                    for i in instances {
-                        if let Some(c) = &self.config.cluster
-                            && !c.is_tagged(&i.tags)
-                        {
-                            continue;
-                        }
-                        if let Some(name) = i.private_dns_name.as_deref().and_then(|d| wanted.get(d)) {
-                            matches.entry(name).or_default().push(i);
-                        }
-                    }
-                    for name in chunk {
-                        let found = match matches.remove(name.as_str()) {
-                            None => Ok(Found::Missing),
-                            Some(mut list) if list.len() == 1 => Ok(Found::Instance(list.remove(0))),
-                            Some(list) => Err(InstancesError::MultipleInstances {
-                                name: name.clone(),
-                                ids: list.into_iter().map(|i| i.id).collect(),
-                            }),
-                        };
-                        out.insert(name.clone(), found);
-                    }
-                }
-                Err(e) => {
-                    let e = Arc::new(e);
-                    for name in chunk {
-                        let what = format!("failed to get instance by private DNS name {name}");
-                        out.insert(name.clone(), Err(InstancesError::aws(what, e.clone())));
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    async fn by_ips(&self, ips: BTreeSet<IpAddr>) -> HashMap<IpAddr, Lookup> {
-        let mut out = HashMap::with_capacity(ips.len());
-        let (v6, v4): (Vec<IpAddr>, Vec<IpAddr>) = ips.into_iter().partition(IpAddr::is_ipv6);
-        for (filter_name, list) in [("private-ip-address", v4), ("ipv6-addresses.ipv6-address", v6)] {
-            for chunk in list.chunks(VALUES_PER_FILTER) {
-                let mut filters = vec![
-                    Filter::new("attachment.status", ["attached"]),
-                    Filter::new(filter_name, chunk.iter().map(ToString::to_string)),
-                ];
-                if let Some(vpc) = &self.config.vpc_id {
-                    filters.push(Filter::new("vpc-id", [vpc.as_str()]));
-                }
-                match self.ec2.network_interfaces(&filters).await {
-                    Ok(enis) => {
-                        for ip in chunk {
-                            let has =
-                                |list: &[String]| list.iter().any(|a| a.parse::<IpAddr>().ok() == Some(*ip));
-                            let mut matching: Vec<&NetworkInterface> = enis
-                                .iter()
-                                .filter(|e| has(&e.private_ips) || has(&e.ipv6_addresses))
-                                .collect();
-                            let found = match matching.len() {
-                                0 => Ok(Found::Missing),
-                                1 => Ok(Found::Interface(matching.remove(0).clone())),
-                                _ => Err(InstancesError::MultipleInterfaces {
-                                    ip: ip.to_string(),
-                                    ids: matching.iter().map(|e| e.id.to_string()).collect(),
-                                }),
-                            };
-                            out.insert(*ip, found);
-                        }
-                    }
-                    Err(e) => {
-                        let e = Arc::new(e);
-                        for ip in chunk {
-                            let what = format!("failed to get Fargate network interface of {ip}");
-                            out.insert(*ip, Err(InstancesError::aws(what, e.clone())));
-                        }
-                    }
-                }
-            }
-        }
-        out
     }
 
     /// The zone IDs of `zones`, refreshing the cache once when one is unknown.
@@ -678,5 +520,6 @@ fn has_label(node: &Node, key: &str) -> bool {
     node.metadata.labels.as_ref().is_some_and(|l| l.contains_key(key))
 }
 
+mod lookup;
 #[cfg(test)]
 mod tests;

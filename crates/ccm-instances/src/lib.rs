@@ -7,7 +7,8 @@
 //!   `aws://<zone>/<id>`, bare `i-...`, and `fargate-` forms), else by its name
 //!   ([`InstanceRef::from_node_name`]): `i-...[.<domain>]` is the instance ID, `fargate-...` a Fargate pod,
 //!   anything else a private DNS name (instances not terminated, carrying the cluster tag when one is
-//!   configured);
+//!   configured); a burst of nodes named so costs one listing of the cluster, whose running instances answer
+//!   the later batches' initialization for [`LISTING_REUSE`];
 //! - the provider ID produced is upstream's `aws:///<zone>/<instance-id>` ([`ProviderId`]'s `Display`); an
 //!   existing one is kept;
 //! - addresses: see [`instance_addresses`] and [`fargate_addresses`];
@@ -37,6 +38,7 @@ mod topology;
 pub use addresses::{IpFamily, fargate_addresses, instance_addresses};
 pub use error::InstancesError;
 pub use instances::{
-    AwsInstances, DEFAULT_TOPOLOGY_PATTERN, IDS_PER_LOOKUP, InstancesConfig, VALUES_PER_FILTER, ZONE_ID_LABEL,
+    AwsInstances, DEFAULT_TOPOLOGY_PATTERN, IDS_PER_LOOKUP, INSTANCES_PER_PAGE, InstancesConfig,
+    LISTING_REUSE, VALUES_PER_FILTER, ZONE_ID_LABEL,
 };
 pub use topology::{NETWORK_NODE_LAYER_PREFIX, UNSUPPORTED_TTL, network_node_labels};

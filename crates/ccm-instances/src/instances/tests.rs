@@ -7,7 +7,7 @@ use std::{
 };
 
 use ccm_aws_api::{
-    AwsError, ErrorKind, NetworkInterfaceId, Tags,
+    AwsError, ErrorKind, Filter, NetworkInterfaceId, Tags,
     ec2::{AvailabilityZone, InstanceNetworkInterface, InstanceTopology, MockEc2},
 };
 use ccm_cloud_provider::{NodeAddress, NodeAddressType};
@@ -16,9 +16,9 @@ use k8s_openapi::{api::core::v1::NodeSpec, apimachinery::pkg::apis::meta::v1::Ob
 use super::*;
 use crate::UNSUPPORTED_TTL;
 
-const REGION: &str = "us-west-2";
+pub(super) const REGION: &str = "us-west-2";
 
-fn node(name: &str, provider_id: Option<&str>, labels: &[(&str, &str)]) -> Node {
+pub(super) fn node(name: &str, provider_id: Option<&str>, labels: &[(&str, &str)]) -> Node {
     Node {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -38,7 +38,7 @@ fn node(name: &str, provider_id: Option<&str>, labels: &[(&str, &str)]) -> Node 
     }
 }
 
-fn instance(id: &str, state: InstanceState, instance_type: &str) -> Instance {
+pub(super) fn instance(id: &str, state: InstanceState, instance_type: &str) -> Instance {
     let mut i = Instance::new(InstanceId::new(id), state);
     i.instance_type = instance_type.to_owned();
     i.availability_zone = Some("us-west-2a".into());
@@ -50,7 +50,9 @@ fn instance(id: &str, state: InstanceState, instance_type: &str) -> Instance {
     i
 }
 
-fn ok<T: Send + 'static>(value: T) -> std::pin::Pin<Box<dyn Future<Output = ccm_aws_api::Result<T>> + Send>> {
+pub(super) fn ok<T: Send + 'static>(
+    value: T,
+) -> std::pin::Pin<Box<dyn Future<Output = ccm_aws_api::Result<T>> + Send>> {
     Box::pin(async move { Ok(value) })
 }
 
@@ -448,7 +450,7 @@ async fn an_eks_fargate_provider_id_with_a_middle_segment_is_looked_up() {
     assert!(matches!(exists.as_slice(), [Ok(true)]), "{exists:?}");
 }
 
-fn counted(ec2: &mut MockEc2) -> (Arc<AtomicUsize>, Arc<AtomicUsize>) {
+pub(super) fn counted(ec2: &mut MockEc2) -> (Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let topo = Arc::new(AtomicUsize::new(0));
     let azs = Arc::new(AtomicUsize::new(0));
     let t = topo.clone();

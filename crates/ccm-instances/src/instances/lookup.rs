@@ -1,0 +1,315 @@
+//! Finding the instances (or Fargate interfaces) of many nodes in as few EC2 calls as the limits allow.
+//!
+//! Nodes named by private DNS name (kubelets without a provider ID) are the costly case: beyond 200 names the
+//! only single request is a listing of the whole cluster (its tag). A burst of new Nodes arrives in several
+//! batches, and each batch would list the whole cluster again; so the last listing answers later batches for
+//! [`LISTING_REUSE`], and names it does not hold are asked by name when that is fewer calls than a new listing.
+
+use std::{
+    collections::{BTreeSet, HashMap, HashSet},
+    net::IpAddr,
+    sync::{Arc, PoisonError},
+    time::Duration,
+};
+
+use ccm_aws_api::{
+    Ec2, Filter, InstanceId,
+    ec2::{Instance, InstanceState, NetworkInterface},
+};
+use tokio::time::Instant;
+
+use super::{AwsInstances, Found, LIVE_STATES, Lookup, Target};
+use crate::{IDS_PER_LOOKUP, InstancesError, VALUES_PER_FILTER};
+
+/// How long a cluster-wide listing answers the initialization lookups of later batches. Only instances it saw
+/// running, with a name no other live instance had, are answered from it; their addresses are refreshed from
+/// the instance by ID after initialization anyway (`--node-status-update-frequency`).
+pub const LISTING_REUSE: Duration = Duration::from_secs(60);
+
+/// Instances per page of a `DescribeInstances` listing (its `MaxResults` ceiling).
+pub const INSTANCES_PER_PAGE: usize = 1000;
+
+/// Whether a lookup may be answered from the last cluster-wide listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reuse {
+    /// Initialization: a running instance seen within [`LISTING_REUSE`] is good enough.
+    Recent,
+    /// Existence and shutdown checks: only a fresh answer will do (they decide whether a Node is deleted).
+    Never,
+}
+
+/// The last cluster-wide listing by private DNS name, and the cluster's size it showed.
+#[derive(Debug, Default)]
+pub(super) struct ClusterListing {
+    /// When it was taken and the running instances it found, by name; `None` once older than the reuse time.
+    recent: Option<(Instant, HashMap<String, Instance>)>,
+    /// Live instances with the cluster tag at the last listing: what a new listing would cost.
+    size: Option<usize>,
+}
+
+impl ClusterListing {
+    /// The recent listing, dropped (and its memory freed) once it is too old to answer.
+    fn recent(&mut self, now: Instant) -> Option<&HashMap<String, Instance>> {
+        if self
+            .recent
+            .as_ref()
+            .is_some_and(|(taken, _)| now.duration_since(*taken) >= LISTING_REUSE)
+        {
+            self.recent = None;
+        }
+        self.recent.as_ref().map(|(_, by_name)| by_name)
+    }
+
+    /// Whether `names` cost no more calls asked by name (200 per call) than listed (1,000 per page): at equal
+    /// cost the answers by name are the smaller.
+    fn by_name_is_cheaper(&self, names: usize) -> bool {
+        match self.size {
+            Some(size) => names.div_ceil(VALUES_PER_FILTER) <= size.max(1).div_ceil(INSTANCES_PER_PAGE),
+            None => names <= VALUES_PER_FILTER,
+        }
+    }
+}
+
+impl<E: Ec2 + Send + Sync> AwsInstances<E> {
+    /// Looks every target up, in as few calls as the limits allow.
+    pub(super) async fn find(
+        &self,
+        targets: &[Result<Target, InstancesError>],
+        fargate: bool,
+        reuse: Reuse,
+    ) -> Vec<Lookup> {
+        let mut ids = BTreeSet::new();
+        let mut names = BTreeSet::new();
+        let mut ips = BTreeSet::new();
+        for t in targets.iter().flatten() {
+            match t {
+                Target::Ec2(id) => {
+                    ids.insert(id.clone());
+                }
+                Target::DnsName(name) => {
+                    names.insert(name.clone());
+                }
+                Target::Fargate { ip, .. } if fargate => {
+                    ips.insert(*ip);
+                }
+                Target::Fargate { .. } => {}
+            }
+        }
+        tracing::debug!(
+            ids = ids.len(),
+            names = names.len(),
+            fargate_ips = ips.len(),
+            "looking up instances"
+        );
+        let (by_id, by_name, by_ip) =
+            tokio::join!(self.by_ids(ids), self.by_names(names, reuse), self.by_ips(ips));
+        targets
+            .iter()
+            .map(|t| match t {
+                Err(e) => Err(e.clone()),
+                Ok(Target::Ec2(id)) => by_id.get(id).cloned().unwrap_or(Ok(Found::Missing)),
+                Ok(Target::DnsName(name)) => by_name.get(name).cloned().unwrap_or(Ok(Found::Missing)),
+                Ok(Target::Fargate { ip, .. }) => by_ip.get(ip).cloned().unwrap_or(Ok(Found::Missing)),
+            })
+            .collect()
+    }
+
+    async fn by_ids(&self, ids: BTreeSet<InstanceId>) -> HashMap<InstanceId, Lookup> {
+        let ids: Vec<InstanceId> = ids.into_iter().collect();
+        let mut out = HashMap::with_capacity(ids.len());
+        for chunk in ids.chunks(IDS_PER_LOOKUP) {
+            match self.ec2.instances_by_id(chunk).await {
+                Ok(instances) => {
+                    for i in instances {
+                        out.insert(i.id.clone(), Ok(Found::Instance(i)));
+                    }
+                }
+                Err(e) => {
+                    let e = Arc::new(e);
+                    for id in chunk {
+                        let what = format!("failed to get instance by ID {id}");
+                        out.insert(id.clone(), Err(InstancesError::aws(what, e.clone())));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Looks names up: from the recent listing when `reuse` allows, then by name or with a new listing,
+    /// whichever costs fewer calls. Only the cluster's instances match when its tag is known (as upstream).
+    async fn by_names(&self, names: BTreeSet<String>, reuse: Reuse) -> HashMap<String, Lookup> {
+        let mut out = HashMap::with_capacity(names.len());
+        let listable = self.config.cluster.as_ref().is_some_and(|c| !c.legacy());
+        let mut names: Vec<String> = names.into_iter().collect();
+        if listable && reuse == Reuse::Recent && !names.is_empty() {
+            let mut listing = self.listing.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(recent) = listing.recent(Instant::now()) {
+                names.retain(|name| match recent.get(name) {
+                    Some(i) => {
+                        out.insert(name.clone(), Ok(Found::Instance(i.clone())));
+                        false
+                    }
+                    None => true,
+                });
+                tracing::debug!(
+                    answered = out.len(),
+                    left = names.len(),
+                    "names answered from the recent cluster listing"
+                );
+            }
+        }
+        if names.is_empty() {
+            return out;
+        }
+        let by_name = !listable
+            || self
+                .listing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .by_name_is_cheaper(names.len());
+        if by_name {
+            for chunk in names.chunks(VALUES_PER_FILTER) {
+                let filters = [
+                    Filter::new("private-dns-name", chunk.iter().cloned()),
+                    Filter::new("instance-state-name", LIVE_STATES),
+                ];
+                let answer = self.ec2.instances(&filters).await;
+                self.match_names(answer, chunk, &mut out);
+            }
+        } else {
+            let answer = self.list_cluster().await;
+            self.match_names(answer, &names, &mut out);
+        }
+        out
+    }
+
+    /// Lists the cluster's live instances and keeps the listing for later batches.
+    async fn list_cluster(&self) -> ccm_aws_api::Result<Vec<Instance>> {
+        let Some(cluster) = &self.config.cluster else {
+            return Ok(Vec::new());
+        };
+        let filters = [
+            Filter::tag_key(cluster.key()),
+            Filter::new("instance-state-name", LIVE_STATES),
+        ];
+        let instances = self.ec2.instances(&filters).await?;
+        let tagged: Vec<Instance> = instances
+            .into_iter()
+            .filter(|i| cluster.is_tagged(&i.tags))
+            .collect();
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for name in tagged.iter().filter_map(|i| i.private_dns_name.as_deref()) {
+            *seen.entry(name).or_default() += 1;
+        }
+        // A name shared by two live instances is an error to report afresh, never an answer to keep.
+        let running: HashMap<String, Instance> = tagged
+            .iter()
+            .filter(|i| i.state == InstanceState::Running)
+            .filter_map(|i| {
+                let name = i.private_dns_name.as_deref()?;
+                (seen.get(name) == Some(&1)).then(|| (name.to_owned(), i.clone()))
+            })
+            .collect();
+        tracing::debug!(
+            instances = tagged.len(),
+            running = running.len(),
+            "listed the cluster's instances"
+        );
+        let mut listing = self.listing.lock().unwrap_or_else(PoisonError::into_inner);
+        listing.size = Some(tagged.len());
+        listing.recent = Some((Instant::now(), running));
+        Ok(tagged)
+    }
+
+    /// Answers `names` from one call's `answer`: the instance of each name, missing, or an error.
+    fn match_names(
+        &self,
+        answer: ccm_aws_api::Result<Vec<Instance>>,
+        names: &[String],
+        out: &mut HashMap<String, Lookup>,
+    ) {
+        let instances = match answer {
+            Ok(instances) => instances,
+            Err(e) => {
+                let e = Arc::new(e);
+                for name in names {
+                    let what = format!("failed to get instance by private DNS name {name}");
+                    out.insert(name.clone(), Err(InstancesError::aws(what, e.clone())));
+                }
+                return;
+            }
+        };
+        let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
+        let mut matches: HashMap<&str, Vec<Instance>> = HashMap::new();
+        for i in instances {
+            if let Some(c) = &self.config.cluster
+                && !c.is_tagged(&i.tags)
+            {
+                continue;
+            }
+            if let Some(name) = i.private_dns_name.as_deref().and_then(|d| wanted.get(d)) {
+                matches.entry(name).or_default().push(i);
+            }
+        }
+        for name in names {
+            let found = match matches.remove(name.as_str()) {
+                None => Ok(Found::Missing),
+                Some(mut list) if list.len() == 1 => Ok(Found::Instance(list.remove(0))),
+                Some(list) => Err(InstancesError::MultipleInstances {
+                    name: name.clone(),
+                    ids: list.into_iter().map(|i| i.id).collect(),
+                }),
+            };
+            out.insert(name.clone(), found);
+        }
+    }
+
+    async fn by_ips(&self, ips: BTreeSet<IpAddr>) -> HashMap<IpAddr, Lookup> {
+        let mut out = HashMap::with_capacity(ips.len());
+        let (v6, v4): (Vec<IpAddr>, Vec<IpAddr>) = ips.into_iter().partition(IpAddr::is_ipv6);
+        for (filter_name, list) in [("private-ip-address", v4), ("ipv6-addresses.ipv6-address", v6)] {
+            for chunk in list.chunks(VALUES_PER_FILTER) {
+                let mut filters = vec![
+                    Filter::new("attachment.status", ["attached"]),
+                    Filter::new(filter_name, chunk.iter().map(ToString::to_string)),
+                ];
+                if let Some(vpc) = &self.config.vpc_id {
+                    filters.push(Filter::new("vpc-id", [vpc.as_str()]));
+                }
+                match self.ec2.network_interfaces(&filters).await {
+                    Ok(enis) => {
+                        for ip in chunk {
+                            let has =
+                                |list: &[String]| list.iter().any(|a| a.parse::<IpAddr>().ok() == Some(*ip));
+                            let mut matching: Vec<&NetworkInterface> = enis
+                                .iter()
+                                .filter(|e| has(&e.private_ips) || has(&e.ipv6_addresses))
+                                .collect();
+                            let found = match matching.len() {
+                                0 => Ok(Found::Missing),
+                                1 => Ok(Found::Interface(matching.remove(0).clone())),
+                                _ => Err(InstancesError::MultipleInterfaces {
+                                    ip: ip.to_string(),
+                                    ids: matching.iter().map(|e| e.id.to_string()).collect(),
+                                }),
+                            };
+                            out.insert(*ip, found);
+                        }
+                    }
+                    Err(e) => {
+                        let e = Arc::new(e);
+                        for ip in chunk {
+                            let what = format!("failed to get Fargate network interface of {ip}");
+                            out.insert(*ip, Err(InstancesError::aws(what, e.clone())));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,208 @@
+//! The cost of lookups by private DNS name across the batches of a burst, and what the recent listing may
+//! answer.
+
+use std::sync::{Arc, Mutex};
+
+use ccm_aws_api::{Tags, ec2::MockEc2};
+
+use super::super::tests::{REGION, counted, instance, node, ok};
+use super::*;
+use crate::InstancesConfig;
+use ccm_tagging::ClusterTags;
+use k8s_openapi::api::core::v1::Node;
+
+/// One `instances` call as the mock saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Call {
+    /// The cluster-wide listing (by the cluster tag).
+    Listing,
+    /// By private DNS name: the names asked.
+    ByName(Vec<String>),
+}
+
+/// EC2 as far as name lookups go: a shared set of instances (tests launch more later) and the calls made.
+struct World {
+    cluster: ClusterTags,
+    instances: Arc<Mutex<Vec<Instance>>>,
+    calls: Arc<Mutex<Vec<Call>>>,
+}
+
+impl World {
+    fn new() -> Self {
+        Self {
+            cluster: ClusterTags::new("kube", false).unwrap(),
+            instances: Arc::default(),
+            calls: Arc::default(),
+        }
+    }
+
+    /// Launches instances `from..to` of the cluster in `state`; their node names are returned.
+    fn launch(&self, range: std::ops::Range<usize>, state: InstanceState) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut all = self.instances.lock().unwrap();
+        for k in range {
+            let mut i = instance(&format!("i-{k:017x}"), state.clone(), "m5.large");
+            i.tags = Tags::from([(self.cluster.key(), "owned".to_owned())]);
+            names.push(i.private_dns_name.clone().unwrap());
+            all.push(i);
+        }
+        names
+    }
+
+    fn aws(&self) -> AwsInstances<MockEc2> {
+        let mut ec2 = MockEc2::new();
+        let (instances, calls, key) = (self.instances.clone(), self.calls.clone(), self.cluster.key());
+        ec2.expect_instances().returning(move |filters| {
+            let all = instances.lock().unwrap().clone();
+            let found: Vec<Instance> = if filters[0] == Filter::tag_key(key.clone()) {
+                calls.lock().unwrap().push(Call::Listing);
+                all
+            } else {
+                assert_eq!(filters[0].name, "private-dns-name");
+                assert!(filters[0].values.len() <= VALUES_PER_FILTER);
+                calls
+                    .lock()
+                    .unwrap()
+                    .push(Call::ByName(filters[0].values.clone()));
+                all.into_iter()
+                    .filter(|i| filters[0].values.contains(i.private_dns_name.as_ref().unwrap()))
+                    .collect()
+            };
+            ok(found)
+        });
+        counted(&mut ec2);
+        AwsInstances::new(
+            ec2,
+            InstancesConfig::new(REGION).with_cluster(self.cluster.clone()),
+        )
+    }
+
+    fn take_calls(&self) -> Vec<Call> {
+        std::mem::take(&mut *self.calls.lock().unwrap())
+    }
+}
+
+fn nodes(names: &[String]) -> Vec<Node> {
+    names.iter().map(|n| node(n, None, &[])).collect()
+}
+
+/// Initializes `names`, asserting every one found its own instance.
+async fn initialize(aws: &AwsInstances<MockEc2>, names: &[String]) {
+    let nodes = nodes(names);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    for (name, meta) in names.iter().zip(aws.metadata(&refs).await) {
+        let id = name.trim_start_matches("ip-").trim_end_matches(".ec2.internal");
+        assert_eq!(
+            meta.unwrap().unwrap().provider_id,
+            format!("aws:///us-west-2a/{id}"),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_burst_of_5000_nodes_lists_the_cluster_once() {
+    let world = World::new();
+    let names = world.launch(0..5000, InstanceState::Running);
+    let aws = world.aws();
+    // Batches as a burst brings them: the first few nodes alone, then what piled up during each lookup.
+    let mut start = 0;
+    for size in [10, 300, 1000, 1000, 1000, 1000, 690] {
+        initialize(&aws, &names[start..start + size]).await;
+        start += size;
+    }
+    assert_eq!(start, 5000);
+    let calls = world.take_calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0], Call::ByName(names[..10].to_vec()));
+    assert_eq!(calls[1], Call::Listing);
+}
+
+#[tokio::test]
+async fn names_the_listing_lacks_are_asked_by_name_while_that_is_fewer_calls() {
+    let world = World::new();
+    let first = world.launch(0..5000, InstanceState::Running);
+    let aws = world.aws();
+    initialize(&aws, &first[..1000]).await;
+    assert_eq!(world.take_calls(), [Call::Listing]);
+
+    // 300 instances launched after the listing: two calls by name (five pages to list again).
+    let late = world.launch(5000..5300, InstanceState::Running);
+    let mut batch = first[1000..1700].to_vec();
+    batch.extend(late.iter().cloned());
+    initialize(&aws, &batch).await;
+    assert_eq!(
+        world.take_calls(),
+        [
+            Call::ByName(late[..200].to_vec()),
+            Call::ByName(late[200..].to_vec())
+        ]
+    );
+
+    // 1,200 new names cost six calls by name, more than listing the cluster again (five pages last time).
+    let later = world.launch(5300..6500, InstanceState::Running);
+    initialize(&aws, &later).await;
+    assert_eq!(world.take_calls(), [Call::Listing]);
+    // ...and that listing answers the 300 late ones now.
+    initialize(&aws, &late).await;
+    assert_eq!(world.take_calls(), []);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_listing_answers_only_initialization_and_only_for_a_minute() {
+    let world = World::new();
+    let names = world.launch(0..300, InstanceState::Running);
+    let aws = world.aws();
+    initialize(&aws, &names).await;
+    assert_eq!(world.take_calls(), [Call::Listing]);
+
+    // Existence decides whether a Node is deleted: always asked afresh (300 names: two calls by name, or a
+    // one-page listing).
+    let checked = nodes(&names);
+    let refs: Vec<&Node> = checked.iter().collect();
+    assert!(aws.exists(&refs).await.iter().all(|r| matches!(r, Ok(true))));
+    assert!(aws.shutdown(&refs).await.iter().all(|r| matches!(r, Ok(false))));
+    assert_eq!(world.take_calls(), [Call::Listing, Call::Listing]);
+
+    tokio::time::advance(LISTING_REUSE - Duration::from_secs(1)).await;
+    initialize(&aws, &names).await;
+    assert_eq!(world.take_calls(), []);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    initialize(&aws, &names).await;
+    assert_eq!(world.take_calls(), [Call::Listing]);
+}
+
+#[tokio::test]
+async fn only_running_instances_with_a_name_of_their_own_are_answered_from_the_listing() {
+    let world = World::new();
+    let running = world.launch(0..250, InstanceState::Running);
+    let pending = world.launch(250..251, InstanceState::Pending);
+    let shared = {
+        let mut all = world.instances.lock().unwrap();
+        let mut twin = all[0].clone();
+        twin.id = InstanceId::new("i-0fffffffffffffff0");
+        let name = twin.private_dns_name.clone().unwrap();
+        // The twin takes instance 1's name: two live instances now answer to it.
+        all[1].private_dns_name = Some(name.clone());
+        all.push(twin);
+        name
+    };
+    let aws = world.aws();
+    let first = nodes(&running[2..]);
+    let refs: Vec<&Node> = first.iter().collect();
+    assert!(aws.metadata(&refs).await.iter().all(Result::is_ok));
+    assert_eq!(world.take_calls(), [Call::Listing]);
+
+    let asked = vec![running[5].clone(), pending[0].clone(), shared.clone()];
+    let second = nodes(&asked);
+    let refs: Vec<&Node> = second.iter().collect();
+    let out = aws.metadata(&refs).await;
+    assert!(out[0].is_ok() && out[1].is_ok(), "{out:?}");
+    assert!(
+        matches!(&out[2], Err(InstancesError::MultipleInstances { name, ids }) if *name == shared && ids.len() == 3),
+        "{out:?}"
+    );
+    let mut fresh = vec![pending[0].clone(), shared];
+    fresh.sort();
+    assert_eq!(world.take_calls(), [Call::ByName(fresh)]);
+}
