@@ -2,7 +2,7 @@
 //! defaults ("this CCM") and the Go controller's call pattern (one instance per lookup, one node-sync worker, a
 //! full ensure of every load balancer on every node change; this binary's client rate limits, since Go's 20 QPS
 //! alone would stretch a 5,000-Node burst to a quarter of an hour of Kubernetes writes). For each: the write
-//! floor and a burst of `--nodes` Nodes, `--services` LoadBalancer Services of both flavours (each targeting a
+//! floor (the same burst initialized by `custom-provider`, whose in-memory cloud answers at once) and a burst of `--nodes` Nodes, `--services` LoadBalancer Services of both flavours (each targeting a
 //! pool of `--pool` Nodes, as the per-load-balancer instance quotas require at 5,000 Nodes), a steady window
 //! with no change (AWS calls by operation scaled to an hour), a Node joining and leaving, peak RSS and CPU.
 //! AWS is moto; Kubernetes the real apiserver. With `--upstream-env FILE` (a second `scripts/testenv.sh`

@@ -24,7 +24,7 @@ cargo nextest run --workspace --lib --bins --tests --profile ci -E 'binary(/^e2e
 # The scale harness's smoke run (docs/performance.md): 10 Nodes, 2 then 3 Services, a 10 s steady window, both
 # call patterns one after the other; fails when a phase never completes, never on a figure.
 log "scale harness smoke run"
-cargo build -p ccm-examples --bin scale --bin aws-cloud-controller-manager --quiet
+cargo build -p ccm-examples --bin scale --bin aws-cloud-controller-manager --bin custom-provider --quiet
 cargo run -p ccm-examples --bin scale --quiet -- --nodes 10 --pool 5 --services 2,3 --steady-secs 10 \
   --settle-secs 2 --quiet-secs 3 --limit-secs 180
 # The chaos soak's smoke run (docs/reliability.md): 25 seeded Service lifecycles under AWS faults, leader kills

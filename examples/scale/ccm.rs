@@ -1,4 +1,5 @@
-//! The `aws-cloud-controller-manager` process under measurement: started with a pattern's flags, read through
+//! The `aws-cloud-controller-manager` process under measurement (or, for the write floor, `custom-provider`
+//! with its in-memory cloud): started with a pattern's flags, read through
 //! `/metrics` (AWS calls by operation), `/proc/<pid>/status` (peak memory) and `/proc/<pid>/stat` (CPU time).
 
 use std::{
@@ -38,20 +39,21 @@ pub struct Ccm {
 }
 
 impl Ccm {
-    /// Starts `bin` against the environment with the cloud config `config` and `flags`, logging into `dir`,
-    /// and waits until `/metrics` answers.
+    /// Starts `bin` with `--cloud-provider=<provider>` against the environment with the cloud config `config`
+    /// and `flags`, logging into `dir` (`<provider>.log`), and waits until `/metrics` answers.
     pub async fn start(
         bin: &Path,
+        provider: &str,
         env: &TestEnv,
         config: &Path,
         dir: &Path,
         flags: &[String],
     ) -> anyhow::Result<Self> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let log = dir.join("ccm.log");
+        let log = dir.join(format!("{provider}.log"));
         let child = std::process::Command::new(bin)
+            .arg(format!("--cloud-provider={provider}"))
             .args([
-                "--cloud-provider=aws",
                 "--v=1",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
@@ -67,7 +69,7 @@ impl Ccm {
             .env("AWS_EC2_METADATA_DISABLED", "true")
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&log)?)
-            .stderr(std::fs::File::create(dir.join("ccm.err"))?)
+            .stderr(std::fs::File::create(dir.join(format!("{provider}.err")))?)
             .spawn()
             .with_context(|| format!("starting {} (build it first)", bin.display()))?;
         let ccm = Self { child, port, log };

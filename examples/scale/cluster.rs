@@ -1,7 +1,6 @@
 //! The scale harness's Kubernetes side: Nodes registered as kubelets with `--cloud-provider=external` do (named
-//! by private DNS name, tainted uninitialized, Ready), the write floor (the CCM's writes made by the harness,
-//! with no provider call), and Services of type LoadBalancer of both flavours, each with one pool of Nodes as
-//! targets.
+//! by private DNS name, tainted uninitialized, Ready), and Services of type LoadBalancer of both flavours, each
+//! with one pool of Nodes as targets.
 
 use std::time::Duration;
 
@@ -16,7 +15,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{
     Api,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, PostParams},
 };
 use serde_json::json;
 use tokio::time::Instant;
@@ -52,41 +51,6 @@ pub async fn create_nodes(api: &Api<Node>, nodes: Vec<Node>) -> anyhow::Result<(
         .await
         .context("creating Nodes")?;
     Ok(())
-}
-
-/// The write floor: `nodes` created and given, by the harness, what the CCM writes when it initializes a Node
-/// (an update of labels, provider ID and taints, a status patch of addresses), 32 Nodes at a time, with no
-/// provider call. The wall time from the first create to the last write.
-pub async fn write_floor(api: &Api<Node>, nodes: Vec<(Node, &Launched)>) -> anyhow::Result<Duration> {
-    let started = Instant::now();
-    stream::iter(nodes)
-        .map(|(node, instance)| async move {
-            let created = api.create(&PostParams::default(), &node).await?;
-            let name = created.metadata.name.unwrap_or_default();
-            let spec = json!({
-                "metadata": { "labels": {
-                    "node.kubernetes.io/instance-type": "m5.large",
-                    "topology.kubernetes.io/zone": instance.zone,
-                    "topology.kubernetes.io/region": "us-east-1",
-                }},
-                "spec": { "providerID": format!("aws:///{}/{}", instance.zone, instance.id), "taints": [] },
-            });
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&spec))
-                .await?;
-            let status = json!({ "status": { "addresses": [
-                { "type": "InternalIP", "address": instance.private_ip },
-                { "type": "InternalDNS", "address": instance.private_dns },
-                { "type": "Hostname", "address": instance.private_dns },
-            ]}});
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-                .await
-                .map(drop)
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .try_collect::<Vec<()>>()
-        .await
-        .context("the write floor")?;
-    Ok(started.elapsed())
 }
 
 /// Waits until `count` Nodes matching `selector` are initialized (provider ID set, taint gone), up to `limit`.

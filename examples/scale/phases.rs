@@ -3,6 +3,7 @@
 
 use std::{path::Path, time::Duration};
 
+use anyhow::Context as _;
 use ccm_testing::TestEnv;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{Api, api::ListParams};
@@ -48,15 +49,16 @@ pub async fn run(
             .map(|i| cluster::node(&fleet.instances[i], &group, i / p.pool.max(1) % pools, tainted))
             .collect()
     };
-    let floor_nodes = manifests(true)?.into_iter().zip(fleet.instances.iter()).collect();
-    f.floor = cluster::write_floor(&nodes, floor_nodes).await?.as_secs_f64();
+    f.floor = write_floor(env, bin, &fleet, &nodes, manifests(true)?, pattern, p)
+        .await?
+        .as_secs_f64();
     cluster::delete_nodes(&nodes, &selector).await?;
     say(&format!(
         "write floor {:.1} s; starting the CCM {}",
         f.floor,
         pattern.flags.join(" ")
     ));
-    let mut ccm = Ccm::start(bin, env, &fleet.config, &fleet.dir, &pattern.flags).await?;
+    let mut ccm = Ccm::start(bin, "aws", env, &fleet.config, &fleet.dir, &pattern.flags).await?;
     let result = measure(
         &mut f,
         &mut ccm,
@@ -90,6 +92,46 @@ pub async fn run(
     cleaned?;
     anyhow::ensure!(alive, "the CCM exited during the run ({status})");
     Ok(f)
+}
+
+/// The write floor: the same burst initialized by the same controllers with the same flags (write
+/// concurrency, client rate limits), but by `custom-provider`, whose in-memory cloud answers every lookup at
+/// once: the Kubernetes writes of an initialization with no provider cost. From the first create until every
+/// Node is initialized.
+async fn write_floor(
+    env: &TestEnv,
+    bin: &Path,
+    fleet: &Fleet,
+    nodes: &Api<Node>,
+    burst: Vec<Node>,
+    pattern: &Pattern,
+    p: &Params,
+) -> anyhow::Result<Duration> {
+    let machines: String = fleet
+        .instances
+        .iter()
+        .map(|i| format!("{} {} m5.large {}\n", i.private_dns, i.zone, i.private_ip))
+        .collect();
+    let config = fleet.dir.join("machines");
+    std::fs::write(&config, machines)?;
+    // The runtime's flags are the same; the AWS binary's own (how it updates load balancers) do not apply.
+    let flags: Vec<String> = (pattern.flags.iter())
+        .filter(|f| !f.starts_with("--lb-host-update-full-ensure"))
+        .cloned()
+        .collect();
+    let floor_bin = bin.with_file_name("custom-provider");
+    let floor = Ccm::start(&floor_bin, "in-memory", env, &config, &fleet.dir, &flags).await?;
+    let selector = ListParams::default().labels(&format!("scale={}", fleet.id));
+    let started = Instant::now();
+    let result = async {
+        cluster::create_nodes(nodes, burst).await?;
+        cluster::wait_initialized(nodes, &selector, p.nodes, p.limit).await
+    }
+    .await;
+    let elapsed = started.elapsed();
+    let status = floor.stop()?;
+    result.with_context(|| format!("the write floor (custom-provider: {status})"))?;
+    Ok(elapsed)
 }
 
 #[allow(clippy::too_many_arguments)]
