@@ -14,6 +14,8 @@
 mod chaos;
 #[path = "soak/lifecycle.rs"]
 mod lifecycle;
+#[path = "soak/members.rs"]
+mod members;
 #[path = "soak/replicas.rs"]
 mod replicas;
 #[path = "soak/report.rs"]

@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use tokio::time::Instant;
 
 use crate::{
-    Soak,
+    Soak, members,
     spec::{Change, Spec},
 };
 
@@ -220,7 +220,7 @@ impl Soak {
             (true, None, Some(n)) => {
                 let listeners = aws.elbv2().listeners(&n.arn).await?;
                 let ports = listeners.iter().map(|l| l.port).collect();
-                let members = self.targets(&n.arn).await?;
+                let members = members::nlb_members(aws.elbv2(), &listeners).await?;
                 (n.dns_name, n.internal, ports, members, n.security_groups)
             }
             (_, c, n) => return Ok(Some(format!("classic {}, network {}", c.is_some(), n.is_some()))),
@@ -285,30 +285,5 @@ impl Soak {
             .flat_map(|p| ranges.iter().map(|r| (*p, r.clone())))
             .collect();
         Ok((rules != want).then(|| format!("group {group} TCP ingress {rules:?}")))
-    }
-
-    /// The instances of an NLB's target groups; every group must hold the same set.
-    async fn targets(&self, arn: &str) -> anyhow::Result<BTreeSet<String>> {
-        let v2 = self.world.aws.elbv2();
-        let mut sets = BTreeSet::new();
-        // moto answers TargetGroupNotFound for a load balancer without target groups: no targets.
-        let groups = match v2.target_groups(arn).await {
-            Err(e) if e.is_not_found() => Vec::new(),
-            other => other?,
-        };
-        for group in groups {
-            let health = v2.target_health(&group.arn).await?;
-            sets.insert(
-                health
-                    .iter()
-                    .map(|t| t.target.id.to_string())
-                    .collect::<BTreeSet<String>>(),
-            );
-        }
-        Ok(match sets.len() {
-            1 => sets.into_iter().next().unwrap_or_default(),
-            0 => BTreeSet::new(),
-            _ => ["<target groups differ>".to_owned()].into(),
-        })
     }
 }
