@@ -17,10 +17,12 @@
 //! 10 MiB stripped.
 //!
 //! Run with the test environment's variables (`set -a; . <testenv>/env; set +a`):
-//! `cargo build --release -p ccm-examples --bin ecr-credential-provider && cargo bench -p ccm-benches --bench
-//! ecr-credential-provider -- --write docs/credential-provider.md` (the benchmark cannot build the binary itself:
-//! cargo holds the target directory's lock while it runs). `--write FILE` replaces the figures block of FILE.
-//! `ECR_CREDENTIAL_PROVIDER_BIN` measures another build; `ECR_BENCH_RUNS` sets the runs per series (50).
+//! `cargo build --profile release-small -p ccm-examples --bin ecr-credential-provider && cargo bench -p
+//! ccm-benches --bench ecr-credential-provider -- --write docs/credential-provider.md` (the benchmark cannot build
+//! the binary itself: cargo holds the target directory's lock while it runs). It measures the `release-small`
+//! build (the profile the binary ships with) when there is one, else the `release` build, and names the profile
+//! in its figures. `--write FILE` replaces the figures block of FILE. `ECR_CREDENTIAL_PROVIDER_BIN` measures
+//! another build; `ECR_BENCH_RUNS` sets the runs per series (50).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)] // A benchmark measures wall time.
 
@@ -41,7 +43,7 @@ fn main() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(50);
-    let binary = provider_binary();
+    let (binary, profile) = provider_binary();
     let home = std::env::temp_dir().join("ecr-bench-home");
     std::fs::create_dir_all(&home).unwrap();
 
@@ -69,8 +71,10 @@ fn main() {
 
     let size = std::fs::metadata(&binary).unwrap().len();
     let stripped = stripped_size(&binary).unwrap_or(size);
-    let mut table = format!(
-        "ecr-credential-provider invocation, {runs} runs per series\n\n{:<10} {:>9} {:>9} {:>9} {:>9} {:>10}\n",
+    let mut table =
+        format!("ecr-credential-provider invocation ({profile} build), {runs} runs per series\n\n");
+    table += &format!(
+        "{:<10} {:>9} {:>9} {:>9} {:>9} {:>10}\n",
         "series", "p50", "p90", "p99", "mean", "p50/true"
     );
     let all = [
@@ -220,23 +224,33 @@ fn series(runs: usize, mut run: impl FnMut()) -> Stats {
     }
 }
 
-/// The release binary: `ECR_CREDENTIAL_PROVIDER_BIN`, or the one beside this benchmark's own executable. It is not
-/// built from here: cargo holds the target directory's lock while a benchmark runs, so a nested build would wait
-/// forever.
-fn provider_binary() -> PathBuf {
+/// The binary to measure and the name of its build: `ECR_CREDENTIAL_PROVIDER_BIN` ("given"), else the
+/// `release-small` build of this target directory (the profile the binary ships with), else its `release` build.
+/// It is not built from here: cargo holds the target directory's lock while a benchmark runs, so a nested build
+/// would wait forever.
+fn provider_binary() -> (PathBuf, String) {
     if let Some(path) = std::env::var_os("ECR_CREDENTIAL_PROVIDER_BIN") {
-        return PathBuf::from(path);
+        return (PathBuf::from(path), "given".to_owned());
     }
-    // This executable is <target>/release/deps/<name>-<hash>; the binary is <target>/release/<name>.
+    // This executable is <target>/release/deps/<name>-<hash>; the binaries are <target>/<profile>/<name>.
     let exe = std::env::current_exe().unwrap();
-    let release = exe.parent().and_then(Path::parent).expect("target/release");
-    let binary = release.join("ecr-credential-provider");
-    assert!(
-        binary.is_file(),
-        "{} is missing: run `cargo build --release -p ccm-examples --bin ecr-credential-provider` first",
-        binary.display()
-    );
-    binary
+    let target = exe
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .expect("<target>/release/deps");
+    let built = |profile: &str| target.join(profile).join("ecr-credential-provider");
+    ["release-small", "release"]
+        .into_iter()
+        .find(|profile| built(profile).is_file())
+        .map(|profile| (built(profile), profile.to_owned()))
+        .unwrap_or_else(|| {
+            panic!(
+                "no ecr-credential-provider in {}/release-small or release: run `cargo build --profile \
+                 release-small -p ccm-examples --bin ecr-credential-provider` first",
+                target.display()
+            )
+        })
 }
 
 fn stripped_size(binary: &Path) -> Option<u64> {

@@ -10,6 +10,8 @@
 # The image holds only /bin/ecr-credential-provider (and CA certificates), for node bootstrap tooling that copies it
 # out (see docs/credential-provider.md); run, it answers a CredentialProviderRequest on stdin.
 # As the controller manager's Dockerfile, the build stage runs on $BUILDPLATFORM and cross-compiles.
+# Profile `release-small` (workspace Cargo.toml): fat LTO, size-optimised, panic=abort, since the kubelet starts
+# the binary once per request; see docs/credential-provider.md for its size and start-up figures.
 # scripts/images.sh builds the same image without Docker (buildah) and runs it (runc); see docs/testing.md.
 
 FROM --platform=$BUILDPLATFORM docker.io/library/rust:1.95.0-bookworm AS build
@@ -34,8 +36,8 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && rustup target add "$target" \
     && export "CARGO_TARGET_${env_target}_LINKER=$arch-linux-gnu-gcc" "CC_$(echo "$target" | tr '-' '_')=$arch-linux-gnu-gcc" \
     && RUSTFLAGS="-C target-feature=+crt-static" \
-       cargo build --release --locked --target "$target" -p ccm-examples --bin ecr-credential-provider \
-    && install -D -m 0755 "target/$target/release/ecr-credential-provider" /out/bin/ecr-credential-provider \
+       cargo build --profile release-small --locked --target "$target" -p ccm-examples --bin ecr-credential-provider \
+    && install -D -m 0755 "target/$target/release-small/ecr-credential-provider" /out/bin/ecr-credential-provider \
     && install -D -m 0644 /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/ca-certificates.crt
 
 # `--target bin --output type=local,dest=out`: the binary alone, for the nodes.
