@@ -17,7 +17,9 @@ pub use crate::shared::{GroupDiff, GroupRef, ManagedGroup};
 pub use apply::{Applied, apply};
 pub use change::Change;
 pub use model::{Attributes, Desired, HealthCheck, Listener, PROXY_PROTOCOL_POLICY, build, ssl_policy_name};
-pub use observe::{DeleteObserved, NodeGroups, Observed, OrphanedGroup, Scope, observe, observe_delete};
+pub use observe::{
+    DeleteObserved, Known, NodeGroups, Observed, OrphanedGroup, Scope, observe, observe_delete,
+};
 pub use plan::{is_host_change, plan, plan_delete, recreation, recreation_reason};
 
 use model::{SSL_POLICY_PREFIX, fresh_attributes};

@@ -9,7 +9,12 @@ use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
 use k8s_openapi::api::core::v1::Node;
 use serde::Serialize;
 
-use crate::{Error, LoadBalancerConfig, provider::DryRun, spec::ServiceSpec};
+use crate::{
+    Error, LoadBalancerConfig,
+    memory::{Facts, Learnt, Remembered},
+    provider::DryRun,
+    spec::ServiceSpec,
+};
 
 mod classic;
 mod network;
@@ -122,4 +127,28 @@ pub(crate) trait LoadBalancerFlavour {
 
     /// The dry run's result.
     fn dry_run(spec: ServiceSpec, desired: Self::Desired, changes: Vec<Self::Change>) -> DryRun;
+
+    /// The host memory of the load balancer after `changes` were applied to `observed` (`None`: nothing to
+    /// remember, the next host update observes).
+    fn remember(
+        desired: &Self::Desired,
+        observed: &Self::Observed,
+        applied: &Self::Applied,
+        changes: &[Self::Change],
+    ) -> Option<Remembered>;
+
+    /// The observed state a host plan of `desired` starts from, from memory (`None`: observe instead).
+    fn recall(desired: &Self::Desired, remembered: &Remembered, facts: &Facts) -> Option<Self::Observed>;
+
+    /// The instances whose facts [`recall`](Self::recall) needs (none when the nodes' rules are not managed).
+    fn fact_instances(desired: &Self::Desired) -> &[String];
+
+    /// What an observation learnt about the target instances.
+    fn learnt(observed: &Self::Observed) -> Learnt;
+
+    /// The fingerprint of `desired` without its instances: a memory made for another one is not used.
+    fn fingerprint(desired: &Self::Desired) -> u64;
+
+    /// Whether a host change may be planned from memory (registrations; never the nodes' rules).
+    fn from_memory(change: &Self::Change) -> bool;
 }

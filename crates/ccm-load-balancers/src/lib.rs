@@ -65,6 +65,7 @@ pub mod classic;
 pub mod drift;
 mod error;
 pub mod flavour;
+mod memory;
 pub mod nlb;
 pub mod ownership;
 mod provider;

@@ -13,7 +13,8 @@ use crate::{
     Error, LoadBalancerConfig,
     annotations::{Annotations, Key},
     classic,
-    flavour::{self, Classic, LoadBalancerFlavour, Network, PlannedChange, Ports, Scope},
+    flavour::{self, Classic, LoadBalancerFlavour, Network, Ports, Scope},
+    memory::HostMemory,
     nlb, shared,
     spec::{Flavour, ServiceSpec, flavour_change, parse_service},
 };
@@ -33,6 +34,9 @@ pub struct AwsLoadBalancers<E, L, V> {
     /// Load balancers this process has seen to be ours (made by it, or found with our tags by a full ensure), so
     /// that node-change updates need not read tags again before registering instances.
     verified: Mutex<BTreeSet<String>>,
+    /// What the load balancers and their instances looked like after the last ensure or update, so that node
+    /// changes cost only their writes.
+    memory: HostMemory,
 }
 
 /// The desired model of a dry run, by flavour.
@@ -133,6 +137,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             config,
             zones: OnceCell::new(),
             verified: Mutex::default(),
+            memory: HostMemory::default(),
         }
     }
 
@@ -230,6 +235,9 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let subnets = self.subnets(spec).await?;
         let desired = F::build(spec, nodes, &self.config, cluster_name, &subnets)?;
         let name = F::name(&desired);
+        // Taken out now: an ensure that fails or is abandoned leaves no memory behind.
+        let ticket = self.memory.begin(name);
+        let read_at = tokio::time::Instant::now();
         let observed = F::observe(&ports, &desired, Scope::Full).await?;
         // Before creating: the Service must not have the other flavour's load balancer (one call, on creation
         // only).
@@ -256,7 +264,18 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
                 None => e.into(),
             })?;
         self.verify(name, true);
-        let hostname = F::hostname(observed, applied)?;
+        let outcome = hosts::Outcome::<F> {
+            desired: &desired,
+            observed: &observed,
+            applied: &applied,
+            changes: &changes,
+            read_at,
+            fresh: true,
+        };
+        let fingerprint = self.hosts_fingerprint::<F>(cluster_name, spec, nodes);
+        self.keep(ticket, fingerprint, &outcome);
+        // A failed NLB fails the ensure: nothing is remembered of it.
+        let hostname = F::hostname(observed, applied).inspect_err(|_| self.memory.forget(name))?;
         Ok(Ensured::new(status(&hostname), notices))
     }
 
@@ -268,31 +287,6 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             Flavour::Network => Box::pin(self.update_with::<Network>(cluster_name, spec, nodes)).await,
             Flavour::Classic => self.update_with::<Classic>(cluster_name, spec, nodes).await,
         }
-    }
-
-    /// Node changes for one flavour: the targets and the nodes' rules only (no subnet discovery: built without
-    /// subnets, with the controller's cluster name as ensure).
-    async fn update_with<F: LoadBalancerFlavour>(
-        &self,
-        cluster_name: &str,
-        spec: ServiceSpec,
-        nodes: &[&Node],
-    ) -> Result<(), CloudError> {
-        let ports = self.ports();
-        let spec = F::hosts_spec(spec);
-        let desired = F::build(&spec, nodes, &self.config, cluster_name, &[])?;
-        let name = F::name(&desired);
-        let observed = F::observe(&ports, &desired, Scope::Hosts).await?;
-        if !F::exists(&observed) {
-            return Err(Error::NotFound(name.to_owned()).into());
-        }
-        self.ours(name, F::tags(&ports, name, &observed)).await?;
-        let changes: Vec<F::Change> = F::plan(&desired, &observed)
-            .into_iter()
-            .filter(PlannedChange::is_host_change)
-            .collect();
-        F::apply(&ports, name, &observed, &changes).await?;
-        Ok(())
     }
 
     async fn get(&self, service: &Service) -> Result<Option<LoadBalancerStatus>, CloudError> {
@@ -391,7 +385,10 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
             services,
             nodes,
         );
-        Ok(Box::pin(drifts).await?)
+        let drifts = Box::pin(drifts).await?;
+        // A drifted load balancer is re-ensured from reads; its memory (maybe what went wrong) goes.
+        self.drift_checked(services, nodes, &drifts);
+        Ok(drifts)
     }
 }
 
@@ -457,5 +454,6 @@ pub enum PlanForError {
 }
 
 mod delete;
+mod hosts;
 #[cfg(test)]
 mod tests;

@@ -27,6 +27,19 @@ pub struct NodeGroups {
     /// Those of `with_rule` this controller may revoke from (tagged for the cluster, or any group when the
     /// source is the managed group: the rule is then ours alone).
     pub revocable: BTreeSet<SecurityGroupId>,
+    /// The chosen group (if any) of each pending or running target instance, and the target instances' groups
+    /// as read: what the provider's host memory keeps about instances, so that a later node change need not
+    /// describe them again.
+    pub instances: Known,
+}
+
+/// What an observation learnt about the target instances (see [`NodeGroups::instances`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Known {
+    /// The chosen group (if any) of each pending or running target instance.
+    pub running: BTreeMap<String, Option<SecurityGroupId>>,
+    /// The target instances' groups, by ID.
+    pub groups: BTreeMap<SecurityGroupId, SecurityGroup>,
 }
 
 /// The AWS state a plan is made against.
@@ -72,8 +85,9 @@ async fn target_groups<E: Ec2>(
     let context = "reading the nodes' security groups";
     let mut wanted = BTreeSet::new();
     let mut existing = BTreeSet::new();
+    let mut known = Known::default();
     if instances.is_empty() {
-        return Ok((wanted, existing));
+        return Ok((wanted, existing, known));
     }
     let ids: Vec<InstanceId> = instances.iter().map(|s| InstanceId::new(s.clone())).collect();
     let mut found = ec2.instances_by_id(&ids).await.map_err(Error::aws(context))?;
@@ -85,7 +99,7 @@ async fn target_groups<E: Ec2>(
         .flat_map(|i| i.security_groups.iter().map(SecurityGroupId::as_str))
         .collect();
     if group_ids.is_empty() {
-        return Ok((wanted, existing));
+        return Ok((wanted, existing, known));
     }
     let groups = ec2
         .security_groups(&[Filter::new("group-id", group_ids.iter().copied())])
@@ -98,11 +112,17 @@ async fn target_groups<E: Ec2>(
             .iter()
             .filter_map(|id| by_id.get(id).copied())
             .collect();
-        if let Some(group) = shared::instance_group(&instance.id, &mine, &config.cluster)? {
-            wanted.insert(group);
+        let group = shared::instance_group(&instance.id, &mine, &config.cluster)?;
+        if matches!(
+            instance.state,
+            ccm_aws_api::ec2::InstanceState::Pending | ccm_aws_api::ec2::InstanceState::Running
+        ) {
+            known.running.insert(instance.id.to_string(), group.clone());
         }
+        wanted.extend(group);
     }
-    Ok((wanted, existing))
+    known.groups = by_id.into_iter().map(|(id, g)| (id.clone(), g.clone())).collect();
+    Ok((wanted, existing, known))
 }
 
 /// The groups (other than `source` itself) that allow all traffic from `source`.
@@ -196,9 +216,11 @@ pub async fn observe<E: Ec2, L: Elb>(
         observed.attributes = Some(attributes);
         observed.policies = policies;
     }
-    if let Some((wanted, existing)) = targets {
+    if let Some((wanted, existing, known)) = targets {
         let managed_source = source.as_ref().is_some_and(|(_, managed)| *managed);
-        observed.node_groups = Some(node_groups(config, wanted, with_rule?, managed_source));
+        let mut groups = node_groups(config, wanted, with_rule?, managed_source);
+        groups.instances = known;
+        observed.node_groups = Some(groups);
         observed.existing_instances = Some(existing);
     }
     if let (Some(id), Some(refs)) = (orphan, orphan_refs?) {
@@ -212,8 +234,8 @@ pub async fn observe<E: Ec2, L: Elb>(
 
 const CONTEXT: &str = "reading the load balancer";
 
-/// The targets' groups that should allow the load balancer, and the targets that exist.
-type Targets = (BTreeSet<SecurityGroupId>, BTreeSet<String>);
+/// The targets' groups that should allow the load balancer, the targets that exist, and what was learnt.
+type Targets = (BTreeSet<SecurityGroupId>, BTreeSet<String>, Known);
 
 /// Round 1: the load balancer, the managed group (also when given groups replaced it), the targets.
 async fn first_round<E: Ec2, L: Elb>(

@@ -174,6 +174,7 @@ pub(crate) fn converged(desired: &Desired) -> Observed {
             wanted: [SecurityGroupId::new("sg-node")].into(),
             with_rule: [SecurityGroupId::new("sg-node")].into(),
             revocable: [SecurityGroupId::new("sg-node")].into(),
+            ..NodeGroups::default()
         }),
         existing_instances: Some(desired.instances.iter().cloned().collect()),
         orphaned_group: None,
@@ -527,6 +528,7 @@ fn tags_groups_and_subnets_are_reconciled_without_removing_foreign_tags() {
             .map(SecurityGroupId::new)
             .into(),
         revocable: ["sg-node", "sg-old"].map(SecurityGroupId::new).into(),
+        ..NodeGroups::default()
     });
     assert_eq!(
         serde_json::to_value(plan(&desired, &observed)).unwrap(),

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::Node;
 use super::{LoadBalancerFlavour, Ports, Scope};
 use crate::{
     Error, LoadBalancerConfig, classic,
+    memory::{self, ClassicMemory, Facts, Learnt, Remembered},
     provider::{Changes, DesiredModel, DryRun},
     spec::ServiceSpec,
 };
@@ -94,5 +95,44 @@ impl LoadBalancerFlavour for Classic {
             changes: Changes::Classic(changes),
             waiting_ports: Vec::new(),
         }
+    }
+
+    fn remember(
+        _desired: &Self::Desired,
+        observed: &Self::Observed,
+        _applied: &Self::Applied,
+        changes: &[Self::Change],
+    ) -> Option<Remembered> {
+        ClassicMemory::after(observed, changes).map(Remembered::Classic)
+    }
+
+    fn recall(desired: &Self::Desired, remembered: &Remembered, facts: &Facts) -> Option<Self::Observed> {
+        match remembered {
+            Remembered::Classic(m) => m.recall(desired, facts),
+            Remembered::Network(_) => None,
+        }
+    }
+
+    fn fact_instances(desired: &Self::Desired) -> &[String] {
+        if desired.manage_node_rules {
+            &desired.instances
+        } else {
+            &[]
+        }
+    }
+
+    fn learnt(observed: &Self::Observed) -> Learnt {
+        memory::classic_learnt(observed)
+    }
+
+    fn fingerprint(desired: &Self::Desired) -> u64 {
+        memory::classic_fingerprint(desired)
+    }
+
+    fn from_memory(change: &Self::Change) -> bool {
+        matches!(
+            change,
+            classic::Change::RegisterInstances { .. } | classic::Change::DeregisterInstances { .. }
+        )
     }
 }

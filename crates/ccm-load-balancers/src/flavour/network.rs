@@ -5,7 +5,9 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::{LoadBalancerFlavour, Ports, Scope};
 use crate::{
-    Error, LoadBalancerConfig, nlb,
+    Error, LoadBalancerConfig,
+    memory::{self, Facts, Learnt, NetworkMemory, Remembered},
+    nlb,
     provider::{Changes, DesiredModel, DryRun},
     spec::ServiceSpec,
 };
@@ -107,5 +109,43 @@ impl LoadBalancerFlavour for Network {
             changes: Changes::Network(changes),
             waiting_ports: Vec::new(),
         }
+    }
+
+    fn remember(
+        desired: &Self::Desired,
+        observed: &Self::Observed,
+        applied: &Self::Applied,
+        changes: &[Self::Change],
+    ) -> Option<Remembered> {
+        NetworkMemory::after(desired, observed, applied, changes).map(|m| Remembered::Network(Box::new(m)))
+    }
+
+    fn recall(desired: &Self::Desired, remembered: &Remembered, facts: &Facts) -> Option<Self::Observed> {
+        match remembered {
+            Remembered::Network(m) => m.recall(desired, facts),
+            Remembered::Classic(_) => None,
+        }
+    }
+
+    fn fact_instances(desired: &Self::Desired) -> &[String] {
+        match &desired.node_access {
+            Some(access) => &access.instances,
+            None => &[],
+        }
+    }
+
+    fn learnt(observed: &Self::Observed) -> Learnt {
+        memory::network_learnt(observed)
+    }
+
+    fn fingerprint(desired: &Self::Desired) -> u64 {
+        memory::network_fingerprint(desired)
+    }
+
+    fn from_memory(change: &Self::Change) -> bool {
+        matches!(
+            change,
+            nlb::Change::RegisterTargets { .. } | nlb::Change::DeregisterTargets { .. }
+        )
     }
 }

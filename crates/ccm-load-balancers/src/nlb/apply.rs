@@ -26,6 +26,8 @@ pub struct Applied {
     pub created: Option<LoadBalancerV2>,
     /// Mutating calls made (one per change; node rule changes count once each).
     pub mutations: usize,
+    /// The ARN of every target group known after the run, by name (observed or created).
+    pub target_groups: BTreeMap<String, String>,
 }
 
 struct Context<'a, E, V> {
@@ -468,5 +470,6 @@ pub async fn apply<E: Ec2, V: Elbv2>(
         tracing::info!(load_balancer = name, ?change, "applying");
         ctx.run(change).await?;
     }
+    ctx.applied.target_groups = ctx.target_groups;
     Ok(ctx.applied)
 }

@@ -33,6 +33,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             .flat_map(|k| annotations.list(*k).unwrap_or_default().iter().cloned())
             .collect();
         self.verify(&name, false);
+        self.memory.forget(&name);
         let observed =
             classic::observe_delete(&self.ec2, &self.elb, &self.config, &name, &key, &keep).await?;
         let changes = classic::plan_delete(&name, &observed);

@@ -1,0 +1,252 @@
+//! Host updates planned from memory, through the real adapter against moto: after an ensure, a node joining
+//! costs one register call per Classic ELB and per NLB target group (and one `DescribeInstances` for the new
+//! instance when the nodes' rules are managed, shared by every load balancer), a node leaving one deregister
+//! call; after a failed apply, a drift report or in a fresh process the next host update reads again.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod lb_support;
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+use ccm_aws_api::{Elb, InstanceId};
+use ccm_aws_sdk::CallMetrics;
+use ccm_cloud_provider::LoadBalancer;
+use ccm_load_balancers::{AwsLoadBalancers, annotations::Key};
+use k8s_openapi::api::core::v1::{Node, Service};
+use lb_support::{
+    Faulty,
+    world::{self, World, diff, uid},
+};
+
+const CLUSTER: &str = "kubernetes";
+
+/// Calls so far, every operation, by operation.
+fn calls(metrics: &CallMetrics) -> BTreeMap<&'static str, u64> {
+    let mut out = BTreeMap::new();
+    for (k, s) in metrics.snapshot() {
+        *out.entry(k.operation).or_default() += s.attempts;
+    }
+    out
+}
+
+/// The calls `f` makes (boxed: the provider's futures are large in debug builds).
+async fn counted<F: Future<Output = ()>>(w: &World, f: F) -> BTreeMap<&'static str, u64> {
+    let before = calls(w.adapter.metrics());
+    Box::pin(f).await;
+    diff(&calls(w.adapter.metrics()), &before)
+}
+
+/// A one-port Service named `name` with `annotations`.
+fn service(name: &str, annotations: &[(Key, &str)]) -> Service {
+    let mut svc = world::service(&uid(), &[(80, 30080)], annotations);
+    svc.metadata.name = Some(name.to_owned());
+    svc
+}
+
+fn refs(nodes: &[Node]) -> Vec<&Node> {
+    nodes.iter().collect()
+}
+
+async fn registered(w: &World, lbs: &impl LoadBalancer, svc: &Service) -> Vec<String> {
+    let name = lbs.load_balancer_name(CLUSTER, svc);
+    let lb = w.adapter.elb().load_balancer(&name).await.unwrap().unwrap();
+    let mut ids: Vec<String> = lb.instances.iter().map(ToString::to_string).collect();
+    ids.sort();
+    ids
+}
+
+fn ops(pairs: &[(&'static str, u64)]) -> BTreeMap<&'static str, u64> {
+    pairs.iter().copied().collect()
+}
+
+#[tokio::test]
+async fn a_join_and_a_leave_after_ensures_cost_only_the_writes() {
+    let w = world::world(150, "mem", false).await;
+    let lbs = w.lbs(w.config.clone());
+    let nodes = w.nodes();
+    let (two, three) = (refs(&nodes[..2]), refs(&nodes));
+    let services = [
+        service("web-a", &[]),
+        service("web-b", &[]),
+        service("web-n", &[(Key::Type, "nlb")]),
+    ];
+    for svc in &services {
+        lbs.ensure_load_balancer(CLUSTER, svc, &two).await.unwrap();
+    }
+    let join = counted(
+        &w,
+        Box::pin(async {
+            for svc in &services {
+                lbs.update_load_balancer(CLUSTER, svc, &three).await.unwrap();
+            }
+        }),
+    )
+    .await;
+    // The new instance is described once for the three load balancers (its group is known from the ensures).
+    let expected = ops(&[
+        ("DescribeInstances", 1),
+        ("RegisterInstancesWithLoadBalancer", 2),
+        ("RegisterTargets", 1),
+    ]);
+    assert_eq!(join, expected);
+    assert_eq!(registered(&w, &lbs, &services[0]).await, w.instances);
+
+    let leave = counted(
+        &w,
+        Box::pin(async {
+            for svc in &services {
+                lbs.update_load_balancer(CLUSTER, svc, &two).await.unwrap();
+            }
+        }),
+    )
+    .await;
+    let expected = ops(&[
+        ("DeregisterInstancesFromLoadBalancer", 2),
+        ("DeregisterTargets", 1),
+    ]);
+    assert_eq!(leave, expected);
+    assert_eq!(registered(&w, &lbs, &services[1]).await, w.instances[..2]);
+
+    // Without the nodes' rules, nothing about instances is needed: the writes alone.
+    let lbs = w.lbs(w.config.clone().with_node_security_group_rules(false));
+    let svc = service("web-c", &[]);
+    lbs.ensure_load_balancer(CLUSTER, &svc, &two).await.unwrap();
+    let join = counted(
+        &w,
+        Box::pin(async {
+            lbs.update_load_balancer(CLUSTER, &svc, &three).await.unwrap();
+        }),
+    )
+    .await;
+    assert_eq!(join, ops(&[("RegisterInstancesWithLoadBalancer", 1)]));
+    for svc in services.iter().chain([&svc]) {
+        lbs.ensure_load_balancer_deleted(CLUSTER, svc).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn after_a_failed_apply_the_next_update_reads_again() {
+    let w = world::world(151, "mem", false).await;
+    let count = Arc::new(AtomicUsize::new(0));
+    // Only the ELB's mutating calls are counted; the 1000th fails.
+    let lbs = AwsLoadBalancers::new(
+        w.adapter.ec2().clone(),
+        Faulty {
+            inner: w.adapter.elb().clone(),
+            count: count.clone(),
+            fail_at: 1000,
+        },
+        w.adapter.elbv2().clone(),
+        w.config.clone().with_node_security_group_rules(false),
+    );
+    let nodes = w.nodes();
+    let (one, two, three) = (refs(&nodes[..1]), refs(&nodes[..2]), refs(&nodes));
+    let svc = service("web", &[]);
+    lbs.ensure_load_balancer(CLUSTER, &svc, &one).await.unwrap();
+    let join = counted(
+        &w,
+        Box::pin(async {
+            lbs.update_load_balancer(CLUSTER, &svc, &two).await.unwrap();
+        }),
+    )
+    .await;
+    assert_eq!(join, ops(&[("RegisterInstancesWithLoadBalancer", 1)]));
+
+    // The next mutating call (the ELB's) fails, as if the process died before it.
+    count.store(999, Ordering::SeqCst);
+    lbs.update_load_balancer(CLUSTER, &svc, &three).await.unwrap_err();
+    let retry = counted(
+        &w,
+        Box::pin(async {
+            lbs.update_load_balancer(CLUSTER, &svc, &three).await.unwrap();
+        }),
+    )
+    .await;
+    assert_eq!(retry.get("DescribeLoadBalancers"), Some(&1), "{retry:?}");
+    assert_eq!(
+        retry.get("RegisterInstancesWithLoadBalancer"),
+        Some(&1),
+        "{retry:?}"
+    );
+    assert_eq!(registered(&w, &lbs, &svc).await, w.instances);
+    lbs.ensure_load_balancer_deleted(CLUSTER, &svc).await.unwrap();
+}
+
+#[tokio::test]
+async fn drift_and_a_fresh_process_read_again() {
+    let w = world::world(152, "mem", false).await;
+    let lbs = w.lbs(w.config.clone());
+    let nodes = w.nodes();
+    let (two, three) = (refs(&nodes[..2]), refs(&nodes));
+    let svc = service("web", &[]);
+    let name = lbs.load_balancer_name(CLUSTER, &svc);
+    lbs.ensure_load_balancer(CLUSTER, &svc, &two).await.unwrap();
+    // By hand, behind the controller's back: the first instance is deregistered.
+    let first = InstanceId::new(w.instances[0].clone());
+    w.adapter
+        .elb()
+        .deregister_instances(&name, &[first])
+        .await
+        .unwrap();
+    // Planned from memory, the join does not see it...
+    let join = counted(
+        &w,
+        Box::pin(async {
+            lbs.update_load_balancer(CLUSTER, &svc, &three).await.unwrap();
+        }),
+    )
+    .await;
+    assert_eq!(
+        join,
+        ops(&[("DescribeInstances", 1), ("RegisterInstancesWithLoadBalancer", 1)])
+    );
+    assert_eq!(registered(&w, &lbs, &svc).await, w.instances[1..]);
+    // ...drift detection does, and the next host update reads again and repairs it.
+    let drifts = Box::pin(lbs.drifted(CLUSTER, &[&svc], &three)).await.unwrap();
+    assert_eq!(drifts.len(), 1, "{drifts:?}");
+    let repair = counted(
+        &w,
+        Box::pin(async {
+            lbs.update_load_balancer(CLUSTER, &svc, &three).await.unwrap();
+        }),
+    )
+    .await;
+    assert_eq!(repair.get("DescribeLoadBalancers"), Some(&1), "{repair:?}");
+    assert_eq!(registered(&w, &lbs, &svc).await, w.instances);
+
+    // A fresh process has no memory: its first host update reads, its next ones only describe the instance
+    // it has not seen.
+    let fresh = w.lbs(w.config.clone());
+    let leave = counted(
+        &w,
+        Box::pin(async {
+            fresh.update_load_balancer(CLUSTER, &svc, &two).await.unwrap();
+        }),
+    )
+    .await;
+    assert_eq!(leave.get("DescribeLoadBalancers"), Some(&1), "{leave:?}");
+    assert_eq!(
+        leave.get("DeregisterInstancesFromLoadBalancer"),
+        Some(&1),
+        "{leave:?}"
+    );
+    let join = counted(
+        &w,
+        Box::pin(async {
+            fresh.update_load_balancer(CLUSTER, &svc, &three).await.unwrap();
+        }),
+    )
+    .await;
+    assert_eq!(
+        join,
+        ops(&[("DescribeInstances", 1), ("RegisterInstancesWithLoadBalancer", 1)])
+    );
+    assert_eq!(registered(&w, &fresh, &svc).await, w.instances);
+    fresh.ensure_load_balancer_deleted(CLUSTER, &svc).await.unwrap();
+}

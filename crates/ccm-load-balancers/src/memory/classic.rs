@@ -1,0 +1,121 @@
+//! A Classic ELB's host memory: its registered instances and its node groups after the last apply.
+
+use std::collections::BTreeSet;
+
+use ccm_aws_api::{InstanceId, SecurityGroupId, elb::ClassicLoadBalancer};
+
+use super::{Fact, Facts, node_groups};
+use crate::classic::{Change, Desired, NodeGroups, Observed};
+
+/// What a Classic ELB's host update plans from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClassicMemory {
+    /// The registered instances.
+    registered: BTreeSet<String>,
+    /// The target instances' groups, which carry the rule from the load balancer's group (`None`: the nodes'
+    /// rules are not managed).
+    node_groups: Option<BTreeSet<SecurityGroupId>>,
+}
+
+impl ClassicMemory {
+    /// The state after `changes` were applied to `observed`; `None` when no load balancer is left.
+    pub(crate) fn after(observed: &Observed, changes: &[Change]) -> Option<Self> {
+        let mut exists = observed.load_balancer.is_some();
+        let mut registered: BTreeSet<String> = observed
+            .load_balancer
+            .iter()
+            .flat_map(|lb| lb.instances.iter().map(ToString::to_string))
+            .collect();
+        for change in changes {
+            match change {
+                Change::DeleteLoadBalancer { .. } => {
+                    exists = false;
+                    registered.clear();
+                }
+                Change::CreateLoadBalancer { .. } => {
+                    exists = true;
+                    registered.clear();
+                }
+                Change::RegisterInstances { instances } => registered.extend(instances.iter().cloned()),
+                Change::DeregisterInstances { instances } => {
+                    for i in instances {
+                        registered.remove(i);
+                    }
+                }
+                _ => {}
+            }
+        }
+        exists.then(|| Self {
+            registered,
+            node_groups: observed.node_groups.as_ref().map(|n| n.wanted.clone()),
+        })
+    }
+
+    /// The observed state a host plan of `desired` starts from, or `None` when the nodes' rules would change
+    /// (planned from fresh reads). `facts` covers the desired instances when the nodes' rules are managed.
+    pub(crate) fn recall(&self, desired: &Desired, facts: &Facts) -> Option<Observed> {
+        let (node_groups, existing) = if desired.manage_node_rules {
+            let wanted = node_groups(&desired.instances, facts);
+            if self.node_groups.as_ref() != Some(&wanted) {
+                return None;
+            }
+            let existing = desired
+                .instances
+                .iter()
+                .filter(|i| matches!(facts.get(*i), Some(Fact::Running(_) | Fact::Stopped(_))))
+                .cloned()
+                .collect();
+            let groups = NodeGroups {
+                with_rule: wanted.clone(),
+                wanted,
+                ..NodeGroups::default()
+            };
+            (Some(groups), Some(existing))
+        } else {
+            if self.node_groups.is_some() {
+                return None;
+            }
+            (None, None)
+        };
+        let mut lb = ClassicLoadBalancer::new(&desired.name, "");
+        lb.internal = desired.internal;
+        lb.instances = self
+            .registered
+            .iter()
+            .map(|i| InstanceId::new(i.clone()))
+            .collect();
+        Some(Observed {
+            load_balancer: Some(lb),
+            node_groups,
+            existing_instances: existing,
+            ..Observed::default()
+        })
+    }
+}
+
+/// What an observation learnt about the target instances: the running ones' groups and the groups read.
+pub(crate) fn learnt(observed: &Observed) -> super::Learnt {
+    observed.node_groups.as_ref().map_or_else(Default::default, |n| {
+        (
+            n.instances.running.clone().into_iter().collect(),
+            n.instances.groups.values().cloned().collect(),
+        )
+    })
+}
+
+/// The fingerprint of `desired` without its instances.
+pub(crate) fn fingerprint(desired: &Desired) -> u64 {
+    let mut hosts_free = desired.clone();
+    hosts_free.instances.clear();
+    super::fingerprint(&hosts_free)
+}
+
+#[cfg(test)]
+impl ClassicMemory {
+    pub(crate) fn empty_for_tests() -> Self {
+        Self {
+            registered: BTreeSet::new(),
+            node_groups: None,
+        }
+    }
+}

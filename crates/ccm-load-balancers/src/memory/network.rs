@@ -1,0 +1,178 @@
+//! An NLB's host memory: the load balancer, each wanted target group with its targets, and the node groups
+//! that carry its rules, after the last apply.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ccm_aws_api::{
+    InstanceId, SecurityGroupId,
+    elbv2::{LoadBalancerV2, Target, TargetGroup, TargetHealth},
+};
+
+use super::{Fact, Facts, node_groups};
+use crate::nlb::{Applied, Change, Desired, Observed, ObservedTargetGroup, node_rules};
+
+/// What an NLB's host update plans from.
+#[derive(Debug, Clone)]
+pub(crate) struct NetworkMemory {
+    load_balancer: LoadBalancerV2,
+    /// The wanted target groups and their targets.
+    target_groups: Vec<ObservedTargetGroup>,
+    /// The target instances' groups, which carry the NLB's rules (`None`: the nodes' rules are not managed).
+    node_groups: Option<BTreeSet<SecurityGroupId>>,
+}
+
+impl NetworkMemory {
+    /// The state after `changes` were applied to `observed` (`applied` reports what was created); `None` when
+    /// no load balancer is left or a wanted target group's ARN is unknown.
+    pub(crate) fn after(
+        desired: &Desired,
+        observed: &Observed,
+        applied: &Applied,
+        changes: &[Change],
+    ) -> Option<Self> {
+        let deleted = changes
+            .iter()
+            .any(|c| matches!(c, Change::DeleteLoadBalancer { .. }));
+        let load_balancer = match (&applied.created, &observed.load_balancer) {
+            (Some(created), _) => created.clone(),
+            (None, Some(lb)) if !deleted => lb.clone(),
+            _ => return None,
+        };
+        let mut target_groups: Vec<ObservedTargetGroup> = Vec::new();
+        for tg in desired.target_groups() {
+            if target_groups.iter().any(|g| g.group.name == tg.name) {
+                continue;
+            }
+            let arn = applied.target_groups.get(&tg.name)?;
+            let group = match observed.target_groups.iter().find(|g| g.group.arn == *arn) {
+                Some(o) => o.clone(),
+                None => ObservedTargetGroup {
+                    group: TargetGroup::new(arn, &tg.name, &tg.protocol, tg.port),
+                    attributes: BTreeMap::new(),
+                    targets: Vec::new(),
+                },
+            };
+            target_groups.push(group);
+        }
+        for change in changes {
+            targets_after(&mut target_groups, change);
+        }
+        let node_groups = match (&desired.node_access, &observed.node_rules) {
+            (None, _) => None,
+            (Some(access), Some(nodes)) => Some(
+                access
+                    .instances
+                    .iter()
+                    .filter_map(|i| nodes.instance_groups.get(i).cloned())
+                    .collect(),
+            ),
+            (Some(_), None) => return None,
+        };
+        Some(Self {
+            load_balancer,
+            target_groups,
+            node_groups,
+        })
+    }
+
+    /// The observed state a host plan of `desired` starts from, or `None` when a wanted target group is not
+    /// remembered or the nodes' rules would change (planned from fresh reads). `facts` covers the desired
+    /// instances when the nodes' rules are managed.
+    pub(crate) fn recall(&self, desired: &Desired, facts: &Facts) -> Option<Observed> {
+        if desired
+            .target_groups()
+            .any(|tg| !self.target_groups.iter().any(|g| g.group.name == tg.name))
+        {
+            return None;
+        }
+        let node_rules = match &desired.node_access {
+            None if self.node_groups.is_some() => return None,
+            None => None,
+            Some(access) => {
+                if self.node_groups.as_ref() != Some(&node_groups(&access.instances, facts)) {
+                    return None;
+                }
+                let mut nodes = node_rules::Observed::default();
+                for (id, fact) in facts {
+                    match fact {
+                        Fact::Running(Some(g)) => {
+                            nodes.instance_groups.insert(id.clone(), g.clone());
+                        }
+                        Fact::Stopped(g) => {
+                            nodes.instance_groups.extend(g.clone().map(|g| (id.clone(), g)));
+                            nodes.not_running.insert(id.clone());
+                        }
+                        Fact::Gone => {
+                            nodes.not_running.insert(id.clone());
+                        }
+                        Fact::Running(None) => {}
+                    }
+                }
+                Some(nodes)
+            }
+        };
+        Some(Observed {
+            load_balancer: Some(self.load_balancer.clone()),
+            target_groups: self.target_groups.clone(),
+            node_rules,
+            ..Observed::default()
+        })
+    }
+}
+
+/// Applies a target change to the remembered target groups.
+fn targets_after(groups: &mut [ObservedTargetGroup], change: &Change) {
+    match change {
+        Change::RegisterTargets {
+            name,
+            port,
+            instances,
+        } => {
+            if let Some(g) = groups.iter_mut().find(|g| g.group.name == *name) {
+                for i in instances {
+                    let target = Target {
+                        id: InstanceId::new(i.clone()),
+                        port: *port,
+                    };
+                    g.targets.retain(|t| t.target != target);
+                    g.targets.push(TargetHealth {
+                        target,
+                        state: "initial".to_owned(),
+                        reason: None,
+                    });
+                }
+            }
+        }
+        Change::DeregisterTargets { name, targets } => {
+            if let Some(g) = groups.iter_mut().find(|g| g.group.name == *name) {
+                g.targets
+                    .retain(|t| !targets.contains(&(t.target.id.to_string(), t.target.port)));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What an observation learnt about the target instances: the running ones' groups and the groups read.
+pub(crate) fn learnt(observed: &Observed) -> super::Learnt {
+    observed.node_rules.as_ref().map_or_else(Default::default, |n| {
+        (
+            n.instance_groups
+                .iter()
+                .filter(|(id, _)| !n.not_running.contains(*id))
+                .map(|(id, g)| (id.clone(), Some(g.clone())))
+                .collect(),
+            n.groups.clone(),
+        )
+    })
+}
+
+/// The fingerprint of `desired` without its instances.
+pub(crate) fn fingerprint(desired: &Desired) -> u64 {
+    let mut hosts_free = desired.clone();
+    hosts_free.instances.clear();
+    if let Some(access) = &mut hosts_free.node_access {
+        access.instances.clear();
+    }
+    super::fingerprint(&hosts_free)
+}

@@ -1,0 +1,223 @@
+//! Host updates of [`AwsLoadBalancers`] (node changes): planned from the host memory (crate `memory`) when this
+//! process ensured or updated the load balancer recently, else from reads, and what every ensure and update
+//! leaves in that memory.
+
+use std::collections::BTreeSet;
+
+use tokio::time::Instant;
+
+use ccm_aws_api::{Ec2, Elb, Elbv2};
+use ccm_cloud_provider::{CloudError, Drift};
+use k8s_openapi::api::core::v1::{Node, Service};
+
+use super::{AwsLoadBalancers, service_key};
+use crate::{
+    Error,
+    flavour::{LoadBalancerFlavour, PlannedChange, Scope},
+    memory::{Entry, Ticket},
+    shared,
+    spec::ServiceSpec,
+};
+
+/// The state a host plan starts from, the plan, and when that state was read from AWS.
+struct HostPlan<F: LoadBalancerFlavour> {
+    observed: F::Observed,
+    changes: Vec<F::Change>,
+    read_at: Instant,
+    /// Whether `observed` was read just now (what it says about instances is then learnt).
+    fresh: bool,
+}
+
+impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoadBalancers<E, L, V> {
+    /// Node changes for one flavour: the targets and the nodes' rules only (no subnet discovery: built without
+    /// subnets, with the controller's cluster name as ensure). Planned from memory when there is one; the
+    /// writes alone are made then.
+    pub(super) async fn update_with<F: LoadBalancerFlavour>(
+        &self,
+        cluster_name: &str,
+        spec: ServiceSpec,
+        nodes: &[&Node],
+    ) -> Result<(), CloudError> {
+        let ports = self.ports();
+        let spec = F::hosts_spec(spec);
+        let desired = F::build(&spec, nodes, &self.config, cluster_name, &[])?;
+        let name = F::name(&desired);
+        let fingerprint = F::fingerprint(&desired);
+        let ticket = self.memory.begin(name);
+        let remembered = match ticket.entry.as_ref().filter(|e| e.fingerprint == fingerprint) {
+            Some(entry) => self.recall::<F>(&desired, entry).await?,
+            None => None,
+        };
+        let plan = match remembered {
+            Some(plan) => plan,
+            None => self.observe_hosts::<F>(&desired).await?,
+        };
+        let applied = F::apply(&ports, name, &plan.observed, &plan.changes).await?;
+        self.settle::<F>(ticket, fingerprint, &desired, &plan, &applied);
+        Ok(())
+    }
+
+    /// The host plan from memory, or `None` when it cannot be planned from memory (the nodes' rules change).
+    async fn recall<F: LoadBalancerFlavour>(
+        &self,
+        desired: &F::Desired,
+        entry: &Entry,
+    ) -> Result<Option<HostPlan<F>>, Error> {
+        let ids = F::fact_instances(desired);
+        let facts = if ids.is_empty() {
+            Default::default()
+        } else {
+            self.memory.facts(&self.ec2, &self.config, ids).await?
+        };
+        let Some(observed) = F::recall(desired, &entry.state, &facts) else {
+            return Ok(None);
+        };
+        let changes = host_changes::<F>(desired, &observed);
+        if !changes.iter().all(F::from_memory) {
+            return Ok(None);
+        }
+        tracing::debug!(
+            load_balancer = F::name(desired),
+            changes = changes.len(),
+            "host update planned from memory"
+        );
+        Ok(Some(HostPlan {
+            observed,
+            changes,
+            read_at: entry.read_at,
+            fresh: false,
+        }))
+    }
+
+    /// The host plan from reads: the load balancer (which must exist and be ours), its targets and the nodes'
+    /// groups.
+    async fn observe_hosts<F: LoadBalancerFlavour>(
+        &self,
+        desired: &F::Desired,
+    ) -> Result<HostPlan<F>, Error> {
+        let ports = self.ports();
+        let name = F::name(desired);
+        let read_at = Instant::now();
+        let observed = F::observe(&ports, desired, Scope::Hosts).await?;
+        if !F::exists(&observed) {
+            return Err(Error::NotFound(name.to_owned()));
+        }
+        self.ours(name, F::tags(&ports, name, &observed)).await?;
+        let changes = host_changes::<F>(desired, &observed);
+        Ok(HostPlan {
+            observed,
+            changes,
+            read_at,
+            fresh: true,
+        })
+    }
+
+    /// The fingerprint a host update of this Service would find: of the load balancer built as a host update
+    /// builds it (without subnets); `None` when it cannot be built.
+    pub(super) fn hosts_fingerprint<F: LoadBalancerFlavour>(
+        &self,
+        cluster_name: &str,
+        spec: &ServiceSpec,
+        nodes: &[&Node],
+    ) -> Option<u64> {
+        let hosts = F::build(
+            &F::hosts_spec(spec.clone()),
+            nodes,
+            &self.config,
+            cluster_name,
+            &[],
+        );
+        hosts.ok().map(|d| F::fingerprint(&d))
+    }
+
+    /// Remembers what `plan`, applied, left.
+    fn settle<F: LoadBalancerFlavour>(
+        &self,
+        ticket: Ticket,
+        fingerprint: u64,
+        desired: &F::Desired,
+        plan: &HostPlan<F>,
+        applied: &F::Applied,
+    ) {
+        let outcome = Outcome::<F> {
+            desired,
+            observed: &plan.observed,
+            applied,
+            changes: &plan.changes,
+            read_at: plan.read_at,
+            fresh: plan.fresh,
+        };
+        self.keep(ticket, Some(fingerprint), &outcome);
+    }
+
+    /// Ends the operation of `ticket` after a successful apply: learns what a fresh observation says about the
+    /// instances and remembers the load balancer as the apply left it (with `fingerprint`; none: forgotten).
+    pub(super) fn keep<F: LoadBalancerFlavour>(
+        &self,
+        ticket: Ticket,
+        fingerprint: Option<u64>,
+        outcome: &Outcome<'_, F>,
+    ) {
+        if outcome.fresh {
+            let (running, groups) = F::learnt(outcome.observed);
+            self.memory.learn(running, groups);
+        }
+        let entry = fingerprint.and_then(|fingerprint| {
+            let state = F::remember(
+                outcome.desired,
+                outcome.observed,
+                outcome.applied,
+                outcome.changes,
+            )?;
+            Some(Entry {
+                fingerprint,
+                read_at: outcome.read_at,
+                state,
+            })
+        });
+        self.memory.finish(ticket, entry);
+    }
+
+    /// After a drift detection pass: forgets the drifted load balancers, and every load balancer and instance
+    /// that is not among `services` and `nodes` (memory stays bounded by what exists).
+    pub(super) fn drift_checked(&self, services: &[&Service], nodes: &[&Node], drifts: &[Drift]) {
+        let mut names = BTreeSet::new();
+        for service in services {
+            let Ok(name) = shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default())
+            else {
+                continue;
+            };
+            let (namespace, service_name) = service_key(service);
+            let key = format!("{namespace}/{service_name}");
+            if drifts.iter().any(|d| d.service == key) {
+                self.memory.forget(&name);
+            } else {
+                names.insert(name);
+            }
+        }
+        let instances = shared::target_instances(nodes, &[])
+            .into_iter()
+            .map(|i| i.into_string())
+            .collect();
+        self.memory.retain(&names, &instances);
+    }
+}
+
+/// What an apply left: the desired load balancer, the state its plan started from (read at `read_at`, just now
+/// when `fresh`), what the apply reported and the changes it made.
+pub(super) struct Outcome<'a, F: LoadBalancerFlavour> {
+    pub(super) desired: &'a F::Desired,
+    pub(super) observed: &'a F::Observed,
+    pub(super) applied: &'a F::Applied,
+    pub(super) changes: &'a [F::Change],
+    pub(super) read_at: Instant,
+    pub(super) fresh: bool,
+}
+
+/// The host changes of the plan from `observed` to `desired`.
+fn host_changes<F: LoadBalancerFlavour>(desired: &F::Desired, observed: &F::Observed) -> Vec<F::Change> {
+    F::plan(desired, observed)
+        .into_iter()
+        .filter(PlannedChange::is_host_change)
+        .collect()
+}
