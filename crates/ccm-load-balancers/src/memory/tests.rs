@@ -29,3 +29,101 @@ fn an_operation_that_overlaps_another_leaves_no_memory() {
     memory.finish(third, Some(entry(4)));
     assert!(!memory.holds("lb"));
 }
+
+fn running(ids: &[&str], group: &str) -> Facts {
+    ids.iter()
+        .map(|i| ((*i).to_owned(), Fact::Running(Some(SecurityGroupId::new(group)))))
+        .collect()
+}
+
+fn host_changes<C: crate::flavour::PlannedChange>(changes: Vec<C>) -> Vec<C> {
+    changes.into_iter().filter(|c| c.is_host_change()).collect()
+}
+
+#[test]
+fn a_classic_elb_is_planned_from_what_its_last_apply_left() {
+    use crate::classic::{self, Change, tests::desired_for};
+    let desired = desired_for(&[], &[(80, 30080)], &["i-1", "i-2"]);
+    let observed = classic::tests::converged(&desired);
+    let first = ClassicMemory::after(&observed, &[]).unwrap();
+    // A node joins in the same group: its registration alone.
+    let joined = desired_for(&[], &[(80, 30080)], &["i-1", "i-2", "i-3"]);
+    let facts = running(&["i-1", "i-2", "i-3"], "sg-node");
+    let recalled = first.recall(&joined, &facts).unwrap();
+    let changes = host_changes(classic::plan(&joined, &recalled));
+    let register = Change::RegisterInstances {
+        instances: vec!["i-3".into()],
+    };
+    assert_eq!(changes, [register]);
+    // What the apply left: the next leave deregisters it, and nothing else.
+    let memory = ClassicMemory::after(&recalled, &changes).unwrap();
+    let recalled = memory.recall(&desired, &facts).unwrap();
+    assert_eq!(
+        host_changes(classic::plan(&desired, &recalled)),
+        [Change::DeregisterInstances {
+            instances: vec!["i-3".into()]
+        }]
+    );
+    // A node in a group none of the targets had changes the nodes' rules: not planned from memory.
+    let mut elsewhere = facts.clone();
+    elsewhere.insert(
+        "i-3".into(),
+        Fact::Running(Some(SecurityGroupId::new("sg-other"))),
+    );
+    assert!(first.recall(&joined, &elsewhere).is_none());
+    // A terminated instance is not registered.
+    let mut gone = facts;
+    gone.insert("i-3".into(), Fact::Gone);
+    let recalled = first.recall(&joined, &gone).unwrap();
+    assert!(host_changes(classic::plan(&joined, &recalled)).is_empty());
+}
+
+#[test]
+fn an_nlb_is_planned_from_what_its_last_apply_left() {
+    use crate::nlb::{self, Applied, Change};
+    let mut desired = nlb::tests::desired(&[], &[(80, 30080), (443, 30443)]);
+    let mut observed = nlb::tests::converged(&desired);
+    // Created by the apply: the groups are known from what apply reports.
+    observed.load_balancer = None;
+    observed.target_groups.clear();
+    let created = nlb::tests::converged(&desired);
+    let applied = Applied {
+        created: created.load_balancer.clone(),
+        target_groups: created
+            .target_groups
+            .iter()
+            .map(|g| (g.group.name.clone(), g.group.arn.clone()))
+            .collect(),
+        ..Applied::default()
+    };
+    let changes = host_changes(nlb::plan(&desired, &observed));
+    let memory = NetworkMemory::after(&desired, &observed, &applied, &changes).unwrap();
+    desired.instances.push("i-3".into());
+    let recalled = memory.recall(&desired, &Facts::new()).unwrap();
+    let changes = host_changes(nlb::plan(&desired, &recalled));
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    assert!(
+        changes
+            .iter()
+            .all(|c| matches!(c, Change::RegisterTargets { instances, .. } if instances == &["i-3"])),
+        "{changes:?}"
+    );
+    // And after it, a leave is one deregistration per target group.
+    let memory = NetworkMemory::after(&desired, &recalled, &Applied::default(), &changes);
+    assert!(memory.is_none(), "no ARN reported: nothing remembered");
+    let applied = Applied {
+        target_groups: applied.target_groups,
+        ..Applied::default()
+    };
+    let memory = NetworkMemory::after(&desired, &recalled, &applied, &changes).unwrap();
+    desired.instances.pop();
+    let recalled = memory.recall(&desired, &Facts::new()).unwrap();
+    let changes = host_changes(nlb::plan(&desired, &recalled));
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    assert!(
+        changes
+            .iter()
+            .all(|c| matches!(c, Change::DeregisterTargets { targets, .. } if targets[0].0 == "i-3")),
+        "{changes:?}"
+    );
+}
