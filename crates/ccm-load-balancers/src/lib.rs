@@ -14,7 +14,9 @@
 //! - [`drift`]: which load balancers were changed by hand, from bulk listings;
 //! - [`ownership`]: which load balancers found under a Service's name this cluster may touch;
 //! - [`AwsLoadBalancers`]: the [`ccm_cloud_provider::LoadBalancer`] implementation; [`plan_for`]: a dry run;
-//!   [`Error`]: why a load balancer could not be ensured, updated or deleted.
+//!   [`Error`]: why a load balancer could not be ensured, updated or deleted. It remembers what each ensure and
+//!   host update left (its host memory), so that a node joining or leaving costs a load balancer only its
+//!   register or deregister calls (docs/load-balancers.md, "Node changes: host updates from memory").
 //!
 //! A dry run over your own ports: here the mockall mocks of `ccm-aws-api` (feature `mock`) describe an account
 //! with one public subnet and no load balancer yet; in a CCM, the ccm-aws-sdk adapter's clients.
