@@ -12,6 +12,7 @@
 //! - `ecr call`: the same `GetAuthorizationToken` made in this process through `EcrAdapter` on a warm
 //!   connection: the ECR call alone.
 //!
+//! The series are interleaved (each round runs each once) so that load from other processes falls on all alike.
 //! The per-invocation overhead beyond the ECR call is `moto` less `ecr call` at the median: process start, AWS
 //! configuration, client construction and the connection to the endpoint (goal: at most 5 ms). The size goal is
 //! 10 MiB stripped.
@@ -59,20 +60,20 @@ fn main() {
     for _ in 0..3 {
         invoke(&binary, &home, &endpoint, &ok_request, true);
     }
-    let baseline = series(runs, || {
-        let status = Command::new("true").status().unwrap();
-        assert!(status.success());
-    });
-    let refused = series(runs, || {
-        invoke(&binary, &home, &endpoint, &refused_request, false)
-    });
-    let moto = series(runs, || invoke(&binary, &home, &endpoint, &ok_request, true));
-    let ecr_call = in_process_ecr_calls(runs);
+    let mut start_true = || assert!(Command::new("true").status().unwrap().success());
+    let mut refuse = || invoke(&binary, &home, &endpoint, &refused_request, false);
+    let mut request_moto = || invoke(&binary, &home, &endpoint, &ok_request, true);
+    let mut call_ecr = in_process_ecr_call();
+    let [baseline, refused, moto, ecr_call] = interleaved(
+        runs,
+        [&mut start_true, &mut refuse, &mut request_moto, &mut call_ecr],
+    );
 
     let size = std::fs::metadata(&binary).unwrap().len();
     let stripped = stripped_size(&binary).unwrap_or(size);
-    let mut table =
-        format!("ecr-credential-provider invocation ({profile} build), {runs} runs per series\n\n");
+    let mut table = format!(
+        "ecr-credential-provider invocation ({profile} build), {runs} interleaved runs per series\n\n"
+    );
     table += &format!(
         "{:<10} {:>9} {:>9} {:>9} {:>9} {:>10}\n",
         "series", "p50", "p90", "p99", "mean", "p50/true"
@@ -117,7 +118,7 @@ fn verdict(met: bool) -> &'static str {
 
 /// The ECR call alone: `GetAuthorizationToken` through the adapter in this process, after one warm-up call so
 /// that the connection to moto is open, as a long-running process would make it.
-fn in_process_ecr_calls(runs: usize) -> Stats {
+fn in_process_ecr_call() -> impl FnMut() {
     use ccm_aws_api::Ecr as _;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -126,14 +127,14 @@ fn in_process_ecr_calls(runs: usize) -> Stats {
     let env = ccm_testing::TestEnv::get();
     let config = runtime.block_on(env.aws_config());
     let adapter = ccm_aws_sdk::EcrAdapter::new(&config, ccm_aws_sdk::AdapterOptions::default());
-    let call = || {
+    let call = move || {
         let token = runtime
             .block_on(adapter.ecr().authorization_token("us-east-1", None))
             .unwrap();
         assert!(!token.token.is_empty());
     };
     call();
-    series(runs, call)
+    call
 }
 
 const BEGIN: &str = "<!-- BEGIN ecr-credential-provider bench: written by `cargo bench -p ccm-benches --bench \
@@ -206,14 +207,21 @@ struct Stats {
     mean: Duration,
 }
 
-fn series(runs: usize, mut run: impl FnMut()) -> Stats {
-    let mut samples: Vec<Duration> = (0..runs)
-        .map(|_| {
+/// Times `runs` rounds, each running every series once in turn: a burst of load from other processes then falls
+/// on all series alike instead of on whichever ran at the time (the overhead is a difference of two series).
+fn interleaved<const N: usize>(runs: usize, mut series: [&mut dyn FnMut(); N]) -> [Stats; N] {
+    let mut samples: [Vec<Duration>; N] = std::array::from_fn(|_| Vec::with_capacity(runs));
+    for _ in 0..runs {
+        for (run, samples) in series.iter_mut().zip(samples.iter_mut()) {
             let start = Instant::now();
             run();
-            start.elapsed()
-        })
-        .collect();
+            samples.push(start.elapsed());
+        }
+    }
+    samples.map(stats)
+}
+
+fn stats(mut samples: Vec<Duration>) -> Stats {
     samples.sort();
     let at = |q: f64| samples[((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1];
     Stats {
