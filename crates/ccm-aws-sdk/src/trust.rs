@@ -11,7 +11,7 @@ use aws_smithy_http_client::{
     tls::{self, TlsContext, TrustStore, rustls_provider::CryptoMode},
 };
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
-use rustls_pki_types::{CertificateDer, pem::PemObject};
+use rustls_pki_types::CertificateDer;
 
 /// Where Linux distributions keep the bundle (openssl-probe's list, most common first). Each is generated from
 /// the same sources as the certificate directory by `update-ca-certificates` or `update-ca-trust`.
@@ -60,32 +60,64 @@ pub(crate) fn bundle_https_client() -> Option<SharedHttpClient> {
     )
 }
 
-/// The PEM blocks of `bundle` that rustls accepts as trust anchors, concatenated. The SDK's client panics on a
+/// The certificates of `bundle` that rustls accepts as trust anchors, as PEM blocks. The SDK's client panics on a
 /// certificate it cannot parse (the default trust store skips them), so the others are dropped here.
+///
+/// Each block is decoded with the SDK's SIMD base64 rather than rustls' PEM reader, whose constant-time decoding
+/// (meant for private keys) measured a quarter of the credential provider's CPU time when run over the bundle
+/// twice, here and in the SDK. The blocks kept are written back from the DER checked here, so the SDK's reader
+/// decodes exactly the certificates webpki accepted, however the bundle was formatted.
 fn trusted_certificates(bundle: &str) -> String {
     let mut trusted = String::new();
     let mut rest = bundle;
     while let Some(start) = rest.find(BEGIN) {
-        let Some(len) = rest[start..].find(END) else {
+        let body = &rest[start + BEGIN.len()..];
+        let Some(len) = body.find(END) else {
             break;
         };
-        let block = &rest[start..start + len + END.len()];
-        rest = &rest[start + len + END.len()..];
-        let usable = CertificateDer::from_pem_slice(block.as_bytes())
-            .is_ok_and(|der| webpki::anchor_from_trusted_cert(&der).is_ok());
-        if usable {
-            trusted.push_str(block);
-            trusted.push('\n');
+        rest = &body[len + END.len()..];
+        let base64: String = body[..len].split_ascii_whitespace().collect();
+        let Ok(der) = aws_smithy_types::base64::decode(base64) else {
+            continue;
+        };
+        if webpki::anchor_from_trusted_cert(&CertificateDer::from(der.as_slice())).is_ok() {
+            push_pem(&mut trusted, &der);
         }
     }
     trusted
+}
+
+/// Appends `der` as a PEM certificate block (base64 in lines of 64 characters, as RFC 7468 writes it).
+fn push_pem(out: &mut String, der: &[u8]) {
+    let encoded = aws_smithy_types::base64::encode(der);
+    out.push_str(BEGIN);
+    out.push('\n');
+    // Base64 is ASCII: every byte offset is a character boundary.
+    let mut line = encoded.as_str();
+    while !line.is_empty() {
+        let (head, tail) = line.split_at(line.len().min(64));
+        out.push_str(head);
+        out.push('\n');
+        line = tail;
+    }
+    out.push_str(END);
+    out.push('\n');
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use rustls_pki_types::pem::PemObject;
+
     use super::*;
+
+    /// The DER of every certificate block of `pem`, read as the SDK's client reads its trust store.
+    fn read_as_the_sdk_does(pem: &str) -> Vec<Vec<u8>> {
+        CertificateDer::pem_slice_iter(pem.as_bytes())
+            .map(|der| der.unwrap().to_vec())
+            .collect()
+    }
 
     #[test]
     fn keeps_parsable_certificates_and_drops_the_rest() {
@@ -94,9 +126,35 @@ mod tests {
         };
         let first = &bundle[bundle.find(BEGIN).unwrap()..];
         let first = &first[..first.find(END).unwrap() + END.len()];
+        let first_der = read_as_the_sdk_does(first);
+        assert_eq!(first_der.len(), 1);
         let broken = format!("{BEGIN}\nTUlJQm9ndXM=\n{END}");
-        let kept = trusted_certificates(&format!("comment\n{first}\n{broken}\n{first}\ntrailing {BEGIN}"));
-        assert_eq!(kept, format!("{first}\n{first}\n"));
+        let not_base64 = format!("{BEGIN}\n!!!!\n{END}");
+        let kept = trusted_certificates(&format!(
+            "comment\n{first}\n{broken}\n{not_base64}\n{first}\ntrailing {BEGIN}"
+        ));
+        assert_eq!(
+            read_as_the_sdk_does(&kept),
+            [first_der.clone(), first_der].concat()
+        );
+        assert_eq!(kept.matches(BEGIN).count(), 2);
         assert!(trusted_certificates("no certificates").is_empty());
+    }
+
+    #[test]
+    fn rewrites_blocks_in_the_canonical_form() {
+        let Some(bundle) = BUNDLES.iter().find_map(|p| std::fs::read_to_string(p).ok()) else {
+            return; // No system bundle on this machine: nothing to read.
+        };
+        let der = read_as_the_sdk_does(&bundle).swap_remove(0);
+        // The same certificate in one long line with CRLF line ends and indentation.
+        let base64 = aws_smithy_types::base64::encode(&der);
+        let odd = format!("{BEGIN}\r\n  {base64}\r\n{END}\r\n");
+        let kept = trusted_certificates(&odd);
+        assert_eq!(read_as_the_sdk_does(&kept), [der]);
+        let lines: Vec<&str> = kept.lines().collect();
+        assert_eq!(lines.first(), Some(&BEGIN));
+        assert_eq!(lines.last(), Some(&END));
+        assert!(lines.iter().all(|line| line.len() <= 64));
     }
 }
