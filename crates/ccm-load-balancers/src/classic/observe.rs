@@ -17,8 +17,9 @@ use crate::{
 
 pub use crate::flavour::Scope;
 
-/// The nodes' groups as observed for the node rules.
+/// The nodes' groups as observed for the node rules (read, never built by callers: fields may be added).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NodeGroups {
     /// The group of each target instance that should allow the load balancer's group.
     pub wanted: BTreeSet<SecurityGroupId>,

@@ -19,8 +19,9 @@ use crate::{
     spec::IpAddressType,
 };
 
-/// What [`apply`] reports.
+/// What [`apply`] reports (fields may be added).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Applied {
     /// The load balancer created by this run.
     pub created: Option<LoadBalancerV2>,
