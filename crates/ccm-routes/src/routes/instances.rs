@@ -1,0 +1,115 @@
+//! The instances behind routes: a node's instance (by name, through the node-name map or the private DNS
+//! name) and the source/destination check a route target needs disabled.
+
+use super::*;
+
+impl<E, N> AwsRoutes<E, N>
+where
+    E: Ec2 + Send + Sync,
+    N: NodeNames,
+{
+    pub(super) async fn disable_source_dest_check(&self, instance: &InstanceId) -> Result<(), RoutesError> {
+        if self.lock_state().source_dest_disabled.contains(instance) {
+            return Ok(());
+        }
+        self.ec2
+            .set_source_dest_check(instance, false)
+            .await
+            .map_err(|e| {
+                RoutesError::aws(
+                    format!("failed to disable the source/destination check of instance {instance}"),
+                    e,
+                )
+            })?;
+        tracing::info!(%instance, "disabled the source/destination check");
+        self.lock_state().source_dest_disabled.insert(instance.clone());
+        Ok(())
+    }
+
+    // --- names ---
+
+    /// The instance of node `node`: from [`NodeNames`], from an `i-...` name (text before the first dot), or the
+    /// one live, cluster-tagged instance with that private DNS name.
+    pub(super) async fn instance_of(&self, node: &str) -> Result<InstanceId, RoutesError> {
+        if let Some(id) = self.names.instance_id(node) {
+            return Ok(id);
+        }
+        if node.starts_with("i-") {
+            let id = node.split('.').next().unwrap_or(node);
+            return Ok(InstanceId::new(id));
+        }
+        if node.is_empty() {
+            return Err(RoutesError::InstanceNotFound { node: String::new() });
+        }
+        let filters = [
+            Filter::new("private-dns-name", [node]),
+            Filter::new("instance-state-name", LIVE_STATES),
+        ];
+        let mut found: Vec<_> = self
+            .ec2
+            .instances(&filters)
+            .await
+            .map_err(|e| RoutesError::aws(format!("failed to find the instance of node {node}"), e))?
+            .into_iter()
+            .filter(|i| self.config.cluster.is_tagged(&i.tags))
+            .collect();
+        match found.len() {
+            0 => Err(RoutesError::InstanceNotFound {
+                node: node.to_owned(),
+            }),
+            1 => {
+                let instance = found.remove(0);
+                if instance.source_dest_check == Some(false) {
+                    self.lock_state().source_dest_disabled.insert(instance.id.clone());
+                }
+                Ok(instance.id)
+            }
+            _ => Err(RoutesError::MultipleInstances {
+                node: node.to_owned(),
+                ids: found.into_iter().map(|i| i.id).collect(),
+            }),
+        }
+    }
+
+    /// Node names of `instances`: [`NodeNames`] first, then names found before, then one `DescribeInstances` for
+    /// the rest (cluster-tagged instances are named by their private DNS name; others stay unnamed).
+    pub(super) async fn node_names(
+        &self,
+        instances: &BTreeSet<InstanceId>,
+    ) -> Result<HashMap<InstanceId, String>, RoutesError> {
+        let mut out = HashMap::new();
+        let mut unknown = Vec::new();
+        {
+            let state = self.lock_state();
+            for id in instances {
+                if let Some(name) = self.names.node_name(id) {
+                    out.insert(id.clone(), name);
+                } else if let Some(name) = state.fallback_names.get(id) {
+                    out.insert(id.clone(), name.clone());
+                } else {
+                    unknown.push(id.clone());
+                }
+            }
+        }
+        if unknown.is_empty() {
+            return Ok(out);
+        }
+        let described = self
+            .ec2
+            .instances_by_id(&unknown)
+            .await
+            .map_err(|e| RoutesError::aws("failed to describe the instances routes point at", e))?;
+        let mut state = self.lock_state();
+        for instance in described {
+            if !self.config.cluster.is_tagged(&instance.tags) {
+                tracing::debug!(instance = %instance.id, "route target is not tagged for this cluster: left alone");
+                continue;
+            }
+            if let Some(name) = instance.private_dns_name {
+                state.fallback_names.insert(instance.id.clone(), name.clone());
+                out.insert(instance.id, name);
+            }
+        }
+        Ok(out)
+    }
+}
