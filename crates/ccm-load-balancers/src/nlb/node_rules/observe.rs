@@ -142,6 +142,7 @@ fn instance_groups(
     others: &BTreeMap<SecurityGroupId, SecurityGroup>,
 ) -> Result<BTreeMap<String, SecurityGroupId>, Error> {
     let mut instance_groups = BTreeMap::new();
+    let mut without = Vec::new();
     for instance in instances {
         let candidates: Vec<&SecurityGroup> = instance
             .security_groups
@@ -155,12 +156,23 @@ fn instance_groups(
                 }
                 instance_groups.insert(instance.id.to_string(), group);
             }
-            None => tracing::warn!(
-                instance = %instance.id,
-                load_balancer = %access.load_balancer,
-                "the instance has no security group tagged for the cluster nor an untagged one; it gets no NLB rules"
-            ),
+            None => without.push(instance.id.as_str()),
         }
+    }
+    if !without.is_empty() {
+        // One line per load balancer, not per instance: a cluster without node groups has thousands.
+        const SHOWN: usize = 5;
+        let more = without.len().saturating_sub(SHOWN);
+        let mut listed = without[..without.len().min(SHOWN)].join(", ");
+        if more > 0 {
+            listed.push_str(&format!(" and {more} more"));
+        }
+        tracing::warn!(
+            load_balancer = %access.load_balancer,
+            count = without.len(),
+            instances = %listed,
+            "instances have no security group tagged for the cluster nor an untagged one; they get no NLB rules"
+        );
     }
     Ok(instance_groups)
 }

@@ -337,3 +337,59 @@ fn cidrs_are_compared_in_the_form_aws_keeps() {
     assert_eq!(canonical_cidr("not-a-cidr"), "not-a-cidr");
     assert_eq!(canonical_cidr("10.0.0.0/33"), "10.0.0.0/33");
 }
+
+/// Log lines captured from the thread's default subscriber.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Self;
+
+    fn make_writer(&'a self) -> Self {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn instances_without_a_node_group_are_one_warning_per_load_balancer() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let ids: Vec<String> = (1..=8).map(|n| format!("i-{n}")).collect();
+    let known: Vec<Instance> = ids.iter().map(|id| instance(id, &[])).collect();
+    let mut ec2 = MockEc2::new();
+    ec2.expect_instances_by_id().returning(move |_| {
+        let known = known.clone();
+        Box::pin(async move { Ok(known) })
+    });
+    ec2.expect_security_groups()
+        .returning(|_| Box::pin(async { Ok(vec![]) }));
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let a = access(&[("tcp", 30080)], &["0.0.0.0/0"], &[30080], &refs);
+    let obs = observe(&ec2, &config(), &a, &[]).await.unwrap();
+    assert!(obs.instance_groups.is_empty());
+
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("no security group")).collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(lines[0].contains("count=8"), "{}", lines[0]);
+    assert!(
+        lines[0].contains("i-1, i-2, i-3, i-4, i-5 and 3 more"),
+        "{}",
+        lines[0]
+    );
+}
