@@ -220,7 +220,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             Flavour::External => Err(CloudError::ImplementedElsewhere),
             // Boxed: the NLB path's state (large with the SDK adapter's futures) lives on the heap.
             Flavour::Network => Box::pin(self.ensure_with::<Network>(cluster_name, &spec, nodes)).await,
-            Flavour::Classic => self.ensure_with::<Classic>(cluster_name, &spec, nodes).await,
+            Flavour::Classic => Box::pin(self.ensure_with::<Classic>(cluster_name, &spec, nodes)).await,
         }
     }
 
@@ -285,7 +285,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         match spec.flavour {
             Flavour::External => Err(CloudError::ImplementedElsewhere),
             Flavour::Network => Box::pin(self.update_with::<Network>(cluster_name, spec, nodes)).await,
-            Flavour::Classic => self.update_with::<Classic>(cluster_name, spec, nodes).await,
+            Flavour::Classic => Box::pin(self.update_with::<Classic>(cluster_name, spec, nodes)).await,
         }
     }
 

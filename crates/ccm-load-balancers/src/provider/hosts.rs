@@ -44,15 +44,17 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let name = F::name(&desired);
         let fingerprint = F::fingerprint(&desired);
         let ticket = self.memory.begin(name);
+        // Each step boxed: their futures are large, and nested inline they overflowed a worker's stack in
+        // debug builds.
         let remembered = match ticket.entry.as_ref().filter(|e| e.fingerprint == fingerprint) {
-            Some(entry) => self.recall::<F>(&desired, entry).await?,
+            Some(entry) => Box::pin(self.recall::<F>(&desired, entry)).await?,
             None => None,
         };
         let plan = match remembered {
             Some(plan) => plan,
-            None => self.observe_hosts::<F>(&desired).await?,
+            None => Box::pin(self.observe_hosts::<F>(&desired)).await?,
         };
-        let applied = F::apply(&ports, name, &plan.observed, &plan.changes).await?;
+        let applied = Box::pin(F::apply(&ports, name, &plan.observed, &plan.changes)).await?;
         self.settle::<F>(ticket, fingerprint, &desired, &plan, &applied);
         Ok(())
     }
