@@ -131,6 +131,26 @@ const BASE_LEASE: &str = "cloud-controller-manager";
 
 /// Whether `kube-system/<account>` may `verb` the Lease `namespace/name`, as the apiserver decides.
 async fn may(client: &kube::Client, account: &str, verb: &str, namespace: &str, name: &str) -> bool {
+    may_on(
+        client,
+        account,
+        ("coordination.k8s.io", "leases"),
+        verb,
+        namespace,
+        name,
+    )
+    .await
+}
+
+/// Whether `kube-system/<account>` may `verb` the object `namespace/name` of `(group, resource)`.
+async fn may_on(
+    client: &kube::Client,
+    account: &str,
+    (group, resource): (&str, &str),
+    verb: &str,
+    namespace: &str,
+    name: &str,
+) -> bool {
     use k8s_openapi::api::authorization::v1::{
         ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
     };
@@ -142,8 +162,8 @@ async fn may(client: &kube::Client, account: &str, verb: &str, namespace: &str, 
                 "system:serviceaccounts:kube-system".into(),
             ]),
             resource_attributes: Some(ResourceAttributes {
-                group: Some("coordination.k8s.io".into()),
-                resource: Some("leases".into()),
+                group: Some(group.into()),
+                resource: Some(resource.into()),
                 verb: Some(verb.into()),
                 namespace: Some(namespace.into()),
                 name: Some(name.into()),
@@ -189,6 +209,17 @@ async fn assert_lease_rights(client: &kube::Client, account: &str, lease: &str) 
     );
 }
 
+/// Events are created and, when they repeat, patched (their count): a clean run rarely repeats one, so the
+/// rights are asked of the apiserver rather than waited for.
+async fn assert_event_rights(client: &kube::Client, account: &str) {
+    for verb in ["create", "patch"] {
+        assert!(
+            may_on(client, account, ("", "events"), verb, "default", "web.17a").await,
+            "{account} may {verb} Events"
+        );
+    }
+}
+
 /// A kubeconfig that authenticates as `kube-system/<account>` only.
 async fn service_account_kubeconfig(
     client: &kube::Client,
@@ -231,6 +262,9 @@ async fn e2e_deploy_rbac_is_enough_for_the_controllers() {
     // The kustomize base: each controller as its own account, bound to its own ClusterRole.
     apply_rbac(&admin).await;
     assert_lease_rights(&admin, "cloud-controller-manager", BASE_LEASE).await;
+    for account in ["node-controller", "service-controller", "route-controller"] {
+        assert_event_rights(&admin, account).await;
+    }
     exercise(
         &admin,
         "cloud-controller-manager",
@@ -241,6 +275,7 @@ async fn e2e_deploy_rbac_is_enough_for_the_controllers() {
     // The Helm chart: everything as one account bound to `clusterRoleRules`.
     apply_helm_rbac(&admin).await;
     assert_lease_rights(&admin, HELM_ACCOUNT, HELM_LEASE).await;
+    assert_event_rights(&admin, HELM_ACCOUNT).await;
     exercise(
         &admin,
         HELM_ACCOUNT,
