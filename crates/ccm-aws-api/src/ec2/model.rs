@@ -194,7 +194,7 @@ pub struct SourceGroup {
     pub description: Option<String>,
 }
 
-/// What to create with [`Ec2::create_security_group`].
+/// What to create with [`Ec2::create_security_group`](crate::Ec2::create_security_group).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewSecurityGroup {
     /// The name (unique per VPC).
