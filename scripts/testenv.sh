@@ -54,7 +54,9 @@ up() {
     --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
     --initial-cluster "testenv=http://127.0.0.1:$etcd_peer" --listen-metrics-urls "" \
     --quota-backend-bytes 4294967296
-  start moto "$dir/moto.log" env MOTO_ALLOW_NONEXISTENT_REGION=false "$MOTO_VENV/bin/moto_server" -H 127.0.0.1 -p "$moto_port"
+  # moto-server.py: moto's server with AWS's answer to an ELBv2 resource created twice (see the file).
+  start moto "$dir/moto.log" env MOTO_ALLOW_NONEXISTENT_REGION=false "$MOTO_VENV/bin/python3" "$here/moto-server.py" \
+    -H 127.0.0.1 -p "$moto_port"
   wait_http etcd "http://127.0.0.1:$etcd_port/health" 30 "$dir/etcd.pid" "$dir/etcd.log"
 
   openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null || die "openssl could not make the service-account key"

@@ -331,3 +331,96 @@ async fn every_elbv2_load_balancer_is_listed() {
             .any(|lb| lb.arn == created.arn)
     );
 }
+
+/// A create whose answer was lost after it took effect (the connection reset after the call) is retried, and
+/// AWS answers the retry with what the first call made: CreateLoadBalancer, CreateTargetGroup and CreateListener
+/// are idempotent there, and other settings under a taken name or port are refused. The test environment's moto
+/// answers the same (`scripts/moto-server.py`); plain moto made a second NLB of the same name and a second
+/// listener on the port, which the chaos soak (seed 2026112406) reported as leaked NLBs and listener ports
+/// `[80, 80, 443]`.
+#[tokio::test]
+async fn a_create_retried_after_its_answer_was_lost_makes_one_resource() {
+    let fx = fixture("nlbretry", 0).await;
+    let proxy = FaultProxy::start(&TestEnv::get().aws_endpoint).await.unwrap();
+    let adapter = common::adapter(Some(&proxy.url())).await;
+    let elbv2 = adapter.elbv2();
+    const CREATES: [&str; 3] = ["CreateLoadBalancer", "CreateTargetGroup", "CreateListener"];
+    for action in CREATES {
+        proxy.inject(action, Fault::DropAfterForward, 1);
+    }
+    let name = unique_name("nlbretry");
+    let new_lb = |internal| NewNetworkLoadBalancer {
+        name: name.clone(),
+        internal,
+        subnet_mappings: vec![SubnetMapping {
+            subnet_id: Some(SubnetId::new(&fx.subnet_id)),
+            ..SubnetMapping::default()
+        }],
+        security_groups: None,
+        ip_address_type: None,
+        tags: Tags::new(),
+    };
+    let lb = elbv2.create_load_balancer(&new_lb(true)).await.unwrap();
+    let tg = elbv2
+        .create_target_group(&NewTargetGroup {
+            name: unique_name("tgretry"),
+            protocol: "TCP".into(),
+            port: 30080,
+            vpc_id: VpcId::new(&fx.vpc_id),
+            health_check: TargetGroupHealthCheck::default(),
+            tags: Tags::new(),
+        })
+        .await
+        .unwrap();
+    let new_listener = |protocol: &str| NewListener {
+        load_balancer_arn: lb.arn.clone(),
+        port: 80,
+        protocol: protocol.into(),
+        certificate_arn: None,
+        ssl_policy: None,
+        target_group_arn: tg.arn.clone(),
+        tags: Tags::new(),
+    };
+    let listener = elbv2.create_listener(&new_listener("TCP")).await.unwrap();
+    for action in CREATES {
+        assert_eq!(
+            proxy.requests(action),
+            2,
+            "{action}: the call whose answer was lost, then the retry"
+        );
+    }
+
+    let all = elbv2.all_load_balancers().await.unwrap();
+    let named: Vec<&str> = all
+        .iter()
+        .filter(|l| l.name == name)
+        .map(|l| l.arn.as_str())
+        .collect();
+    assert_eq!(
+        named,
+        [lb.arn.as_str()],
+        "one load balancer of that name, the one answered"
+    );
+    let listeners = elbv2.listeners(&lb.arn).await.unwrap();
+    let listeners: Vec<(i32, &str)> = listeners.iter().map(|l| (l.port, l.arn.as_str())).collect();
+    assert_eq!(
+        listeners,
+        [(80, listener.arn.as_str())],
+        "one listener on the port"
+    );
+    let by_name = elbv2.target_group(&tg.name).await.unwrap().unwrap();
+    assert_eq!(by_name.arn, tg.arn);
+
+    let err = elbv2.create_load_balancer(&new_lb(false)).await.unwrap_err();
+    assert_eq!(
+        (err.kind(), err.code()),
+        (ErrorKind::Conflict, Some("DuplicateLoadBalancerName"))
+    );
+    let err = elbv2.create_listener(&new_listener("UDP")).await.unwrap_err();
+    assert_eq!(
+        (err.kind(), err.code()),
+        (ErrorKind::Conflict, Some("DuplicateListener"))
+    );
+    elbv2.delete_load_balancer(&lb.arn).await.unwrap();
+    elbv2.delete_target_group(&tg.arn).await.unwrap();
+}
