@@ -226,15 +226,8 @@ async fn network_load_balancer_ip_address_type() {
     let name = unique_name("nlb-ds");
     let lb = elbv2
         .create_load_balancer(&NewNetworkLoadBalancer {
-            name: name.clone(),
-            internal: false,
-            subnet_mappings: vec![SubnetMapping {
-                subnet_id: Some(SubnetId::new(&fx.subnet_id)),
-                ..SubnetMapping::default()
-            }],
-            security_groups: None,
             ip_address_type: Some("dualstack".into()),
-            tags: Tags::new(),
+            ..plain_nlb(&name, &fx.subnet_id, false)
         })
         .await
         .unwrap();
@@ -304,17 +297,7 @@ async fn every_elbv2_load_balancer_is_listed() {
     let elbv2 = adapter.elbv2();
     let name = unique_name("nlball");
     let created = elbv2
-        .create_load_balancer(&NewNetworkLoadBalancer {
-            name: name.clone(),
-            internal: true,
-            subnet_mappings: vec![SubnetMapping {
-                subnet_id: Some(SubnetId::new(&fx.subnet_id)),
-                ..SubnetMapping::default()
-            }],
-            security_groups: None,
-            ip_address_type: None,
-            tags: Tags::new(),
-        })
+        .create_load_balancer(&plain_nlb(&name, &fx.subnet_id, true))
         .await
         .unwrap();
     let all = elbv2.all_load_balancers().await.unwrap();
@@ -349,18 +332,10 @@ async fn a_create_retried_after_its_answer_was_lost_makes_one_resource() {
         proxy.inject(action, Fault::DropAfterForward, 1);
     }
     let name = unique_name("nlbretry");
-    let new_lb = |internal| NewNetworkLoadBalancer {
-        name: name.clone(),
-        internal,
-        subnet_mappings: vec![SubnetMapping {
-            subnet_id: Some(SubnetId::new(&fx.subnet_id)),
-            ..SubnetMapping::default()
-        }],
-        security_groups: None,
-        ip_address_type: None,
-        tags: Tags::new(),
-    };
-    let lb = elbv2.create_load_balancer(&new_lb(true)).await.unwrap();
+    let lb = elbv2
+        .create_load_balancer(&plain_nlb(&name, &fx.subnet_id, true))
+        .await
+        .unwrap();
     let tg = elbv2
         .create_target_group(&NewTargetGroup {
             name: unique_name("tgretry"),
@@ -411,7 +386,10 @@ async fn a_create_retried_after_its_answer_was_lost_makes_one_resource() {
     let by_name = elbv2.target_group(&tg.name).await.unwrap().unwrap();
     assert_eq!(by_name.arn, tg.arn);
 
-    let err = elbv2.create_load_balancer(&new_lb(false)).await.unwrap_err();
+    let err = elbv2
+        .create_load_balancer(&plain_nlb(&name, &fx.subnet_id, false))
+        .await
+        .unwrap_err();
     assert_eq!(
         (err.kind(), err.code()),
         (ErrorKind::Conflict, Some("DuplicateLoadBalancerName"))
@@ -423,4 +401,19 @@ async fn a_create_retried_after_its_answer_was_lost_makes_one_resource() {
     );
     elbv2.delete_load_balancer(&lb.arn).await.unwrap();
     elbv2.delete_target_group(&tg.arn).await.unwrap();
+}
+
+/// An NLB `name` in one subnet, without security groups or tags.
+fn plain_nlb(name: &str, subnet_id: &str, internal: bool) -> NewNetworkLoadBalancer {
+    NewNetworkLoadBalancer {
+        name: name.to_owned(),
+        internal,
+        subnet_mappings: vec![SubnetMapping {
+            subnet_id: Some(SubnetId::new(subnet_id)),
+            ..SubnetMapping::default()
+        }],
+        security_groups: None,
+        ip_address_type: None,
+        tags: Tags::new(),
+    }
 }
