@@ -22,9 +22,12 @@ use super::{AwsInstances, Found, LIVE_STATES, Lookup, Target};
 use crate::{IDS_PER_LOOKUP, InstancesError, VALUES_PER_FILTER};
 
 /// How long a cluster-wide listing answers the initialization lookups of later batches. Only instances it saw
-/// running, with a name no other live instance had, are answered from it; their addresses are refreshed from
-/// the instance by ID after initialization anyway (`--node-status-update-frequency`).
-pub const LISTING_REUSE: Duration = Duration::from_secs(60);
+/// running, with a name no other live instance had, are answered from it. Five minutes, the default
+/// `--node-status-update-frequency`: a Node's addresses are as old as that between refreshes anyway, and what
+/// else initialization takes (ID, type, zone) does not change while an instance runs. It must outlast a burst:
+/// 5,000 Nodes take the controller's Kubernetes writes about two and a half minutes at `--kube-api-qps=100`,
+/// and a one-minute window made the burst list the cluster twice.
+pub const LISTING_REUSE: Duration = Duration::from_secs(300);
 
 /// Instances per page of a `DescribeInstances` listing (its `MaxResults` ceiling).
 pub const INSTANCES_PER_PAGE: usize = 1000;

@@ -118,6 +118,28 @@ async fn a_burst_of_5000_nodes_lists_the_cluster_once() {
     assert_eq!(calls[1], Call::Listing);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_burst_paced_by_the_kubernetes_writes_lists_the_cluster_once() {
+    let world = World::new();
+    let names = world.launch(0..5000, InstanceState::Running);
+    let aws = world.aws();
+    // The 5,000-Node scale run: the controller's writes (about 33 Nodes a second at --kube-api-qps=100) make
+    // the burst last two and a half minutes, so the batches after the first listing come 30 s apart.
+    initialize(&aws, &names[..5]).await;
+    let mut start = 5;
+    for wait in [20, 30, 30, 30, 30] {
+        tokio::time::advance(Duration::from_secs(wait)).await;
+        let end = (start + 1000).min(names.len());
+        initialize(&aws, &names[start..end]).await;
+        start = end;
+    }
+    assert_eq!(start, 5000);
+    assert_eq!(
+        world.take_calls(),
+        [Call::ByName(names[..5].to_vec()), Call::Listing]
+    );
+}
+
 #[tokio::test]
 async fn names_the_listing_lacks_are_asked_by_name_while_that_is_fewer_calls() {
     let world = World::new();
@@ -149,7 +171,7 @@ async fn names_the_listing_lacks_are_asked_by_name_while_that_is_fewer_calls() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_listing_answers_only_initialization_and_only_for_a_minute() {
+async fn the_listing_answers_only_initialization_and_only_for_the_reuse_time() {
     let world = World::new();
     let names = world.launch(0..300, InstanceState::Running);
     let aws = world.aws();
