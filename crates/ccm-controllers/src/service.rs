@@ -119,6 +119,11 @@ struct Ctx<P: CloudProvider> {
     waits: Mutex<HashMap<String, cleanup::Wait>>,
     /// What drifted, by `namespace/name` of the Services queued to repair it.
     drift: Mutex<HashMap<String, String>>,
+    /// Services whose load balancer the last change (ensure or host update) left as wanted, none of theirs in
+    /// flight, each with the number of that change: all that drift detection may judge (see `drift::settled`).
+    settled: Mutex<HashMap<String, u64>>,
+    /// Numbers the changes recorded in `settled`.
+    changes: std::sync::atomic::AtomicU64,
     node_sync: Notify,
     /// One lock per Service, held by its sync (ensure or deletion) and by a node-sync host update of it, so
     /// that a host update never runs beside, or after, the deletion of the same load balancer (it would add
@@ -180,6 +185,8 @@ pub async fn run<P: CloudProvider>(
         last_synced: Mutex::default(),
         waits: Mutex::default(),
         drift: Mutex::default(),
+        settled: Mutex::default(),
+        changes: Default::default(),
         node_sync: Notify::new(),
         key_locks: Mutex::default(),
     });
@@ -279,6 +286,7 @@ async fn sync_within_deadline<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Resu
 async fn sync_service<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
     let key_lock = key_lock(ctx, key);
     let _held = key_lock.lock().await;
+    drift::unsettle(ctx, key);
     let result = sync_service_locked(ctx, key).await;
     if !lock(&ctx.cache).contains_key(key) {
         lock(&ctx.key_locks).remove(key);
@@ -432,6 +440,7 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
             Err(CloudError::ImplementedElsewhere) => return Ok(Op::Ensure),
             Err(e) => return Err(Error::cloud("failed to ensure load balancer", &key, e)),
         };
+        drift::settled(ctx, &key);
         for notice in &ensured.notices {
             let kind = if notice.warning {
                 EventType::Warning

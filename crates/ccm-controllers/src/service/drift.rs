@@ -3,8 +3,16 @@
 //! every ensured Service, which load balancers differ ([`LoadBalancer::drifted`], read in bulk by the AWS
 //! provider); only those are re-ensured, and the Service gets a Normal Event `LoadBalancerDriftRepaired`
 //! naming what changed once the ensure succeeded.
+//!
+//! Only settled load balancers are judged: those whose last ensure or host update succeeded, with none of
+//! their own in flight when the pass began or started before it ended. A listing taken beside a change may
+//! predate it (a load balancer still being created is "gone"), and that change leaves the load balancer as
+//! wanted anyway; judging it would re-ensure it for nothing and tell of a repair of what nobody changed.
 
-use std::sync::Arc;
+use std::{
+    collections::HashMap,
+    sync::{Arc, atomic::Ordering},
+};
 
 use ccm_cloud_provider::{CloudProvider, LoadBalancer};
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -33,13 +41,19 @@ pub(super) async fn detect<P: CloudProvider>(ctx: &Ctx<P>) {
     let Some(lb) = ctx.provider.load_balancer() else {
         return;
     };
-    let services: Vec<Arc<Service>> = {
-        let synced = lock(&ctx.last_synced);
-        lock(&ctx.cache)
+    let (services, judged): (Vec<Arc<Service>>, HashMap<String, u64>) = {
+        let settled = lock(&ctx.settled);
+        let mut judged = HashMap::new();
+        let services = lock(&ctx.cache)
             .iter()
-            .filter(|(key, svc)| synced.contains_key(*key) && wants_load_balancer(svc))
-            .map(|(_, svc)| svc.clone())
-            .collect()
+            .filter(|(_, svc)| wants_load_balancer(svc))
+            .filter_map(|(key, svc)| {
+                let change = *settled.get(key)?;
+                judged.insert(key.clone(), change);
+                Some(svc.clone())
+            })
+            .collect();
+        (services, judged)
     };
     if services.is_empty() {
         return;
@@ -65,10 +79,28 @@ pub(super) async fn detect<P: CloudProvider>(ctx: &Ctx<P>) {
         "drift detection pass"
     );
     for drift in drifts {
+        if lock(&ctx.settled).get(&drift.service) != judged.get(&drift.service) {
+            tracing::debug!(
+                service = drift.service,
+                "changed during the drift pass; not judged"
+            );
+            continue;
+        }
         tracing::info!(service = drift.service, what = ?drift.what, "load balancer drifted; re-ensuring it");
         lock(&ctx.drift).insert(drift.service.clone(), drift.what.join("; "));
         ctx.queue.add(&drift.service);
     }
+}
+
+/// Before a sync or host update of `key`: it is not judged until [`settled`] again.
+pub(super) fn unsettle<P: CloudProvider>(ctx: &Ctx<P>, key: &str) {
+    lock(&ctx.settled).remove(key);
+}
+
+/// After an ensure or host update of `key` succeeded: judged from the next pass on.
+pub(super) fn settled<P: CloudProvider>(ctx: &Ctx<P>, key: &str) {
+    let change = ctx.changes.fetch_add(1, Ordering::Relaxed);
+    lock(&ctx.settled).insert(key.to_owned(), change);
 }
 
 /// After a successful ensure of `svc`: the Event for the drift it repaired, if it was queued for one.

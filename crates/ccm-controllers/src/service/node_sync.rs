@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 
 use kube::runtime::reflector::ObjectRef;
 
-use super::{Ctx, host_set, key_lock, key_of, lock, stable_nodes, wants_load_balancer};
+use super::{Ctx, drift, host_set, key_lock, key_of, lock, stable_nodes, wants_load_balancer};
 use crate::{
     ErrorChain,
     events::{EventType, service_reference},
@@ -61,11 +61,14 @@ pub(super) async fn sync_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
                 return;
             }
             // A host update that outlasts the deadline is abandoned; a full sync of that Service follows.
+            drift::unsettle(ctx, &key);
             let updated =
                 tokio::time::timeout(ctx.config.reconcile_deadline, update_hosts(ctx, lb, &svc, &refs))
                     .await
                     .unwrap_or(false);
-            if !updated {
+            if updated {
+                drift::settled(ctx, &key);
+            } else {
                 ctx.queue.add(&key);
             }
         })

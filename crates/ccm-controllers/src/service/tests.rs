@@ -457,6 +457,8 @@ mod scripted {
             last_synced: Mutex::default(),
             waits: Mutex::default(),
             drift: Mutex::default(),
+            settled: Mutex::default(),
+            changes: Default::default(),
             node_sync: Notify::new(),
             key_locks: Mutex::default(),
         };
@@ -854,6 +856,57 @@ mod scripted {
         // Repaired: the next pass finds nothing.
         drift::detect(&h.ctx).await;
         assert_eq!(h.ctx.queue.len(), 0);
+    }
+
+    /// Found by the 5,000-Node scale run: a drift pass beside the creation of a load balancer listed the
+    /// region before the creation and re-ensured the new load balancer as "gone", with an Event telling of a
+    /// repair. A pass judges only load balancers settled when it began and not changed before it ended.
+    #[tokio::test(start_paused = true)]
+    async fn drift_detection_leaves_out_load_balancers_being_changed() {
+        let svc = |name: &str| {
+            with(|s| {
+                s.metadata.name = Some(name.into());
+                s.metadata.uid = Some(format!("uid-{name}"));
+                finalized(s);
+            })
+        };
+        let h = harness(|_| None, vec![svc("svc1"), svc("svc2")], vec![named_node("n1")]);
+        sync_service(&h.ctx, "ns/svc1").await.unwrap();
+        h.provider.clear_calls();
+
+        // svc2's first ensure is in flight when the pass begins: only svc1 is asked about.
+        h.provider.set_delay(Duration::from_secs(10));
+        let ensure = sync_service(&h.ctx, "ns/svc2");
+        let pass = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            drift::detect(&h.ctx).await;
+        };
+        let (ensured, ()) = tokio::join!(ensure, pass);
+        ensured.unwrap();
+        assert_eq!(h.provider.batch_sizes(Method::DriftedLoadBalancers), [1]);
+
+        // svc1 is ensured again while the pass lists: what the listing shows of it is not judged.
+        h.provider.clear_calls();
+        h.provider
+            .set_drift("ns/svc1", vec!["Classic ELB of svc1 is gone".into()]);
+        let pass = drift::detect(&h.ctx);
+        let ensure = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            sync_service(&h.ctx, "ns/svc1").await.unwrap();
+        };
+        tokio::join!(pass, ensure);
+        assert_eq!(h.provider.batch_sizes(Method::DriftedLoadBalancers), [2]);
+        assert_eq!(h.ctx.queue.len(), 0, "nothing queued");
+        assert!(lock(&h.ctx.drift).is_empty(), "no repair to tell of");
+
+        // Settled again: the next pass judges both.
+        h.provider.set_delay(Duration::ZERO);
+        h.provider.clear_calls();
+        h.provider
+            .set_drift("ns/svc2", vec!["listener 80 missing".into()]);
+        drift::detect(&h.ctx).await;
+        assert_eq!(h.provider.batch_sizes(Method::DriftedLoadBalancers), [2]);
+        assert_eq!(h.ctx.queue.len(), 1);
     }
 
     /// A provider that stops answering holds a sync only until the reconcile deadline: the sync fails (and is
