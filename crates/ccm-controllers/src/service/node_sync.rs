@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 
 use kube::runtime::reflector::ObjectRef;
 
-use super::{Ctx, drift, host_set, key_lock, key_of, lock, stable_nodes, wants_load_balancer};
+use super::{Ctx, drift, key_lock, key_of, lock, shared_host_set, stable_nodes, wants_load_balancer};
 use crate::{
     ErrorChain,
     events::{EventType, service_reference},
@@ -47,7 +47,7 @@ pub(super) async fn sync_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
             }
             let nodes = stable_nodes(ctx);
             let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
-            let hosts = host_set(&refs);
+            let hosts = shared_host_set(ctx, &refs);
             let old = {
                 let mut last = lock(&ctx.last_synced);
                 // Not ensured yet (or being ensured): that sync uses the current nodes.

@@ -455,6 +455,7 @@ mod scripted {
             queue: WorkQueue::default(),
             cache: Mutex::default(),
             last_synced: Mutex::default(),
+            latest_hosts: Mutex::default(),
             waits: Mutex::default(),
             drift: Mutex::default(),
             settled: Mutex::default(),
@@ -907,6 +908,35 @@ mod scripted {
         drift::detect(&h.ctx).await;
         assert_eq!(h.provider.batch_sizes(Method::DriftedLoadBalancers), [2]);
         assert_eq!(h.ctx.queue.len(), 1);
+    }
+
+    /// Found by the 5,000-Node scale run: the controller kept a copy of the whole host set per Service (about
+    /// 650 KB at 5,000 Nodes), so its memory grew by that much with every load balancer. Services given the
+    /// same nodes now share one set, by ensure and by host update alike.
+    #[tokio::test]
+    async fn services_given_the_same_nodes_share_one_host_set() {
+        let svc = |name: &str| {
+            with(|s| {
+                s.metadata.name = Some(name.into());
+                s.metadata.uid = Some(format!("uid-{name}"));
+                finalized(s);
+            })
+        };
+        let mut h = harness(|_| None, vec![svc("svc1"), svc("svc2")], vec![named_node("n1")]);
+        sync_service(&h.ctx, "ns/svc1").await.unwrap();
+        sync_service(&h.ctx, "ns/svc2").await.unwrap();
+        let shared = |h: &Harness| {
+            let last = lock(&h.ctx.last_synced);
+            Arc::ptr_eq(&last["ns/svc1"], &last["ns/svc2"])
+        };
+        assert!(shared(&h), "after their ensures");
+
+        h.nodes
+            .apply_watcher_event(&watcher::Event::Apply(named_node("n2")));
+        node_sync::sync_nodes(&h.ctx).await;
+        assert_eq!(lock(&h.ctx.last_synced)["ns/svc1"].len(), 2);
+        assert!(shared(&h), "after a host update of both");
+        drop(h.services);
     }
 
     /// A provider that stops answering holds a sync only until the reconcile deadline: the sync fails (and is
