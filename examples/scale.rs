@@ -68,6 +68,10 @@ struct Cli {
     /// The commit named on the page; default: `git rev-parse --short HEAD` here.
     #[arg(long)]
     commit: Option<String>,
+    /// A flag given to the CCM in both patterns (repeatable), e.g. `--aws-client-rate-limits-off` for a
+    /// memory run that creates its load balancers in minutes; the page names it.
+    #[arg(long = "ccm-flag", value_name = "FLAG", allow_hyphen_values = true)]
+    ccm_flags: Vec<String>,
 }
 
 /// What every pattern is run with.
@@ -104,7 +108,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let ours = Pattern {
         label: "this CCM",
-        flags: Vec::new(),
+        flags: cli.ccm_flags.clone(),
     };
     let upstream = Pattern {
         label: "upstream pattern",
@@ -116,7 +120,9 @@ async fn main() -> anyhow::Result<()> {
             "--load-balancer-resync-period=0",
         ]
         .map(str::to_owned)
-        .to_vec(),
+        .into_iter()
+        .chain(cli.ccm_flags.iter().cloned())
+        .collect(),
     };
     let progress = report::Progress {
         page: cli.write.clone(),
@@ -124,7 +130,7 @@ async fn main() -> anyhow::Result<()> {
             commit: cli.commit.clone().unwrap_or_else(meta::commit),
             date: meta::command("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
             machine: meta::machine(),
-            setup: meta::setup(&params, &bin, &upstream.flags, up_env.is_some()),
+            setup: meta::setup(&params, &bin, &ours.flags, &upstream.flags, up_env.is_some()),
         },
         figures: Default::default(),
     };

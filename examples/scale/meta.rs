@@ -65,12 +65,17 @@ pub fn machine() -> String {
 }
 
 /// How the run was set up, for the page.
-pub fn setup(p: &Params, bin: &Path, flags: &[String], parallel: bool) -> String {
+pub fn setup(p: &Params, bin: &Path, ours: &[String], flags: &[String], parallel: bool) -> String {
+    let ours = if ours.is_empty() {
+        "its defaults".to_owned()
+    } else {
+        format!("`{}`", ours.join(" "))
+    };
     format!(
         "Binary `{}`; {} Nodes, Services {:?} (odd-numbered NLBs, even Classic ELBs, one TCP port each, \
          each targeting one pool of {} Nodes); steady window {} s after {} s of settling. AWS: moto 5.2.5 for \
          every figure (no in-memory implementation was needed); Kubernetes: kube-apiserver 1.20.2 with etcd. \
-         Upstream pattern flags: `{}`. {}",
+         This CCM's flags: {ours}. Upstream pattern flags: `{}`. {}",
         bin.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
         p.nodes,
         p.services,

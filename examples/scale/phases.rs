@@ -20,6 +20,9 @@ use crate::{
 /// Called with a pattern's figures after each of its phases.
 pub type Report<'a> = &'a (dyn Fn(&Figures) + Sync);
 
+/// Flags of `aws-cloud-controller-manager` alone, which the write floor's `custom-provider` does not take.
+const AWS_ONLY_FLAGS: [&str; 2] = ["--lb-host-update-full-ensure", "--aws-client-rate-limits-off"];
+
 /// A configuration of the same binary.
 pub struct Pattern {
     pub label: &'static str,
@@ -114,9 +117,9 @@ async fn write_floor(
         .collect();
     let config = fleet.dir.join("machines");
     std::fs::write(&config, machines)?;
-    // The runtime's flags are the same; the AWS binary's own (how it updates load balancers) do not apply.
+    // The runtime's flags are the same; the AWS binary's own (how it calls AWS) do not apply.
     let flags: Vec<String> = (pattern.flags.iter())
-        .filter(|f| !f.starts_with("--lb-host-update-full-ensure"))
+        .filter(|f| !AWS_ONLY_FLAGS.iter().any(|aws| f.starts_with(aws)))
         .cloned()
         .collect();
     let floor_bin = bin.with_file_name("custom-provider");
