@@ -1,4 +1,5 @@
-"""moto's server, answering ELBv2 creates as AWS does when the same thing is created twice.
+"""moto's server, answering ELBv2 creates as AWS does when the same thing is created twice, and paging
+DescribeInstances listings by instance as AWS does.
 
 AWS documents CreateLoadBalancer, CreateTargetGroup and CreateListener (ELBv2) as idempotent: a second call
 with the same settings succeeds and answers the existing resource; other settings fail with
@@ -8,8 +9,15 @@ group name twice. A retried call whose first answer was lost (a connection reset
 or two leaders creating the same load balancer then leave duplicates AWS never makes (a second NLB the CCM
 cannot see by name is a leak to it). This launcher wraps those three backend methods and starts the server;
 everything else is moto unchanged. scripts/testenv.sh starts moto with it.
+
+A DescribeInstances listing with MaxResults answers at most that many instances a page on AWS; moto 5.2.5
+counts reservations instead, so 5,000 instances launched 250 at a time came back in one page: one call where
+AWS makes five, and a response five times the size of AWS's largest (which inflated the CCM's peak memory in
+the scale harness). Listings with MaxResults are paged by instance here; a reservation split across pages
+appears in each with its part of the instances, as on AWS.
 """
 
+import copy
 import sys
 
 from moto.elbv2 import models
@@ -18,6 +26,8 @@ from moto.elbv2.exceptions import (
     DuplicateLoadBalancerName,
     DuplicateTargetGroupName,
 )
+from moto.core.responses import ActionResult
+from moto.ec2.responses.instances import InstanceResponse
 from moto.server import main
 
 Backend = models.ELBv2Backend
@@ -69,6 +79,30 @@ def create_listener(self, load_balancer_arn, protocol, port, ssl_policy, certifi
                             **kwargs)
 
 
+_describe_instances = InstanceResponse.describe_instances
+
+
+def describe_instances(self):
+    max_results = self._get_param("MaxResults")
+    if max_results is None or "InstanceId.1" in self.data:
+        return _describe_instances(self)
+    self.error_on_dryrun()
+    reservations = self.ec2_backend.describe_instances(filters=self._filters_from_querystring())
+    pairs = [(r, i) for r in reservations for i in r.instances]
+    start = int(self._get_param("NextToken") or 0)
+    end = start + int(max_results)
+    parts = []
+    for reservation, instance in pairs[start:end]:
+        if not parts or parts[-1].id != reservation.id:
+            part = copy.copy(reservation)
+            part.instances = []
+            parts.append(part)
+        parts[-1].instances.append(instance)
+    next_token = str(end) if len(pairs) > end else None
+    return ActionResult({"Reservations": parts, "NextToken": next_token})
+
+
+InstanceResponse.describe_instances = describe_instances
 Backend.create_load_balancer = create_load_balancer
 Backend.create_target_group = create_target_group
 Backend.create_listener = create_listener

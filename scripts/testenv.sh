@@ -54,7 +54,8 @@ up() {
     --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
     --initial-cluster "testenv=http://127.0.0.1:$etcd_peer" --listen-metrics-urls "" \
     --quota-backend-bytes 4294967296
-  # moto-server.py: moto's server with AWS's answer to an ELBv2 resource created twice (see the file).
+  # moto-server.py: moto's server with AWS's answer to an ELBv2 resource created twice and AWS's paging of
+  # DescribeInstances listings (see the file).
   start moto "$dir/moto.log" env MOTO_ALLOW_NONEXISTENT_REGION=false "$MOTO_VENV/bin/python3" "$here/moto-server.py" \
     -H 127.0.0.1 -p "$moto_port"
   wait_http etcd "http://127.0.0.1:$etcd_port/health" 30 "$dir/etcd.pid" "$dir/etcd.log"

@@ -58,6 +58,46 @@ async fn instances_by_id_and_by_filter() {
     assert!(none.is_empty());
 }
 
+/// The test environment's moto (scripts/moto-server.py) pages a listing by instance, as AWS does: plain moto
+/// counts reservations, so 5,000 instances launched 250 at a time came back in one page where AWS makes five.
+#[tokio::test]
+async fn moto_pages_a_listing_by_instance_as_aws_does() {
+    let fx = fixture("ec2-paging", 7).await;
+    let ec2 = raw_ec2().await;
+    let filter = aws_sdk_ec2::types::Filter::builder()
+        .name("tag:Name")
+        .values(&fx.name)
+        .build();
+    let (mut pages, mut token, mut seen) = (Vec::new(), None, Vec::new());
+    loop {
+        let page = ec2
+            .describe_instances()
+            .filters(filter.clone())
+            .max_results(5)
+            .set_next_token(token)
+            .send()
+            .await
+            .unwrap();
+        let ids: Vec<String> = page
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter_map(|i| i.instance_id().map(str::to_owned))
+            .collect();
+        pages.push(ids.len());
+        seen.extend(ids);
+        token = page.next_token().map(str::to_owned);
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(pages, [5, 2], "one reservation of 7 instances, 5 a page");
+    seen.sort();
+    let mut launched = fx.instance_ids.clone();
+    launched.sort();
+    assert_eq!(seen, launched);
+}
+
 #[tokio::test]
 async fn source_dest_check_and_not_found() {
     let fx = fixture("ec2-sdc", 1).await;
