@@ -29,7 +29,8 @@ pub fn diff(after: &Calls, before: &Calls) -> Calls {
 
 /// Every operation's count together.
 pub fn total(calls: &Calls) -> f64 {
-    calls.values().sum()
+    // Not `sum()`: the empty sum of floats is -0.0, which the page printed as "-0" calls.
+    calls.values().fold(0.0, |a, b| a + b)
 }
 
 pub struct Ccm {
@@ -139,5 +140,13 @@ impl Ccm {
             .args(["-TERM", &self.child.id().to_string()])
             .status()?;
         Ok(self.child.wait()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn no_calls_print_as_zero() {
+        assert_eq!(format!("{:.0}", super::total(&super::Calls::new())), "0");
     }
 }
