@@ -34,11 +34,6 @@ struct Cli {
     aws_client_rate_limits_off: bool,
 }
 
-/// mimalloc rather than glibc's malloc, whose per-thread arenas kept freed memory: at 5,000 Nodes and 1,000
-/// Services the peak RSS was over the 100 MiB goal with glibc (docs/performance.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 const TAGGING: &str = "tagging";
 
 #[tokio::main]
