@@ -1,6 +1,7 @@
 //! A burst of 1,000 uninitialized nodes (as after a fail-over, or a cluster created at once), half named by
 //! instance ID and half by private DNS name, initialized by the generic cloud-node controller on `AwsCloud`: at most
-//! 2 DescribeInstances calls, counted by the adapter. Prints the calls and the wall time. Named `e2e_*` so that it
+//! 2 DescribeInstances calls, counted by the adapter: the cluster (with the CCM's own instance) holds 1,001
+//! instances, two listing pages of 1,000, which also answer the Nodes named by ID. Prints the calls and the wall time. Named `e2e_*` so that it
 //! runs alone, after the parallel group: it loads moto with 1,000 instances.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -66,9 +67,11 @@ async fn a_burst_of_1000_nodes_costs_at_most_two_describe_instances() {
         metrics.snapshot().api_writes,
         elapsed.as_secs_f64()
     );
+    // Cleaned up before the verdict: 1,000 Nodes left behind by a failure made every later e2e test's CCM
+    // register them all.
+    f.cleanup().await;
     assert!(
         describes <= 2,
         "{describes} DescribeInstances for a burst of {NODES} nodes"
     );
-    f.cleanup().await;
 }

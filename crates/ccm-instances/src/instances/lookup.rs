@@ -104,8 +104,20 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             fargate_ips = ips.len(),
             "looking up instances"
         );
-        let (by_id, by_name, by_ip) =
-            tokio::join!(self.by_ids(ids), self.by_names(names, reuse), self.by_ips(ips));
+        // A listing made for the names holds the cluster's instances: the IDs it shows need no call of their own
+        // (a burst of Nodes named both ways would otherwise pay a by-ID call beside the listing).
+        let by_name_then_id = async {
+            let (by_name, listed) = self.by_names(names, reuse).await;
+            let mut by_id = HashMap::new();
+            for i in listed {
+                if ids.remove(&i.id) {
+                    by_id.insert(i.id.clone(), Ok(Found::Instance(i)));
+                }
+            }
+            by_id.extend(self.by_ids(ids).await);
+            (by_id, by_name)
+        };
+        let ((by_id, by_name), by_ip) = tokio::join!(by_name_then_id, self.by_ips(ips));
         targets
             .iter()
             .map(|t| match t {
@@ -141,7 +153,12 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
 
     /// Looks names up: from the recent listing when `reuse` allows, then by name or with a new listing,
     /// whichever costs fewer calls. Only the cluster's instances match when its tag is known (as upstream).
-    async fn by_names(&self, names: BTreeSet<String>, reuse: Reuse) -> HashMap<String, Lookup> {
+    /// Also returns the instances of a listing made here that no name matched.
+    async fn by_names(
+        &self,
+        names: BTreeSet<String>,
+        reuse: Reuse,
+    ) -> (HashMap<String, Lookup>, Vec<Instance>) {
         let mut out = HashMap::with_capacity(names.len());
         let listable = self.config.cluster.as_ref().is_some_and(|c| !c.legacy());
         let mut names: Vec<String> = names.into_iter().collect();
@@ -163,7 +180,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             }
         }
         if names.is_empty() {
-            return out;
+            return (out, Vec::new());
         }
         let by_name = !listable
             || self
@@ -180,11 +197,12 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                 let answer = self.ec2.instances(&filters).await;
                 self.match_names(answer, chunk, &mut out);
             }
+            (out, Vec::new())
         } else {
             let answer = self.list_cluster().await;
-            self.match_names(answer, &names, &mut out);
+            let rest = self.match_names(answer, &names, &mut out);
+            (out, rest)
         }
-        out
     }
 
     /// Lists the cluster's live instances and keeps the listing for later batches.
@@ -225,13 +243,14 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         Ok(tagged)
     }
 
-    /// Answers `names` from one call's `answer`: the instance of each name, missing, or an error.
+    /// Answers `names` from one call's `answer`: the instance of each name, missing, or an error. Returns the
+    /// cluster's instances of the answer that no name matched.
     fn match_names(
         &self,
         answer: ccm_aws_api::Result<Vec<Instance>>,
         names: &[String],
         out: &mut HashMap<String, Lookup>,
-    ) {
+    ) -> Vec<Instance> {
         let instances = match answer {
             Ok(instances) => instances,
             Err(e) => {
@@ -240,19 +259,21 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                     let what = format!("failed to get instance by private DNS name {name}");
                     out.insert(name.clone(), Err(InstancesError::aws(what, e.clone())));
                 }
-                return;
+                return Vec::new();
             }
         };
         let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
         let mut matches: HashMap<&str, Vec<Instance>> = HashMap::new();
+        let mut rest = Vec::new();
         for i in instances {
             if let Some(c) = &self.config.cluster
                 && !c.is_tagged(&i.tags)
             {
                 continue;
             }
-            if let Some(name) = i.private_dns_name.as_deref().and_then(|d| wanted.get(d)) {
-                matches.entry(name).or_default().push(i);
+            match i.private_dns_name.as_deref().and_then(|d| wanted.get(d)) {
+                Some(name) => matches.entry(name).or_default().push(i),
+                None => rest.push(i),
             }
         }
         for name in names {
@@ -266,6 +287,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             };
             out.insert(name.clone(), found);
         }
+        rest
     }
 
     async fn by_ips(&self, ips: BTreeSet<IpAddr>) -> HashMap<IpAddr, Lookup> {

@@ -140,6 +140,28 @@ async fn a_burst_paced_by_the_kubernetes_writes_lists_the_cluster_once() {
     );
 }
 
+/// A batch of Nodes named both ways (half by instance ID, half by private DNS name) whose names need a listing:
+/// the listing answers the IDs too, so a 1,000-Node burst in a cluster of 1,001 instances costs the listing's two
+/// pages, not a third call by ID (the moto test `e2e_node_burst`).
+#[tokio::test]
+async fn a_listing_made_for_the_names_answers_the_ids_of_the_batch() {
+    let world = World::new();
+    let names = world.launch(0..1000, InstanceState::Running);
+    let aws = world.aws();
+    // The mock answers no lookup by ID: one would fail the test.
+    let batch: Vec<String> = (0..1000)
+        .map(|k| {
+            if k % 2 == 0 {
+                format!("i-{k:017x}")
+            } else {
+                names[k].clone()
+            }
+        })
+        .collect();
+    initialize(&aws, &batch).await;
+    assert_eq!(world.take_calls(), [Call::Listing]);
+}
+
 #[tokio::test]
 async fn names_the_listing_lacks_are_asked_by_name_while_that_is_fewer_calls() {
     let world = World::new();
