@@ -27,6 +27,10 @@ pub fn diff(after: &Calls, before: &Calls) -> Calls {
         .collect()
 }
 
+/// glibc's malloc settings of the CCM image (deploy/docker/aws-cloud-controller-manager.Dockerfile), so that the
+/// harness measures the memory the image runs with.
+pub const IMAGE_MALLOC: [(&str, &str); 2] = [("MALLOC_ARENA_MAX", "1"), ("MALLOC_MMAP_THRESHOLD_", "131072")];
+
 /// Every operation's count together.
 pub fn total(calls: &Calls) -> f64 {
     // Not `sum()`: the empty sum of floats is -0.0, which the page printed as "-0" calls.
@@ -68,6 +72,7 @@ impl Ccm {
             .env("AWS_ACCESS_KEY_ID", "scale")
             .env("AWS_SECRET_ACCESS_KEY", "scale")
             .env("AWS_EC2_METADATA_DISABLED", "true")
+            .envs(IMAGE_MALLOC)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&log)?)
             .stderr(std::fs::File::create(dir.join(format!("{provider}.err")))?)
@@ -145,6 +150,19 @@ impl Ccm {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_harness_runs_the_ccm_with_the_images_malloc_settings() {
+        let dockerfile = include_str!("../../deploy/docker/aws-cloud-controller-manager.Dockerfile");
+        let settings: Vec<String> = super::IMAGE_MALLOC
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        assert!(
+            dockerfile.contains(&format!("\nENV {}\n", settings.join(" "))),
+            "the image's ENV line differs from {settings:?}"
+        );
+    }
+
     #[test]
     fn no_calls_print_as_zero() {
         assert_eq!(format!("{:.0}", super::total(&super::Calls::new())), "0");
