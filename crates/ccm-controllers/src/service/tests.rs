@@ -472,6 +472,15 @@ mod scripted {
         }
     }
 
+    /// A finalized LoadBalancer Service `ns/<name>` with its own UID.
+    fn svc(name: &str) -> Service {
+        with(|s| {
+            s.metadata.name = Some(name.into());
+            s.metadata.uid = Some(format!("uid-{name}"));
+            finalized(s);
+        })
+    }
+
     fn finalized(s: &mut Service) {
         s.metadata.finalizers = Some(vec![FINALIZER_LB_CLEANUP.into()]);
     }
@@ -801,13 +810,6 @@ mod scripted {
     /// says what was repaired once the ensure succeeded; a pass without drift changes nothing.
     #[tokio::test]
     async fn drift_detection_re_ensures_only_drifted_load_balancers() {
-        let svc = |name: &str| {
-            with(|s| {
-                s.metadata.name = Some(name.into());
-                s.metadata.uid = Some(format!("uid-{name}"));
-                finalized(s);
-            })
-        };
         let h = harness(|_| None, vec![svc("svc1"), svc("svc2")], vec![named_node("n1")]);
         sync_service(&h.ctx, "ns/svc1").await.unwrap();
         sync_service(&h.ctx, "ns/svc2").await.unwrap();
@@ -864,13 +866,6 @@ mod scripted {
     /// repair. A pass judges only load balancers settled when it began and not changed before it ended.
     #[tokio::test(start_paused = true)]
     async fn drift_detection_leaves_out_load_balancers_being_changed() {
-        let svc = |name: &str| {
-            with(|s| {
-                s.metadata.name = Some(name.into());
-                s.metadata.uid = Some(format!("uid-{name}"));
-                finalized(s);
-            })
-        };
         let h = harness(|_| None, vec![svc("svc1"), svc("svc2")], vec![named_node("n1")]);
         sync_service(&h.ctx, "ns/svc1").await.unwrap();
         h.provider.clear_calls();
@@ -915,13 +910,6 @@ mod scripted {
     /// same nodes now share one set, by ensure and by host update alike.
     #[tokio::test]
     async fn services_given_the_same_nodes_share_one_host_set() {
-        let svc = |name: &str| {
-            with(|s| {
-                s.metadata.name = Some(name.into());
-                s.metadata.uid = Some(format!("uid-{name}"));
-                finalized(s);
-            })
-        };
         let mut h = harness(|_| None, vec![svc("svc1"), svc("svc2")], vec![named_node("n1")]);
         sync_service(&h.ctx, "ns/svc1").await.unwrap();
         sync_service(&h.ctx, "ns/svc2").await.unwrap();
@@ -967,13 +955,6 @@ mod scripted {
     /// added meanwhile reaches every load balancer on the next pass.
     #[tokio::test(start_paused = true)]
     async fn slow_node_sync_neither_blocks_nor_loses_later_changes() {
-        let svc = |name: &str| {
-            with(|s| {
-                s.metadata.name = Some(name.into());
-                s.metadata.uid = Some(format!("uid-{name}"));
-                finalized(s);
-            })
-        };
         let mut h = harness(|_| None, vec![svc("svc1"), svc("svc2")], vec![named_node("n1")]);
         sync_service(&h.ctx, "ns/svc1").await.unwrap();
         sync_service(&h.ctx, "ns/svc2").await.unwrap();
