@@ -4,6 +4,9 @@
 //! only single request is a listing of the whole cluster (its tag). A burst of new Nodes arrives in several
 //! batches, and each batch would list the whole cluster again; so the last listing answers later batches for
 //! [`LISTING_REUSE`], and names it does not hold are asked by name when that is fewer calls than a new listing.
+//! Until a listing has shown the cluster's size, only the first batch is asked by name: a burst's first batches
+//! are small (the Nodes registered before the controller looked), and asking each by name would cost a call
+//! apiece on top of the listing the burst needs anyway.
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet},
@@ -48,6 +51,8 @@ pub(super) struct ClusterListing {
     recent: Option<(Instant, HashMap<String, Instance>)>,
     /// Live instances with the cluster tag at the last listing: what a new listing would cost.
     size: Option<usize>,
+    /// Whether a batch was asked by name while the size was unknown.
+    asked_blind: bool,
 }
 
 impl ClusterListing {
@@ -63,12 +68,18 @@ impl ClusterListing {
         self.recent.as_ref().map(|(_, by_name)| by_name)
     }
 
-    /// Whether `names` cost no more calls asked by name (200 per call) than listed (1,000 per page): at equal
-    /// cost the answers by name are the smaller.
-    fn by_name_is_cheaper(&self, names: usize) -> bool {
+    /// Whether to ask for `names` by name rather than list the cluster. With the size known: when that costs no
+    /// more calls (200 names per call against 1,000 instances per page; at equal cost the answers by name are
+    /// the smaller). Unknown: for the first batch of at most 200 names only (a lone Node joining costs one
+    /// call); a second batch means a burst, whose listing also learns the size.
+    fn asks_by_name(&mut self, names: usize) -> bool {
         match self.size {
             Some(size) => names.div_ceil(VALUES_PER_FILTER) <= size.max(1).div_ceil(INSTANCES_PER_PAGE),
-            None => names <= VALUES_PER_FILTER,
+            None if self.asked_blind || names > VALUES_PER_FILTER => false,
+            None => {
+                self.asked_blind = true;
+                true
+            }
         }
     }
 }
@@ -187,7 +198,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                 .listing
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .by_name_is_cheaper(names.len());
+                .asks_by_name(names.len());
         if by_name {
             for chunk in names.chunks(VALUES_PER_FILTER) {
                 let filters = [

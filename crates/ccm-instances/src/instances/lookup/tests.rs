@@ -118,6 +118,29 @@ async fn a_burst_of_5000_nodes_lists_the_cluster_once() {
     assert_eq!(calls[1], Call::Listing);
 }
 
+/// The 5,000-Node scale run's burst began with two small batches (10, then 26 Nodes) before the big ones: asked
+/// by name, the second cost a seventh call beside the listing's five pages. Only the first goes by name.
+#[tokio::test]
+async fn a_burst_whose_first_batches_are_small_asks_by_name_only_once() {
+    let world = World::new();
+    let names = world.launch(0..5000, InstanceState::Running);
+    let aws = world.aws();
+    let mut start = 0;
+    for size in [10, 26, 964, 1000, 1000, 1000, 1000] {
+        initialize(&aws, &names[start..start + size]).await;
+        start += size;
+    }
+    assert_eq!(start, 5000);
+    assert_eq!(
+        world.take_calls(),
+        [Call::ByName(names[..10].to_vec()), Call::Listing]
+    );
+    // The size is known now: a Node joining later is asked by name again (one call, not five pages).
+    let late = world.launch(5000..5001, InstanceState::Running);
+    initialize(&aws, &late).await;
+    assert_eq!(world.take_calls(), [Call::ByName(late)]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_burst_paced_by_the_kubernetes_writes_lists_the_cluster_once() {
     let world = World::new();
