@@ -15,8 +15,11 @@ use ccm_testing::{
 pub struct Fleet {
     /// The cluster ID (`KubernetesClusterID`), also the value of the Nodes' `scale` label.
     pub id: String,
-    /// Every instance launched, in order; the harness makes Nodes of the first ones.
+    /// The instances of the burst's Nodes, in order.
     pub instances: Vec<Launched>,
+    network: Network,
+    /// The cluster tag's key, for an instance launched later.
+    key: String,
     /// The cloud config of the CCM.
     pub config: PathBuf,
     /// Where the CCM logs.
@@ -86,11 +89,23 @@ impl Fleet {
         Ok(Self {
             id,
             instances,
+            network,
+            key,
             config,
             dir,
             lbs: LoadBalancers::connect(env).await,
             _proxy: proxy,
         })
+    }
+
+    /// Launches one more instance of the cluster, for a Node joining after the burst: as an autoscaler does, when
+    /// it joins, so that the burst's listing holds the burst's instances only (with one more, 5,000 Nodes' listing
+    /// is six pages, not five).
+    pub async fn launch_one(&self, env: &TestEnv) -> anyhow::Result<Launched> {
+        let raw = ec2::client(env).await;
+        let owned = [(self.key.as_str(), "owned")];
+        let mut launched = ec2::launch(&raw, &self.network, 1, &owned).await?;
+        launched.pop().context("RunInstances launched nothing")
     }
 
     /// The instances registered with the load balancer `name` (an NLB's targets when `nlb`), sorted.

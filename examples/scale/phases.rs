@@ -42,8 +42,8 @@ pub async fn run(
     let client = env.kube_client().await?;
     let (nodes, services): (Api<Node>, Api<Service>) =
         (Api::all(client.clone()), Api::namespaced(client, "default"));
-    say(&format!("launching {} instances in moto", p.nodes + 1));
-    let fleet = Fleet::create(env, p.nodes + 1).await?;
+    say(&format!("launching {} instances in moto", p.nodes));
+    let fleet = Fleet::create(env, p.nodes).await?;
     let group = fleet.id.clone();
     let selector = ListParams::default().labels(&format!("scale={group}"));
     let pools = (p.nodes / p.pool.max(1)).max(1);
@@ -63,6 +63,7 @@ pub async fn run(
     ));
     let mut ccm = Ccm::start(bin, "aws", env, &fleet.config, &fleet.dir, &pattern.flags).await?;
     let result = measure(
+        env,
         &mut f,
         &mut ccm,
         &fleet,
@@ -139,6 +140,7 @@ async fn write_floor(
 
 #[allow(clippy::too_many_arguments)]
 async fn measure(
+    env: &TestEnv,
     f: &mut Figures,
     ccm: &mut Ccm,
     fleet: &Fleet,
@@ -180,7 +182,7 @@ async fn measure(
             steady(f, ccm, p).await?;
             f.phase = Phase::Steady;
             report(f);
-            churn(f, ccm, fleet, nodes, &lbs, p, report).await?;
+            churn(env, f, ccm, fleet, nodes, &lbs, p, report).await?;
         } else {
             tokio::time::sleep(p.settle).await;
         }
@@ -208,9 +210,11 @@ async fn steady(f: &mut Figures, ccm: &Ccm, p: &Params) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A Node joins pool 0 (its instance launched beforehand), then leaves: the calls each costs beyond the steady
+/// A Node joins pool 0 (its instance launched just before), then leaves: the calls each costs beyond the steady
 /// rate, and the time until every load balancer of the pool has (then no longer has) the instance.
+#[allow(clippy::too_many_arguments)]
 async fn churn(
+    env: &TestEnv,
     f: &mut Figures,
     ccm: &Ccm,
     fleet: &Fleet,
@@ -219,10 +223,7 @@ async fn churn(
     p: &Params,
     report: Report<'_>,
 ) -> anyhow::Result<()> {
-    let instance = fleet
-        .instances
-        .last()
-        .ok_or_else(|| anyhow::anyhow!("no instance to join"))?;
+    let instance = &fleet.launch_one(env).await?;
     let pool: Vec<&Lb> = lbs.iter().filter(|lb| lb.pool == 0).collect();
     f.affected = (pool.len(), pool.iter().filter(|lb| lb.nlb).count());
     let node = cluster::node(instance, &fleet.id, 0, true)?;
