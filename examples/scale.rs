@@ -114,6 +114,7 @@ async fn main() -> anyhow::Result<()> {
         label: "upstream pattern",
         flags: [
             "--node-lookup-batch-size=1",
+            "--aws-instance-listing-off",
             "--concurrent-node-syncs=1",
             "--concurrent-service-syncs=1",
             "--lb-host-update-full-ensure",

@@ -21,7 +21,11 @@ use crate::{
 pub type Report<'a> = &'a (dyn Fn(&Figures) + Sync);
 
 /// Flags of `aws-cloud-controller-manager` alone, which the write floor's `custom-provider` does not take.
-const AWS_ONLY_FLAGS: [&str; 2] = ["--lb-host-update-full-ensure", "--aws-client-rate-limits-off"];
+const AWS_ONLY_FLAGS: [&str; 3] = [
+    "--lb-host-update-full-ensure",
+    "--aws-client-rate-limits-off",
+    "--aws-instance-listing-off",
+];
 
 /// A configuration of the same binary.
 pub struct Pattern {

@@ -220,6 +220,15 @@ where
         self
     }
 
+    /// Nodes named by private DNS name always asked by name, never answered by a listing of the cluster, as
+    /// the Go provider's call pattern; for the scale harness's side-by-side measurement (the binary's hidden
+    /// `--aws-instance-listing-off`).
+    #[must_use]
+    pub fn with_cluster_listing(mut self, on: bool) -> Self {
+        self.instances = self.instances.with_cluster_listing(on);
+        self
+    }
+
     /// The EC2 port (shared with the provider controllers, e.g. tagging).
     pub fn ec2(&self) -> &E {
         &self.ec2

@@ -60,6 +60,9 @@ pub struct InstancesConfig {
     pub cluster: Option<ClusterTags>,
     /// The cluster's VPC: Fargate interfaces are looked for there only. `None` looks in every VPC.
     pub vpc_id: Option<VpcId>,
+    /// Whether many private DNS names may be answered by one listing of the cluster (default true). Off, names
+    /// are always asked by name, 200 a call, as the Go provider does: only for measuring its call pattern.
+    pub cluster_listing: bool,
 }
 
 /// InstancesV2 for AWS, generic over the EC2 port. See the crate documentation for the rules.
@@ -102,6 +105,7 @@ impl InstancesConfig {
             topology_instance_types: default_topology_pattern(),
             cluster: None,
             vpc_id: None,
+            cluster_listing: true,
         }
     }
 
@@ -132,6 +136,13 @@ impl InstancesConfig {
         self.vpc_id = Some(vpc_id);
         self
     }
+
+    /// Allows (the default) or forbids listing the cluster for many names.
+    #[must_use]
+    pub fn with_cluster_listing(mut self, on: bool) -> Self {
+        self.cluster_listing = on;
+        self
+    }
 }
 
 #[allow(clippy::expect_used)]
@@ -153,6 +164,13 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             unsupported_topology: Mutex::default(),
             listing: Mutex::default(),
         }
+    }
+
+    /// Allows (the default) or forbids listing the cluster for many names (see [`InstancesConfig`]).
+    #[must_use]
+    pub fn with_cluster_listing(mut self, on: bool) -> Self {
+        self.config.cluster_listing = on;
+        self
     }
 
     /// The EC2 port.

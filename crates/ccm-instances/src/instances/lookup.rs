@@ -171,7 +171,8 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         reuse: Reuse,
     ) -> (HashMap<String, Lookup>, Vec<Instance>) {
         let mut out = HashMap::with_capacity(names.len());
-        let listable = self.config.cluster.as_ref().is_some_and(|c| !c.legacy());
+        let listable =
+            self.config.cluster_listing && self.config.cluster.as_ref().is_some_and(|c| !c.legacy());
         let mut names: Vec<String> = names.into_iter().collect();
         if listable && reuse == Reuse::Recent && !names.is_empty() {
             let mut listing = self.listing.lock().unwrap_or_else(PoisonError::into_inner);

@@ -134,6 +134,20 @@ async fn a_burst_whose_first_batches_are_small_asks_by_name_only_once() {
     assert_eq!(world.take_calls(), [Call::ByName(late)]);
 }
 
+/// The Go provider's pattern, for the scale harness's upstream column: with listing off, every batch is asked
+/// by name, 200 names a call, whatever the cluster's size.
+#[tokio::test]
+async fn with_listing_off_names_are_always_asked_by_name() {
+    let world = World::new();
+    let names = world.launch(0..1000, InstanceState::Running);
+    let aws = world.aws().with_cluster_listing(false);
+    initialize(&aws, &names[..1]).await;
+    initialize(&aws, &names[1..]).await;
+    let calls = world.take_calls();
+    assert_eq!(calls.len(), 6, "{calls:?}");
+    assert!(calls.iter().all(|c| matches!(c, Call::ByName(_))), "{calls:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_burst_paced_by_the_kubernetes_writes_lists_the_cluster_once() {
     let world = World::new();
