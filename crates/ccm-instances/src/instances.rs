@@ -136,13 +136,6 @@ impl InstancesConfig {
         self.vpc_id = Some(vpc_id);
         self
     }
-
-    /// Allows (the default) or forbids listing the cluster for many names.
-    #[must_use]
-    pub fn with_cluster_listing(mut self, on: bool) -> Self {
-        self.cluster_listing = on;
-        self
-    }
 }
 
 #[allow(clippy::expect_used)]
