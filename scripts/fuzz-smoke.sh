@@ -3,14 +3,14 @@
 # target at a time on one core. Needs the nightly toolchain and cargo-fuzz (scripts/setup.sh installs
 # cargo-fuzz); scripts/test.sh runs it last. The targets are every bin of fuzz/Cargo.toml (`cargo fuzz list`):
 # the Service spec and annotations, provider IDs, ECR images and requests, the cloud config, IMDS documents, AWS
-# error messages, Go durations, the leader-migration configuration and the command line. The controller-manager,
-# cloud config and SDK targets build kube, rustls and the AWS SDK under the sanitizers: the first build takes long.
+# error messages, Go durations, the leader-migration configuration and the command line. None builds the AWS SDK
+# (the layering test keeps it so); the controller-manager targets build kube and rustls under the sanitizers.
 #
 #   scripts/fuzz-smoke.sh               # 20 s per target, new inputs kept in a scratch directory
 #   FUZZ_SECONDS=300 scripts/fuzz-smoke.sh service_spec    # one target, longer
 #
 # Environment: FUZZ_SECONDS (per target, default 20); FUZZ_WORK (where new inputs go; default a temporary
-# directory, removed at the end); CARGO_TARGET_DIR_FUZZ (default $HOME/.cache/aws-ccm-rs/target-fuzz: nightly
+# directory, removed at the end); CARGO_TARGET_DIR_FUZZ (default target-fuzz in the cache directory: nightly
 # builds with sanitizer flags never share the stable target directory). A crash or hang fails the script and
 # leaves the input under fuzz/artifacts/<target>/.
 set -euo pipefail
@@ -24,7 +24,8 @@ else
     work="$(mktemp -d)"
     trap 'rm -rf "$work"' EXIT
 fi
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR_FUZZ:-$HOME/.cache/aws-ccm-rs/target-fuzz}"
+. "$here/lib.sh"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR_FUZZ:-$CCM_CACHE_DIR/target-fuzz}"
 # .ci/run lints the workspace through the stable clippy-driver; it cannot drive the nightly compiler.
 unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 

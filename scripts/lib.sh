@@ -11,8 +11,9 @@ KUBE_ORIG_VERSION="1.20.5+really1.20.2"
 MOTO_VENV="$CCM_CACHE_DIR/moto-$MOTO_VERSION"
 KUBE_APISERVER_BIN="$CCM_CACHE_DIR/kube-apiserver-$KUBE_ORIG_VERSION/kube-apiserver"
 
-log() { printf '[testenv] %s\n' "$*" >&2; }
-die() { printf '[testenv] ERROR: %s\n' "$*" >&2; exit 1; }
+# Each line carries the time of day, so that a long first run shows where its minutes went.
+log() { printf '[testenv %s] %s\n' "$(date +%T)" "$*" >&2; }
+die() { printf '[testenv %s] ERROR: %s\n' "$(date +%T)" "$*" >&2; exit 1; }
 
 # Runs apt-get as root, through sudo when needed.
 as_root() {
@@ -24,12 +25,26 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-# Installs (cached) and starts the environment for the rest of the calling script, stops it when that script
-# exits, and exports the CCM_TEST_* variables. Sets TESTENV_DIR.
+# Runs scripts/setup.sh with the given arguments in the background, its messages going to stderr as they come,
+# so that the caller's cargo build runs beside it: the Go build of kube-apiserver and the downloads fill the
+# core that rustc leaves idle while one huge SDK crate compiles alone. wait_setup waits for it.
+setup_in_background() {
+  local scripts
+  scripts="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+  "$scripts/setup.sh" "$@" &
+  SETUP_PID=$!
+}
+
+wait_setup() {
+  wait "$SETUP_PID" || die "scripts/setup.sh failed (its messages are above)"
+}
+
+# Installs (cached; skipped when setup_in_background ran) and starts the environment for the rest of the calling
+# script, stops it when that script exits, and exports the CCM_TEST_* variables. Sets TESTENV_DIR.
 start_testenv() {
   local scripts
   scripts="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-  "$scripts/setup.sh"
+  if [ -n "${SETUP_PID:-}" ]; then wait_setup; else "$scripts/setup.sh" "$@"; fi
   TESTENV_DIR=$("$scripts/testenv.sh" up) || die "the test environment did not start (see the messages above)"
   # shellcheck disable=SC2064 # expand now: the trap must stop this very environment
   trap "'$scripts/testenv.sh' down '$TESTENV_DIR'" EXIT

@@ -10,6 +10,10 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here/.."
 . "$here/lib.sh"
 
+# The environment's set-up (the first time: apt, moto, kube-apiserver's Go build) runs beside the Rust build, which
+# shows cargo's own progress. The sandbox needs neither the test tools nor every platform's crates.
+setup_in_background --environment
+log "building the sandbox's binaries (the first build on a machine takes several minutes: the AWS SDK)"
+cargo build -p ccm-examples --bin sandbox --bin aws-cloud-controller-manager --bin lb-plan --bin doctor
 start_testenv
-cargo build --quiet -p ccm-examples --bin sandbox --bin aws-cloud-controller-manager --bin lb-plan --bin doctor
 "${CARGO_TARGET_DIR:-target}/debug/sandbox" "$@"

@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# Installs everything the test environment needs, idempotently; cheap after the first run on a machine:
-#   - moto (pinned) in a virtualenv under the cache directory,
-#   - etcd from Debian's etcd-server,
-#   - kube-apiserver 1.20.2 built from Debian's kubernetes source package (see build-kube-apiserver.sh).
+# Installs everything the test command needs, idempotently; cheap after the first run on a machine:
+#   - the environment: moto (pinned) in a virtualenv under the cache directory, etcd and the Go toolchain from
+#     Debian, kube-apiserver 1.20.2 built from Debian's kubernetes source package (see build-kube-apiserver.sh);
+#   - the test tools (skipped with --environment, which is all the sandbox needs): cargo-nextest, cargo-deny and
+#     cargo-fuzz from crates.io.
+#
+#   scripts/setup.sh                  # what scripts/test.sh needs
+#   scripts/setup.sh --environment    # what scripts/sandbox.sh needs
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/lib.sh"
 mkdir -p "$CCM_CACHE_DIR"
+tools=1
+case "${1:-}" in
+  "") ;;
+  --environment) tools=0 ;;
+  *) die "setup.sh: unknown argument ${1} (accepted: --environment, or none)" ;;
+esac
 
 missing=()
 command -v curl >/dev/null 2>&1 || missing+=(curl)
@@ -34,18 +44,20 @@ if [ ! -f "$MOTO_VENV/.complete" ]; then
   touch "$MOTO_VENV/.complete"
 fi
 
-# The fuzz smoke run (scripts/fuzz-smoke.sh, the test command's last step) needs cargo-fuzz; the nightly toolchain it
-# runs on comes with this machine kind (rustup cannot download toolchains here), and the script fails, naming it,
-# where it is missing.
-if ! cargo fuzz --version >/dev/null 2>&1; then
-  log "installing cargo-fuzz from crates.io"
-  cargo install cargo-fuzz --locked --quiet || die "cargo install cargo-fuzz failed: the fuzz smoke run needs it"
-fi
-
-# scripts/check-crates.sh checks licenses, bans and sources with cargo-deny (deny.toml).
-if ! cargo deny --version >/dev/null 2>&1; then
-  log "installing cargo-deny from crates.io"
-  cargo install cargo-deny --locked --quiet || die "cargo install cargo-deny failed: scripts/check-crates.sh needs it"
+# The test tools, from crates.io (compiled: a few minutes each on a fresh machine, once). `cargo install` builds in
+# a target directory of its own, so this runs beside the workspace's build.
+install_tool() {
+  local name="$1" binary="$2" why="$3"
+  command -v "$binary" >/dev/null 2>&1 && return 0
+  log "installing $name from crates.io ($why)"
+  cargo install "$name" --locked --quiet || die "cargo install $name failed: $why"
+}
+if [ "$tools" -eq 1 ]; then
+  install_tool cargo-nextest cargo-nextest "scripts/test.sh runs every test with it"
+  install_tool cargo-deny cargo-deny "scripts/check-crates.sh checks licenses, bans and sources with it"
+  # The nightly toolchain the fuzz smoke run builds with comes with this machine kind (rustup cannot download
+  # toolchains here); scripts/fuzz-smoke.sh fails, naming it, where it is missing.
+  install_tool cargo-fuzz cargo-fuzz "scripts/fuzz-smoke.sh runs the fuzz targets with it"
 fi
 
 "$here/build-kube-apiserver.sh"

@@ -7,9 +7,13 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here/.."
 . "$here/lib.sh"
 
+# The set-up (the first time: apt, moto, kube-apiserver's Go build, the test tools) runs beside the build of every
+# test; the test groups below then find everything built.
+setup_in_background
+log "building every test (cargo test --no-run; the first build on a machine takes about 15 minutes)"
+cargo test --locked --workspace --lib --bins --tests --no-run
 start_testenv
-
-command -v cargo-nextest >/dev/null 2>&1 || die "cargo-nextest is missing (cargo install cargo-nextest --locked)"
+command -v cargo-nextest >/dev/null 2>&1 || die "cargo-nextest is missing (scripts/setup.sh installs it)"
 
 # Test groups share one environment; moto is reset before each so that no group sees another's leftovers.
 # Tests inside a group isolate themselves with unique names (ccm_testing::unique_name). Benchmarks are not

@@ -3,7 +3,7 @@
 //! alphanumerics, taken from the message.
 #![no_main]
 
-use ccm_aws_sdk::fuzzing::unknown_instance_ids;
+use ccm_aws_api::ec2::unknown_instance_ids;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|message: &str| {

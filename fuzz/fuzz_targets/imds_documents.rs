@@ -3,11 +3,11 @@
 //! document has an instance ID; a derived region prefixes the zone.
 #![no_main]
 
-use ccm_aws_sdk::fuzzing::{identity_document, region_of_zone};
+use ccm_aws_api::metadata::{InstanceIdentity, region_of_zone};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    if let Ok(identity) = identity_document(text) {
+    if let Ok(identity) = InstanceIdentity::from_document(text) {
         assert!(!identity.instance_id.as_str().is_empty(), "{text:?}");
     }
     if let Some(region) = region_of_zone(text) {

@@ -1,7 +1,10 @@
 //! The EC2 port: instances, network interfaces, availability zones, security groups, subnets, route tables,
 //! routes and tags: every EC2 call the instances, load-balancer, routes and tagging crates make.
 
-use std::{collections::BTreeMap, future::Future};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    future::Future,
+};
 
 use crate::{Filter, InstanceId, Result, RouteTableId, SecurityGroupId, Tags};
 
@@ -232,3 +235,27 @@ impl<T: Ec2 + ?Sized> Ec2 for std::sync::Arc<T> {
         (**self).delete_tags(resources, tags)
     }
 }
+
+/// The IDs AWS names in an `InvalidInstanceID.NotFound` message (`The instance IDs 'i-1, i-2' do not exist`, or
+/// `The instance ID 'i-1' does not exist`): the comma-separated names of the first quoted span that look like
+/// instance IDs (`i-` and ASCII alphanumerics). Anything else in the message, quoted or not, names no ID.
+/// Adapters use it to retry a lookup without the unknown IDs.
+pub fn unknown_instance_ids(message: &str) -> BTreeSet<&str> {
+    let Some((_, rest)) = message.split_once('\'') else {
+        return BTreeSet::new();
+    };
+    let Some((quoted, _)) = rest.split_once('\'') else {
+        return BTreeSet::new();
+    };
+    quoted
+        .split(',')
+        .map(str::trim)
+        .filter(|s| {
+            s.strip_prefix("i-")
+                .is_some_and(|id| !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

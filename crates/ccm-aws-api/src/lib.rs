@@ -23,8 +23,13 @@
 //! It also holds the AWS vocabulary every domain crate shares: [`ProviderId`] (a Node's `spec.providerID`, every
 //! accepted form, the written form, the instance and zone it names) and [`PROVIDER_NAME`].
 //!
-//! May depend on: `thiserror`, `mockall` (feature `mock`). Never on `aws-sdk-*`: domain crates build against
-//! these ports in seconds.
+//! The wire text every adapter reads the same way lives here too, so that it is tested and fuzzed without the SDK:
+//! the instance identity document ([`metadata::InstanceIdentity::from_document`]), the region of a zone
+//! ([`metadata::region_of_zone`]) and the IDs an `InvalidInstanceID.NotFound` message names
+//! ([`ec2::unknown_instance_ids`]).
+//!
+//! May depend on: `thiserror`, `serde_json`, `mockall` (feature `mock`). Never on `aws-sdk-*`: domain crates
+//! build against these ports in seconds.
 
 mod error;
 mod provider_id;

@@ -525,8 +525,7 @@ impl Ec2 for AwsEc2 {
     }
 }
 
-mod raw;
-pub(crate) use raw::unknown_instance_ids;
 mod convert;
+mod raw;
 #[cfg(test)]
 mod tests;

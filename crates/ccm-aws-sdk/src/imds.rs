@@ -94,7 +94,7 @@ impl Metadata for AwsMetadata {
             // Older IMDS versions do not serve placement/region: derive it from the zone.
             Err(err) if err.is_not_found() => {
                 let zone = self.availability_zone().await?;
-                region_of_zone(&zone).ok_or_else(|| {
+                ccm_aws_api::metadata::region_of_zone(&zone).ok_or_else(|| {
                     AwsError::new(ErrorKind::Invalid, SERVICE, "GetRegion")
                         .with_message(format!("cannot derive a region from zone {zone:?}"))
                 })
@@ -113,100 +113,11 @@ impl Metadata for AwsMetadata {
 
     async fn identity_document(&self) -> Result<InstanceIdentity> {
         let raw = self
-            .get(IDENTITY_OP, "/latest/dynamic/instance-identity/document")
+            .get(
+                "GetInstanceIdentityDocument",
+                "/latest/dynamic/instance-identity/document",
+            )
             .await?;
-        identity_document(&raw)
-    }
-}
-
-const IDENTITY_OP: &str = "GetInstanceIdentityDocument";
-
-/// Reads an instance identity document (JSON). Unreadable JSON or a missing `instanceId` is transient: IMDS
-/// serves the document whole once the instance is up. Fields of other types than string read as empty.
-pub(crate) fn identity_document(raw: &str) -> Result<InstanceIdentity> {
-    let doc: serde_json::Value = serde_json::from_str(raw).map_err(|e| {
-        AwsError::new(ErrorKind::Transient, SERVICE, IDENTITY_OP)
-            .with_message("unreadable identity document")
-            .with_source(e)
-    })?;
-    let field = |name: &str| {
-        doc.get(name)
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let instance_id = field("instanceId");
-    if instance_id.is_empty() {
-        return Err(AwsError::new(ErrorKind::Transient, SERVICE, IDENTITY_OP)
-            .with_message("identity document has no instanceId"));
-    }
-    let mut identity = InstanceIdentity::new(
-        InstanceId::new(instance_id),
-        &field("region"),
-        &field("availabilityZone"),
-    );
-    identity.account_id = field("accountId");
-    identity.instance_type = field("instanceType");
-    identity.private_ip = Some(field("privateIp")).filter(|s| !s.is_empty());
-    Ok(identity)
-}
-
-/// `us-east-1a` → `us-east-1`; local zones (`us-west-2-lax-1a`) → `us-west-2`.
-pub(crate) fn region_of_zone(zone: &str) -> Option<String> {
-    // The region is the longest prefix of the form `<letters>(-<letters>)*-<digits>`.
-    let parts: Vec<&str> = zone.split('-').collect();
-    for end in (1..parts.len()).rev() {
-        let candidate = &parts[..=end];
-        let last = candidate[end];
-        let digits: String = last.chars().take_while(char::is_ascii_digit).collect();
-        let head_ok = candidate[..end]
-            .iter()
-            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphabetic()));
-        if head_ok && !digits.is_empty() {
-            let mut region = candidate[..end].join("-");
-            region.push('-');
-            region.push_str(&digits);
-            return Some(region);
-        }
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn regions_from_zones() {
-        assert_eq!(region_of_zone("us-east-1a").as_deref(), Some("us-east-1"));
-        assert_eq!(region_of_zone("us-gov-west-1b").as_deref(), Some("us-gov-west-1"));
-        assert_eq!(region_of_zone("us-west-2-lax-1a").as_deref(), Some("us-west-2"));
-        assert_eq!(region_of_zone("cn-north-1a").as_deref(), Some("cn-north-1"));
-        assert_eq!(region_of_zone("nonsense"), None);
-        assert_eq!(region_of_zone(""), None);
-    }
-
-    #[test]
-    fn identity_documents_read_or_fail_transient() {
-        let doc = r#"{"instanceId":"i-0abc","region":"eu-west-1","availabilityZone":"eu-west-1b",
-            "accountId":"123456789012","instanceType":"m5.large","privateIp":"10.0.0.1","other":1}"#;
-        let identity = identity_document(doc).unwrap();
-        assert_eq!(identity.instance_id.as_str(), "i-0abc");
-        assert_eq!(identity.region, "eu-west-1");
-        assert_eq!(identity.availability_zone, "eu-west-1b");
-        assert_eq!(identity.account_id, "123456789012");
-        assert_eq!(identity.instance_type, "m5.large");
-        assert_eq!(identity.private_ip.as_deref(), Some("10.0.0.1"));
-        for bad in [
-            "",
-            "{",
-            "[]",
-            "null",
-            r#"{"instanceId":42}"#,
-            r#"{"instanceId":""}"#,
-        ] {
-            let err = identity_document(bad).unwrap_err();
-            assert_eq!(err.kind(), ErrorKind::Transient, "{bad:?}");
-        }
+        InstanceIdentity::from_document(&raw)
     }
 }

@@ -28,9 +28,6 @@ mod elb;
 mod elbv2;
 mod endpoint;
 mod error_map;
-// Parsers private to the crate, reachable by the cargo-fuzz targets of `fuzz/` only.
-#[doc(hidden)]
-pub mod fuzzing;
 mod imds;
 mod limiter;
 mod lookup_split;

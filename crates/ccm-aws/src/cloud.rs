@@ -18,7 +18,7 @@ use regex::Regex;
 use tracing::{info, warn};
 
 use crate::{
-    CloudConfig, HostUpdates,
+    CloudConfig, HostUpdates, adapter_options,
     cloud_config::{self, IpFamily},
     cluster_id::{self, ClusterIdError},
 };
@@ -100,9 +100,11 @@ impl AwsCloud<AwsEc2, AwsElb, AwsElbv2> {
             None
         } else {
             Some(
-                AwsMetadata::new(&config.imds_options()).map_err(|source| AwsCloudError::Metadata {
-                    what: "the endpoint",
-                    source: Box::new(source),
+                AwsMetadata::new(&adapter_options::imds_options(config)).map_err(|source| {
+                    AwsCloudError::Metadata {
+                        what: "the endpoint",
+                        source: Box::new(source),
+                    }
                 })?,
             )
         };
@@ -123,8 +125,9 @@ impl AwsCloud<AwsEc2, AwsElb, AwsElbv2> {
             (None, None) => String::new(),
         };
         let region_opt = Some(region.clone()).filter(|r| !r.is_empty());
-        let mut options = options.with_endpoint_overrides(config.endpoint_overrides(&region));
-        if let Some(role) = config.assume_role() {
+        let mut options =
+            options.with_endpoint_overrides(adapter_options::endpoint_overrides(config, &region));
+        if let Some(role) = adapter_options::assume_role(config) {
             options = options.with_assume_role(role);
         }
         let adapter = Adapter::from_env(region_opt, options).await;

@@ -1,4 +1,4 @@
-//! The composition: `AwsCloud` implements `CloudProvider` from the AWS domain crates on top of the `ccm-aws-sdk` adapter; the cloud config (INI) parser; cluster ID discovery; the leak report ([`doctor`]); the AWS tagging controller ([`tagging`]), built from the `ccm-controllers` toolkit.
+//! The composition: `AwsCloud` implements `CloudProvider` from the AWS domain crates on top of the `ccm-aws-sdk` adapter; the cloud config (INI, parsed by `ccm-cloud-config`, re-exported as [`cloud_config`]) turned into the adapter's options; cluster ID discovery; the leak report ([`doctor`]); the AWS tagging controller ([`tagging`]), built from the `ccm-controllers` toolkit.
 //!
 //! ```
 //! // The Go provider's cloud config, as the `--cloud-config` file holds it.
@@ -8,8 +8,10 @@
 //!
 //! May depend on: every library crate of the workspace. Binaries in `examples/` depend on this crate and `ccm-controllers`.
 
+mod adapter_options;
 pub mod cloud;
-pub mod cloud_config;
+/// The cloud config file, parsed (re-exported from `ccm-cloud-config`).
+pub use ccm_cloud_config as cloud_config;
 pub mod cluster_id;
 pub mod doctor;
 pub mod host_updates;

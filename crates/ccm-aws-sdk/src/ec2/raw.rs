@@ -66,7 +66,7 @@ impl Raw {
                     return Ok(instances);
                 }
                 Err(err) if err.code() == Some("InvalidInstanceID.NotFound") && attempt == 0 => {
-                    let unknown = unknown_instance_ids(err.message().unwrap_or_default());
+                    let unknown = ccm_aws_api::ec2::unknown_instance_ids(err.message().unwrap_or_default());
                     let before = remaining.len();
                     remaining.retain(|id| !unknown.contains(id.as_str()));
                     if remaining.len() == before {
@@ -233,24 +233,4 @@ impl Raw {
             .await?;
         Ok(())
     }
-}
-
-/// The IDs AWS names in `The instance IDs 'i-1, i-2' do not exist` (or `The instance ID 'i-1' does not exist`):
-/// the comma-separated names of the first quoted span that look like instance IDs (`i-` and ASCII
-/// alphanumerics). Anything else in the message, quoted or not, names no ID.
-pub(crate) fn unknown_instance_ids(message: &str) -> BTreeSet<&str> {
-    let Some((_, rest)) = message.split_once('\'') else {
-        return BTreeSet::new();
-    };
-    let Some((quoted, _)) = rest.split_once('\'') else {
-        return BTreeSet::new();
-    };
-    quoted
-        .split(',')
-        .map(str::trim)
-        .filter(|s| {
-            s.strip_prefix("i-")
-                .is_some_and(|id| !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric()))
-        })
-        .collect()
 }

@@ -317,10 +317,11 @@ SigningRegion = any
         Some("elb"),
         "the legacy v1 name reaches ELBv2 too"
     );
-    assert_eq!(config.imds_options().endpoint, "http://127.0.0.1:1338");
     assert_eq!(
-        CloudConfig::default().imds_options().endpoint,
-        "http://169.254.169.254"
+        config
+            .service_override(OverrideService::Imds, "")
+            .map(|o| o.url.as_str()),
+        Some("http://127.0.0.1:1338")
     );
 }
 
@@ -376,79 +377,4 @@ fn zones_to_regions() {
         Some("cn-northwest-1")
     );
     assert_eq!(region_of_zone("nonsense"), None);
-}
-
-#[test]
-fn adapter_options_from_the_config() {
-    let config = CloudConfig::parse(
-        "[Global]\nRoleARN = arn:aws:iam::123456789012:role/r\nSourceARN = arn:aws:eks:us-east-1:123456789012:cluster/c\n\
-         [ServiceOverride \"1\"]\nService = Elastic Load Balancing v2\nRegion = us-east-1\nURL = https://elbv2.example\n\
-         SigningRegion = us-east-2\n",
-    )
-    .unwrap();
-    let overrides = config.endpoint_overrides("us-east-1");
-    assert_eq!(overrides.len(), 1);
-    assert_eq!(overrides[0].service, ccm_aws_sdk::Service::Elbv2);
-    assert_eq!(
-        (overrides[0].url.as_str(), overrides[0].signing_region.as_str()),
-        ("https://elbv2.example", "us-east-2")
-    );
-    assert!(config.endpoint_overrides("eu-west-1").is_empty());
-    let role = config.assume_role().unwrap();
-    assert_eq!(role.account(), Some("123456789012"));
-    assert_eq!(
-        role.source_arn.as_deref(),
-        Some("arn:aws:eks:us-east-1:123456789012:cluster/c")
-    );
-    assert_eq!(CloudConfig::default().assume_role(), None);
-}
-
-#[test]
-fn a_legacy_elasticloadbalancing_override_also_reaches_elbv2() {
-    let legacy = CloudConfig::parse(
-        "[ServiceOverride \"1\"]\nService = elasticloadbalancing\nRegion = us-east-1\nURL = https://elb.example\n\
-         SigningRegion = us-east-1\n",
-    )
-    .unwrap();
-    let services: Vec<_> = legacy
-        .endpoint_overrides("us-east-1")
-        .into_iter()
-        .map(|o| (o.service, o.url))
-        .collect();
-    assert_eq!(
-        services,
-        [
-            (ccm_aws_sdk::Service::Elb, "https://elb.example".to_owned()),
-            (ccm_aws_sdk::Service::Elbv2, "https://elb.example".to_owned()),
-        ],
-        "SDK v1 resolved both load balancer clients through the elasticloadbalancing endpoint ID"
-    );
-    // The SDK v2 name is the Classic ELB only; an explicit ELBv2 override wins over the legacy one.
-    let v2 = CloudConfig::parse(
-        "[ServiceOverride \"1\"]\nService = Elastic Load Balancing\nRegion = us-east-1\nURL = https://elb.example\n\
-         SigningRegion = us-east-1\n\
-         [ServiceOverride \"2\"]\nService = elasticloadbalancing\nRegion = eu-west-1\nURL = https://legacy.example\n\
-         SigningRegion = eu-west-1\n\
-         [ServiceOverride \"3\"]\nService = Elastic Load Balancing v2\nRegion = eu-west-1\nURL = https://v2.example\n\
-         SigningRegion = eu-west-1\n",
-    )
-    .unwrap();
-    let us: Vec<_> = v2
-        .endpoint_overrides("us-east-1")
-        .into_iter()
-        .map(|o| o.service)
-        .collect();
-    assert_eq!(us, [ccm_aws_sdk::Service::Elb]);
-    let eu: Vec<_> = v2
-        .endpoint_overrides("eu-west-1")
-        .into_iter()
-        .map(|o| (o.service, o.url))
-        .collect();
-    assert_eq!(
-        eu,
-        [
-            (ccm_aws_sdk::Service::Elb, "https://legacy.example".to_owned()),
-            (ccm_aws_sdk::Service::Elbv2, "https://v2.example".to_owned()),
-        ]
-    );
 }

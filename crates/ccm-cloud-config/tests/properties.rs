@@ -2,10 +2,7 @@
 //! error names a field, and a config written from generated values reads back as those values. The crate has no
 //! renderer, so the "round trip" writes the INI here. See docs/reliability.md.
 
-use ccm_aws::{
-    CloudConfig,
-    cloud_config::{GLOBAL_KEYS, OVERRIDE_KEYS},
-};
+use ccm_cloud_config::{CloudConfig, GLOBAL_KEYS, OVERRIDE_KEYS};
 use proptest::prelude::*;
 
 fn cases() -> ProptestConfig {

@@ -6,6 +6,19 @@
 //! boolean key written alone means `true`. Parsing collects every problem: each error names its line, field and
 //! the accepted values. Unknown keys and sections are not errors (the reference implementation tolerates them
 //! too) but are reported as warnings.
+//!
+//! ```
+//! use ccm_cloud_config::CloudConfig;
+//!
+//! let config = CloudConfig::parse("[Global]\nKubernetesClusterID = my-cluster\nZone = eu-west-1b\n").unwrap();
+//! assert_eq!(config.global.configured_region().as_deref(), Some("eu-west-1"));
+//! assert!(CloudConfig::parse("[Global]\nNLBSecurityGroupMode = Sometimes\n").is_err());
+//! ```
+//!
+//! Parsing only: no AWS SDK and no I/O beyond [`CloudConfig::load`]'s file read, so that tools and the fuzz
+//! targets read the file without building an AWS client. `ccm-aws` turns it into the adapter's options.
+//!
+//! May depend on: `regex`, `thiserror`. Nothing AWS, nothing Kubernetes, no workspace crate.
 
 use std::fmt;
 
@@ -236,43 +249,6 @@ impl CloudConfig {
     /// Parses and validates a cloud config.
     pub fn parse(text: &str) -> Result<Self, CloudConfigErrors> {
         Parser::default().run(text)
-    }
-
-    /// The adapter's endpoint overrides for clients in `region` (IMDS and KMS overrides are not among them).
-    pub fn endpoint_overrides(&self, region: &str) -> Vec<ccm_aws_sdk::EndpointOverride> {
-        let services = [
-            (OverrideService::Ec2, ccm_aws_sdk::Service::Ec2),
-            (OverrideService::Elb, ccm_aws_sdk::Service::Elb),
-            (OverrideService::Elbv2, ccm_aws_sdk::Service::Elbv2),
-            (OverrideService::Sts, ccm_aws_sdk::Service::Sts),
-        ];
-        services
-            .into_iter()
-            .filter_map(|(kind, service)| {
-                let o = self.service_override(kind, region)?;
-                Some(
-                    ccm_aws_sdk::EndpointOverride::new(service, region, o.url.trim())
-                        .with_signing_region(o.signing_region.trim())
-                        .with_signing_name(Some(o.signing_name.trim().to_owned()).filter(|n| !n.is_empty())),
-                )
-            })
-            .collect()
-    }
-
-    /// How to reach the instance metadata service: the `ec2imds` override's URL, else the default endpoint.
-    pub fn imds_options(&self) -> ccm_aws_sdk::ImdsOptions {
-        let mut options = ccm_aws_sdk::ImdsOptions::default();
-        if let Some(o) = self.service_override(OverrideService::Imds, "") {
-            options.endpoint = o.url.trim().to_owned();
-        }
-        options
-    }
-
-    /// The role to assume (`RoleARN`, with `SourceARN`), if any.
-    pub fn assume_role(&self) -> Option<ccm_aws_sdk::AssumeRole> {
-        let mut role = ccm_aws_sdk::AssumeRole::new(self.global.role_arn.clone()?);
-        role.source_arn = self.global.source_arn.clone();
-        Some(role)
     }
 
     /// The override for `service` in `region` (IMDS overrides match any region).
