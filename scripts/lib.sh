@@ -9,7 +9,10 @@ KUBE_DEB_VERSION="1.20.5+really1.20.2-1.1+deb12u1"
 KUBE_ORIG_VERSION="1.20.5+really1.20.2"
 
 MOTO_VENV="$CCM_CACHE_DIR/moto-$MOTO_VERSION"
-KUBE_APISERVER_BIN="$CCM_CACHE_DIR/kube-apiserver-$KUBE_ORIG_VERSION/kube-apiserver"
+# Both built by build-kubernetes.sh from one source download.
+KUBE_BIN_DIR="$CCM_CACHE_DIR/kubernetes-$KUBE_ORIG_VERSION"
+KUBE_APISERVER_BIN="$KUBE_BIN_DIR/kube-apiserver"
+GO_CCM_BIN="$KUBE_BIN_DIR/aws-cloud-controller-manager-go"
 
 # Each line carries the time of day, so that a long first run shows where its minutes went.
 log() { printf '[testenv %s] %s\n' "$(date +%T)" "$*" >&2; }

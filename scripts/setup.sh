@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the test command needs, idempotently; cheap after the first run on a machine:
 #   - the environment: moto (pinned) in a virtualenv under the cache directory, etcd and the Go toolchain from
-#     Debian, kube-apiserver 1.20.2 built from Debian's kubernetes source package (see build-kube-apiserver.sh);
+#     Debian, kube-apiserver 1.20.2 and the Go cloud controller manager 1.20.2 (the peer), both built from
+#     Debian's kubernetes source package (see build-kubernetes.sh);
 #   - the test tools (skipped with --environment, which is all the sandbox needs): cargo-nextest, cargo-deny and
 #     cargo-fuzz from crates.io.
 #
@@ -60,5 +61,5 @@ if [ "$tools" -eq 1 ]; then
   install_tool cargo-fuzz cargo-fuzz "scripts/fuzz-smoke.sh runs the fuzz targets with it"
 fi
 
-"$here/build-kube-apiserver.sh"
-log "setup complete: moto $MOTO_VERSION, $(etcd --version | head -n1), kube-apiserver $("$KUBE_APISERVER_BIN" --version)"
+"$here/build-kubernetes.sh"
+log "setup complete: moto $MOTO_VERSION, $(etcd --version | head -n1), kube-apiserver $("$KUBE_APISERVER_BIN" --version), the Go cloud controller manager $("$GO_CCM_BIN" --version)"

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver 1.20.2 from Debian bookworm's `kubernetes` source package, offline, with Debian's Go.
-# No registry ships kube-apiserver binaries; this source package carries the whole tree with its dependencies.
-# The system's apt sources are left untouched: a private apt configuration derives deb-src entries from them.
-# Result: $KUBE_APISERVER_BIN (about 110 MB); the ~1.5 GB of build output is deleted.
+# Builds two binaries of Kubernetes 1.20.2 from Debian bookworm's `kubernetes` source package, offline, with
+# Debian's Go, in one build that shares every common package:
+#   - kube-apiserver, the test environment's apiserver: $KUBE_APISERVER_BIN (about 110 MB);
+#   - the Go cloud controller manager with its in-tree AWS provider, the peer our controller is compared with,
+#     takes over from and rolls back to: $GO_CCM_BIN. Its main is scripts/go-ccm/main.go (1.20.2's own is a
+#     sample that ignores --cloud-provider, see that file); nothing else of the tree is changed.
+# No registry ships these binaries; this source package carries the whole tree with its dependencies. The
+# system's apt sources are left untouched: a private apt configuration derives deb-src entries from them. The
+# ~1.5 GB of build output is deleted.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/lib.sh"
 
-if [ -x "$KUBE_APISERVER_BIN" ]; then
-  log "kube-apiserver already built: $KUBE_APISERVER_BIN"
+if [ -x "$KUBE_APISERVER_BIN" ] && [ -x "$GO_CCM_BIN" ]; then
+  log "kube-apiserver and the Go cloud controller manager already built in $KUBE_BIN_DIR"
   exit 0
 fi
 
@@ -76,18 +81,28 @@ orig="$work/src/kubernetes_${KUBE_ORIG_VERSION}.orig.tar.gz"
 mkdir -p "$work/gopath/src/k8s.io/kubernetes"
 tar -xzf "$orig" -C "$work/gopath/src/k8s.io/kubernetes" --strip-components=1
 
-log "building kube-apiserver (7-9 minutes on 2 cores; only the first run on a machine pays this)"
+tree="$work/gopath/src/k8s.io/kubernetes"
+mkdir -p "$tree/cmd/aws-ccm-peer"
+cp "$here/go-ccm/main.go" "$tree/cmd/aws-ccm-peer/main.go"
+
+log "building kube-apiserver and the Go cloud controller manager (about 10 minutes on 2 cores; only the first run on a machine pays this)"
 (
-  cd "$work/gopath/src/k8s.io/kubernetes"
+  cd "$tree"
   unset GOFLAGS
   export GOPATH="$work/gopath" GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=0 GO111MODULE=auto GOCACHE="$work/gocache"
-  make WHAT=cmd/kube-apiserver >"$work/build.log" 2>&1
-) || { tail -n 40 "$work/build.log" >&2; die "kube-apiserver build failed (log: $work/build.log)"; }
+  make WHAT="cmd/kube-apiserver cmd/aws-ccm-peer" >"$work/build.log" 2>&1
+) || { tail -n 40 "$work/build.log" >&2; die "the Kubernetes build failed (log: $work/build.log)"; }
 
-built="$work/gopath/src/k8s.io/kubernetes/_output/bin/kube-apiserver"
-[ -x "$built" ] || built="$(find "$work/gopath/src/k8s.io/kubernetes/_output" -type f -name kube-apiserver | head -n1)"
-[ -x "$built" ] || die "build finished but no kube-apiserver binary found"
-mkdir -p "$(dirname "$KUBE_APISERVER_BIN")"
-cp "$built" "$KUBE_APISERVER_BIN.tmp" && mv "$KUBE_APISERVER_BIN.tmp" "$KUBE_APISERVER_BIN"
+# Copies the built binary $1 to $2 (through a temporary name, so that an interrupted copy is never trusted).
+install_built() {
+  local built="$tree/_output/bin/$1"
+  [ -x "$built" ] || built="$(find "$tree/_output" -type f -name "$1" | head -n1)"
+  [ -x "$built" ] || die "the build finished but no $1 binary was found"
+  cp "$built" "$2.tmp" && mv "$2.tmp" "$2"
+}
+mkdir -p "$KUBE_BIN_DIR"
+install_built kube-apiserver "$KUBE_APISERVER_BIN"
+install_built aws-ccm-peer "$GO_CCM_BIN"
 rm -rf "$work"
 log "kube-apiserver ready: $KUBE_APISERVER_BIN ($("$KUBE_APISERVER_BIN" --version 2>/dev/null))"
+log "the Go cloud controller manager ready: $GO_CCM_BIN ($("$GO_CCM_BIN" --version 2>/dev/null))"
