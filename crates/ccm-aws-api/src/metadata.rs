@@ -22,7 +22,7 @@ pub struct InstanceIdentity {
     pub private_ip: Option<String>,
 }
 
-/// Instance metadata lookups. A path IMDS does not serve is [`ErrorKind::NotFound`](crate::ErrorKind::NotFound);
+/// Instance metadata lookups. A path IMDS does not serve is [`ErrorKind::NotFound`];
 /// an unreachable endpoint is `Transient` after the adapter's short timeouts (the process may not run on EC2).
 #[cfg_attr(feature = "mock", mockall::automock)]
 pub trait Metadata {
