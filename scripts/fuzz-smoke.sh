@@ -9,7 +9,7 @@
 #   scripts/fuzz-smoke.sh               # 20 s per target, new inputs kept in a scratch directory
 #   FUZZ_SECONDS=300 scripts/fuzz-smoke.sh service_spec    # one target, longer
 #
-# Environment: FUZZ_SECONDS (per target, default 20); FUZZ_WORK (where new inputs go; default a temporary
+# Environment: FUZZ_SECONDS (per target, default 20); FUZZ_BUILD_ONLY (build the targets, run none); FUZZ_WORK (where new inputs go; default a temporary
 # directory, removed at the end); CARGO_TARGET_DIR_FUZZ (default target-fuzz in the cache directory: nightly
 # builds with sanitizer flags never share the stable target directory). A crash or hang fails the script and
 # leaves the input under fuzz/artifacts/<target>/.
@@ -45,6 +45,11 @@ else
 fi
 
 cargo +nightly fuzz build -O
+# scripts/test.sh builds the targets early, beside its test groups, and runs them at the end.
+if [ -n "${FUZZ_BUILD_ONLY:-}" ]; then
+    echo "fuzz-smoke: built every target (FUZZ_BUILD_ONLY)"
+    exit 0
+fi
 for target in "${targets[@]}"; do
     mkdir -p "$work/$target"
     echo "fuzz-smoke: $target for ${seconds}s (corpus fuzz/corpus/$target, new inputs in $work/$target)"

@@ -45,13 +45,20 @@ if [ ! -f "$MOTO_VENV/.complete" ]; then
   touch "$MOTO_VENV/.complete"
 fi
 
-# The test tools, from crates.io (compiled: a few minutes each on a fresh machine, once). `cargo install` builds in
-# a target directory of its own, so this runs beside the workspace's build.
+# The Kubernetes build is the longest step and needs nothing else here: it starts first, in the background.
+"$here/build-kubernetes.sh" &
+kube_build=$!
+
+# The test tools, from crates.io, compiled once per machine. `cargo install` builds in a target directory of its
+# own, so this runs beside the workspace's build. Unoptimised builds without debug information: release builds
+# took long on a fresh machine (cargo-nextest alone 12 minutes beside the workspace's first build), and the tools'
+# own speed does not matter here.
 install_tool() {
   local name="$1" binary="$2" why="$3"
   command -v "$binary" >/dev/null 2>&1 && return 0
   log "installing $name from crates.io ($why)"
-  cargo install "$name" --locked --quiet || die "cargo install $name failed: $why"
+  CARGO_PROFILE_DEV_DEBUG=0 cargo install "$name" --locked --debug --quiet \
+    || die "cargo install $name failed: $why"
 }
 if [ "$tools" -eq 1 ]; then
   install_tool cargo-nextest cargo-nextest "scripts/test.sh runs every test with it"
@@ -61,5 +68,5 @@ if [ "$tools" -eq 1 ]; then
   install_tool cargo-fuzz cargo-fuzz "scripts/fuzz-smoke.sh runs the fuzz targets with it"
 fi
 
-"$here/build-kubernetes.sh"
+wait "$kube_build" || die "building Kubernetes failed (see the messages above)"
 log "setup complete: moto $MOTO_VERSION, $(etcd --version | head -n1), kube-apiserver $("$KUBE_APISERVER_BIN" --version), the Go cloud controller manager $("$GO_CCM_BIN" --version)"

@@ -14,6 +14,12 @@ log "building every test (cargo test --no-run; the first build on a machine take
 cargo test --locked --workspace --lib --bins --tests --no-run
 start_testenv
 command -v cargo-nextest >/dev/null 2>&1 || die "cargo-nextest is missing (scripts/setup.sh installs it)"
+# The fuzz targets' nightly build (a target directory of its own) runs beside the test groups, which mostly wait on
+# moto and the apiserver; niced, so that the tests keep the cores they need. The smoke run at the end uses it.
+log "building the fuzz targets in the background (nightly; the fuzz smoke run at the end runs them)"
+fuzz_log="$(mktemp)"
+FUZZ_BUILD_ONLY=1 nice -n 10 "$here/fuzz-smoke.sh" >"$fuzz_log" 2>&1 &
+fuzz_build=$!
 
 # Test groups share one environment; moto is reset before each so that no group sees another's leftovers.
 # Tests inside a group isolate themselves with unique names (ccm_testing::unique_name). Benchmarks are not
@@ -51,5 +57,6 @@ log "doc tests"
 cargo test --workspace --doc --quiet
 # Every fuzz target for about 20 s on its committed corpus (nightly, one core; a crash or hang fails the run).
 log "fuzz smoke run"
+wait "$fuzz_build" || { cat "$fuzz_log" >&2; die "building the fuzz targets failed"; }
 "$here/fuzz-smoke.sh"
 log "all tests passed"
