@@ -33,18 +33,22 @@ log "group 2: end-to-end tests (the binaries against moto and the apiserver, one
 cargo nextest run --workspace --lib --bins --tests --profile ci -E 'binary(/^e2e/)' --test-threads 1
 # The scale harness's smoke run (docs/performance.md): 10 Nodes, 2 then 3 Services, a 10 s steady window, both
 # call patterns one after the other; fails when a phase never completes, never on a figure.
+# Both run the binaries the first build made for the end-to-end tests (`cargo test` builds every binary of a
+# package with tests): a `cargo build -p ccm-examples` here would resolve features without the dev-dependencies
+# and rebuild tokio and everything above it, the AWS SDK included (measured: 6 minutes of a cold run).
+bin="${CARGO_TARGET_DIR:-target}/debug"
+for b in scale soak doctor aws-cloud-controller-manager custom-provider; do
+  [ -x "$bin/$b" ] || die "$bin/$b is missing: the first build (cargo test --no-run) builds it for the e2e tests"
+done
 log "scale harness smoke run"
-cargo build -p ccm-examples --bin scale --bin aws-cloud-controller-manager --bin custom-provider --quiet
-cargo run -p ccm-examples --bin scale --quiet -- --nodes 10 --pool 5 --services 2,3 --steady-secs 10 \
-  --settle-secs 2 --quiet-secs 3 --limit-secs 180
+"$bin/scale" --nodes 10 --pool 5 --services 2,3 --steady-secs 10 --settle-secs 2 --quiet-secs 3 --limit-secs 180
 # The chaos soak's smoke run (docs/reliability.md): 25 seeded Service lifecycles under AWS faults, leader kills
 # and Node churn; fails on any leak, foreign mutation, stuck finalizer, lost Node or unconverged Service.
 log "chaos soak smoke run"
-cargo build -p ccm-examples --bin soak --bin doctor --bin aws-cloud-controller-manager --quiet
 # Its CCM sees every Node and Service of the apiserver (the other groups leave theirs): an environment of its own.
 soak_env=$(env -u CCM_TESTENV_DIR "$here/testenv.sh" up)
 if ! (set -a; . "$soak_env/env"; set +a
-  cargo run -p ccm-examples --bin soak --quiet -- --smoke --limit-secs 600); then
+  "$bin/soak" --smoke --limit-secs 600); then
   "$here/testenv.sh" down "$soak_env"
   die "the chaos soak smoke run failed (its log names the seed and every problem)"
 fi
