@@ -2,6 +2,8 @@
 //! not this cluster's (another cluster's `owned` tag, this cluster's `shared` tag, or no cluster tag) is never
 //! modified, adopted or deleted — ensure and update fail naming it and its tag with 0 mutating calls, delete
 //! leaves it as it was — and an untagged one is adopted (tagged `owned`) only with `AdoptUntaggedLoadBalancers`.
+//! A Service cannot hand out ownership either: the controller's own tag keys in `additional-resource-tags` are
+//! refused before anything is made.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod lb_support;
@@ -182,5 +184,136 @@ async fn an_untagged_load_balancer_is_adopted_only_when_configured() {
             None,
             "{flavour:?}: deleted as ours"
         );
+    }
+}
+
+#[tokio::test]
+async fn ownership_tags_in_additional_resource_tags_are_refused_and_nothing_is_made() {
+    let w = lb_support::world::world(114, "tagown", false).await;
+    let lbs = w.lbs(w.config.clone());
+    let metrics = w.adapter.metrics().clone();
+    let nodes: Vec<Node> = w.nodes();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let keys = [
+        "kubernetes.io/cluster/someone-else",
+        "KubernetesCluster",
+        "kubernetes.io/service-name",
+    ];
+    for flavour in [Flavour::Classic, Flavour::Network] {
+        for key in keys {
+            let tags = format!("team=web,{key}=owned");
+            let mut annotations = vec![(Key::AdditionalResourceTags, tags.as_str())];
+            if flavour == Flavour::Network {
+                annotations.push((Key::Type, "nlb"));
+            }
+            let svc = service(&uid(), &[(80, 30080)], &annotations);
+            let name = lbs.load_balancer_name(CLUSTER, &svc);
+            let before = mutation_counts(&metrics);
+
+            let err = lbs.ensure_load_balancer(CLUSTER, &svc, &refs).await.unwrap_err();
+            let message = err.to_string();
+            assert!(
+                message.contains(Key::AdditionalResourceTags.name())
+                    && message.contains(&format!("{key:?} is refused")),
+                "{flavour:?} {key}: the annotation and the key are named: {message}"
+            );
+            assert_eq!(
+                diff(&mutation_counts(&metrics), &before),
+                Default::default(),
+                "{flavour:?} {key}: no mutating call at all"
+            );
+            assert_eq!(
+                state(&w, flavour, &name).await,
+                None,
+                "{flavour:?} {key}: nothing made"
+            );
+        }
+    }
+}
+
+/// A security group under the load balancer's managed-group name, tagged for another cluster (or `shared` with
+/// this one) and holding a rule of its own, planted before the controller first sees the Service: the Service
+/// fails naming the group and its tag, and the group is never tagged, rewritten, attached or deleted.
+#[tokio::test]
+async fn a_foreign_group_under_the_managed_name_is_never_touched() {
+    use ccm_aws_api::{
+        Ec2, Filter,
+        ec2::{IpPermission, NewSecurityGroup},
+    };
+    use ccm_load_balancers::{nlb, shared};
+
+    let w = lb_support::world::world(115, "fgrp", false).await;
+    let lbs = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
+    let metrics = w.adapter.metrics().clone();
+    let nodes: Vec<Node> = w.nodes();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let own_key = w.config.cluster.key();
+    let ec2 = w.adapter.ec2();
+    let foreign_tags = [
+        Tags::from([(
+            "kubernetes.io/cluster/someone-else".to_owned(),
+            "owned".to_owned(),
+        )]),
+        Tags::from([(own_key.clone(), "shared".to_owned())]),
+    ];
+    for flavour in [Flavour::Classic, Flavour::Network] {
+        for tags in &foreign_tags {
+            let svc = lb_service(flavour);
+            let name = lbs.load_balancer_name(CLUSTER, &svc);
+            let meta = &svc.metadata;
+            let group_name = match flavour {
+                Flavour::Classic => shared::names::security_group_name(&name),
+                Flavour::Network => nlb::names::managed_group_name(
+                    CLUSTER,
+                    meta.namespace.as_deref().unwrap(),
+                    meta.name.as_deref().unwrap(),
+                    meta.uid.as_deref().unwrap(),
+                ),
+            };
+            let group = ec2
+                .create_security_group(&NewSecurityGroup {
+                    name: group_name.clone(),
+                    description: "someone else's".to_owned(),
+                    vpc_id: w.config.vpc_id.clone(),
+                    tags: tags.clone(),
+                })
+                .await
+                .unwrap();
+            let rule = IpPermission::cidrs("tcp", 5432, 5432, ["10.99.0.0/16"]);
+            ec2.authorize_ingress(&group, &[rule]).await.unwrap();
+            let read = || async {
+                let mut found = ec2
+                    .security_groups(&[Filter::new("group-id", [group.as_str()])])
+                    .await
+                    .unwrap();
+                found.pop().map(|g| (g.tags, g.ingress))
+            };
+            let planted = read().await;
+            let before = mutation_counts(&metrics);
+
+            let err = lbs.ensure_load_balancer(CLUSTER, &svc, &refs).await.unwrap_err();
+            let message = err.to_string();
+            let (tag, value) = tags.iter().next().unwrap();
+            assert!(
+                message.contains(group.as_str()) && message.contains(&format!("{tag}={value}")),
+                "{flavour:?}: the group and its tag are named: {message}"
+            );
+            lbs.ensure_load_balancer_deleted(CLUSTER, &svc).await.unwrap();
+            assert_eq!(
+                diff(&mutation_counts(&metrics), &before),
+                Default::default(),
+                "{flavour:?} {tags:?}: no mutating call at all"
+            );
+            assert_eq!(
+                read().await,
+                planted,
+                "{flavour:?} {tags:?}: the group is as it was"
+            );
+            assert_eq!(
+                state(&w, flavour, &name).await,
+                None,
+                "{flavour:?}: no load balancer made"
+            );
+        }
     }
 }

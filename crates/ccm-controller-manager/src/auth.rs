@@ -38,7 +38,7 @@ pub(crate) enum Denied {
 /// at once, so that a flood of requests to the port queues neither memory nor reviews without bound.
 pub(crate) const MAX_PENDING_REVIEWS: usize = 64;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct User {
     name: String,
     uid: Option<String>,
@@ -55,7 +55,9 @@ pub(crate) struct Auth {
     client: Client,
     always_allow: Arc<Vec<String>>,
     tokens: Cache<String, Option<User>>,
-    decisions: Cache<(String, String, String), Result<(), String>>,
+    /// Keyed by the whole review (user name, UID, groups, extra; path; verb): two users of one name but other
+    /// groups (two tokens, a rename, an impersonated identity) never share a decision.
+    decisions: Cache<(User, String, String), Result<(), String>>,
     /// Permits for requests that need reviews.
     pending: Arc<tokio::sync::Semaphore>,
 }
@@ -124,7 +126,7 @@ impl Auth {
             return Ok(());
         }
         let verb = method.to_ascii_lowercase();
-        let key = (user.name.clone(), path.to_owned(), verb.clone());
+        let key = (user.clone(), path.to_owned(), verb.clone());
         if let Some(decision) = cached(&self.decisions, &key) {
             return decision.map_err(Denied::Forbidden);
         }
@@ -235,6 +237,96 @@ mod tests {
         for task in waiting {
             task.abort();
         }
+    }
+
+    /// A fake apiserver on loopback answering reviews: token `t-<group>` is the user `alice` in `<group>`, and a
+    /// SubjectAccessReview is allowed for the group `readers` only. Counts the SubjectAccessReviews.
+    async fn review_server() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let reviews = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = reviews.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let mut stream = BufReader::new(stream);
+                    loop {
+                        let (mut request, mut length) = (String::new(), 0usize);
+                        loop {
+                            let mut line = String::new();
+                            if stream.read_line(&mut line).await.unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                                length = v.trim().parse().unwrap();
+                            }
+                            if line == "\r\n" {
+                                break;
+                            }
+                            request.push_str(&line);
+                        }
+                        let mut body = vec![0; length];
+                        stream.read_exact(&mut body).await.unwrap();
+                        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                        let answer = if request.contains("tokenreviews") {
+                            let token = body["spec"]["token"].as_str().unwrap_or_default();
+                            let group = token.strip_prefix("t-").unwrap_or_default();
+                            serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                                "spec": {}, "status": {"authenticated": true,
+                                "user": {"username": "alice", "groups": [group]}}})
+                        } else {
+                            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            let allowed = body["spec"]["groups"][0] == "readers";
+                            serde_json::json!({"apiVersion": "authorization.k8s.io/v1",
+                                "kind": "SubjectAccessReview", "spec": body["spec"],
+                                "status": {"allowed": allowed}})
+                        };
+                        let answer = answer.to_string();
+                        let head = format!(
+                            "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                            answer.len()
+                        );
+                        let stream = stream.get_mut();
+                        stream.write_all(head.as_bytes()).await.unwrap();
+                        stream.write_all(answer.as_bytes()).await.unwrap();
+                    }
+                });
+            }
+        });
+        (addr, reviews)
+    }
+
+    #[tokio::test]
+    async fn decisions_are_cached_per_whole_review_not_per_user_name() {
+        let (addr, reviews) = review_server().await;
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        let auth = Auth::new(Client::try_from(config).unwrap(), Vec::new());
+        assert_eq!(
+            auth.check("/metrics", "GET", Some("Bearer t-readers")).await,
+            Ok(())
+        );
+        assert_eq!(
+            auth.check("/metrics", "GET", Some("Bearer t-readers")).await,
+            Ok(())
+        );
+        assert_eq!(
+            reviews.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "the same review is cached"
+        );
+        // The same user name in another group: its own review, and refused.
+        let other = auth.check("/metrics", "GET", Some("Bearer t-strangers")).await;
+        assert!(matches!(other, Err(Denied::Forbidden(_))), "{other:?}");
+        assert_eq!(reviews.load(std::sync::atomic::Ordering::SeqCst), 2);
+        // Another path or verb is another review too.
+        assert_eq!(
+            auth.check("/debug/flags/v", "PUT", Some("Bearer t-readers"))
+                .await,
+            Ok(())
+        );
+        assert_eq!(reviews.load(std::sync::atomic::Ordering::SeqCst), 3);
     }
 
     #[test]

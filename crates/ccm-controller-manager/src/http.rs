@@ -32,12 +32,26 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{Error, auth::Denied};
 
-/// Longest TLS handshake, and longest wait for a request's headers: the port is unauthenticated, so slow
-/// clients must not hold connections open.
-const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+mod limits;
+use limits::{Activity, Peers};
+
+/// Longest TLS handshake: the port is unauthenticated (and, with `hostNetwork`, reachable from every pod), so a
+/// peer that connects and says nothing must not hold a connection for long.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+/// Longest wait for a request's headers, and for requests in flight at a connection's end.
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// The most connections served at once; more are closed as they arrive (Prometheus and the kubelet's probes
 /// need a handful).
 pub(crate) const MAX_CONNECTIONS: usize = 256;
+/// The most connections one peer address may hold, and how many of them may still be in their TLS handshake:
+/// beyond either, its new connections are closed as they arrive, so that one address (a pod flooding the port
+/// with idle connects) can never take the slots the kubelet's probes and Prometheus need. With the global cap,
+/// it takes 16 addresses to fill the server.
+pub(crate) const MAX_CONNECTIONS_PER_PEER: usize = 16;
+pub(crate) const MAX_HANDSHAKES_PER_PEER: usize = 4;
+/// A connection with no request in flight for this long is closed (HTTP/2 keeps a connection alive with pings
+/// alone; HTTP/1's header timeout already closes an idle one sooner).
+const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// The most concurrent HTTP/2 streams per connection.
 const MAX_STREAMS: u32 = 32;
 /// HTTP/2 keep-alive: a ping after this much silence, and the connection closed if it is not answered within
@@ -327,6 +341,7 @@ pub(crate) async fn serve(
 ) {
     let acceptor = TlsAcceptor::from(Arc::new(tls));
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let peers = Peers::default();
     loop {
         // Biased: once shutdown is asked for, no further connection is taken, even one already waiting.
         let (stream, peer) = tokio::select! {
@@ -340,6 +355,11 @@ pub(crate) async fn serve(
                 }
             },
         };
+        let Some(mut peer_slot) = peers.admit(peer.ip()) else {
+            tracing::debug!(%peer, "too many connections from this address; closing the new one");
+            drop(stream);
+            continue;
+        };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             tracing::debug!(%peer, limit = MAX_CONNECTIONS, "too many connections; closing the new one");
             drop(stream);
@@ -350,7 +370,9 @@ pub(crate) async fn serve(
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+            let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
+            peer_slot.handshake_done();
+            let tls = match handshake {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -361,9 +383,13 @@ pub(crate) async fn serve(
                     return;
                 }
             };
+            let activity = Activity::default();
+            let seen = activity.clone();
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let state = state.clone();
+                let request = seen.begin();
                 async move {
+                    let _request = request;
                     let authorization = req
                         .headers()
                         .get(hyper::header::AUTHORIZATION)
@@ -415,7 +441,7 @@ pub(crate) async fn serve(
                 .http1()
                 .timer(TokioTimer::new())
                 .keep_alive(true)
-                .header_read_timeout(HANDSHAKE_TIMEOUT);
+                .header_read_timeout(HEADER_TIMEOUT);
             builder
                 .http2()
                 .timer(TokioTimer::new())
@@ -432,7 +458,12 @@ pub(crate) async fn serve(
                 () = tokio::time::sleep(MAX_CONNECTION_AGE) => {
                     // Finish what is in flight, then close.
                     conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, conn).await;
+                    let _ = tokio::time::timeout(HEADER_TIMEOUT, conn).await;
+                }
+                () = activity.idle_for(IDLE_TIMEOUT) => {
+                    tracing::debug!(%peer, "closing an idle connection");
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(HEADER_TIMEOUT, conn).await;
                 }
                 result = conn.as_mut() => if let Err(e) = result {
                     tracing::debug!(%peer, error = %e, "connection error");

@@ -449,12 +449,13 @@ async fn certificate_from_cert_dir_is_generated_then_reused() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The server holds at most 256 connections: one more is closed at once (before the 10 s handshake timeout
-/// that would otherwise end it), while the ones it holds stay open.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_beyond_the_cap_are_closed_at_once() {
-    use tokio::io::AsyncReadExt;
-    const MAX_CONNECTIONS: usize = 256;
+/// Starts a runtime with only a do-nothing controller, serving on 127.0.0.1; returns its address, the sender that
+/// stops it and its task.
+async fn serve_probe_only() -> (
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), ccm_controller_manager::Error>>,
+) {
     let env = TestEnv::get();
     let port = free_port();
     let options = Options::try_parse_from([
@@ -474,28 +475,94 @@ async fn connections_beyond_the_cap_are_closed_at_once() {
     let task = tokio::spawn(runtime.run_until(Arc::new(FakeProvider::new()), async {
         let _ = rx.await;
     }));
-    let addr = format!("127.0.0.1:{port}");
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let t0 = Instant::now();
-    while tokio::net::TcpStream::connect(&addr).await.is_err() {
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
         assert!(t0.elapsed() < Duration::from_secs(10), "not serving");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Let that probe's connection (closed by us) free its slot before filling them all.
+    // Let that probe's connection (closed by us) free its slots.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut held = Vec::new();
-    for _ in 0..MAX_CONNECTIONS {
-        held.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
-    }
-    let mut extra = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    (addr, tx, task)
+}
+
+/// A connection to `addr` from the local address `from`: any 127.0.0.0/8 address reaches a listener on
+/// 127.0.0.1, so one test plays several peers.
+async fn connect_from(from: &str, addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+/// Whether the server closed the connection within a second (well before the 3 s handshake timeout).
+async fn closed_at_once(stream: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
     let mut buf = [0u8; 1];
-    let read = tokio::time::timeout(Duration::from_secs(5), extra.read(&mut buf))
-        .await
-        .expect("the connection over the cap is closed at once");
-    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), stream.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+/// The server holds at most 256 connections, at most 4 per address in their handshake: with 64 addresses
+/// holding 4 each, one more connection is closed at once, while the ones it holds stay open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_cap_are_closed_at_once() {
+    const MAX_CONNECTIONS: usize = 256;
+    const MAX_HANDSHAKES_PER_PEER: usize = 4;
+    let (addr, tx, task) = serve_probe_only().await;
+    let mut held = Vec::new();
+    for peer in 0..MAX_CONNECTIONS / MAX_HANDSHAKES_PER_PEER {
+        for _ in 0..MAX_HANDSHAKES_PER_PEER {
+            held.push(connect_from(&format!("127.0.1.{}", peer + 1), addr).await);
+        }
+    }
+    let mut extra = connect_from("127.0.2.1", addr).await;
+    assert!(
+        closed_at_once(&mut extra).await,
+        "the connection over the cap is closed at once"
+    );
     // A held one is still open: nothing to read yet.
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 1];
     let still = tokio::time::timeout(Duration::from_millis(200), held[0].read(&mut buf)).await;
     assert!(still.is_err(), "a held connection was closed: {still:?}");
     drop(held);
+    tx.send(()).unwrap();
+    task.await.unwrap().unwrap();
+}
+
+/// One address holding a thousand idle connections (connected, never a TLS hello: what any pod can do to a
+/// `hostNetwork` port) locks nobody else out: all but 4 of them are closed at once, `/healthz` from another
+/// address answers within a second, and the process stays up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_flooding_the_port_locks_nobody_out() {
+    let (addr, tx, task) = serve_probe_only().await;
+    let mut flood = Vec::new();
+    for _ in 0..1000 {
+        flood.push(connect_from("127.0.0.2", addr).await);
+    }
+    let client = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .local_address("127.0.0.1".parse::<std::net::IpAddr>().unwrap())
+        .timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let (status, body) = get(&client, &format!("https://{addr}/healthz")).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "ok"),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    let mut closed = 0;
+    for stream in flood.iter_mut().rev().take(100) {
+        closed += usize::from(closed_at_once(stream).await);
+    }
+    assert_eq!(closed, 100, "the flood's newest connections were closed at once");
+    assert!(!task.is_finished(), "the process is up");
+    drop(flood);
     tx.send(()).unwrap();
     task.await.unwrap().unwrap();
 }

@@ -73,6 +73,21 @@ pub enum Error {
     /// A resource found by name carries another cluster's tag.
     #[error(transparent)]
     Ownership(#[from] ccm_tagging::OwnershipError),
+    /// A security group under the load balancer's managed-group name belongs to another cluster (or is `shared`
+    /// with this one): it is never tagged, changed, attached or deleted. Nothing was changed in AWS.
+    #[error(
+        "security group {name} ({group}) has this load balancer's managed-group name but is tagged {tags:?}: it \
+         is never tagged, changed, attached or deleted by this cluster; delete or rename it, or give the Service \
+         its groups with service.beta.kubernetes.io/aws-load-balancer-security-groups"
+    )]
+    ForeignGroup {
+        /// The group's ID.
+        group: String,
+        /// The group's name.
+        name: String,
+        /// Its cluster tags, as `key=value`.
+        tags: Vec<String>,
+    },
     /// A load balancer exists under the Service's name but this cluster does not own it: it is never modified,
     /// adopted or deleted. Nothing was changed in AWS.
     #[error(transparent)]

@@ -313,6 +313,15 @@ pub fn discover_cluster_id(tags: &Tags) -> Result<DiscoveredCluster, DiscoveryEr
     }
 }
 
+/// Whether the key marks cluster ownership (`kubernetes.io/cluster/<id>` or the legacy `KubernetesCluster`, in any
+/// letter case): such a tag makes a cluster treat the resource as its own, so it is never taken from user input
+/// (a Service's `additional-resource-tags`, say): only the controller writes it, with its own cluster ID.
+pub fn is_ownership_key(key: &str) -> bool {
+    key.get(..CLUSTER_TAG_PREFIX.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(CLUSTER_TAG_PREFIX))
+        || key.eq_ignore_ascii_case(LEGACY_CLUSTER_TAG)
+}
+
 /// Whether AWS reserves the key (`aws:`): never diffed, set or removed.
 pub fn is_aws_reserved(key: &str) -> bool {
     key.get(..AWS_RESERVED_PREFIX.len())

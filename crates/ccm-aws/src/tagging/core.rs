@@ -292,6 +292,7 @@ where
                     Outcome::Gone => "gone",
                 };
                 self.metrics.item(action, outcome, item.instance.as_str());
+                self.forget_if_gone(item);
             }
             Err(failure) if self.backoff.failures(item) < MAX_RETRIES => {
                 let n = self.add_rate_limited(item);
@@ -301,12 +302,21 @@ where
             Err(failure) => {
                 self.backoff.forget(item);
                 self.metrics.item(action, "dropped", item.instance.as_str());
+                self.forget_if_gone(item);
                 tracing::error!(
                     node = item.node,
                     error = %ErrorChain(&failure),
                     "giving up after {MAX_RETRIES} retries"
                 );
             }
+        }
+    }
+
+    /// Once the last work item of a deleted Node's instance is over, its error series go: a series per
+    /// instance kept forever would grow `/metrics` with every Node the cluster ever had.
+    fn forget_if_gone(&self, item: &Item) {
+        if matches!(item.action, Action::Untag) {
+            self.metrics.forget_instance(item.instance.as_str());
         }
     }
 

@@ -124,6 +124,16 @@ impl TaggingMetrics {
         self.inner.errors.get_or_create(&labels).inc();
     }
 
+    /// Drops the error series of `instance_id` (its Node is gone).
+    pub(crate) fn forget_instance(&self, instance_id: &str) {
+        for error_type in ["total_errors", "errors_after_retries_exhausted"] {
+            self.inner.errors.remove(&ErrorLabels {
+                error_type,
+                instance_id: instance_id.to_owned(),
+            });
+        }
+    }
+
     pub(crate) fn initial_delay(&self, seconds: f64) {
         self.inner.delay.observe(seconds.max(0.0));
     }
@@ -155,5 +165,20 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("le=\"1024.0\""), "upstream's buckets: {text}");
+    }
+
+    #[test]
+    fn an_instances_error_series_go_when_it_is_forgotten() {
+        let metrics = TaggingMetrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        metrics.item("tag", "retried", "i-1");
+        metrics.item("untag", "dropped", "i-1");
+        metrics.item("tag", "retried", "i-2");
+        metrics.forget_instance("i-1");
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        assert!(!text.contains("instance_id=\"i-1\""), "{text}");
+        assert!(text.contains("instance_id=\"i-2\""), "{text}");
     }
 }

@@ -590,3 +590,37 @@ async fn the_queue_publishes_component_base_numbers() {
     assert_eq!(q.work_duration.count, 3);
     assert_eq!(queue_metrics.snapshot().queue_depth, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_deleted_nodes_instance_loses_its_error_series() {
+    let calls = TagCalls::default();
+    let core = core(
+        ec2_with(|_| Some(ErrorKind::Throttled), &calls, tags(&[("team", "a")])),
+        FakeLabels::default(),
+        true,
+    );
+    let mut registry = prometheus_client::registry::Registry::default();
+    core.metrics.register(&mut registry);
+    let series = || {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text.lines()
+            .filter(|l| l.contains("instance_id=\"i-0001\""))
+            .count()
+    };
+    core.observe(watcher::Event::Apply(aws_node(1)));
+    let worker = {
+        let core = core.clone();
+        tokio::spawn(async move { core.work().await })
+    };
+    until("the tag is dropped", || core.metrics.count("tag", "dropped") == 1).await;
+    assert_eq!(series(), 2, "retried and dropped while the Node exists");
+    core.observe(watcher::Event::Delete(aws_node(1)));
+    until("the untag is over", || {
+        core.metrics.count("untag", "dropped") + core.metrics.count("untag", "done") == 1
+    })
+    .await;
+    assert_eq!(series(), 0, "the Node is gone, and so are its instance's series");
+    core.queue.shut_down();
+    worker.await.unwrap();
+}

@@ -206,6 +206,26 @@ fn bad_values_name_what_is_accepted() {
         (Key::BackendProtocol, "grpc", "one of http, https, ssl, tcp"),
         (Key::AdditionalResourceTags, "=v", "key=value"),
         (Key::AdditionalResourceTags, "aws:x=1", "not aws:"),
+        (
+            Key::AdditionalResourceTags,
+            "team=web,kubernetes.io/cluster/other=owned",
+            "the key \"kubernetes.io/cluster/other\" is refused",
+        ),
+        (
+            Key::AdditionalResourceTags,
+            "KubernetesCluster=other",
+            "\"KubernetesCluster\" is refused",
+        ),
+        (
+            Key::AdditionalResourceTags,
+            "Kubernetes.io/Cluster/x=shared",
+            "is refused",
+        ),
+        (
+            Key::AdditionalResourceTags,
+            "kubernetes.io/service-name=other/web",
+            "\"kubernetes.io/service-name\" is refused",
+        ),
         (Key::HealthcheckHealthyThreshold, "1", "from 2 to 10"),
         (Key::HealthcheckUnhealthyThreshold, "11", "from 2 to 10"),
         (Key::HealthcheckTimeout, "1", "from 2 to 120"),

@@ -47,7 +47,8 @@ impl ValueType {
             Self::Ipv4List => "comma-separated IPv4 addresses".to_owned(),
             Self::CidrList => "comma-separated CIDRs (10.0.0.0/8, 2001:db8::/32)".to_owned(),
             Self::TagList => {
-                "comma-separated key=value tags (key 1-128 characters, not aws:..., value up to 256)"
+                "comma-separated key=value tags (key 1-128 characters, not aws:... and not the controller's own \
+                 kubernetes.io/cluster/..., KubernetesCluster or kubernetes.io/service-name; value up to 256)"
                     .to_owned()
             }
             Self::LabelList => "comma-separated key=value node labels (value may be empty)".to_owned(),
@@ -105,6 +106,19 @@ pub fn is_cidr(s: &str) -> bool {
 /// Validates one raw value of `key` against the table; the error is the text of what is accepted.
 pub fn parse_value(key: Key, raw: &str) -> Result<Value, String> {
     let ty = key.def().value;
+    if matches!(ty, ValueType::TagList)
+        && let Some(refused) = pairs(raw)
+            .into_iter()
+            .map(|(k, _)| k)
+            .find(|k| is_controller_tag(k))
+    {
+        // Named on its own: a Service author must not make another cluster (or its leak report) treat these
+        // resources as its own, nor detach them from their Service.
+        return Err(format!(
+            "{}; the key {refused:?} is refused: it is one of the controller's own tags",
+            ty.accepted()
+        ));
+    }
     let value = match ty {
         ValueType::IdList(_)
         | ValueType::SubnetList
@@ -115,6 +129,12 @@ pub fn parse_value(key: Key, raw: &str) -> Result<Value, String> {
         _ => scalar_value(ty, raw.trim()),
     };
     value.ok_or_else(|| ty.accepted())
+}
+
+/// Whether a tag key is one the controller writes itself: cluster ownership (`kubernetes.io/cluster/<id>`,
+/// `KubernetesCluster`) or the Service a load balancer belongs to (`kubernetes.io/service-name`).
+fn is_controller_tag(key: &str) -> bool {
+    ccm_tagging::is_ownership_key(key) || key.eq_ignore_ascii_case(crate::shared::names::SERVICE_NAME_TAG)
 }
 
 /// A single value (`trimmed`), if valid.

@@ -288,6 +288,7 @@ fn sort_group(
 ) -> Result<Option<SecurityGroupId>, Error> {
     match group {
         Some(group) if desired.managed_group.is_some() => {
+            shared::check_managed_group(config, &group)?;
             config
                 .cluster
                 .missing_ownership_tags(group.id.as_str(), &group.tags)?;

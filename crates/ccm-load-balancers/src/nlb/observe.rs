@@ -279,6 +279,11 @@ async fn managed_group<E: Ec2>(
     if desired.wants_groups() {
         observed.managed_group = shared::find_group(ec2, config, &desired.managed_group_name).await?;
     }
+    // Someone else's group under our name: never used. With given groups it is simply left alone (only an owned
+    // managed group is released below).
+    if let (Security::Managed(_), Some(group)) = (&desired.security, &observed.managed_group) {
+        shared::check_managed_group(config, group)?;
+    }
     if let (Security::Given(given), Some(group)) = (&desired.security, &observed.managed_group)
         && !given.iter().any(|g| g == group.id.as_str())
         && config.cluster.is_owned(&group.tags)

@@ -131,11 +131,34 @@ pub async fn create_or_adopt_group<E: Ec2>(
         .await;
     match created {
         Ok(id) => Ok(id),
-        Err(e) if e.kind() == ErrorKind::Conflict => find_group(ec2, config, name)
-            .await?
-            .map(|g| g.id)
-            .ok_or_else(|| Error::aws(context)(e)),
+        Err(e) if e.kind() == ErrorKind::Conflict => {
+            let Some(group) = find_group(ec2, config, name).await? else {
+                return Err(Error::aws(context)(e));
+            };
+            check_managed_group(config, &group)?;
+            Ok(group.id)
+        }
         Err(e) => Err(Error::aws(context)(e)),
+    }
+}
+
+/// The check before using a group found under a load balancer's managed-group name: one owned by this cluster
+/// is ours, and so is an untagged one (made by a create whose tags were lost: its ownership tags are added). One
+/// tagged for another cluster, or `shared` for this one, is someone else's: it is never tagged, changed,
+/// attached or deleted, and the Service fails naming it and its tag.
+pub fn check_managed_group(config: &LoadBalancerConfig, group: &SecurityGroup) -> Result<(), Error> {
+    match config.cluster.ownership(&group.tags) {
+        Ownership::Owned | Ownership::Untagged => Ok(()),
+        Ownership::Shared | Ownership::Foreign => Err(Error::ForeignGroup {
+            group: group.id.as_str().to_owned(),
+            name: group.name.clone(),
+            tags: group
+                .tags
+                .iter()
+                .filter(|(k, _)| ccm_tagging::is_ownership_key(k))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect(),
+        }),
     }
 }
 

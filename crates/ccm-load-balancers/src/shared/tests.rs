@@ -280,6 +280,19 @@ fn tags_carry_service_and_ownership_and_additional() {
         }]),
         ..Default::default()
     });
+    // An ownership key in the annotation is refused outright, naming the key.
+    let refused = crate::parse_service(&service).unwrap_err().to_string();
+    assert!(
+        refused.contains("\"kubernetes.io/cluster/c1\" is refused"),
+        "{refused}"
+    );
+    service.metadata.annotations = Some(
+        [(
+            crate::annotations::Key::AdditionalResourceTags.name().to_owned(),
+            "team=a".to_owned(),
+        )]
+        .into(),
+    );
     let spec = crate::parse_service(&service).unwrap();
     let t = load_balancer_tags(&cluster(), &spec);
     assert_eq!(
@@ -289,7 +302,7 @@ fn tags_carry_service_and_ownership_and_additional() {
             ("kubernetes.io/service-name", "prod/web"),
             ("team", "a")
         ]),
-        "the ownership tag wins over an additional one"
+        "the Service's and the ownership tags with the additional ones"
     );
 }
 

@@ -235,7 +235,11 @@ async fn observe_refuses_a_group_of_another_cluster() {
     let e = observe(&ec2, &elb, &config(), &desired, Scope::Full)
         .await
         .unwrap_err();
-    assert!(e.to_string().contains("another cluster"), "{e}");
+    assert!(matches!(e, crate::Error::ForeignGroup { .. }), "{e}");
+    assert!(
+        e.to_string().contains("kubernetes.io/cluster/c1=other"),
+        "names the tag: {e}"
+    );
 }
 
 #[test]
