@@ -66,7 +66,7 @@ pub fn check(config: &LoadBalancerConfig, name: &str, tags: &Tags) -> Result<boo
 }
 
 /// The cluster tags among `tags`, as `key=value`.
-fn cluster_tags(tags: &Tags) -> Vec<String> {
+pub(crate) fn cluster_tags(tags: &Tags) -> Vec<String> {
     tags.iter()
         .filter(|(k, _)| k.starts_with(CLUSTER_TAG_PREFIX) || *k == LEGACY_CLUSTER_TAG)
         .map(|(k, v)| format!("{k}={v}"))

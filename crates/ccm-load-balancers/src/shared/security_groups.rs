@@ -152,12 +152,7 @@ pub fn check_managed_group(config: &LoadBalancerConfig, group: &SecurityGroup) -
         Ownership::Shared | Ownership::Foreign => Err(Error::ForeignGroup {
             group: group.id.as_str().to_owned(),
             name: group.name.clone(),
-            tags: group
-                .tags
-                .iter()
-                .filter(|(k, _)| ccm_tagging::is_ownership_key(k))
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect(),
+            tags: crate::ownership::cluster_tags(&group.tags),
         }),
     }
 }
