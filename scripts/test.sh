@@ -42,6 +42,20 @@ for b in scale soak doctor aws-cloud-controller-manager custom-provider; do
 done
 log "scale harness smoke run"
 "$bin/scale" --nodes 10 --pool 5 --services 2,3 --steady-secs 10 --settle-secs 2 --quiet-secs 3 --limit-secs 180
+# The library crates as their users get them (docs with warnings denied, packages, scratch consumers with each
+# Kubernetes API version, cargo deny; advisories need a network database and are left out, deny.toml), then the
+# doc tests. Both are compile-bound while the soak below mostly waits on moto and the apiserver and the fuzz smoke
+# run takes one core: they run beside those two, niced so that the soak's controllers keep their cores, and their
+# log is printed when they end. They hold the cargo lock of the workspace's target directory; nothing after this
+# point takes it (the soak runs a built binary, the fuzz targets have a target directory of their own).
+log "library crates as published (scripts/check-crates.sh) and doc tests, in the background"
+crates_log="$(mktemp)"
+(nice -n 10 "$here/check-crates.sh" && log "doc tests" && nice -n 10 cargo test --workspace --doc --quiet) \
+  >"$crates_log" 2>&1 &
+crates_job=$!
+# A failure below stops them too (and the environment, as start_testenv's trap did).
+# shellcheck disable=SC2064 # expand now
+trap "kill_tree $crates_job; '$here/testenv.sh' down '$TESTENV_DIR'" EXIT
 # The chaos soak's smoke run (docs/reliability.md): 25 seeded Service lifecycles under AWS faults, leader kills
 # and Node churn; fails on any leak, foreign mutation, stuck finalizer, lost Node or unconverged Service.
 log "chaos soak smoke run"
@@ -53,14 +67,15 @@ if ! (set -a; . "$soak_env/env"; set +a
   die "the chaos soak smoke run failed (its log names the seed and every problem)"
 fi
 "$here/testenv.sh" down "$soak_env"
-# The library crates as their users get them (docs with warnings denied, packages, scratch consumers with each
-# Kubernetes API version, cargo deny); advisories need a network database and are left out (deny.toml).
-log "library crates as published (scripts/check-crates.sh)"
-"$here/check-crates.sh"
-log "doc tests"
-cargo test --workspace --doc --quiet
 # Every fuzz target for about 20 s on its committed corpus (nightly, one core; a crash or hang fails the run).
 log "fuzz smoke run"
 wait "$fuzz_build" || { cat "$fuzz_log" >&2; die "building the fuzz targets failed"; }
 "$here/fuzz-smoke.sh"
+log "waiting for the library crates' checks and the doc tests"
+crates_status=0
+wait "$crates_job" || crates_status=$?
+# shellcheck disable=SC2064 # expand now
+trap "'$here/testenv.sh' down '$TESTENV_DIR'" EXIT
+cat "$crates_log" >&2
+[ "$crates_status" -eq 0 ] || die "scripts/check-crates.sh or the doc tests failed (their messages are above)"
 log "all tests passed"
