@@ -338,9 +338,6 @@ pub trait Elbv2 {
 
     /// Adds or overwrites tags on resources.
     fn add_tags(&self, arns: &[String], tags: &Tags) -> impl Future<Output = Result<()>> + Send;
-
-    /// Removes tag keys from resources.
-    fn remove_tags(&self, arns: &[String], keys: &[String]) -> impl Future<Output = Result<()>> + Send;
 }
 
 // === impl LoadBalancerV2 ===

@@ -19,7 +19,7 @@ use convert::{forward, listener, load_balancer, non_empty_tags, sdk_targets, tar
 
 /// Targets per (de)registration call.
 const TARGETS_PER_CALL: usize = 100;
-/// ARNs per `DescribeTags`/`AddTags`/`RemoveTags` call.
+/// ARNs per `DescribeTags`/`AddTags` call.
 const ARNS_PER_TAG_CALL: usize = 20;
 
 const fn op(name: &'static str, class: ActionClass) -> Op {
@@ -49,7 +49,6 @@ const REGISTER_TARGETS: Op = op("RegisterTargets", ActionClass::Registration);
 const DEREGISTER_TARGETS: Op = op("DeregisterTargets", ActionClass::Registration);
 const DESCRIBE_TAGS: Op = op("DescribeTags", ActionClass::NonMutating);
 const ADD_TAGS: Op = op("AddTags", ActionClass::Mutating);
-const REMOVE_TAGS: Op = op("RemoveTags", ActionClass::Mutating);
 
 /// The ELBv2 port on aws-sdk-elasticloadbalancingv2. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -551,24 +550,6 @@ impl Elbv2 for AwsElbv2 {
                         .add_tags()
                         .set_resource_arns(Some(chunk.to_vec()))
                         .set_tags(Some(tags.clone()))
-                        .send()
-                })
-                .await?;
-        }
-        Ok(())
-    }
-
-    async fn remove_tags(&self, arns: &[String], keys: &[String]) -> Result<()> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        for chunk in arns.chunks(ARNS_PER_TAG_CALL) {
-            self.rt
-                .call(REMOVE_TAGS, || {
-                    self.client
-                        .remove_tags()
-                        .set_resource_arns(Some(chunk.to_vec()))
-                        .set_tag_keys(Some(keys.to_vec()))
                         .send()
                 })
                 .await?;

@@ -300,8 +300,4 @@ impl<T: Elbv2 + Sync> Elbv2 for Faulty<T> {
         self.tick("AddTags")?;
         self.inner.add_tags(arns, tags).await
     }
-    async fn remove_tags(&self, arns: &[String], keys: &[String]) -> Result<()> {
-        self.tick("RemoveTags")?;
-        self.inner.remove_tags(arns, keys).await
-    }
 }

@@ -41,14 +41,16 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
     changes.extend(target_groups(desired, observed, &mut tag_arns));
     // 3. The load balancer, its groups, tags and attributes.
     changes.extend(load_balancer(desired, observed, lb, groupless, &mut tag_arns));
-    // 4. Listeners, keyed by port; then the tags missing anywhere.
-    changes.extend(listeners(desired, observed, lb, &mut tag_arns));
+    // 4. The tags missing anywhere, then the listeners, keyed by port: the hardened IAM policy lets the
+    //    controller change or delete only listeners that carry the cluster's tag, and Go-era ones carry none.
+    let listener_changes = listeners(desired, observed, lb, &mut tag_arns);
     if !tag_arns.is_empty() {
         changes.push(Change::AddTags {
             arns: tag_arns,
             tags: desired.tags.clone(),
         });
     }
+    changes.extend(listener_changes);
     // 5. Target groups no longer wanted, 6. a managed group released for given groups, 7. the nodes' rules.
     changes.extend(unwanted_target_groups(desired, observed));
     changes.extend(released_group(desired, observed));
@@ -331,6 +333,7 @@ fn listeners(
         .iter()
         .filter(|l| !wanted_ports.contains(&l.port))
     {
+        tag_if_missing(tag_arns, observed, &l.arn, desired);
         changes.push(Change::DeleteListener {
             port: l.port,
             arn: l.arn.clone(),
@@ -379,6 +382,7 @@ fn listener(
     }
     // A protocol change (TCP -> TLS, TCP -> UDP, ...) replaces the listener of that port: deleted first, so no
     // DuplicateListener; ModifyListener cannot make every such change (UDP, TCP_UDP, TLS -> TCP).
+    tag_if_missing(tag_arns, observed, &current.arn, desired);
     vec![
         Change::DeleteListener {
             port: current.port,

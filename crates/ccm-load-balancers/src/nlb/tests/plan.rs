@@ -451,3 +451,33 @@ fn instances_not_running_are_never_registered() {
     o.node_rules = node_rules(&["i-1", "i-2"]);
     assert!(registrations(&plan(&d, &o)).is_empty());
 }
+
+#[test]
+fn untagged_listeners_are_tagged_before_they_are_changed_or_deleted() {
+    // Go-era listeners carry no tags; the hardened IAM policy lets the controller modify or delete only
+    // listeners tagged as the cluster's, so their tags come first.
+    let two = desired(&[], &[(80, 30080), (443, 30443)]);
+    let one = desired(&[], &[(80, 30080)]);
+    let mut o = converged(&two);
+    let listeners: Vec<String> = o.listeners.iter().map(|l| l.arn.clone()).collect();
+    for arn in &listeners {
+        o.tags.insert(arn.clone(), Tags::new());
+    }
+    let changes = plan(&one, &o);
+    let kinds = kinds(&changes);
+    let tagged = kinds
+        .iter()
+        .position(|k| k == "add_tags")
+        .expect("the tags are repaired");
+    let deleted = kinds
+        .iter()
+        .position(|k| k == "delete_listener")
+        .expect("443 goes");
+    assert!(tagged < deleted, "{kinds:?}");
+    let Change::AddTags { arns, .. } = &changes[tagged] else {
+        panic!()
+    };
+    for arn in &listeners {
+        assert!(arns.contains(arn), "{arn} not tagged: {arns:?}");
+    }
+}
