@@ -93,11 +93,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .with_full_ensure_host_updates(cli.lb_host_update_full_ensure)
         .with_cluster_listing(!cli.aws_instance_listing_off);
     let ec2 = Arc::new(cloud.ec2().clone());
+    let (cluster, members) = (cloud.cluster().clone(), cloud.membership().clone());
     let registered = tagging_metrics.clone();
     let mut runtime = Runtime::new(cli.manager).with_controller(TAGGING, false, move |ctx| {
         let (ec2, config, metrics) = (ec2.clone(), tagging.clone(), tagging_metrics.clone());
+        let (cluster, members) = (cluster.clone(), members.clone());
         async move {
-            TaggingController::new(ctx.client, ec2, config)?
+            TaggingController::new(ctx.client, ec2, cluster, config)?
+                .with_members(members)
                 .with_metrics(metrics)
                 .with_controller_metrics(ctx.metrics)
                 .with_informers(ctx.informers)

@@ -106,6 +106,7 @@ impl InstancesV2 for InMemoryCloud {
             zone: m.zone.clone(),
             region: "memory".to_owned(),
             additional_labels: BTreeMap::new(),
+            not_in_cluster: None,
         }))
     }
 }

@@ -74,8 +74,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let (cloud, _adapter) = AwsCloud::connect(&config, AdapterOptions::default()).await?;
     let lbs = cloud
         .load_balancer()
-        .map(ccm_aws::HostUpdates::inner)
+        .map(|lbs| lbs.inner().inner())
         .ok_or_else(|| anyhow::anyhow!("no VPC known: set VPC in the cloud config"))?;
+    // As the controller does: a Node whose instance lacks the cluster tag is no target.
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<Node> = cloud
+        .membership()
+        .member_nodes(&refs)
+        .await?
+        .into_iter()
+        .cloned()
+        .collect();
     let plan = ccm_load_balancers::plan_for(lbs, &cli.cluster_name, &service, &nodes).await?;
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&plan)?);

@@ -17,10 +17,13 @@ use ccm_tagging::ClusterTags;
 use regex::Regex;
 use tracing::{info, warn};
 
+use std::sync::Arc;
+
 use crate::{
     CloudConfig, HostUpdates, adapter_options,
     cloud_config::{self, IpFamily},
     cluster_id::{self, ClusterIdError},
+    membership::{MemberInstances, MemberLoadBalancers, MemberRoutes, Membership},
 };
 
 /// The provider name, for `--cloud-provider`; defined once, in `ccm-aws-api`.
@@ -30,13 +33,17 @@ pub use ccm_aws_api::PROVIDER_NAME;
 #[derive(Debug)]
 pub struct AwsCloud<E = AwsEc2, L = AwsElb, V = AwsElbv2> {
     ec2: E,
-    instances: AwsInstances<E>,
-    routes: AwsRoutes<E, NodeIndex>,
-    load_balancers: Option<HostUpdates<AwsLoadBalancers<E, L, V>>>,
+    membership: Arc<Membership<E>>,
+    instances: MemberInstances<E>,
+    routes: MemberRoutes<AwsRoutes<E, NodeIndex>, E>,
+    load_balancers: Option<LoadBalancers<E, L, V>>,
     cluster: ClusterTags,
     region: String,
     vpc_id: Option<VpcId>,
 }
+
+/// The load balancers of [`AwsCloud`]: the domain crate, host updates planned from memory, member Nodes only.
+pub type LoadBalancers<E, L, V> = MemberLoadBalancers<HostUpdates<AwsLoadBalancers<E, L, V>>, E>;
 
 /// What the CCM found out about where it runs, before any capability is built.
 #[derive(Debug, Clone)]
@@ -189,14 +196,22 @@ where
         }
         // The route controller hands the routes the Nodes it watches (`Routes::observe_nodes`), so that a route to
         // an instance is named by the Node that runs there, whatever the node-name scheme.
-        let routes = AwsRoutes::new(ec2.clone(), routes_config).with_node_names(NodeIndex::new());
+        // Nothing is changed for a Node whose instance lacks the cluster tag (crate::membership).
+        let membership = Arc::new(Membership::new(ec2.clone(), env.cluster.clone()));
+        let routes = MemberRoutes::new(
+            AwsRoutes::new(ec2.clone(), routes_config).with_node_names(NodeIndex::new()),
+            membership.clone(),
+        );
         let load_balancers = match &env.vpc_id {
-            Some(vpc) => Some(HostUpdates::new(AwsLoadBalancers::new(
-                ec2.clone(),
-                elb,
-                elbv2,
-                load_balancer_config(config, &env, vpc.clone()),
-            ))),
+            Some(vpc) => Some(MemberLoadBalancers::new(
+                HostUpdates::new(AwsLoadBalancers::new(
+                    ec2.clone(),
+                    elb,
+                    elbv2,
+                    load_balancer_config(config, &env, vpc.clone()),
+                )),
+                membership.clone(),
+            )),
             None => {
                 warn!(
                     "no VPC known (set VPC in the cloud config): Services of type LoadBalancer are not served"
@@ -206,7 +221,11 @@ where
         };
         Ok(Self {
             load_balancers,
-            instances: AwsInstances::new(ec2.clone(), instances_config),
+            instances: MemberInstances::new(
+                AwsInstances::new(ec2.clone(), instances_config),
+                membership.clone(),
+            ),
+            membership,
             routes,
             ec2,
             cluster: env.cluster,
@@ -219,7 +238,9 @@ where
     /// the scale harness's side-by-side measurement (the binary's hidden `--lb-host-update-full-ensure`).
     #[must_use]
     pub fn with_full_ensure_host_updates(mut self, on: bool) -> Self {
-        self.load_balancers = self.load_balancers.map(|lbs| lbs.full_ensure(on));
+        self.load_balancers = self
+            .load_balancers
+            .map(|lbs| lbs.map(|inner| inner.full_ensure(on)));
         self
     }
 
@@ -228,13 +249,19 @@ where
     /// `--aws-instance-listing-off`).
     #[must_use]
     pub fn with_cluster_listing(mut self, on: bool) -> Self {
-        self.instances = self.instances.with_cluster_listing(on);
+        self.instances = self.instances.map(|inner| inner.with_cluster_listing(on));
         self
     }
 
     /// The EC2 port (shared with the provider controllers, e.g. tagging).
     pub fn ec2(&self) -> &E {
         &self.ec2
+    }
+
+    /// Which instances are the cluster's, as every capability learnt it (share it with the tagging
+    /// controller: [`TaggingController::with_members`](crate::tagging::TaggingController::with_members)).
+    pub fn membership(&self) -> &Arc<Membership<E>> {
+        &self.membership
     }
 
     /// The cluster's tags.
@@ -259,11 +286,11 @@ where
     L: Elb + Send + Sync + 'static,
     V: Elbv2 + Send + Sync + 'static,
 {
-    type InstancesV2 = AwsInstances<E>;
+    type InstancesV2 = MemberInstances<E>;
     type Instances = Unsupported;
     type Zones = Unsupported;
-    type LoadBalancer = HostUpdates<AwsLoadBalancers<E, L, V>>;
-    type Routes = AwsRoutes<E, NodeIndex>;
+    type LoadBalancer = LoadBalancers<E, L, V>;
+    type Routes = MemberRoutes<AwsRoutes<E, NodeIndex>, E>;
 
     fn provider_name(&self) -> &str {
         PROVIDER_NAME

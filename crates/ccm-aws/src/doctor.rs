@@ -19,6 +19,8 @@
 //!   longer exists.
 //! - Routes of the cluster's route tables to instances that are terminated or gone (removable when the table is
 //!   owned), and to running cluster instances that are no Node's (reported only).
+//! - Nodes whose instance lacks the cluster tag (reported only): the controller writes nothing for them (no load
+//!   balancer target, security group rule, route or tag), which the Go controller did.
 //!
 //! [`delete`] never trusts the report it is given: it reads AWS again, then takes a fresh [`Snapshot`], and removes
 //! only what the fresh reading still finds leaked, in dependency order: load balancers, target groups, rules
@@ -193,7 +195,8 @@ where
     L: Elb + Sync,
     V: Elbv2 + Sync,
 {
-    let inventory = observe::aws(ports, scope).await?;
+    let mut inventory = observe::aws(ports, scope).await?;
+    inventory.node_instances = observe::node_instances(ports.ec2, snapshot, &inventory.instances).await?;
     let lookups = observe::uninitialized_nodes(ports.ec2, scope, snapshot).await?;
     Ok(Report {
         cluster_id: scope.cluster.id().to_owned(),

@@ -15,6 +15,7 @@ pub use ccm_cloud_config as cloud_config;
 pub mod cluster_id;
 pub mod doctor;
 pub mod host_updates;
+pub mod membership;
 pub mod tagging;
 
 pub use cloud::{AwsCloud, AwsCloudError, Environment, PROVIDER_NAME};

@@ -9,6 +9,8 @@
 //! - A worker tags the instance (`CreateTags` through the [`Ec2`] port, which coalesces concurrent calls with the
 //!   same tags into one request), then sets the label. With batching, each worker takes up to [`MAX_BATCH`] queued
 //!   Nodes at once, so a wave of joining Nodes costs a handful of `CreateTags` calls.
+//! - Only instances of the cluster are tagged or untagged: an instance without the cluster tag (a Node forged
+//!   with another system's provider ID) is skipped with a warning ([`crate::membership`]).
 //! - On Node deletion (seen live, or as missing from a relist after the watch was down), `DeleteTags` with the
 //!   configured keys *and values* (a tag changed by someone else stays).
 //! - `InvalidInstanceID.NotFound`: retried while the Node is younger than 5 minutes (eventual consistency after
@@ -30,6 +32,7 @@ use std::{fmt, future::Future, sync::Arc};
 
 use ccm_aws_api::Ec2;
 use ccm_controllers::{Clock, ControllerMetrics, Informer, Informers, run_until};
+use ccm_tagging::ClusterTags;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client};
@@ -41,6 +44,7 @@ pub use config::{
 pub use metrics::TaggingMetrics;
 
 use self::core::{Core, KubeLabels};
+use crate::membership::{Members, Membership};
 
 /// Nodes a worker takes at once with batching: their `CreateTags` calls coalesce into one request (the adapter
 /// sends up to 1,000 resources per call).
@@ -62,6 +66,7 @@ pub enum Error {
 pub struct TaggingController<E> {
     client: Client,
     ec2: Arc<E>,
+    members: Arc<dyn Members>,
     config: TaggingConfig,
     metrics: TaggingMetrics,
     queue_metrics: ControllerMetrics,
@@ -71,18 +76,21 @@ pub struct TaggingController<E> {
 }
 
 /// Runs the tagging controller until `shutdown` completes: validates `config`, watches Nodes through `client`,
-/// tags instances through `ec2`. Watch failures are logged and retried; the function returns `Ok` on shutdown and
+/// tags the instances of `cluster` through `ec2`. Watch failures are logged and retried; the function returns `Ok` on shutdown and
 /// an error only for an invalid configuration.
 pub async fn run<E>(
     client: Client,
     ec2: Arc<E>,
+    cluster: ClusterTags,
     config: TaggingConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), Error>
 where
     E: Ec2 + Send + Sync + 'static,
 {
-    TaggingController::new(client, ec2, config)?.run(shutdown).await;
+    TaggingController::new(client, ec2, cluster, config)?
+        .run(shutdown)
+        .await;
     Ok(())
 }
 
@@ -92,11 +100,18 @@ impl<E> TaggingController<E>
 where
     E: Ec2 + Send + Sync + 'static,
 {
-    /// Validates `config`; the controller then watches Nodes through `client` and tags through `ec2`.
-    pub fn new(client: Client, ec2: Arc<E>, config: TaggingConfig) -> Result<Self, InvalidConfig> {
+    /// Validates `config`; the controller then watches Nodes through `client` and tags, through `ec2`, the
+    /// instances that carry the tag of `cluster` (read through `ec2` too, unless [`Self::with_members`]).
+    pub fn new(
+        client: Client,
+        ec2: Arc<E>,
+        cluster: ClusterTags,
+        config: TaggingConfig,
+    ) -> Result<Self, InvalidConfig> {
         config.validate()?;
         Ok(Self {
             client,
+            members: Arc::new(Membership::new(ec2.clone(), cluster)),
             ec2,
             config,
             metrics: TaggingMetrics::default(),
@@ -105,6 +120,15 @@ where
             node_selector: None,
             informers: None,
         })
+    }
+
+    /// Asks `members` which instances are the cluster's: give it the provider's
+    /// [`AwsCloud::membership`](crate::AwsCloud::membership), which already knows every initialized Node's
+    /// instance, instead of reading them again.
+    #[must_use]
+    pub fn with_members(mut self, members: Arc<dyn Members>) -> Self {
+        self.members = members;
+        self
     }
 
     /// Counts into `metrics` (shared with whoever exports them).
@@ -152,6 +176,7 @@ where
             .max(1);
         let core = Arc::new(Core::new(
             self.ec2,
+            self.members,
             KubeLabels(Api::all(self.client.clone())),
             &self.config,
             self.metrics,

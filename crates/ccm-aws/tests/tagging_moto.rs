@@ -76,11 +76,13 @@ fn start(
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-    let controller =
-        TaggingController::new(client, Arc::new(adapter.ec2().clone()), TaggingConfig::new(tags))
-            .unwrap()
-            .with_metrics(metrics)
-            .with_node_selector(format!("{SELECTOR_KEY}={run}"));
+    // The run names the cluster: the test's instances carry its tag.
+    let cluster = ccm_tagging::ClusterTags::new(run, false).unwrap();
+    let ec2 = Arc::new(adapter.ec2().clone());
+    let controller = TaggingController::new(client, ec2, cluster, TaggingConfig::new(tags))
+        .unwrap()
+        .with_metrics(metrics)
+        .with_node_selector(format!("{SELECTOR_KEY}={run}"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(controller.run(async move {
         let _ = stopped.await;
@@ -118,9 +120,35 @@ async fn tags_joining_nodes_in_batches_untags_deleted_ones_and_retags_on_change(
         .min_count(NODES as i32)
         .max_count(NODES as i32)
         .subnet_id(subnet.subnet().unwrap().subnet_id().unwrap())
+        .tag_specifications(
+            aws_sdk_ec2::types::TagSpecification::builder()
+                .resource_type(aws_sdk_ec2::types::ResourceType::Instance)
+                .tags(
+                    aws_sdk_ec2::types::Tag::builder()
+                        .key(format!("kubernetes.io/cluster/{run}"))
+                        .value("owned")
+                        .build(),
+                )
+                .build(),
+        )
         .send()
         .await
         .unwrap();
+    // Another system's instance (no cluster tag) behind a forged Node: never tagged, never untagged.
+    let foreign = raw
+        .run_instances()
+        .image_id("ami-12c6146b")
+        .instance_type(InstanceType::T3Micro)
+        .min_count(1)
+        .max_count(1)
+        .subnet_id(subnet.subnet().unwrap().subnet_id().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .instances()[0]
+        .instance_id()
+        .unwrap()
+        .to_owned();
     let ids: Vec<String> = launched
         .instances()
         .iter()
@@ -136,6 +164,14 @@ async fn tags_joining_nodes_in_batches_untags_deleted_ones_and_retags_on_change(
             .await
             .unwrap();
     }
+    let forged = format!("{run}-forged");
+    nodes
+        .create(
+            &PostParams::default(),
+            &node(&forged, &run, &format!("aws:///us-east-1a/{foreign}")),
+        )
+        .await
+        .unwrap();
     // Fargate: never tagged, never labelled.
     let fargate = format!("{run}-fargate");
     nodes
@@ -183,6 +219,13 @@ async fn tags_joining_nodes_in_batches_untags_deleted_ones_and_retags_on_change(
     assert_eq!(metrics.count("tag", "done"), NODES as u64);
     let f = nodes.get(&fargate).await.unwrap();
     assert!(!f.metadata.labels.unwrap().contains_key(CHECKSUM_LABEL));
+    eventually("the forged Node's instance is skipped", || async {
+        metrics.count("tag", "skipped") == 1
+    })
+    .await;
+    assert_eq!(tagged(&raw, std::slice::from_ref(&foreign), &key, "v1").await, 0);
+    let f = nodes.get(&forged).await.unwrap();
+    assert!(!f.metadata.labels.unwrap().contains_key(CHECKSUM_LABEL));
 
     // 2. A deleted node's instance loses the tags (one DeleteTags).
     nodes.delete(&names[0], &DeleteParams::default()).await.unwrap();
@@ -218,7 +261,7 @@ async fn tags_joining_nodes_in_batches_untags_deleted_ones_and_retags_on_change(
     stop.send(()).unwrap();
     task.await.unwrap();
 
-    for name in names.iter().skip(1).chain([&fargate]) {
+    for name in names.iter().skip(1).chain([&fargate, &forged]) {
         nodes.delete(name, &DeleteParams::default()).await.unwrap();
     }
 }

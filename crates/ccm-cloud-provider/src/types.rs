@@ -53,6 +53,13 @@ pub struct InstanceMetadata {
     /// their subdomains) are reserved and dropped by the controller; labels already present are never
     /// overwritten.
     pub additional_labels: BTreeMap<String, String>,
+    /// Why the provider does not count the Node's instance as this cluster's (for AWS: the cluster tag it
+    /// lacks); `None` for the cluster's own. Such a Node is still initialized (its metadata is only read), but
+    /// the provider changes nothing on its behalf: no load balancer target, no security group rule, no route,
+    /// no tags. The cloud-node controller records a Warning Event (`InstanceNotInCluster`) on the Node and
+    /// counts such Nodes. A Node whose provider ID names an instance of another system (a forged Node) is the
+    /// case this guards against.
+    pub not_in_cluster: Option<String>,
 }
 
 /// A route that sends a node's pod CIDR to that node (upstream `cloudprovider.Route`).

@@ -202,6 +202,17 @@ impl Collector for ControllerCounters {
             let depth = i64::try_from(snapshot.queue_depth).unwrap_or(i64::MAX);
             prometheus_client::metrics::gauge::ConstGauge::new(depth).encode(metric)?;
         }
+        // Only the cloud-node controller counts them; one series, whoever runs it.
+        let outside: u64 = snapshots.iter().map(|(_, s)| s.nodes_not_in_cluster).sum();
+        let family = encoder.encode_descriptor(
+            "ccm_nodes_not_in_cluster",
+            "Nodes whose instance the cloud provider does not count as the cluster's (AWS: without the cluster \
+             tag); nothing is changed on their behalf",
+            None,
+            MetricType::Gauge,
+        )?;
+        prometheus_client::metrics::gauge::ConstGauge::new(i64::try_from(outside).unwrap_or(i64::MAX))
+            .encode(family)?;
         crate::upstream_metrics::encode_workqueues(&mut encoder, &all)
     }
 }

@@ -95,6 +95,8 @@ struct Ctx<P: CloudProvider> {
     /// Resource versions of tainted nodes this controller already replaced: a store that still shows one of
     /// them lags behind, and the newer version's event is on its way.
     superseded: Mutex<HashMap<String, HashSet<String>>>,
+    /// Nodes whose instance the provider does not count as the cluster's, with the provider's reason.
+    not_in_cluster: Mutex<BTreeMap<String, String>>,
 }
 
 /// Runs the cloud-node controller until `shutdown` completes.
@@ -129,10 +131,13 @@ pub async fn run<P: CloudProvider>(
         backoff: Backoff::new(Duration::from_millis(5), Duration::from_secs(1000)),
         recorder: boot.recorder,
         superseded: Mutex::default(),
+        not_in_cluster: Mutex::default(),
     });
     let queue = ctx.queue.clone();
     let watch = nodes.run(move |event| match event {
         watcher::Event::Apply(node) | watcher::Event::InitApply(node) => queue.add(name_of(&node)),
+        // A deleted Node leaves the store: its sync forgets what was known of it.
+        watcher::Event::Delete(node) => queue.add(name_of(&node)),
         _ => {}
     });
     let work = async {
@@ -209,6 +214,7 @@ async fn sync_batch<P: CloudProvider>(ctx: &Ctx<P>, names: &[String]) {
     for name in names {
         let Some(node) = ctx.store.get(&ObjectRef::new(name)) else {
             ctx.backoff.forget(name);
+            forget_membership(ctx, name);
             continue;
         };
         if !has_cloud_taint(&node) {
@@ -420,6 +426,7 @@ async fn initialize<P: CloudProvider>(
         set.extend(base.metadata.resource_version.clone());
     }
     update_addresses(ctx, &updated, &meta.node_addresses).await;
+    note_membership(ctx, &updated, &meta).await;
     tracing::info!(node = name, "successfully initialized node with cloud provider");
     ctx.recorder
         .publish(
@@ -451,6 +458,54 @@ async fn update_addresses<P: CloudProvider>(ctx: &Ctx<P>, node: &Node, cloud: &[
     }
 }
 
+/// Notes whether `node`'s instance is the cluster's: a Warning Event (`InstanceNotInCluster`, the provider's
+/// reason) the first time it is not and when the reason changes, and the count behind the
+/// `nodes_not_in_cluster` gauge. Beyond upstream: a Node forged with another system's provider ID is visible.
+async fn note_membership<P: CloudProvider>(ctx: &Ctx<P>, node: &Node, meta: &InstanceMetadata) {
+    let name = name_of(node);
+    let news = {
+        let mut outside = ctx
+            .not_in_cluster
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let news = match &meta.not_in_cluster {
+            Some(why) => outside.insert(name.to_owned(), why.clone()).as_ref() != Some(why),
+            None => {
+                outside.remove(name);
+                false
+            }
+        };
+        ctx.config.metrics.set_nodes_not_in_cluster(outside.len());
+        news
+    };
+    if let Some(why) = meta.not_in_cluster.as_deref().filter(|_| news) {
+        tracing::warn!(
+            node = name,
+            reason = why,
+            "the node's instance is not the cluster's: nothing is changed for it"
+        );
+        ctx.recorder
+            .publish(
+                &node_reference(node),
+                EventType::Warning,
+                "InstanceNotInCluster",
+                why,
+            )
+            .await;
+    }
+}
+
+/// Drops a deleted Node from the count of Nodes outside the cluster.
+fn forget_membership<P: CloudProvider>(ctx: &Ctx<P>, name: &str) {
+    let mut outside = ctx
+        .not_in_cluster
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if outside.remove(name).is_some() {
+        ctx.config.metrics.set_nodes_not_in_cluster(outside.len());
+    }
+}
+
 async fn status_loop<P: CloudProvider>(ctx: &Ctx<P>) {
     loop {
         tokio::time::sleep(ctx.config.node_status_update_frequency).await;
@@ -469,6 +524,15 @@ async fn update_node_status<P: CloudProvider>(ctx: &Ctx<P>) {
         .into_iter()
         .filter(|n| !has_cloud_taint(n))
         .collect();
+    {
+        // Nodes deleted since: no longer counted.
+        let mut outside = ctx
+            .not_in_cluster
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        outside.retain(|name, _| ctx.store.get(&ObjectRef::new(name)).is_some());
+        ctx.config.metrics.set_nodes_not_in_cluster(outside.len());
+    }
     let workers = match ctx.config.concurrent_node_status_updates {
         0 => ctx.config.concurrent_node_syncs.max(1),
         n => n,
@@ -479,7 +543,10 @@ async fn update_node_status<P: CloudProvider>(ctx: &Ctx<P>) {
         stream::iter(chunk.iter().zip(results))
             .for_each_concurrent(workers, |(node, result)| async move {
                 match result {
-                    Ok(Some(meta)) => update_addresses(ctx, node, &meta.node_addresses).await,
+                    Ok(Some(meta)) => {
+                        update_addresses(ctx, node, &meta.node_addresses).await;
+                        note_membership(ctx, node, &meta).await;
+                    }
                     Ok(None) => {}
                     Err(error) => {
                         tracing::warn!(node = name_of(node), %error, "failed to get node addresses")

@@ -259,6 +259,7 @@ async fn v1_metadata<I: Instances, Z: Zones>(
         zone,
         region,
         additional_labels: Default::default(),
+        not_in_cluster: None,
     })
 }
 

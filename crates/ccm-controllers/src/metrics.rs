@@ -20,6 +20,7 @@ struct Counters {
     provider_calls: AtomicU64,
     api_writes: AtomicU64,
     queue_depth: AtomicU64,
+    nodes_not_in_cluster: AtomicU64,
     queue: Mutex<queue::QueueStats>,
     queue_name: OnceLock<&'static str>,
 }
@@ -37,6 +38,10 @@ pub struct MetricsSnapshot {
     pub api_writes: u64,
     /// Keys waiting in the controller's work queue now (a gauge; 0 for the periodic controllers, which have none).
     pub queue_depth: u64,
+    /// Nodes whose instance the provider does not count as the cluster's
+    /// ([`InstanceMetadata::not_in_cluster`](ccm_cloud_provider::InstanceMetadata::not_in_cluster)), as the
+    /// cloud-node controller last saw them (a gauge; 0 for the other controllers).
+    pub nodes_not_in_cluster: u64,
 }
 
 // === impl ControllerMetrics ===
@@ -50,6 +55,7 @@ impl ControllerMetrics {
             provider_calls: self.0.provider_calls.load(Ordering::Relaxed),
             api_writes: self.0.api_writes.load(Ordering::Relaxed),
             queue_depth: self.0.queue_depth.load(Ordering::Relaxed),
+            nodes_not_in_cluster: self.0.nodes_not_in_cluster.load(Ordering::Relaxed),
         }
     }
 
@@ -80,6 +86,12 @@ impl ControllerMetrics {
         self.0
             .queue_depth
             .store(u64::try_from(depth).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_nodes_not_in_cluster(&self, nodes: usize) {
+        self.0
+            .nodes_not_in_cluster
+            .store(u64::try_from(nodes).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
     pub(crate) fn reconcile(&self) {

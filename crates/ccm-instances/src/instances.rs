@@ -42,6 +42,11 @@ pub const VALUES_PER_FILTER: usize = 200;
 /// `SupportedTopologyInstanceTypePattern` (their topology labels are best effort).
 pub const BEST_EFFORT_TOPOLOGY: Duration = Duration::from_secs(3);
 
+/// What the controller does not do for a Node whose instance lacks the cluster tag (the end of
+/// [`InstanceMetadata::not_in_cluster`]).
+pub const NOT_IN_CLUSTER_CONSEQUENCE: &str = "the controller does not register it with load balancers, open its \
+     security groups, route to it or tag it; tag the instance for this cluster if the Node is one of its own";
+
 /// The states a node name may match (all but terminated), as upstream.
 const LIVE_STATES: [&str; 5] = ["pending", "running", "shutting-down", "stopping", "stopped"];
 
@@ -241,6 +246,10 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                     zone,
                     region: self.config.region.clone(),
                     additional_labels: BTreeMap::new(),
+                    not_in_cluster: self.config.cluster.as_ref().and_then(|c| {
+                        c.not_member(&format!("instance {}", i.id), &i.tags)
+                            .map(|why| format!("{why}: {NOT_IN_CLUSTER_CONSEQUENCE}"))
+                    }),
                 };
                 if let Some(result) = topology.get(&i.id) {
                     meta.additional_labels
@@ -272,6 +281,8 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                     zone,
                     region: self.config.region.clone(),
                     additional_labels: BTreeMap::new(),
+                    // A Fargate pod's interface is the cluster's by the profile that made it.
+                    not_in_cluster: None,
                 }
             }
         };

@@ -39,6 +39,6 @@ pub use addresses::{IpFamily, fargate_addresses, instance_addresses};
 pub use error::InstancesError;
 pub use instances::{
     AwsInstances, DEFAULT_TOPOLOGY_PATTERN, IDS_PER_LOOKUP, INSTANCES_PER_PAGE, InstancesConfig,
-    LISTING_REUSE, VALUES_PER_FILTER, ZONE_ID_LABEL,
+    LISTING_REUSE, NOT_IN_CLUSTER_CONSEQUENCE, VALUES_PER_FILTER, ZONE_ID_LABEL,
 };
 pub use topology::{NETWORK_NODE_LAYER_PREFIX, UNSUPPORTED_TTL, network_node_labels};

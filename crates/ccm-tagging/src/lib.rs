@@ -250,6 +250,33 @@ impl ClusterTags {
         tags
     }
 
+    /// Why `resource` (an instance behind a Node) is not a member of this cluster: `None` when it carries the
+    /// cluster tag (`owned` or `shared`) or the legacy `KubernetesCluster=<id>`, else a sentence naming the tag
+    /// it lacks (and the cluster it belongs to, when another one's tag is there). Nodes of such instances are
+    /// never acted for: a forged Node must not steer the controller to a resource the cluster does not own.
+    pub fn not_member(&self, resource: &str, tags: &Tags) -> Option<String> {
+        let ownership = self.ownership(tags);
+        if matches!(ownership, Ownership::Owned | Ownership::Shared) {
+            return None;
+        }
+        let mut reason = format!(
+            "{resource} carries neither the tag {} (owned or shared) nor {LEGACY_CLUSTER_TAG}={}",
+            self.key(),
+            self.id
+        );
+        if ownership == Ownership::Foreign {
+            let others: Vec<&str> = tags
+                .iter()
+                .filter_map(|(k, v)| match k.strip_prefix(CLUSTER_TAG_PREFIX) {
+                    Some(id) => Some(id),
+                    None => (k == LEGACY_CLUSTER_TAG).then_some(v.as_str()),
+                })
+                .collect();
+            reason.push_str(&format!(" (it is tagged for cluster {})", others.join(", ")));
+        }
+        Some(reason)
+    }
+
     /// Read-repair of a resource this cluster found by name and believes it owns: the ownership tags missing from
     /// `tags`, to be added; a cluster tag with another value is an error (the resource is someone else's).
     pub fn missing_ownership_tags(&self, resource: &str, tags: &Tags) -> Result<Tags, OwnershipError> {

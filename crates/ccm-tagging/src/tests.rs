@@ -200,3 +200,28 @@ fn diffs_ignore_aws_keys() {
             && !is_aws_reserved("a")
     );
 }
+
+#[test]
+fn membership_needs_the_cluster_tag_and_names_what_is_missing() {
+    let c = cluster();
+    for member in [
+        tags(&[("kubernetes.io/cluster/prod", "owned")]),
+        tags(&[("kubernetes.io/cluster/prod", "shared")]),
+        tags(&[("KubernetesCluster", "prod")]),
+    ] {
+        assert_eq!(c.not_member("instance i-1", &member), None, "{member:?}");
+    }
+    let untagged = c.not_member("instance i-1", &tags(&[("Name", "db")])).unwrap();
+    assert_eq!(
+        untagged,
+        "instance i-1 carries neither the tag kubernetes.io/cluster/prod (owned or shared) nor KubernetesCluster=prod"
+    );
+    let foreign = c
+        .not_member("instance i-1", &tags(&[("kubernetes.io/cluster/other", "owned")]))
+        .unwrap();
+    assert!(foreign.ends_with("(it is tagged for cluster other)"), "{foreign}");
+    let legacy = c
+        .not_member("instance i-1", &tags(&[("KubernetesCluster", "old")]))
+        .unwrap();
+    assert!(legacy.ends_with("(it is tagged for cluster old)"), "{legacy}");
+}

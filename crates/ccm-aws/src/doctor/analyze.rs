@@ -52,6 +52,7 @@ pub(super) fn findings(
     node_rules(scope, inventory, &leaked, &mut out);
     routes(scope, inventory, snapshot, &mut out);
     objects::nodes(scope, snapshot, lookups, &mut out);
+    objects::nodes_outside_cluster(scope, inventory, snapshot, &mut out);
     objects::failing_services(scope, snapshot, &mut out);
     out
 }

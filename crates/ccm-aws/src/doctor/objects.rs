@@ -6,7 +6,51 @@ use std::{collections::BTreeMap, time::SystemTime};
 use ccm_aws_api::ec2::{Instance, InstanceState};
 use k8s_openapi::api::core::v1::{Event, Service};
 
-use super::{Finding, Kind, NodeLookup, Scope, Snapshot, analyze::is_load_balancer};
+use ccm_load_balancers::shared::node_instance_id;
+
+use super::{Finding, Kind, NodeLookup, Scope, Snapshot, analyze::is_load_balancer, observe::Inventory};
+
+/// Nodes whose (existing) instance lacks the cluster tag: the controller acts for none of them.
+pub(super) fn nodes_outside_cluster(
+    scope: &Scope,
+    inventory: &Inventory,
+    snapshot: &Snapshot,
+    out: &mut Vec<Finding>,
+) {
+    for node in snapshot.nodes.iter().filter(|n| scope.selects_node(n)) {
+        let Some(id) = node_instance_id(node) else {
+            continue;
+        };
+        let Some(instance) = inventory
+            .instances
+            .get(&id)
+            .or_else(|| inventory.node_instances.get(&id))
+            .filter(|i| i.state != InstanceState::Terminated)
+        else {
+            continue;
+        };
+        let Some(why) = scope
+            .cluster
+            .not_member(&format!("its instance {id}"), &instance.tags)
+        else {
+            continue;
+        };
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let reason = format!(
+            "{why}: the controller registers it with no load balancer, opens none of its security groups, routes \
+             nothing to it and does not tag it; tag the instance if the Node is the cluster's, else delete the Node"
+        );
+        out.push(
+            Finding::new(Kind::Node, &name, reason).created_at(
+                node.metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map(|t| SystemTime::from(t.0)),
+                scope.now,
+            ),
+        );
+    }
+}
 
 pub(super) fn nodes(
     scope: &Scope,

@@ -11,6 +11,7 @@ use ccm_aws_api::{
     elb::ClassicLoadBalancer,
     elbv2::{LoadBalancerV2, TargetGroup},
 };
+use ccm_load_balancers::shared::node_instance_id;
 use ccm_tagging::LEGACY_CLUSTER_TAG;
 
 use super::{DoctorError, NodeLookup, Ports, Scope, Snapshot, UNINITIALIZED_TAINT};
@@ -33,6 +34,8 @@ pub(super) struct Inventory {
     pub route_tables: Vec<RouteTable>,
     /// The cluster's instances (any state) and the instances routes point to, by ID.
     pub instances: BTreeMap<InstanceId, Instance>,
+    /// The instances behind Nodes that are not in `instances` (read only for the report, never for deletion).
+    pub node_instances: BTreeMap<InstanceId, Instance>,
 }
 
 /// Reads the [`Inventory`].
@@ -64,6 +67,7 @@ where
         groups,
         route_tables,
         instances,
+        node_instances: BTreeMap::new(),
     })
 }
 
@@ -268,6 +272,31 @@ async fn instances<E: Ec2 + Sync>(
         out.extend(found.into_iter().map(|i| (i.id.clone(), i)));
     }
     Ok(out)
+}
+
+/// The instances Nodes name by provider ID that `known` lacks: those without the cluster tag, or gone.
+pub(super) async fn node_instances<E: Ec2 + Sync>(
+    ec2: &E,
+    snapshot: &Snapshot,
+    known: &BTreeMap<InstanceId, Instance>,
+) -> Result<BTreeMap<InstanceId, Instance>, DoctorError> {
+    let ids: BTreeSet<InstanceId> = snapshot
+        .nodes
+        .iter()
+        .filter_map(node_instance_id)
+        .filter(|id| !known.contains_key(id))
+        .collect();
+    if ids.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let ids: Vec<InstanceId> = ids.into_iter().collect();
+    Ok(ec2
+        .instances_by_id(&ids)
+        .await
+        .map_err(aws_error("describing the instances behind Nodes"))?
+        .into_iter()
+        .map(|i| (i.id.clone(), i))
+        .collect())
 }
 
 fn aws_error(what: &'static str) -> impl Fn(AwsError) -> DoctorError {

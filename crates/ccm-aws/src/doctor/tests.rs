@@ -562,3 +562,51 @@ async fn delete_goes_in_dependency_order_and_reports_groups_in_use() {
             .starts_with("still in use, run again later")
     );
 }
+
+#[test]
+fn nodes_whose_instance_lacks_the_cluster_tag_are_listed() {
+    let node = |name: &str, instance: &str| -> Node {
+        serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": { "providerID": format!("aws:///us-east-1a/{instance}") },
+        }))
+        .unwrap()
+    };
+    let with = |id: &str, tags: Tags| {
+        let mut i = Instance::new(InstanceId::new(id), InstanceState::Running);
+        i.tags = tags;
+        (i.id.clone(), i)
+    };
+    let mut inventory = Inventory::default();
+    inventory
+        .instances
+        .extend([with("i-own", tags(&[("kubernetes.io/cluster/c1", "owned")]))]);
+    inventory.node_instances.extend([
+        with("i-db", tags(&[("Name", "database")])),
+        with("i-other", tags(&[("kubernetes.io/cluster/c2", "owned")])),
+    ]);
+    let snapshot = Snapshot {
+        nodes: vec![
+            node("own", "i-own"),
+            node("forged", "i-db"),
+            node("theirs", "i-other"),
+            node("gone", "i-gone"),
+        ],
+        ..Snapshot::default()
+    };
+    let found = analyze::findings(&scope(), &inventory, &snapshot, &BTreeMap::new());
+    assert_eq!(ids(&found), [(Kind::Node, "forged"), (Kind::Node, "theirs")]);
+    assert!(
+        found[0]
+            .reason
+            .starts_with("its instance i-db carries neither the tag kubernetes.io/cluster/c1"),
+        "{}",
+        found[0].reason
+    );
+    assert!(
+        found[1].reason.contains("(it is tagged for cluster c2)"),
+        "{}",
+        found[1].reason
+    );
+    assert!(found.iter().all(|f| !f.deletable));
+}

@@ -20,6 +20,7 @@ use kube::{
 };
 
 use super::{CHECKSUM_LABEL, MAX_BATCH, TaggingConfig, TaggingMetrics};
+use crate::membership::Members;
 
 /// Label patches in flight at once per controller, so a large batch does not open hundreds of API connections.
 pub(super) const MAX_CONCURRENT_LABELS: usize = 32;
@@ -67,6 +68,13 @@ enum Outcome {
     Gone,
 }
 
+/// What a lookup that does not show the instance means to the tagging decision: CreateTags' NotFound.
+fn not_visible(instance: &InstanceId) -> AwsError {
+    AwsError::new(ErrorKind::NotFound, "ec2", "DescribeInstances")
+        .with_code("InvalidInstanceID.NotFound")
+        .with_message(format!("the instance ID '{instance}' does not exist"))
+}
+
 /// A failure worth retrying.
 #[derive(Debug, thiserror::Error)]
 enum Failure {
@@ -97,6 +105,8 @@ pub(super) struct KubeLabels(pub(super) Api<Node>);
 /// The state shared by the watch and the workers.
 pub(super) struct Core<E, L> {
     ec2: Arc<E>,
+    /// Which instances are the cluster's: only those are tagged or untagged.
+    members: Arc<dyn Members>,
     labels: L,
     tags: Tags,
     untag: BTreeMap<String, Option<String>>,
@@ -154,6 +164,7 @@ where
 {
     pub(super) fn new(
         ec2: Arc<E>,
+        members: Arc<dyn Members>,
         labels: L,
         config: &TaggingConfig,
         metrics: TaggingMetrics,
@@ -165,6 +176,7 @@ where
             .then(|| Mutex::new(TokenBucket::new(config.rate_limit, config.burst_limit as f64)));
         Self {
             ec2,
+            members,
             labels,
             untag: config
                 .tags
@@ -337,8 +349,19 @@ where
         if entry.label.as_deref() == Some(self.checksum.as_str()) {
             return Ok(Outcome::Skipped);
         }
-        let resources = [item.instance.as_str().to_owned()];
-        if let Err(source) = self.ec2.create_tags(&resources, &self.tags).await {
+        // Only the cluster's instances are tagged; an instance not visible (yet) is handled as CreateTags'
+        // NotFound would be, without sending it.
+        let refused = match self.membership(item).await {
+            Ok(Some(true)) => self
+                .ec2
+                .create_tags(&[item.instance.to_string()], &self.tags)
+                .await
+                .err(),
+            Ok(Some(false)) => return Ok(Outcome::Skipped),
+            Ok(None) => Some(not_visible(&item.instance)),
+            Err(e) => Some(e),
+        };
+        if let Some(source) = refused {
             if source.kind() == ErrorKind::Invalid {
                 tracing::warn!(node = item.node, instance = %item.instance, error = %source, "instance ID refused by EC2; not tagging");
                 return Ok(Outcome::Skipped);
@@ -384,7 +407,34 @@ where
         Ok(Outcome::Done)
     }
 
+    /// Whether the item's instance is the cluster's (`None`: EC2 does not show it): another system's instance
+    /// behind a (forged) Node is never tagged nor untagged.
+    async fn membership(&self, item: &Item) -> Result<Option<bool>, AwsError> {
+        let answers = self.members.answers(std::slice::from_ref(&item.instance)).await?;
+        let member = answers.get(&item.instance).copied();
+        if member == Some(false) {
+            tracing::warn!(
+                node = item.node,
+                instance = %item.instance,
+                "instance does not carry the cluster tag: not tagging it"
+            );
+        }
+        Ok(member)
+    }
+
     async fn untag(&self, item: &Item) -> Result<Outcome, Failure> {
+        match self.membership(item).await {
+            Ok(Some(true)) => {}
+            // Gone, or not the cluster's: nothing of ours to remove.
+            Ok(_) => return Ok(Outcome::Skipped),
+            Err(e) if e.is_not_found() || e.kind() == ErrorKind::Invalid => return Ok(Outcome::Skipped),
+            Err(source) => {
+                return Err(Failure::Untag {
+                    instance: item.instance.clone(),
+                    source,
+                });
+            }
+        }
         let resources = [item.instance.as_str().to_owned()];
         match self.ec2.delete_tags(&resources, &self.untag).await {
             Ok(()) => {

@@ -154,14 +154,41 @@ fn core_with(
     config: &TaggingConfig,
     queue_metrics: ControllerMetrics,
 ) -> Arc<Core<MockEc2, FakeLabels>> {
+    core_outside(ec2, labels, config, queue_metrics, AllBut(Vec::new()))
+}
+
+fn core_outside(
+    ec2: MockEc2,
+    labels: FakeLabels,
+    config: &TaggingConfig,
+    queue_metrics: ControllerMetrics,
+    members: AllBut,
+) -> Arc<Core<MockEc2, FakeLabels>> {
     Arc::new(Core::new(
         Arc::new(ec2),
+        Arc::new(members),
         labels,
         config,
         TaggingMetrics::default(),
         queue_metrics,
         Clock::fixed(now()),
     ))
+}
+
+/// Every instance is the cluster's but those listed (which EC2 shows without the cluster tag).
+struct AllBut(Vec<&'static str>);
+
+impl crate::membership::Members for AllBut {
+    fn answers<'a>(
+        &'a self,
+        ids: &'a [InstanceId],
+    ) -> futures::future::BoxFuture<'a, Result<BTreeMap<InstanceId, bool>, ccm_aws_api::AwsError>> {
+        let answers = ids
+            .iter()
+            .map(|id| (id.clone(), !self.0.contains(&id.as_str())))
+            .collect();
+        Box::pin(async move { Ok(answers) })
+    }
 }
 
 async fn until(what: &str, f: impl Fn() -> bool) {
@@ -623,4 +650,47 @@ async fn a_deleted_nodes_instance_loses_its_error_series() {
     assert_eq!(series(), 0, "the Node is gone, and so are its instance's series");
     core.queue.shut_down();
     worker.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_instance_without_the_cluster_tag_is_neither_tagged_nor_untagged() {
+    let calls = TagCalls::default();
+    let config = TaggingConfig::new(tags(&[("team", "a")]));
+    let core = core_outside(
+        ec2_with(|_| None, &calls, tags(&[("team", "a")])),
+        FakeLabels::default(),
+        &config,
+        ControllerMetrics::default(),
+        AllBut(vec!["i-foreign"]),
+    );
+    let forged = node("forged", Some("aws:///z/i-foreign"), None, 60);
+    core.observe(watcher::Event::Apply(forged));
+    core.observe(watcher::Event::Apply(node(
+        "own",
+        Some("aws:///z/i-own"),
+        None,
+        60,
+    )));
+    run_one(&core, |m| {
+        m.count("tag", "done") == 1 && m.count("tag", "skipped") == 1
+    })
+    .await;
+    assert_eq!(
+        calls.calls.load(Ordering::SeqCst),
+        1,
+        "only the cluster's instance is tagged"
+    );
+    // A forged Node labelled as tagged (so not queued for tagging) that goes: nothing is untagged either.
+    let core = core_outside(
+        ec2_with(|_| None, &calls, tags(&[("team", "a")])),
+        FakeLabels::default(),
+        &config,
+        ControllerMetrics::default(),
+        AllBut(vec!["i-foreign"]),
+    );
+    let labelled = node("forged", Some("aws:///z/i-foreign"), Some(&checksum()), 60);
+    core.observe(watcher::Event::Apply(labelled.clone()));
+    core.observe(watcher::Event::Delete(labelled));
+    run_one(&core, |m| m.count("untag", "skipped") == 1).await;
+    assert_eq!(core.metrics.count("untag", "done"), 0, "nor untagged");
 }

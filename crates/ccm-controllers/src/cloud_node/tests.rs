@@ -40,6 +40,7 @@ fn meta() -> InstanceMetadata {
         zone: "us-west-1a".into(),
         region: "us-west-1".into(),
         additional_labels: BTreeMap::new(),
+        not_in_cluster: None,
     }
 }
 
@@ -257,6 +258,7 @@ async fn a_batch_that_outlasts_its_deadline_is_abandoned_and_retried() {
         store,
         backoff: Backoff::new(Duration::from_millis(5), Duration::from_secs(1000)),
         superseded: Mutex::default(),
+        not_in_cluster: Mutex::default(),
     };
     let start = tokio::time::Instant::now();
     assert!(!sync_within_deadline(&ctx, &["node0".to_owned()]).await);
@@ -264,4 +266,55 @@ async fn a_batch_that_outlasts_its_deadline_is_abandoned_and_retried() {
     assert_eq!(ctx.backoff.failures("node0"), 1, "retried with backoff");
     assert_eq!(ctx.config.metrics.snapshot().errors, 1);
     assert!(api.writes().is_empty());
+}
+
+/// A Node whose instance the provider does not count as the cluster's: one Warning per reason, counted while so.
+#[tokio::test]
+async fn a_node_outside_the_cluster_is_warned_about_once_and_counted_while_it_is() {
+    use ccm_testing::provider::FakeProvider;
+
+    let api = crate::mock_api::mock_api(|_| None);
+    let (store, mut writer) = reflector::store();
+    let n = node(Some("fake://1"), vec![]);
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(n.clone()));
+    let config = CloudNodeConfig::default();
+    let ctx = Ctx {
+        client: api.client.clone(),
+        provider: Arc::new(FakeProvider::new()),
+        recorder: EventRecorder::new(
+            api.client.clone(),
+            "cloud-node-controller",
+            config.clock.clone(),
+            config.metrics.clone(),
+        ),
+        queue: WorkQueue::with_metrics(config.metrics.clone()),
+        config,
+        store,
+        backoff: Backoff::new(Duration::from_millis(5), Duration::from_secs(1000)),
+        superseded: Mutex::default(),
+        not_in_cluster: Mutex::default(),
+    };
+    let outside = InstanceMetadata {
+        not_in_cluster: Some("instance 1 lacks the cluster tag".into()),
+        ..meta()
+    };
+    let counted = |ctx: &Ctx<FakeProvider>| ctx.config.metrics.snapshot().nodes_not_in_cluster;
+    note_membership(&ctx, &n, &outside).await;
+    note_membership(&ctx, &n, &outside).await;
+    assert_eq!(api.event_reasons(), ["InstanceNotInCluster"], "once per reason");
+    assert_eq!(counted(&ctx), 1);
+    note_membership(&ctx, &n, &meta()).await;
+    assert_eq!(counted(&ctx), 0, "tagged since");
+    note_membership(&ctx, &n, &outside).await;
+    // The same Event again: the recorder patches its count (client-go's correlation).
+    let events = || {
+        api.requests()
+            .iter()
+            .filter(|r| r.path.contains("/events"))
+            .count()
+    };
+    assert_eq!(events(), 2, "untagged again");
+    forget_membership(&ctx, "node0");
+    assert_eq!(counted(&ctx), 0, "deleted");
+    assert_eq!(api.requests().len(), events(), "nothing but Events");
 }

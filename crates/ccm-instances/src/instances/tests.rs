@@ -136,8 +136,41 @@ async fn metadata_by_provider_id_keeps_it_and_reports_everything() {
                 ("topology.k8s.aws/network-node-layer-3", "nn-c"),
                 ("topology.k8s.aws/zone-id", "usw2-az1"),
             ]),
+            not_in_cluster: None,
         }
     );
+}
+
+#[tokio::test]
+async fn metadata_says_when_the_instance_lacks_the_cluster_tag() {
+    let mut ec2 = MockEc2::new();
+    let mut own = instance("i-own", InstanceState::Running, "m5.large");
+    own.tags
+        .insert("kubernetes.io/cluster/prod".into(), "shared".into());
+    by_id(
+        &mut ec2,
+        vec![own, instance("i-db", InstanceState::Running, "m5.large")],
+    );
+    zones(&mut ec2);
+    no_topology(&mut ec2);
+    let cluster = ClusterTags::new("prod", false).unwrap();
+    let aws = AwsInstances::new(ec2, InstancesConfig::new(REGION).with_cluster(cluster));
+    let nodes = [
+        node("own", Some("aws:///us-west-2a/i-own"), &[]),
+        node("forged", Some("aws:///us-west-2a/i-db"), &[]),
+    ];
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let out = aws.metadata(&refs).await;
+    let own = out[0].as_ref().unwrap().as_ref().unwrap();
+    assert_eq!(own.not_in_cluster, None);
+    let forged = out[1].as_ref().unwrap().as_ref().unwrap();
+    let why = forged.not_in_cluster.as_deref().unwrap();
+    assert!(
+        why.starts_with("instance i-db carries neither the tag kubernetes.io/cluster/prod"),
+        "{why}"
+    );
+    assert!(why.ends_with(crate::NOT_IN_CLUSTER_CONSEQUENCE), "{why}");
+    assert_eq!(forged.instance_type, "m5.large", "still read");
 }
 
 #[tokio::test]
