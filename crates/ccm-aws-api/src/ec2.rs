@@ -20,8 +20,9 @@ pub use model::{
 ///
 /// Errors carry an [`ErrorKind`](crate::ErrorKind): unknown IDs in calls that take IDs are
 /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) (`InvalidInstanceID.NotFound`, `InvalidGroup.NotFound`,
-/// `InvalidRouteTableID.NotFound`, `InvalidRoute.NotFound`, ...); duplicates are `Conflict`
-/// (`InvalidPermission.Duplicate`, `InvalidGroup.Duplicate`, `RouteAlreadyExists`, `DependencyViolation`).
+/// `InvalidRouteTableID.NotFound`, `InvalidRoute.NotFound`, ...); duplicates are `AlreadyExists`
+/// (`InvalidPermission.Duplicate`, `InvalidGroup.Duplicate`, `RouteAlreadyExists`); a resource still in use is
+/// `Conflict` (`DependencyViolation`).
 #[cfg_attr(feature = "mock", mockall::automock)]
 pub trait Ec2 {
     /// The instances among `ids` that exist (terminated ones included, with their state). Unknown IDs are simply
@@ -57,7 +58,7 @@ pub trait Ec2 {
     /// The security groups matching `filters`.
     fn security_groups(&self, filters: &[Filter]) -> impl Future<Output = Result<Vec<SecurityGroup>>> + Send;
 
-    /// Creates a security group with its tags; returns its ID. An existing name is `Conflict`.
+    /// Creates a security group with its tags; returns its ID. An existing name is `AlreadyExists`.
     fn create_security_group(
         &self,
         group: &NewSecurityGroup,
@@ -66,7 +67,7 @@ pub trait Ec2 {
     /// Deletes a security group. Still referenced is `Conflict` (`DependencyViolation`).
     fn delete_security_group(&self, group: &SecurityGroupId) -> impl Future<Output = Result<()>> + Send;
 
-    /// Adds ingress rules. A rule that exists already is `Conflict` (`InvalidPermission.Duplicate`).
+    /// Adds ingress rules. A rule that exists already is `AlreadyExists` (`InvalidPermission.Duplicate`).
     fn authorize_ingress(
         &self,
         group: &SecurityGroupId,
@@ -86,7 +87,7 @@ pub trait Ec2 {
     /// The route tables matching `filters`.
     fn route_tables(&self, filters: &[Filter]) -> impl Future<Output = Result<Vec<RouteTable>>> + Send;
 
-    /// Creates a route to an instance. An existing route for the CIDR is `Conflict` (`RouteAlreadyExists`).
+    /// Creates a route to an instance. An existing route for the CIDR is `AlreadyExists` (`RouteAlreadyExists`).
     fn create_route(
         &self,
         table: &RouteTableId,

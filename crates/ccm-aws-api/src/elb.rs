@@ -229,7 +229,7 @@ pub trait Elb {
         policy_names: &[String],
     ) -> impl Future<Output = Result<Vec<ClassicPolicy>>> + Send;
 
-    /// Creates a policy on the load balancer. An existing name is `Conflict` (`DuplicatePolicyName`).
+    /// Creates a policy on the load balancer. An existing name is `AlreadyExists` (`DuplicatePolicyName`).
     fn create_policy(&self, name: &str, policy: &ClassicPolicy) -> impl Future<Output = Result<()>> + Send;
 
     /// Replaces the policies of the listener on `port`.

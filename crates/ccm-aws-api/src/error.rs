@@ -13,8 +13,12 @@ pub enum ErrorKind {
     /// The request itself is wrong (`InvalidParameterValue`, `ValidationError`, an unknown certificate ARN, ...):
     /// retrying the same request cannot help; report it to the user.
     Invalid,
-    /// The request conflicts with the current state (`InvalidPermission.Duplicate`, `DuplicateLoadBalancerName`,
-    /// `DependencyViolation`, `ResourceInUse`, `RouteAlreadyExists`, ...): observe again, then decide.
+    /// The resource to create exists already, recognised by AWS's codes only (`*.Duplicate`, `Duplicate*`,
+    /// `*AlreadyExists`: `InvalidPermission.Duplicate`, `DuplicateLoadBalancerName`, `RouteAlreadyExists`, ...): a
+    /// create repeated after a crash; look the resource up and compare. Never inferred from another refusal.
+    AlreadyExists,
+    /// The request conflicts with the current state and may succeed later (`DependencyViolation`, `ResourceInUse`,
+    /// `IncorrectState`, `ConcurrentModification`, ...): observe again, then decide. Never "already exists".
     Conflict,
     /// The caller is not allowed (`UnauthorizedOperation`, `AccessDenied`, expired credentials): needs an operator.
     AccessDenied,
@@ -60,6 +64,7 @@ impl ErrorKind {
             Self::NotFound => "not_found",
             Self::Throttled => "throttled",
             Self::Invalid => "invalid",
+            Self::AlreadyExists => "already_exists",
             Self::Conflict => "conflict",
             Self::AccessDenied => "access_denied",
             Self::LimitExceeded => "limit_exceeded",
@@ -152,6 +157,11 @@ impl AwsError {
     /// Whether this is [`ErrorKind::NotFound`].
     pub fn is_not_found(&self) -> bool {
         self.kind == ErrorKind::NotFound
+    }
+
+    /// Whether the resource to create exists already ([`ErrorKind::AlreadyExists`]).
+    pub fn is_already_exists(&self) -> bool {
+        self.kind == ErrorKind::AlreadyExists
     }
 }
 

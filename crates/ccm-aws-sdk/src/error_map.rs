@@ -41,18 +41,19 @@ const ACCESS_DENIED_CODES: &[&str] = &[
     "MissingAuthenticationToken",
 ];
 
-/// Codes that mean the state conflicts with the request: look again, then decide.
+/// Codes that mean the state conflicts with the request for now: look again, then decide (never "exists").
 const CONFLICT_CODES: &[&str] = &[
     "DependencyViolation",
     "ResourceInUse",
-    "RouteAlreadyExists",
     "IncorrectState",
     "IncorrectInstanceState",
-    "InvalidConfigurationRequest",
-    "OperationNotPermitted",
     "ConcurrentModification",
     "PriorityInUse",
 ];
+
+/// Codes that refuse the request as configured (a listener on a target group another load balancer uses,
+/// deletion protection, ...): repeating it unchanged cannot help; the user hears AWS's words.
+const REFUSED_CODES: &[&str] = &["InvalidConfigurationRequest", "OperationNotPermitted"];
 
 /// Server-side faults worth retrying.
 const TRANSIENT_CODES: &[&str] = &[
@@ -76,6 +77,9 @@ pub fn classify(code: Option<&str>, http_status: Option<u16>) -> ErrorKind {
     // `InvalidInstanceID.NotFound` / `InvalidGroup.Duplicate` must not fall into the `Invalid*` bucket.
     if THROTTLE_CODES.contains(&code) {
         ErrorKind::Throttled
+    } else if code == "DuplicateTagKeys" {
+        // A request naming one tag key twice: nothing exists, the request is wrong.
+        ErrorKind::Invalid
     } else if code == "CertificateNotFound" {
         // An ARN the user wrote in an annotation: their input is wrong, nothing is "gone".
         ErrorKind::Invalid
@@ -88,9 +92,12 @@ pub fn classify(code: Option<&str>, http_status: Option<u16>) -> ErrorKind {
         || code.starts_with("Duplicate")
         || code.ends_with("AlreadyExists")
         || code.ends_with("AlreadyExistsException")
-        || CONFLICT_CODES.contains(&code)
     {
+        ErrorKind::AlreadyExists
+    } else if CONFLICT_CODES.contains(&code) {
         ErrorKind::Conflict
+    } else if REFUSED_CODES.contains(&code) {
+        ErrorKind::Invalid
     } else if ACCESS_DENIED_CODES.contains(&code) {
         ErrorKind::AccessDenied
     } else if code.starts_with("TooMany")
@@ -242,18 +249,26 @@ mod tests {
             ("PolicyNotFound", NotFound),
             ("SubnetNotFound", NotFound),
             ("RepositoryNotFoundException", NotFound),
-            // Conflicts.
-            ("InvalidPermission.Duplicate", Conflict),
-            ("InvalidGroup.Duplicate", Conflict),
-            ("DuplicateLoadBalancerName", Conflict),
-            ("DuplicateListener", Conflict),
-            ("DuplicateTargetGroupName", Conflict),
-            ("DuplicatePolicyName", Conflict),
+            // Already exists: by these codes only.
+            ("InvalidPermission.Duplicate", AlreadyExists),
+            ("InvalidGroup.Duplicate", AlreadyExists),
+            ("DuplicateLoadBalancerName", AlreadyExists),
+            ("DuplicateListener", AlreadyExists),
+            ("DuplicateTargetGroupName", AlreadyExists),
+            ("DuplicatePolicyName", AlreadyExists),
+            ("DuplicateTagKeys", Invalid),
+            ("RouteAlreadyExists", AlreadyExists),
+            ("ResourceAlreadyExistsException", AlreadyExists),
+            // Conflicts with the state of the moment.
             ("DependencyViolation", Conflict),
             ("ResourceInUse", Conflict),
-            ("RouteAlreadyExists", Conflict),
-            ("InvalidConfigurationRequest", Conflict),
+            ("IncorrectState", Conflict),
             ("IncorrectInstanceState", Conflict),
+            ("ConcurrentModification", Conflict),
+            ("PriorityInUse", Conflict),
+            // Refusals of the request as configured: never "exists", never retried unchanged.
+            ("InvalidConfigurationRequest", Invalid),
+            ("OperationNotPermitted", Invalid),
             // Access.
             ("UnauthorizedOperation", AccessDenied),
             ("AccessDenied", AccessDenied),

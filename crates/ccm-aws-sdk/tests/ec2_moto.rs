@@ -180,7 +180,7 @@ async fn security_groups_lifecycle_and_error_kinds() {
     };
     let id = ec2.create_security_group(&group).await.unwrap();
     let duplicate = ec2.create_security_group(&group).await.unwrap_err();
-    assert_eq!(duplicate.kind(), ErrorKind::Conflict, "{duplicate}");
+    assert_eq!(duplicate.kind(), ErrorKind::AlreadyExists, "{duplicate}");
 
     let rule = IpPermission::cidrs("tcp", 80, 80, ["10.0.0.0/8"]);
     ec2.authorize_ingress(&id, std::slice::from_ref(&rule))
@@ -190,7 +190,7 @@ async fn security_groups_lifecycle_and_error_kinds() {
         .authorize_ingress(&id, std::slice::from_ref(&rule))
         .await
         .unwrap_err();
-    assert_eq!(again.kind(), ErrorKind::Conflict, "{again}");
+    assert_eq!(again.kind(), ErrorKind::AlreadyExists, "{again}");
 
     let found = ec2
         .security_groups(&[Filter::new("group-id", [id.as_str()])])
@@ -235,7 +235,7 @@ async fn route_tables_and_routes() {
 
     ec2.create_route(&table, "10.244.1.0/24", &a).await.unwrap();
     let exists = ec2.create_route(&table, "10.244.1.0/24", &a).await.unwrap_err();
-    assert_eq!(exists.kind(), ErrorKind::Conflict, "{exists}");
+    assert_eq!(exists.kind(), ErrorKind::AlreadyExists, "{exists}");
     ec2.replace_route(&table, "10.244.1.0/24", &b).await.unwrap();
 
     let tables = ec2

@@ -282,7 +282,19 @@ async fn unknown_elbv2_resources_are_not_found() {
         tags: Tags::new(),
     };
     let err = adapter.elbv2().create_listener(&listener).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Conflict);
+    assert_eq!(err.kind(), ErrorKind::AlreadyExists);
+    // A refusal is never taken for "exists", nor retried unchanged.
+    proxy.inject(
+        "CreateListener",
+        Fault::error(400, "InvalidConfigurationRequest"),
+        1,
+    );
+    let err = adapter.elbv2().create_listener(&listener).await.unwrap_err();
+    assert_eq!(
+        (err.kind(), err.code()),
+        (ErrorKind::Invalid, Some("InvalidConfigurationRequest"))
+    );
+    assert_eq!(proxy.requests("CreateListener"), 2, "one attempt each");
 }
 
 /// The leak report's listing: every ELBv2 load balancer of the region, with its creation time.
@@ -388,12 +400,12 @@ async fn a_create_retried_after_its_answer_was_lost_makes_one_resource() {
         .unwrap_err();
     assert_eq!(
         (err.kind(), err.code()),
-        (ErrorKind::Conflict, Some("DuplicateLoadBalancerName"))
+        (ErrorKind::AlreadyExists, Some("DuplicateLoadBalancerName"))
     );
     let err = elbv2.create_listener(&new_listener("UDP")).await.unwrap_err();
     assert_eq!(
         (err.kind(), err.code()),
-        (ErrorKind::Conflict, Some("DuplicateListener"))
+        (ErrorKind::AlreadyExists, Some("DuplicateListener"))
     );
     elbv2.delete_load_balancer(&lb.arn).await.unwrap();
     elbv2.delete_target_group(&tg.arn).await.unwrap();

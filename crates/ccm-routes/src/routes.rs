@@ -469,8 +469,9 @@ where
                 self.record(table, cidr, spelled, Some(instance));
                 Ok(())
             }
-            // The snapshot was stale: look again and decide once more (without another create).
-            Err(e) if e.kind() == ErrorKind::Conflict => {
+            // The snapshot was stale (`RouteAlreadyExists`): look again and decide once more (without another
+            // create).
+            Err(e) if e.is_already_exists() => {
                 let now = self.reread(table, cidr).await?;
                 match create_action(now.as_ref(), instance) {
                     CreateAction::Nothing => Ok(()),

@@ -162,6 +162,11 @@ impl FaultProxy {
         queue.extend(std::iter::repeat_n(fault, times));
     }
 
+    /// Drops the faults still queued for `action`: from now on it reaches the upstream.
+    pub fn clear(&self, action: &str) {
+        lock(&self.state).faults.remove(action);
+    }
+
     /// Requests of `action` seen so far.
     pub fn requests(&self, action: &str) -> u64 {
         lock(&self.state).seen.get(action).copied().unwrap_or(0)

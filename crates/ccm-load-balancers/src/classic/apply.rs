@@ -234,9 +234,8 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
                     attributes: attributes.clone(),
                 };
                 match elb.create_policy(name, &policy).await {
-                    Err(e) if e.kind() != ccm_aws_api::ErrorKind::Conflict => {
-                        Err(Error::aws("creating a load balancer policy")(e))
-                    }
+                    // `DuplicatePolicyName` only: a policy created by a crashed run.
+                    Err(e) if !e.is_already_exists() => Err(Error::aws("creating a load balancer policy")(e)),
                     _ => Ok(()),
                 }
             }
@@ -286,7 +285,8 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
                     .authorize_ingress(&SecurityGroupId::new(group.clone()), &[rule])
                     .await
                 {
-                    Err(e) if e.kind() != ccm_aws_api::ErrorKind::Conflict => {
+                    // `InvalidPermission.Duplicate` only: the rule is there.
+                    Err(e) if !e.is_already_exists() => {
                         Err(Error::aws("allowing the load balancer into a node group")(e))
                     }
                     _ => Ok(()),

@@ -198,7 +198,7 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                     .await;
                 let arn = match created {
                     Ok(g) => g.arn,
-                    Err(e) if e.kind() == ccm_aws_api::ErrorKind::Conflict => elbv2
+                    Err(e) if e.is_already_exists() => elbv2
                         .target_group(&target_group.name)
                         .await
                         .map_err(Error::aws("adopting a target group"))?
@@ -323,7 +323,7 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                     .await;
                 let lb = match created {
                     Ok(lb) => lb,
-                    Err(e) if e.kind() == ccm_aws_api::ErrorKind::Conflict => elbv2
+                    Err(e) if e.is_already_exists() => elbv2
                         .load_balancer(name)
                         .await
                         .map_err(Error::aws("adopting the NLB"))?
@@ -406,8 +406,10 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                     })
                     .await;
                 match created {
-                    // A listener created by a crashed run: the next plan compares and fixes it.
-                    Err(e) if e.kind() != ccm_aws_api::ErrorKind::Conflict => {
+                    // Only `DuplicateListener` (a listener created by a crashed run) is taken as done: the next
+                    // plan compares and fixes it. A refusal (`InvalidConfigurationRequest`, ...) fails the ensure,
+                    // and the Service gets no address until AWS accepts.
+                    Err(e) if !e.is_already_exists() => {
                         return Err(Error::aws("creating a listener")(e));
                     }
                     _ => {}

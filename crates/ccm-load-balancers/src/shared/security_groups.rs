@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use ccm_aws_api::{
-    Ec2, ErrorKind, Filter, InstanceId, SecurityGroupId, Tags,
+    Ec2, Filter, InstanceId, SecurityGroupId, Tags,
     ec2::{IpPermission, NewSecurityGroup, SecurityGroup},
 };
 use ccm_tagging::{ClusterTags, Ownership};
@@ -131,7 +131,7 @@ pub async fn create_or_adopt_group<E: Ec2>(
         .await;
     match created {
         Ok(id) => Ok(id),
-        Err(e) if e.kind() == ErrorKind::Conflict => {
+        Err(e) if e.is_already_exists() => {
             let Some(group) = find_group(ec2, config, name).await? else {
                 return Err(Error::aws(context)(e));
             };
@@ -166,10 +166,10 @@ pub async fn authorize_idempotent<E: Ec2>(
     context: &'static str,
 ) -> Result<(), Error> {
     match ec2.authorize_ingress(group, permissions).await {
-        Err(e) if e.kind() == ErrorKind::Conflict => {
+        Err(e) if e.is_already_exists() => {
             for p in permissions {
                 match ec2.authorize_ingress(group, std::slice::from_ref(p)).await {
-                    Err(e) if e.kind() != ErrorKind::Conflict => return Err(Error::aws(context)(e)),
+                    Err(e) if !e.is_already_exists() => return Err(Error::aws(context)(e)),
                     _ => {}
                 }
             }

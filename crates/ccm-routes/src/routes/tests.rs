@@ -211,7 +211,7 @@ impl World {
                 .iter()
                 .any(|r| destination(r).is_some_and(|(d, _)| d == c))
             {
-                return err(ErrorKind::Conflict, "CreateRoute");
+                return err(ErrorKind::AlreadyExists, "CreateRoute");
             }
             t.routes.push(to(cidr, instance.as_str()));
             ok(())

@@ -91,7 +91,7 @@ async fn apply_adopts_a_group_created_by_a_crashed_run_and_tolerates_duplicates(
     let mut elb = MockElb::new();
     ec2.expect_create_security_group()
         .times(1)
-        .returning(|_| Box::pin(async { Err(err(ErrorKind::Conflict)) }));
+        .returning(|_| Box::pin(async { Err(err(ErrorKind::AlreadyExists)) }));
     ec2.expect_security_groups().times(1).returning(|_| {
         Box::pin(async {
             Ok(vec![SecurityGroup::new(
@@ -106,7 +106,7 @@ async fn apply_adopts_a_group_created_by_a_crashed_run_and_tolerates_duplicates(
     ec2.expect_authorize_ingress()
         .times(1)
         .withf(|g, p| g.as_str() == "sg-old" && p.len() == 2)
-        .returning(|_, _| Box::pin(async { Err(err(ErrorKind::Conflict)) }));
+        .returning(|_, _| Box::pin(async { Err(err(ErrorKind::AlreadyExists)) }));
     ec2.expect_authorize_ingress()
         .times(2)
         .withf(|g, p| g.as_str() == "sg-old" && p.len() == 1)
@@ -114,7 +114,7 @@ async fn apply_adopts_a_group_created_by_a_crashed_run_and_tolerates_duplicates(
             let dup = p[0].from_port == Some(80);
             Box::pin(async move {
                 if dup {
-                    Err(err(ErrorKind::Conflict))
+                    Err(err(ErrorKind::AlreadyExists))
                 } else {
                     Ok(())
                 }
@@ -122,7 +122,7 @@ async fn apply_adopts_a_group_created_by_a_crashed_run_and_tolerates_duplicates(
         });
     elb.expect_create_policy()
         .times(1)
-        .returning(|_, _| Box::pin(async { Err(err(ErrorKind::Conflict)) }));
+        .returning(|_, _| Box::pin(async { Err(err(ErrorKind::AlreadyExists)) }));
     apply(&ec2, &elb, &config(), "x", None, &changes).await.unwrap();
 }
 
@@ -326,7 +326,7 @@ async fn apply_resolves_the_managed_group_to_the_observed_id() {
                 && p[0].protocol == "-1"
                 && p[0].source_groups[0].group_id.as_str() == "sg-m"
         })
-        .returning(|_, _| Box::pin(async { Err(err(ErrorKind::Conflict)) }));
+        .returning(|_, _| Box::pin(async { Err(err(ErrorKind::AlreadyExists)) }));
     ec2.expect_revoke_ingress()
         .times(1)
         .withf(|g, p| g.as_str() == "sg-old" && p[0].source_groups[0].group_id.as_str() == "sg-m")

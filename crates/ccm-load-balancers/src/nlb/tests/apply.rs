@@ -24,7 +24,7 @@ async fn apply_adopts_a_target_group_created_by_a_crashed_run_and_uses_created_a
     elbv2
         .expect_create_target_group()
         .times(1)
-        .returning(|_| Box::pin(async { Err(err(ErrorKind::Conflict)) }));
+        .returning(|_| Box::pin(async { Err(err(ErrorKind::AlreadyExists)) }));
     elbv2.expect_target_group().times(1).returning(|name| {
         let g = TargetGroup::new("arn:tg-adopted", name, "TCP", 30080);
         Box::pin(async move { Ok(Some(g)) })
@@ -68,6 +68,66 @@ async fn apply_adopts_a_target_group_created_by_a_crashed_run_and_uses_created_a
     .unwrap();
     assert_eq!(applied.created.unwrap().dns_name, "new.elb.amazonaws.com");
     assert_eq!(applied.mutations, 4);
+}
+
+/// A listener AWS refuses (`InvalidConfigurationRequest`, classed as `Conflict` before) fails the apply: no
+/// address, no `EnsuredLoadBalancer`, AWS's words in the error. Only `DuplicateListener` is taken as done.
+#[tokio::test]
+async fn a_refused_listener_fails_the_apply_and_only_a_duplicate_is_done() {
+    let d = desired(&[], &[(80, 30080)]);
+    let refusal = || {
+        err(ErrorKind::Invalid)
+            .with_code("InvalidConfigurationRequest")
+            .with_message("The target group is associated with another load balancer")
+    };
+    for (answer, fails) in [
+        (refusal(), true),
+        (
+            err(ErrorKind::AlreadyExists).with_code("DuplicateListener"),
+            false,
+        ),
+    ] {
+        let mut elbv2 = MockElbv2::new();
+        elbv2.expect_create_target_group().returning(|g| {
+            let created = TargetGroup::new("arn:tg", &g.name, "TCP", 30080);
+            Box::pin(async move { Ok(created) })
+        });
+        elbv2
+            .expect_register_targets()
+            .returning(|_, _| Box::pin(async { Ok(()) }));
+        elbv2.expect_create_load_balancer().returning(|lb| {
+            let created = LoadBalancerV2::new("arn:lb-new", &lb.name, "new.elb.amazonaws.com");
+            Box::pin(async move { Ok(created) })
+        });
+        let answer = std::sync::Mutex::new(Some(answer));
+        elbv2.expect_create_listener().times(1).returning(move |_| {
+            let e = answer.lock().unwrap().take().unwrap();
+            Box::pin(async move { Err(e) })
+        });
+        let changes = plan(&d, &Observed::default());
+        let result = apply(
+            &MockEc2::new(),
+            &elbv2,
+            &config(),
+            NAME,
+            &Observed::default(),
+            &changes,
+        )
+        .await;
+        match result {
+            Err(e) => {
+                assert!(fails, "a duplicate is done: {e}");
+                let text = format!(
+                    "{e}: {}",
+                    std::error::Error::source(&e)
+                        .map(ToString::to_string)
+                        .unwrap_or_default()
+                );
+                assert!(text.contains("InvalidConfigurationRequest"), "{text}");
+            }
+            Ok(_) => assert!(!fails, "a refused listener was reported as served"),
+        }
+    }
 }
 
 #[tokio::test]

@@ -251,7 +251,7 @@ async fn apply_skips_duplicates_rule_by_rule_after_a_conflict() {
     ec2.expect_authorize_ingress()
         .times(1)
         .withf(|_, p| p.len() == 2)
-        .returning(|_, _| Box::pin(async { Err(err(ErrorKind::Conflict)) }));
+        .returning(|_, _| Box::pin(async { Err(err(ErrorKind::AlreadyExists)) }));
     ec2.expect_authorize_ingress()
         .times(2)
         .withf(|_, p| p.len() == 1)
@@ -259,7 +259,7 @@ async fn apply_skips_duplicates_rule_by_rule_after_a_conflict() {
             let dup = p[0].protocol == "icmp";
             Box::pin(async move {
                 if dup {
-                    Err(err(ErrorKind::Conflict))
+                    Err(err(ErrorKind::AlreadyExists))
                 } else {
                     Ok(())
                 }
