@@ -227,6 +227,31 @@ fn reserved_label_rule() {
     }
 }
 
+/// The controller's context over the scripted API, without its watch.
+fn test_ctx<P: CloudProvider>(
+    api: &crate::mock_api::MockApi,
+    provider: P,
+    store: reflector::Store<Node>,
+    config: CloudNodeConfig,
+) -> Ctx<P> {
+    Ctx {
+        client: api.client.clone(),
+        provider: Arc::new(provider),
+        recorder: EventRecorder::new(
+            api.client.clone(),
+            "cloud-node-controller",
+            config.clock.clone(),
+            config.metrics.clone(),
+        ),
+        queue: WorkQueue::with_metrics(config.metrics.clone()),
+        config,
+        store,
+        backoff: Backoff::new(Duration::from_millis(5), Duration::from_secs(1000)),
+        superseded: Mutex::default(),
+        not_in_cluster: Mutex::default(),
+    }
+}
+
 /// A batch whose provider stops answering is abandoned at the deadline and its node retried with backoff.
 #[tokio::test(start_paused = true)]
 async fn a_batch_that_outlasts_its_deadline_is_abandoned_and_retried() {
@@ -244,22 +269,7 @@ async fn a_batch_that_outlasts_its_deadline_is_abandoned_and_retried() {
         sync_deadline: Duration::from_secs(60),
         ..CloudNodeConfig::default()
     };
-    let ctx = Ctx {
-        client: api.client.clone(),
-        provider: Arc::new(cloud),
-        recorder: EventRecorder::new(
-            api.client.clone(),
-            "cloud-node-controller",
-            config.clock.clone(),
-            config.metrics.clone(),
-        ),
-        queue: WorkQueue::with_metrics(config.metrics.clone()),
-        config,
-        store,
-        backoff: Backoff::new(Duration::from_millis(5), Duration::from_secs(1000)),
-        superseded: Mutex::default(),
-        not_in_cluster: Mutex::default(),
-    };
+    let ctx = test_ctx(&api, cloud, store, config);
     let start = tokio::time::Instant::now();
     assert!(!sync_within_deadline(&ctx, &["node0".to_owned()]).await);
     assert_eq!(start.elapsed(), Duration::from_secs(60));
@@ -277,23 +287,7 @@ async fn a_node_outside_the_cluster_is_warned_about_once_and_counted_while_it_is
     let (store, mut writer) = reflector::store();
     let n = node(Some("fake://1"), vec![]);
     writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(n.clone()));
-    let config = CloudNodeConfig::default();
-    let ctx = Ctx {
-        client: api.client.clone(),
-        provider: Arc::new(FakeProvider::new()),
-        recorder: EventRecorder::new(
-            api.client.clone(),
-            "cloud-node-controller",
-            config.clock.clone(),
-            config.metrics.clone(),
-        ),
-        queue: WorkQueue::with_metrics(config.metrics.clone()),
-        config,
-        store,
-        backoff: Backoff::new(Duration::from_millis(5), Duration::from_secs(1000)),
-        superseded: Mutex::default(),
-        not_in_cluster: Mutex::default(),
-    };
+    let ctx = test_ctx(&api, FakeProvider::new(), store, CloudNodeConfig::default());
     let outside = InstanceMetadata {
         not_in_cluster: Some("instance 1 lacks the cluster tag".into()),
         ..meta()
