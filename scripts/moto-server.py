@@ -10,6 +10,11 @@ or two leaders creating the same load balancer then leave duplicates AWS never m
 cannot see by name is a leak to it). This launcher wraps those three backend methods and starts the server;
 everything else is moto unchanged. scripts/testenv.sh starts moto with it.
 
+A Classic ELB always has a health check on AWS: one created without is given the default, TCP on the first
+listener's instance port, every 30 s, timeout 5 s, unhealthy after 2 failures, healthy after 10 successes.
+moto 5.2.5 answers no HealthCheck at all until ConfigureHealthCheck, which the Go provider dereferences (and
+panics on). New Classic ELBs get AWS's default here.
+
 A DescribeInstances listing with MaxResults answers at most that many instances a page on AWS; moto 5.2.5
 counts reservations instead, so 5,000 instances launched 250 at a time came back in one page: one call where
 AWS makes five, and a response five times the size of AWS's largest (which inflated the CCM's peak memory in
@@ -20,6 +25,7 @@ appears in each with its part of the instances, as on AWS.
 import copy
 import sys
 
+from moto.elb import models as elb_models
 from moto.elbv2 import models
 from moto.elbv2.exceptions import (
     DuplicateListenerError,
@@ -79,6 +85,20 @@ def create_listener(self, load_balancer_arn, protocol, port, ssl_policy, certifi
                             **kwargs)
 
 
+ClassicBackend = elb_models.ELBBackend
+_create_classic_load_balancer = ClassicBackend.create_load_balancer
+
+
+def create_classic_load_balancer(self, *args, **kwargs):
+    balancer = _create_classic_load_balancer(self, *args, **kwargs)
+    if balancer.health_check is None and balancer.listeners:
+        port = balancer.listeners[0].instance_port
+        balancer.health_check = elb_models.FakeHealthCheck(
+            timeout="5", healthy_threshold="10", unhealthy_threshold="2", interval="30", target=f"TCP:{port}"
+        )
+    return balancer
+
+
 _describe_instances = InstanceResponse.describe_instances
 
 
@@ -106,6 +126,7 @@ InstanceResponse.describe_instances = describe_instances
 Backend.create_load_balancer = create_load_balancer
 Backend.create_target_group = create_target_group
 Backend.create_listener = create_listener
+ClassicBackend.create_load_balancer = create_classic_load_balancer
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -45,6 +45,15 @@ async fn classic_load_balancer_lifecycle() {
 
     let lb = elb.load_balancer(&name).await.unwrap().unwrap();
     assert_eq!(lb.dns_name, dns);
+    // As on AWS (scripts/moto-server.py): a new Classic ELB has the default health check.
+    let default = ClassicHealthCheck {
+        target: "TCP:30080".into(),
+        interval: 30,
+        timeout: 5,
+        healthy_threshold: 10,
+        unhealthy_threshold: 2,
+    };
+    assert_eq!(lb.health_check, Some(default));
     assert!(lb.internal);
     assert_eq!(lb.subnets, [SubnetId::new(&fx.subnet_id)]);
     assert_eq!(lb.security_groups, std::slice::from_ref(&sg));
