@@ -2,7 +2,8 @@
 //! against moto and the real kube-apiserver. A default Service gets its CLB (listeners, health check, security
 //! group, registered instances, status hostname); a restarted CCM with nothing changed makes 0 mutating AWS calls;
 //! a node joining or leaving costs only register or deregister calls; a port change converges; invalid
-//! annotations give a Warning Event and no mutation; deleting the Service removes the CLB, its security group and
+//! annotations (and the controller's own tag keys in `additional-resource-tags`) give a Warning Event and no
+//! mutation; deleting the Service removes the CLB, its security group and
 //! the finalizer, while a `shared`-tagged and an untagged group stay. Mutating calls are read from the CCM's
 //! /metrics.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -228,6 +229,11 @@ async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
         (
             "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled",
             "maybe",
+        ),
+        // The controller's own tag keys would hand the load balancer to another cluster (docs/security.md).
+        (
+            "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags",
+            "team=a,kubernetes.io/cluster/theirs=owned",
         ),
     ] {
         let bad = unique_name("bad");
