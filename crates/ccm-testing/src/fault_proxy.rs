@@ -84,6 +84,9 @@ pub enum ChaosKind {
     DependencyViolation,
     /// `ResourceInUse` on `DeleteTargetGroup` and ELBv2 `DeleteLoadBalancer`.
     ResourceInUse,
+    /// `InvalidConfigurationRequest` on ELBv2 `CreateListener`: AWS refusing a create, which must never be taken
+    /// for "exists" (the Service is served only once AWS accepts).
+    Refused,
 }
 
 /// The proxy; stops when dropped.
@@ -393,14 +396,18 @@ impl Chaos {
             return None;
         }
         let pick = splitmix(roll);
-        let in_use = match action {
+        let special = match action {
             "DeleteSecurityGroup" => Some((ChaosKind::DependencyViolation, "DependencyViolation")),
             "DeleteTargetGroup" => Some((ChaosKind::ResourceInUse, "ResourceInUse")),
             "DeleteLoadBalancer" if !is_ec2 => Some((ChaosKind::ResourceInUse, "ResourceInUse")),
+            "CreateListener" if !is_ec2 => Some((ChaosKind::Refused, "InvalidConfigurationRequest")),
             _ => None,
         };
-        if let Some((kind, code)) = in_use.filter(|_| pick.is_multiple_of(2)) {
-            let message = "Injected: resource in use by another resource";
+        if let Some((kind, code)) = special.filter(|_| pick.is_multiple_of(2)) {
+            let message = match kind {
+                ChaosKind::Refused => "Injected: the request is refused in the current configuration",
+                _ => "Injected: resource in use by another resource",
+            };
             return Some((kind, Fault::error(400, code).with_message(message)));
         }
         Some(match (pick >> 8) % 100 {
@@ -437,6 +444,7 @@ impl std::fmt::Display for ChaosKind {
             Self::ResetAfter => "reset after the call",
             Self::Latency => "latency",
             Self::DependencyViolation => "DependencyViolation",
+            Self::Refused => "refused CreateListener",
             Self::ResourceInUse => "ResourceInUse",
         })
     }
@@ -544,6 +552,8 @@ mod tests {
         assert!(sg.contains(&Some(ChaosKind::DependencyViolation)));
         let tg = kinds(&chaos(500), "DeleteTargetGroup", false);
         assert!(tg.contains(&Some(ChaosKind::ResourceInUse)));
+        let listener = kinds(&chaos(500), "CreateListener", false);
+        assert!(listener.contains(&Some(ChaosKind::Refused)));
         let classic = kinds(&chaos(500), "CreateLoadBalancer", false);
         let every = [
             ChaosKind::Throttle,
@@ -555,6 +565,7 @@ mod tests {
         assert!(every.iter().all(|k| classic.contains(&Some(*k))), "{classic:?}");
         assert!(!classic.contains(&Some(ChaosKind::DependencyViolation)));
         assert!(!classic.contains(&Some(ChaosKind::ResourceInUse)));
+        assert!(!classic.contains(&Some(ChaosKind::Refused)));
     }
 
     #[tokio::test]
