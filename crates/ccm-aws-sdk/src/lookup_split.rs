@@ -100,13 +100,14 @@ where
 {
     let mut out = Vec::new();
     let mut token = None;
+    let mut pages = crate::runtime::Pages::default();
     loop {
         let limit = size.current();
         let splittable = limit > MIN_SPLIT_IDS;
         match page(token.clone(), limit, splittable).await {
             Ok((items, next)) => {
                 out.extend(items);
-                match next {
+                match pages.next_of("ec2", "DescribeInstances", next)? {
                     Some(next) => token = Some(next),
                     None => return Ok(out),
                 }
@@ -275,5 +276,19 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(seen.into_inner().unwrap(), [(1000, true), (100, false)]);
+    }
+
+    #[tokio::test]
+    async fn a_token_that_comes_back_ends_the_listing_with_an_error() {
+        let size = LookupSize::new(1000);
+        let calls = Mutex::new(0);
+        let result: Result<Vec<usize>> = shrinking_pages(&size, |_token, _page, _| {
+            *calls.lock().unwrap() += 1;
+            async move { Ok((vec![1], Some("same".to_owned()))) }
+        })
+        .await;
+        let err = result.unwrap_err();
+        assert!(err.to_string().contains("came back a second time"), "{err}");
+        assert_eq!(*calls.lock().unwrap(), 2, "the first repeat stops it");
     }
 }

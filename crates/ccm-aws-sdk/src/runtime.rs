@@ -114,6 +114,51 @@ impl Op {
     }
 }
 
+/// The most pages one listing follows: far above any real account (10,000 pages of 1,000 instances), low enough
+/// that a service answering pages forever cannot hold a reconcile (and its memory) without end.
+pub(crate) const MAX_PAGES: usize = 10_000;
+
+/// Guards a paging loop: a continuation token seen before (a service or proxy going round in circles) or more
+/// than [`MAX_PAGES`] pages end the listing with an error instead of looping.
+#[derive(Debug, Default)]
+pub(crate) struct Pages {
+    seen: std::collections::HashSet<String>,
+}
+
+impl Pages {
+    /// The token to ask the next page with (`None`: the listing is complete), or an error for a repeated token or
+    /// too many pages. Empty tokens end the listing, as AWS's SDKs treat them.
+    pub(crate) fn next(&mut self, op: Op, token: Option<String>) -> Result<Option<String>, AwsError> {
+        self.next_of(op.service.as_str(), op.name, token)
+    }
+
+    /// [`Pages::next`] for a listing named by service and operation.
+    pub(crate) fn next_of(
+        &mut self,
+        service: &'static str,
+        operation: &'static str,
+        token: Option<String>,
+    ) -> Result<Option<String>, AwsError> {
+        let Some(token) = token.filter(|t| !t.is_empty()) else {
+            return Ok(None);
+        };
+        let stop = |kind, message: String| AwsError::new(kind, service, operation).with_message(message);
+        if self.seen.len() >= MAX_PAGES {
+            return Err(stop(
+                ErrorKind::Permanent,
+                format!("more than {MAX_PAGES} pages: listing stopped"),
+            ));
+        }
+        if !self.seen.insert(token.clone()) {
+            return Err(stop(
+                ErrorKind::Transient,
+                format!("the continuation token {token:?} came back a second time: listing stopped"),
+            ));
+        }
+        Ok(Some(token))
+    }
+}
+
 // === impl Runtime ===
 
 impl Runtime {
@@ -142,9 +187,10 @@ impl Runtime {
     {
         let mut out = Vec::new();
         let mut token = None;
+        let mut pages = Pages::default();
         loop {
             let page = self.call(op, || send(token.clone())).await?;
-            token = extract(&page, &mut out).filter(|t| !t.is_empty());
+            token = pages.next(op, extract(&page, &mut out))?;
             if token.is_none() {
                 return Ok(out);
             }
@@ -252,5 +298,36 @@ mod tests {
             assert!(throttled >= Duration::from_millis(200) && throttled <= Duration::from_secs(2));
             assert!(policy.backoff(30, ErrorKind::Throttled) <= Duration::from_secs(5));
         }
+    }
+
+    #[test]
+    fn pages_end_on_an_empty_token_and_stop_on_a_repeated_one_or_too_many() {
+        let mut pages = Pages::default();
+        assert_eq!(
+            pages
+                .next_of("ec2", "DescribeRouteTables", Some(String::new()))
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            pages
+                .next_of("ec2", "DescribeRouteTables", Some("a".into()))
+                .unwrap(),
+            Some("a".into())
+        );
+        let again = pages
+            .next_of("ec2", "DescribeRouteTables", Some("a".into()))
+            .unwrap_err();
+        assert_eq!(again.operation(), "DescribeRouteTables");
+        let mut pages = Pages::default();
+        for n in 0..MAX_PAGES {
+            pages
+                .next_of("ec2", "DescribeInstances", Some(n.to_string()))
+                .unwrap();
+        }
+        let many = pages
+            .next_of("ec2", "DescribeInstances", Some("last".into()))
+            .unwrap_err();
+        assert_eq!(many.kind(), ErrorKind::Permanent, "{many}");
     }
 }

@@ -137,6 +137,7 @@ impl Raw {
         mut token: Option<String>,
     ) -> Result<Vec<Instance>> {
         let mut out = Vec::new();
+        let mut pages = crate::runtime::Pages::default();
         loop {
             let page = self
                 .rt
@@ -162,7 +163,7 @@ impl Raw {
                     .flat_map(|r| r.instances())
                     .filter_map(instance),
             );
-            token = next(page.next_token());
+            token = pages.next(DESCRIBE_INSTANCES, next(page.next_token()))?;
             if token.is_none() {
                 return Ok(out);
             }
