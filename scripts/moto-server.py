@@ -15,6 +15,11 @@ listener's instance port, every 30 s, timeout 5 s, unhealthy after 2 failures, h
 moto 5.2.5 answers no HealthCheck at all until ConfigureHealthCheck, which the Go provider dereferences (and
 panics on). New Classic ELBs get AWS's default here.
 
+An instance launched without security groups is in its VPC's default group on AWS, and DescribeInstances says
+so in the instance's SecurityGroups. moto 5.2.5 puts the default group on the instance's network interface but
+answers an empty SecurityGroups, so the instance seemed to have no group: no load balancer rule was ever made
+for it. Such instances are given their primary interface's groups here.
+
 A DescribeInstances listing with MaxResults answers at most that many instances a page on AWS; moto 5.2.5
 counts reservations instead, so 5,000 instances launched 250 at a time came back in one page: one call where
 AWS makes five, and a response five times the size of AWS's largest (which inflated the CCM's peak memory in
@@ -33,6 +38,7 @@ from moto.elbv2.exceptions import (
     DuplicateTargetGroupName,
 )
 from moto.core.responses import ActionResult
+from moto.ec2.models.instances import InstanceBackend
 from moto.ec2.responses.instances import InstanceResponse
 from moto.server import main
 
@@ -122,6 +128,18 @@ def describe_instances(self):
     return ActionResult({"Reservations": parts, "NextToken": next_token})
 
 
+_run_instances = InstanceBackend.run_instances
+
+
+def run_instances(self, *args, **kwargs):
+    reservation = _run_instances(self, *args, **kwargs)
+    for instance in reservation.instances:
+        if not instance.security_groups and 0 in instance.nics:
+            instance.security_groups = list(instance.nics[0]._group_set)
+    return reservation
+
+
+InstanceBackend.run_instances = run_instances
 InstanceResponse.describe_instances = describe_instances
 Backend.create_load_balancer = create_load_balancer
 Backend.create_target_group = create_target_group

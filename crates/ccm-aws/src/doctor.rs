@@ -29,6 +29,7 @@
 //! retried later, never a failure of the rest.
 
 mod analyze;
+mod classic_rules;
 mod objects;
 mod observe;
 mod remove;
@@ -143,7 +144,7 @@ pub enum Kind {
     TargetGroup,
     /// A load balancer's security group.
     SecurityGroup,
-    /// NLB rules on a node security group.
+    /// Load balancer rules on a node security group (NLB rules, Classic ELB rules).
     NodeGroupRules,
     /// A route of a cluster route table.
     Route,

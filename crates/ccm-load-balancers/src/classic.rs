@@ -10,6 +10,7 @@
 pub mod apply;
 pub mod change;
 pub mod model;
+pub mod node_rules;
 pub mod observe;
 pub mod plan;
 
@@ -17,9 +18,8 @@ pub use crate::shared::{GroupDiff, GroupRef, ManagedGroup};
 pub use apply::{Applied, apply};
 pub use change::Change;
 pub use model::{Attributes, Desired, HealthCheck, Listener, PROXY_PROTOCOL_POLICY, build, ssl_policy_name};
-pub use observe::{
-    DeleteObserved, Known, NodeGroups, Observed, OrphanedGroup, Scope, observe, observe_delete,
-};
+pub use node_rules::{NODE_RULE_PREFIX, NodeGroups, SourceRule};
+pub use observe::{DeleteObserved, Known, Observed, OrphanedGroup, Scope, observe, observe_delete};
 pub use plan::{is_host_change, plan, plan_delete, recreation, recreation_reason};
 
 use model::{SSL_POLICY_PREFIX, fresh_attributes};

@@ -272,7 +272,8 @@ fn references(
     out
 }
 
-/// NLB rules on the cluster's node groups whose load balancer is gone or leaked.
+/// NLB rules on the cluster's node groups whose load balancer is gone or leaked (and the Classic ELB rules of
+/// [`classic_rules`](super::classic_rules)).
 fn node_rules(scope: &Scope, inv: &Inventory, leaked: &Leaked, out: &mut Vec<Finding>) {
     let live: BTreeSet<&str> = inv
         .v2
@@ -290,6 +291,7 @@ fn node_rules(scope: &Scope, inv: &Inventory, leaked: &Leaked, out: &mut Vec<Fin
                 .chain(i.network_interfaces.iter().flat_map(|n| &n.security_groups))
         })
         .collect();
+    super::classic_rules::findings(scope, inv, &node_groups, &leaked.names, out);
     for group in &inv.groups {
         if !scope.cluster.is_tagged(&group.tags) && !node_groups.contains(&group.id) {
             continue;
@@ -470,7 +472,7 @@ fn is_generated_name(name: &str) -> bool {
 }
 
 /// `tcp 30080 from 0.0.0.0/0`, `all traffic from sg-1`.
-fn describe(p: &IpPermission) -> String {
+pub(super) fn describe(p: &IpPermission) -> String {
     let ports = match (p.protocol.as_str(), p.from_port, p.to_port) {
         ("-1", _, _) => "all traffic".to_owned(),
         (proto, Some(a), Some(b)) if a == b => format!("{proto} {a}"),

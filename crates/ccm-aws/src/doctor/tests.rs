@@ -146,15 +146,22 @@ fn leaks_of_a_deleted_service_are_listed_and_nothing_else() {
         [
             (Kind::ClassicLoadBalancer, OLD_LB),
             (Kind::TargetGroup, "arn:tg-leak"),
-            (Kind::SecurityGroup, "sg-leak")
+            (Kind::SecurityGroup, "sg-leak"),
+            // Upstream's all-traffic rule from the live load balancer's group: reported, narrowed by its ensure.
+            (Kind::NodeGroupRules, format!("sg-node {LIVE_LB}").as_str()),
         ]
     );
+    let (leaks, wide) = found.split_at(3);
     assert!(
-        found
+        leaks
             .iter()
             .all(|f| f.deletable && f.reason == "Service default/gone does not exist")
     );
-    assert!(found.iter().all(|f| f.service.as_deref() == Some(gone)));
+    assert!(leaks.iter().all(|f| f.service.as_deref() == Some(gone)));
+    assert!(
+        !wide[0].deletable,
+        "the controller narrows it; --delete does not touch it"
+    );
     assert_eq!(found[0].age_seconds, Some(3 * 86_400));
     // The node group's rule that references the leaked group is part of its finding, reduced to that source.
     assert_eq!(found[2].details, ["rule of sg-node: all traffic from sg-leak"]);
@@ -609,4 +616,77 @@ fn nodes_whose_instance_lacks_the_cluster_tag_are_listed() {
         found[1].reason
     );
     assert!(found.iter().all(|f| !f.deletable));
+}
+
+/// Classic ELB rules on a node group: upstream's all-traffic rule from a live load balancer's group is reported
+/// (not deletable: the next ensure narrows it); a narrow rule of a deleted load balancer is deletable unless a
+/// live one of the same source needs its port.
+#[test]
+fn classic_node_rules_wide_and_stale_are_reported() {
+    let rule = |protocol: &str, port: Option<i32>, source: &str, lb: Option<&str>| IpPermission {
+        protocol: protocol.into(),
+        from_port: port,
+        to_port: port,
+        source_groups: vec![SourceGroup {
+            group_id: SecurityGroupId::new(source),
+            description: lb.map(|lb| format!("kubernetes.io/rule/elb={lb}")),
+        }],
+        ..IpPermission::default()
+    };
+    let mut node_group = group("sg-node", "nodes", tags(&[("kubernetes.io/cluster/c1", "owned")]));
+    node_group.ingress = vec![
+        rule("-1", None, "sg-live", None),
+        rule("tcp", Some(30080), "sg-shared", Some(OLD_LB)),
+        rule("tcp", Some(10256), "sg-shared", Some(OLD_LB)),
+    ];
+    let mut live = classic(LIVE_LB, &["sg-live"]);
+    let mut other = classic("b1111111122223333444455555555555", &["sg-shared"]);
+    other.health_check = Some(ccm_aws_api::elb::ClassicHealthCheck {
+        target: "HTTP:10256/healthz".into(),
+        interval: 10,
+        timeout: 5,
+        healthy_threshold: 2,
+        unhealthy_threshold: 6,
+    });
+    live.health_check.clone_from(&other.health_check);
+    let inventory = Inventory {
+        classic: vec![(live, owned("default/web")), (other, owned("default/other"))],
+        groups: vec![node_group],
+        ..Inventory::default()
+    };
+    let snapshot = Snapshot {
+        services: vec![
+            service("default", "web", UID, "LoadBalancer", &[]),
+            service(
+                "default",
+                "other",
+                "b1111111-2222-3333-4444-555555555555",
+                "LoadBalancer",
+                &[],
+            ),
+        ],
+        ..Snapshot::default()
+    };
+    let found = analyze::findings(&scope(), &inventory, &snapshot, &BTreeMap::new());
+    let rules: Vec<(&str, bool, &[String])> = found
+        .iter()
+        .filter(|f| f.kind == Kind::NodeGroupRules)
+        .map(|f| (f.id.as_str(), f.deletable, f.details.as_slice()))
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            (
+                format!("sg-node {LIVE_LB}").as_str(),
+                false,
+                ["rule: all traffic from sg-live".to_owned()].as_slice()
+            ),
+            (
+                format!("sg-node {OLD_LB}").as_str(),
+                true,
+                ["rule: tcp 30080 from sg-shared".to_owned()].as_slice()
+            ),
+        ],
+        "{found:#?}"
+    );
 }

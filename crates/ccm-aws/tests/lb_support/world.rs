@@ -11,7 +11,7 @@ use ccm_aws_api::{Ec2, VpcId};
 use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, AwsElb, AwsElbv2, CallMetrics, RateLimits, RetryPolicy};
 use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
 use ccm_tagging::ClusterTags;
-use ccm_testing::{TestEnv, unique_name};
+use ccm_testing::{TestEnv, unique_name, world::WorldBuilder};
 use k8s_openapi::{
     api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -111,6 +111,7 @@ pub struct World {
     pub vpc: String,
     pub subnets: Vec<String>,
     pub node_group: String,
+    pub groups: Vec<String>,
     pub instances: Vec<String>,
 }
 
@@ -118,6 +119,17 @@ pub struct World {
 /// and for internet-facing load balancers (with `internal_subnets`, internal ones too), an internet gateway, the
 /// nodes' security group and three instances in it, all `owned` by the cluster.
 pub async fn world(cidr_second_octet: u8, prefix: &str, internal_subnets: bool) -> World {
+    world_with(cidr_second_octet, prefix, internal_subnets, |b, _| b).await
+}
+
+/// [`world`] with more of the builder's steps: `more` gets the builder (its group 0 is the nodes' group) and
+/// the cluster tag key. [`World::groups`] lists every group made, [`World::instances`] every instance.
+pub async fn world_with(
+    cidr_second_octet: u8,
+    prefix: &str,
+    internal_subnets: bool,
+    more: impl FnOnce(WorldBuilder, &str) -> WorldBuilder,
+) -> World {
     let env = TestEnv::get();
     let sdk = env.aws_config().await;
     let adapter = Adapter::new(
@@ -133,15 +145,13 @@ pub async fn world(cidr_second_octet: u8, prefix: &str, internal_subnets: bool) 
     if internal_subnets {
         subnet_tags.push(("kubernetes.io/role/internal-elb", "1"));
     }
-    let built = ccm_testing::world::World::builder(cidr_second_octet)
+    let builder = ccm_testing::world::World::builder(cidr_second_octet)
         .subnet("us-east-1a", &subnet_tags)
         .subnet("us-east-1b", &subnet_tags)
         .internet_gateway()
         .security_group(&[(key.as_str(), "owned")])
-        .instances_in_group(3, 0, &[(key.as_str(), "owned")])
-        .build(&raw)
-        .await
-        .unwrap();
+        .instances_in_group(3, 0, &[(key.as_str(), "owned")]);
+    let built = more(builder, &key).build(&raw).await.unwrap();
     let mut instances = built.instance_ids();
     instances.sort();
     World {
@@ -151,6 +161,7 @@ pub async fn world(cidr_second_octet: u8, prefix: &str, internal_subnets: bool) 
         vpc: built.vpc,
         subnets: built.subnets,
         node_group: built.groups[0].clone(),
+        groups: built.groups.clone(),
         instances,
     }
 }

@@ -3,11 +3,11 @@
 
 use ccm_aws_api::{
     Ec2, Elb, InstanceId, SecurityGroupId, SubnetId,
-    ec2::{IpPermission, SourceGroup},
+    ec2::IpPermission,
     elb::{ClassicListener, ClassicPolicy, NewClassicLoadBalancer},
 };
 
-use super::{Change, Listener};
+use super::{Change, Listener, node_rules};
 use crate::{
     Error, LoadBalancerConfig,
     shared::{self, GroupRef, Rule},
@@ -20,17 +20,6 @@ pub struct Applied {
     pub created_dns_name: Option<String>,
     /// Mutating calls made.
     pub mutations: usize,
-}
-
-fn node_rule(from: &SecurityGroupId) -> IpPermission {
-    IpPermission {
-        protocol: "-1".to_owned(),
-        source_groups: vec![SourceGroup {
-            group_id: from.clone(),
-            description: None,
-        }],
-        ..IpPermission::default()
-    }
 }
 
 struct Context<'a, E, L> {
@@ -275,35 +264,21 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
     }
 
     /// The rules allowing the load balancer's group into the nodes' groups (other kinds of change are not sent
-    /// here).
+    /// here): a duplicate to add or a missing rule to revoke (a crashed or concurrent run) is not an error.
     async fn node_access(&self, change: &Change) -> Result<(), Error> {
         match change {
-            Change::AuthorizeNodeAccess { group, from } => {
-                let rule = node_rule(&self.group(from)?);
-                match self
-                    .ec2
-                    .authorize_ingress(&SecurityGroupId::new(group.clone()), &[rule])
+            Change::AuthorizeNodeAccess { group, from, ports } => {
+                let perms = node_rules::permissions(&self.group(from)?, ports, self.name);
+                let context = "allowing the load balancer into a node group";
+                shared::authorize_idempotent(self.ec2, &SecurityGroupId::new(group.clone()), &perms, context)
                     .await
-                {
-                    // `InvalidPermission.Duplicate` only: the rule is there.
-                    Err(e) if !e.is_already_exists() => {
-                        Err(Error::aws("allowing the load balancer into a node group")(e))
-                    }
-                    _ => Ok(()),
-                }
             }
-            Change::RevokeNodeAccess { group, from } => {
-                let rule = node_rule(&self.group(from)?);
-                match self
-                    .ec2
-                    .revoke_ingress(&SecurityGroupId::new(group.clone()), &[rule])
+            Change::RevokeNodeAccess { group, from, rules } => {
+                let source = self.group(from)?;
+                let perms: Vec<IpPermission> = rules.iter().map(|r| r.to_permission(&source)).collect();
+                let context = "revoking the load balancer's node rules";
+                shared::revoke_idempotent(self.ec2, &SecurityGroupId::new(group.clone()), &perms, context)
                     .await
-                {
-                    Err(e) if !e.is_not_found() => {
-                        Err(Error::aws("revoking the load balancer's node rule")(e))
-                    }
-                    _ => Ok(()),
-                }
             }
             _ => Ok(()),
         }

@@ -4,7 +4,7 @@
 use ccm_aws_api::Tags;
 use serde::Serialize;
 
-use super::{Attributes, HealthCheck, Listener};
+use super::{Attributes, HealthCheck, Listener, node_rules::SourceRule};
 use crate::{
     flavour::PlannedChange,
     shared::{GroupRef, Rule},
@@ -134,19 +134,24 @@ pub enum Change {
         /// The instances.
         instances: Vec<String>,
     },
-    /// Allow all traffic from `from` into a node group.
+    /// Allow the load balancer's group into a node group on `ports` (`tcp`, one rule per port, described
+    /// [`NODE_RULE_PREFIX`](super::node_rules::NODE_RULE_PREFIX)`<name>`).
     AuthorizeNodeAccess {
         /// The node group.
         group: String,
         /// The load balancer's group.
         from: GroupRef,
+        /// The ports.
+        ports: Vec<i32>,
     },
-    /// Remove the rule allowing `from` from a group.
+    /// Remove rules whose source is `from` from a group (narrow rules nobody needs, or a wide one narrowed).
     RevokeNodeAccess {
         /// The group.
         group: String,
         /// The load balancer's group.
         from: GroupRef,
+        /// The rules.
+        rules: Vec<SourceRule>,
     },
     /// Delete the load balancer.
     DeleteLoadBalancer {

@@ -9,7 +9,11 @@ use ccm_aws_api::{
     elb::{ClassicAttributes, ClassicLoadBalancer},
 };
 
-use super::{Desired, PROXY_PROTOCOL_POLICY, ssl_policy_name};
+use super::{
+    Desired, PROXY_PROTOCOL_POLICY,
+    node_rules::{self, NodeGroups, SourceRule},
+    ssl_policy_name,
+};
 use crate::{
     Error, LoadBalancerConfig,
     shared::{self, GroupRef},
@@ -17,24 +21,8 @@ use crate::{
 
 pub use crate::flavour::Scope;
 
-/// The nodes' groups as observed for the node rules (read, never built by callers: fields may be added).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct NodeGroups {
-    /// The group of each target instance that should allow the load balancer's group.
-    pub wanted: BTreeSet<SecurityGroupId>,
-    /// Groups that allow all traffic from the load balancer's group now.
-    pub with_rule: BTreeSet<SecurityGroupId>,
-    /// Those of `with_rule` this controller may revoke from (tagged for the cluster, or any group when the
-    /// source is the managed group: the rule is then ours alone).
-    pub revocable: BTreeSet<SecurityGroupId>,
-    /// The chosen group (if any) of each pending or running target instance, and the target instances' groups
-    /// as read: what the provider's host memory keeps about instances, so that a later node change need not
-    /// describe them again.
-    pub instances: Known,
-}
-
-/// What an observation learnt about the target instances (see [`NodeGroups::instances`]).
+/// What an observation learnt about the target instances (see [`NodeGroups::instances`]): what the provider's
+/// host memory keeps, so that a later node change need not describe them again.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Known {
     /// The chosen group (if any) of each pending or running target instance.
@@ -73,8 +61,8 @@ pub struct Observed {
 pub struct OrphanedGroup {
     /// The group.
     pub id: SecurityGroupId,
-    /// Groups allowing all traffic from it.
-    pub referenced_by: Vec<SecurityGroupId>,
+    /// The rules from it that the controller made (wide or described as ours), per group holding any.
+    pub referenced_by: Vec<(SecurityGroupId, Vec<SourceRule>)>,
 }
 
 /// The group of each target instance that should allow the load balancer, and the targets that exist.
@@ -126,8 +114,11 @@ async fn target_groups<E: Ec2>(
     Ok((wanted, existing, known))
 }
 
-/// The groups (other than `source` itself) that allow all traffic from `source`.
-async fn referencing<E: Ec2>(ec2: &E, source: &SecurityGroupId) -> Result<Vec<SecurityGroup>, Error> {
+/// The groups (other than `source` itself) with rules from `source`, each with those rules.
+async fn referencing<E: Ec2>(
+    ec2: &E,
+    source: &SecurityGroupId,
+) -> Result<Vec<(SecurityGroup, Vec<SourceRule>)>, Error> {
     let groups = ec2
         .security_groups(&[Filter::new("ip-permission.group-id", [source.as_str()])])
         .await
@@ -136,8 +127,17 @@ async fn referencing<E: Ec2>(ec2: &E, source: &SecurityGroupId) -> Result<Vec<Se
         ))?;
     Ok(groups
         .into_iter()
-        .filter(|g| g.id != *source && shared::allows_all_from(g, source))
+        .filter(|g| g.id != *source)
+        .filter_map(|g| {
+            let rules = node_rules::source_rules(&g, source);
+            (!rules.is_empty()).then_some((g, rules))
+        })
         .collect())
+}
+
+/// The rules from a group this controller made: wide ones and those described as a load balancer's.
+fn made_by_us(rules: Vec<SourceRule>) -> Vec<SourceRule> {
+    rules.into_iter().filter(|r| r.is_wide() || r.is_ours()).collect()
 }
 
 async fn policies<L: Elb>(elb: &L, desired: &Desired) -> Result<BTreeSet<String>, Error> {
@@ -187,7 +187,7 @@ pub async fn observe<E: Ec2, L: Elb>(
 
     // Round 2: what depends on round 1.
     let exists = observed.load_balancer.is_some();
-    let (details, with_rule, orphan_refs) = tokio::join!(
+    let (details, referenced, orphan_refs) = tokio::join!(
         async {
             if full && exists {
                 details(elb, desired).await.map(Some)
@@ -197,8 +197,8 @@ pub async fn observe<E: Ec2, L: Elb>(
         },
         async {
             match &source {
-                Some((id, _)) => referencing(ec2, id).await.map(Some),
-                None => Ok(None),
+                Some((id, _)) if targets.is_some() => referencing(ec2, id).await.map(Some),
+                _ => Ok(None),
             }
         },
         async {
@@ -218,16 +218,38 @@ pub async fn observe<E: Ec2, L: Elb>(
         observed.policies = policies;
     }
     if let Some((wanted, existing, known)) = targets {
-        let managed_source = source.as_ref().is_some_and(|(_, managed)| *managed);
-        let mut groups = node_groups(config, wanted, with_rule?, managed_source);
+        let managed = matches!(desired.security_groups.first(), Some(GroupRef::Managed));
+        let mut groups = node_groups(config, wanted, referenced?.unwrap_or_default(), managed);
         groups.instances = known;
+        let ports = node_rules::node_ports(&desired.listeners, &desired.health_check);
+        match &source {
+            Some((source, _)) => {
+                settle_revocations(
+                    ec2,
+                    elb,
+                    config,
+                    &desired.name,
+                    source,
+                    managed,
+                    &ports,
+                    &mut groups,
+                )
+                .await?;
+            }
+            // The managed group is still to be made: no rule comes from it yet.
+            None => groups.others = Some(BTreeMap::new()),
+        }
         observed.node_groups = Some(groups);
         observed.existing_instances = Some(existing);
     }
     if let (Some(id), Some(refs)) = (orphan, orphan_refs?) {
         observed.orphaned_group = Some(OrphanedGroup {
             id,
-            referenced_by: refs.into_iter().map(|g| g.id).collect(),
+            referenced_by: refs
+                .into_iter()
+                .map(|(g, rules)| (g.id, made_by_us(rules)))
+                .filter(|(_, rules)| !rules.is_empty())
+                .collect(),
         });
     }
     Ok(observed)
@@ -317,25 +339,59 @@ async fn details<L: Elb>(
     ))
 }
 
-/// The nodes' groups: those wanted, those with the rule now, and which of those may be revoked (tagged for the
-/// cluster, or any when the source is the managed group: the rule is then ours alone).
+/// The nodes' groups: those wanted, the rules from the source on each, and the groups whose wide rule may be
+/// revoked (tagged for the cluster, or any when the source is the managed group: the rule is then ours alone).
 fn node_groups(
     config: &LoadBalancerConfig,
     wanted: BTreeSet<SecurityGroupId>,
-    with_rule: Option<Vec<SecurityGroup>>,
+    referenced: Vec<(SecurityGroup, Vec<SourceRule>)>,
     managed_source: bool,
 ) -> NodeGroups {
     let mut groups = NodeGroups {
         wanted,
         ..NodeGroups::default()
     };
-    for group in with_rule.unwrap_or_default() {
+    for (group, rules) in referenced {
         if managed_source || config.cluster.is_tagged(&group.tags) {
             groups.revocable.insert(group.id.clone());
         }
-        groups.with_rule.insert(group.id);
+        groups.rules.insert(group.id, rules);
     }
     groups
+}
+
+/// What revocations need before they are planned: for a source other than the managed group, the other load
+/// balancers' needs (read only when a plan against `ports` could revoke anything), and for a group given by
+/// annotation, that it serves no instance before any of its wide rules goes.
+#[allow(clippy::too_many_arguments)]
+async fn settle_revocations<E: Ec2, L: Elb>(
+    ec2: &E,
+    elb: &L,
+    config: &LoadBalancerConfig,
+    name: &str,
+    source: &SecurityGroupId,
+    managed: bool,
+    ports: &BTreeSet<i32>,
+    groups: &mut NodeGroups,
+) -> Result<(), Error> {
+    if managed {
+        groups.others = Some(BTreeMap::new());
+        return Ok(());
+    }
+    let given = config.elb_security_group.as_ref() != Some(source);
+    let wide_candidate = groups
+        .rules
+        .iter()
+        .any(|(g, rules)| groups.revocable.contains(g) && rules.iter().any(SourceRule::is_wide));
+    if given && wide_candidate && node_rules::serves_instances(ec2, source).await? {
+        tracing::info!(load_balancer = name, group = %source, "keeping all-traffic rules from a given group that instances use");
+        groups.revocable.clear();
+    }
+    if node_rules::may_revoke(ports, groups) {
+        let others = node_rules::others(ec2, elb, config, name, source, &groups.instances).await?;
+        groups.others = Some(others);
+    }
+    Ok(())
 }
 
 /// What deletion found.
@@ -345,15 +401,20 @@ pub struct DeleteObserved {
     pub load_balancer: Option<ClassicLoadBalancer>,
     /// Owned groups to delete.
     pub groups: Vec<SecurityGroupId>,
-    /// (group, source) pairs: `group` allows all traffic from the owned group `source`.
-    pub references: Vec<(SecurityGroupId, SecurityGroupId)>,
+    /// (group, source, rules): the rules from the owned group `source` on `group` that the controller made
+    /// (wide ones, or described as a load balancer's), revoked before `source` is deleted.
+    pub references: Vec<(SecurityGroupId, SecurityGroupId, Vec<SourceRule>)>,
+    /// A source group the cluster does not own (given by annotation or `ElbSecurityGroup`) and the nodes'
+    /// groups as observed against it: the rules nobody needs any more are revoked.
+    pub given_source: Option<(SecurityGroupId, NodeGroups)>,
 }
 
 /// Reads what deletion needs: the load balancer, the groups this controller made for it (the managed group,
 /// found by name too in case an earlier deletion stopped after the load balancer was gone; any other group it
-/// uses only when owned by this cluster **and** tagged with this Service's name), and the rules referencing them.
-/// Shared and untagged groups, `ElbSecurityGroup`, groups named by annotation and groups made for other Services
-/// are never deleted.
+/// uses only when owned by this cluster **and** tagged with this Service's name), the rules referencing them,
+/// and the node rules from a source group the cluster does not own (the load balancer's first group, else
+/// `source`: the Service's first given group or `ElbSecurityGroup`). Shared and untagged groups,
+/// `ElbSecurityGroup`, groups named by annotation and groups made for other Services are never deleted.
 pub async fn observe_delete<E: Ec2, L: Elb>(
     ec2: &E,
     elb: &L,
@@ -361,19 +422,81 @@ pub async fn observe_delete<E: Ec2, L: Elb>(
     name: &str,
     service_key: &str,
     keep: &BTreeSet<String>,
+    source: Option<&SecurityGroupId>,
 ) -> Result<DeleteObserved, Error> {
     let context = "reading the load balancer to delete";
     let mut load_balancer = elb.load_balancer(name).await.map_err(Error::aws(context))?;
+    let mut foreign = false;
     if load_balancer.is_some() {
         let tags = elb.tags(name).await.map_err(Error::aws(context))?;
         if let Err(refused) = crate::ownership::check(config, name, &tags) {
             // Not ours: left alone with the groups it uses; our own leftovers are still found by name below.
             tracing::warn!(load_balancer = name, %refused, "not deleting a load balancer this cluster does not own");
             load_balancer = None;
+            foreign = true;
         }
     }
+    let source = match &load_balancer {
+        Some(lb) => lb.security_groups.first(),
+        None => source.filter(|_| !foreign),
+    }
+    .cloned();
+    let groups = owned_groups(ec2, config, name, service_key, keep, load_balancer.as_ref()).await?;
+    let mut references = Vec::new();
+    if !groups.is_empty() {
+        let referencing = ec2
+            .security_groups(&[Filter::new(
+                "ip-permission.group-id",
+                groups.iter().map(SecurityGroupId::as_str),
+            )])
+            .await
+            .map_err(Error::aws(context))?;
+        for g in &referencing {
+            for owned in &groups {
+                let rules = made_by_us(node_rules::source_rules(g, owned));
+                if g.id != *owned && !rules.is_empty() {
+                    references.push((g.id.clone(), owned.clone(), rules));
+                }
+            }
+        }
+    }
+    let given_source = match source.filter(|s| !groups.contains(s) && config.manage_node_security_groups) {
+        Some(source) => {
+            let referenced = referencing(ec2, &source).await?;
+            let mut nodes = node_groups(config, BTreeSet::new(), referenced, false);
+            settle_revocations(
+                ec2,
+                elb,
+                config,
+                name,
+                &source,
+                false,
+                &BTreeSet::new(),
+                &mut nodes,
+            )
+            .await?;
+            Some((source, nodes))
+        }
+        None => None,
+    };
+    Ok(DeleteObserved {
+        load_balancer,
+        groups,
+        references,
+        given_source,
+    })
+}
+
+/// The groups this controller made for the load balancer (see [`observe_delete`]).
+async fn owned_groups<E: Ec2>(
+    ec2: &E,
+    config: &LoadBalancerConfig,
+    name: &str,
+    service_key: &str,
+    keep: &BTreeSet<String>,
+    load_balancer: Option<&ClassicLoadBalancer>,
+) -> Result<Vec<SecurityGroupId>, Error> {
     let mut candidates: BTreeSet<SecurityGroupId> = load_balancer
-        .as_ref()
         .map(|lb| lb.security_groups.iter().cloned().collect())
         .unwrap_or_default();
     let mut groups = Vec::new();
@@ -391,7 +514,7 @@ pub async fn observe_delete<E: Ec2, L: Elb>(
                 candidates.iter().map(SecurityGroupId::as_str),
             )])
             .await
-            .map_err(Error::aws(context))?;
+            .map_err(Error::aws("reading the load balancer's security groups"))?;
         groups.extend(
             found
                 .into_iter()
@@ -402,26 +525,5 @@ pub async fn observe_delete<E: Ec2, L: Elb>(
                 .map(|g| g.id),
         );
     }
-    let mut references = Vec::new();
-    if !groups.is_empty() {
-        let referencing = ec2
-            .security_groups(&[Filter::new(
-                "ip-permission.group-id",
-                groups.iter().map(SecurityGroupId::as_str),
-            )])
-            .await
-            .map_err(Error::aws(context))?;
-        for g in &referencing {
-            for source in &groups {
-                if g.id != *source && shared::allows_all_from(g, source) {
-                    references.push((g.id.clone(), source.clone()));
-                }
-            }
-        }
-    }
-    Ok(DeleteObserved {
-        load_balancer,
-        groups,
-        references,
-    })
+    Ok(groups)
 }

@@ -376,28 +376,16 @@ fn instances(desired: &Desired, observed: &Observed, lb: &ClassicLoadBalancer) -
     changes
 }
 
-/// The nodes' groups allow the load balancer's first group exactly while they are wanted.
+/// The nodes' groups allow the load balancer's first group on exactly the ports it sends to, while they are
+/// wanted (see [`node_rules`](super::node_rules)).
 fn node_rules(desired: &Desired, observed: &Observed) -> Vec<Change> {
-    let mut changes = Vec::new();
-    if desired.manage_node_rules
-        && let (Some(nodes), Some(from)) = (&observed.node_groups, desired.security_groups.first())
-    {
-        for group in nodes.wanted.difference(&nodes.with_rule) {
-            changes.push(Change::AuthorizeNodeAccess {
-                group: group.to_string(),
-                from: from.clone(),
-            });
+    match (&observed.node_groups, desired.security_groups.first()) {
+        (Some(nodes), Some(from)) if desired.manage_node_rules => {
+            let ports = super::node_rules::node_ports(&desired.listeners, &desired.health_check);
+            super::node_rules::plan(from, &ports, nodes)
         }
-        for group in nodes.with_rule.difference(&nodes.wanted) {
-            if nodes.revocable.contains(group) {
-                changes.push(Change::RevokeNodeAccess {
-                    group: group.to_string(),
-                    from: from.clone(),
-                });
-            }
-        }
+        _ => Vec::new(),
     }
-    changes
 }
 
 /// A managed group replaced by given groups: its rules on other groups, then the group itself.
@@ -409,10 +397,11 @@ fn orphaned_group(desired: &Desired, observed: &Observed) -> Vec<Change> {
             .security_groups
             .contains(&GroupRef::Id(orphan.id.to_string()))
     {
-        for group in &orphan.referenced_by {
+        for (group, rules) in &orphan.referenced_by {
             changes.push(Change::RevokeNodeAccess {
                 group: group.to_string(),
                 from: GroupRef::Id(orphan.id.to_string()),
+                rules: rules.clone(),
             });
         }
         changes.push(Change::DeleteSecurityGroup {
@@ -437,17 +426,26 @@ pub fn recreation_reason(changes: &[Change]) -> Option<&str> {
     flavour_recreation_reason(changes)
 }
 
-/// The deletion plan (pure): revoke the rules referencing the owned groups, delete the load balancer, delete
-/// the owned groups.
+/// The deletion plan (pure): revoke the node rules nobody needs any more from a source the cluster does not
+/// own and the rules referencing the owned groups, delete the load balancer, delete the owned groups.
 pub fn plan_delete(name: &str, observed: &DeleteObserved) -> Vec<Change> {
     let mut changes: Vec<Change> = observed
-        .references
+        .given_source
         .iter()
-        .map(|(group, source)| Change::RevokeNodeAccess {
-            group: group.to_string(),
-            from: GroupRef::Id(source.to_string()),
+        .flat_map(|(source, nodes)| {
+            super::node_rules::plan(&GroupRef::Id(source.to_string()), &BTreeSet::new(), nodes)
         })
         .collect();
+    changes.extend(
+        observed
+            .references
+            .iter()
+            .map(|(group, source, rules)| Change::RevokeNodeAccess {
+                group: group.to_string(),
+                from: GroupRef::Id(source.to_string()),
+                rules: rules.clone(),
+            }),
+    );
     if observed.load_balancer.is_some() {
         changes.push(Change::DeleteLoadBalancer {
             name: name.to_owned(),

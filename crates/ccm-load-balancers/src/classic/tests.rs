@@ -172,12 +172,31 @@ pub(crate) fn converged(desired: &Desired) -> Observed {
         managed_group: desired.managed_group.as_ref().map(|_| group),
         node_groups: Some(NodeGroups {
             wanted: [SecurityGroupId::new("sg-node")].into(),
-            with_rule: [SecurityGroupId::new("sg-node")].into(),
+            rules: [(SecurityGroupId::new("sg-node"), narrow_rules(desired))].into(),
             revocable: [SecurityGroupId::new("sg-node")].into(),
+            others: Some(Default::default()),
             ..NodeGroups::default()
         }),
         existing_instances: Some(desired.instances.iter().cloned().collect()),
         orphaned_group: None,
+    }
+}
+
+/// The narrow rules of `desired` on one node group.
+pub(crate) fn narrow_rules(desired: &Desired) -> Vec<SourceRule> {
+    node_rules::node_ports(&desired.listeners, &desired.health_check)
+        .into_iter()
+        .map(|p| SourceRule::narrow(p, &desired.name))
+        .collect()
+}
+
+/// The all-traffic rule of upstream's Classic ELBs.
+pub(crate) fn wide_rule() -> SourceRule {
+    SourceRule {
+        protocol: "-1".into(),
+        from_port: None,
+        to_port: None,
+        description: None,
     }
 }
 
@@ -259,7 +278,7 @@ fn plan_for_a_new_service_creates_everything_in_order() {
     );
     assert_eq!(
         changes[5],
-        json!({"change": "authorize_node_access", "group": "sg-node", "from": "Managed"})
+        json!({"change": "authorize_node_access", "group": "sg-node", "from": "Managed", "ports": [30080]})
     );
 }
 
@@ -328,7 +347,12 @@ fn port_changes_replace_only_the_changed_listeners_and_rules() {
             {"change": "create_listeners", "listeners": [
                 {"protocol": "TCP", "port": 80, "instance_protocol": "TCP", "instance_port": 30081, "ssl_certificate_id": null},
                 {"protocol": "TCP", "port": 8443, "instance_protocol": "TCP", "instance_port": 30443, "ssl_certificate_id": null}]},
-            {"change": "configure_health_check", "health_check": {"target": "TCP:30081", "interval": 10, "timeout": 5, "healthy_threshold": 2, "unhealthy_threshold": 6}}
+            {"change": "configure_health_check", "health_check": {"target": "TCP:30081", "interval": 10, "timeout": 5, "healthy_threshold": 2, "unhealthy_threshold": 6}},
+            // The nodes allow the new node port first, then lose the old one.
+            {"change": "authorize_node_access", "group": "sg-node", "from": "Managed", "ports": [30081]},
+            {"change": "revoke_node_access", "group": "sg-node", "from": "Managed", "rules": [
+                {"protocol": "tcp", "from_port": 30080, "to_port": 30080,
+                 "description": format!("kubernetes.io/rule/elb={NAME}")}]}
         ])
     );
 }
@@ -524,10 +548,15 @@ fn tags_groups_and_subnets_are_reconciled_without_removing_foreign_tags() {
     lb.security_groups = vec![SecurityGroupId::new("sg-lb"), SecurityGroupId::new("sg-hand")];
     observed.node_groups = Some(NodeGroups {
         wanted: [SecurityGroupId::new("sg-node")].into(),
-        with_rule: ["sg-node", "sg-old", "sg-foreign"]
-            .map(SecurityGroupId::new)
-            .into(),
+        rules: [
+            ("sg-node", narrow_rules(&desired)),
+            ("sg-old", vec![wide_rule()]),
+            ("sg-foreign", vec![wide_rule()]),
+        ]
+        .map(|(g, r)| (SecurityGroupId::new(g), r))
+        .into(),
         revocable: ["sg-node", "sg-old"].map(SecurityGroupId::new).into(),
+        others: Some(Default::default()),
         ..NodeGroups::default()
     });
     assert_eq!(
@@ -537,7 +566,8 @@ fn tags_groups_and_subnets_are_reconciled_without_removing_foreign_tags() {
             {"change": "detach_subnets", "subnets": ["subnet-z"]},
             {"change": "attach_subnets", "subnets": ["subnet-b"]},
             {"change": "apply_security_groups", "groups": ["Managed"]},
-            {"change": "revoke_node_access", "group": "sg-old", "from": "Managed"}
+            {"change": "revoke_node_access", "group": "sg-old", "from": "Managed",
+             "rules": [{"protocol": "-1", "from_port": null, "to_port": null}]}
         ])
     );
 }
@@ -574,12 +604,19 @@ fn deletion_order_revokes_then_deletes_load_balancer_then_groups() {
     let observed = DeleteObserved {
         load_balancer: Some(ClassicLoadBalancer::new(NAME, "dns")),
         groups: vec![SecurityGroupId::new("sg-lb")],
-        references: vec![(SecurityGroupId::new("sg-node"), SecurityGroupId::new("sg-lb"))],
+        references: vec![(
+            SecurityGroupId::new("sg-node"),
+            SecurityGroupId::new("sg-lb"),
+            vec![SourceRule::narrow(30080, NAME)],
+        )],
+        given_source: None,
     };
     assert_eq!(
         serde_json::to_value(plan_delete(NAME, &observed)).unwrap(),
         json!([
-            {"change": "revoke_node_access", "group": "sg-node", "from": {"Id": "sg-lb"}},
+            {"change": "revoke_node_access", "group": "sg-node", "from": {"Id": "sg-lb"},
+             "rules": [{"protocol": "tcp", "from_port": 30080, "to_port": 30080,
+                        "description": format!("kubernetes.io/rule/elb={NAME}")}]},
             {"change": "delete_load_balancer", "name": NAME},
             {"change": "delete_security_group", "group": "sg-lb"}
         ])
@@ -589,6 +626,7 @@ fn deletion_order_revokes_then_deletes_load_balancer_then_groups() {
         load_balancer: None,
         groups: vec![SecurityGroupId::new("sg-lb")],
         references: vec![],
+        given_source: None,
     };
     assert_eq!(
         plan_delete(NAME, &rest),
@@ -599,3 +637,4 @@ fn deletion_order_revokes_then_deletes_load_balancer_then_groups() {
 }
 
 mod apply;
+mod node_rule_plans;

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use ccm_aws_api::{InstanceId, SecurityGroupId, elb::ClassicLoadBalancer};
 
 use super::{Fact, Facts, node_groups};
-use crate::classic::{Change, Desired, NodeGroups, Observed};
+use crate::classic::{Change, Desired, NodeGroups, Observed, SourceRule, node_rules::node_ports};
 
 /// What a Classic ELB's host update plans from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,8 +65,14 @@ impl ClassicMemory {
                 .filter(|i| matches!(facts.get(*i), Some(Fact::Running(_) | Fact::Stopped(_))))
                 .cloned()
                 .collect();
+            // The rules the last apply left: this load balancer's ports on each wanted group.
+            let ports = node_ports(&desired.listeners, &desired.health_check);
+            let rules: Vec<SourceRule> = ports
+                .iter()
+                .map(|p| SourceRule::narrow(*p, &desired.name))
+                .collect();
             let groups = NodeGroups {
-                with_rule: wanted.clone(),
+                rules: wanted.iter().map(|g| (g.clone(), rules.clone())).collect(),
                 wanted,
                 ..NodeGroups::default()
             };

@@ -2,7 +2,7 @@
 
 use std::{collections::BTreeSet, future::Future, sync::PoisonError};
 
-use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, Tags};
+use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SecurityGroupId, Tags};
 use ccm_cloud_provider::CloudError;
 use k8s_openapi::api::core::v1::Service;
 
@@ -34,8 +34,22 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             .collect();
         self.verify(&name, false);
         self.memory.forget(&name);
-        let observed =
-            classic::observe_delete(&self.ec2, &self.elb, &self.config, &name, &key, &keep).await?;
+        // The node rules' source when the load balancer is gone already: the first given group, else the
+        // operator's `ElbSecurityGroup`.
+        let source = match annotations.list(Key::SecurityGroups) {
+            Some(given) => given.first().map(|g| SecurityGroupId::new(g.clone())),
+            None => self.config.elb_security_group.clone(),
+        };
+        let observed = classic::observe_delete(
+            &self.ec2,
+            &self.elb,
+            &self.config,
+            &name,
+            &key,
+            &keep,
+            source.as_ref(),
+        )
+        .await?;
         let changes = classic::plan_delete(&name, &observed);
         classic::apply(&self.ec2, &self.elb, &self.config, &name, None, &changes).await?;
 

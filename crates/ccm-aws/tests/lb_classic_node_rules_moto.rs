@@ -1,0 +1,200 @@
+//! A Classic ELB's rules on the nodes' groups through the real adapter against moto: exactly the ports the load
+//! balancer sends to (listeners' node ports and health check port), from its first group, for given groups too;
+//! upstream's all-traffic rule narrowed (narrow rules first), but kept on a given group that instances use (a
+//! bastion's); Services that share a source group (`ElbSecurityGroup`) never revoke each other's rules, with or
+//! without `target-node-labels`; the last Service to go takes the rules with it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod lb_support;
+
+use std::collections::BTreeSet;
+
+use ccm_aws_api::{
+    Ec2, Filter, InstanceId, SecurityGroupId,
+    ec2::{IpPermission, SecurityGroup},
+};
+use ccm_cloud_provider::LoadBalancer;
+use ccm_load_balancers::{HealthProbeMode, annotations::Key, classic::node_rules::source_rules};
+use k8s_openapi::api::core::v1::Node;
+use lb_support::world::{World, node, service, uid, world_with};
+
+/// A rule from the source group as the test compares it: protocol, port (`None`: all traffic), described as
+/// the load balancer's.
+type Seen = (String, Option<i32>, bool);
+
+impl World {
+    /// The rules on `group` whose source is `source`.
+    async fn rules_from(&self, group: &str, source: &str) -> BTreeSet<Seen> {
+        let found: Vec<SecurityGroup> = self
+            .adapter
+            .ec2()
+            .security_groups(&[Filter::new("group-id", [group])])
+            .await
+            .unwrap();
+        source_rules(&found[0], &SecurityGroupId::new(source))
+            .into_iter()
+            .map(|r| {
+                let ours = r
+                    .description
+                    .as_deref()
+                    .is_some_and(|d| d.starts_with("kubernetes.io/rule/elb="));
+                (r.protocol, r.from_port, ours)
+            })
+            .collect()
+    }
+
+    /// Upstream's rule: all traffic from `source` into `group`.
+    async fn allow_all(&self, group: &str, source: &str) {
+        self.adapter
+            .ec2()
+            .authorize_ingress(
+                &SecurityGroupId::new(group),
+                &[IpPermission::all_from_group(SecurityGroupId::new(source))],
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Nodes for the instances in `group`, labelled `labels`.
+    async fn nodes_in(&self, group: &str, labels: &[(&str, &str)]) -> Vec<Node> {
+        let ids: Vec<InstanceId> = self.instances.iter().map(InstanceId::new).collect();
+        let mut found = self.adapter.ec2().instances_by_id(&ids).await.unwrap();
+        found.retain(|i| i.security_groups.contains(&SecurityGroupId::new(group)));
+        let mut nodes: Vec<Node> = found.iter().map(|i| node(i.id.as_str(), labels)).collect();
+        nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        nodes
+    }
+}
+
+fn tcp(ports: &[i32]) -> BTreeSet<Seen> {
+    ports.iter().map(|p| ("tcp".to_owned(), Some(*p), true)).collect()
+}
+
+fn wide() -> Seen {
+    ("-1".to_owned(), None, false)
+}
+
+#[tokio::test]
+async fn given_group_rules_are_narrowed_and_go_with_the_service() {
+    let w = world_with(101, "lbrules", false, |b, _| b.security_group(&[])).await;
+    let (nodes_group, given) = (w.groups[0].clone(), w.groups[1].clone());
+    // A Go-era cluster: upstream allowed all traffic from the given group.
+    w.allow_all(&nodes_group, &given).await;
+    let lbs = w.lbs(w.config.clone());
+    let svc = service(
+        &uid(),
+        &[(80, 30080), (443, 30443)],
+        &[(Key::SecurityGroups, &given)],
+    );
+    let nodes = w.nodes_in(&nodes_group, &[]).await;
+    let refs: Vec<&Node> = nodes.iter().collect();
+
+    lbs.ensure_load_balancer("kubernetes", &svc, &refs).await.unwrap();
+    assert_eq!(
+        w.rules_from(&nodes_group, &given).await,
+        tcp(&[30080, 30443]),
+        "the node ports (the health check's among them), and no longer all traffic"
+    );
+    // Steady: a second ensure changes nothing.
+    lbs.ensure_load_balancer("kubernetes", &svc, &refs).await.unwrap();
+    assert_eq!(w.rules_from(&nodes_group, &given).await, tcp(&[30080, 30443]));
+
+    lbs.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    assert_eq!(
+        w.rules_from(&nodes_group, &given).await,
+        BTreeSet::new(),
+        "deleting the Service revokes the rules from the group it named"
+    );
+}
+
+#[tokio::test]
+async fn a_given_group_that_instances_use_keeps_its_wide_rule() {
+    // The given group is a bastion's: an instance uses it.
+    let w = world_with(102, "lbrules", false, |b, _| {
+        b.security_group(&[]).instances_in_group(1, 1, &[])
+    })
+    .await;
+    let (nodes_group, bastion) = (w.groups[0].clone(), w.groups[1].clone());
+    w.allow_all(&nodes_group, &bastion).await;
+    let lbs = w.lbs(w.config.clone());
+    let svc = service(&uid(), &[(80, 30081)], &[(Key::SecurityGroups, &bastion)]);
+    let nodes = w.nodes_in(&nodes_group, &[]).await;
+    let refs: Vec<&Node> = nodes.iter().collect();
+
+    lbs.ensure_load_balancer("kubernetes", &svc, &refs).await.unwrap();
+    let mut want = tcp(&[30081]);
+    want.insert(wide());
+    assert_eq!(
+        w.rules_from(&nodes_group, &bastion).await,
+        want,
+        "the operator's all-traffic rule from a bastion's group is never revoked"
+    );
+    lbs.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    assert_eq!(w.rules_from(&nodes_group, &bastion).await, [wide()].into());
+}
+
+#[tokio::test]
+async fn services_sharing_a_source_group_never_revoke_each_others_rules() {
+    // Two node groups: three instances in the first, one (labelled pool=b) in the second; every Classic ELB
+    // uses the operator's `ElbSecurityGroup` and kube-proxy's health port.
+    let w = world_with(103, "lbrules", false, |b, key| {
+        b.security_group(&[(key, "owned")])
+            .instances_in_group(1, 1, &[(key, "owned")])
+            .security_group(&[])
+    })
+    .await;
+    let (g1, g2, shared) = (w.groups[0].clone(), w.groups[1].clone(), w.groups[2].clone());
+    w.allow_all(&g1, &shared).await;
+    let config = w
+        .config
+        .clone()
+        .with_elb_security_group(Some(SecurityGroupId::new(&shared)))
+        .with_health_probe(HealthProbeMode::Shared {
+            port: 10256,
+            path: "/healthz".into(),
+        });
+    let lbs = w.lbs(config);
+    let mut nodes = w.nodes_in(&g1, &[]).await;
+    nodes.extend(w.nodes_in(&g2, &[("pool", "b")]).await);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let a = service(&uid(), &[(80, 30100)], &[]);
+    let b = service(&uid(), &[(80, 30200)], &[(Key::TargetNodeLabels, "pool=b")]);
+
+    lbs.ensure_load_balancer("kubernetes", &a, &refs).await.unwrap();
+    assert_eq!(w.rules_from(&g1, &shared).await, tcp(&[10256, 30100]), "narrowed");
+    assert_eq!(w.rules_from(&g2, &shared).await, tcp(&[10256, 30100]));
+    // B targets pool=b only: it must not take A's rules (nor A's old wide one, now gone) from the first group.
+    lbs.ensure_load_balancer("kubernetes", &b, &refs).await.unwrap();
+    assert_eq!(w.rules_from(&g1, &shared).await, tcp(&[10256, 30100]));
+    assert_eq!(w.rules_from(&g2, &shared).await, tcp(&[10256, 30100, 30200]));
+
+    // A goes: what B needs stays (the shared health port on the second group, described by A), the rest goes.
+    lbs.ensure_load_balancer_deleted("kubernetes", &a).await.unwrap();
+    assert_eq!(w.rules_from(&g1, &shared).await, BTreeSet::new());
+    assert_eq!(w.rules_from(&g2, &shared).await, tcp(&[10256, 30200]));
+    // B's next ensure is steady, and B's deletion leaves nothing.
+    lbs.ensure_load_balancer("kubernetes", &b, &refs).await.unwrap();
+    assert_eq!(w.rules_from(&g2, &shared).await, tcp(&[10256, 30200]));
+    lbs.ensure_load_balancer_deleted("kubernetes", &b).await.unwrap();
+    assert_eq!(w.rules_from(&g2, &shared).await, BTreeSet::new());
+}
+
+#[tokio::test]
+async fn nodes_that_arrive_after_the_load_balancer_get_their_rules() {
+    let w = world_with(104, "lbrules", false, |b, _| b.security_group(&[])).await;
+    let (nodes_group, given) = (w.groups[0].clone(), w.groups[1].clone());
+    w.allow_all(&nodes_group, &given).await;
+    let lbs = w.lbs(w.config.clone());
+    let svc = service(&uid(), &[(80, 30082)], &[(Key::SecurityGroups, &given)]);
+    // No initialized Node yet: no target, so no group needs the given group's traffic (the wide rule goes).
+    lbs.ensure_load_balancer("kubernetes", &svc, &[]).await.unwrap();
+    assert_eq!(w.rules_from(&nodes_group, &given).await, BTreeSet::new());
+    let nodes = w.nodes_in(&nodes_group, &[]).await;
+    let refs: Vec<&Node> = nodes.iter().collect();
+    lbs.update_load_balancer("kubernetes", &svc, &refs).await.unwrap();
+    assert_eq!(w.rules_from(&nodes_group, &given).await, tcp(&[30082]));
+}
