@@ -136,8 +136,11 @@ impl Runtime {
         self
     }
 
-    /// Restricts the built-in controllers to Nodes and Services matching these label selectors (default: all).
-    /// For staged roll-outs and for tests that share a cluster.
+    /// Restricts the built-in controllers to Nodes and Services matching these label selectors (default: all),
+    /// for staged roll-outs and for tests that share a cluster. Everything else is left alone: a Service that
+    /// loses the labels keeps its load balancer (nothing deletes or updates it any more), and the route
+    /// controller deletes only routes of Nodes it has seen selected that are gone (not those of Nodes outside
+    /// the selection, nor of a selected Node deleted while the process was down).
     #[must_use]
     pub fn with_selectors(mut self, nodes: Option<String>, services: Option<String>) -> Self {
         self.node_selector = nodes;

@@ -332,6 +332,8 @@ struct Ctx<P: CloudProvider> {
     config: RouteConfig,
     store: Store<Node>,
     recorder: EventRecorder,
+    /// With a node selector: the Nodes this process has seen selected, whose routes it may delete.
+    selected: std::sync::Mutex<BTreeSet<String>>,
 }
 
 /// Runs the route controller until `shutdown` completes.
@@ -366,6 +368,7 @@ pub async fn run<P: CloudProvider>(
         config,
         store: nodes.store(),
         recorder: boot.recorder,
+        selected: std::sync::Mutex::new(BTreeSet::new()),
     };
     let work = async {
         if ctx.store.wait_until_ready().await.is_err() {
@@ -397,6 +400,45 @@ async fn reconcile_within_deadline<P: CloudProvider>(ctx: &Ctx<P>) -> Result<(),
         }))
 }
 
+/// With a node selector, the routes of Nodes outside it are someone else's: only routes to Nodes this process
+/// has seen selected are deleted, and of those whose Node is no longer selected, only the ones whose Node is
+/// gone (a Node that merely left the selection keeps its route; one deleted while the process was down too).
+/// Names are remembered while a route still names them.
+async fn leave_the_rest_alone<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    nodes: &[&Node],
+    routes: &[Route],
+    plan: &mut RoutePlan,
+) {
+    let current: BTreeSet<String> = nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
+    let candidates: BTreeSet<String> = {
+        let mut selected = ctx
+            .selected
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let routed: BTreeSet<&str> = routes.iter().map(|r| r.target_node.as_str()).collect();
+        selected.retain(|n| current.contains(n) || routed.contains(n.as_str()));
+        selected.extend(current.iter().cloned());
+        plan.delete.retain(|r| selected.contains(&r.target_node));
+        plan.delete
+            .iter()
+            .filter(|r| !current.contains(&r.target_node))
+            .map(|r| r.target_node.clone())
+            .collect()
+    };
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    for name in candidates {
+        // Left the selection (still there, or unknown after an error): not ours any more.
+        if !matches!(api.get_opt(&name).await, Ok(None)) {
+            ctx.selected
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&name);
+            plan.delete.retain(|r| r.target_node != name);
+        }
+    }
+}
+
 /// One pass.
 async fn reconcile_routes<P: CloudProvider>(ctx: &Ctx<P>) -> Result<(), Error> {
     let Some(routes_api) = ctx.provider.routes() else {
@@ -412,7 +454,10 @@ async fn reconcile_routes<P: CloudProvider>(ctx: &Ctx<P>) -> Result<(), Error> {
         .list_routes(cluster)
         .await
         .map_err(|e| Error::cloud("failed to list routes", cluster, e))?;
-    let plan = plan(&ctx.config, &refs, &routes);
+    let mut plan = plan(&ctx.config, &refs, &routes);
+    if ctx.config.node_selector.is_some() {
+        leave_the_rest_alone(ctx, &refs, &routes, &mut plan).await;
+    }
     let limit = ctx.config.max_concurrent_operations.max(1);
     let deletes = stream::iter(plan.delete.into_iter().map(|r| delete_route(ctx, routes_api, r)))
         .buffer_unordered(limit)

@@ -341,12 +341,37 @@ async fn sync_service_locked<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Resul
 async fn process_service_deletion<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
     let cached = lock(&ctx.cache).get(key).cloned();
     let Some(cached) = cached else { return Ok(()) };
+    if ctx.config.service_selector.is_some() && left_the_selection(ctx, &cached).await? {
+        tracing::info!(
+            service = key,
+            "the Service left the controller's selector: its load balancer is left alone"
+        );
+        lock(&ctx.cache).remove(key);
+        lock(&ctx.last_synced).remove(key);
+        return Ok(());
+    }
     if let Some(lb) = ctx.provider.load_balancer() {
         delete_cached_load_balancer(ctx, lb, &cached).await?;
     }
     lock(&ctx.cache).remove(key);
     lock(&ctx.last_synced).remove(key);
     Ok(())
+}
+
+/// Whether a Service gone from the selected watch still exists: it lost the selector's labels, and is not this
+/// controller's to clean up any more (with selectors, the rest is left alone).
+async fn left_the_selection<P: CloudProvider>(ctx: &Ctx<P>, cached: &Service) -> Result<bool, Error> {
+    let namespace = cached.metadata.namespace.as_deref().unwrap_or_default();
+    let name = cached.metadata.name.as_deref().unwrap_or_default();
+    let api: Api<Service> = Api::namespaced(ctx.client.clone(), namespace);
+    let live = api.get_opt(name).await.map_err(|e| {
+        Error::kube(
+            "reading a Service that left the watch",
+            format!("{namespace}/{name}"),
+            e,
+        )
+    })?;
+    Ok(live.is_some_and(|live| live.metadata.uid == cached.metadata.uid))
 }
 
 async fn delete_cached_load_balancer<P: CloudProvider>(

@@ -110,14 +110,15 @@ async fn routes_follow_pod_cidrs_and_network_unavailable_is_false() {
     assert_eq!(
         routes,
         vec![
+            ("gone".to_owned(), "10.200.9.0/24".to_owned()),
             (a.clone(), "10.200.1.0/24".to_owned()),
             (b.clone(), "10.200.2.0/24".to_owned()),
             ("x".to_owned(), "172.16.0.0/24".to_owned()),
         ],
-        "stale route deleted, foreign one kept"
+        "with a node selector, routes of Nodes never seen selected are left alone; foreign ones always"
     );
     assert_eq!(cloud.count(Method::CreateRoute), 3, "two routes, one retried");
-    assert_eq!(cloud.count(Method::DeleteRoute), 1);
+    assert_eq!(cloud.count(Method::DeleteRoute), 0);
 
     // Further passes change nothing: no route calls, no condition writes.
     let creates = cloud.count(Method::CreateRoute);
@@ -131,9 +132,28 @@ async fn routes_follow_pod_cidrs_and_network_unavailable_is_false() {
         "no status write when unchanged"
     );
 
+    // Node a leaves the selection: its route is left alone. Node b is deleted: its route goes.
+    nodes
+        .patch(
+            &a,
+            &Default::default(),
+            &kube::api::Patch::Merge(&json!({"metadata": {"labels": {"ccm-test/group": null}}})),
+        )
+        .await
+        .unwrap();
+    nodes.delete(&b, &DeleteParams::default()).await.unwrap();
+    eventually("node b's route deleted", async || {
+        cloud.route_list().iter().all(|(_, r)| r.target_node != b)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(
+        cloud.route_list().iter().any(|(_, r)| r.target_node == a),
+        "a Node that left the selection keeps its route"
+    );
+    assert_eq!(cloud.count(Method::DeleteRoute), 1);
+
     stop.send(()).unwrap();
     task.await.unwrap().unwrap();
-    for n in [&a, &b] {
-        nodes.delete(n, &DeleteParams::default()).await.unwrap();
-    }
+    nodes.delete(&a, &DeleteParams::default()).await.unwrap();
 }

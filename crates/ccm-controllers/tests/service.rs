@@ -225,3 +225,61 @@ async fn ensure_failures_emit_warning_events_and_retry_after_is_honoured() {
     task.await.unwrap().unwrap();
     services.delete(&name, &DeleteParams::default()).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_service_that_leaves_the_selector_keeps_its_load_balancer() {
+    let client = TestEnv::get().kube_client().await.unwrap();
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let group = unique_name("sel");
+    let cloud = FakeProvider::new();
+    let mut config = service::ServiceConfig::default();
+    config.cluster_name = "test-cluster".into();
+    config.service_selector = Some(format!("ccm-test/group={group}"));
+    config.node_selector = Some(format!("ccm-test/group={group}"));
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(service::run(
+        client.clone(),
+        Arc::new(cloud.clone()),
+        config,
+        async {
+            stop_rx.await.ok();
+        },
+    ));
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": { "name": group, "labels": { "ccm-test/group": group } },
+        "spec": { "type": "LoadBalancer", "ports": [{ "port": 80, "protocol": "TCP" }] },
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    let key = format!("default/{group}");
+    eventually("the load balancer", async || {
+        cloud.load_balancers().contains_key(&key)
+    })
+    .await;
+
+    // The label goes: the Service leaves the selected watch, but it is not deleted.
+    services
+        .patch(
+            &group,
+            &Default::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": {"ccm-test/group": null}}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(cloud.count(Method::EnsureLoadBalancerDeleted), 0, "left alone");
+    assert!(cloud.load_balancers().contains_key(&key));
+
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+    // Not ours any more: drop the finalizer by hand, as its new owner would.
+    services
+        .patch(
+            &group,
+            &Default::default(),
+            &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    services.delete(&group, &DeleteParams::default()).await.unwrap();
+}

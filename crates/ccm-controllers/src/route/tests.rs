@@ -369,6 +369,7 @@ async fn calico_condition_is_replaced_through_a_whole_pass() {
         ),
         config,
         store,
+        selected: Default::default(),
     };
     reconcile_routes(&ctx).await.unwrap();
 
@@ -468,6 +469,7 @@ async fn a_pass_that_outlasts_its_deadline_is_abandoned() {
         ),
         config,
         store,
+        selected: Default::default(),
     };
     let start = tokio::time::Instant::now();
     let err = reconcile_within_deadline(&ctx).await.unwrap_err();
