@@ -4,7 +4,7 @@ use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     net::IpAddr,
     sync::{Arc, Mutex, PoisonError},
-    time::Duration,
+    time::{Duration, SystemTime},
 };
 
 use ccm_aws_api::{
@@ -183,7 +183,18 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     /// `availability_zones` when a zone is not cached yet; topology one `instance_topology` per batch.
     pub async fn metadata(&self, nodes: &[&Node]) -> Vec<Result<Option<InstanceMetadata>, InstancesError>> {
         let targets: Vec<_> = nodes.iter().map(|n| target(n)).collect();
-        let found = self.find(&targets, true, Reuse::Recent).await;
+        // A listing older than a Node may name a dead instance that held its address (see `lookup`).
+        let created: HashMap<String, SystemTime> = nodes
+            .iter()
+            .filter_map(|n| {
+                let seconds = u64::try_from(n.metadata.creation_timestamp.as_ref()?.0.as_second()).ok()?;
+                Some((
+                    n.metadata.name.clone()?,
+                    SystemTime::UNIX_EPOCH + Duration::from_secs(seconds),
+                ))
+            })
+            .collect();
+        let found = self.find(&targets, true, Reuse::Recent(&created)).await;
 
         let live = |f: &Lookup| match f {
             Ok(Found::Instance(i)) if i.state != InstanceState::Terminated => Some(i.clone()),

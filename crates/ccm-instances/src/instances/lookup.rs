@@ -7,12 +7,19 @@
 //! Until a listing has shown the cluster's size, only the first batch is asked by name: a burst's first batches
 //! are small (the Nodes registered before the controller looked), and asking each by name would cost a call
 //! apiece on top of the listing the burst needs anyway.
+//!
+//! AWS reuses private addresses, and so names: an instance launched into a terminated one's address answers to
+//! its name. A listing taken before a Node was created may show the dead instance under the Node's name, and a
+//! provider ID written from it could never be corrected (it is immutable). So a listing answers a Node only if
+//! it was taken after the Node was created; an older listing's answer is confirmed by ID first (one
+//! `DescribeInstances` per 1,000 such Nodes: the instance must still run under that name), else the name is
+//! asked afresh.
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet},
     net::IpAddr,
     sync::{Arc, PoisonError},
-    time::Duration,
+    time::{Duration, SystemTime},
 };
 
 use ccm_aws_api::{
@@ -37,18 +44,32 @@ pub const INSTANCES_PER_PAGE: usize = 1000;
 
 /// Whether a lookup may be answered from the last cluster-wide listing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Reuse {
-    /// Initialization: a running instance seen within [`LISTING_REUSE`] is good enough.
-    Recent,
+pub(super) enum Reuse<'a> {
+    /// Initialization: a running instance seen within [`LISTING_REUSE`] is good enough, if the listing was
+    /// taken after the Node was created (creation times by Node name; a Node without one counts as old), else
+    /// once confirmed by ID.
+    Recent(&'a HashMap<String, SystemTime>),
     /// Existence and shutdown checks: only a fresh answer will do (they decide whether a Node is deleted).
     Never,
 }
 
+/// The wall clock, compared with the apiserver's creation stamps (tests date their Nodes relative to it).
+#[allow(clippy::disallowed_methods)]
+fn wall_clock() -> SystemTime {
+    SystemTime::now()
+}
+
+/// How long after a Node's creation (as the apiserver stamped it, to the second) a listing must be taken to
+/// answer it without confirmation: the stamp's truncation. A recycled address needs the old instance gone and a
+/// new one booted before its Node can exist, tens of seconds at least, far more than any clock skew this hides.
+const CREATED_MARGIN: Duration = Duration::from_secs(1);
+
 /// The last cluster-wide listing by private DNS name, and the cluster's size it showed.
 #[derive(Debug, Default)]
 pub(super) struct ClusterListing {
-    /// When it was taken and the running instances it found, by name; `None` once older than the reuse time.
-    recent: Option<(Instant, HashMap<String, Instance>)>,
+    /// When it was taken (monotonic, and by the wall clock to compare with Nodes' creation) and the running
+    /// instances it found, by name; `None` once older than the reuse time.
+    recent: Option<(Instant, SystemTime, HashMap<String, Instance>)>,
     /// Live instances with the cluster tag at the last listing: what a new listing would cost.
     size: Option<usize>,
     /// Whether a batch was asked by name while the size was unknown.
@@ -57,15 +78,15 @@ pub(super) struct ClusterListing {
 
 impl ClusterListing {
     /// The recent listing, dropped (and its memory freed) once it is too old to answer.
-    fn recent(&mut self, now: Instant) -> Option<&HashMap<String, Instance>> {
+    fn recent(&mut self, now: Instant) -> Option<(SystemTime, &HashMap<String, Instance>)> {
         if self
             .recent
             .as_ref()
-            .is_some_and(|(taken, _)| now.duration_since(*taken) >= LISTING_REUSE)
+            .is_some_and(|(taken, _, _)| now.duration_since(*taken) >= LISTING_REUSE)
         {
             self.recent = None;
         }
-        self.recent.as_ref().map(|(_, by_name)| by_name)
+        self.recent.as_ref().map(|(_, wall, by_name)| (*wall, by_name))
     }
 
     /// Whether to ask for `names` by name rather than list the cluster. With the size known: when that costs no
@@ -90,7 +111,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         &self,
         targets: &[Result<Target, InstancesError>],
         fargate: bool,
-        reuse: Reuse,
+        reuse: Reuse<'_>,
     ) -> Vec<Lookup> {
         let mut ids = BTreeSet::new();
         let mut names = BTreeSet::new();
@@ -168,27 +189,19 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     async fn by_names(
         &self,
         names: BTreeSet<String>,
-        reuse: Reuse,
+        reuse: Reuse<'_>,
     ) -> (HashMap<String, Lookup>, Vec<Instance>) {
         let mut out = HashMap::with_capacity(names.len());
         let listable =
             self.config.cluster_listing && self.config.cluster.as_ref().is_some_and(|c| !c.legacy());
         let mut names: Vec<String> = names.into_iter().collect();
-        if listable && reuse == Reuse::Recent && !names.is_empty() {
-            let mut listing = self.listing.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(recent) = listing.recent(Instant::now()) {
-                names.retain(|name| match recent.get(name) {
-                    Some(i) => {
-                        out.insert(name.clone(), Ok(Found::Instance(i.clone())));
-                        false
-                    }
-                    None => true,
-                });
-                tracing::debug!(
-                    answered = out.len(),
-                    left = names.len(),
-                    "names answered from the recent cluster listing"
-                );
+        if let Reuse::Recent(created) = reuse
+            && listable
+            && !names.is_empty()
+        {
+            let unconfirmed = self.answer_from_listing(&mut names, created, &mut out);
+            if !unconfirmed.is_empty() {
+                names.extend(self.confirm(unconfirmed, &mut out).await);
             }
         }
         if names.is_empty() {
@@ -215,6 +228,71 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             let rest = self.match_names(answer, &names, &mut out);
             (out, rest)
         }
+    }
+
+    /// Answers what it can of `names` from the recent listing: into `out` when the listing is newer than the
+    /// Node, returned (to be confirmed) when it is older. `names` keeps the rest.
+    fn answer_from_listing(
+        &self,
+        names: &mut Vec<String>,
+        created: &HashMap<String, SystemTime>,
+        out: &mut HashMap<String, Lookup>,
+    ) -> Vec<(String, Instance)> {
+        let mut listing = self.listing.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((taken, recent)) = listing.recent(Instant::now()) else {
+            return Vec::new();
+        };
+        let mut unconfirmed = Vec::new();
+        names.retain(|name| match recent.get(name) {
+            Some(i) if created.get(name).is_none_or(|c| taken >= *c + CREATED_MARGIN) => {
+                out.insert(name.clone(), Ok(Found::Instance(i.clone())));
+                false
+            }
+            Some(i) => {
+                unconfirmed.push((name.clone(), i.clone()));
+                false
+            }
+            None => true,
+        });
+        tracing::debug!(
+            answered = out.len(),
+            to_confirm = unconfirmed.len(),
+            left = names.len(),
+            "names answered from the recent cluster listing"
+        );
+        unconfirmed
+    }
+
+    /// Confirms by ID answers of a listing older than their Node: an instance still running under the Node's
+    /// name is the answer; the names of the others (and of any that could not be read) are returned to be asked
+    /// afresh.
+    async fn confirm(
+        &self,
+        answers: Vec<(String, Instance)>,
+        out: &mut HashMap<String, Lookup>,
+    ) -> Vec<String> {
+        let mut again = Vec::new();
+        for chunk in answers.chunks(IDS_PER_LOOKUP) {
+            let ids: Vec<InstanceId> = chunk.iter().map(|(_, i)| i.id.clone()).collect();
+            let fresh: HashMap<InstanceId, Instance> = match self.ec2.instances_by_id(&ids).await {
+                Ok(found) => found.into_iter().map(|i| (i.id.clone(), i)).collect(),
+                Err(e) => {
+                    tracing::debug!(error = %e, "could not confirm listed instances by ID; asking by name");
+                    HashMap::new()
+                }
+            };
+            for (name, listed) in chunk {
+                match fresh.get(&listed.id) {
+                    Some(i)
+                        if i.state == InstanceState::Running && i.private_dns_name.as_ref() == Some(name) =>
+                    {
+                        out.insert(name.clone(), Ok(Found::Instance(i.clone())));
+                    }
+                    _ => again.push(name.clone()),
+                }
+            }
+        }
+        again
     }
 
     /// Lists the cluster's live instances and keeps the listing for later batches.
@@ -251,7 +329,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         );
         let mut listing = self.listing.lock().unwrap_or_else(PoisonError::into_inner);
         listing.size = Some(tagged.len());
-        listing.recent = Some((Instant::now(), running));
+        listing.recent = Some((Instant::now(), wall_clock(), running));
         Ok(tagged)
     }
 

@@ -18,6 +18,8 @@ enum Call {
     Listing,
     /// By private DNS name: the names asked.
     ByName(Vec<String>),
+    /// By instance ID: the IDs asked.
+    ById(Vec<String>),
 }
 
 /// EC2 as far as name lookups go: a shared set of instances (tests launch more later) and the calls made.
@@ -64,11 +66,20 @@ impl World {
                     .lock()
                     .unwrap()
                     .push(Call::ByName(filters[0].values.clone()));
+                // The live states only, as the filter asks.
                 all.into_iter()
                     .filter(|i| filters[0].values.contains(i.private_dns_name.as_ref().unwrap()))
+                    .filter(|i| i.state != InstanceState::Terminated)
                     .collect()
             };
             ok(found)
+        });
+        let (instances, calls) = (self.instances.clone(), self.calls.clone());
+        ec2.expect_instances_by_id().returning(move |ids| {
+            let asked: Vec<String> = ids.iter().map(ToString::to_string).collect();
+            calls.lock().unwrap().push(Call::ById(asked));
+            let all = instances.lock().unwrap().clone();
+            ok(all.into_iter().filter(|i| ids.contains(&i.id)).collect())
         });
         counted(&mut ec2);
         AwsInstances::new(
@@ -279,4 +290,62 @@ async fn only_running_instances_with_a_name_of_their_own_are_answered_from_the_l
     let mut fresh = vec![pending[0].clone(), shared];
     fresh.sort();
     assert_eq!(world.take_calls(), [Call::ByName(fresh)]);
+}
+
+/// AWS reuses private addresses: an instance launched into a terminated one's address answers to its name. A
+/// listing taken before a Node was created may name the dead instance: its answer is confirmed by ID, and a
+/// name whose instance is gone is asked afresh, so the Node gets the new instance (never the dead one's ID).
+#[tokio::test]
+async fn a_listing_older_than_the_node_is_confirmed_and_a_recycled_name_asked_afresh() {
+    let world = World::new();
+    let names = world.launch(0..300, InstanceState::Running);
+    let aws = world.aws();
+    initialize(&aws, &names).await;
+    assert_eq!(world.take_calls(), [Call::Listing]);
+    // Instance 7 is terminated and a new one takes its address, so its name.
+    let (dead, new) = {
+        let mut all = world.instances.lock().unwrap();
+        all[7].state = InstanceState::Terminated;
+        let mut new = all[7].clone();
+        new.id = InstanceId::new("i-0eeeeeeeeeeeeeee1");
+        new.state = InstanceState::Running;
+        all.push(new.clone());
+        (all[7].id.to_string(), new.id.to_string())
+    };
+    // Two Nodes registered after the listing: instance 8's, and the recycled name's.
+    let created =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2100-01-01T00:00:00Z".parse().unwrap());
+    let mut later = nodes(&[names[8].clone(), names[7].clone()]);
+    for n in &mut later {
+        n.metadata.creation_timestamp = Some(created.clone());
+    }
+    let refs: Vec<&Node> = later.iter().collect();
+    let out = aws.metadata(&refs).await;
+    let ids: Vec<String> = out
+        .into_iter()
+        .map(|m| {
+            m.unwrap()
+                .unwrap()
+                .provider_id
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let eight = names[8]
+        .trim_start_matches("ip-")
+        .trim_end_matches(".ec2.internal")
+        .to_owned();
+    assert_eq!(ids, [eight.clone(), new], "never the dead instance");
+    assert_eq!(
+        world.take_calls(),
+        [
+            Call::ById(vec![dead, eight]),
+            Call::ByName(vec![names[7].clone()])
+        ]
+    );
+    // A Node older than the listing is answered from it, as before.
+    initialize(&aws, &names[9..10]).await;
+    assert_eq!(world.take_calls(), []);
 }
