@@ -332,7 +332,8 @@ struct Ctx<P: CloudProvider> {
     config: RouteConfig,
     store: Store<Node>,
     recorder: EventRecorder,
-    /// With a node selector: the Nodes this process has seen selected, whose routes it may delete.
+    /// With a node selector: the destinations of routes this process has seen serve a selected Node, which it
+    /// may delete.
     selected: std::sync::Mutex<BTreeSet<String>>,
 }
 
@@ -400,29 +401,35 @@ async fn reconcile_within_deadline<P: CloudProvider>(ctx: &Ctx<P>) -> Result<(),
         }))
 }
 
-/// With a node selector, the routes of Nodes outside it are someone else's: only routes to Nodes this process
-/// has seen selected are deleted, and of those whose Node is no longer selected, only the ones whose Node is
-/// gone (a Node that merely left the selection keeps its route; one deleted while the process was down too).
-/// Names are remembered while a route still names them.
+/// With a node selector, the routes of Nodes outside it are someone else's: only routes this process has seen
+/// serve a selected Node (remembered by destination, since a route's target is named after its instance once
+/// the Node is gone) are deleted, and of those whose target is no selected Node now, only the ones whose Node
+/// is gone (one that merely left the selection keeps its route; so does a selected Node deleted while the
+/// process was down). Destinations are remembered while a route still has them.
 async fn leave_the_rest_alone<P: CloudProvider>(
     ctx: &Ctx<P>,
     nodes: &[&Node],
     routes: &[Route],
     plan: &mut RoutePlan,
 ) {
-    let current: BTreeSet<String> = nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
+    let current: BTreeSet<&str> = nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
     let candidates: BTreeSet<String> = {
         let mut selected = ctx
             .selected
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let routed: BTreeSet<&str> = routes.iter().map(|r| r.target_node.as_str()).collect();
-        selected.retain(|n| current.contains(n) || routed.contains(n.as_str()));
-        selected.extend(current.iter().cloned());
-        plan.delete.retain(|r| selected.contains(&r.target_node));
+        let routed: BTreeSet<&str> = routes.iter().map(|r| r.destination_cidr.as_str()).collect();
+        selected.retain(|cidr| routed.contains(cidr.as_str()));
+        selected.extend(
+            routes
+                .iter()
+                .filter(|r| current.contains(r.target_node.as_str()))
+                .map(|r| r.destination_cidr.clone()),
+        );
+        plan.delete.retain(|r| selected.contains(&r.destination_cidr));
         plan.delete
             .iter()
-            .filter(|r| !current.contains(&r.target_node))
+            .filter(|r| !current.contains(r.target_node.as_str()))
             .map(|r| r.target_node.clone())
             .collect()
     };
@@ -430,10 +437,19 @@ async fn leave_the_rest_alone<P: CloudProvider>(
     for name in candidates {
         // Left the selection (still there, or unknown after an error): not ours any more.
         if !matches!(api.get_opt(&name).await, Ok(None)) {
-            ctx.selected
+            let gone: Vec<String> = plan
+                .delete
+                .iter()
+                .filter(|r| r.target_node == name)
+                .map(|r| r.destination_cidr.clone())
+                .collect();
+            let mut selected = ctx
+                .selected
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(&name);
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for cidr in &gone {
+                selected.remove(cidr);
+            }
             plan.delete.retain(|r| r.target_node != name);
         }
     }
