@@ -26,7 +26,9 @@
 //! only what the fresh reading still finds leaked, in dependency order: load balancers, target groups, rules
 //! that reference leaked groups and stale NLB rules, groups, routes. A group AWS still holds
 //! (`DependencyViolation`: a deleted load balancer's interfaces drain for minutes) is [`Outcome::InUse`], to be
-//! retried later, never a failure of the rest.
+//! retried later, never a failure of the rest. Before it removes anything it checks that the apiserver is the
+//! cloud config's cluster: when Nodes name EC2 instances and none of those carries the cluster tag, it refuses
+//! (against another cluster's apiserver, every load balancer of this one would look leaked).
 
 mod analyze;
 mod classic_rules;
@@ -34,6 +36,7 @@ mod objects;
 mod observe;
 mod remove;
 mod render;
+mod same_cluster;
 
 use std::{collections::BTreeMap, time::SystemTime};
 
@@ -183,6 +186,19 @@ pub enum DoctorError {
     /// The fresh Kubernetes listing for [`delete`] failed.
     #[error("listing the cluster again before deleting")]
     Snapshot(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// [`delete`] refused: Nodes name EC2 instances and none carries the cluster tag, so the kubeconfig is
+    /// probably another cluster's than the cloud config.
+    #[error("{}", same_cluster::describe(.cluster, *.nodes, *.not_found, .tagged_for))]
+    OtherCluster {
+        /// The cloud config's cluster ID (or `--cluster-id`).
+        cluster: String,
+        /// How many Nodes name an EC2 instance.
+        nodes: usize,
+        /// How many of them name an instance AWS does not know.
+        not_found: usize,
+        /// The clusters the Nodes' instances are tagged for instead.
+        tagged_for: Vec<String>,
+    },
 }
 
 /// The report: reads AWS (a handful of paged listings, see `docs/operations.md`) and compares with `snapshot`.
@@ -207,8 +223,9 @@ where
 
 /// Removes the deletable findings of `report` that are still leaked: AWS is read again first, then `fresh` lists
 /// the cluster (after the AWS reading, so that a Service created meanwhile is seen), and only findings of `report`
-/// that this fresh look still finds deletable are removed. Per-finding failures are in the outcome; only the
-/// readings fail the call.
+/// that this fresh look still finds deletable are removed. Nothing is removed, and the call fails with
+/// [`DoctorError::OtherCluster`], when the fresh Nodes' instances show that the apiserver is another cluster's.
+/// Per-finding failures are in the outcome; only the readings and that check fail the call.
 pub async fn delete<E, L, V, F, Fut, SE>(
     ports: Ports<'_, E, L, V>,
     scope: &Scope,
@@ -223,8 +240,17 @@ where
     Fut: Future<Output = Result<Snapshot, SE>>,
     SE: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let inventory = observe::aws(ports, scope).await?;
+    let mut inventory = observe::aws(ports, scope).await?;
     let snapshot = fresh().await.map_err(|e| DoctorError::Snapshot(e.into()))?;
+    // Read only to tell which cluster the apiserver is: they make no finding deletable.
+    inventory.node_instances = observe::node_instances(ports.ec2, &snapshot, &inventory.instances).await?;
+    if same_cluster::check(scope, &inventory, &snapshot)? == same_cluster::SameCluster::NoNodes {
+        tracing::warn!(
+            cluster = scope.cluster.id(),
+            "no Node names an EC2 instance (aws:///<zone>/i-...): cannot check that the kubeconfig is the cloud \
+             config's cluster; deleting anyway"
+        );
+    }
     let current = analyze::findings(scope, &inventory, &snapshot, &BTreeMap::new());
     Ok(remove::run(ports, report, &current).await)
 }

@@ -34,7 +34,8 @@ pub(super) struct Inventory {
     pub route_tables: Vec<RouteTable>,
     /// The cluster's instances (any state) and the instances routes point to, by ID.
     pub instances: BTreeMap<InstanceId, Instance>,
-    /// The instances behind Nodes that are not in `instances` (read only for the report, never for deletion).
+    /// The instances behind Nodes that are not in `instances`: for the report, and for `delete`'s check that the
+    /// apiserver is the cluster's; never what makes a finding deletable.
     pub node_instances: BTreeMap<InstanceId, Instance>,
 }
 
