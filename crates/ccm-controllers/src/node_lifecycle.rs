@@ -455,44 +455,58 @@ async fn apply<P: CloudProvider>(ctx: &Ctx<P>, node: &Node, action: LifecycleAct
                 }
             }
         }
-        LifecycleAction::SetTaints(taints) => {
-            let mut rv = node.metadata.resource_version.clone();
-            let mut taints = taints;
-            for attempt in 0..5 {
-                let patch = json!({ "metadata": { "resourceVersion": rv }, "spec": { "taints": taints } });
-                ctx.config.metrics.api_write();
-                match api
-                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        LifecycleAction::SetTaints(taints) => set_taints(ctx, &api, node, taints).await,
+    }
+}
+
+/// Writes `taints` onto `node`, guarded by the resourceVersion read. On a conflict the Node is read again and
+/// the write decided again from what was read ([`retry_action`]).
+async fn set_taints<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    api: &Api<Node>,
+    node: &Node,
+    taints: Vec<Taint>,
+) -> Result<(), Error> {
+    let name = name_of(node);
+    let mut rv = node.metadata.resource_version.clone();
+    let mut taints = taints;
+    for attempt in 0..5 {
+        let patch = json!({ "metadata": { "resourceVersion": rv }, "spec": { "taints": taints } });
+        ctx.config.metrics.api_write();
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if is_conflict(&e) && attempt < 4 => {
+                let fresh = api
+                    .get(name)
                     .await
-                {
-                    Ok(_) => return Ok(()),
-                    Err(e) if is_conflict(&e) && attempt < 4 => {
-                        // Re-read and recompute: the node may have changed readiness or taints meanwhile.
-                        let fresh = api
-                            .get(name)
-                            .await
-                            .map_err(|e| Error::kube("failed to get node", name, e))?;
-                        let had_shutdown_taint = node
-                            .spec
-                            .as_ref()
-                            .and_then(|s| s.taints.as_ref())
-                            .is_some_and(|t| t.iter().any(is_shutdown_taint));
-                        let action = if had_shutdown_taint {
-                            ready_action(&fresh)
-                        } else {
-                            not_ready_action(&fresh, true, true)
-                        };
-                        let LifecycleAction::SetTaints(t) = action else {
-                            return Ok(());
-                        };
-                        taints = t;
-                        rv = fresh.metadata.resource_version;
-                    }
-                    Err(e) => return Err(Error::kube("failed to update node taints", name, e)),
-                }
+                    .map_err(|e| Error::kube("failed to get node", name, e))?;
+                let LifecycleAction::SetTaints(t) = retry_action(node, &fresh) else {
+                    return Ok(());
+                };
+                taints = t;
+                rv = fresh.metadata.resource_version;
             }
-            Ok(())
+            Err(e) => return Err(Error::kube("failed to update node taints", name, e)),
         }
+    }
+    Ok(())
+}
+
+/// What a taint write on `judged` that met a conflict becomes, given `fresh`, the Node read back: its readiness
+/// may have changed meanwhile (a Node Ready again must not get the shutdown taint). A Ready Node only loses the
+/// taint, as on any pass. A NotReady one is tainted only if `judged` was NotReady too: a taint write for a
+/// NotReady Node means the provider answered "shut down", which still holds; for a Node judged Ready the
+/// provider was never asked, so it is left to the next pass.
+fn retry_action(judged: &Node, fresh: &Node) -> LifecycleAction {
+    if ready_status(fresh) == "True" {
+        ready_action(fresh)
+    } else if ready_status(judged) == "True" {
+        LifecycleAction::None
+    } else {
+        not_ready_action(fresh, true, true)
     }
 }
 

@@ -93,7 +93,7 @@ mod deletion {
     }
 
     /// A NotReady Node created `age` before NOW.
-    fn gone_node(name: &str, age: Duration) -> Arc<Node> {
+    pub(super) fn gone_node(name: &str, age: Duration) -> Arc<Node> {
         let mut n = node(Some("False"), vec![]);
         n.metadata.name = Some(name.into());
         n.metadata.uid = Some(format!("uid-{name}"));
@@ -174,7 +174,7 @@ mod deletion {
         assert_eq!(plan.cap, 3);
     }
 
-    fn ctx(api: &MockApi, cloud: FakeProvider, nodes: &[Arc<Node>]) -> Ctx<FakeProvider> {
+    pub(super) fn ctx(api: &MockApi, cloud: FakeProvider, nodes: &[Arc<Node>]) -> Ctx<FakeProvider> {
         let (store, mut writer) = reflector::store();
         for n in nodes {
             writer.apply_watcher_event(&watcher::Event::Apply((**n).clone()));
@@ -282,5 +282,122 @@ mod deletion {
         assert_eq!(start.elapsed(), Duration::from_secs(60));
         assert_eq!(ctx.config.metrics.snapshot().errors, 1);
         assert!(deletes(&api).is_empty());
+    }
+}
+
+/// A taint write that meets a conflict is decided again from the Node read back, not from the Node judged.
+mod taint_retry {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use ccm_testing::provider::{FakeInstance, FakeProvider};
+
+    use super::{
+        deletion::{ctx, gone_node},
+        *,
+    };
+    use crate::mock_api::{MockApi, mock_api, status_error};
+
+    fn other_taint() -> Taint {
+        Taint {
+            key: "x".into(),
+            effect: "NoExecute".into(),
+            ..Default::default()
+        }
+    }
+
+    /// The Node "n" as the apiserver has it after someone else's write.
+    fn fresh(ready: &str, taints: Vec<Taint>) -> Node {
+        let mut n = node(Some(ready), taints);
+        n.metadata.resource_version = Some("43".into());
+        n
+    }
+
+    /// The first PATCH answers 409; every GET answers `fresh`.
+    fn conflict_once_then(fresh: Node) -> MockApi {
+        let patched = AtomicBool::new(false);
+        let fresh = serde_json::to_value(fresh).unwrap();
+        mock_api(move |r| match r.method.as_str() {
+            "PATCH" if !patched.swap(true, Ordering::SeqCst) => Some(status_error(409, "Conflict")),
+            "GET" => Some((200, fresh.clone())),
+            _ => None,
+        })
+    }
+
+    /// The taint keys each PATCH wrote, in order.
+    fn patched_taints(api: &MockApi) -> Vec<Vec<String>> {
+        api.requests()
+            .iter()
+            .filter(|r| r.is_patch_of("/api/v1/nodes/n"))
+            .map(|r| {
+                r.body["spec"]["taints"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t["key"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// A NotReady Node "n" whose instance is shut down, without the shutdown taint.
+    fn shut_down_ctx(api: &MockApi) -> Ctx<FakeProvider> {
+        let cloud = FakeProvider::new();
+        cloud.add_instance(FakeInstance::new("n", "fake://n").shut_down());
+        ctx(api, cloud, &[gone_node("n", Duration::from_secs(3600))])
+    }
+
+    #[tokio::test]
+    async fn a_node_ready_again_after_a_conflict_is_not_tainted() {
+        let api = conflict_once_then(fresh("True", vec![]));
+        let ctx = shut_down_ctx(&api);
+        monitor_nodes(&ctx).await;
+        // The write that met the conflict, and nothing after the re-read.
+        assert_eq!(patched_taints(&api), [vec![TAINT_SHUTDOWN.to_owned()]]);
+        assert!(
+            api.requests().iter().any(|r| r.method == "GET"),
+            "the Node was not read again"
+        );
+        assert_eq!(ctx.config.metrics.snapshot().errors, 0);
+    }
+
+    #[tokio::test]
+    async fn a_node_ready_again_after_a_conflict_loses_a_shutdown_taint_set_meanwhile() {
+        let api = conflict_once_then(fresh("True", vec![other_taint(), shutdown_taint()]));
+        let ctx = shut_down_ctx(&api);
+        monitor_nodes(&ctx).await;
+        assert_eq!(
+            patched_taints(&api),
+            [vec![TAINT_SHUTDOWN.to_owned()], vec!["x".to_owned()]]
+        );
+        let last = api.requests().into_iter().rfind(|r| r.method == "PATCH").unwrap();
+        assert_eq!(last.body["metadata"]["resourceVersion"], "43");
+    }
+
+    #[tokio::test]
+    async fn a_node_still_not_ready_after_a_conflict_is_tainted_over_the_fresh_taints() {
+        let api = conflict_once_then(fresh("False", vec![other_taint()]));
+        let ctx = shut_down_ctx(&api);
+        monitor_nodes(&ctx).await;
+        assert_eq!(
+            patched_taints(&api),
+            [
+                vec![TAINT_SHUTDOWN.to_owned()],
+                vec!["x".to_owned(), TAINT_SHUTDOWN.to_owned()]
+            ]
+        );
+        let last = api.requests().into_iter().rfind(|r| r.method == "PATCH").unwrap();
+        assert_eq!(last.body["metadata"]["resourceVersion"], "43");
+    }
+
+    #[tokio::test]
+    async fn a_node_not_ready_again_after_a_conflict_keeps_its_taint_for_the_next_pass() {
+        // The removal was decided for a Ready Node; the provider was not asked about this one.
+        let api = conflict_once_then(fresh("False", vec![shutdown_taint()]));
+        let mut ready = node(Some("True"), vec![shutdown_taint()]);
+        ready.metadata.resource_version = Some("42".into());
+        let ctx = ctx(&api, FakeProvider::new(), &[Arc::new(ready)]);
+        monitor_nodes(&ctx).await;
+        assert_eq!(patched_taints(&api), [Vec::<String>::new()]);
+        assert_eq!(ctx.config.metrics.snapshot().errors, 0);
     }
 }
