@@ -27,12 +27,16 @@ pub enum Error {
     },
     /// Subnets named by the annotation do not all exist in the cluster's VPC.
     #[error(
-        "the subnets annotation names {wanted:?} but only {found:?} exist in the cluster's VPC: fix the annotation"
+        "service.beta.kubernetes.io/aws-load-balancer-subnets: {unmatched:?} match no single subnet of the \
+         cluster's VPC (each entry must be the ID of one of its subnets or the Name tag of exactly one; found \
+         {found:?}): fix the annotation"
     )]
     SubnetsNotFound {
         /// What the annotation names.
         wanted: Vec<String>,
-        /// What was found.
+        /// The entries that matched no subnet, or (a name) several.
+        unmatched: Vec<String>,
+        /// The subnets found.
         found: Vec<String>,
     },
     /// A dual-stack NLB was asked for on subnets without IPv6 CIDR blocks (AWS would refuse it after the managed

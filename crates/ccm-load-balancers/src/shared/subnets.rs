@@ -149,9 +149,11 @@ async fn resolve_subnet_details<E: Ec2>(
         let mut out: Vec<SubnetId> = found.iter().map(|s| s.id.clone()).collect();
         out.sort();
         out.dedup();
-        if out.len() != wanted.len() {
+        let unmatched = unmatched_entries(wanted, &found);
+        if !unmatched.is_empty() {
             return Err(Error::SubnetsNotFound {
                 wanted: wanted.clone(),
+                unmatched,
                 found: out.iter().map(ToString::to_string).collect(),
             });
         }
@@ -188,4 +190,26 @@ async fn resolve_subnet_details<E: Ec2>(
             internal: spec.internal,
         }),
     }
+}
+
+/// The entries of the subnets annotation that name no single subnet of `found`: an ID that is not there, a Name
+/// tag on no subnet or on several (comparing counts alone let a name matching two subnets hide a missing ID).
+fn unmatched_entries(wanted: &[String], found: &[Subnet]) -> Vec<String> {
+    // A subnet named both ways was read twice.
+    let unique: BTreeMap<&SubnetId, &Subnet> = found.iter().map(|s| (&s.id, s)).collect();
+    wanted
+        .iter()
+        .filter(|entry| {
+            let matches = if entry.starts_with("subnet-") {
+                unique.keys().filter(|id| id.as_str() == entry.as_str()).count()
+            } else {
+                unique
+                    .values()
+                    .filter(|s| s.tags.get("Name").is_some_and(|n| n == *entry))
+                    .count()
+            };
+            matches != 1
+        })
+        .cloned()
+        .collect()
 }

@@ -375,3 +375,33 @@ async fn a_dual_stack_nlb_needs_ipv6_subnets_and_names_those_without() {
         "{e}"
     );
 }
+
+/// Each entry of the subnets annotation must name exactly one subnet: a Name tag on two subnets used to make up
+/// for a missing ID (the check compared counts only).
+#[tokio::test]
+async fn every_subnets_entry_must_name_exactly_one_subnet() {
+    use crate::{annotations::Key, classic::tests::service, parse_service};
+    use ccm_aws_api::ec2::MockEc2;
+    let spec = parse_service(&service(&[(Key::Subnets, "subnet-gone,web")], &[(80, 30080)])).unwrap();
+    let mut ec2 = MockEc2::new();
+    // By ID: nothing; by Name: two subnets carry `web`.
+    ec2.expect_subnets()
+        .times(1)
+        .withf(|f| f[0].name == "subnet-id")
+        .returning(|_| Box::pin(async { Ok(Vec::new()) }));
+    ec2.expect_subnets().times(1).returning(|_| {
+        let found = vec![
+            subnet("subnet-1", "us-east-1a", &[("Name", "web")]),
+            subnet("subnet-2", "us-east-1b", &[("Name", "web")]),
+        ];
+        Box::pin(async move { Ok(found) })
+    });
+    let e = resolve_subnets(&ec2, &crate::classic::tests::config(), &spec, &[])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::SubnetsNotFound { unmatched, .. } if unmatched == &["subnet-gone".to_owned(), "web".to_owned()]),
+        "{e}"
+    );
+    assert!(e.to_string().contains("aws-load-balancer-subnets"), "{e}");
+}
