@@ -144,7 +144,7 @@ async fn planted_leaks_are_listed_and_deleted_and_nothing_else() {
 
     let scope =
         Scope::new(ClusterTags::new(&cluster_id, false).unwrap(), now()).with_vpc_id(Some(w.vpc.clone()));
-    let report = doctor::inspect(w.ports(), &scope, &w.snapshot().await)
+    let report = doctor::inspect(w.ports(), &scope, &w.snapshot_without_nodes().await)
         .await
         .unwrap();
     let aws: Vec<_> = report.findings.iter().filter(|f| f.kind.is_aws()).collect();
@@ -172,7 +172,7 @@ async fn planted_leaks_are_listed_and_deleted_and_nothing_else() {
     );
 
     let outcome = doctor::delete(w.ports(), &scope, &report, || async {
-        Ok::<_, Infallible>(w.snapshot().await)
+        Ok::<_, Infallible>(w.snapshot_without_nodes().await)
     })
     .await
     .unwrap();
@@ -219,7 +219,7 @@ async fn planted_leaks_are_listed_and_deleted_and_nothing_else() {
         assert!(w.target_group_exists(name).await, "{name} was deleted");
     }
     // A second look finds nothing of the cluster's left.
-    let again = doctor::inspect(w.ports(), &scope, &w.snapshot().await)
+    let again = doctor::inspect(w.ports(), &scope, &w.snapshot_without_nodes().await)
         .await
         .unwrap();
     assert!(again.findings.iter().all(|f| !f.kind.is_aws()), "{again}");
@@ -261,8 +261,8 @@ async fn resources_aws_still_holds_are_in_use_and_go_on_the_next_run() {
 
     let scope =
         Scope::new(ClusterTags::new(&cluster_id, false).unwrap(), now()).with_vpc_id(Some(w.vpc.clone()));
-    let fresh = || async { Ok::<_, Infallible>(w.snapshot().await) };
-    let report = doctor::inspect(w.ports(), &scope, &w.snapshot().await)
+    let fresh = || async { Ok::<_, Infallible>(w.snapshot_without_nodes().await) };
+    let report = doctor::inspect(w.ports(), &scope, &w.snapshot_without_nodes().await)
         .await
         .unwrap();
     assert_eq!(report.deletable().count(), 3, "{report}");
@@ -297,7 +297,7 @@ async fn resources_aws_still_holds_are_in_use_and_go_on_the_next_run() {
     assert!(w.target_group_exists(&tg_name).await);
 
     // The next run finds what is left and removes it.
-    let report = doctor::inspect(w.ports(), &scope, &w.snapshot().await)
+    let report = doctor::inspect(w.ports(), &scope, &w.snapshot_without_nodes().await)
         .await
         .unwrap();
     assert_eq!(report.deletable().count(), 2, "{report}");

@@ -198,3 +198,48 @@ async fn nodes_that_arrive_after_the_load_balancer_get_their_rules() {
     lbs.update_load_balancer("kubernetes", &svc, &refs).await.unwrap();
     assert_eq!(w.rules_from(&nodes_group, &given).await, tcp(&[30082]));
 }
+
+/// One instance in two cluster-tagged groups used to fail every load balancer (the rule's group cannot be
+/// chosen). Now only that instance is skipped, in both flavours, with a Warning notice about its Node.
+#[tokio::test]
+async fn an_instance_with_two_cluster_groups_is_skipped_alone() {
+    let w = world_with(105, "lbrules", false, |b, key| {
+        b.security_group(&[(key, "owned")])
+    })
+    .await;
+    let (g1, g2) = (w.groups[0].clone(), w.groups[1].clone());
+    let nodes = w.nodes_in(&g1, &[]).await;
+    let odd = nodes[0].metadata.name.clone().unwrap();
+    w.raw
+        .modify_instance_attribute()
+        .instance_id(&odd)
+        .groups(&g1)
+        .groups(&g2)
+        .send()
+        .await
+        .unwrap();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let lbs = w.lbs(w.config.clone());
+    for annotations in [vec![], vec![(Key::Type, "nlb")]] {
+        let svc = service(&uid(), &[(80, 30083)], &annotations);
+        let ensured = lbs
+            .ensure_load_balancer_reporting("kubernetes", &svc, &refs)
+            .await
+            .unwrap();
+        let on_node: Vec<(&str, &str)> = ensured
+            .notices
+            .iter()
+            .filter_map(|n| Some((n.node.as_deref()?, n.reason.as_str())))
+            .collect();
+        assert_eq!(
+            on_node,
+            [(odd.as_str(), "AmbiguousSecurityGroups")],
+            "{annotations:?}"
+        );
+        lbs.ensure_load_balancer_deleted("kubernetes", &svc)
+            .await
+            .unwrap();
+    }
+    // The others were served: their group allows the Classic ELB's ports, the odd one's second group nothing.
+    assert!(w.rules_from(&g2, &g1).await.is_empty());
+}

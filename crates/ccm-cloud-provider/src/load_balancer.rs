@@ -130,6 +130,8 @@ pub struct Notice {
     pub reason: String,
     /// The Event message.
     pub message: String,
+    /// The Node the Event is about (`None`: the Service), e.g. a target the load balancer had to skip.
+    pub node: Option<String>,
 }
 
 // === impl Ensured ===
@@ -150,6 +152,7 @@ impl Notice {
             warning: false,
             reason: reason.into(),
             message: message.into(),
+            node: None,
         }
     }
 
@@ -159,6 +162,19 @@ impl Notice {
             warning: true,
             reason: reason.into(),
             message: message.into(),
+            node: None,
+        }
+    }
+
+    /// A `Warning` notice about the Node named `node` (an Event on that Node).
+    pub fn warning_on_node(
+        node: impl Into<String>,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            node: Some(node.into()),
+            ..Self::warning(reason, message)
         }
     }
 }

@@ -486,9 +486,19 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
             } else {
                 EventType::Normal
             };
-            ctx.recorder
-                .publish(&reference, kind, &notice.reason, &notice.message)
-                .await;
+            // A notice about a Node (a target the provider skipped) goes on that Node, if it is still there.
+            let about = match &notice.node {
+                None => Some(reference.clone()),
+                Some(node) => ctx
+                    .nodes
+                    .get(&ObjectRef::new(node))
+                    .map(|n| crate::events::node_reference(&n)),
+            };
+            if let Some(about) = about {
+                ctx.recorder
+                    .publish(&about, kind, &notice.reason, &notice.message)
+                    .await;
+            }
         }
         let status = ensured.status;
         ctx.recorder

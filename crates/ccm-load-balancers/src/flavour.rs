@@ -146,6 +146,9 @@ pub(crate) trait LoadBalancerFlavour {
     /// What an observation learnt about the target instances.
     fn learnt(observed: &Self::Observed) -> Learnt;
 
+    /// The target instances skipped because their security group cannot be chosen, with why.
+    fn skipped(observed: &Self::Observed) -> std::collections::BTreeMap<String, String>;
+
     /// The fingerprint of `desired` without its instances: a memory made for another one is not used.
     fn fingerprint(desired: &Self::Desired) -> u64;
 

@@ -248,7 +248,15 @@ impl HostMemory {
                     .iter()
                     .filter_map(|id| groups.get(id).map(|(g, _)| g))
                     .collect();
-                let group = shared::instance_group(&instance.id, &mine, &config.cluster)?;
+                let group = match shared::instance_group(&instance.id, &mine, &config.cluster) {
+                    Ok(group) => group,
+                    // Skipped like a gone one (the next full ensure says why, on its Node).
+                    Err(Error::AmbiguousInstanceGroups { .. }) => {
+                        facts.insert(instance.id.to_string(), Fact::Gone);
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 match instance.state {
                     InstanceState::Pending | InstanceState::Running => {
                         running.push((instance.id.to_string(), group.clone()));

@@ -107,6 +107,30 @@ fn status(hostname: &str) -> LoadBalancerStatus {
 
 /// A Warning notice per annotation value served with the Go controller's surprising meaning (the Service is
 /// served all the same; see `annotations::go_compat`).
+/// A Warning on the Node of each target instance skipped because its security group cannot be chosen.
+fn skipped_notices(
+    name: &str,
+    nodes: &[&Node],
+    skipped: &std::collections::BTreeMap<String, String>,
+) -> Vec<Notice> {
+    nodes
+        .iter()
+        .filter_map(|node| {
+            let instance = shared::node_instance_id(node)?;
+            let why = skipped.get(instance.as_str())?;
+            let message = format!(
+                "{why}: instance {instance} is not served by load balancer {name} (neither registered nor given \
+                 rules) until exactly one of its groups is tagged for the cluster"
+            );
+            Some(Notice::warning_on_node(
+                node.metadata.name.clone()?,
+                "AmbiguousSecurityGroups",
+                message,
+            ))
+        })
+        .collect()
+}
+
 fn annotation_notices(spec: &ServiceSpec) -> Vec<Notice> {
     spec.warnings
         .iter()
@@ -246,6 +270,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         }
         let changes = F::plan(&desired, &observed);
         let mut notices = annotation_notices(spec);
+        notices.extend(skipped_notices(name, nodes, &F::skipped(&observed)));
         let recreation = flavour::recreation_reason(&changes);
         if let Some(reason) = recreation {
             let message = shared::recreation_notice(F::KIND, name, reason);

@@ -98,6 +98,15 @@ impl World {
             .arn
     }
 
+    /// The apiserver without its Nodes: what the leak tests judge. The shared apiserver holds other tests'
+    /// Nodes, whose instances carry other clusters' tags: `--delete` would take it for another cluster's.
+    pub async fn snapshot_without_nodes(&self) -> Snapshot {
+        Snapshot {
+            nodes: Vec::new(),
+            ..self.snapshot().await
+        }
+    }
+
     pub async fn snapshot(&self) -> Snapshot {
         let lp = ListParams::default();
         Snapshot {

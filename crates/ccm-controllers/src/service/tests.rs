@@ -718,6 +718,32 @@ mod scripted {
         assert_eq!(warning.body["message"], "scheme changed: new DNS name");
     }
 
+    /// A notice about a Node (a target the provider skipped) is an Event on that Node; one about a Node that is
+    /// gone is dropped.
+    #[tokio::test]
+    async fn provider_notices_about_a_node_go_on_the_node() {
+        let h = harness(|_| None, vec![with(finalized)], vec![named_node("n1")]);
+        h.provider.set_load_balancer_notices(vec![
+            ccm_cloud_provider::Notice::warning_on_node("n1", "AmbiguousSecurityGroups", "two groups"),
+            ccm_cloud_provider::Notice::warning_on_node("gone", "AmbiguousSecurityGroups", "two groups"),
+        ]);
+        let lb = h.provider.load_balancer().unwrap();
+        sync_load_balancer_if_needed(&h.ctx, lb, &with(finalized))
+            .await
+            .unwrap();
+        assert_eq!(
+            h.api.event_reasons(),
+            [
+                "EnsuringLoadBalancer",
+                "AmbiguousSecurityGroups",
+                "EnsuredLoadBalancer"
+            ]
+        );
+        let warning = event(&h.api, "AmbiguousSecurityGroups");
+        assert_eq!(warning.body["involvedObject"]["kind"], "Node");
+        assert_eq!(warning.body["involvedObject"]["name"], "n1");
+    }
+
     /// The leak of kubernetes#79994: a deleting Service whose load balancer is already gone (an earlier attempt
     /// deleted it, then failed on its security group) still gets the provider's delete, which removes the
     /// leftovers, before the finalizer goes.

@@ -29,6 +29,8 @@ pub struct Known {
     pub running: BTreeMap<String, Option<SecurityGroupId>>,
     /// The target instances' groups, by ID.
     pub groups: BTreeMap<SecurityGroupId, SecurityGroup>,
+    /// Target instances whose group cannot be chosen, with why: neither registered nor given a rule.
+    pub skipped: BTreeMap<String, String>,
 }
 
 /// The AWS state a plan is made against.
@@ -101,7 +103,16 @@ async fn target_groups<E: Ec2>(
             .iter()
             .filter_map(|id| by_id.get(id).copied())
             .collect();
-        let group = shared::instance_group(&instance.id, &mine, &config.cluster)?;
+        let group = match shared::instance_group(&instance.id, &mine, &config.cluster) {
+            Ok(group) => group,
+            // Several candidate groups: only this instance is skipped (not registered, no rule), with a Warning.
+            Err(e @ Error::AmbiguousInstanceGroups { .. }) => {
+                existing.remove(instance.id.as_str());
+                known.skipped.insert(instance.id.to_string(), e.to_string());
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         if matches!(
             instance.state,
             ccm_aws_api::ec2::InstanceState::Pending | ccm_aws_api::ec2::InstanceState::Running

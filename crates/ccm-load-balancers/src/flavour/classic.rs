@@ -125,6 +125,14 @@ impl LoadBalancerFlavour for Classic {
         memory::classic_learnt(observed)
     }
 
+    fn skipped(observed: &Self::Observed) -> std::collections::BTreeMap<String, String> {
+        observed
+            .node_groups
+            .as_ref()
+            .map(|n| n.instances.skipped.clone())
+            .unwrap_or_default()
+    }
+
     fn fingerprint(desired: &Self::Desired) -> u64 {
         memory::classic_fingerprint(desired)
     }

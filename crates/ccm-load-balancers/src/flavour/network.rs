@@ -138,6 +138,14 @@ impl LoadBalancerFlavour for Network {
         memory::network_learnt(observed)
     }
 
+    fn skipped(observed: &Self::Observed) -> std::collections::BTreeMap<String, String> {
+        observed
+            .node_rules
+            .as_ref()
+            .map(|n| n.skipped.clone())
+            .unwrap_or_default()
+    }
+
     fn fingerprint(desired: &Self::Desired) -> u64 {
         memory::network_fingerprint(desired)
     }

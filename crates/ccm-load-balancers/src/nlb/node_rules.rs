@@ -98,7 +98,11 @@ pub struct Observed {
     pub health_sources: Vec<String>,
     /// Target instances that are stopping, stopped, shutting down or terminated: `RegisterTargets` refuses
     /// them (found by the chaos soak: one Node outliving its instance failed every reconcile of every NLB).
+    /// Instances in `skipped` are among them.
     pub not_running: BTreeSet<String>,
+    /// Target instances whose group cannot be chosen (several tagged for the cluster, or several untagged),
+    /// with why: neither registered nor given rules, and a Warning on their Node.
+    pub skipped: BTreeMap<String, String>,
 }
 
 /// A change to one node group.

@@ -63,7 +63,7 @@ pub async fn observe<E: Ec2>(
         },
     );
     let mut instances = instances.map_err(Error::aws(context))?;
-    let not_running = instances
+    let not_running: BTreeSet<String> = instances
         .iter()
         .filter(|i| {
             matches!(
@@ -89,7 +89,8 @@ pub async fn observe<E: Ec2>(
     }
 
     let others = other_groups(ec2, &instances, &groups).await?;
-    let instance_groups = instance_groups(config, access, &instances, &mut groups, &others)?;
+    let mut skipped = BTreeMap::new();
+    let instance_groups = instance_groups(config, access, &instances, &mut groups, &others, &mut skipped)?;
     let health_sources = if read_subnets {
         health_sources(
             access,
@@ -104,7 +105,9 @@ pub async fn observe<E: Ec2>(
         groups: groups.into_values().collect(),
         instance_groups,
         health_sources,
-        not_running,
+        // Not registered either: a target the nodes' groups do not let in would only fail its health checks.
+        not_running: not_running.into_iter().chain(skipped.keys().cloned()).collect(),
+        skipped,
     })
 }
 
@@ -140,6 +143,7 @@ fn instance_groups(
     instances: &[Instance],
     groups: &mut BTreeMap<SecurityGroupId, SecurityGroup>,
     others: &BTreeMap<SecurityGroupId, SecurityGroup>,
+    skipped: &mut BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, SecurityGroupId>, Error> {
     let mut instance_groups = BTreeMap::new();
     let mut without = Vec::new();
@@ -149,14 +153,19 @@ fn instance_groups(
             .iter()
             .filter_map(|id| groups.get(id).or_else(|| others.get(id)))
             .collect();
-        match shared::instance_group(&instance.id, &candidates, &config.cluster)? {
-            Some(group) => {
+        match shared::instance_group(&instance.id, &candidates, &config.cluster) {
+            // Several candidate groups: only this instance is skipped (with a Warning), not the load balancer.
+            Err(e @ Error::AmbiguousInstanceGroups { .. }) => {
+                skipped.insert(instance.id.to_string(), e.to_string());
+            }
+            Err(e) => return Err(e),
+            Ok(Some(group)) => {
                 if let Some(g) = others.get(&group) {
                     groups.entry(group.clone()).or_insert_with(|| g.clone());
                 }
                 instance_groups.insert(instance.id.to_string(), group);
             }
-            None => without.push(instance.id.as_str()),
+            Ok(None) => without.push(instance.id.as_str()),
         }
     }
     if !without.is_empty() {

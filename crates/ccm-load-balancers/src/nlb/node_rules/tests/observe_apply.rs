@@ -178,23 +178,22 @@ async fn observe_in_legacy_mode_also_reads_groups_with_the_legacy_tag() {
 }
 
 #[tokio::test]
-async fn an_instance_with_two_cluster_groups_is_an_error_naming_them() {
+async fn an_instance_with_two_cluster_groups_is_skipped_naming_them() {
     let mut ec2 = MockEc2::new();
     ec2.expect_instances_by_id()
         .returning(|_| Box::pin(async { Ok(vec![instance("i-1", &["sg-a", "sg-b"])]) }));
     ec2.expect_security_groups().returning(|_| {
         Box::pin(async { Ok(vec![group("sg-a", tagged(), &[]), group("sg-b", tagged(), &[])]) })
     });
+    ec2.expect_subnets()
+        .returning(|_| Box::pin(async { Ok(Vec::new()) }));
     let a = access(&[("tcp", 30080)], &["0.0.0.0/0"], &[30080], &["i-1"]);
-    let err = observe(&ec2, &config(), &a, &[]).await.unwrap_err();
-    match &err {
-        Error::AmbiguousInstanceGroups { instance, groups, .. } => {
-            assert_eq!(instance, "i-1");
-            assert_eq!(groups, &["sg-a", "sg-b"]);
-        }
-        other => panic!("{other:?}"),
-    }
-    assert!(err.to_string().contains("sg-a") && err.to_string().contains("sg-b"));
+    // Only the instance is skipped (not registered, no rule): the load balancer goes on.
+    let observed = observe(&ec2, &config(), &a, &[]).await.unwrap();
+    assert!(observed.instance_groups.is_empty());
+    assert!(observed.not_running.contains("i-1"));
+    let why = &observed.skipped["i-1"];
+    assert!(why.contains("sg-a") && why.contains("sg-b"), "{why}");
 }
 
 #[tokio::test]
