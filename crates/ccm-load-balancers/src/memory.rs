@@ -105,6 +105,8 @@ pub(crate) struct HostMemory {
     groups: Mutex<HashMap<SecurityGroupId, (SecurityGroup, Instant)>>,
     /// Held while instances are described: concurrent host updates of one pass describe a new instance once.
     lookup: tokio::sync::Mutex<()>,
+    /// When stale memories were last dropped (see [`HostMemory::learn`]).
+    pruned: Mutex<Option<Instant>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -156,6 +158,22 @@ impl HostMemory {
         lock(&self.load_balancers).remove(name);
     }
 
+    /// Drops what is too old to be used, at most once per [`MAX_AGE`]: without drift detection (which also calls
+    /// [`HostMemory::retain`]) the instances and groups ever seen and the slots of load balancers long gone
+    /// would otherwise stay for the life of the process. A slot dropped mid-operation only loses that memory.
+    fn prune(&self, now: Instant) {
+        {
+            let mut pruned = lock(&self.pruned);
+            if pruned.is_some_and(|at| now.duration_since(at) < MAX_AGE) {
+                return;
+            }
+            *pruned = Some(now);
+        }
+        lock(&self.load_balancers).retain(|_, slot| slot.entry.as_ref().is_some_and(|e| fresh(e.read_at)));
+        lock(&self.instances).retain(|_, (_, at)| fresh(*at));
+        lock(&self.groups).retain(|_, (_, at)| fresh(*at));
+    }
+
     /// Keeps only the load balancers named in `names` and the instances in `instances`, and nothing too old.
     pub(crate) fn retain(&self, names: &BTreeSet<String>, instances: &BTreeSet<String>) {
         lock(&self.load_balancers).retain(|name, _| names.contains(name));
@@ -178,6 +196,7 @@ impl HostMemory {
         groups: impl IntoIterator<Item = SecurityGroup>,
     ) {
         let now = Instant::now();
+        self.prune(now);
         lock(&self.instances).extend(running.into_iter().map(|(id, g)| (id, (g, now))));
         lock(&self.groups).extend(groups.into_iter().map(|g| (g.id.clone(), (g, now))));
     }

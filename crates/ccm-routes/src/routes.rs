@@ -252,6 +252,9 @@ where
             let mut state = self.lock_state();
             state.listed = listed;
             state.fallback_names.retain(|id, _| live.contains(id));
+            // An instance no route points at any more is checked again if one does later (and the set stays
+            // bounded by the routes, not by every instance the process ever routed to).
+            state.source_dest_disabled.retain(|id| live.contains(id));
         }
         self.store(tables);
         Ok(out)

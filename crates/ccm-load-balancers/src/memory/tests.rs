@@ -127,3 +127,28 @@ fn an_nlb_is_planned_from_what_its_last_apply_left() {
         "{changes:?}"
     );
 }
+
+/// Without drift detection nothing called `retain`: the instances, groups and load balancer slots ever seen
+/// stayed for the life of the process. Learning drops what is too old, at most once per `MAX_AGE`.
+#[tokio::test(start_paused = true)]
+async fn learning_drops_what_is_too_old_to_use() {
+    let memory = HostMemory::default();
+    let ticket = memory.begin("gone");
+    memory.finish(
+        ticket,
+        Some(Entry {
+            fingerprint: 1,
+            read_at: Instant::now(),
+            state: Remembered::Classic(ClassicMemory::empty_for_tests()),
+        }),
+    );
+    memory.learn([("i-old".to_owned(), None)], []);
+    tokio::time::advance(MAX_AGE + Duration::from_secs(1)).await;
+    memory.learn([("i-new".to_owned(), None)], []);
+    let instances: Vec<String> = lock(&memory.instances).keys().cloned().collect();
+    assert_eq!(instances, ["i-new"]);
+    assert!(
+        lock(&memory.load_balancers).is_empty(),
+        "the stale load balancer's slot is gone"
+    );
+}

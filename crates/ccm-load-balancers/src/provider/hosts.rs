@@ -202,6 +202,11 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             .map(|i| i.into_string())
             .collect();
         self.memory.retain(&names, &instances);
+        // Load balancers of Services gone without a deletion seen by this process are not ours to remember.
+        self.verified
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|name| names.contains(name));
     }
 }
 

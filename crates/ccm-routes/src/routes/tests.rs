@@ -464,6 +464,22 @@ async fn create_fills_missing_tables_disables_the_check_once_and_reuses_the_list
     // Untouched: the other cluster's and the untagged table.
     assert_eq!(world.routes_of("rtb-other"), vec![to("10.244.3.0/24", "i-1")]);
     assert_eq!(world.routes_of("rtb-untagged"), vec![to("10.244.4.0/24", "i-1")]);
+
+    // Its routes deleted and listed, the instance is forgotten: a later route to it checks it again (the
+    // set of instances stays bounded by the routes).
+    for cidr in ["10.244.2.0/24", "fd00:10:244:2::/64"] {
+        routes
+            .delete(CLUSTER, &route("ip-10-0-0-2.ec2.internal", cidr))
+            .await
+            .unwrap();
+    }
+    routes.list(CLUSTER).await.unwrap();
+    world.clear();
+    routes
+        .create(CLUSTER, &route("ip-10-0-0-2.ec2.internal", "10.244.2.0/24"))
+        .await
+        .unwrap();
+    assert_eq!(world.count("set_source_dest_check"), 1, "{:?}", world.calls());
 }
 
 #[tokio::test]
