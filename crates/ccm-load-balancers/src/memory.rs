@@ -160,7 +160,7 @@ impl HostMemory {
 
     /// Drops what is too old to be used, at most once per [`MAX_AGE`]: without drift detection (which also calls
     /// [`HostMemory::retain`]) the instances and groups ever seen and the slots of load balancers long gone
-    /// would otherwise stay for the life of the process. A slot dropped mid-operation only loses that memory.
+    /// would otherwise stay for the life of the process.
     fn prune(&self, now: Instant) {
         {
             let mut pruned = lock(&self.pruned);
@@ -169,7 +169,8 @@ impl HostMemory {
             }
             *pruned = Some(now);
         }
-        lock(&self.load_balancers).retain(|_, slot| slot.entry.as_ref().is_some_and(|e| fresh(e.read_at)));
+        // A slot without an entry may be an operation in progress (its entry taken out): kept.
+        lock(&self.load_balancers).retain(|_, slot| slot.entry.as_ref().is_none_or(|e| fresh(e.read_at)));
         lock(&self.instances).retain(|_, (_, at)| fresh(*at));
         lock(&self.groups).retain(|_, (_, at)| fresh(*at));
     }
