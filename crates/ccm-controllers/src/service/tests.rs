@@ -718,6 +718,39 @@ mod scripted {
         assert_eq!(warning.body["message"], "scheme changed: new DNS name");
     }
 
+    /// A Service switched to another controller (`ImplementedElsewhere`) while its status still shows this
+    /// provider's load balancer gets a Warning that the load balancer is left behind; one showing another
+    /// controller's address gets none.
+    #[tokio::test]
+    async fn a_load_balancer_left_behind_by_a_switch_is_a_warning() {
+        let served = with(|s| {
+            finalized(s);
+            ingress(s, "192.0.2.10");
+        });
+        let h = harness(|_| None, vec![served.clone()], vec![named_node("n1")]);
+        let lb = h.provider.load_balancer().unwrap();
+        sync_load_balancer_if_needed(&h.ctx, lb, &served).await.unwrap();
+        h.provider.fail(Method::EnsureLoadBalancer, None, || {
+            CloudError::ImplementedElsewhere
+        });
+        sync_load_balancer_if_needed(&h.ctx, lb, &served).await.unwrap();
+        assert_eq!(
+            h.api.event_reasons().last().map(String::as_str),
+            Some("LoadBalancerLeftBehind")
+        );
+        let warning = event(&h.api, "LoadBalancerLeftBehind");
+        assert_eq!(warning.body["type"], "Warning");
+        assert!(warning.body["message"].as_str().unwrap().contains("192.0.2.10"));
+        // Another controller's address in the status: not ours, no Warning.
+        let theirs = with(|s| {
+            finalized(s);
+            ingress(s, "198.51.100.1");
+        });
+        let before = h.api.event_reasons().len();
+        sync_load_balancer_if_needed(&h.ctx, lb, &theirs).await.unwrap();
+        assert!(!h.api.event_reasons()[before..].contains(&"LoadBalancerLeftBehind".to_owned()));
+    }
+
     /// A notice about a Node (a target the provider skipped) is an Event on that Node; one about a Node that is
     /// gone is dropped.
     #[tokio::test]
