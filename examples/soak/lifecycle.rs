@@ -8,6 +8,7 @@
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use ccm_aws_api::{Ec2, Elb, Elbv2, Filter};
+use ccm_load_balancers::classic::node_rules::{SourceRule, load_balancer_ports, source_rules};
 use ccm_testing::{load_balancers::name_for_uid, services};
 use kube::api::PostParams;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -207,8 +208,10 @@ impl Soak {
             aws.elb().load_balancer(&lb).await?,
             aws.elbv2().load_balancer(&lb).await?,
         );
+        let mut node_ports = None;
         let (dns, internal, ports, members, groups) = match (spec.nlb, classic, network) {
             (false, Some(c), None) => {
+                node_ports = Some(load_balancer_ports(&c));
                 let interval = c.health_check.as_ref().map(|h| h.interval);
                 if interval != Some(spec.interval.map_or(10, |i| i as i32)) {
                     return Ok(Some(format!("health-check interval {interval:?}")));
@@ -243,13 +246,40 @@ impl Soak {
         if let Some((_, why)) = wrong.into_iter().find(|(bad, _)| *bad) {
             return Ok(Some(why));
         }
-        self.groups_mismatch(&groups, spec).await
+        match self.groups_mismatch(&groups, spec).await? {
+            Some(why) => Ok(Some(why)),
+            None => self.node_rules_mismatch(spec, node_ports).await,
+        }
+    }
+
+    /// A Classic ELB with the given group: the nodes' group allows the given group on every port the load
+    /// balancer sends to (and never all traffic). Other Services sharing the group must not have taken them.
+    async fn node_rules_mismatch(
+        &self,
+        spec: &Spec,
+        node_ports: Option<BTreeSet<i32>>,
+    ) -> anyhow::Result<Option<String>> {
+        let (Some(needed), true) = (node_ports, spec.byo_group) else {
+            return Ok(None);
+        };
+        let rules = self.rules_from_given_group().await?;
+        let present: BTreeSet<i32> = rules.iter().filter_map(SourceRule::port).collect();
+        let ok = needed.is_subset(&present) && !rules.iter().any(SourceRule::is_wide);
+        Ok((!ok).then(|| format!("node rules from the given group {rules:?}, want ports {needed:?}")))
+    }
+
+    /// The rules on the nodes' group whose source is the given group.
+    pub async fn rules_from_given_group(&self) -> anyhow::Result<Vec<SourceRule>> {
+        let filter = Filter::new("group-id", [self.world.node_group.as_str()]);
+        let read = self.world.aws.ec2().security_groups(&[filter]).await?;
+        let source = ccm_aws_api::SecurityGroupId::new(self.byo_group.clone());
+        Ok(read.iter().flat_map(|g| source_rules(g, &source)).collect())
     }
 
     /// The load balancer's groups: the given one (an NLB's `security-groups`), or one managed group whose TCP
     /// ingress is exactly every listener port from every source range (`0.0.0.0/0` when none).
     async fn groups_mismatch(&self, groups: &[String], spec: &Spec) -> anyhow::Result<Option<String>> {
-        if spec.nlb && spec.byo_group {
+        if spec.byo_group {
             let ok = groups == [self.byo_group.clone()];
             return Ok((!ok).then(|| format!("security groups {groups:?}, given {}", self.byo_group)));
         }

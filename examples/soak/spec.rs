@@ -23,7 +23,8 @@ pub struct Spec {
     pub interval: Option<u32>,
     pub cross_zone: bool,
     pub idle_timeout: Option<u32>,
-    /// NLB only: the given group (`security-groups` annotation) instead of a managed one.
+    /// The given group (`security-groups` annotation) instead of a managed one; shared by every Service that
+    /// has it, so Classic ELBs share the source of their node rules.
     pub byo_group: bool,
 }
 
@@ -141,10 +142,7 @@ impl Spec {
             "connection-idle-timeout",
             self.idle_timeout.map(|t| t.to_string()),
         );
-        set(
-            "security-groups",
-            (self.nlb && self.byo_group).then(|| byo_group.to_owned()),
-        );
+        set("security-groups", self.byo_group.then(|| byo_group.to_owned()));
         out
     }
 

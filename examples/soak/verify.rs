@@ -142,6 +142,13 @@ pub async fn finish(
         ..Default::default()
     };
     outcome.stuck_finalizers = delete_all(soak).await?;
+    // Every Service gone: no rule from the group Services were given may be left on the nodes' group.
+    let left = soak.rules_from_given_group().await?;
+    if !left.is_empty() {
+        outcome.leaks.push(format!(
+            "rules from the given group left on the nodes' group: {left:?}"
+        ));
+    }
     outcome.nodes_lost = nodes(soak).await?;
     let stuck = replicas.lock().await.stop_all().await;
     if stuck > 0 {
@@ -151,7 +158,9 @@ pub async fn finish(
     }
     soak.world.proxy.set_chaos(None);
     outcome.foreign_mutations = self::foreign(soak, foreign, before).await?;
-    (outcome.leaks, outcome.doctor_other) = doctor(soak)?;
+    let (leaks, other) = doctor(soak)?;
+    outcome.leaks.extend(leaks);
+    outcome.doctor_other = other;
     Ok(outcome)
 }
 
