@@ -52,6 +52,12 @@ struct Cli {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Warnings (a check that could not be made, a load balancer left alone) go to stderr beside the report.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
+        .init();
     match run(Cli::parse()).await {
         Ok(true) => ExitCode::from(1),
         Ok(false) => ExitCode::SUCCESS,
