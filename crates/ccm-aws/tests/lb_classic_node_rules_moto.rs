@@ -243,3 +243,61 @@ async fn an_instance_with_two_cluster_groups_is_skipped_alone() {
     // The others were served: their group allows the Classic ELB's ports, the odd one's second group nothing.
     assert!(w.rules_from(&g2, &g1).await.is_empty());
 }
+
+/// Two NLBs in the same subnets with kube-proxy's health port need the same health rules (tcp 10256 from each
+/// subnet's CIDR), which AWS keeps once, under the first NLB's description. When that NLB goes, its health rules
+/// are handed over to the other (described with its name), not revoked; when the other goes too, they go.
+#[tokio::test]
+async fn nlbs_sharing_health_rules_hand_them_over() {
+    let w = world_with(106, "lbrules", false, |b, _| b).await;
+    let config = w.config.clone().with_health_probe(HealthProbeMode::Shared {
+        port: 10256,
+        path: "/healthz".into(),
+    });
+    let lbs = w.lbs(config);
+    let nodes = w.nodes_in(&w.node_group, &[]).await;
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let (a, b) = (
+        service(&uid(), &[(80, 30300)], &[(Key::Type, "nlb")]),
+        service(&uid(), &[(80, 30400)], &[(Key::Type, "nlb")]),
+    );
+    lbs.ensure_load_balancer("kubernetes", &a, &refs).await.unwrap();
+    lbs.ensure_load_balancer("kubernetes", &b, &refs).await.unwrap();
+    let (name_a, name_b) = (
+        lbs.load_balancer_name("kubernetes", &a),
+        lbs.load_balancer_name("kubernetes", &b),
+    );
+    let described = |name: &str| format!("kubernetes.io/rule/nlb/health={name}");
+    assert_eq!(
+        health_rules(&w).await,
+        [described(&name_a)].into(),
+        "made once, by the first"
+    );
+
+    lbs.ensure_load_balancer_deleted("kubernetes", &a).await.unwrap();
+    assert_eq!(
+        health_rules(&w).await,
+        [described(&name_b)].into(),
+        "handed over, not revoked"
+    );
+    // Steady for B.
+    lbs.ensure_load_balancer("kubernetes", &b, &refs).await.unwrap();
+    assert_eq!(health_rules(&w).await, [described(&name_b)].into());
+    lbs.ensure_load_balancer_deleted("kubernetes", &b).await.unwrap();
+    assert_eq!(health_rules(&w).await, BTreeSet::new());
+}
+
+/// The descriptions of the rules on port 10256 of the nodes' group.
+async fn health_rules(w: &World) -> BTreeSet<String> {
+    let found = w
+        .adapter
+        .ec2()
+        .security_groups(&[Filter::new("group-id", [w.node_group.as_str()])])
+        .await
+        .unwrap();
+    ccm_load_balancers::nlb::node_rules::described_rules(&found[0])
+        .into_iter()
+        .filter(|r| r.rule.from_port == 10256)
+        .map(|r| r.description)
+        .collect()
+}

@@ -19,8 +19,10 @@
 //!   the rules described with this load balancer's name. Rules with another description are never changed, nor
 //!   are groups of other clusters, nor untagged groups other than the target instances' chosen ones.
 //! - A rule that AWS already has under another description (the same protocol, ports and source, which AWS
-//!   treats as one rule) is taken as present: authorizing it again would fail as a duplicate. Its owner may remove
-//!   it later; the next reconcile of this load balancer adds it back under its own description.
+//!   treats as one rule) is taken as present: authorizing it again would fail as a duplicate. A health rule its
+//!   owner gives up while another NLB on that group needs it (same subnets, same health port) is handed over to
+//!   that NLB instead of revoked ([`find_heirs`]); any other such rule its owner may remove, and the next
+//!   reconcile of this load balancer adds it back under its own description.
 //!
 //! AWS calls of [`observe`], made concurrently: one `DescribeInstances` for all targets (none without targets),
 //! one `DescribeSecurityGroups` filtered on the cluster tag key and the VPC (two in legacy tag mode), one
@@ -49,8 +51,10 @@ use serde::Serialize;
 
 use crate::{Error, shared, shared::Rule};
 
+mod heirs;
 mod observe;
 
+pub use heirs::find as find_heirs;
 pub use observe::observe;
 
 /// The description prefix of client rules: `kubernetes.io/rule/nlb/client=<load balancer name>`.
@@ -103,6 +107,9 @@ pub struct Observed {
     /// Target instances whose group cannot be chosen (several tagged for the cluster, or several untagged),
     /// with why: neither registered nor given rules, and a Warning on their Node.
     pub skipped: BTreeMap<String, String>,
+    /// Health rules this load balancer gives up that another NLB on the same group needs, with that NLB's name
+    /// ([`find_heirs`]): handed over (described with its name) instead of revoked.
+    pub heirs: BTreeMap<(SecurityGroupId, Rule), String>,
 }
 
 /// A change to one node group.
@@ -345,8 +352,8 @@ pub fn plan(access: &NodeAccess, observed: &Observed) -> Vec<RuleChange> {
                 group,
                 targets.contains(&group.id),
                 &wanted,
-                &client,
-                &health,
+                (&client, &health),
+                &observed.heirs,
             ));
         }
     }
@@ -358,8 +365,8 @@ fn group_changes(
     group: &SecurityGroup,
     is_target: bool,
     wanted: &BTreeSet<DescribedRule>,
-    client: &str,
-    health: &str,
+    (client, health): (&str, &str),
+    heirs: &BTreeMap<(SecurityGroupId, Rule), String>,
 ) -> Vec<RuleChange> {
     let mut changes = Vec::new();
     let present = described_rules(group);
@@ -384,8 +391,19 @@ fn group_changes(
         .filter(|r| !stale.contains(r))
         .map(|r| &r.rule)
         .collect();
+    // A health rule another NLB needs is handed over: revoked, then authorized again under its name.
+    let handed: Vec<DescribedRule> = stale
+        .iter()
+        .filter_map(|r| {
+            let heir = heirs.get(&(group.id.clone(), r.rule.clone()))?;
+            (r.description == health).then(|| DescribedRule {
+                rule: r.rule.clone(),
+                description: format!("{HEALTH_RULE_PREFIX}{heir}"),
+            })
+        })
+        .collect();
     let mut add: BTreeMap<&Rule, &DescribedRule> = BTreeMap::new();
-    for r in mine.iter().chain(&mtu) {
+    for r in mine.iter().chain(&mtu).chain(&handed) {
         if !kept.contains(&r.rule) {
             add.entry(&r.rule).or_insert(r);
         }

@@ -162,7 +162,9 @@ pub async fn observe<E: Ec2, V: Elbv2>(
                 .collect(),
             _ => desired.subnets.iter().map(|s| SubnetId::new(s.clone())).collect(),
         };
-        observed.node_rules = Some(node_rules::observe(ec2, config, access, &subnets).await?);
+        let mut nodes = node_rules::observe(ec2, config, access, &subnets).await?;
+        node_rules::find_heirs(ec2, elbv2, access, &mut nodes).await?;
+        observed.node_rules = Some(nodes);
     }
     observed.load_balancer = load_balancer;
     Ok(observed)
@@ -415,5 +417,7 @@ async fn deleted_node_rules<E: Ec2, V: Elbv2>(
         instances: instances.into_iter().collect(),
         ..NodeAccess::none(name)
     };
-    Ok(Some(node_rules::observe(ec2, config, &access, &subnets).await?))
+    let mut nodes = node_rules::observe(ec2, config, &access, &subnets).await?;
+    node_rules::find_heirs(ec2, elbv2, &access, &mut nodes).await?;
+    Ok(Some(nodes))
 }

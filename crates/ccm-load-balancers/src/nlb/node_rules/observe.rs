@@ -108,6 +108,7 @@ pub async fn observe<E: Ec2>(
         // Not registered either: a target the nodes' groups do not let in would only fail its health checks.
         not_running: not_running.into_iter().chain(skipped.keys().cloned()).collect(),
         skipped,
+        heirs: BTreeMap::new(),
     })
 }
 

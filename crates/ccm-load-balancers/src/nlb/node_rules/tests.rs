@@ -63,6 +63,7 @@ fn observed(groups: Vec<SecurityGroup>, targets: &[(&str, &str)], sources: &[&st
         health_sources: sources.iter().map(|s| (*s).to_owned()).collect(),
         not_running: Default::default(),
         skipped: Default::default(),
+        heirs: Default::default(),
     }
 }
 

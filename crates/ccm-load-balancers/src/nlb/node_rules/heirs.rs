@@ -1,0 +1,153 @@
+//! Health rules other NLBs need: two NLBs in the same subnets with the same health check port need the same rule
+//! (`tcp` on that port from each subnet's CIDR), which AWS keeps once, under the description of the NLB that made
+//! it. When that NLB no longer needs it (deleted, or its nodes left that group), revoking it would fail the
+//! other NLB's health checks until its next reconcile. So the rule is handed over instead: revoked and authorized
+//! again at once, described with the other NLB's name, which then owns it (and revokes it when it does not need it
+//! after all).
+//!
+//! Who may need it: the NLBs with client rules on the same group (their descriptions name them). Their needs are
+//! read only when this NLB has a health rule to give up on a group that another NLB uses: one
+//! `DescribeLoadBalancers` and one `DescribeTargetGroups` per such NLB, one `DescribeSubnets` for their subnets.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ccm_aws_api::{Ec2, Elbv2, Filter, SecurityGroupId, SubnetId};
+
+use super::{CLIENT_RULE_PREFIX, NodeAccess, Observed, described_rules};
+use crate::{Error, shared::Rule};
+
+/// At most this many other NLBs are read for one load balancer's handover (a bound on the calls; the rest of
+/// their needs then go unseen, and their next reconcile restores a revoked rule).
+const MAX_HEIRS: usize = 20;
+
+/// Fills `observed.heirs`: for each health rule of `access`'s load balancer that it no longer needs on a group,
+/// the other NLB on that group that needs it (see the module documentation).
+pub async fn find<E: Ec2, V: Elbv2>(
+    ec2: &E,
+    elbv2: &V,
+    access: &NodeAccess,
+    observed: &mut Observed,
+) -> Result<(), Error> {
+    let given_up = given_up(access, observed);
+    if given_up.is_empty() {
+        return Ok(());
+    }
+    let mut candidates: BTreeMap<&SecurityGroupId, BTreeSet<String>> = BTreeMap::new();
+    let mine = access.client_description();
+    for group in observed.groups.iter().filter(|g| given_up.contains_key(&g.id)) {
+        let others = described_rules(group)
+            .into_iter()
+            .filter(|r| r.description != mine)
+            .filter_map(|r| r.description.strip_prefix(CLIENT_RULE_PREFIX).map(str::to_owned));
+        candidates.entry(&group.id).or_default().extend(others);
+    }
+    let names: BTreeSet<&String> = candidates.values().flatten().take(MAX_HEIRS).collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    let needs = needs(ec2, elbv2, &names).await?;
+    let mut heirs = BTreeMap::new();
+    for (group, rules) in &given_up {
+        for rule in rules {
+            let heir = candidates
+                .get(group)
+                .into_iter()
+                .flatten()
+                .find(|name| needs.get(*name).is_some_and(|n| n.contains(rule)));
+            if let Some(heir) = heir {
+                heirs.insert((group.clone(), rule.clone()), heir.clone());
+            }
+        }
+    }
+    observed.heirs = heirs;
+    Ok(())
+}
+
+/// The health rules of `access`'s load balancer on each group that it will not keep there.
+fn given_up(access: &NodeAccess, observed: &Observed) -> BTreeMap<SecurityGroupId, Vec<Rule>> {
+    let health = access.health_description();
+    let wanted: BTreeSet<Rule> = access
+        .rules(&observed.health_sources)
+        .into_iter()
+        .map(|r| r.rule)
+        .collect();
+    let targets: BTreeSet<&SecurityGroupId> = access
+        .instances
+        .iter()
+        .filter_map(|i| observed.instance_groups.get(i))
+        .collect();
+    let mut out = BTreeMap::new();
+    for group in &observed.groups {
+        let kept = |r: &Rule| targets.contains(&group.id) && wanted.contains(r);
+        let rules: Vec<Rule> = described_rules(group)
+            .into_iter()
+            .filter(|r| r.description == health && !kept(&r.rule))
+            .map(|r| r.rule)
+            .collect();
+        if !rules.is_empty() {
+            out.insert(group.id.clone(), rules);
+        }
+    }
+    out
+}
+
+/// The health rules each named NLB needs: `tcp` on each target group's health check port from each of its
+/// subnets' IPv4 CIDRs. NLBs that are gone need nothing.
+async fn needs<E: Ec2, V: Elbv2>(
+    ec2: &E,
+    elbv2: &V,
+    names: &BTreeSet<&String>,
+) -> Result<BTreeMap<String, BTreeSet<Rule>>, Error> {
+    let context = "reading the other NLBs that use the nodes' groups";
+    let mut ports: BTreeMap<String, (BTreeSet<i32>, Vec<SubnetId>)> = BTreeMap::new();
+    for name in names {
+        let Some(lb) = elbv2.load_balancer(name).await.map_err(Error::aws(context))? else {
+            continue;
+        };
+        let groups = elbv2.target_groups(&lb.arn).await.map_err(Error::aws(context))?;
+        let health: BTreeSet<i32> = groups
+            .iter()
+            .filter_map(|tg| match tg.health_check.port.as_deref() {
+                None | Some("traffic-port") => Some(tg.port),
+                Some(port) => port.parse().ok(),
+            })
+            .collect();
+        let subnets = lb
+            .availability_zones
+            .iter()
+            .filter_map(|z| z.subnet_id.clone())
+            .collect();
+        ports.insert((*name).clone(), (health, subnets));
+    }
+    let ids: BTreeSet<&str> = ports
+        .values()
+        .flat_map(|(_, s)| s.iter().map(SubnetId::as_str))
+        .collect();
+    let cidrs: BTreeMap<SubnetId, String> = if ids.is_empty() {
+        BTreeMap::new()
+    } else {
+        ec2.subnets(&[Filter::new("subnet-id", ids.iter().copied())])
+            .await
+            .map_err(Error::aws(context))?
+            .into_iter()
+            .filter_map(|s| Some((s.id, s.cidr_block?)))
+            .collect()
+    };
+    Ok(ports
+        .into_iter()
+        .map(|(name, (health, subnets))| {
+            let rules = health
+                .iter()
+                .flat_map(|port| {
+                    subnets.iter().filter_map(|s| cidrs.get(s)).map(|cidr| Rule {
+                        protocol: "tcp".to_owned(),
+                        from_port: *port,
+                        to_port: *port,
+                        cidr: super::canonical_cidr(cidr),
+                    })
+                })
+                .collect();
+            (name, rules)
+        })
+        .collect())
+}
