@@ -14,7 +14,7 @@ pub use names::{
     security_group_description, security_group_name, security_group_tags,
 };
 pub use security_groups::{
-    GroupDiff, GroupRef, ManagedGroup, Rule, allows_all_from, authorize_idempotent, check_managed_group,
+    GroupDiff, GroupRef, ManagedGroup, Rule, authorize_idempotent, check_managed_group,
     create_or_adopt_group, find_group, instance_group, load_balancer_ingress, observed_rules,
     revoke_idempotent,
 };

@@ -201,14 +201,6 @@ pub async fn revoke_idempotent<E: Ec2>(
     }
 }
 
-/// Whether `group` allows all traffic from `source`.
-pub fn allows_all_from(group: &SecurityGroup, source: &SecurityGroupId) -> bool {
-    group
-        .ingress
-        .iter()
-        .any(|p| p.protocol == "-1" && p.source_groups.iter().any(|g| g.group_id == *source))
-}
-
 /// The group of an instance that receives the load balancer's rule: the only group tagged for the cluster, else
 /// the only untagged group; several candidates are an error naming them.
 pub fn instance_group(
