@@ -3,6 +3,12 @@
 //! Requests with the same key (for example the same tag set) wait together for a short window; the first
 //! request of a bucket starts its timer, and a bucket that reaches its size limit goes at once. The executor
 //! runs on its own task, so a caller that gives up (its future dropped) never strands the others.
+//!
+//! That task must not outlive its callers either: a leader whose lease lapsed has its controllers stopped (their
+//! futures dropped) but the process goes on as a candidate, and a request sent for them then, retries included,
+//! would write to AWS while another replica leads. So a bucket sends only the requests of callers still waiting,
+//! nothing at all when none is, and its execution is dropped (no further attempt) as soon as the last caller
+//! has gone.
 
 use std::{
     collections::BTreeMap,
@@ -133,11 +139,33 @@ impl<K, Req, Res> Shared<K, Req, Res> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Sends the requests of the callers still waiting, and answers them; see the module's documentation for
+    /// why nothing is sent for callers that have gone.
     async fn run(&self, key: K, bucket: Bucket<Req, Res>) {
-        let (requests, senders): (Vec<_>, Vec<_>) = bucket.waiters.into_iter().unzip();
-        let results = (self.execute)(key, requests).await;
+        let (requests, mut senders): (Vec<_>, Vec<_>) = bucket
+            .waiters
+            .into_iter()
+            .filter(|(_, tx)| !tx.is_closed())
+            .unzip();
+        if senders.is_empty() {
+            return;
+        }
+        let results = {
+            let execution = (self.execute)(key, requests);
+            // Resolves once every caller has dropped its receiver (awaiting each in turn waits for the last).
+            let all_gone = async {
+                for tx in &mut senders {
+                    tx.closed().await;
+                }
+            };
+            tokio::select! {
+                results = execution => results,
+                // Dropping the execution cancels its current attempt and every retry it would have made.
+                () = all_gone => return,
+            }
+        };
         for (tx, result) in senders.into_iter().zip(results) {
-            // The caller may have gone away: nothing to do.
+            // The caller may have gone away meanwhile: nothing to do.
             let _ = tx.send(result);
         }
     }
@@ -206,5 +234,95 @@ mod tests {
             "did not wait for the window"
         );
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    /// A batcher with a 10 ms window whose executor counts its calls and records the requests it was given.
+    fn recording(calls: &Arc<Mutex<Vec<Vec<u32>>>>) -> Batcher<(), u32, u32> {
+        let calls = calls.clone();
+        Batcher::new(Duration::from_millis(10), 100, move |(), reqs: Vec<u32>| {
+            calls.lock().unwrap().push(reqs.clone());
+            async move { reqs.into_iter().map(Ok).collect() }
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_is_sent_for_callers_gone_before_the_window_ends() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let batcher = recording(&calls);
+        let give_up = Duration::from_millis(5);
+        let (a, b) = tokio::join!(
+            tokio::time::timeout(give_up, batcher.submit((), 1, 1, ("ec2", "Test"))),
+            tokio::time::timeout(give_up, batcher.submit((), 2, 1, ("ec2", "Test"))),
+        );
+        assert!(a.is_err() && b.is_err(), "the callers gave up");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(calls.lock().unwrap().is_empty(), "{:?}", calls.lock().unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_the_requests_of_callers_still_waiting_are_sent() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let batcher = recording(&calls);
+        let (gone, waiting) = tokio::join!(
+            tokio::time::timeout(
+                Duration::from_millis(5),
+                batcher.submit((), 1, 1, ("ec2", "Test"))
+            ),
+            batcher.submit((), 2, 1, ("ec2", "Test")),
+        );
+        assert!(gone.is_err());
+        assert_eq!(waiting.unwrap(), 2);
+        assert_eq!(*calls.lock().unwrap(), vec![vec![2]]);
+    }
+
+    /// A batcher with a 10 ms window whose executor makes an attempt every second, 100 times, then answers.
+    fn retrying(attempts: &Arc<AtomicUsize>) -> Batcher<(), u32, u32> {
+        let attempts = attempts.clone();
+        Batcher::new(Duration::from_millis(10), 100, move |(), reqs: Vec<u32>| {
+            let attempts = attempts.clone();
+            async move {
+                for _ in 0..100 {
+                    attempts.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                reqs.into_iter().map(Ok).collect()
+            }
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_attempt_is_made_once_every_caller_has_gone() {
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let batcher = retrying(&attempts);
+        // Attempts at 10 ms, 1.01 s, 2.01 s and 3.01 s; both callers give up at 3.5 s.
+        let give_up = Duration::from_millis(3500);
+        let (a, b) = tokio::join!(
+            tokio::time::timeout(give_up, batcher.submit((), 1, 1, ("ec2", "Test"))),
+            tokio::time::timeout(give_up, batcher.submit((), 2, 1, ("ec2", "Test"))),
+        );
+        assert!(a.is_err() && b.is_err(), "the callers gave up");
+        assert_eq!(attempts.load(Ordering::SeqCst), 4);
+        tokio::time::sleep(Duration::from_secs(300)).await;
+        assert_eq!(
+            attempts.load(Ordering::SeqCst),
+            4,
+            "attempts after the callers had gone"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_execution_goes_on_while_one_caller_still_waits() {
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let batcher = retrying(&attempts);
+        let (gone, waiting) = tokio::join!(
+            tokio::time::timeout(
+                Duration::from_millis(3500),
+                batcher.submit((), 1, 1, ("ec2", "Test"))
+            ),
+            batcher.submit((), 2, 1, ("ec2", "Test")),
+        );
+        assert!(gone.is_err());
+        assert_eq!(waiting.unwrap(), 2);
+        assert_eq!(attempts.load(Ordering::SeqCst), 100);
     }
 }
