@@ -82,11 +82,18 @@ async fn e2e_custom_provider_initializes_its_nodes_only() {
     for _ in 0..150 {
         let node = nodes.get(&ours).await.unwrap();
         let spec = node.spec.clone().unwrap_or_default();
-        if !spec
-            .taints
-            .unwrap_or_default()
-            .iter()
-            .any(|t| t.key == UNINITIALIZED)
+        // The addresses are written right after the taint goes (a second write, as upstream): wait for both.
+        let addressed = node
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.as_ref())
+            .is_some_and(|a| !a.is_empty());
+        if addressed
+            && !spec
+                .taints
+                .unwrap_or_default()
+                .iter()
+                .any(|t| t.key == UNINITIALIZED)
         {
             initialized = Some(node);
             break;
@@ -103,7 +110,8 @@ async fn e2e_custom_provider_initializes_its_nodes_only() {
         nodes.delete(name, &DeleteParams::default()).await.unwrap();
     }
 
-    let node = initialized.expect("the in-memory machine's Node lost its uninitialized taint within 30 s");
+    let node = initialized
+        .expect("the in-memory machine's Node lost its uninitialized taint and got addresses within 30 s");
     assert_eq!(
         node.spec.unwrap().provider_id.as_deref(),
         Some(format!("in-memory://{ours}").as_str())
