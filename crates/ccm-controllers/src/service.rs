@@ -9,6 +9,7 @@
 mod cleanup;
 mod drift;
 mod node_sync;
+mod predecessor;
 mod predicates;
 mod the_rest;
 
@@ -118,8 +119,11 @@ struct Ctx<P: CloudProvider> {
     last_synced: Mutex<HashMap<String, Arc<BTreeMap<String, String>>>>,
     /// The host set last computed, which every Service given the same one shares.
     latest_hosts: Mutex<Arc<BTreeMap<String, String>>>,
-    /// Deletions waiting on the cloud, by `namespace/name`.
+    /// Deletions waiting on the cloud, by `namespace/name` (or a predecessor's key).
     waits: Mutex<HashMap<String, cleanup::Wait>>,
+    /// Previous incarnations of re-created Services whose load balancers are being deleted, by
+    /// `namespace/name@uid` (see [`predecessor`]).
+    predecessors: Mutex<HashMap<String, Arc<Service>>>,
     /// What drifted, by `namespace/name` of the Services queued to repair it.
     drift: Mutex<HashMap<String, String>>,
     /// Services whose load balancer the last change (ensure or host update) left as wanted, none of theirs in
@@ -188,6 +192,7 @@ pub async fn run<P: CloudProvider>(
         last_synced: Mutex::default(),
         latest_hosts: Mutex::default(),
         waits: Mutex::default(),
+        predecessors: Mutex::default(),
         drift: Mutex::default(),
         settled: Mutex::default(),
         changes: Default::default(),
@@ -202,7 +207,9 @@ pub async fn run<P: CloudProvider>(
             let key = key_of(&svc);
             let enqueue = match seen_services.get(&key) {
                 None => wants_load_balancer(&svc) || needs_cleanup(&svc),
-                Some(old) => needs_update(old, &svc) || needs_cleanup(&svc),
+                // A Service being cleaned up is queued once, when that starts: its deletion retries on its
+                // own, and its later updates (our status patch) would only repeat the provider's delete.
+                Some(old) => needs_update(old, &svc) || (needs_cleanup(&svc) && !needs_cleanup(old)),
             };
             seen_services.insert(key.clone(), svc);
             if enqueue {
@@ -288,6 +295,9 @@ async fn sync_within_deadline<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Resu
 }
 
 async fn sync_service<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
+    if predecessor::is_key(key) {
+        return predecessor::sync(ctx, key).await;
+    }
     let key_lock = key_lock(ctx, key);
     let _held = key_lock.lock().await;
     drift::unsettle(ctx, key);
@@ -310,8 +320,9 @@ async fn sync_service_locked<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Resul
     if let Some(cached) = cached
         && cached.metadata.uid != svc.metadata.uid
     {
-        // Deleted and re-created (without our finalizer) while we were not looking: clean up the old one.
-        delete_cached_load_balancer(ctx, lb, &cached).await?;
+        // Deleted and re-created (without our finalizer) while we were not looking: the old one's load balancer
+        // is deleted under a key of its own, and never holds up the new one.
+        predecessor::hand_over(ctx, key, cached);
     }
     lock(&ctx.cache).insert(key.to_owned(), svc.clone());
     match sync_load_balancer_if_needed(ctx, lb, &svc).await {
@@ -352,22 +363,24 @@ async fn process_service_deletion<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> 
         return Ok(());
     }
     if let Some(lb) = ctx.provider.load_balancer() {
-        delete_cached_load_balancer(ctx, lb, &cached).await?;
+        delete_cached_load_balancer(ctx, lb, &cached, key).await?;
     }
     lock(&ctx.cache).remove(key);
     lock(&ctx.last_synced).remove(key);
     Ok(())
 }
 
+/// Deletes the load balancer of `svc`, a Service no longer in the cluster, under the work queue key `key`.
 async fn delete_cached_load_balancer<P: CloudProvider>(
     ctx: &Ctx<P>,
     lb: &P::LoadBalancer,
     svc: &Service,
+    key: &str,
 ) -> Result<(), Error> {
     if !wants_load_balancer(svc) {
         return Ok(());
     }
-    match cleanup::delete_load_balancer(ctx, lb, svc).await {
+    match cleanup::delete_load_balancer(ctx, lb, svc, key).await {
         Err(e @ Error::Cloud { .. }) => {
             let message = format!("Error deleting load balancer: {}", ErrorChain(&e));
             ctx.recorder
@@ -430,10 +443,16 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
                 .is_some()
         };
         if ours {
-            cleanup::delete_load_balancer(ctx, lb, svc).await?;
+            cleanup::delete_load_balancer(ctx, lb, svc, &key).await?;
         }
         if has_finalizer(svc) {
+            // The status first: once the finalizer is gone the object may be too, and a Service that stays
+            // (its type changed) must not show an address that no longer exists.
+            if !ingress_equal(previous.as_ref(), None) {
+                patch_status(ctx, svc, &LoadBalancerStatus::default()).await?;
+            }
             patch_finalizer(ctx, svc, false).await?;
+            return Ok(Op::Delete);
         }
         (Op::Delete, LoadBalancerStatus::default())
     } else {
@@ -506,6 +525,18 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
     Ok(op)
 }
 
+/// `patch` made to apply only to the object with `uid`: the apiserver refuses it (409 Conflict) for another
+/// object of the same name, such as the Service re-created after the one a sync read.
+pub fn with_uid_precondition(mut patch: serde_json::Value, uid: Option<&str>) -> serde_json::Value {
+    if let (Some(uid), Some(body)) = (uid, patch.as_object_mut()) {
+        let metadata = body.entry("metadata").or_insert_with(|| json!({}));
+        if let Some(metadata) = metadata.as_object_mut() {
+            metadata.insert("uid".to_owned(), json!(uid));
+        }
+    }
+    patch
+}
+
 /// The status patch body: the whole `status.loadBalancer`, with `ingress: null` to clear it.
 pub fn status_patch(status: &LoadBalancerStatus) -> serde_json::Value {
     match status.ingress.as_ref().filter(|i| !i.is_empty()) {
@@ -528,12 +559,16 @@ async fn patch_status<P: CloudProvider>(
         .patch_status(
             svc.metadata.name.as_deref().unwrap_or_default(),
             &PatchParams::default(),
-            &Patch::Merge(&status_patch(status)),
+            &Patch::Merge(&with_uid_precondition(
+                status_patch(status),
+                svc.metadata.uid.as_deref(),
+            )),
         )
         .await
     {
         Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
+        // Gone, or replaced by a Service of the same name (the UID precondition): not this sync's to write.
+        Err(e) if is_not_found(&e) || is_replaced(&e) => Ok(()),
         Err(e) => Err(Error::kube(
             "failed to update load balancer status",
             key_of(svc),
@@ -558,21 +593,36 @@ async fn patch_finalizer<P: CloudProvider>(ctx: &Ctx<P>, svc: &Service, add: boo
     );
     ctx.config.metrics.api_write();
     // Like upstream, through the status subresource, which accepts metadata changes and ignores the spec.
-    api.patch_status(
-        svc.metadata.name.as_deref().unwrap_or_default(),
-        &PatchParams::default(),
-        &Patch::Strategic(&finalizer_patch(add)),
-    )
-    .await
-    .map_err(|e| {
-        let context = if add {
-            "failed to add load balancer cleanup finalizer"
-        } else {
-            "failed to remove load balancer cleanup finalizer"
-        };
-        Error::kube(context, key_of(svc), e)
-    })?;
-    Ok(())
+    let patch = with_uid_precondition(finalizer_patch(add), svc.metadata.uid.as_deref());
+    let result = api
+        .patch_status(
+            svc.metadata.name.as_deref().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Strategic(&patch),
+        )
+        .await;
+    match result {
+        Ok(_) => Ok(()),
+        // Removing: the Service is gone, or replaced by one of the same name (the UID precondition), and our
+        // finalizer with it. Adding fails either way: the Service read is not there to be served.
+        Err(e) if !add && (is_not_found(&e) || is_replaced(&e)) => Ok(()),
+        Err(e) => {
+            let context = if add {
+                "failed to add load balancer cleanup finalizer"
+            } else {
+                "failed to remove load balancer cleanup finalizer"
+            };
+            Err(Error::kube(context, key_of(svc), e))
+        }
+    }
+}
+
+/// Whether the apiserver refused a patch for its UID precondition: the object of that name is another one.
+/// (The uid in a patch body is checked as an immutable field: `422 Invalid` on `metadata.uid`; a Conflict
+/// naming the UID is what the update path's own precondition answers.)
+fn is_replaced(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(r)
+        if (r.code == 422 && r.message.contains("metadata.uid")) || (r.code == 409 && r.message.contains("UID")))
 }
 
 #[cfg(test)]

@@ -283,3 +283,159 @@ async fn a_service_that_leaves_the_selector_keeps_its_load_balancer() {
         .unwrap();
     services.delete(&group, &DeleteParams::default()).await.unwrap();
 }
+
+/// A Service deleted while its load balancer's deletion waits on the cloud, its finalizer stripped by hand and
+/// the Service applied again (a new UID): the new one is served at once, the old one's deletion goes on beside
+/// it until the cloud lets it finish, and it never touches the new load balancer.
+#[tokio::test]
+async fn a_recreated_service_is_served_while_its_predecessor_is_deleted() {
+    let client = TestEnv::get().kube_client().await.unwrap();
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let group = unique_name("again");
+    let cloud = FakeProvider::new();
+    let mut config = service::ServiceConfig::default();
+    config.cluster_name = "test-cluster".into();
+    config.min_retry_delay = Duration::from_millis(100);
+    config.service_selector = Some(format!("ccm-test/group={group}"));
+    config.node_selector = Some(format!("ccm-test/group={group}"));
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(service::run(
+        client.clone(),
+        Arc::new(cloud.clone()),
+        config,
+        async {
+            stop_rx.await.ok();
+        },
+    ));
+    let manifest: Service = serde_json::from_value(json!({
+        "metadata": { "name": group, "labels": { "ccm-test/group": group } },
+        "spec": { "type": "LoadBalancer", "ports": [{ "port": 80, "protocol": "TCP" }] },
+    }))
+    .unwrap();
+    let served = async |uid: &str| {
+        let s = services.get_opt(&group).await.unwrap();
+        s.is_some_and(|s| {
+            s.metadata.uid.as_deref() == Some(uid)
+                && s.status
+                    .and_then(|s| s.load_balancer)
+                    .and_then(|l| l.ingress)
+                    .is_some_and(|i| !i.is_empty())
+        })
+    };
+    let first = services.create(&PostParams::default(), &manifest).await.unwrap();
+    let first_uid = first.uid().unwrap();
+    eventually("the first Service served", async || served(&first_uid).await).await;
+
+    // Its deletion waits on the cloud; the operator strips the finalizer and applies the manifest again.
+    let key = format!("default/{group}");
+    cloud.fail_for(Method::EnsureLoadBalancerDeleted, &key, None, || {
+        ccm_cloud_provider::CloudError::waiting("network interfaces of sg-1", Duration::from_millis(200))
+    });
+    services.delete(&group, &DeleteParams::default()).await.unwrap();
+    eventually("the deletion waiting", async || {
+        reasons(&events, &group)
+            .await
+            .contains(&"LoadBalancerDeletionPending".to_owned())
+    })
+    .await;
+    services
+        .patch(
+            &group,
+            &Default::default(),
+            &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    eventually("the first Service gone", async || {
+        services.get_opt(&group).await.unwrap().is_none()
+    })
+    .await;
+    let second = services.create(&PostParams::default(), &manifest).await.unwrap();
+    let second_uid = second.uid().unwrap();
+    eventually("the re-created Service served at once", async || {
+        served(&second_uid).await
+    })
+    .await;
+    assert_eq!(cloud.load_balancers()[&key].service_uid, second_uid);
+    let attempts = cloud.count(Method::EnsureLoadBalancerDeleted);
+    eventually("the predecessor's deletion still retried", async || {
+        cloud.count(Method::EnsureLoadBalancerDeleted) > attempts
+    })
+    .await;
+
+    // The cloud lets the old deletion finish: the new load balancer stays, and so does the new Service's status.
+    cloud.clear_failures();
+    let attempts = cloud.count(Method::EnsureLoadBalancerDeleted);
+    eventually("the predecessor's deletion finished", async || {
+        cloud.count(Method::EnsureLoadBalancerDeleted) > attempts
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let deletions = cloud.count(Method::EnsureLoadBalancerDeleted);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        cloud.count(Method::EnsureLoadBalancerDeleted),
+        deletions,
+        "finished: not retried any more"
+    );
+    assert_eq!(cloud.load_balancers()[&key].service_uid, second_uid);
+    assert!(served(&second_uid).await);
+
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+    services
+        .patch(
+            &group,
+            &Default::default(),
+            &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    services.delete(&group, &DeleteParams::default()).await.unwrap();
+}
+
+/// The apiserver refuses a patch whose UID precondition names another object of the same name (what keeps a
+/// sync of a replaced Service from writing onto its successor), as the immutable-field error the controller
+/// recognises.
+#[tokio::test]
+async fn a_patch_for_a_replaced_service_is_refused() {
+    let client = TestEnv::get().kube_client().await.unwrap();
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let name = unique_name("uidpre");
+    let manifest: Service = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": { "type": "ClusterIP", "ports": [{ "port": 80, "protocol": "TCP" }] },
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &manifest).await.unwrap();
+    for (patch, what) in [
+        (
+            Patch::Merge(service::with_uid_precondition(
+                service::status_patch(&Default::default()),
+                Some("not-this-one"),
+            )),
+            "status",
+        ),
+        (
+            Patch::Strategic(service::with_uid_precondition(
+                service::finalizer_patch(true),
+                Some("not-this-one"),
+            )),
+            "finalizer",
+        ),
+    ] {
+        let err = services
+            .patch_status(&name, &Default::default(), &patch)
+            .await
+            .expect_err(what);
+        let kube::Error::Api(response) = err else {
+            panic!("{what}: {err}")
+        };
+        assert_eq!(response.code, 422, "{what}: {response:?}");
+        assert!(response.message.contains("metadata.uid"), "{what}: {response:?}");
+    }
+    let unchanged = services.get(&name).await.unwrap();
+    assert!(unchanged.metadata.finalizers.is_none());
+    services.delete(&name, &DeleteParams::default()).await.unwrap();
+}

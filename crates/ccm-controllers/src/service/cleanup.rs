@@ -16,7 +16,7 @@ use ccm_cloud_provider::{CloudError, CloudProvider};
 use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use tokio::time::Instant;
 
-use super::{Ctx, key_of, lock};
+use super::{Ctx, lock};
 use crate::{
     Error,
     events::{EventType, service_reference},
@@ -38,14 +38,16 @@ pub(super) struct Wait {
 
 /// Asks the provider to delete `svc`'s load balancer and what belongs to it, posting `DeletingLoadBalancer`
 /// and `DeletedLoadBalancer`. `Err(Error::Waiting)` while the provider waits on the cloud; the caller must then
-/// keep the finalizer. Failures are returned without an Event: the caller names them in its own.
+/// keep the finalizer. Failures are returned without an Event: the caller names them in its own. `key` is the
+/// work queue's key of this deletion: the Service's, or its predecessor's (see `predecessor`).
 pub(super) async fn delete_load_balancer<P: CloudProvider>(
     ctx: &Ctx<P>,
     lb: &P::LoadBalancer,
     svc: &Service,
+    key: &str,
 ) -> Result<(), Error> {
     use ccm_cloud_provider::LoadBalancer as _;
-    let key = key_of(svc);
+    let key = key.to_owned();
     let reference = service_reference(svc);
     if !lock(&ctx.waits).contains_key(&key) {
         ctx.recorder

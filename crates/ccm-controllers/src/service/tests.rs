@@ -347,6 +347,23 @@ fn ingress_comparison_treats_absent_as_empty() {
 }
 
 #[test]
+fn the_uid_precondition_goes_into_metadata() {
+    assert_eq!(
+        with_uid_precondition(finalizer_patch(true), Some("u-1")),
+        json!({ "metadata": { "uid": "u-1", "finalizers": [FINALIZER_LB_CLEANUP] } })
+    );
+    assert_eq!(
+        with_uid_precondition(status_patch(&LoadBalancerStatus::default()), Some("u-1")),
+        json!({ "metadata": { "uid": "u-1" }, "status": { "loadBalancer": { "ingress": null } } })
+    );
+    assert_eq!(
+        with_uid_precondition(finalizer_patch(false), None),
+        finalizer_patch(false),
+        "a Service without a UID (never from an apiserver) gets none"
+    );
+}
+
+#[test]
 fn patches_touch_only_our_finalizer_and_the_status() {
     assert_eq!(
         finalizer_patch(true),
@@ -457,6 +474,7 @@ mod scripted {
             last_synced: Mutex::default(),
             latest_hosts: Mutex::default(),
             waits: Mutex::default(),
+            predecessors: Mutex::default(),
             drift: Mutex::default(),
             settled: Mutex::default(),
             changes: Default::default(),
@@ -510,13 +528,23 @@ mod scripted {
             .unwrap_or_else(|| panic!("no {reason} Event in {:?}", api.event_reasons()))
     }
 
-    /// The PATCHes of the Service, as (content type, body).
+    /// The PATCHes of the Service, as (content type, body), each without its UID precondition (which must be
+    /// there: see `every_patch_carries_the_services_uid`).
     fn patches(api: &MockApi) -> Vec<(String, serde_json::Value)> {
         api.writes()
             .into_iter()
             .map(|r| {
                 assert!(r.is_patch_of(STATUS_PATH), "unexpected request {r:?}");
-                (r.content_type, r.body)
+                let mut body = r.body;
+                let metadata = body["metadata"].as_object_mut().expect("metadata");
+                assert!(
+                    metadata.remove("uid").is_some(),
+                    "no UID precondition in {metadata:?}"
+                );
+                if metadata.is_empty() {
+                    body.as_object_mut().unwrap().remove("metadata");
+                }
+                (r.content_type, body)
             })
             .collect()
     }
@@ -650,25 +678,25 @@ mod scripted {
                 vec![Method::GetLoadBalancer],
             ),
             (
-                "finalizer on a ClusterIP with status: remove finalizer, clear status",
+                "finalizer on a ClusterIP with status: clear status, then remove finalizer",
                 with(|s| {
                     finalized(s);
                     ingress(s, "192.0.2.10");
                     cluster_ip(s);
                 }),
                 Op::Delete,
-                vec![remove_finalizer.clone(), clear_status.clone()],
+                vec![clear_status.clone(), remove_finalizer.clone()],
                 vec![Method::EnsureLoadBalancerDeleted],
             ),
             (
-                "deleting with finalizer and status: remove finalizer, clear status",
+                "deleting with finalizer and status: clear status, then remove finalizer",
                 with(|s| {
                     finalized(s);
                     ingress(s, "192.0.2.10");
                     deleting(s);
                 }),
                 Op::Delete,
-                vec![remove_finalizer, clear_status],
+                vec![clear_status, remove_finalizer],
                 vec![Method::EnsureLoadBalancerDeleted],
             ),
         ];

@@ -349,7 +349,12 @@ impl LoadBalancer for FakeProvider {
     ) -> Result<(), CloudError> {
         let key = service_key(service);
         self.record(Method::EnsureLoadBalancerDeleted, &key, 1).await?;
-        self.state().load_balancers.remove(&key);
+        // Load balancers are named by UID: a re-created Service's is not its predecessor's to delete.
+        let uid = service.metadata.uid.clone().unwrap_or_default();
+        let mut s = self.state();
+        if s.load_balancers.get(&key).is_some_and(|lb| lb.service_uid == uid) {
+            s.load_balancers.remove(&key);
+        }
         Ok(())
     }
 

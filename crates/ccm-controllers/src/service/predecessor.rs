@@ -1,0 +1,66 @@
+//! A Service deleted and re-created under the same name while its load balancer's deletion was still going on
+//! (the usual trigger: an operator strips a stuck cleanup finalizer and applies the manifest again). The two are
+//! different objects with different load balancers (the provider names them by UID): the new one is ensured at
+//! once, and the old one's cleanup goes on beside it under a key of its own, `<namespace>/<name>@<uid>`, with
+//! its own backoff, wait accounting and Events (on the old object, which is what they are about).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Service;
+
+use super::{Ctx, delete_cached_load_balancer, key_lock, lock};
+use crate::Error;
+use ccm_cloud_provider::CloudProvider;
+
+/// The key of the cleanup of a previous incarnation of a Service.
+pub(super) fn key(service_key: &str, svc: &Service) -> String {
+    format!(
+        "{service_key}@{}",
+        svc.metadata.uid.as_deref().unwrap_or_default()
+    )
+}
+
+/// Whether `key` is such a cleanup's key (Service names and namespaces never contain `@`).
+pub(super) fn is_key(key: &str) -> bool {
+    key.contains('@')
+}
+
+/// `old`, the incarnation processed last under `service_key`, was replaced: its cleanup is queued under its own
+/// key, taking along the wait already recorded for it, so the caller can ensure the new one at once.
+pub(super) fn hand_over<P: CloudProvider>(ctx: &Ctx<P>, service_key: &str, old: Arc<Service>) {
+    let key = key(service_key, &old);
+    tracing::info!(
+        service = service_key,
+        cleanup = key,
+        "the Service was deleted and re-created: its previous load balancer is deleted beside the new one"
+    );
+    {
+        let mut waits = lock(&ctx.waits);
+        if let Some(wait) = waits.remove(service_key) {
+            waits.insert(key.clone(), wait);
+        }
+    }
+    lock(&ctx.last_synced).remove(service_key);
+    lock(&ctx.predecessors).insert(key.clone(), old);
+    ctx.queue.add(&key);
+}
+
+/// Deletes the load balancer of the previous incarnation queued under `key`; forgotten once the provider is
+/// done (a wait or a failure is retried under the same key).
+pub(super) async fn sync<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
+    let held = key_lock(ctx, key);
+    let _held = held.lock().await;
+    let old = lock(&ctx.predecessors).get(key).cloned();
+    let result = match (old, ctx.provider.load_balancer()) {
+        (Some(old), Some(lb)) => delete_cached_load_balancer(ctx, lb, &old, key).await,
+        _ => Ok(()),
+    };
+    if result.is_ok() {
+        lock(&ctx.predecessors).remove(key);
+        lock(&ctx.waits).remove(key);
+    }
+    if !lock(&ctx.predecessors).contains_key(key) {
+        lock(&ctx.key_locks).remove(key);
+    }
+    result
+}
