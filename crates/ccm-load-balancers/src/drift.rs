@@ -155,7 +155,15 @@ pub fn nlb_differences(desired: &nlb::Desired, lb: &LoadBalancerV2, groups: &[Ta
         what.push("state failed".to_owned());
     }
     for tg in desired.target_groups() {
-        match groups.iter().find(|g| g.name == tg.name) {
+        // Under its upstream name or, when another load balancer holds that one, its successor name.
+        let successor = nlb::successor_target_group_name(&tg.name, &desired.name);
+        let named = |g: &&TargetGroup| g.name == tg.name || g.name == successor;
+        let found = groups
+            .iter()
+            .filter(named)
+            .find(|g| g.load_balancer_arns.contains(&lb.arn))
+            .or_else(|| groups.iter().find(|g| g.name == tg.name));
+        match found {
             None => what.push(format!("target group {} is gone", tg.name)),
             Some(g) if !g.load_balancer_arns.contains(&lb.arn) => {
                 what.push(format!("target group {} detached", tg.name));

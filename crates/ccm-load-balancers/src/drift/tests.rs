@@ -59,6 +59,27 @@ fn an_nlb_as_ensured_has_no_drift_and_its_target_groups_are_checked() {
     );
 }
 
+/// A target group under its successor name (the upstream name held by a predecessor's NLB) is no drift; the
+/// predecessor's group is not taken for this NLB's.
+#[test]
+fn an_nlb_whose_group_has_its_successor_name_has_no_drift() {
+    let desired = nlb_desired(&[], &[(80, 30080)]);
+    let observed = nlb_converged(&desired);
+    let lb = observed.load_balancer.unwrap();
+    let ours = observed.target_groups[0].group.clone();
+    let mut predecessors = ours.clone();
+    predecessors.arn = "arn:predecessor-group".into();
+    predecessors.load_balancer_arns = vec!["arn:predecessor-nlb".into()];
+    let mut renamed = ours;
+    renamed.name = nlb::successor_target_group_name(&renamed.name, &desired.name);
+    assert_eq!(
+        nlb_differences(&desired, &lb, &[predecessors.clone(), renamed]),
+        Vec::<String>::new()
+    );
+    let what = nlb_differences(&desired, &lb, &[predecessors]);
+    assert!(what[0].ends_with("detached"), "{what:?}");
+}
+
 #[tokio::test]
 async fn invalid_services_and_other_flavours_are_left_to_their_syncs() {
     let invalid = crate::classic::tests::service(&[(Key::ConnectionIdleTimeout, "0")], &[(80, 30080)]);

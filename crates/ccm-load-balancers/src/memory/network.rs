@@ -19,6 +19,8 @@ pub(crate) struct NetworkMemory {
     target_groups: Vec<ObservedTargetGroup>,
     /// The target instances' groups, which carry the NLB's rules (`None`: the nodes' rules are not managed).
     node_groups: Option<BTreeSet<SecurityGroupId>>,
+    /// The target groups taken under their successor names ([`Observed::renamed`]).
+    renamed: BTreeMap<String, String>,
 }
 
 impl NetworkMemory {
@@ -38,6 +40,7 @@ impl NetworkMemory {
             (None, Some(lb)) if !deleted => lb.clone(),
             _ => return None,
         };
+        let desired = desired.named(&observed.renamed);
         let mut target_groups: Vec<ObservedTargetGroup> = Vec::new();
         for tg in desired.target_groups() {
             if target_groups.iter().any(|g| g.group.name == tg.name) {
@@ -72,6 +75,7 @@ impl NetworkMemory {
             load_balancer,
             target_groups,
             node_groups,
+            renamed: observed.renamed.clone(),
         })
     }
 
@@ -80,6 +84,7 @@ impl NetworkMemory {
     /// instances when the nodes' rules are managed.
     pub(crate) fn recall(&self, desired: &Desired, facts: &Facts) -> Option<Observed> {
         if desired
+            .named(&self.renamed)
             .target_groups()
             .any(|tg| !self.target_groups.iter().any(|g| g.group.name == tg.name))
         {
@@ -114,6 +119,7 @@ impl NetworkMemory {
         Some(Observed {
             load_balancer: Some(self.load_balancer.clone()),
             target_groups: self.target_groups.clone(),
+            renamed: self.renamed.clone(),
             node_rules,
             ..Observed::default()
         })

@@ -468,6 +468,21 @@ impl Desired {
         self.listeners.iter().map(|l| &l.target_group)
     }
 
+    /// This desired state with the target groups taken under their successor names (upstream name -> name used,
+    /// see [`successor_target_group_name`](super::successor_target_group_name)) renamed; borrowed when none is.
+    pub fn named<'a>(&'a self, renamed: &BTreeMap<String, String>) -> std::borrow::Cow<'a, Self> {
+        if renamed.is_empty() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut desired = self.clone();
+        for listener in &mut desired.listeners {
+            if let Some(name) = renamed.get(&listener.target_group.name) {
+                listener.target_group.name.clone_from(name);
+            }
+        }
+        std::borrow::Cow::Owned(desired)
+    }
+
     pub(crate) fn wants_groups(&self) -> bool {
         !matches!(self.security, Security::Unmanaged)
     }

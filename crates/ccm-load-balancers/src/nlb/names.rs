@@ -62,3 +62,20 @@ pub fn managed_group_name(cluster_name: &str, namespace: &str, name: &str, uid: 
     let hash = sha256_hex(&format!("{cluster_name}{name}{namespace}{uid}"));
     format!("{}{}", name_prefix(namespace, name), &hash[..10])
 }
+
+/// The name a target group takes when its upstream name ([`target_group_name`]) belongs to a group that another
+/// load balancer uses: in practice the NLB of a previous Service of the same namespace, name and ports, deleted
+/// and re-created (its finalizer stripped) while that NLB is still being deleted. Upstream's names carry no
+/// Service UID, so both incarnations want the same name; the new one must neither take over nor wait for the
+/// old one's group. Same prefix, the hash being the first 10 hex digits of sha1 over the upstream name and the
+/// load balancer's own name (which carries the Service UID). The upstream name stays the first choice, so
+/// groups made by the Go controller are still found after a migration.
+pub fn successor_target_group_name(upstream: &str, load_balancer: &str) -> String {
+    let mut hasher = Sha1::new();
+    hasher.update(upstream.as_bytes());
+    hasher.update(b"/");
+    hasher.update(load_balancer.as_bytes());
+    let hash: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let prefix = upstream.rsplit_once('-').map_or(upstream, |(prefix, _)| prefix);
+    format!("{prefix}-{}", &hash[..10])
+}

@@ -12,6 +12,7 @@ use ccm_aws_api::{
 use super::{
     Desired, ReferencePermission, Security, name_prefix,
     node_rules::{self, NodeAccess},
+    successor_target_group_name,
 };
 use crate::{Error, LoadBalancerConfig, shared};
 
@@ -39,6 +40,9 @@ pub struct Observed {
     pub listeners: Vec<ListenerV2>,
     /// Its target groups and the wanted ones found by name.
     pub target_groups: Vec<ObservedTargetGroup>,
+    /// Wanted target groups whose upstream name another load balancer's group holds: upstream name -> the
+    /// successor name this NLB uses instead ([`super::successor_target_group_name`]).
+    pub renamed: BTreeMap<String, String>,
     /// Tags by ARN (load balancer, target groups, listeners).
     pub tags: BTreeMap<String, Tags>,
     /// The managed group, if it exists.
@@ -144,7 +148,8 @@ pub async fn observe<E: Ec2, V: Elbv2>(
             observed.listeners = listeners.map_err(Error::aws(CONTEXT))?;
         }
     }
-    observed.target_groups = target_groups(elbv2, desired, groups, full).await?;
+    (observed.target_groups, observed.renamed) =
+        target_groups(elbv2, desired, load_balancer.as_ref(), groups, full).await?;
     if full {
         observed.tags = tags(elbv2, load_balancer.as_ref(), &observed).await?;
     }
@@ -186,25 +191,42 @@ async fn network_load_balancer<V: Elbv2>(
 }
 
 /// The NLB's target groups and the wanted ones found by name, with the wanted groups' targets (and attributes
-/// when some are owned).
+/// when some are owned), and the wanted groups taken under their successor names. A group another load balancer
+/// uses is never taken: its name goes to the successor name (one more lookup, only then).
 async fn target_groups<V: Elbv2>(
     elbv2: &V,
     desired: &Desired,
+    load_balancer: Option<&LoadBalancerV2>,
     mut groups: Vec<TargetGroup>,
     full: bool,
-) -> Result<Vec<ObservedTargetGroup>, Error> {
+) -> Result<(Vec<ObservedTargetGroup>, BTreeMap<String, String>), Error> {
+    let mut renamed = BTreeMap::new();
+    let lookup = async |name: &str| elbv2.target_group(name).await.map_err(Error::aws(CONTEXT));
     for wanted in desired.target_groups() {
+        let successor = successor_target_group_name(&wanted.name, &desired.name);
+        if groups.iter().any(|g| g.name == wanted.name) {
+            continue;
+        }
+        if groups.iter().any(|g| g.name == successor) {
+            renamed.insert(wanted.name.clone(), successor);
+            continue;
+        }
         // (Never in steady state: the wanted groups are attached. Moto does not attach a group that a listener
         // was moved to, so the updates need the lookup too.)
-        if !groups.iter().any(|g| g.name == wanted.name)
-            && let Some(g) = elbv2
-                .target_group(&wanted.name)
-                .await
-                .map_err(Error::aws(CONTEXT))?
-        {
-            groups.push(g);
+        match lookup(&wanted.name).await? {
+            Some(g) if used_elsewhere(&g, load_balancer) => {
+                renamed.insert(wanted.name.clone(), successor.clone());
+                groups.extend(
+                    lookup(&successor)
+                        .await?
+                        .filter(|g| !used_elsewhere(g, load_balancer)),
+                );
+            }
+            Some(g) => groups.push(g),
+            None => {}
         }
     }
+    let desired = desired.named(&renamed);
     let wanted: BTreeSet<&str> = desired.target_groups().map(|g| g.name.as_str()).collect();
     let mut out = Vec::new();
     for group in groups {
@@ -227,7 +249,15 @@ async fn target_groups<V: Elbv2>(
         }
         out.push(o);
     }
-    Ok(out)
+    Ok((out, renamed))
+}
+
+/// Whether a load balancer other than `ours` (any, when there is none yet) uses the group.
+fn used_elsewhere(group: &TargetGroup, ours: Option<&LoadBalancerV2>) -> bool {
+    group
+        .load_balancer_arns
+        .iter()
+        .any(|arn| ours.is_none_or(|lb| lb.arn != *arn))
 }
 
 /// Every tag in one call (load balancer, target groups, listeners): needed for the adoption check of groups
@@ -310,8 +340,13 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
     let context = "reading the NLB to delete";
     let mut load_balancer = network_load_balancer(elbv2, name, context).await?;
     let (namespace, service_name) = service;
+    // The successor names too: this Service may have taken them while its predecessor's NLB held the others.
+    let names: Vec<String> = target_group_names
+        .iter()
+        .flat_map(|n| [n.clone(), successor_target_group_name(n, name)])
+        .collect();
     let (mut groups, by_prefix) =
-        leftover_target_groups(elbv2, load_balancer.as_ref(), service, target_group_names).await?;
+        leftover_target_groups(elbv2, load_balancer.as_ref(), service, &names).await?;
     let key = format!("{namespace}/{service_name}");
     let arns: Vec<String> = load_balancer
         .iter()
@@ -355,7 +390,8 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
 }
 
 /// The target groups deletion considers, from one listing of the region's groups: those the NLB uses, those
-/// named for the current ports (made by a run that crashed before attaching them) and, by the Service's name
+/// named for the current ports unless another load balancer uses them (made by a run that crashed before
+/// attaching them) and, by the Service's name
 /// prefix, unattached ones (left by a run that crashed between moving a listener to a new group and deleting the
 /// old one; returned by ARN too, as their tags must name the Service). Deletion is rare, so this sweep is paid
 /// there rather than on every sync.
@@ -374,7 +410,9 @@ async fn leftover_target_groups<V: Elbv2>(
         .map_err(Error::aws("reading the NLB to delete"))?;
     for g in all {
         let attached = load_balancer.is_some_and(|lb| g.load_balancer_arns.contains(&lb.arn));
-        if attached || target_group_names.contains(&g.name) {
+        // A group of the current ports' names that another load balancer uses is not this one's: the group of a
+        // re-created Service of the same name (whose NLB already serves it) or of a predecessor.
+        if attached || (target_group_names.contains(&g.name) && !used_elsewhere(&g, load_balancer)) {
             groups.push(g);
         } else if g.name.starts_with(&prefix) && g.load_balancer_arns.is_empty() {
             // Only unattached ones: a group another load balancer uses is never a leftover of this Service.

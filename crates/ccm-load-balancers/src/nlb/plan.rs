@@ -1,7 +1,8 @@
 //! The ordered plan of an NLB from the observed to the desired state ([`plan`], pure): one small planner per
 //! resource kind, each returning its changes, run in the order AWS needs them (security group, recreation,
 //! target groups and targets, the load balancer, listeners, tags, unwanted target groups, a released managed
-//! group, node rules). Only owned fields are compared: a steady Service plans nothing.
+//! group, node rules). Only owned fields are compared: a steady Service plans nothing. Target groups go by the
+//! names observation settled on ([`Observed::renamed`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +29,8 @@ pub use recreation::{is_host_change, recreation, recreation_reason, recreation_r
 /// The ordered plan from `observed` to `desired` (pure). Only owned fields are compared: a steady Service plans
 /// nothing.
 pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
+    // Target groups whose upstream names another load balancer holds go by their successor names.
+    let desired = &*desired.named(&observed.renamed);
     // 0. A load balancer that cannot become what is wanted is deleted first (and created again below).
     let (mut changes, lb) = recreate(desired, observed);
     // An NLB created without groups can never have some: with managed mode it stays without (as upstream).

@@ -151,6 +151,7 @@ pub(crate) fn converged(desired: &Desired) -> Observed {
         attributes: desired.attributes.clone(),
         listeners,
         target_groups,
+        renamed: BTreeMap::new(),
         tags,
         managed_group,
         references: Vec::new(),

@@ -105,6 +105,19 @@ fn target_group_names_are_the_go_controllers() {
     );
 }
 
+/// A successor name keeps the upstream prefix and length and depends on the load balancer (so on the UID).
+#[test]
+fn successor_target_group_names_differ_per_load_balancer() {
+    let upstream = "k8s-kubesyst-mywebapp-52a022e6af";
+    let a = super::super::successor_target_group_name(upstream, "a1111");
+    let b = super::super::successor_target_group_name(upstream, "a2222");
+    assert!(a.starts_with("k8s-kubesyst-mywebapp-"), "{a}");
+    assert_eq!(a.len(), upstream.len());
+    assert_ne!(a, upstream);
+    assert_ne!(a, b);
+    assert_eq!(a, super::super::successor_target_group_name(upstream, "a1111"));
+}
+
 /// The health check protocol and interval are part of the name (as upstream): changing them moves the listener
 /// to a new target group; the other fields are modified in place (above).
 #[test]
