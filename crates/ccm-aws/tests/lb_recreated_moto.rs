@@ -11,10 +11,9 @@ mod common;
 use std::time::Duration;
 
 use ccm_aws_api::{Elbv2, elbv2::TargetGroup};
-use ccm_controllers::service;
 use ccm_testing::{Fault, FaultProxy, TestEnv};
 use common::{eventually, fixture_at};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, Patch, PostParams},
@@ -49,26 +48,12 @@ async fn a_recreated_nlb_service_gets_its_own_target_groups_beside_its_predecess
     let proxy = FaultProxy::start(&TestEnv::get().aws_endpoint).await.unwrap();
     let f = fixture_at(Some(&proxy.url())).await;
     let client = TestEnv::get().kube_client().await.unwrap();
-    let nodes: Api<Node> = Api::all(client.clone());
-    for l in &f.launch(2).await {
-        let node: Node = serde_json::from_value(json!({
-            "metadata": { "name": l.id, "labels": { "ccm-test/group": f.group } },
-            "spec": { "providerID": format!("aws:///{}/{}", l.zone, l.id) },
-        }))
-        .unwrap();
-        nodes.create(&PostParams::default(), &node).await.unwrap();
-    }
-    let mut config = service::ServiceConfig::default();
-    config.cluster_name = "kubernetes".into();
-    config.node_sync_window = Duration::from_millis(200);
-    config.min_retry_delay = Duration::from_millis(200);
-    config.max_retry_delay = Duration::from_secs(2);
-    config.service_selector = Some(f.selector());
-    config.node_selector = Some(f.selector());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(service::run(client.clone(), f.cloud.clone(), config, async {
-        stopped.await.ok();
-    }));
+    f.launch_nodes(2).await;
+    let stop = f.run_service_controller(&client, |config| {
+        config.node_sync_window = Duration::from_millis(200);
+        config.min_retry_delay = Duration::from_millis(200);
+        config.max_retry_delay = Duration::from_secs(2);
+    });
 
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     let node_port = 30000

@@ -12,10 +12,9 @@ mod common;
 use std::time::Duration;
 
 use ccm_aws_api::Elbv2;
-use ccm_controllers::service;
 use ccm_testing::{Fault, FaultProxy, TestEnv};
 use common::{eventually, fixture_at};
-use k8s_openapi::api::core::v1::{Event, Node, Service};
+use k8s_openapi::api::core::v1::{Event, Service};
 use kube::{
     Api,
     api::{DeleteParams, ListParams, PostParams},
@@ -35,30 +34,16 @@ async fn a_refused_listener_is_a_warning_and_no_address_until_aws_accepts() {
     let proxy = FaultProxy::start(&TestEnv::get().aws_endpoint).await.unwrap();
     let f = fixture_at(Some(&proxy.url())).await;
     let client = TestEnv::get().kube_client().await.unwrap();
-    let nodes: Api<Node> = Api::all(client.clone());
-    for l in f.launch(1).await {
-        let node: Node = serde_json::from_value(json!({
-            "metadata": { "name": l.id, "labels": { "ccm-test/group": f.group } },
-            "spec": { "providerID": format!("aws:///{}/{}", l.zone, l.id) },
-        }))
-        .unwrap();
-        nodes.create(&PostParams::default(), &node).await.unwrap();
-    }
+    f.launch_nodes(1).await;
     let refusal = "The target group is associated with another load balancer";
     proxy.inject(
         "CreateListener",
         Fault::error(400, "InvalidConfigurationRequest").with_message(refusal),
         10_000,
     );
-    let mut config = service::ServiceConfig::default();
-    config.cluster_name = "kubernetes".into();
-    config.min_retry_delay = Duration::from_millis(500);
-    config.service_selector = Some(f.selector());
-    config.node_selector = Some(f.selector());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(service::run(client.clone(), f.cloud.clone(), config, async {
-        stopped.await.ok();
-    }));
+    let stop = f.run_service_controller(&client, |config| {
+        config.min_retry_delay = Duration::from_millis(500);
+    });
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     let svc: Service = serde_json::from_value(json!({
         "metadata": {

@@ -26,6 +26,33 @@ async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     panic!("timed out waiting for {what}");
 }
 
+/// The service controller over `cloud`, handling the Services and Nodes labelled `ccm-test/group=<group>`, with
+/// `tweak` applied to its configuration.
+fn start(
+    client: &kube::Client,
+    cloud: &FakeProvider,
+    group: &str,
+    tweak: impl FnOnce(&mut service::ServiceConfig),
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), ccm_controllers::Error>>,
+) {
+    let mut config = service::ServiceConfig::default();
+    config.service_selector = Some(format!("ccm-test/group={group}"));
+    config.node_selector = Some(format!("ccm-test/group={group}"));
+    tweak(&mut config);
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(service::run(
+        client.clone(),
+        Arc::new(cloud.clone()),
+        config,
+        async {
+            stop_rx.await.ok();
+        },
+    ));
+    (stop, task)
+}
+
 async fn reasons(events: &Api<Event>, name: &str) -> Vec<String> {
     let list = events
         .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
@@ -56,20 +83,10 @@ async fn load_balancer_lifecycle_with_finalizer_status_events_and_node_changes()
     }
 
     let cloud = FakeProvider::new();
-    let mut config = service::ServiceConfig::default();
-    config.cluster_name = "test-cluster".into();
-    config.node_sync_window = Duration::from_millis(200);
-    config.service_selector = Some(format!("ccm-test/group={group}"));
-    config.node_selector = Some(format!("ccm-test/group={group}"));
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(service::run(
-        client.clone(),
-        Arc::new(cloud.clone()),
-        config,
-        async {
-            stop_rx.await.ok();
-        },
-    ));
+    let (stop, task) = start(&client, &cloud, &group, |config| {
+        config.cluster_name = "test-cluster".into();
+        config.node_sync_window = Duration::from_millis(200);
+    });
 
     let svc: Service = serde_json::from_value(json!({
         "metadata": { "name": name, "labels": { "ccm-test/group": group } },
@@ -167,18 +184,7 @@ async fn ensure_failures_emit_warning_events_and_retry_after_is_honoured() {
     cloud.fail(Method::EnsureLoadBalancer, Some(1), || {
         ccm_cloud_provider::CloudError::retry_after("provisioning", Duration::from_millis(300))
     });
-    let mut config = service::ServiceConfig::default();
-    config.service_selector = Some(format!("ccm-test/group={group}"));
-    config.node_selector = Some(format!("ccm-test/group={group}"));
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(service::run(
-        client.clone(),
-        Arc::new(cloud.clone()),
-        config,
-        async {
-            stop_rx.await.ok();
-        },
-    ));
+    let (stop, task) = start(&client, &cloud, &group, |_| {});
     let svc: Service = serde_json::from_value(json!({
         "metadata": { "name": name, "labels": { "ccm-test/group": group } },
         "spec": { "type": "LoadBalancer", "ports": [{ "port": 443, "protocol": "TCP" }] },
@@ -232,19 +238,9 @@ async fn a_service_that_leaves_the_selector_keeps_its_load_balancer() {
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     let group = unique_name("sel");
     let cloud = FakeProvider::new();
-    let mut config = service::ServiceConfig::default();
-    config.cluster_name = "test-cluster".into();
-    config.service_selector = Some(format!("ccm-test/group={group}"));
-    config.node_selector = Some(format!("ccm-test/group={group}"));
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(service::run(
-        client.clone(),
-        Arc::new(cloud.clone()),
-        config,
-        async {
-            stop_rx.await.ok();
-        },
-    ));
+    let (stop, task) = start(&client, &cloud, &group, |config| {
+        config.cluster_name = "test-cluster".into();
+    });
     let svc: Service = serde_json::from_value(json!({
         "metadata": { "name": group, "labels": { "ccm-test/group": group } },
         "spec": { "type": "LoadBalancer", "ports": [{ "port": 80, "protocol": "TCP" }] },
@@ -294,20 +290,10 @@ async fn a_recreated_service_is_served_while_its_predecessor_is_deleted() {
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
     let group = unique_name("again");
     let cloud = FakeProvider::new();
-    let mut config = service::ServiceConfig::default();
-    config.cluster_name = "test-cluster".into();
-    config.min_retry_delay = Duration::from_millis(100);
-    config.service_selector = Some(format!("ccm-test/group={group}"));
-    config.node_selector = Some(format!("ccm-test/group={group}"));
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(service::run(
-        client.clone(),
-        Arc::new(cloud.clone()),
-        config,
-        async {
-            stop_rx.await.ok();
-        },
-    ));
+    let (stop, task) = start(&client, &cloud, &group, |config| {
+        config.cluster_name = "test-cluster".into();
+        config.min_retry_delay = Duration::from_millis(100);
+    });
     let manifest: Service = serde_json::from_value(json!({
         "metadata": { "name": group, "labels": { "ccm-test/group": group } },
         "spec": { "type": "LoadBalancer", "ports": [{ "port": 80, "protocol": "TCP" }] },

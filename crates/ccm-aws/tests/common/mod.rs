@@ -109,6 +109,45 @@ impl Fixture {
         self.nodes.create(&PostParams::default(), &node).await.unwrap();
     }
 
+    /// Launches `count` instances and registers an initialized Node (its provider ID set) for each.
+    pub async fn launch_nodes(&self, count: i32) -> Vec<ec2::Launched> {
+        let launched = self.launch(count).await;
+        for l in &launched {
+            let node: Node = serde_json::from_value(json!({
+                "metadata": { "name": l.id, "labels": { GROUP_LABEL: self.group } },
+                "spec": { "providerID": format!("aws:///{}/{}", l.zone, l.id) },
+            }))
+            .unwrap();
+            self.nodes.create(&PostParams::default(), &node).await.unwrap();
+        }
+        launched
+    }
+
+    /// Runs the generic service controller over `AwsCloud` for this fixture's Services and Nodes (cluster name
+    /// `kubernetes`), with `tweak` applied to its configuration; it stops when the returned sender is used or
+    /// dropped.
+    pub fn run_service_controller(
+        &self,
+        client: &kube::Client,
+        tweak: impl FnOnce(&mut ccm_controllers::service::ServiceConfig),
+    ) -> tokio::sync::oneshot::Sender<()> {
+        let mut config = ccm_controllers::service::ServiceConfig::default();
+        config.cluster_name = "kubernetes".into();
+        config.service_selector = Some(self.selector());
+        config.node_selector = Some(self.selector());
+        tweak(&mut config);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(ccm_controllers::service::run(
+            client.clone(),
+            self.cloud.clone(),
+            config,
+            async {
+                stopped.await.ok();
+            },
+        ));
+        stop
+    }
+
     pub async fn set_ready(&self, name: &str, ready: &str) {
         let status =
             json!({ "status": { "conditions": [{ "type": "Ready", "status": ready, "reason": "Test" }] } });
