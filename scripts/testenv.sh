@@ -105,6 +105,11 @@ export CCM_TEST_AWS_REGION='us-east-1'
 # Nothing in a test may reach the real instance metadata service.
 export AWS_EC2_METADATA_DISABLED=true
 ENV
+  # The Go controller (ccm_testing::GoCcm), when setup.sh built it: a test that needs it and finds the variable
+  # unset fails naming it.
+  if [ -x "$GO_CCM_BIN" ]; then
+    printf "export CCM_TEST_GO_CCM='%s'\n" "$GO_CCM_BIN" >>"$dir/env"
+  fi
   trap - EXIT
   log "up: kube-apiserver https://127.0.0.1:$api_port (etcd :$etcd_port), moto http://127.0.0.1:$moto_port; state in $dir"
   echo "$dir"

@@ -26,6 +26,7 @@
 pub mod ec2;
 mod env;
 mod fault_proxy;
+mod go_ccm;
 mod imds;
 #[cfg(feature = "aws")]
 pub mod load_balancers;
@@ -43,6 +44,7 @@ pub mod world;
 
 pub use env::{EnvError, TestEnv};
 pub use fault_proxy::{Chaos, ChaosKind, Fault, FaultProxy};
+pub use go_ccm::{GO_CCM_VAR, GoCcm, GoCcmError, GoCcmOptions, GoCloudConfig};
 pub use imds::ImdsEmulator;
 pub use names::unique_name;
 pub use tcp_proxy::TcpDelayProxy;
