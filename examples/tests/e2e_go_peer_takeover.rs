@@ -14,33 +14,18 @@ mod go_peer;
 
 use std::{collections::BTreeMap, time::Duration};
 
-use ccm_testing::{
-    FaultProxy, GoCcm, GoCcmOptions, GoCloudConfig, TestEnv, ec2::Launched, services::ingress_hostname,
-};
+use ccm_testing::{FaultProxy, GoCcm, GoCcmOptions, GoCloudConfig, TestEnv, ec2::Launched};
 use common::{Ccm, World, eventually, initialized, lb::public_subnet};
-use go_peer::{Aws, Delta, Snapshot, diff, list_requests, show, writes, writes_since};
-use k8s_openapi::api::core::v1::{Node, Service};
-use kube::{
-    Api,
-    api::{Patch, PatchParams, PostParams},
+use go_peer::{
+    Aws, Delta, Snapshot,
+    cluster::{
+        Served, assert_not_recreated, assert_serving, create_services, delete_stale, go_until, has_hostname,
+        node_facts, subnet_cidr, wait_synced,
+    },
+    diff, list_requests, show, writes, writes_since,
 };
-use serde_json::json;
-
-/// What the Go controller made for the two Services.
-struct Served {
-    clb_service: String,
-    nlb_service: String,
-    /// The load balancers' names (`a` + UID), Classic and NLB.
-    clb: String,
-    nlb: String,
-    /// Each Service's status hostname.
-    hostnames: BTreeMap<String, String>,
-    /// The Classic ELB's node ports and the NLB's.
-    clb_node_ports: Vec<i32>,
-    nlb_node_port: i32,
-    /// The nodes' security group.
-    node_group: String,
-}
+use k8s_openapi::api::core::v1::Service;
+use kube::Api;
 
 #[tokio::test]
 async fn e2e_ours_takes_over_what_the_go_controller_made_and_deletes_it() {
@@ -68,14 +53,14 @@ async fn e2e_ours_takes_over_what_the_go_controller_made_and_deletes_it() {
 
     let served = go_makes(&world, &config, &services, &launched).await;
     let go_made = aws.snapshot(&world.network.vpc_id).await;
-    assert_go_made(&go_made, &served, &launched);
-    let nodes_before = node_facts(&world, &launched).await;
+    assert_serving(&go_made, &served, &launched);
+    let nodes_before = node_facts(&world.nodes, &launched).await;
 
     let proxy = FaultProxy::start(&env.aws_endpoint).await.unwrap();
     let ours_config = world.dir.join("ours.conf");
     config.via(&proxy.url()).write(&ours_config).unwrap();
     let mut ccm = ours_takes_over(&world, &ours_config, &proxy, &services, &served, &go_made).await;
-    let nodes_after = node_facts(&world, &launched).await;
+    let nodes_after = node_facts(&world.nodes, &launched).await;
     let node_changes = diff(&nodes_before, &nodes_after);
     assert!(
         node_changes.is_empty(),
@@ -131,20 +116,13 @@ async fn go_makes(
     .await;
 
     let (clb, nlb) = create_services(services).await;
-    let clb_service = clb.metadata.name.clone().unwrap();
-    let nlb_service = nlb.metadata.name.clone().unwrap();
     let mut hostnames = BTreeMap::new();
-    for name in [&clb_service, &nlb_service] {
+    for name in [&clb, &nlb].map(|s| s.metadata.name.clone().unwrap()) {
         go_until(
             &mut go,
             &format!("the Go controller to serve {name}"),
             90,
-            async || {
-                let svc = services.get(name).await.unwrap();
-                ingress_hostname(&svc)
-                    .map(|h| hostnames.insert(name.clone(), h))
-                    .is_some()
-            },
+            async || has_hostname(services, &name, &mut hostnames).await,
         )
         .await;
     }
@@ -153,57 +131,7 @@ async fn go_makes(
         proxy.requests_by_action()
     );
     go.terminate().await.unwrap();
-    let node_ports = |svc: &Service| -> Vec<i32> {
-        let ports = svc
-            .spec
-            .as_ref()
-            .and_then(|s| s.ports.clone())
-            .unwrap_or_default();
-        ports.iter().filter_map(|p| p.node_port).collect()
-    };
-    let clb_now = services.get(&clb_service).await.unwrap();
-    let nlb_now = services.get(&nlb_service).await.unwrap();
-    Served {
-        clb: lb_name(&clb),
-        nlb: lb_name(&nlb),
-        clb_service,
-        nlb_service,
-        hostnames,
-        clb_node_ports: node_ports(&clb_now),
-        nlb_node_port: node_ports(&nlb_now)[0],
-        node_group: node_group(&Aws::connect().await, &launched[0].id).await,
-    }
-}
-
-/// What the takeover starts from: the Classic ELB with both listeners and every node, the NLB's target group
-/// with every node.
-fn assert_go_made(go_made: &Snapshot, served: &Served, launched: &[Launched]) {
-    let mut ids: Vec<&str> = launched.iter().map(|l| l.id.as_str()).collect();
-    ids.sort_unstable();
-    let clb = |what: &str| go_made.get(&format!("clb {} {what}", served.clb));
-    assert_eq!(clb("instances"), Some(&ids.join(",")), "{go_made:#?}");
-    assert!(
-        clb("listener 80").is_some() && clb("listener 443").is_some(),
-        "{go_made:#?}"
-    );
-    let targets: Vec<&String> = go_made
-        .iter()
-        .filter(|(k, _)| k.starts_with("tg ") && k.ends_with(" targets"))
-        .map(|(_, v)| v)
-        .collect();
-    let port = served.nlb_node_port;
-    let expected: Vec<String> = ids.iter().map(|i| format!("{i}:{port}")).collect();
-    assert_eq!(targets, [&expected.join(",")], "{go_made:#?}");
-}
-
-/// A Classic ELB Service with two ports and an NLB Service.
-async fn create_services(services: &Api<Service>) -> (Service, Service) {
-    let clb = common::lb::service(&ccm_testing::unique_name("go-clb"), &[80, 443], &BTreeMap::new());
-    let nlb_name = ccm_testing::unique_name("go-nlb");
-    let nlb = common::nlb::service(&nlb_name, &[(80, "TCP")], &BTreeMap::new());
-    let clb = services.create(&PostParams::default(), &clb).await.unwrap();
-    let nlb = services.create(&PostParams::default(), &nlb).await.unwrap();
-    (clb, nlb)
+    Served::read(services, &clb, &nlb, hostnames, launched).await
 }
 
 /// Phase 2: ours starts on what the Go controller made; the resources' difference and ours' writes must be exactly
@@ -259,26 +187,7 @@ async fn ours_takes_over(
         "ours' writes on takeover:\n{}",
         list_requests(proxy, &written)
     );
-    // No recreation (the diff above says so too; spelled out because it is the promise that matters most).
-    let identity = [
-        format!("clb {} dns", served.clb),
-        format!("clb {} created", served.clb),
-        format!("nlb {} arn", served.nlb),
-        format!("nlb {} dns", served.nlb),
-        format!("nlb {} created", served.nlb),
-    ];
-    for k in identity {
-        assert!(go_made.contains_key(&k), "{k} was read");
-        assert_eq!(go_made.get(&k), taken_over.get(&k), "{k}: no recreation");
-    }
-    for (name, hostname) in &served.hostnames {
-        let svc = services.get(name).await.unwrap();
-        assert_eq!(
-            ingress_hostname(&svc).as_ref(),
-            Some(hostname),
-            "{name}'s hostname is kept"
-        );
-    }
+    assert_not_recreated(go_made, &taken_over, served, services).await;
     ccm
 }
 
@@ -294,7 +203,7 @@ async fn expected_takeover(
         .cloned()
         .expect("the Classic ELB's managed group");
     let node_group = &served.node_group;
-    let subnet_cidr = subnet_cidr(aws, world).await;
+    let subnet_cidr = subnet_cidr(aws, &world.network.subnet_id).await;
     let mut expected = BTreeMap::new();
     // "Classic ELB node rules are narrowed": the wide rule from the Classic ELB's group goes, one tcp rule per node
     // port (the health check's port is the first of them) comes, described with the load balancer's name.
@@ -379,104 +288,4 @@ async fn ours_deletes(
         tagged.is_empty(),
         "ELBv2 resources still tagged for the cluster: {tagged:?}"
     );
-}
-
-/// Waits until ours has synced both Services (two reconciles of its service controller).
-async fn wait_synced(ccm: &mut Ccm, secs: u64) {
-    let port = ccm.port;
-    eventually(ccm, "ours to sync both Services", secs, async || {
-        common::reconciles(port, "service-lb-controller").await >= 2.0
-    })
-    .await;
-}
-
-/// Polls `check` every 200 ms for up to `secs`; fails with the Go controller's log on timeout or exit.
-async fn go_until(go: &mut GoCcm, what: &str, secs: u64, mut check: impl AsyncFnMut() -> bool) {
-    for _ in 0..secs * 5 {
-        if check().await {
-            return;
-        }
-        go.check_running().unwrap_or_else(|e| panic!("{e}"));
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!(
-        "timed out after {secs} s waiting for {what}\nGo controller log:\n{}",
-        go.log_tail()
-    );
-}
-
-/// Provider ID, labels and addresses of the Nodes, as facts.
-async fn node_facts(world: &World, launched: &[Launched]) -> Snapshot {
-    let mut facts = Snapshot::new();
-    for l in launched {
-        let node: Node = world.nodes.get(&l.private_dns).await.unwrap();
-        let name = &l.private_dns;
-        let provider = node.spec.as_ref().and_then(|s| s.provider_id.clone());
-        facts.insert(format!("node {name} providerID"), provider.unwrap_or_default());
-        for (k, v) in node.metadata.labels.unwrap_or_default() {
-            facts.insert(format!("node {name} label {k}"), v);
-        }
-        let addresses = node.status.and_then(|s| s.addresses).unwrap_or_default();
-        for a in addresses {
-            facts.insert(
-                format!("node {name} address {} {}", a.type_, a.address),
-                String::new(),
-            );
-        }
-    }
-    facts
-}
-
-/// The security group of the nodes' instances (moto gives each its VPC's default group, untagged: both
-/// controllers then use it as the node group).
-async fn node_group(aws: &Aws, instance: &str) -> String {
-    let out = aws
-        .ec2
-        .describe_instances()
-        .instance_ids(instance)
-        .send()
-        .await
-        .unwrap();
-    let instance = &out.reservations()[0].instances()[0];
-    let groups = instance.security_groups();
-    assert_eq!(groups.len(), 1, "one group per node instance: {groups:?}");
-    groups[0].group_id().unwrap().to_owned()
-}
-
-async fn subnet_cidr(aws: &Aws, world: &World) -> String {
-    let out = aws
-        .ec2
-        .describe_subnets()
-        .subnet_ids(&world.network.subnet_id)
-        .send()
-        .await
-        .unwrap();
-    out.subnets()[0].cidr_block().unwrap().to_owned()
-}
-
-fn lb_name(svc: &Service) -> String {
-    ccm_testing::load_balancers::name_for_uid(svc.metadata.uid.as_deref().unwrap())
-}
-
-/// Deletes every LoadBalancer Service an earlier, failed end-to-end run left (finalizers removed: no controller of
-/// theirs runs any more; these tests run one at a time, so none is in use): the Go controller serves every such
-/// Service of the apiserver, and would make load balancers for them in this test's VPC.
-async fn delete_stale(client: kube::Client) {
-    let all: Api<Service> = Api::all(client.clone());
-    for svc in all.list(&Default::default()).await.unwrap() {
-        let load_balancer = svc.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer");
-        let (Some(name), Some(namespace)) = (svc.metadata.name, svc.metadata.namespace) else {
-            continue;
-        };
-        if !load_balancer {
-            continue;
-        }
-        println!("deleting the stale LoadBalancer Service {namespace}/{name}");
-        let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
-        let patch = json!({ "metadata": { "finalizers": null } });
-        let _ = services
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await;
-        let _ = services.delete(&name, &Default::default()).await;
-    }
 }

@@ -4,6 +4,8 @@
 //! the request log of the `FaultProxy` between it and moto.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+pub mod cluster;
+
 use std::{collections::BTreeMap, fmt};
 
 use aws_sdk_ec2::types::{Filter, IpPermission};
