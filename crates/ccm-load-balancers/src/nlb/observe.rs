@@ -148,8 +148,7 @@ pub async fn observe<E: Ec2, V: Elbv2>(
             observed.listeners = listeners.map_err(Error::aws(CONTEXT))?;
         }
     }
-    (observed.target_groups, observed.renamed) =
-        target_groups(elbv2, desired, load_balancer.as_ref(), groups, full).await?;
+    (observed.target_groups, observed.renamed) = target_groups(elbv2, desired, groups, full).await?;
     if full {
         observed.tags = tags(elbv2, load_balancer.as_ref(), &observed).await?;
     }
@@ -196,7 +195,6 @@ async fn network_load_balancer<V: Elbv2>(
 async fn target_groups<V: Elbv2>(
     elbv2: &V,
     desired: &Desired,
-    load_balancer: Option<&LoadBalancerV2>,
     mut groups: Vec<TargetGroup>,
     full: bool,
 ) -> Result<(Vec<ObservedTargetGroup>, BTreeMap<String, String>), Error> {
@@ -214,12 +212,12 @@ async fn target_groups<V: Elbv2>(
         // (Never in steady state: the wanted groups are attached. Moto does not attach a group that a listener
         // was moved to, so the updates need the lookup too.)
         match lookup(&wanted.name).await? {
-            Some(g) if used_elsewhere(&g, load_balancer) => {
+            Some(g) if used_elsewhere(&g, &desired.name) => {
                 renamed.insert(wanted.name.clone(), successor.clone());
                 groups.extend(
                     lookup(&successor)
                         .await?
-                        .filter(|g| !used_elsewhere(g, load_balancer)),
+                        .filter(|g| !used_elsewhere(g, &desired.name)),
                 );
             }
             Some(g) => groups.push(g),
@@ -252,12 +250,14 @@ async fn target_groups<V: Elbv2>(
     Ok((out, renamed))
 }
 
-/// Whether a load balancer other than `ours` (any, when there is none yet) uses the group.
-fn used_elsewhere(group: &TargetGroup, ours: Option<&LoadBalancerV2>) -> bool {
+/// Whether a load balancer not named `ours` uses the group. By the name in the ARN
+/// (`...:loadbalancer/net/<name>/<id>`), not the ARN: after our NLB's deletion a group can still list it for a
+/// while (AWS's eventual consistency; moto keeps it), and it is still ours to delete.
+fn used_elsewhere(group: &TargetGroup, ours: &str) -> bool {
     group
         .load_balancer_arns
         .iter()
-        .any(|arn| ours.is_none_or(|lb| lb.arn != *arn))
+        .any(|arn| arn.split('/').nth(2) != Some(ours))
 }
 
 /// Every tag in one call (load balancer, target groups, listeners): needed for the adoption check of groups
@@ -346,7 +346,7 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
         .flat_map(|n| [n.clone(), successor_target_group_name(n, name)])
         .collect();
     let (mut groups, by_prefix) =
-        leftover_target_groups(elbv2, load_balancer.as_ref(), service, &names).await?;
+        leftover_target_groups(elbv2, (name, load_balancer.as_ref()), service, &names).await?;
     let key = format!("{namespace}/{service_name}");
     let arns: Vec<String> = load_balancer
         .iter()
@@ -397,7 +397,7 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
 /// there rather than on every sync.
 async fn leftover_target_groups<V: Elbv2>(
     elbv2: &V,
-    load_balancer: Option<&LoadBalancerV2>,
+    (name, load_balancer): (&str, Option<&LoadBalancerV2>),
     (namespace, service_name): (&str, &str),
     target_group_names: &[String],
 ) -> Result<(Vec<TargetGroup>, BTreeSet<String>), Error> {
@@ -412,7 +412,7 @@ async fn leftover_target_groups<V: Elbv2>(
         let attached = load_balancer.is_some_and(|lb| g.load_balancer_arns.contains(&lb.arn));
         // A group of the current ports' names that another load balancer uses is not this one's: the group of a
         // re-created Service of the same name (whose NLB already serves it) or of a predecessor.
-        if attached || (target_group_names.contains(&g.name) && !used_elsewhere(&g, load_balancer)) {
+        if attached || (target_group_names.contains(&g.name) && !used_elsewhere(&g, name)) {
             groups.push(g);
         } else if g.name.starts_with(&prefix) && g.load_balancer_arns.is_empty() {
             // Only unattached ones: a group another load balancer uses is never a leftover of this Service.
