@@ -1,12 +1,14 @@
 //! `soak [--lifecycles N] [--seed S] [--fault-rate PER_MILLE] [--smoke] [--write-docs] [--limit-secs S]`: the chaos soak. Two
 //! replicas of `aws-cloud-controller-manager` (next to this binary) under leader election talk to moto through a
-//! fault proxy that fails a share of every AWS call at random (throttling, 5xx, connection resets before and
+//! fault proxy each that fails a share of every AWS call at random (throttling, 5xx, connection resets before and
 //! after the call, latency, `DependencyViolation` and `ResourceInUse` on deletes), while Service lifecycles
-//! (Classic ELB and NLB, changed at random) run in four slots and a chaos task launches, terminates and
-//! deregisters instances, flips Nodes NotReady, SIGKILLs the leader and forces leader changes. Foreign resources
-//! are planted and snapshotted first. At the end: the Services left converged, all deleted without a stuck
-//! finalizer, `doctor` clean, the foreign snapshot unchanged, no Node of a running instance deleted. Prints the
-//! figures; the full run (or `--write-docs`) writes them into docs/reliability.md. Exit status 1 on any problem.
+//! (Classic ELB and NLB, changed at random, some targeting labelled Nodes only) run in four slots and a chaos
+//! task launches, terminates and deregisters instances, replaces one at its dead predecessor's address, flips
+//! Nodes NotReady, SIGKILLs the leader, forces leader changes and cuts the leader off from the apiserver while
+//! its `CreateTags` fail. Foreign resources are planted and snapshotted first. At the end: the Services left
+//! converged, all deleted without a stuck finalizer, `doctor` clean, the foreign snapshot unchanged, no Node of
+//! a running instance deleted, each with its instance's providerID. Prints the figures; the full run (or
+//! `--write-docs`) writes them into docs/reliability.md. Exit status 1 on any problem.
 //! Everything random comes from the seed (printed); the interleaving of the processes does not.
 //! Needs the environment of `scripts/testenv.sh`, and its apiserver to itself (the CCM sees every Node).
 
@@ -16,6 +18,12 @@ mod chaos;
 mod lifecycle;
 #[path = "soak/members.rs"]
 mod members;
+#[path = "soak/partition.rs"]
+mod partition;
+#[path = "soak/reach.rs"]
+mod reach;
+#[path = "soak/replace.rs"]
+mod replace;
 #[path = "soak/replicas.rs"]
 mod replicas;
 #[path = "soak/report.rs"]
@@ -67,7 +75,7 @@ struct Cli {
 async fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
     let lifecycles = if cli.smoke { 25 } else { cli.lifecycles };
-    #[allow(clippy::disallowed_methods)] // the default seed is the one place where the clock enters
+    #[allow(clippy::disallowed_methods)] // the default seed is the one place where the clock enters a choice
     let clock = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs();
@@ -79,11 +87,7 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
     let env = TestEnv::from_env()?;
     let world = world::World::create(&env).await?;
     let client = env.kube_client().await?;
-    let ns: k8s_openapi::api::core::v1::Namespace =
-        serde_json::from_value(serde_json::json!({ "metadata": { "name": world.namespace } }))?;
-    Api::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await?;
+    create_namespace(&client, &world.namespace).await?;
     let first_service = format!("{}/s0-0", world.namespace);
     let foreign = world::Foreign::plant(&world, &first_service).await?;
     let before = foreign.snapshot(&world).await?;
@@ -101,18 +105,19 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
         byo_group: foreign.byo_group.clone(),
         timeout: Duration::from_secs(180),
         fleet: Default::default(),
+        live: Default::default(),
         stats: Default::default(),
         world,
     });
     for k in 0..3 {
-        soak.add_node(k % 2 == 0).await?;
+        soak.add_node(k % 2 == 0, k == 1).await?;
     }
-    let replicas = Arc::new(Mutex::new(replicas::Replicas::start(&soak.world, &env)?));
+    let replicas = Arc::new(Mutex::new(replicas::Replicas::start(&soak.world, &env).await?));
     anyhow::ensure!(
         replicas.lock().await.await_leader(60).await.is_some(),
         "no replica became leader"
     );
-    soak.world.proxy.set_chaos(Some(Chaos {
+    soak.world.set_chaos(Some(Chaos {
         seed,
         per_mille: cli.fault_rate,
         max_delay: Duration::from_secs(2),
@@ -133,8 +138,8 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
         seed,
         per_mille: cli.fault_rate,
         minutes: started.elapsed().as_secs_f64() / 60.0,
-        faults: soak.world.proxy.chaos_faults(),
-        calls: soak.world.proxy.requests_by_action(),
+        faults: soak.world.chaos_faults(),
+        calls: soak.world.requests_by_action(),
     };
     let problems = report::conclude(&soak, &run, &outcome, cli.write_docs || !cli.smoke)?;
     verify::cleanup(&soak).await;
@@ -144,4 +149,13 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
     } else {
         std::process::ExitCode::FAILURE
     })
+}
+
+async fn create_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    let ns: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(serde_json::json!({ "metadata": { "name": name } }))?;
+    Api::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    Ok(())
 }

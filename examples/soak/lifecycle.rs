@@ -2,13 +2,14 @@
 //! balancer is being made), wait until it converged, change it up to three times (waiting each time; a flavour
 //! flip deletes and re-creates the Service, as the type cannot change after creation), delete it and wait until
 //! both the Service and its load balancer are gone. Convergence is read from moto directly: status hostname,
-//! scheme, listener ports, members, security groups and their TCP ingress (ports x source ranges), and a Classic
-//! ELB's health-check interval.
+//! scheme, listener ports, members (the labelled Nodes' instances for a Service with node labels), security
+//! groups and their TCP ingress (ports x source ranges), a Classic ELB's health-check interval, and the rules
+//! that let a Classic ELB reach its targets (`reach.rs`).
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use ccm_aws_api::{Ec2, Elb, Elbv2, Filter};
-use ccm_load_balancers::classic::node_rules::{SourceRule, load_balancer_ports, source_rules};
+use ccm_load_balancers::classic::node_rules::load_balancer_ports;
 use ccm_testing::{load_balancers::name_for_uid, services};
 use kube::api::PostParams;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -113,11 +114,13 @@ async fn create(soak: &Soak, name: &str, spec: &Spec) -> anyhow::Result<()> {
     let mut svc = services::load_balancer(name, &soak.world.namespace, &[], &[]);
     spec.write(&mut svc, &soak.byo_group);
     soak.services.create(&PostParams::default(), &svc).await?;
+    soak.live_specs().insert(name.to_owned(), spec.clone());
     Ok(())
 }
 
 /// Writes `spec` into the Service, again on a conflict (the CCM writes its status and finalizer meanwhile).
 async fn update(soak: &Soak, name: &str, spec: &Spec) -> anyhow::Result<()> {
+    soak.live_specs().insert(name.to_owned(), spec.clone());
     for _ in 0..20 {
         let mut svc = soak.services.get(name).await?;
         spec.write(&mut svc, &soak.byo_group);
@@ -133,6 +136,7 @@ async fn update(soak: &Soak, name: &str, spec: &Spec) -> anyhow::Result<()> {
 /// they are not within the timeout.
 pub async fn delete(soak: &Soak, name: &str) -> anyhow::Result<bool> {
     let uid = soak.services.get_opt(name).await?.and_then(|s| s.metadata.uid);
+    soak.live_specs().remove(name);
     soak.services.delete(name, &Default::default()).await?;
     soak.count_lifecycle();
     let lb = uid.as_deref().map(name_for_uid).unwrap_or_default();
@@ -169,6 +173,7 @@ impl Soak {
             // A read racing the CCM (a target group replaced meanwhile) is a "not yet", never the end of the run.
             match self.mismatch(name, spec).await {
                 Ok(None) => {
+                    self.note_sharing(name, spec);
                     self.stats().convergence.push(since.elapsed());
                     return Ok(true);
                 }
@@ -202,16 +207,18 @@ impl Soak {
         };
         let lb = name_for_uid(svc.metadata.uid.as_deref().unwrap_or_default());
         let hostname = services::ingress_hostname(&svc);
-        let expected = self.expected_members().await?;
+        let expected = self.expected_members(spec.node_labels).await?;
         let aws = &self.world.aws;
         let (classic, network) = (
             aws.elb().load_balancer(&lb).await?,
             aws.elbv2().load_balancer(&lb).await?,
         );
-        let mut node_ports = None;
+        // A Classic ELB's source group (its first) and the ports it sends to on the nodes.
+        let mut reach = None;
         let (dns, internal, ports, members, groups) = match (spec.nlb, classic, network) {
             (false, Some(c), None) => {
-                node_ports = Some(load_balancer_ports(&c));
+                let source = c.security_groups.first().map(ToString::to_string);
+                reach = source.map(|s| (s, load_balancer_ports(&c)));
                 let interval = c.health_check.as_ref().map(|h| h.interval);
                 if interval != Some(spec.interval.map_or(10, |i| i as i32)) {
                     return Ok(Some(format!("health-check interval {interval:?}")));
@@ -246,34 +253,11 @@ impl Soak {
         if let Some((_, why)) = wrong.into_iter().find(|(bad, _)| *bad) {
             return Ok(Some(why));
         }
-        match self.groups_mismatch(&groups, spec).await? {
-            Some(why) => Ok(Some(why)),
-            None => self.node_rules_mismatch(spec, node_ports).await,
+        match (self.groups_mismatch(&groups, spec).await?, reach) {
+            (Some(why), _) => Ok(Some(why)),
+            (None, Some((source, ports))) => self.node_rules_mismatch(&source, &expected, &ports).await,
+            (None, None) => Ok(None),
         }
-    }
-
-    /// A Classic ELB with the given group: the nodes' group allows the given group on every port the load
-    /// balancer sends to (and never all traffic). Other Services sharing the group must not have taken them.
-    async fn node_rules_mismatch(
-        &self,
-        spec: &Spec,
-        node_ports: Option<BTreeSet<i32>>,
-    ) -> anyhow::Result<Option<String>> {
-        let (Some(needed), true) = (node_ports, spec.byo_group) else {
-            return Ok(None);
-        };
-        let rules = self.rules_from_given_group().await?;
-        let present: BTreeSet<i32> = rules.iter().filter_map(SourceRule::port).collect();
-        let ok = needed.is_subset(&present) && !rules.iter().any(SourceRule::is_wide);
-        Ok((!ok).then(|| format!("node rules from the given group {rules:?}, want ports {needed:?}")))
-    }
-
-    /// The rules on the nodes' group whose source is the given group.
-    pub async fn rules_from_given_group(&self) -> anyhow::Result<Vec<SourceRule>> {
-        let filter = Filter::new("group-id", [self.world.node_group.as_str()]);
-        let read = self.world.aws.ec2().security_groups(&[filter]).await?;
-        let source = ccm_aws_api::SecurityGroupId::new(self.byo_group.clone());
-        Ok(read.iter().flat_map(|g| source_rules(g, &source)).collect())
     }
 
     /// The load balancer's groups: the given one (an NLB's `security-groups`), or one managed group whose TCP

@@ -1,15 +1,18 @@
 //! The two `aws-cloud-controller-manager` replicas under leader election (short lease timings, so that a
-//! failover takes seconds), killed and restarted by the chaos task. Which one leads is read from each replica's
-//! `leader_election_master_status` on /metrics.
+//! failover takes seconds) with the tagging controller on, killed, restarted and cut off by the chaos task. Which
+//! one leads is read from each replica's `leader_election_master_status` on /metrics.
+//!
+//! Each replica has proxies of its own: its fault proxy to moto (`World::proxies`: its cloud config names it),
+//! and a TCP proxy to the apiserver, which can cut it off (its kubeconfig names it).
 
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::Duration,
 };
 
 use anyhow::Context;
-use ccm_testing::{TestEnv, metrics};
+use ccm_testing::{TcpDelayProxy, TestEnv, metrics};
 use tokio::time::Instant;
 
 use crate::world::World;
@@ -18,31 +21,32 @@ pub struct Replica {
     child: Option<Child>,
     pub port: u16,
     starts: u32,
-    name: &'static str,
+    pub name: &'static str,
+    /// Its path to the apiserver.
+    pub apiserver: TcpDelayProxy,
+    /// Its cloud config and its kubeconfig (the apiserver through `apiserver`).
+    config: PathBuf,
+    kubeconfig: PathBuf,
 }
 
 pub struct Replicas {
     pub members: [Replica; 2],
     lease: String,
-    config: PathBuf,
     dir: PathBuf,
-    kubeconfig: PathBuf,
+    /// `--tags` of the tagging controller.
+    tags: String,
 }
 
 impl Replicas {
-    pub fn start(world: &World, env: &TestEnv) -> anyhow::Result<Self> {
-        let replica = |name| Replica {
-            child: None,
-            port: 0,
-            starts: 0,
-            name,
-        };
+    pub async fn start(world: &World, env: &TestEnv) -> anyhow::Result<Self> {
         let mut replicas = Self {
-            members: [replica("a"), replica("b")],
+            members: [
+                Replica::new("a", &world.ccm_configs[0], world, env).await?,
+                Replica::new("b", &world.ccm_configs[1], world, env).await?,
+            ],
             lease: format!("ccm-{}", world.id),
-            config: world.ccm_config.clone(),
             dir: world.dir.clone(),
-            kubeconfig: env.kubeconfig.clone(),
+            tags: format!("soak={}", world.id),
         };
         replicas.spawn(0)?;
         replicas.spawn(1)?;
@@ -61,14 +65,16 @@ impl Replicas {
             .args(["--cloud-provider=aws", "--v=2", "--bind-address=127.0.0.1"])
             .arg(format!("--secure-port={port}"))
             .arg("--authorization-always-allow-paths=/healthz,/metrics")
-            .arg(format!("--cloud-config={}", self.config.display()))
-            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--cloud-config={}", r.config.display()))
+            .arg(format!("--kubeconfig={}", r.kubeconfig.display()))
             .arg(format!("--leader-elect-resource-name={}", self.lease))
             .args([
                 "--leader-elect-lease-duration=6s",
                 "--leader-elect-renew-deadline=4s",
             ])
             .args(["--leader-elect-retry-period=1s", "--node-monitor-period=2s"])
+            .args(["--controllers=*,tagging", "--resources=instance"])
+            .arg(format!("--tags={}", self.tags))
             .env("AWS_ACCESS_KEY_ID", "soak")
             .env("AWS_SECRET_ACCESS_KEY", "soak")
             .env("AWS_EC2_METADATA_DISABLED", "true")
@@ -102,6 +108,18 @@ impl Replicas {
                 return Some((k, started.elapsed()));
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        None
+    }
+
+    /// Waits up to `secs` for a leader other than `old`; returns it and how long it took.
+    pub async fn await_other_leader(&self, old: usize, secs: u64) -> Option<(usize, Duration)> {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(secs) {
+            match self.leader().await {
+                Some(k) if k != old => return Some((k, started.elapsed())),
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
         }
         None
     }
@@ -160,6 +178,35 @@ impl Replicas {
 }
 
 impl Replica {
+    /// Its apiserver proxy and its kubeconfig naming it (in the run's directory); `config`: its cloud config.
+    async fn new(name: &'static str, config: &Path, world: &World, env: &TestEnv) -> anyhow::Result<Self> {
+        let apiserver = TcpDelayProxy::start(env.kube_apiserver.trim_start_matches("https://")).await?;
+        let kubeconfig = world.dir.join(format!("kubeconfig-{name}"));
+        let text = std::fs::read_to_string(&env.kubeconfig)?;
+        let proxied = format!("https://{}", apiserver.addr());
+        std::fs::write(&kubeconfig, text.replace(&env.kube_apiserver, &proxied))?;
+        Ok(Self {
+            child: None,
+            port: 0,
+            starts: 0,
+            name,
+            apiserver,
+            config: config.to_owned(),
+            kubeconfig,
+        })
+    }
+
+    /// Whether its /metrics answers and shows no controller running (`running_managed_controllers` 0 or absent).
+    pub async fn controllers_stopped(&self) -> bool {
+        let Ok(text) = metrics::scrape(self.port).await else {
+            return false;
+        };
+        !text
+            .lines()
+            .filter(|l| l.starts_with("running_managed_controllers{"))
+            .any(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) != Some(0.0))
+    }
+
     async fn is_leader(&self, lease: &str) -> bool {
         let Ok(text) = metrics::scrape(self.port).await else {
             return false;

@@ -24,6 +24,32 @@ pub struct Run {
 
 /// The figures as Markdown (a table of figures, then the AWS calls by operation).
 pub fn markdown(run: &Run, stats: &Stats, outcome: &Outcome) -> String {
+    let mut out = String::from("| Figure | Value |\n|---|---|\n");
+    for (k, v) in rows(run, stats).into_iter().chain(outcome_rows(stats, outcome)) {
+        let _ = writeln!(out, "| {k} | {v} |");
+    }
+    let mut calls: Vec<(&String, &u64)> = run.calls.iter().collect();
+    calls.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let listed: Vec<String> = calls.iter().map(|(op, n)| format!("{op} {n}")).collect();
+    let _ = write!(out, "\nAWS calls by operation: {}.\n", listed.join(", "));
+    out
+}
+
+/// `p50 .. s, p90 .., p99 .., max .. (n samples)`.
+fn secs(v: &[std::time::Duration]) -> String {
+    let p = |q| percentile(v, q);
+    format!(
+        "p50 {:.1} s, p90 {:.1} s, p99 {:.1} s, max {:.1} s ({} samples)",
+        p(50),
+        p(90),
+        p(99),
+        p(100),
+        v.len()
+    )
+}
+
+/// The table's rows about the run's workload, its faults and its leader changes.
+fn rows(run: &Run, stats: &Stats) -> Vec<(&'static str, String)> {
     let total: u64 = run.calls.values().sum();
     let faulted: u64 = run.faults.values().sum();
     let share = if total == 0 {
@@ -33,19 +59,8 @@ pub fn markdown(run: &Run, stats: &Stats, outcome: &Outcome) -> String {
     };
     let faults: Vec<String> = run.faults.iter().map(|(k, n)| format!("{k} {n}")).collect();
     let changes: Vec<String> = stats.changes.iter().map(|(k, n)| format!("{k} {n}")).collect();
-    let n = &stats.node_events;
-    let secs = |v: &[std::time::Duration]| {
-        let p = |q| percentile(v, q);
-        format!(
-            "p50 {:.1} s, p90 {:.1} s, p99 {:.1} s, max {:.1} s ({} samples)",
-            p(50),
-            p(90),
-            p(99),
-            p(100),
-            v.len()
-        )
-    };
-    let rows = [
+    let (n, cuts) = (&stats.node_events, &stats.partitions);
+    vec![
         ("Seed", run.seed.to_string()),
         ("Duration", format!("{:.1} min", run.minutes)),
         ("Lifecycles (created and deleted)", stats.lifecycles.to_string()),
@@ -57,8 +72,17 @@ pub fn markdown(run: &Run, stats: &Stats, outcome: &Outcome) -> String {
         (
             "Node events",
             format!(
-                "{} launched, {} terminated, {} scaled in, {} Ready flips",
-                n.launched, n.terminated, n.scaled_in, n.ready_flips
+                "{} launched ({} at a dead instance's address), {} terminated, {} scaled in, {} replaced at the \
+                 dead instance's address ({} beside its Node, {} after the CCM deleted its Node of the same \
+                 name), {} Ready flips",
+                n.launched,
+                n.launched_reused,
+                n.terminated,
+                n.scaled_in,
+                n.replaced,
+                n.replaced_beside_dead,
+                n.replaced_same_name,
+                n.ready_flips
             ),
         ),
         ("AWS calls (through the proxy)", total.to_string()),
@@ -71,11 +95,35 @@ pub fn markdown(run: &Run, stats: &Stats, outcome: &Outcome) -> String {
             ),
         ),
         (
-            "Leader SIGKILLs / forced changes / failovers",
-            format!("{} / {} / {}", stats.kills, stats.forced, stats.failovers),
+            "Leader SIGKILLs / forced changes / partitions / failovers",
+            format!(
+                "{} / {} / {} / {}",
+                stats.kills, stats.forced, cuts.count, stats.failovers
+            ),
+        ),
+        (
+            "Partitions (leader cut off from the apiserver, its `CreateTags` failing)",
+            format!(
+                "{} ({} with `CreateTags` failing at the cut; {} refused)",
+                cuts.count, cuts.while_tagging, cuts.refused
+            ),
+        ),
+        (
+            "AWS calls of a cut-off leader after its controllers stopped",
+            cuts.after_stop.len().to_string(),
         ),
         ("Failover time", secs(&stats.failover_times)),
+        (
+            "Classic ELBs converged sharing the given group with one of other node labels",
+            stats.mixed_sharing.to_string(),
+        ),
         ("Replica crashes (exits not caused)", stats.crashes.to_string()),
+    ]
+}
+
+/// The table's rows about how the CCM did: times, and each kind of problem.
+fn outcome_rows(stats: &Stats, outcome: &Outcome) -> Vec<(&'static str, String)> {
+    vec![
         (
             "Convergence time (create or change to AWS matching)",
             secs(&stats.convergence),
@@ -103,16 +151,11 @@ pub fn markdown(run: &Run, stats: &Stats, outcome: &Outcome) -> String {
             "Nodes of running instances deleted",
             outcome.nodes_lost.len().to_string(),
         ),
-    ];
-    let mut out = String::from("| Figure | Value |\n|---|---|\n");
-    for (k, v) in rows {
-        let _ = writeln!(out, "| {k} | {v} |");
-    }
-    let mut calls: Vec<(&String, &u64)> = run.calls.iter().collect();
-    calls.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-    let listed: Vec<String> = calls.iter().map(|(op, n)| format!("{op} {n}")).collect();
-    let _ = write!(out, "\nAWS calls by operation: {}.\n", listed.join(", "));
-    out
+        (
+            "Nodes with another instance's providerID (or none)",
+            (stats.provider_ids.len() + outcome.provider_ids.len()).to_string(),
+        ),
+    ]
 }
 
 /// Prints the figures and the problems, writes the table into docs/reliability.md when `write`; the problems.
@@ -132,7 +175,7 @@ pub fn conclude(soak: &Soak, run: &Run, outcome: &Outcome, write: bool) -> anyho
 
 /// Every problem found, one line each.
 pub fn problems(stats: &Stats, outcome: &Outcome) -> Vec<String> {
-    let groups: [(&str, &[String]); 8] = [
+    let groups: [(&str, &[String]); 11] = [
         ("unconverged during the run", &stats.unconverged),
         ("stalled", &stats.stuck),
         ("unconverged at the end", &outcome.unconverged),
@@ -141,6 +184,9 @@ pub fn problems(stats: &Stats, outcome: &Outcome) -> Vec<String> {
         ("doctor", &outcome.doctor_other),
         ("foreign mutation", &outcome.foreign_mutations),
         ("Node lost", &outcome.nodes_lost),
+        ("providerID during the run", &stats.provider_ids),
+        ("providerID at the end", &outcome.provider_ids),
+        ("AWS call of a stopped leader", &stats.partitions.after_stop),
     ];
     groups
         .iter()

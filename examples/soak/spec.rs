@@ -1,5 +1,6 @@
 //! What a soak Service asks for, drawn at random, and the random changes made to it: flavour (Classic ELB or
-//! NLB), ports, source ranges, `internal`, health-check and attribute annotations, the NLB's security groups.
+//! NLB), ports, source ranges, `internal`, health-check and attribute annotations, the given security group and
+//! the target node labels.
 
 use std::collections::BTreeMap;
 
@@ -7,6 +8,8 @@ use k8s_openapi::api::core::v1::{Service, ServicePort};
 use rand::{Rng, rngs::StdRng, seq::IndexedRandom};
 
 const PREFIX: &str = "service.beta.kubernetes.io/aws-load-balancer-";
+/// The label (key, value) the chaos gives a random share of the Nodes, and `target-node-labels` asks for.
+pub const POOL: (&str, &str) = ("soak/pool", "a");
 const RANGES: [&str; 4] = [
     "10.0.0.0/8",
     "192.168.0.0/16",
@@ -26,6 +29,9 @@ pub struct Spec {
     /// The given group (`security-groups` annotation) instead of a managed one; shared by every Service that
     /// has it, so Classic ELBs share the source of their node rules.
     pub byo_group: bool,
+    /// `target-node-labels` [`POOL`]: only the labelled Nodes are targets. Services with and without it share the
+    /// given group, so one's node rules must survive the other's changes (#35).
+    pub node_labels: bool,
 }
 
 /// One random change.
@@ -39,6 +45,7 @@ pub enum Change {
     HealthCheck,
     Attributes,
     SecurityGroups,
+    NodeLabels,
 }
 
 impl Spec {
@@ -52,19 +59,20 @@ impl Spec {
             cross_zone: false,
             idle_timeout: None,
             byo_group: false,
+            node_labels: rng.random_bool(0.5),
         };
         for _ in 0..rng.random_range(0..2) {
             spec.apply(rng, Change::AddPort);
         }
-        for change in [
-            Change::Ranges,
-            Change::HealthCheck,
-            Change::Attributes,
-            Change::SecurityGroups,
-        ] {
+        for change in [Change::Ranges, Change::HealthCheck, Change::Attributes] {
             if rng.random_bool(0.25) {
                 spec.apply(rng, change);
             }
+        }
+        // Most Classic ELBs take the given group, so that two of them (with and without node labels) often share
+        // it at the same time, in four slots.
+        if rng.random_bool(if spec.nlb { 0.25 } else { 0.75 }) {
+            spec.apply(rng, Change::SecurityGroups);
         }
         spec
     }
@@ -80,6 +88,7 @@ impl Spec {
             Change::HealthCheck,
             Change::Attributes,
             Change::SecurityGroups,
+            Change::NodeLabels,
         ];
         let change = *all.choose(rng).unwrap_or(&Change::AddPort);
         self.apply(rng, change);
@@ -121,6 +130,7 @@ impl Spec {
                 self.idle_timeout = [None, Some(120), Some(300)].choose(rng).copied().flatten();
             }
             Change::SecurityGroups => self.byo_group = !self.byo_group,
+            Change::NodeLabels => self.node_labels = !self.node_labels,
         }
     }
 
@@ -143,6 +153,11 @@ impl Spec {
             self.idle_timeout.map(|t| t.to_string()),
         );
         set("security-groups", self.byo_group.then(|| byo_group.to_owned()));
+        let (key, value) = POOL;
+        set(
+            "target-node-labels",
+            self.node_labels.then(|| format!("{key}={value}")),
+        );
         out
     }
 
@@ -173,5 +188,24 @@ impl Spec {
         });
         spec.ports = Some(ports.collect());
         spec.load_balancer_source_ranges = (!self.ranges.is_empty()).then(|| self.ranges.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    const LABELS: &str = "service.beta.kubernetes.io/aws-load-balancer-target-node-labels";
+
+    #[test]
+    fn node_labels_ask_for_the_pool_and_are_removed_when_off() {
+        let mut spec = Spec::random(&mut StdRng::seed_from_u64(1));
+        spec.node_labels = true;
+        let on = spec.annotations("sg-1");
+        assert_eq!(on.get(LABELS), Some(&Some("soak/pool=a".to_owned())));
+        spec.apply(&mut StdRng::seed_from_u64(1), Change::NodeLabels);
+        assert_eq!(spec.annotations("sg-1").get(LABELS), Some(&None));
     }
 }

@@ -1,6 +1,6 @@
 //! The end of a soak: the Services left standing converged, every Service deleted without a stuck finalizer,
 //! `doctor` finding nothing the cluster owns left in AWS, the foreign resources as they were, and the Node of
-//! every running instance still there.
+//! every running instance still there, with that instance's providerID.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -21,6 +21,8 @@ pub struct Outcome {
     pub foreign_mutations: Vec<String>,
     /// Nodes of running instances the harness did not delete, found missing.
     pub nodes_lost: Vec<String>,
+    /// Nodes of running instances whose providerID names another instance (or none).
+    pub provider_ids: Vec<String>,
 }
 
 /// Every kept Service converged (a fresh wait of the soak's timeout).
@@ -139,6 +141,7 @@ pub async fn finish(
     soak.stats().crashes += replicas.lock().await.restart_exited()?;
     let mut outcome = Outcome {
         unconverged: converged(soak, kept).await?,
+        provider_ids: crate::replace::provider_ids(soak).await?,
         ..Default::default()
     };
     outcome.stuck_finalizers = delete_all(soak).await?;
@@ -156,7 +159,7 @@ pub async fn finish(
             .stuck
             .push(format!("{stuck} replica(s) did not stop within 30 s of SIGTERM"));
     }
-    soak.world.proxy.set_chaos(None);
+    soak.world.set_chaos(None);
     outcome.foreign_mutations = self::foreign(soak, foreign, before).await?;
     let (leaks, other) = doctor(soak)?;
     outcome.leaks.extend(leaks);

@@ -1,7 +1,8 @@
 //! The soak's cluster in moto: a VPC with a public ELB subnet, an owned node security group (every node
 //! instance's, so that NLBs add rules to it), a control-plane instance named by an IMDS
-//! emulator, the fault proxy every CCM replica talks to AWS through, and the cloud configs (the replicas' through
-//! the proxy; the tools' straight to moto). Also the foreign resources planted before the run and their snapshot.
+//! emulator, the fault proxies the CCM replicas talk to AWS through (one each, so that a replica's calls are
+//! counted apart and can fail alone), and the cloud configs (each replica's through its proxy; the tools'
+//! straight to moto). Also the foreign resources planted before the run and their snapshot.
 
 use std::{collections::BTreeMap, path::PathBuf};
 
@@ -12,7 +13,7 @@ use ccm_aws_api::{
     elbv2::{NewTargetGroup, TargetGroupHealthCheck},
 };
 use ccm_aws_sdk::{Adapter, AdapterOptions};
-use ccm_testing::{FaultProxy, ImdsEmulator, TestEnv, ec2, unique_name, vpc};
+use ccm_testing::{Chaos, ChaosKind, FaultProxy, ImdsEmulator, TestEnv, ec2, unique_name, vpc};
 
 pub struct World {
     pub id: String,
@@ -21,12 +22,13 @@ pub struct World {
     pub network: ec2::Network,
     /// AWS straight to moto, for the harness's own reads (never faulted).
     pub aws: Adapter,
-    pub proxy: FaultProxy,
+    /// Replica `k`'s fault proxy in front of moto.
+    pub proxies: [FaultProxy; 2],
     /// The cluster's (owned) node security group, every node instance's only group.
     pub node_group: String,
     pub dir: PathBuf,
-    /// The replicas' cloud config (every AWS service through the proxy).
-    pub ccm_config: PathBuf,
+    /// Replica `k`'s cloud config (every AWS service through its proxy).
+    pub ccm_configs: [PathBuf; 2],
     /// The tools' cloud config (straight to moto, no IMDS).
     pub tool_config: PathBuf,
     _imds: ImdsEmulator,
@@ -41,7 +43,10 @@ impl World {
         vpc::public_subnet(&raw, &network, &key).await?;
         let control_plane = ec2::launch(&raw, &network, 1, &[(key.as_str(), "owned")]).await?;
         let imds = ImdsEmulator::start(&control_plane[0].id, "us-east-1a", &env.aws_region).await?;
-        let proxy = FaultProxy::start(&env.aws_endpoint).await?;
+        let proxies = [
+            FaultProxy::start(&env.aws_endpoint).await?,
+            FaultProxy::start(&env.aws_endpoint).await?,
+        ];
         let node_group = raw
             .create_security_group()
             .group_name(format!("{id}-nodes"))
@@ -59,10 +64,12 @@ impl World {
             .await?;
         let dir = std::env::temp_dir().join(&id);
         std::fs::create_dir_all(&dir)?;
-        let ccm_config = dir.join("cloud.conf");
         let global = "NLBSecurityGroupMode = Managed";
-        let text = ec2::cloud_config(&env.aws_region, &proxy.url(), &imds.endpoint(), global);
-        std::fs::write(&ccm_config, text)?;
+        let ccm_configs = [dir.join("cloud-a.conf"), dir.join("cloud-b.conf")];
+        for (path, proxy) in ccm_configs.iter().zip(&proxies) {
+            let text = ec2::cloud_config(&env.aws_region, &proxy.url(), &imds.endpoint(), global);
+            std::fs::write(path, text)?;
+        }
         let external = format!(
             "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {id}",
             env.aws_region, network.vpc_id, network.subnet_id
@@ -77,12 +84,40 @@ impl World {
             id,
             raw,
             network,
-            proxy,
+            proxies,
             dir,
-            ccm_config,
+            ccm_configs,
             tool_config,
             _imds: imds,
         })
+    }
+
+    /// Turns the random faults on (`Some`) or off on both proxies; replica `k`'s from the seed plus `k`.
+    pub fn set_chaos(&self, chaos: Option<Chaos>) {
+        for (k, proxy) in (0u64..).zip(&self.proxies) {
+            proxy.set_chaos(chaos.map(|c| Chaos {
+                seed: c.seed.wrapping_add(k),
+                ..c
+            }));
+        }
+    }
+
+    /// The faults both proxies injected, per kind.
+    pub fn chaos_faults(&self) -> BTreeMap<ChaosKind, u64> {
+        let mut out = BTreeMap::new();
+        for (kind, n) in self.proxies.iter().flat_map(FaultProxy::chaos_faults) {
+            *out.entry(kind).or_default() += n;
+        }
+        out
+    }
+
+    /// The AWS calls both proxies saw, per action.
+    pub fn requests_by_action(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for (action, n) in self.proxies.iter().flat_map(FaultProxy::requests_by_action) {
+            *out.entry(action).or_default() += n;
+        }
+        out
     }
 
     pub fn cluster_key(&self) -> String {
@@ -90,20 +125,15 @@ impl World {
     }
 
     /// Launches an instance of the cluster in its node security group (so that NLBs add their rules to it, and
-    /// must take them away again).
-    pub async fn launch_node(&self) -> anyhow::Result<ec2::Launched> {
+    /// must take them away again), at `ip` when given: the address of an instance terminated a moment ago.
+    pub async fn launch_node(&self, ip: Option<&str>) -> anyhow::Result<ec2::Launched> {
         let key = self.cluster_key();
-        let mut launched = ec2::launch(&self.raw, &self.network, 1, &[(key.as_str(), "owned")]).await?;
-        let Some(node) = launched.pop() else {
-            anyhow::bail!("RunInstances returned no instance");
-        };
-        self.raw
-            .modify_instance_attribute()
-            .instance_id(&node.id)
-            .groups(&self.node_group)
-            .send()
-            .await?;
-        Ok(node)
+        let tags = [(key.as_str(), "owned")];
+        let group = [self.node_group.as_str()];
+        let mut launched = ec2::launch_node(&self.raw, &self.network, &group, ip, &tags).await?;
+        launched
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("RunInstances returned no instance"))
     }
 
     pub async fn terminate(&self, instance: &str) -> anyhow::Result<()> {

@@ -4,7 +4,7 @@
 
 use aws_sdk_ec2::{
     Client,
-    types::{InstanceType, ResourceType, Tag, TagSpecification},
+    types::{InstanceNetworkInterfaceSpecification, InstanceType, ResourceType, Tag, TagSpecification},
 };
 
 /// An EC2 client for moto (so that tools built on these fixtures need not name the SDK).
@@ -87,6 +87,42 @@ pub async fn launch(
         .min_count(count)
         .max_count(count)
         .subnet_id(&network.subnet_id)
+        .tag_specifications(spec.build())
+        .send()
+        .await?;
+    Ok(run.instances().iter().map(Launched::from_sdk).collect())
+}
+
+/// Launches one m5.large instance in `network` as AWS launches a node: its primary network interface, in
+/// `groups`, is deleted with the instance, so that its private address is free again once it is terminated (moto
+/// keeps the address of an interface it made implicitly for ever, and refuses another instance at it); at `ip`
+/// when given (another instance's address reused: same subnet, same private DNS name). Tagged `tags`.
+pub async fn launch_node(
+    ec2: &Client,
+    network: &Network,
+    groups: &[&str],
+    ip: Option<&str>,
+    tags: &[(&str, &str)],
+) -> Result<Vec<Launched>, aws_sdk_ec2::Error> {
+    let mut spec = TagSpecification::builder().resource_type(ResourceType::Instance);
+    for (k, v) in tags {
+        spec = spec.tags(Tag::builder().key(*k).value(*v).build());
+    }
+    let mut interface = InstanceNetworkInterfaceSpecification::builder()
+        .device_index(0)
+        .subnet_id(&network.subnet_id)
+        .delete_on_termination(true)
+        .set_private_ip_address(ip.map(str::to_owned));
+    for group in groups {
+        interface = interface.groups(*group);
+    }
+    let run = ec2
+        .run_instances()
+        .image_id(AMI)
+        .instance_type(InstanceType::M5Large)
+        .min_count(1)
+        .max_count(1)
+        .network_interfaces(interface.build())
         .tag_specifications(spec.build())
         .send()
         .await?;
