@@ -20,12 +20,12 @@ use std::{collections::BTreeMap, path::Path, process::Output, time::Duration};
 
 use aws_sdk_ec2::types::Tag;
 use ccm_testing::{Fault, FaultProxy, GoCcm, GoCcmOptions, GoCloudConfig, TestEnv, ec2::Launched};
-use common::{Ccm, World, eventually, initialized, lb::public_subnet};
+use common::{Ccm, World, eventually, initialized};
 use go_peer::{
     Aws, Delta, Snapshot,
     cluster::{
-        Served, assert_not_recreated, assert_serving, create_services, delete_stale, go_until, has_hostname,
-        node_facts, node_group, subnet_cidr, wait_synced,
+        Served, assert_not_recreated, assert_serving, create_services, go_until, has_hostname, node_facts,
+        node_group, subnet_cidr, wait_synced,
     },
     diff, list_requests, show, writes, writes_since,
 };
@@ -35,18 +35,12 @@ use kube::Api;
 #[tokio::test]
 async fn e2e_the_go_controller_takes_over_what_ours_made_and_deletes_it() {
     let env = TestEnv::get();
-    // Fails here, naming CCM_TEST_GO_CCM, when the environment has no Go controller: never a silent skip.
-    GoCcm::binary().unwrap_or_else(|e| panic!("{e}"));
-    let world = World::new("").await;
-    public_subnet(&world).await;
-    let client = env.kube_client().await.unwrap();
-    delete_stale(client.clone()).await;
-    let services: Api<Service> = Api::namespaced(client, "default");
-    let launched = world.launch(3).await;
-    for l in &launched {
-        world.register_node(&l.private_dns, None).await;
-    }
-    let aws = Aws::connect().await;
+    let go_peer::cluster::Start {
+        world,
+        services,
+        launched,
+        aws,
+    } = go_peer::cluster::start().await;
     tag_node_group(&world, &aws, &launched[0]).await;
     let baseline = aws.snapshot(&world.network.vpc_id).await;
     let config = GoCloudConfig::new(

@@ -15,12 +15,12 @@ mod go_peer;
 use std::{collections::BTreeMap, time::Duration};
 
 use ccm_testing::{FaultProxy, GoCcm, GoCcmOptions, GoCloudConfig, TestEnv, ec2::Launched};
-use common::{Ccm, World, eventually, initialized, lb::public_subnet};
+use common::{Ccm, World, eventually, initialized};
 use go_peer::{
     Aws, Delta, Snapshot,
     cluster::{
-        Served, assert_not_recreated, assert_serving, create_services, delete_stale, go_until, has_hostname,
-        node_facts, subnet_cidr, wait_synced,
+        Served, assert_not_recreated, assert_serving, create_services, go_until, has_hostname, node_facts,
+        subnet_cidr, wait_synced,
     },
     diff, list_requests, show, writes, writes_since,
 };
@@ -30,18 +30,12 @@ use kube::Api;
 #[tokio::test]
 async fn e2e_ours_takes_over_what_the_go_controller_made_and_deletes_it() {
     let env = TestEnv::get();
-    // Fails here, naming CCM_TEST_GO_CCM, when the environment has no Go controller: never a silent skip.
-    GoCcm::binary().unwrap_or_else(|e| panic!("{e}"));
-    let world = World::new("").await;
-    public_subnet(&world).await;
-    let client = env.kube_client().await.unwrap();
-    delete_stale(client.clone()).await;
-    let services: Api<Service> = Api::namespaced(client, "default");
-    let launched = world.launch(3).await;
-    for l in &launched {
-        world.register_node(&l.private_dns, None).await;
-    }
-    let aws = Aws::connect().await;
+    let go_peer::cluster::Start {
+        world,
+        services,
+        launched,
+        aws,
+    } = go_peer::cluster::start().await;
     let baseline = aws.snapshot(&world.network.vpc_id).await;
     let config = GoCloudConfig::new(
         env,

@@ -249,3 +249,34 @@ pub async fn delete_stale(client: kube::Client) {
         let _ = services.delete(&name, &Default::default()).await;
     }
 }
+
+/// What both Go-peer tests start from: a world with a public subnet, no LoadBalancer Service left by an earlier run
+/// (the Go controller would serve it), three instances with Nodes named by private DNS name (as the Go provider
+/// requires), and an AWS reader. Fails, naming `CCM_TEST_GO_CCM`, when the environment has no Go controller: never
+/// a silent skip.
+pub struct Start {
+    pub world: common::World,
+    pub services: Api<Service>,
+    pub launched: Vec<Launched>,
+    pub aws: Aws,
+}
+
+pub async fn start() -> Start {
+    GoCcm::binary().unwrap_or_else(|e| panic!("{e}"));
+    let world = common::World::new("").await;
+    common::lb::public_subnet(&world).await;
+    let client = ccm_testing::TestEnv::get().kube_client().await.unwrap();
+    delete_stale(client.clone()).await;
+    let services: Api<Service> = Api::namespaced(client, "default");
+    let launched = world.launch(3).await;
+    for l in &launched {
+        world.register_node(&l.private_dns, None).await;
+    }
+    let aws = Aws::connect().await;
+    Start {
+        world,
+        services,
+        launched,
+        aws,
+    }
+}
