@@ -9,7 +9,8 @@ use k8s_openapi::{
 use kube::runtime::reflector;
 
 use super::*;
-use crate::keys::{LABEL_EXCLUDE_FROM_LB, TAINT_TO_BE_DELETED};
+use crate::keys::{FINALIZER_LB_CLEANUP, LABEL_EXCLUDE_FROM_LB, TAINT_TO_BE_DELETED};
+use serde_json::json;
 
 fn lb_service() -> Service {
     let mut s = Service::default();
