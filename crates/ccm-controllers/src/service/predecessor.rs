@@ -55,9 +55,9 @@ pub(super) async fn sync<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<()
         (Some(old), Some(lb)) => delete_cached_load_balancer(ctx, lb, &old, key).await,
         _ => Ok(()),
     };
+    // (The deletion itself forgets its wait record once done.)
     if result.is_ok() {
         lock(&ctx.predecessors).remove(key);
-        lock(&ctx.waits).remove(key);
     }
     if !lock(&ctx.predecessors).contains_key(key) {
         lock(&ctx.key_locks).remove(key);
