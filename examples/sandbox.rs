@@ -1,4 +1,4 @@
-//! `sandbox [NODES] [--pause]`: the CCM at work on a local cluster, every capability in one run. Seeds moto
+//! `sandbox [NODES] [--pause | --compare]`: the CCM at work on a local cluster, every capability in one run. Seeds moto
 //! with a VPC (a public ELB subnet, a route table tagged for the cluster), a control-plane instance and NODES
 //! workers (default 4), registers the workers as Nodes the way kubelets with `--cloud-provider=external` do
 //! (tainted uninitialized, half named by private DNS name, half by instance ID, with pod CIDRs), runs
@@ -7,10 +7,14 @@
 //! Classic ELB and another an NLB; the `lb-plan` dry run of a change; the clean-up and `doctor` finding it
 //! clean. Then the CCM's peak memory and its AWS calls by operation. More than 10 NODES is the scale run (Nodes
 //! only): `sandbox 1000`. `--pause` waits for a line on stdin before the clean-up, to look around in moto.
+//! `--compare` runs the Nodes and load balancers of the workload through the Go controller and then through
+//! this one, and prints both columns (`sandbox/compare.rs`).
 //! Needs the environment of `scripts/testenv.sh` (`scripts/sandbox.sh` provides it).
 
 #[path = "sandbox/cluster.rs"]
 mod cluster;
+#[path = "sandbox/compare.rs"]
+mod compare;
 #[path = "sandbox/steps.rs"]
 mod steps;
 #[path = "sandbox/tour.rs"]
@@ -27,15 +31,23 @@ use kube::{Api, api::DeleteParams};
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let pause = args.iter().any(|a| a == "--pause");
-    let nodes_arg = args.iter().find(|a| *a != "--pause");
-    let workers: i32 = nodes_arg
-        .map_or(Ok(4), |n| n.parse())
-        .context("usage: sandbox [NODES] [--pause]")?;
-    let tour = workers <= 10;
+    let usage = "usage: sandbox [NODES] [--pause | --compare]";
+    if let Some(unknown) = args
+        .iter()
+        .find(|a| a.starts_with("--") && !["--pause", "--compare"].contains(&a.as_str()))
+    {
+        anyhow::bail!("unknown flag {unknown} ({usage})");
+    }
+    let flag = |name: &str| args.iter().any(|a| a == name);
+    let nodes_arg = args.iter().find(|a| !a.starts_with("--"));
+    let workers: i32 = nodes_arg.map_or(Ok(4), |n| n.parse()).context(usage)?;
     let env = TestEnv::from_env()?;
+    if flag("--compare") {
+        return compare::run(&env, workers).await;
+    }
+    let (pause, tour) = (flag("--pause"), workers <= 10);
     let cluster = Cluster::create(&env, workers).await?;
-    cluster.register_nodes(tour).await?;
+    cluster.register_nodes(tour, false).await?;
     let lp = cluster.node_selector();
     println!("\n== Nodes: initialized by the CCM ==\nbefore:");
     show(&cluster.nodes.list(&lp).await?.items);

@@ -25,6 +25,18 @@ counts reservations instead, so 5,000 instances launched 250 at a time came back
 AWS makes five, and a response five times the size of AWS's largest (which inflated the CCM's peak memory in
 the scale harness). Listings with MaxResults are paged by instance here; a reservation split across pages
 appears in each with its part of the instances, as on AWS.
+
+Defaults AWS answers and moto 5.2.5 leaves out (found by comparing the Go controller's resources with ours):
+a Classic ELB's attributes include the draining timeout (300) and the desync mitigation mode (`defensive`)
+from its creation on, and a ModifyLoadBalancerAttributes changes only the additional attributes it names
+(moto appended another `defensive` entry on every call without any); an ELBv2 load balancer's attributes
+include `access_logs.s3.enabled=false`, and its scheme is `internet-facing` when CreateLoadBalancer names
+none (moto answered no scheme); a TCP, UDP or TCP_UDP listener has no SslPolicy (moto gave every listener
+ELBSecurityPolicy-2016-08).
+
+moto 5.2.5 has no DescribeInstanceTopology (it answers HTTP 500, which a client retries). AWS answers it with
+the instances whose types have a topology (accelerated types such as p4d or trn1) and leaves the others out;
+the test environment's instances are all of other types, so the answer here is AWS's for them: no instance.
 """
 
 import copy
@@ -49,6 +61,7 @@ _create_listener = Backend.create_listener
 
 
 def create_load_balancer(self, name, *args, **kwargs):
+    kwargs["scheme"] = kwargs.get("scheme") or "internet-facing"
     for lb in self.load_balancers.values():
         if lb.name == name:
             scheme = kwargs.get("scheme") or "internet-facing"
@@ -56,7 +69,9 @@ def create_load_balancer(self, name, *args, **kwargs):
             if lb.scheme == scheme and lb.type == lb_type:
                 return lb
             raise DuplicateLoadBalancerName()
-    return _create_load_balancer(self, name, *args, **kwargs)
+    balancer = _create_load_balancer(self, name, *args, **kwargs)
+    balancer.attrs.setdefault("access_logs.s3.enabled", "false")
+    return balancer
 
 
 def create_target_group(self, name, **kwargs):
@@ -87,6 +102,8 @@ def create_listener(self, load_balancer_arn, protocol, port, ssl_policy, certifi
                 if same:
                     return listener
                 raise DuplicateListenerError()
+    if (protocol or "").upper() in ("TCP", "UDP", "TCP_UDP"):
+        ssl_policy = None
     return _create_listener(self, load_balancer_arn, protocol, port, ssl_policy, certificate, actions, *args,
                             **kwargs)
 
@@ -102,7 +119,20 @@ def create_classic_load_balancer(self, *args, **kwargs):
         balancer.health_check = elb_models.FakeHealthCheck(
             timeout="5", healthy_threshold="10", unhealthy_threshold="2", interval="30", target=f"TCP:{port}"
         )
+    balancer.attributes["connection_draining"].setdefault("timeout", 300)
+    balancer.attributes["additional_attributes"] = [("elb.http.desyncmitigationmode", "defensive")]
     return balancer
+
+
+_modify_classic_attributes = ClassicBackend.modify_load_balancer_attributes
+
+
+def modify_classic_attributes(self, load_balancer_name, *args, additional_attributes=None, **kwargs):
+    balancer = self.get_load_balancer(load_balancer_name)
+    merged = dict(balancer.attributes["additional_attributes"])
+    merged.update((a["Key"], a["Value"]) for a in additional_attributes or [])
+    _modify_classic_attributes(self, load_balancer_name, *args, **kwargs)
+    balancer.attributes["additional_attributes"] = list(merged.items())
 
 
 _describe_instances = InstanceResponse.describe_instances
@@ -128,6 +158,10 @@ def describe_instances(self):
     return ActionResult({"Reservations": parts, "NextToken": next_token})
 
 
+def describe_instance_topology(self):
+    return ActionResult({"Instances": []})
+
+
 _run_instances = InstanceBackend.run_instances
 
 
@@ -141,10 +175,12 @@ def run_instances(self, *args, **kwargs):
 
 InstanceBackend.run_instances = run_instances
 InstanceResponse.describe_instances = describe_instances
+InstanceResponse.describe_instance_topology = describe_instance_topology
 Backend.create_load_balancer = create_load_balancer
 Backend.create_target_group = create_target_group
 Backend.create_listener = create_listener
 ClassicBackend.create_load_balancer = create_classic_load_balancer
+ClassicBackend.modify_load_balancer_attributes = modify_classic_attributes
 
 if __name__ == "__main__":
     sys.exit(main())

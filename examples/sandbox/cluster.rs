@@ -22,6 +22,7 @@ pub struct Cluster {
     pub raw: vpc::Ec2,
     pub workers: Vec<ec2::Launched>,
     pub route_table: String,
+    pub network: ec2::Network,
     pub nodes: Api<Node>,
     pub dir: PathBuf,
     /// The cloud config of an operator outside AWS (Region, VPC, SubnetID, KubernetesClusterID), for the tools.
@@ -68,17 +69,19 @@ impl Cluster {
             raw,
             workers: launched,
             route_table,
+            network,
             dir,
             external_config,
             _imds: imds,
         })
     }
 
-    /// Registers every worker as a tainted Node (half named by private DNS name, half by instance ID), with pod
-    /// CIDR `10.244.<k>.0/24` when `pod_cidrs`.
-    pub async fn register_nodes(&self, pod_cidrs: bool) -> anyhow::Result<()> {
+    /// Registers every worker as a tainted Node (half named by private DNS name, half by instance ID; all by
+    /// private DNS name when `dns_names`, as the Go controller needs), with pod CIDR `10.244.<k>.0/24` when
+    /// `pod_cidrs`.
+    pub async fn register_nodes(&self, pod_cidrs: bool, dns_names: bool) -> anyhow::Result<()> {
         for (k, instance) in self.workers.iter().enumerate() {
-            let name = if k % 2 == 0 {
+            let name = if k % 2 == 0 || dns_names {
                 &instance.private_dns
             } else {
                 &instance.id
@@ -109,8 +112,28 @@ impl Cluster {
             .collect())
     }
 
+    /// Marks every Node of the cluster Ready, as its kubelet would (the Go controller's service controller
+    /// leaves other Nodes out).
+    pub async fn set_ready(&self) -> anyhow::Result<()> {
+        let ready =
+            serde_json::json!({ "status": { "conditions": [{ "type": "Ready", "status": "True" }] } });
+        for node in self.nodes.list(&self.node_selector()).await? {
+            let name = node.metadata.name.unwrap_or_default();
+            let patch = kube::api::Patch::Strategic(&ready);
+            self.nodes
+                .patch_status(&name, &Default::default(), &patch)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Starts `aws-cloud-controller-manager` (next to this binary) serving /metrics on a free port.
     pub fn start_ccm(&self, extra: &[String]) -> anyhow::Result<Ccm> {
+        self.start_ccm_with(&self.dir.join("cloud.conf"), extra)
+    }
+
+    /// As [`Cluster::start_ccm`] with the cloud config `config`.
+    pub fn start_ccm_with(&self, config: &std::path::Path, extra: &[String]) -> anyhow::Result<Ccm> {
         let path = std::env::current_exe()?.with_file_name("aws-cloud-controller-manager");
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let log = self.dir.join("ccm.log");
@@ -124,10 +147,7 @@ impl Cluster {
             ])
             .arg(format!("--secure-port={port}"))
             .arg("--authorization-always-allow-paths=/healthz,/metrics")
-            .arg(format!(
-                "--cloud-config={}",
-                self.dir.join("cloud.conf").display()
-            ))
+            .arg(format!("--cloud-config={}", config.display()))
             .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
             .args(extra)
             .env("AWS_ACCESS_KEY_ID", "sandbox")
@@ -167,6 +187,11 @@ pub struct Ccm {
 }
 
 impl Ccm {
+    /// Its process ID.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Peak and current resident memory (`VmHWM`, `VmRSS` of /proc/<pid>/status).
     pub fn memory(&self) -> (String, String) {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();

@@ -142,9 +142,9 @@ async fn go_takes_over(
         go.log_tail()
     );
     // What writes these changes: one Authorize for the NLB health rule. The rest is what the Go controller writes
-    // on every sync here (`EVERY_SYNC`), and the NLB's access-log attribute.
+    // on every sync (`EVERY_SYNC`).
     let mut expected_writes = counts(&[("AuthorizeSecurityGroupIngress", 1)]);
-    for (action, n) in counts(EVERY_SYNC).into_iter().chain(counts(MOTO_NLB_ATTRIBUTE)) {
+    for (action, n) in counts(EVERY_SYNC) {
         *expected_writes.entry(action).or_default() += n;
     }
     assert_eq!(
@@ -166,46 +166,16 @@ async fn expected_rollback(aws: &Aws, world: &World, served: &Served) -> BTreeMa
     // adds no all-traffic rule. Its NLB health rule, which ours leaves out where the client rule covers it, comes
     // back.
     let port = served.nlb_node_port;
-    let mut expected = BTreeMap::from([(
+    BTreeMap::from([(
         format!("sg {node_group} ingress tcp {port}-{port} from {subnet_cidr}"),
         Delta::Added(format!("kubernetes.io/rule/nlb/health={}", served.nlb)),
-    )]);
-    expected.extend(moto_attributes(served));
-    expected
+    )])
 }
 
 /// What the Go controller writes on every sync of these two Services, whoever made their load balancers: the
 /// Classic ELB's attributes (it compares its four defaults with the whole set AWS answers, `reflect.DeepEqual`,
-/// which never match), and, against moto only, the NLB's TCP listener (moto answers an `SslPolicy` for every
-/// listener, AWS none for TCP, and Go modifies a TCP listener that has one).
-const EVERY_SYNC: &[(&str, u64)] = &[("ModifyListener", 1), ("ModifyLoadBalancerAttributes", 1)];
-
-/// moto leaves `access_logs.s3.enabled` out of a new NLB's attributes (AWS answers `false`), so the Go controller,
-/// which wants `false`, writes it once (`ModifyLoadBalancerAttributes`); against AWS it writes nothing there.
-const MOTO_NLB_ATTRIBUTE: &[(&str, u64)] = &[("ModifyLoadBalancerAttributes", 1)];
-
-/// How the Go controller's attribute writes show in moto's answers: moto fills in the Classic ELB's draining
-/// timeout and desync mitigation mode (which AWS always answers: 300, `defensive`) when attributes are modified,
-/// and the NLB's access-log flag. None of them changes a setting.
-fn moto_attributes(served: &Served) -> BTreeMap<String, Delta> {
-    let clb = |what: &str| format!("clb {} attr {what}", served.clb);
-    let draining =
-        |timeout: &str| format!("Some(ConnectionDraining {{ enabled: false, timeout: {timeout} }})");
-    BTreeMap::from([
-        (
-            clb("draining"),
-            Delta::Changed(draining("None"), draining("Some(300)")),
-        ),
-        (
-            clb("elb.http.desyncmitigationmode"),
-            Delta::Added("defensive".to_owned()),
-        ),
-        (
-            format!("nlb {} attr access_logs.s3.enabled", served.nlb),
-            Delta::Added("false".to_owned()),
-        ),
-    ])
-}
+/// which never match: AWS answers the draining timeout and the desync mitigation mode besides).
+const EVERY_SYNC: &[(&str, u64)] = &[("ModifyLoadBalancerAttributes", 1)];
 
 /// A second round: the Go controller restarted syncs both Services again; it writes only what it writes on every
 /// sync and changes nothing.

@@ -1,6 +1,7 @@
 //! `AwsInstances` (ccm-instances) over the real adapter against moto: instances named by ID, by private DNS name and by
 //! provider ID; stop and terminate; the number of DescribeInstances calls per batch from the adapter's metrics.
-//! (moto has no DescribeInstanceTopology: the mocks in the unit tests cover it.)
+//! (the test environment's moto answers DescribeInstanceTopology with no instance, as AWS does for these instance
+//! types: the mocks in the unit tests cover instances with a topology.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use ccm_aws_api::VpcId;
@@ -36,7 +37,7 @@ async fn nodes_by_id_dns_name_and_provider_id_against_moto() {
         &sdk,
         AdapterOptions::default()
             .with_rate_limits(RateLimits::unlimited())
-            // moto answers DescribeInstanceTopology with HTTP 500: retry it quickly.
+            // Faults are retried quickly.
             .with_retry(RetryPolicy::quick(2)),
     );
     let raw = aws_sdk_ec2::Client::new(&sdk);

@@ -323,6 +323,11 @@ impl GoCcm {
         &self.cloud_config
     }
 
+    /// Its process ID (for [`crate::process::usage`]).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Its `--secure-port` on 127.0.0.1 (`/healthz` and `/metrics` need no token).
     pub fn port(&self) -> u16 {
         self.port

@@ -6,7 +6,8 @@
 //! - [`provider::FakeProvider`]: an in-memory `CloudProvider` that records calls and injects failures, for the
 //!   generic controllers' tests. It is the only fake here: the AWS ports are faked with the mockall mocks of
 //!   `ccm-aws-api` (feature `mock`);
-//! - [`nodes`] (reading what the CCM did to a Node) and [`services`] (LoadBalancer Services and their status);
+//! - [`nodes`] (reading what the CCM did to a Node), [`services`] (LoadBalancer Services and their status) and
+//!   [`process`] (a controller process's peak memory and CPU time);
 //! - [`FaultProxy`] (AWS faults between a client and moto), [`TcpDelayProxy`] and [`ImdsEmulator`] (IMDSv2 on
 //!   loopback);
 //! - behind the `aws` feature, moto fixtures built with the AWS SDK: `world` (a test's VPC, subnets, internet
@@ -34,6 +35,7 @@ pub mod load_balancers;
 pub mod metrics;
 mod names;
 pub mod nodes;
+pub mod process;
 pub mod provider;
 pub mod services;
 mod tcp_proxy;

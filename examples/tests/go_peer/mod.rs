@@ -4,7 +4,9 @@
 //! the request log of the `FaultProxy` between it and moto.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+pub mod cases;
 pub mod cluster;
+pub mod normalise;
 
 use std::{collections::BTreeMap, fmt};
 

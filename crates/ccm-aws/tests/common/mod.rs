@@ -38,7 +38,7 @@ pub async fn fixture() -> Fixture {
 pub async fn fixture_at(endpoint: Option<&str>) -> Fixture {
     let env = TestEnv::get();
     let sdk = env.aws_config().await;
-    // moto answers DescribeInstanceTopology with HTTP 500: give up on it quickly.
+    // Faults injected by the tests' proxies are retried quickly.
     let retry = RetryPolicy::quick(2);
     let mut options = AdapterOptions::default()
         .with_rate_limits(RateLimits::unlimited())
