@@ -32,7 +32,9 @@ from its creation on, and a ModifyLoadBalancerAttributes changes only the additi
 (moto appended another `defensive` entry on every call without any); an ELBv2 load balancer's attributes
 include `access_logs.s3.enabled=false`, and its scheme is `internet-facing` when CreateLoadBalancer names
 none (moto answered no scheme); a TCP, UDP or TCP_UDP listener has no SslPolicy (moto gave every listener
-ELBSecurityPolicy-2016-08).
+ELBSecurityPolicy-2016-08). A Classic ELB listener keeps the InstanceProtocol it was created with (moto answered
+its front-end protocol: an SSL listener to TCP instances read back as SSL to SSL, which a controller then
+"repaired" on every sync).
 
 moto 5.2.5 has no DescribeInstanceTopology (it answers HTTP 500, which a client retries). AWS answers it with
 the instances whose types have a topology (accelerated types such as p4d or trn1) and leaves the others out;
@@ -119,8 +121,27 @@ def create_classic_load_balancer(self, *args, **kwargs):
         balancer.health_check = elb_models.FakeHealthCheck(
             timeout="5", healthy_threshold="10", unhealthy_threshold="2", interval="30", target=f"TCP:{port}"
         )
+    _keep_instance_protocols(balancer, kwargs.get("ports"))
     balancer.attributes["connection_draining"].setdefault("timeout", 300)
     balancer.attributes["additional_attributes"] = [("elb.http.desyncmitigationmode", "defensive")]
+    return balancer
+
+
+def _keep_instance_protocols(balancer, ports):
+    for port in ports or []:
+        wanted = port.get("InstanceProtocol")
+        for listener in balancer.listeners:
+            if wanted and str(listener.load_balancer_port) == str(port.get("LoadBalancerPort")):
+                listener.given_instance_protocol = wanted.upper()
+
+
+_create_classic_listeners = ClassicBackend.create_load_balancer_listeners
+
+
+def create_classic_listeners(self, name, ports):
+    balancer = _create_classic_listeners(self, name, ports)
+    if balancer is not None:
+        _keep_instance_protocols(balancer, ports)
     return balancer
 
 
@@ -181,6 +202,10 @@ Backend.create_target_group = create_target_group
 Backend.create_listener = create_listener
 ClassicBackend.create_load_balancer = create_classic_load_balancer
 ClassicBackend.modify_load_balancer_attributes = modify_classic_attributes
+ClassicBackend.create_load_balancer_listeners = create_classic_listeners
+elb_models.FakeListener.instance_protocol = property(
+    lambda self: getattr(self, "given_instance_protocol", None) or self.protocol
+)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,10 +1,12 @@
 //! End to end, the real Go controller (Kubernetes 1.20.2's cloud controller manager, `ccm_testing::GoCcm`) against
 //! ours on the same table of Services (`go_peer::cases`: every Service annotation the Go provider reads, each on
-//! its own Service, both flavours): the Go controller serves them all, its resources are read, it deletes them; then
-//! ours serves the same Services (same names and node ports) and deletes them. The two runs' resources, names
-//! normalised (`go_peer::normalise`), must be equal but for the known differences listed below, each with its
-//! reason (docs/migration-from-go.md, "Differences from the Go controller, resource by resource"). The test fails on a
-//! difference not in the list, and on an entry of the list no difference needs.
+//! its own Service, both flavours). The Go controller serves them all and is stopped; its resources are read.
+//! Ours takes them over: nothing recreated (names, ARNs, DNS names, creation times kept), only security group
+//! rules and tags written, and the resources then differ from the Go controller's exactly by the known
+//! differences below; ours deletes them all. Then ours serves the same table from nothing: its resources, names
+//! normalised (`go_peer::normalise`), again differ from the Go controller's exactly by the known differences, each
+//! with its reason (docs/migration-from-go.md, "Differences from the Go controller, resource by resource"). The
+//! test fails on a difference not in the list, and on an entry of the list no difference needs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -109,50 +111,41 @@ async fn e2e_go_and_ours_make_the_same_resources_for_every_annotation() {
         &start.launched[0].zone,
     );
 
-    let (go_facts, go_run_names, go_calls) = go_run(world, &config, services, &table, &start.launched).await;
-    let after_go = aws.snapshot(vpc).await;
-    let go_left = after_only(&baseline, &after_go);
-    assert!(
-        go_left.is_empty(),
-        "the Go controller left resources behind:\n{go_left:#?}"
-    );
-
-    let (ours_facts, ours_run_names, ours_calls) = ours_run(world, &config, services, &table).await;
-    let left = diff(&after_go, &aws.snapshot(vpc).await);
-    assert!(left.is_empty(), "ours left resources behind:\n{}", show(&left));
-    println!("AWS calls for the table (serve, then delete): Go {go_calls}, ours {ours_calls}");
-
+    let (go_facts, go_names, go_calls) = go_serves(world, &config, services, &table, &start.launched).await;
+    let mut ours = Ours::start(world, &config).await;
+    ours.takes_over(services, &table, &go_facts, &go_names).await;
+    ours.deletes(services, &table, &baseline).await;
+    let (ours_facts, ours_names, ours_calls) = ours.serves(services, &table).await;
+    ours.deletes(services, &table, &baseline).await;
+    assert!(ours.ccm.terminate().await.success());
+    println!("AWS calls to serve the table from nothing: Go {go_calls}, ours {ours_calls}");
     let differences = diff(
-        &normalise(&go_facts, &go_run_names),
-        &normalise(&ours_facts, &ours_run_names),
+        &normalise(&go_facts, &go_names),
+        &normalise(&ours_facts, &ours_names),
     );
     println!("Go -> ours, normalised:\n{}", show(&differences));
-    let (left, stale) = unexplained(&differences, KNOWN);
+    assert_known(&differences, "made from nothing");
+    world.cleanup().await;
+}
+
+/// `differences` are exactly the known ones: each explained, each entry needed.
+fn assert_known(differences: &std::collections::BTreeMap<String, go_peer::Delta>, what: &str) {
+    let (left, stale) = unexplained(differences, KNOWN);
     assert!(
         left.is_empty(),
-        "differences from the Go controller that the list does not explain:\n{}",
+        "{what}: differences from the Go controller that the list does not explain:\n{}",
         show(&left)
     );
     let stale: Vec<&str> = stale.iter().map(|k| k.key).collect();
     assert!(
         stale.is_empty(),
-        "known differences that no longer occur: {stale:?}"
+        "{what}: known differences that did not occur: {stale:?}"
     );
-    world.cleanup().await;
 }
 
-/// The facts in `after` that `before` does not have.
-fn after_only(before: &Snapshot, after: &Snapshot) -> Snapshot {
-    after
-        .iter()
-        .filter(|(k, v)| before.get(*k) != Some(*v))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
-/// The Go controller initialises the Nodes, serves the table, is read, deletes it: (facts, what it made by case,
-/// AWS calls).
-async fn go_run(
+/// The Go controller initialises the Nodes, serves the table and is stopped: (its facts, what it made by case,
+/// its AWS calls).
+async fn go_serves(
     world: &World,
     config: &GoCloudConfig,
     services: &Api<Service>,
@@ -187,45 +180,105 @@ async fn go_run(
     .await;
     let mut facts = Aws::connect().await.snapshot(&world.network.vpc_id).await;
     facts.extend(served);
-    delete(services, table).await;
-    go_until(
-        &mut go,
-        "the Go controller to delete the table",
-        SERVE_SECS,
-        async || gone(services, table).await,
-    )
-    .await;
     go.terminate().await.unwrap();
     (facts, run, proxy.requests_by_action().values().sum())
 }
 
-/// Ours serves the same table (same cloud config file), is read, deletes it.
-async fn ours_run(
-    world: &World,
-    config: &GoCloudConfig,
-    services: &Api<Service>,
-    table: &[Case],
-) -> (Snapshot, Run, u64) {
-    let env = TestEnv::get();
-    let proxy = FaultProxy::start(&env.aws_endpoint).await.unwrap();
-    let file = world.dir.join("ours-diff.conf");
-    config.via(&proxy.url()).write(&file).unwrap();
-    // Without the client-side limiter: its pacing of `CreateLoadBalancer` (half of AWS's resource-intensive bucket,
-    // one load balancer of a flavour every 10 s after the first five) would take this table three minutes, and
-    // the resources are the same either way. Time to serve is compared by the scale harness.
-    let flags = ["--controllers=cloud-node,service", "--aws-client-rate-limits-off"];
-    let mut ccm = Ccm::start_with_config(world, &file, &flags);
-    let run = create(services, table).await;
-    let served = wait_served(services, table, || ccm.assert_running()).await;
-    let mut facts = Aws::connect().await.snapshot(&world.network.vpc_id).await;
-    facts.extend(served);
-    delete(services, table).await;
-    common::eventually(&mut ccm, "ours to delete the table", SERVE_SECS, async || {
-        gone(services, table).await
-    })
-    .await;
-    assert!(ccm.terminate().await.success());
-    (facts, run, proxy.requests_by_action().values().sum())
+/// Ours, behind its own proxy, with the Go controller's cloud config file.
+struct Ours {
+    ccm: Ccm,
+    proxy: FaultProxy,
+    vpc: String,
+}
+
+impl Ours {
+    async fn start(world: &World, config: &GoCloudConfig) -> Self {
+        let env = TestEnv::get();
+        let proxy = FaultProxy::start(&env.aws_endpoint).await.unwrap();
+        let file = world.dir.join("ours-diff.conf");
+        config.via(&proxy.url()).write(&file).unwrap();
+        // Without the client-side limiter: its pacing of `CreateLoadBalancer` (half of AWS's resource-intensive
+        // bucket, one load balancer of a flavour every 10 s after the first five) would take this table three
+        // minutes, and the resources are the same either way. Time to serve is compared by the scale harness.
+        let flags = ["--controllers=cloud-node,service", "--aws-client-rate-limits-off"];
+        let ccm = Ccm::start_with_config(world, &file, &flags);
+        let vpc = world.network.vpc_id.clone();
+        Self { ccm, proxy, vpc }
+    }
+
+    /// Ours' first sync of what the Go controller made: no recreation, writes to rules and tags only, and the
+    /// known differences after it.
+    async fn takes_over(
+        &mut self,
+        services: &Api<Service>,
+        table: &[Case],
+        go_facts: &Snapshot,
+        go_names: &Run,
+    ) {
+        let port = self.ccm.port;
+        let synced = table.len() as f64;
+        common::eventually(&mut self.ccm, "ours to sync the table", SERVE_SECS, async || {
+            common::reconciles(port, "service-lb-controller").await >= synced
+        })
+        .await;
+        // A few more seconds: anything it would still change shows now.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let mut taken = Aws::connect().await.snapshot(&self.vpc).await;
+        taken.extend(served_facts(services, table).await);
+        let identity = go_facts
+            .iter()
+            .filter(|(k, _)| [" created", " dns", " arn"].iter().any(|end| k.ends_with(end)));
+        for (key, value) in identity {
+            assert_eq!(taken.get(key), Some(value), "{key}: nothing is recreated");
+        }
+        let changes = diff(&normalise(go_facts, go_names), &normalise(&taken, go_names));
+        println!("Go -> ours taking over, normalised:\n{}", show(&changes));
+        let written = go_peer::writes(&self.proxy);
+        println!(
+            "ours' writes on takeover {written:?}:\n{}",
+            go_peer::list_requests(&self.proxy, &written)
+        );
+        let allowed = [
+            "AddTags",
+            "AuthorizeSecurityGroupIngress",
+            "CreateTags",
+            "RevokeSecurityGroupIngress",
+        ];
+        let other: Vec<&String> = written
+            .keys()
+            .filter(|a| !allowed.contains(&a.as_str()))
+            .collect();
+        assert!(
+            other.is_empty(),
+            "ours wrote more than rules and tags on takeover: {other:?}"
+        );
+        assert_known(&changes, "taken over");
+    }
+
+    /// Serves the table from nothing: (facts, what it made by case, AWS calls).
+    async fn serves(&mut self, services: &Api<Service>, table: &[Case]) -> (Snapshot, Run, u64) {
+        let before: u64 = self.proxy.requests_by_action().values().sum();
+        let run = create(services, table).await;
+        let served = wait_served(services, table, || self.ccm.assert_running()).await;
+        let calls = self.proxy.requests_by_action().values().sum::<u64>() - before;
+        let mut facts = Aws::connect().await.snapshot(&self.vpc).await;
+        facts.extend(served);
+        (facts, run, calls)
+    }
+
+    /// Deletes the table; the VPC is then as it was before anything was served (`baseline`).
+    async fn deletes(&mut self, services: &Api<Service>, table: &[Case], baseline: &Snapshot) {
+        delete(services, table).await;
+        common::eventually(
+            &mut self.ccm,
+            "ours to delete the table",
+            SERVE_SECS,
+            async || gone(services, table).await,
+        )
+        .await;
+        let left = diff(baseline, &Aws::connect().await.snapshot(&self.vpc).await);
+        assert!(left.is_empty(), "left after the deletion:\n{}", show(&left));
+    }
 }
 
 /// Creates the table's Services: their load balancers' names and node ports, by case.
