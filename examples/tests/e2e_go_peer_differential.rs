@@ -14,12 +14,11 @@ mod go_peer;
 
 use std::time::Duration;
 
-use ccm_testing::{FaultProxy, GoCcm, GoCcmOptions, GoCloudConfig, TestEnv, services::ingress_hostname};
-use common::{Ccm, World, initialized};
+use ccm_testing::{FaultProxy, GoCloudConfig, TestEnv, services::ingress_hostname};
+use common::{Ccm, World};
 use go_peer::{
     Aws, Snapshot,
     cases::{self, Case, Inputs, TARGET_LABEL},
-    cluster::go_until,
     diff,
     normalise::{Known, Run, glob, normalise, renumber, unexplained},
     show,
@@ -152,27 +151,8 @@ async fn go_serves(
     table: &[Case],
     launched: &[ccm_testing::ec2::Launched],
 ) -> (Snapshot, Run, u64) {
-    let env = TestEnv::get();
-    let proxy = FaultProxy::start(&env.aws_endpoint).await.unwrap();
-    let options = GoCcmOptions::new(&world.dir, &format!("go-diff-{}", world.cluster_id));
-    let mut go = GoCcm::start(env, &config.via(&proxy.url()), &options).unwrap();
-    go.wait_leading(Duration::from_secs(60))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let nodes = world.nodes.clone();
-    go_until(
-        &mut go,
-        "the Go controller to initialise the Nodes",
-        60,
-        async || {
-            let mut all = true;
-            for l in launched {
-                all &= nodes.get(&l.private_dns).await.is_ok_and(|n| initialized(&n));
-            }
-            all
-        },
-    )
-    .await;
+    let lease = format!("go-diff-{}", world.cluster_id);
+    let (mut go, proxy) = go_peer::cluster::go_initialises(world, config, &lease, launched).await;
     let run = create(services, table).await;
     let served = wait_served(services, table, || {
         go.check_running().unwrap_or_else(|e| panic!("{e}"))

@@ -14,8 +14,8 @@ mod go_peer;
 
 use std::{collections::BTreeMap, time::Duration};
 
-use ccm_testing::{FaultProxy, GoCcm, GoCcmOptions, GoCloudConfig, TestEnv, ec2::Launched};
-use common::{Ccm, World, eventually, initialized};
+use ccm_testing::{FaultProxy, GoCloudConfig, TestEnv, ec2::Launched};
+use common::{Ccm, World, eventually};
 use go_peer::{
     Aws, Delta, Snapshot,
     cluster::{
@@ -86,28 +86,9 @@ async fn go_makes(
     services: &Api<Service>,
     launched: &[Launched],
 ) -> Served {
-    let env = TestEnv::get();
-    let proxy = FaultProxy::start(&env.aws_endpoint).await.unwrap();
     // Ours' Lease (`Ccm::start` names it so): ours waits for the Go controller's to expire, as in a real switch.
-    let options = GoCcmOptions::new(&world.dir, &format!("ccm-{}", world.cluster_id));
-    let mut go = GoCcm::start(env, &config.via(&proxy.url()), &options).unwrap();
-    go.wait_leading(Duration::from_secs(60))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let nodes = world.nodes.clone();
-    go_until(
-        &mut go,
-        "the Go controller to initialise the Nodes",
-        60,
-        async || {
-            let mut all = true;
-            for l in launched {
-                all &= nodes.get(&l.private_dns).await.is_ok_and(|n| initialized(&n));
-            }
-            all
-        },
-    )
-    .await;
+    let lease = format!("ccm-{}", world.cluster_id);
+    let (mut go, proxy) = go_peer::cluster::go_initialises(world, config, &lease, launched).await;
 
     let (clb, nlb) = create_services(services).await;
     let mut hostnames = BTreeMap::new();

@@ -5,7 +5,9 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use ccm_testing::{GoCcm, ec2::Launched, services::ingress_hostname};
+use ccm_testing::{
+    FaultProxy, GoCcm, GoCcmOptions, GoCloudConfig, TestEnv, ec2::Launched, services::ingress_hostname,
+};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{
     Api,
@@ -14,7 +16,7 @@ use kube::{
 use serde_json::json;
 
 use super::{Aws, Snapshot};
-use crate::common::{self, Ccm, eventually};
+use crate::common::{self, Ccm, World, eventually, initialized};
 
 /// What one controller made for the two Services.
 pub struct Served {
@@ -171,6 +173,38 @@ pub async fn go_until(go: &mut GoCcm, what: &str, secs: u64, mut check: impl Asy
         "timed out after {secs} s waiting for {what}\nGo controller log:\n{}",
         go.log_tail()
     );
+}
+
+/// Starts the Go controller for `world` with `config` behind a proxy of its own and the Lease `lease`, and waits
+/// until it leads and has initialised the `launched` Nodes: the controller and its proxy.
+pub async fn go_initialises(
+    world: &World,
+    config: &GoCloudConfig,
+    lease: &str,
+    launched: &[Launched],
+) -> (GoCcm, FaultProxy) {
+    let env = TestEnv::get();
+    let proxy = FaultProxy::start(&env.aws_endpoint).await.unwrap();
+    let options = GoCcmOptions::new(&world.dir, lease);
+    let mut go = GoCcm::start(env, &config.via(&proxy.url()), &options).unwrap();
+    go.wait_leading(Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let nodes = world.nodes.clone();
+    go_until(
+        &mut go,
+        "the Go controller to initialise the Nodes",
+        60,
+        async || {
+            let mut all = true;
+            for l in launched {
+                all &= nodes.get(&l.private_dns).await.is_ok_and(|n| initialized(&n));
+            }
+            all
+        },
+    )
+    .await;
+    (go, proxy)
 }
 
 /// Provider ID, labels and addresses of the Nodes, as facts.
