@@ -5,10 +5,9 @@ use std::{
     convert::Infallible,
     net::SocketAddr,
     path::Path,
-    sync::{Arc, Mutex, RwLock},
+    sync::{Arc, RwLock},
 };
 
-use ccm_controllers::ControllerMetrics;
 use http_body_util::Full;
 use hyper::{
     Request, Response, StatusCode,
@@ -16,24 +15,24 @@ use hyper::{
     header::CONTENT_TYPE,
 };
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use prometheus_client::{
-    collector::Collector,
-    encoding::{DescriptorEncoder, EncodeMetric},
-    metrics::{MetricType, family::Family, gauge::Gauge},
-    registry::Registry,
-};
+use prometheus_client::registry::Registry;
 use rustls::{
     ServerConfig,
     pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
 };
-use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::OwnedSemaphorePermit,
+};
+use tokio_rustls::{TlsAcceptor, server::TlsStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::{Error, auth::Denied};
 
 mod limits;
-use limits::{Activity, Peers};
+mod metrics;
+use limits::{Activity, PeerSlot, Peers};
+pub(crate) use metrics::RuntimeMetrics;
 
 /// Longest TLS handshake: the port is unauthenticated (and, with `hostNetwork`, reachable from every pod), so a
 /// peer that connects and says nothing must not hold a connection for long.
@@ -91,129 +90,6 @@ impl Health {
             return vec![("ping".to_owned(), Ok(()))];
         }
         checks.iter().map(|(n, c)| (n.clone(), c())).collect()
-    }
-}
-
-/// The runtime's own metrics, registered into the shared registry.
-#[derive(Clone, Default)]
-pub(crate) struct RuntimeMetrics {
-    /// `running_managed_controllers{name, manager}`: 1 while a controller runs.
-    pub(crate) running: Family<Vec<(String, String)>, Gauge>,
-    /// `leader_election_master_status{name}`: 1 while this process holds the named lease.
-    pub(crate) leader: Family<Vec<(String, String)>, Gauge>,
-    /// Counters of the controllers, read at scrape time.
-    pub(crate) controllers: ControllerCounters,
-}
-
-impl RuntimeMetrics {
-    pub(crate) fn register(&self, registry: &mut Registry) {
-        registry.register(
-            "running_managed_controllers",
-            "Whether a controller is running (1) or stopped (0), by controller",
-            self.running.clone(),
-        );
-        registry.register(
-            "leader_election_master_status",
-            "Whether this process holds the named leader lease (1) or not (0)",
-            self.leader.clone(),
-        );
-        registry.register_collector(Box::new(self.controllers.clone()));
-        crate::upstream_metrics::register(registry);
-    }
-
-    pub(crate) fn set_running(&self, label: &str, running: bool) {
-        self.running
-            .get_or_create(&vec![
-                ("name".to_owned(), label.to_owned()),
-                ("manager".to_owned(), "cloud-controller-manager".to_owned()),
-            ])
-            .set(i64::from(running));
-    }
-
-    pub(crate) fn set_leader(&self, lease: &str, leading: bool) {
-        // Upstream labels the metric with the Lease's name only (`cloud-controller-manager`), not its namespace.
-        let name = lease.rsplit('/').next().unwrap_or(lease);
-        self.leader
-            .get_or_create(&vec![("name".to_owned(), name.to_owned())])
-            .set(i64::from(leading));
-    }
-}
-
-/// The [`ControllerMetrics`] of every controller, exported as `ccm_controller_*_total{controller}` counters.
-#[derive(Clone, Default, Debug)]
-pub(crate) struct ControllerCounters(Arc<Mutex<Vec<(String, ControllerMetrics)>>>);
-
-impl ControllerCounters {
-    pub(crate) fn add(&self, name: &str, metrics: ControllerMetrics) {
-        let mut all = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        all.retain(|(n, _)| n != name);
-        all.push((name.to_owned(), metrics));
-    }
-}
-
-impl Collector for ControllerCounters {
-    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let all = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        let snapshots: Vec<_> = all.iter().map(|(n, m)| (n.clone(), m.snapshot())).collect();
-        type Field = fn(&ccm_controllers::MetricsSnapshot) -> u64;
-        let families: [(&str, &str, Field); 4] = [
-            (
-                "ccm_controller_reconciles",
-                "Reconciles (objects synced, or passes of periodic controllers), by controller",
-                |s| s.reconciles,
-            ),
-            (
-                "ccm_controller_errors",
-                "Reconciles or steps that failed, by controller",
-                |s| s.errors,
-            ),
-            (
-                "ccm_controller_provider_calls",
-                "Calls into the cloud provider (a batch counts once), by controller",
-                |s| s.provider_calls,
-            ),
-            (
-                "ccm_controller_api_writes",
-                "Writes to the Kubernetes API (updates, patches, deletes, Events), by controller",
-                |s| s.api_writes,
-            ),
-        ];
-        for (name, help, field) in families {
-            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-            for (controller, snapshot) in &snapshots {
-                let labels = [("controller", controller.as_str())];
-                let metric = family.encode_family(&labels)?;
-                prometheus_client::metrics::counter::ConstCounter::new(field(snapshot)).encode(metric)?;
-            }
-        }
-        let mut family = encoder.encode_descriptor(
-            "ccm_controller_queue_depth",
-            "Keys waiting in the controller's work queue (0 for periodic controllers), by controller",
-            None,
-            MetricType::Gauge,
-        )?;
-        for (controller, snapshot) in &snapshots {
-            let labels = [("controller", controller.as_str())];
-            let metric = family.encode_family(&labels)?;
-            let depth = i64::try_from(snapshot.queue_depth).unwrap_or(i64::MAX);
-            prometheus_client::metrics::gauge::ConstGauge::new(depth).encode(metric)?;
-        }
-        // Only the cloud-node controller counts them; one series, whoever runs it.
-        let outside: u64 = snapshots.iter().map(|(_, s)| s.nodes_not_in_cluster).sum();
-        let family = encoder.encode_descriptor(
-            "ccm_nodes_not_in_cluster",
-            "Nodes whose instance the cloud provider does not count as the cluster's (AWS: without the cluster \
-             tag); nothing is changed on their behalf",
-            None,
-            MetricType::Gauge,
-        )?;
-        prometheus_client::metrics::gauge::ConstGauge::new(i64::try_from(outside).unwrap_or(i64::MAX))
-            .encode(family)?;
-        crate::upstream_metrics::encode_workqueues(&mut encoder, &all)
     }
 }
 
@@ -366,7 +242,7 @@ pub(crate) async fn serve(
                 }
             },
         };
-        let Some(mut peer_slot) = peers.admit(peer.ip()) else {
+        let Some(peer_slot) = peers.admit(peer.ip()) else {
             tracing::debug!(%peer, "too many connections from this address; closing the new one");
             drop(stream);
             continue;
@@ -376,111 +252,155 @@ pub(crate) async fn serve(
             drop(stream);
             continue;
         };
-        let acceptor = acceptor.clone();
+        tokio::spawn(connection(
+            stream,
+            peer,
+            peer_slot,
+            slot,
+            acceptor.clone(),
+            state.clone(),
+            shutdown.clone(),
+        ));
+    }
+}
+
+/// Serves one admitted connection until the peer leaves, the connection ages out or goes idle, or `shutdown`.
+/// It holds its server-wide slot (`_slot`) and its peer's slot until then, so that the caps count open
+/// connections, not accepts.
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    mut peer_slot: PeerSlot,
+    _slot: OwnedSemaphorePermit,
+    acceptor: TlsAcceptor,
+    state: State,
+    shutdown: CancellationToken,
+) {
+    let Some(tls) = handshake(&acceptor, stream, peer, &mut peer_slot).await else {
+        return;
+    };
+    let activity = Activity::default();
+    let seen = activity.clone();
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let state = state.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
-            peer_slot.handshake_done();
-            let tls = match handshake {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            };
-            let activity = Activity::default();
-            let seen = activity.clone();
-            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let state = state.clone();
-                let request = seen.begin();
-                async move {
-                    let _request = request;
-                    let authorization = req
-                        .headers()
-                        .get(hyper::header::AUTHORIZATION)
-                        .and_then(|v| v.to_str().ok());
-                    let checked = state
-                        .auth
-                        .check(req.uri().path(), req.method().as_str(), authorization)
-                        .await;
-                    let response = match checked {
-                        Ok(()) => handle(&state, &req),
-                        Err(Denied::Unauthenticated) => {
-                            text(StatusCode::UNAUTHORIZED, "Unauthorized\n".to_owned())
-                        }
-                        Err(Denied::Forbidden(why)) => text(StatusCode::FORBIDDEN, format!("{why}\n")),
-                        Err(Denied::Busy) => {
-                            let mut r = text(
-                                StatusCode::TOO_MANY_REQUESTS,
-                                "Too many requests are waiting on authorization, try again later\n"
-                                    .to_owned(),
-                            );
-                            r.headers_mut().insert(
-                                hyper::header::RETRY_AFTER,
-                                hyper::header::HeaderValue::from_static("1"),
-                            );
-                            r
-                        }
-                        Err(Denied::Failed(why)) => {
-                            tracing::warn!(error = %why, "request authorization failed");
-                            text(
-                                StatusCode::INTERNAL_SERVER_ERROR,
-                                "Internal Server Error: authorization failed\n".to_owned(),
-                            )
-                        }
-                    };
-                    Ok::<_, Infallible>(response)
-                }
-            });
-            // The protocol is the one ALPN chose: left to sniff the first bytes, the builder would wait for them
-            // without any timeout, so a client that connects and sends nothing would hold a slot for good.
-            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            builder = if h2 {
-                builder.http2_only()
-            } else {
-                builder.http1_only()
-            };
-            // HTTP/1: keep-alive, and the header read timeout also closes a connection idle between requests.
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .keep_alive(true)
-                .header_read_timeout(HEADER_TIMEOUT);
-            builder
-                .http2()
-                .timer(TokioTimer::new())
-                .max_concurrent_streams(MAX_STREAMS)
-                .keep_alive_interval(KEEP_ALIVE_INTERVAL)
-                .keep_alive_timeout(KEEP_ALIVE_TIMEOUT);
-            let conn = builder.serve_connection(TokioIo::new(tls), service);
-            tokio::pin!(conn);
-            // Biased: a connection woken by shutdown and a request at once closes instead of answering it (an
-            // unbiased select serves it half the time, after the runtime has returned).
-            tokio::select! {
-                biased;
-                () = shutdown.cancelled() => {}
-                () = tokio::time::sleep(MAX_CONNECTION_AGE) => {
-                    // Finish what is in flight, then close.
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(HEADER_TIMEOUT, conn).await;
-                }
-                () = activity.idle_for(IDLE_TIMEOUT) => {
-                    tracing::debug!(%peer, "closing an idle connection");
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(HEADER_TIMEOUT, conn).await;
-                }
-                result = conn.as_mut() => if let Err(e) = result {
-                    tracing::debug!(%peer, error = %e, "connection error");
-                },
-            }
-        });
+        let request = seen.begin();
+        async move {
+            let _request = request;
+            Ok::<_, Infallible>(respond(&state, &req).await)
+        }
+    });
+    // The protocol is the one ALPN chose: left to sniff the first bytes, the builder would wait for them
+    // without any timeout, so a client that connects and sends nothing would hold a slot for good.
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+    let builder = connection_builder(h2);
+    let conn = builder.serve_connection(TokioIo::new(tls), service);
+    tokio::pin!(conn);
+    // Biased: a connection woken by shutdown and a request at once closes instead of answering it (an
+    // unbiased select serves it half the time, after the runtime has returned).
+    tokio::select! {
+        biased;
+        () = shutdown.cancelled() => {}
+        () = tokio::time::sleep(MAX_CONNECTION_AGE) => {
+            // Finish what is in flight, then close.
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(HEADER_TIMEOUT, conn).await;
+        }
+        () = activity.idle_for(IDLE_TIMEOUT) => {
+            tracing::debug!(%peer, "closing an idle connection");
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(HEADER_TIMEOUT, conn).await;
+        }
+        result = conn.as_mut() => if let Err(e) = result {
+            tracing::debug!(%peer, error = %e, "connection error");
+        },
+    }
+}
+
+/// The TLS handshake, or `None` (logged) when it fails or times out. Either way the peer's handshake count
+/// drops as soon as it is over, since a peer may only have a few under way.
+async fn handshake(
+    acceptor: &TlsAcceptor,
+    stream: TcpStream,
+    peer: SocketAddr,
+    peer_slot: &mut PeerSlot,
+) -> Option<TlsStream<TcpStream>> {
+    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
+    peer_slot.handshake_done();
+    match handshake {
+        Ok(Ok(tls)) => Some(tls),
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            None
+        }
+    }
+}
+
+/// A connection builder for the one protocol ALPN chose, with this server's timeouts and limits.
+fn connection_builder(h2: bool) -> hyper_util::server::conn::auto::Builder<TokioExecutor> {
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder = if h2 {
+        builder.http2_only()
+    } else {
+        builder.http1_only()
+    };
+    // HTTP/1: keep-alive, and the header read timeout also closes a connection idle between requests.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .header_read_timeout(HEADER_TIMEOUT);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(MAX_STREAMS)
+        .keep_alive_interval(KEEP_ALIVE_INTERVAL)
+        .keep_alive_timeout(KEEP_ALIVE_TIMEOUT);
+    builder
+}
+
+/// Answers one request once the delegated authentication and authorization let it through.
+async fn respond(state: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let authorization = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let checked = state
+        .auth
+        .check(req.uri().path(), req.method().as_str(), authorization)
+        .await;
+    match checked {
+        Ok(()) => handle(state, req),
+        Err(denied) => refusal(denied),
+    }
+}
+
+/// The answer to a refused request. A busy reviewer is no failure of the client's: it is told to retry.
+fn refusal(denied: Denied) -> Response<Full<Bytes>> {
+    match denied {
+        Denied::Unauthenticated => text(StatusCode::UNAUTHORIZED, "Unauthorized\n".to_owned()),
+        Denied::Forbidden(why) => text(StatusCode::FORBIDDEN, format!("{why}\n")),
+        Denied::Busy => {
+            let mut r = text(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many requests are waiting on authorization, try again later\n".to_owned(),
+            );
+            r.headers_mut().insert(
+                hyper::header::RETRY_AFTER,
+                hyper::header::HeaderValue::from_static("1"),
+            );
+            r
+        }
+        Denied::Failed(why) => {
+            tracing::warn!(error = %why, "request authorization failed");
+            text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal Server Error: authorization failed\n".to_owned(),
+            )
+        }
     }
 }
 

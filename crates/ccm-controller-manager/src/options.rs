@@ -392,6 +392,30 @@ impl Options {
             p.push("--cloud-provider cannot be empty: name the cloud provider this binary serves".to_owned());
         }
         p.extend(registry.validate(&self.controllers));
+        self.validate_controller_settings(&mut p);
+        if self.leader_elect {
+            self.validate_leader_election(&mut p);
+        }
+        if !self.leader_migration_config.is_empty() && !self.enable_leader_migration {
+            p.push("--leader-migration-config is set without --enable-leader-migration=true".to_owned());
+        }
+        self.validate_serving(&mut p);
+        if !["text", "json"].contains(&self.logging_format.as_str()) {
+            p.push(format!(
+                "--logging-format: {:?} is not supported (accepted: text, json)",
+                self.logging_format
+            ));
+        }
+        if p.is_empty() {
+            Ok(())
+        } else {
+            Err(OptionsError { problems: p })
+        }
+    }
+
+    /// The flags the controllers and their clients are built from, checked here rather than where each is used, so
+    /// that every problem is reported at once, before anything starts.
+    fn validate_controller_settings(&self, p: &mut Vec<String>) {
         if self.cluster_name.trim().is_empty() {
             p.push("--cluster-name cannot be empty (default: kubernetes)".to_owned());
         }
@@ -435,12 +459,11 @@ impl Options {
                 self.kube_api_burst
             ));
         }
-        if self.leader_elect {
-            self.validate_leader_election(&mut p);
-        }
-        if !self.leader_migration_config.is_empty() && !self.enable_leader_migration {
-            p.push("--leader-migration-config is set without --enable-leader-migration=true".to_owned());
-        }
+    }
+
+    /// The secure port's flags, checked with all the others so that one run reports every problem, rather than
+    /// the server failing on the first one once the apiserver has been reached.
+    fn validate_serving(&self, p: &mut Vec<String>) {
         if !(0..=65535).contains(&self.secure_port) {
             p.push(format!(
                 "--secure-port must be between 0 (disabled) and 65535, got {}",
@@ -462,17 +485,6 @@ impl Options {
                 self.tls_min_version,
                 TLS_VERSIONS.join(", ")
             ));
-        }
-        if !["text", "json"].contains(&self.logging_format.as_str()) {
-            p.push(format!(
-                "--logging-format: {:?} is not supported (accepted: text, json)",
-                self.logging_format
-            ));
-        }
-        if p.is_empty() {
-            Ok(())
-        } else {
-            Err(OptionsError { problems: p })
         }
     }
 

@@ -96,6 +96,20 @@ struct Running {
     _guard: tokio_util::sync::DropGuard,
 }
 
+impl Running {
+    /// Nothing running yet, with the term's own stop token and watches.
+    fn new(ctx: &Ctx) -> Self {
+        let stop = CancellationToken::new();
+        Self {
+            set: JoinSet::new(),
+            _guard: stop.clone().drop_guard(),
+            stop,
+            labels: BTreeMap::new(),
+            informers: Informers::new(ctx.root.clone()),
+        }
+    }
+}
+
 /// A spawned task that dies with its owner: dropping or aborting the runtime's future leaves nothing behind
 /// (in particular no task that keeps renewing a lease).
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -181,6 +195,35 @@ impl Runtime {
         provider: Arc<P>,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), Error> {
+        let migration = self.preflight(&provider)?;
+        let ctx = Ctx::connect(&self.options).await?;
+        let _cancel_on_drop = ctx.cancel.clone().drop_guard();
+        cancel_on_shutdown(shutdown, ctx.cancel.clone());
+
+        let mut this = self;
+        ctx.metrics.register(&mut this.metrics);
+        let registry = Arc::new(std::mem::take(&mut this.metrics));
+        let statuses = (LeaderStatus::default(), LeaderStatus::default());
+        this.add_leader_health(&ctx.health, &statuses);
+
+        let server_stop = CancellationToken::new();
+        let _server_stop_on_drop = server_stop.clone().drop_guard();
+        if this.options.secure_port != 0 {
+            this.serve(&ctx, registry, server_stop.clone()).await?;
+        }
+
+        let result = this
+            .lead_rejoining(&provider, &ctx, migration.as_ref(), &statuses)
+            .await;
+        server_stop.cancel();
+        ctx.cancel.cancel();
+        result
+    }
+
+    /// The checks and warnings that need neither the apiserver nor the network, so that a bad flag or migration
+    /// file stops the process before it takes a lease or a port; returns the migration configuration when
+    /// `--enable-leader-migration` applies.
+    fn preflight<P: CloudProvider>(&self, provider: &Arc<P>) -> Result<Option<MigrationConfig>, Error> {
         self.validate()?;
         let o = &self.options;
         if o.cloud_provider != provider.provider_name() {
@@ -203,42 +246,13 @@ impl Runtime {
         } else {
             None
         };
+        Ok(migration)
+    }
 
-        let config = client::root_config(&o.kubeconfig, &o.master).await?;
-        let limiter = Bucket::new(o.kube_api_qps, o.kube_api_burst);
-        let root = client::build(config.clone(), limiter.clone(), None, "cloud-controller-manager")?;
-        // Leader election has a client of its own without the rate limiter, so that lease renewals never queue
-        // behind a burst of controller writes (upstream's election client has its own limiter too).
-        let election = client::build(
-            config.clone(),
-            None,
-            None,
-            "cloud-controller-manager/leader-election",
-        )?;
-
-        let cancel = CancellationToken::new();
-        let _cancel_on_drop = cancel.clone().drop_guard();
-        {
-            let cancel = cancel.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = shutdown => {
-                        tracing::info!("shutdown requested: stopping controllers, then releasing the leader lease");
-                        cancel.cancel();
-                    }
-                    () = cancel.cancelled() => {}
-                }
-            });
-        }
-
-        let mut this = self;
-        let runtime_metrics = RuntimeMetrics::default();
-        runtime_metrics.register(&mut this.metrics);
-        let registry = Arc::new(std::mem::take(&mut this.metrics));
-        let health = Health::default();
-        let status = LeaderStatus::default();
-        let migration_status = LeaderStatus::default();
-        let o = &this.options;
+    /// With `--leader-elect`, `/healthz` fails while a lease this process leads on (the main one or the migration
+    /// one) goes unrenewed past its duration, so that the kubelet restarts a leader stuck that way.
+    fn add_leader_health(&self, health: &Health, (status, migration_status): &(LeaderStatus, LeaderStatus)) {
+        let o = &self.options;
         if o.leader_elect {
             let (s, m, d) = (
                 status.clone(),
@@ -247,62 +261,64 @@ impl Runtime {
             );
             health.add("leaderElection", move || s.check(d).and_then(|()| m.check(d)));
         }
+    }
 
-        let server_stop = CancellationToken::new();
-        let _server_stop_on_drop = server_stop.clone().drop_guard();
-        if o.secure_port != 0 {
-            let bind: IpAddr = o
-                .bind_address
-                .parse()
-                .map_err(|_| Error::Serving("bad --bind-address".to_owned()))?;
-            let tls = http::tls_config(&http::TlsSource {
-                cert_file: &o.tls_cert_file,
-                key_file: &o.tls_private_key_file,
-                cert_dir: &o.cert_dir,
-                min_version: &o.tls_min_version,
-                bind,
-            })?;
-            let port =
-                u16::try_from(o.secure_port).map_err(|_| Error::Serving("bad --secure-port".to_owned()))?;
-            let listener = http::bind(SocketAddr::new(bind, port)).await?;
-            tracing::info!(address = %SocketAddr::new(bind, port), "serving /healthz and /metrics over HTTPS");
-            let state = http::State {
-                health: health.clone(),
-                registry,
-                // Reviews have a client and limiter of their own (upstream's 20/30): a flood of requests to the
-                // port can neither starve the controllers nor flood the apiserver.
-                auth: crate::auth::Auth::new(
-                    client::build(
-                        config.clone(),
-                        Bucket::new(20.0, 30),
-                        None,
-                        "cloud-controller-manager/delegated-auth",
-                    )?,
-                    o.authorization_always_allow_paths.clone(),
-                ),
-                configz: Arc::new(crate::configz::render(o)),
-            };
-            tokio::spawn(http::serve(listener, tls, state, server_stop.clone()));
-        }
-
-        let ctx = Ctx {
-            root,
-            election,
-            config,
-            limiter,
-            health,
-            metrics: runtime_metrics,
-            cancel: cancel.clone(),
-            lapsed: std::sync::atomic::AtomicBool::new(false),
+    /// Binds `--secure-port` and serves on it until `stop`. Binding here rather than in the serving task makes a
+    /// taken port or a bad certificate fail the start.
+    async fn serve(&self, ctx: &Ctx, registry: Arc<Registry>, stop: CancellationToken) -> Result<(), Error> {
+        let o = &self.options;
+        let bind: IpAddr = o
+            .bind_address
+            .parse()
+            .map_err(|_| Error::Serving("bad --bind-address".to_owned()))?;
+        let tls = http::tls_config(&http::TlsSource {
+            cert_file: &o.tls_cert_file,
+            key_file: &o.tls_private_key_file,
+            cert_dir: &o.cert_dir,
+            min_version: &o.tls_min_version,
+            bind,
+        })?;
+        let port =
+            u16::try_from(o.secure_port).map_err(|_| Error::Serving("bad --secure-port".to_owned()))?;
+        let listener = http::bind(SocketAddr::new(bind, port)).await?;
+        tracing::info!(address = %SocketAddr::new(bind, port), "serving /healthz and /metrics over HTTPS");
+        let state = http::State {
+            health: ctx.health.clone(),
+            registry,
+            // Reviews have a client and limiter of their own (upstream's 20/30): a flood of requests to the
+            // port can neither starve the controllers nor flood the apiserver.
+            auth: crate::auth::Auth::new(
+                client::build(
+                    ctx.config.clone(),
+                    Bucket::new(20.0, 30),
+                    None,
+                    "cloud-controller-manager/delegated-auth",
+                )?,
+                o.authorization_always_allow_paths.clone(),
+            ),
+            configz: Arc::new(crate::configz::render(o)),
         };
+        tokio::spawn(http::serve(listener, tls, state, stop));
+        Ok(())
+    }
+
+    /// Leads (or runs unelected) until shutdown or a failure, over and over while leadership merely lapses. One
+    /// identity for the whole process, so that the Lease it still names is ours again at once.
+    async fn lead_rejoining<P: CloudProvider>(
+        &self,
+        provider: &Arc<P>,
+        ctx: &Ctx,
+        migration: Option<&MigrationConfig>,
+        statuses: &(LeaderStatus, LeaderStatus),
+    ) -> Result<(), Error> {
         let identity = crate::leader::identity();
-        let result = loop {
-            let result = this
+        loop {
+            let result = self
                 .lead(
                     provider.clone(),
-                    &ctx,
-                    migration.clone(),
-                    (status.clone(), migration_status.clone()),
+                    ctx,
+                    migration.cloned(),
+                    statuses.clone(),
                     &identity,
                 )
                 .await;
@@ -316,11 +332,8 @@ impl Runtime {
                 }
                 continue;
             }
-            break result;
-        };
-        server_stop.cancel();
-        cancel.cancel();
-        result
+            return result;
+        }
     }
 
     fn migration_config(&self) -> Result<MigrationConfig, Error> {
@@ -442,6 +455,47 @@ struct Ctx {
     cancel: CancellationToken,
     /// Set when leadership lapsed (renew deadline missed) rather than being taken by another holder.
     lapsed: std::sync::atomic::AtomicBool,
+}
+
+impl Ctx {
+    /// Connects with the kubeconfig of the flags. Leader election gets a client of its own, without the rate
+    /// limiter, so that lease renewals never queue behind a burst of controller writes (upstream's election
+    /// client has its own limiter too).
+    async fn connect(o: &Options) -> Result<Self, Error> {
+        let config = client::root_config(&o.kubeconfig, &o.master).await?;
+        let limiter = Bucket::new(o.kube_api_qps, o.kube_api_burst);
+        let root = client::build(config.clone(), limiter.clone(), None, "cloud-controller-manager")?;
+        let election = client::build(
+            config.clone(),
+            None,
+            None,
+            "cloud-controller-manager/leader-election",
+        )?;
+        Ok(Self {
+            root,
+            election,
+            config,
+            limiter,
+            health: Health::default(),
+            metrics: RuntimeMetrics::default(),
+            cancel: CancellationToken::new(),
+            lapsed: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+}
+
+/// Cancels `cancel` when `shutdown` completes. A task of its own, so that the trigger is watched whatever the
+/// runtime awaits; it ends with the runtime, which cancels `cancel` on its way out.
+fn cancel_on_shutdown(shutdown: impl Future<Output = ()> + Send + 'static, cancel: CancellationToken) {
+    tokio::spawn(async move {
+        tokio::select! {
+            () = shutdown => {
+                tracing::info!("shutdown requested: stopping controllers, then releasing the leader lease");
+                cancel.cancel();
+            }
+            () = cancel.cancelled() => {}
+        }
+    });
 }
 
 fn hold(mut elector: Elector, lease: String) -> Held {

@@ -39,16 +39,19 @@ type GaugeOf = fn(&ccm_controllers::MetricsSnapshot, &ccm_controllers::QueueSnap
 type CounterOf = fn(&ccm_controllers::QueueSnapshot) -> u64;
 type HistogramOf = fn(&ccm_controllers::QueueSnapshot) -> HistogramSnapshot;
 
+/// A controller's work queue: its upstream name and what it counts.
+type Queue<'a> = (
+    &'a str,
+    ccm_controllers::MetricsSnapshot,
+    ccm_controllers::QueueSnapshot,
+);
+
 /// Encodes component-base's `workqueue_*` families for the controllers that have a work queue.
 pub(crate) fn encode_workqueues(
     encoder: &mut DescriptorEncoder<'_>,
     controllers: &[(String, ControllerMetrics)],
 ) -> Result<(), std::fmt::Error> {
-    let queues: Vec<(
-        &str,
-        ccm_controllers::MetricsSnapshot,
-        ccm_controllers::QueueSnapshot,
-    )> = controllers
+    let queues: Vec<Queue<'_>> = controllers
         .iter()
         .filter_map(|(c, m)| {
             m.queue_name()
@@ -56,6 +59,15 @@ pub(crate) fn encode_workqueues(
                 .map(|q| (q, m.snapshot(), m.queue_snapshot()))
         })
         .collect();
+    encode_queue_gauges(encoder, &queues)?;
+    encode_queue_counters(encoder, &queues)?;
+    encode_queue_histograms(encoder, &queues)
+}
+
+fn encode_queue_gauges(
+    encoder: &mut DescriptorEncoder<'_>,
+    queues: &[Queue<'_>],
+) -> Result<(), std::fmt::Error> {
     let gauges: [Family3<GaugeOf>; 3] = [
         ("workqueue_depth", "Current depth of workqueue", |m, _| {
             m.queue_depth as f64
@@ -75,10 +87,17 @@ pub(crate) fn encode_workqueues(
     ];
     for (name, help, value) in gauges {
         let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-        for (queue, m, q) in &queues {
+        for (queue, m, q) in queues {
             ConstGauge::new(value(m, q)).encode(family.encode_family(&[("name", *queue)])?)?;
         }
     }
+    Ok(())
+}
+
+fn encode_queue_counters(
+    encoder: &mut DescriptorEncoder<'_>,
+    queues: &[Queue<'_>],
+) -> Result<(), std::fmt::Error> {
     let counters: [Family3<CounterOf>; 2] = [
         (
             "workqueue_adds",
@@ -93,10 +112,18 @@ pub(crate) fn encode_workqueues(
     ];
     for (name, help, value) in counters {
         let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-        for (queue, _, q) in &queues {
+        for (queue, _, q) in queues {
             ConstCounter::new(value(q)).encode(family.encode_family(&[("name", *queue)])?)?;
         }
     }
+    Ok(())
+}
+
+/// The duration histograms, in the queues' own buckets plus `+Inf`, which counts what overflowed them.
+fn encode_queue_histograms(
+    encoder: &mut DescriptorEncoder<'_>,
+    queues: &[Queue<'_>],
+) -> Result<(), std::fmt::Error> {
     let histograms: [Family3<HistogramOf>; 2] = [
         (
             "workqueue_queue_duration_seconds",
@@ -111,7 +138,7 @@ pub(crate) fn encode_workqueues(
     ];
     for (name, help, value) in histograms {
         let mut family = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
-        for (queue, _, q) in &queues {
+        for (queue, _, q) in queues {
             let h = value(q);
             let mut buckets: Vec<(f64, u64)> =
                 QUEUE_DURATION_BUCKETS.iter().copied().zip(h.buckets).collect();

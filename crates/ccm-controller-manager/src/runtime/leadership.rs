@@ -12,57 +12,32 @@ impl Runtime {
         (status, migration_status): (LeaderStatus, LeaderStatus),
         identity: &str,
     ) -> Result<(), Error> {
-        let o = &self.options;
         let enabled = self.enabled_controllers();
         let placement = |name: &str| {
             migration
                 .as_ref()
                 .map_or(Placement::NonMigrated, |m| m.placement(&self.known, name))
         };
+        let placed = |keep: fn(Placement) -> bool| -> Vec<String> {
+            enabled.iter().filter(|n| keep(placement(n))).cloned().collect()
+        };
         for name in enabled.iter().filter(|n| placement(n) == Placement::Unowned) {
             tracing::info!(controller = %name, "not started: the leader-migration configuration assigns it to another component");
         }
-        let stop = CancellationToken::new();
-        let mut running = Running {
-            set: JoinSet::new(),
-            _guard: stop.clone().drop_guard(),
-            stop,
-            labels: BTreeMap::new(),
-            informers: Informers::new(ctx.root.clone()),
-        };
-        if !o.leader_elect {
+        let mut running = Running::new(ctx);
+        if !self.options.leader_elect {
             tracing::warn!("--leader-elect=false: running controllers without leader election");
-            let all: Vec<_> = enabled
-                .iter()
-                .filter(|n| placement(n) != Placement::Unowned)
-                .cloned()
-                .collect();
-            self.start(&provider, ctx, &mut running, &all).await?;
-            let result = self.wait(ctx, &mut running, &[]).await;
-            self.stop(ctx, &mut running, STOP_TIMEOUT).await;
-            return result;
+            let all = placed(|p| p != Placement::Unowned);
+            return self.run_unelected(&provider, ctx, &mut running, &all).await;
         }
 
-        let main_cfg = self.lease_config(&o.leader_elect_resource_name, identity);
-        let main_name = format!("{}/{}", main_cfg.namespace, main_cfg.name);
-        let mut main = Elector::new(ctx.election.clone(), main_cfg, self.clock.clone(), status);
-        ctx.metrics.set_leader(&main_name, false);
-        if !main.acquire(&ctx.cancel).await {
+        let Some(main) = self.acquire_main(ctx, identity, status).await else {
             return Ok(());
-        }
-        ctx.metrics.set_leader(&main_name, true);
-        let mut held = vec![hold(main, main_name)];
+        };
+        let mut held = vec![main];
 
-        let first: Vec<_> = enabled
-            .iter()
-            .filter(|n| placement(n) == Placement::NonMigrated)
-            .cloned()
-            .collect();
-        let migrated: Vec<_> = enabled
-            .iter()
-            .filter(|n| placement(n) == Placement::Migrated)
-            .cloned()
-            .collect();
+        let first = placed(|p| p == Placement::NonMigrated);
+        let migrated = placed(|p| p == Placement::Migrated);
         let mut result = self.start(&provider, ctx, &mut running, &first).await;
         if result.is_ok()
             && let Some(m) = &migration
@@ -90,24 +65,37 @@ impl Runtime {
             if lost { LOST_STOP_TIMEOUT } else { STOP_TIMEOUT },
         )
         .await;
-        for h in &held {
-            h.stop.cancel();
-        }
-        for mut h in held {
-            ctx.metrics.set_leader(&h.lease, false);
-            let _ = (&mut h.task.0).await;
-            let ended = h.ended.borrow().clone();
-            if let Some(Ended::Lapsed(_)) = &ended {
-                ctx.lapsed.store(true, std::sync::atomic::Ordering::SeqCst);
-            }
-            if let (Some(Ended::Lost(reason) | Ended::Lapsed(reason)), true) = (ended, result.is_ok()) {
-                result = Err(Error::LeaderElectionLost {
-                    lease: h.lease,
-                    reason,
-                });
-            }
-        }
+        release(ctx, held, result).await
+    }
+
+    /// `--leader-elect=false`: every controller not owned by another component runs until shutdown or a failure,
+    /// with no lease to lose.
+    async fn run_unelected<P: CloudProvider>(
+        &self,
+        provider: &Arc<P>,
+        ctx: &Ctx,
+        running: &mut Running,
+        names: &[String],
+    ) -> Result<(), Error> {
+        self.start(provider, ctx, running, names).await?;
+        let result = self.wait(ctx, running, &[]).await;
+        self.stop(ctx, running, STOP_TIMEOUT).await;
         result
+    }
+
+    /// Campaigns for the main lease until it is ours, then keeps renewing it in a task of its own; `None` when
+    /// shutdown came first.
+    async fn acquire_main(&self, ctx: &Ctx, identity: &str, status: LeaderStatus) -> Option<Held> {
+        let o = &self.options;
+        let main_cfg = self.lease_config(&o.leader_elect_resource_name, identity);
+        let main_name = format!("{}/{}", main_cfg.namespace, main_cfg.name);
+        let mut main = Elector::new(ctx.election.clone(), main_cfg, self.clock.clone(), status);
+        ctx.metrics.set_leader(&main_name, false);
+        if !main.acquire(&ctx.cancel).await {
+            return None;
+        }
+        ctx.metrics.set_leader(&main_name, true);
+        Some(hold(main, main_name))
     }
 
     /// Acquires the migration lease (while watching the main lease and the controllers), then starts the
@@ -161,4 +149,28 @@ impl Runtime {
         held.push(hold(elector, name));
         self.start(provider, ctx, running, &migrated).await
     }
+}
+
+/// Stops renewing every held lease and waits for each elector to end (releasing the lease unless it was lost), so
+/// that a successor can take over at once. A lease lost or lapsed meanwhile becomes the error when nothing failed
+/// before; a lapse is remembered for rejoining the election.
+async fn release(ctx: &Ctx, held: Vec<Held>, mut result: Result<(), Error>) -> Result<(), Error> {
+    for h in &held {
+        h.stop.cancel();
+    }
+    for mut h in held {
+        ctx.metrics.set_leader(&h.lease, false);
+        let _ = (&mut h.task.0).await;
+        let ended = h.ended.borrow().clone();
+        if let Some(Ended::Lapsed(_)) = &ended {
+            ctx.lapsed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        if let (Some(Ended::Lost(reason) | Ended::Lapsed(reason)), true) = (ended, result.is_ok()) {
+            result = Err(Error::LeaderElectionLost {
+                lease: h.lease,
+                reason,
+            });
+        }
+    }
+    result
 }

@@ -77,92 +77,29 @@ impl Runtime {
         stop: CancellationToken,
         informers: Informers,
     ) -> Result<Option<BoxFuture<'static, Result<(), BoxError>>>, Error> {
-        let o = &self.options;
+        if !self.can_run(provider, name) {
+            return Ok(None);
+        }
         let p = provider.clone();
-        let has_instances = provider.instances_v2().is_some() || provider.instances().is_some();
-        let skip = |why: &str| {
-            tracing::warn!(controller = %name, "skipping controller: {why}");
-            Ok(None)
-        };
         let boxed = |r: Result<(), ccm_controllers::Error>| r.map_err(|e| Box::new(e) as BoxError);
         let until = stop.clone().cancelled_owned();
         let fut: BoxFuture<'static, Result<(), BoxError>> = match name {
             controllers::CLOUD_NODE => {
-                if !has_instances {
-                    return skip("the cloud provider has no instances");
-                }
-                let mut cfg = CloudNodeConfig::default();
-                cfg.node_status_update_frequency = o.node_status_update_frequency;
-                cfg.concurrent_node_syncs = usize::try_from(o.concurrent_node_syncs).unwrap_or(1);
-                cfg.concurrent_node_status_updates =
-                    usize::try_from(o.concurrent_node_status_updates).unwrap_or(0);
-                cfg.node_selector = self.node_selector.clone();
-                cfg.metrics = metrics;
-                cfg.clock = self.clock.clone();
-                cfg.informers = Some(informers);
-                cfg.max_batch = lookup_batch(o, cfg.max_batch);
+                let cfg = self.cloud_node_config(metrics, informers);
                 Box::pin(async move { boxed(ccm_controllers::cloud_node::run(client, p, cfg, until).await) })
             }
             controllers::NODE_LIFECYCLE => {
-                if !has_instances {
-                    return skip("the cloud provider has no instances");
-                }
-                let mut cfg = NodeLifecycleConfig::default();
-                cfg.node_monitor_period = o.node_monitor_period;
-                cfg.node_selector = self.node_selector.clone();
-                cfg.metrics = metrics;
-                cfg.clock = self.clock.clone();
-                cfg.informers = Some(informers);
-                cfg.max_batch = lookup_batch(o, cfg.max_batch);
+                let cfg = self.node_lifecycle_config(metrics, informers);
                 Box::pin(
                     async move { boxed(ccm_controllers::node_lifecycle::run(client, p, cfg, until).await) },
                 )
             }
             controllers::SERVICE => {
-                if provider.load_balancer().is_none() {
-                    return skip("the cloud provider has no load balancers");
-                }
-                let mut cfg = ServiceConfig::default();
-                cfg.cluster_name = o.cluster_name.clone();
-                cfg.concurrent_service_syncs = usize::try_from(o.concurrent_service_syncs).unwrap_or(1);
-                cfg.load_balancer_resync_period = o.load_balancer_resync_period;
-                cfg.service_selector = self.service_selector.clone();
-                cfg.node_selector = self.node_selector.clone();
-                cfg.metrics = metrics;
-                cfg.clock = self.clock.clone();
-                cfg.informers = Some(informers);
+                let cfg = self.service_config(metrics, informers);
                 Box::pin(async move { boxed(ccm_controllers::service::run(client, p, cfg, until).await) })
             }
             controllers::ROUTE => {
-                if !o.configure_cloud_routes {
-                    tracing::info!(
-                        "will not configure cloud provider routes: --configure-cloud-routes=false"
-                    );
-                    return Ok(None);
-                }
-                if provider.routes().is_none() {
-                    return skip(
-                        "--configure-cloud-routes is set, but the cloud provider does not support routes",
-                    );
-                }
-                if o.cluster_cidr.trim().is_empty() {
-                    // Upstream exits fatally here; a manager that cannot configure routes should still run the
-                    // other controllers.
-                    return skip(
-                        "--cluster-cidr is empty; set it, or --configure-cloud-routes=false to silence this",
-                    );
-                }
-                let mut cfg = RouteConfig::new(&o.cluster_name, o.cluster_cidr.trim()).map_err(|e| {
-                    Error::Controller {
-                        name: name.to_owned(),
-                        source: Box::new(e),
-                    }
-                })?;
-                cfg.route_reconciliation_period = o.route_reconciliation_period;
-                cfg.node_selector = self.node_selector.clone();
-                cfg.metrics = metrics;
-                cfg.clock = self.clock.clone();
-                cfg.informers = Some(informers);
+                let cfg = self.route_config(name, metrics, informers)?;
                 Box::pin(async move { boxed(ccm_controllers::route::run(client, p, cfg, until).await) })
             }
             other => {
@@ -178,6 +115,99 @@ impl Runtime {
             }
         };
         Ok(Some(fut))
+    }
+
+    /// Whether the provider and the flags let the built-in controller `name` run, logging why not: a capability
+    /// the provider lacks is a warning (the operator enabled the controller), routes turned off by flag are not.
+    /// Provider controllers can always run.
+    fn can_run<P: CloudProvider>(&self, provider: &Arc<P>, name: &str) -> bool {
+        let o = &self.options;
+        let has_instances = provider.instances_v2().is_some() || provider.instances().is_some();
+        let why = match name {
+            controllers::CLOUD_NODE | controllers::NODE_LIFECYCLE if !has_instances => {
+                "the cloud provider has no instances"
+            }
+            controllers::SERVICE if provider.load_balancer().is_none() => {
+                "the cloud provider has no load balancers"
+            }
+            controllers::ROUTE if !o.configure_cloud_routes => {
+                tracing::info!("will not configure cloud provider routes: --configure-cloud-routes=false");
+                return false;
+            }
+            controllers::ROUTE if provider.routes().is_none() => {
+                "--configure-cloud-routes is set, but the cloud provider does not support routes"
+            }
+            // Upstream exits fatally here; a manager that cannot configure routes should still run the other
+            // controllers.
+            controllers::ROUTE if o.cluster_cidr.trim().is_empty() => {
+                "--cluster-cidr is empty; set it, or --configure-cloud-routes=false to silence this"
+            }
+            _ => return true,
+        };
+        tracing::warn!(controller = %name, "skipping controller: {why}");
+        false
+    }
+
+    fn cloud_node_config(&self, metrics: ControllerMetrics, informers: Informers) -> CloudNodeConfig {
+        let o = &self.options;
+        let mut cfg = CloudNodeConfig::default();
+        cfg.node_status_update_frequency = o.node_status_update_frequency;
+        cfg.concurrent_node_syncs = usize::try_from(o.concurrent_node_syncs).unwrap_or(1);
+        cfg.concurrent_node_status_updates = usize::try_from(o.concurrent_node_status_updates).unwrap_or(0);
+        cfg.node_selector = self.node_selector.clone();
+        cfg.metrics = metrics;
+        cfg.clock = self.clock.clone();
+        cfg.informers = Some(informers);
+        cfg.max_batch = lookup_batch(o, cfg.max_batch);
+        cfg
+    }
+
+    fn node_lifecycle_config(&self, metrics: ControllerMetrics, informers: Informers) -> NodeLifecycleConfig {
+        let o = &self.options;
+        let mut cfg = NodeLifecycleConfig::default();
+        cfg.node_monitor_period = o.node_monitor_period;
+        cfg.node_selector = self.node_selector.clone();
+        cfg.metrics = metrics;
+        cfg.clock = self.clock.clone();
+        cfg.informers = Some(informers);
+        cfg.max_batch = lookup_batch(o, cfg.max_batch);
+        cfg
+    }
+
+    fn service_config(&self, metrics: ControllerMetrics, informers: Informers) -> ServiceConfig {
+        let o = &self.options;
+        let mut cfg = ServiceConfig::default();
+        cfg.cluster_name = o.cluster_name.clone();
+        cfg.concurrent_service_syncs = usize::try_from(o.concurrent_service_syncs).unwrap_or(1);
+        cfg.load_balancer_resync_period = o.load_balancer_resync_period;
+        cfg.service_selector = self.service_selector.clone();
+        cfg.node_selector = self.node_selector.clone();
+        cfg.metrics = metrics;
+        cfg.clock = self.clock.clone();
+        cfg.informers = Some(informers);
+        cfg
+    }
+
+    /// An unusable `--cluster-cidr` is an error, not a skip: flag validation already refuses one, so reaching it
+    /// here is a bug worth stopping for.
+    fn route_config(
+        &self,
+        name: &str,
+        metrics: ControllerMetrics,
+        informers: Informers,
+    ) -> Result<RouteConfig, Error> {
+        let o = &self.options;
+        let mut cfg =
+            RouteConfig::new(&o.cluster_name, o.cluster_cidr.trim()).map_err(|e| Error::Controller {
+                name: name.to_owned(),
+                source: Box::new(e),
+            })?;
+        cfg.route_reconciliation_period = o.route_reconciliation_period;
+        cfg.node_selector = self.node_selector.clone();
+        cfg.metrics = metrics;
+        cfg.clock = self.clock.clone();
+        cfg.informers = Some(informers);
+        Ok(cfg)
     }
 }
 
