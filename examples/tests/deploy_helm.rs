@@ -1,8 +1,9 @@
 //! The Helm chart, rendered (support/helm.rs): every object of every example values file is accepted by the
 //! real kube-apiserver (server-side-apply dry run, no field dropped); `cloudConfig` becomes a ConfigMap that the
 //! binary's own parser reads without a warning, mounted where `--cloud-config` points; contradictory values fail
-//! with a message naming them; the metrics Service and ServiceMonitor select the pods' port; NOTES.txt renders;
-//! the chart README documents every value.
+//! with a message naming them; without an image (none is published) the chart fails, saying how to build one;
+//! the metrics Service and ServiceMonitor select the pods' port; NOTES.txt renders; the chart README documents
+//! every value.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/helm.rs"]
@@ -12,7 +13,7 @@ mod manifests;
 
 use ccm_aws::CloudConfig;
 use ccm_testing::TestEnv;
-use helm::{chart, object, template, values_file};
+use helm::{IMAGE_REPOSITORY, chart, object, template, template_exactly, values_file};
 use manifests::{assert_kept, dry_run_apply};
 use serde_json::{Value, json};
 
@@ -205,6 +206,40 @@ fn contradictory_values_fail_with_a_message_naming_them() {
     );
     let err = template(&[&monitor]).expect_err("a ServiceMonitor without its Service");
     assert!(err.contains("metrics.service.enabled"), "{err}");
+}
+
+#[test]
+fn without_an_image_the_chart_fails_saying_how_to_build_one() {
+    let empty = values_file("empty-image", &json!({"image": {"repository": ""}}));
+    let irsa = chart().join("ci/irsa-values.yaml");
+    for files in [vec![], vec![empty.as_path()], vec![irsa.as_path()]] {
+        let err = template_exactly(&files).expect_err("no image.repository");
+        // The message itself (the renderer also quotes the template's source, which holds the same text).
+        let err = err.rsplit("error calling required: ").next().unwrap();
+        for needle in [
+            "image.repository is required",
+            "no aws-cloud-controller-manager image is published",
+            "scripts/images.sh",
+            "docker buildx build",
+            "--set image.repository=",
+        ] {
+            assert!(
+                err.contains(needle),
+                "{files:?}: the error lacks {needle:?}: {err}"
+            );
+        }
+    }
+    // With one, the DaemonSet runs it, with the chart's tag unless one is given.
+    let (objects, _) = template(&[]).unwrap();
+    let container = &object(&objects, "DaemonSet", None)["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], format!("{IMAGE_REPOSITORY}:v0.1.0"));
+    let (objects, _) = template_exactly(&[&chart().join("ci/example-values.yaml")]).unwrap();
+    let container = &object(&objects, "DaemonSet", None)["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["image"],
+        "123456789012.dkr.ecr.eu-west-1.amazonaws.com/aws-cloud-controller-manager:v0.1.0",
+        "a Go values file that sets image works as it is"
+    );
 }
 
 #[test]

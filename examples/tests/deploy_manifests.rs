@@ -4,14 +4,21 @@
 //!   object by the real kube-apiserver with a server-side-apply dry run, and no field we send is dropped (1.20
 //!   prunes unknown fields silently);
 //! - the Helm chart's values.yaml and its example values pass values.schema.json, which rejects typos;
+//! - the base's image is a placeholder (no image is published), its kustomization.yaml says how to set yours, and
+//!   an overlay as docs/getting-started.md shows replaces it;
 //! - the chart agrees with the kustomize base where they must (RBAC, leader election, placement, resources,
-//!   security), and its templates only read values the schema declares. Rendering the chart: deploy_helm.rs.
+//!   security, neither having a default image), and its templates only read values the schema declares.
+//!   Rendering the chart: deploy_helm.rs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/manifests.rs"]
 mod manifests;
 
-use std::{collections::BTreeSet, path::PathBuf};
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 use ccm_testing::TestEnv;
 use manifests::*;
@@ -75,10 +82,73 @@ async fn kustomize_base_is_accepted_by_the_apiserver() {
         ],
         "the Go kustomize base's arguments"
     );
-    let image = container["image"].as_str().unwrap();
-    assert!(
-        image.ends_with(":v0.1.0") && image.contains("/aws-cloud-controller-manager"),
-        "the images: transformer set the image: {image}"
+    assert_eq!(
+        container["image"], PLACEHOLDER_IMAGE,
+        "the images: transformer set the placeholder (no image is published)"
+    );
+}
+
+/// The kustomize base's image until the operator sets theirs: no registry of that name exists.
+const PLACEHOLDER_IMAGE: &str = "REPLACE-ME/aws-cloud-controller-manager:v0.1.0";
+
+/// `..` for each component of `from` below the common prefix, then the rest of `to`.
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let (from, to) = (from.canonicalize().unwrap(), to.canonicalize().unwrap());
+    let common = from
+        .components()
+        .zip(to.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut out = PathBuf::new();
+    for _ in from.components().skip(common) {
+        out.push("..");
+    }
+    out.extend(to.components().skip(common));
+    out
+}
+
+#[test]
+fn kustomize_base_says_how_to_set_the_image_and_an_overlay_replaces_the_placeholder() {
+    let text = std::fs::read_to_string(repo().join("deploy/kustomize/base/kustomization.yaml")).unwrap();
+    for needle in [
+        "kustomize edit set image aws-cloud-controller-manager=",
+        "scripts/images.sh",
+        "docker buildx",
+        "REPLACE-ME/aws-cloud-controller-manager",
+    ] {
+        assert!(
+            text.contains(needle),
+            "the base's kustomization.yaml lacks {needle:?}"
+        );
+    }
+    // The overlay docs/getting-started.md shows, with the base referenced by a relative path.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("image-overlay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = relative(&dir, &repo().join("deploy/kustomize/base"));
+    let image = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/aws-cloud-controller-manager";
+    let overlay = format!(
+        "resources:
+- {}
+images:
+- name: REPLACE-ME/aws-cloud-controller-manager
+  newName: {image}
+  newTag: v0.1.0
+",
+        base.display()
+    );
+    std::fs::write(dir.join("kustomization.yaml"), overlay).unwrap();
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_owned());
+    let out = Command::new(&kubectl)
+        .arg("kustomize")
+        .arg(&dir)
+        .output()
+        .expect("run kubectl kustomize");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let objects = yaml_docs(&String::from_utf8(out.stdout).unwrap());
+    let ds = find(&objects, "DaemonSet", "aws-cloud-controller-manager");
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["containers"][0]["image"],
+        format!("{image}:v0.1.0")
     );
 }
 
@@ -266,12 +336,18 @@ fn helm_chart_agrees_with_the_kustomize_base() {
     assert_eq!(container["securityContext"], values["securityContext"]);
     assert_eq!(container["resources"], values["resources"]);
     assert_eq!(container["livenessProbe"], values["livenessProbe"]);
-    let image = format!(
-        "{}:{}",
-        values["image"]["repository"].as_str().unwrap(),
-        values["image"]["tag"].as_str().unwrap()
+    // The image: neither has a usable default, since none is published. The chart's repository is empty (its
+    // template requires one, see deploy_helm.rs), the base's a placeholder; the tag is the same.
+    assert_eq!(
+        values["image"]["repository"], "",
+        "the chart has no default image repository"
     );
-    assert_eq!(container["image"], image.as_str());
+    assert_eq!(container["image"], PLACEHOLDER_IMAGE);
+    let tag = values["image"]["tag"].as_str().unwrap();
+    assert!(
+        PLACEHOLDER_IMAGE.ends_with(&format!(":{tag}")),
+        "the base's tag is the chart's, {tag}"
+    );
     let chart_meta = yaml_file(&chart().join("Chart.yaml"));
     assert_eq!(
         chart_meta["appVersion"], values["image"]["tag"],

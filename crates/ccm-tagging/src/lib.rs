@@ -2,8 +2,26 @@
 //! `KubernetesCluster` tag, ownership checks made before any mutation, and tag diffs that ignore `aws:` keys.
 //!
 //! Everything here is pure: callers fetch tags through the `ccm-aws-api` ports and ask these rules what they may
-//! do. A resource is modified or deleted only when it is *owned* by this cluster; resources that are `shared`,
-//! untagged or tagged for another cluster are left alone.
+//! do. Only resources *owned* by this cluster are deleted (and, with `AdoptUntaggedLoadBalancers`, an untagged
+//! load balancer under a Service's name). What the cluster creates (load balancers, target
+//! groups, their managed security groups) is found by name and modified only when owned
+//! ([`ClusterTags::ensure_owned`]): under this cluster's `shared` tag or another cluster's it is left alone, and
+//! untagged it is adopted (tagged `owned`) only where the caller allows it (a load balancer's managed group; a
+//! load balancer with `AdoptUntaggedLoadBalancers`).
+//!
+//! What the cluster uses but did not create is a member when tagged `owned` or `shared`
+//! ([`ClusterTags::is_tagged`]), and members are modified by design, never deleted:
+//!
+//! - the instances of Nodes: the route controller turns their source/destination check off, and the tagging
+//!   controller adds its `--tags` to them and removes them when the Node goes;
+//! - route tables: the route controller creates, replaces and deletes the routes of Nodes' pod CIDRs in them
+//!   (never a route to another target; with `RouteTableID`, in that table whatever its tags);
+//! - the nodes' security groups: load balancers add and revoke their rules on the group of each target instance
+//!   that is tagged for the cluster (else on the instance's only untagged group).
+//!
+//! Subnets, `shared` or `owned`, are only read. A resource tagged for another cluster only is never modified,
+//! except that a Classic ELB's rules whose source is a group this cluster owns are revoked from whichever group
+//! holds them once not needed (and before that group is deleted).
 //!
 //! ```
 //! use ccm_tagging::{ClusterTags, Ownership, Tags};
@@ -41,7 +59,8 @@ pub const CLUSTER_TAG_PREFIX: &str = "kubernetes.io/cluster/";
 pub const LEGACY_CLUSTER_TAG: &str = "KubernetesCluster";
 /// The cluster tag value of resources the cluster created and may delete.
 pub const OWNED: &str = "owned";
-/// The cluster tag value of resources the cluster uses but must never modify or delete.
+/// The cluster tag value of resources the cluster uses but never deletes (what it modifies on them: the crate
+/// documentation).
 pub const SHARED: &str = "shared";
 /// The prefix AWS reserves for its own tags; they are never diffed, added or removed.
 pub const AWS_RESERVED_PREFIX: &str = "aws:";
@@ -54,7 +73,8 @@ const MAX_TAG_KEY_LEN: usize = 128;
 pub enum Ownership {
     /// `kubernetes.io/cluster/<id>=owned`, or the legacy `KubernetesCluster=<id>`: ours to modify and delete.
     Owned,
-    /// `kubernetes.io/cluster/<id>` with any other value (normally `shared`): ours to use, never to modify.
+    /// `kubernetes.io/cluster/<id>` with any other value (normally `shared`): ours to use, never to delete; what
+    /// is modified on such resources is listed in the crate documentation.
     Shared,
     /// Tagged for other clusters only: not ours at all.
     Foreign,

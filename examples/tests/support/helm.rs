@@ -52,9 +52,31 @@ fn renderer() -> &'static Path {
     })
 }
 
-/// `helm template` of the chart with these values files (in order): the objects, NOTES.txt's text, or the
-/// renderer's error message.
+/// The image repository the tests pass, as an operator passes the one they built: the chart has no default (no
+/// image is published) and fails without one.
+pub const IMAGE_REPOSITORY: &str =
+    "123456789012.dkr.ecr.eu-west-1.amazonaws.com/aws-cloud-controller-manager";
+
+/// `helm template` of the chart with an image (`image.repository` = [`IMAGE_REPOSITORY`], as
+/// `--set image.repository=...` gives it) and then these values files (in order, so they may override it): the
+/// objects, NOTES.txt's text, or the renderer's error message.
 pub fn template(values: &[&Path]) -> Result<(Vec<Value>, String), String> {
+    // Written once per process: tests running in parallel threads never read it half-written.
+    static IMAGE: OnceLock<PathBuf> = OnceLock::new();
+    let image = IMAGE.get_or_init(|| {
+        values_file(
+            "image",
+            &serde_json::json!({"image": {"repository": IMAGE_REPOSITORY}}),
+        )
+    });
+    let mut files = vec![image.as_path()];
+    files.extend_from_slice(values);
+    template_exactly(&files)
+}
+
+/// `helm template` of the chart with exactly these values files (in order), without the image [`template`]
+/// passes: the objects, NOTES.txt's text, or the renderer's error message.
+pub fn template_exactly(values: &[&Path]) -> Result<(Vec<Value>, String), String> {
     let mut command = Command::new(renderer());
     for file in values {
         command.arg("-f").arg(file);

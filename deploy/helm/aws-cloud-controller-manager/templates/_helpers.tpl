@@ -42,6 +42,15 @@ from its `global` and `serviceOverrides` maps (values quoted, list values repeat
 {{- end }}
 {{- end -}}
 
+{{/*
+The container image. image.repository has no default (no image is published yet): without it the chart fails,
+saying how to build one.
+*/}}
+{{- define "cloud-controller-manager.image" -}}
+{{- $repository := required "image.repository is required: no aws-cloud-controller-manager image is published yet. Build and push one (scripts/images.sh, or the docker buildx build command in the repository README's Deploy section), then pass it: --set image.repository=<registry>/aws-cloud-controller-manager --set image.tag=v0.1.0" .Values.image.repository -}}
+{{- printf "%s:%s" $repository .Values.image.tag -}}
+{{- end -}}
+
 {{/* Fails on values that contradict each other (the schema checks each value alone). */}}
 {{- define "cloud-controller-manager.validate" -}}
 {{- if .Values.cloudConfig -}}
