@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Context;
 use ccm_testing::{
-    FaultProxy, GoCcm, GoCcmOptions, GoCloudConfig, TestEnv,
+    FaultProxy, GoCcm, GoCcmOptions, GoCloudConfig, TestEnv, counts_since,
     load_balancers::LoadBalancers,
     metrics, nodes,
     process::{self, Usage},
@@ -100,12 +100,7 @@ impl<'p> Mark<'p> {
     }
 
     fn next(&mut self) -> (f64, BTreeMap<String, u64>) {
-        let now = self.proxy.requests_by_action();
-        let phase = now
-            .iter()
-            .map(|(op, n)| (op.clone(), n - self.calls.get(op).copied().unwrap_or(0)))
-            .filter(|(_, n)| *n > 0)
-            .collect();
+        let phase = counts_since(&self.calls, &self.proxy.requests_by_action());
         let secs = self.at.elapsed().as_secs_f64();
         *self = Self::new(self.proxy);
         (secs, phase)

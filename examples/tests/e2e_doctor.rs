@@ -9,8 +9,6 @@
 
 mod common;
 
-use std::{path::Path, process::Output};
-
 use ccm_aws_api::{
     Ec2, Elb, Elbv2, Filter, SecurityGroupId, SubnetId, Tags, VpcId,
     ec2::NewSecurityGroup,
@@ -20,31 +18,6 @@ use ccm_aws_api::{
 use ccm_aws_sdk::{Adapter, AdapterOptions};
 use ccm_testing::{TestEnv, unique_name};
 use common::World;
-
-/// Runs `doctor` with the world's config, scoped to its Nodes and to a namespace of its own.
-fn doctor(world: &World, config: &Path, extra: &[&str]) -> Output {
-    let env = TestEnv::get();
-    std::process::Command::new(env!("CARGO_BIN_EXE_doctor"))
-        .arg(format!("--cloud-config={}", config.display()))
-        .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
-        .arg(format!("--node-selector=e2e-cluster={}", world.cluster_id))
-        .arg(format!("--namespace={}", world.cluster_id))
-        .args(extra)
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .output()
-        .unwrap()
-}
-
-fn show(output: &Output) -> String {
-    format!(
-        "status {:?}\n{}\n{}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 #[tokio::test]
 async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
@@ -60,12 +33,12 @@ async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
     };
     let config = world.config_via("external.conf", &env.aws_endpoint);
 
-    let clean = doctor(&world, &config, &[]);
-    assert_eq!(clean.status.code(), Some(0), "{}", show(&clean));
+    let clean = common::doctor(&world, &config, &[]);
+    assert_eq!(clean.status.code(), Some(0), "{}", common::output_text(&clean));
     assert!(
         String::from_utf8_lossy(&clean.stdout).contains("nothing leaked"),
         "{}",
-        show(&clean)
+        common::output_text(&clean)
     );
 
     // Leaks of a Service that does not exist: a Classic ELB, its group, a target group; and a shared group
@@ -120,8 +93,8 @@ async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
     };
     let tg_arn = adapter.elbv2().create_target_group(&tg).await.unwrap().arn;
 
-    let found = doctor(&world, &config, &[]);
-    assert_eq!(found.status.code(), Some(1), "{}", show(&found));
+    let found = common::doctor(&world, &config, &[]);
+    assert_eq!(found.status.code(), Some(1), "{}", common::output_text(&found));
     let text = String::from_utf8_lossy(&found.stdout);
     for expected in [
         format!("classic-load-balancer {lb}"),
@@ -137,8 +110,8 @@ async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
     );
     eprintln!("--- doctor output ---\n{text}");
 
-    let json = doctor(&world, &config, &["--json"]);
-    assert_eq!(json.status.code(), Some(1), "{}", show(&json));
+    let json = common::doctor(&world, &config, &["--json"]);
+    assert_eq!(json.status.code(), Some(1), "{}", common::output_text(&json));
     let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(report["cluster_id"], world.cluster_id.as_str());
     let mut kinds: Vec<&str> = report["findings"]
@@ -150,8 +123,13 @@ async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
     kinds.sort_unstable();
     assert_eq!(kinds, ["classic-load-balancer", "security-group", "target-group"]);
 
-    let deleted = doctor(&world, &config, &["--delete"]);
-    assert_eq!(deleted.status.code(), Some(0), "{}", show(&deleted));
+    let deleted = common::doctor(&world, &config, &["--delete"]);
+    assert_eq!(
+        deleted.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&deleted)
+    );
     eprintln!(
         "--- doctor --delete output ---\n{}",
         String::from_utf8_lossy(&deleted.stdout)
@@ -166,6 +144,6 @@ async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
     assert!(!exists(&leak_sg).await, "the leaked group survived --delete");
     assert!(exists(&shared_sg).await, "--delete removed a shared group");
 
-    let again = doctor(&world, &config, &[]);
-    assert_eq!(again.status.code(), Some(0), "{}", show(&again));
+    let again = common::doctor(&world, &config, &[]);
+    assert_eq!(again.status.code(), Some(0), "{}", common::output_text(&again));
 }

@@ -65,7 +65,6 @@ const KNOWN: &[Known] = &[
 
 #[tokio::test]
 async fn e2e_go_and_ours_make_the_same_resources_for_every_annotation() {
-    let env = TestEnv::get();
     let start = go_peer::cluster::start().await;
     let (world, services, aws) = (&start.world, &start.services, &start.aws);
     for l in &start.launched[..2] {
@@ -102,13 +101,7 @@ async fn e2e_go_and_ours_make_the_same_resources_for_every_annotation() {
     assert!(table.len() >= 20, "at least 20 Services");
     let vpc = &world.network.vpc_id;
     let baseline = aws.snapshot(vpc).await;
-    let config = GoCloudConfig::new(
-        env,
-        &world.cluster_id,
-        vpc,
-        &world.network.subnet_id,
-        &start.launched[0].zone,
-    );
+    let config = start.go_config();
 
     let (go_facts, go_names, go_calls) = go_serves(world, &config, services, &table, &start.launched).await;
     let mut ours = Ours::start(world, &config).await;

@@ -16,7 +16,7 @@
 mod common;
 mod go_peer;
 
-use std::{collections::BTreeMap, path::Path, process::Output, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
 use aws_sdk_ec2::types::Tag;
 use ccm_testing::{Fault, FaultProxy, GoCcm, GoCcmOptions, GoCloudConfig, TestEnv, ec2::Launched};
@@ -27,7 +27,7 @@ use go_peer::{
         Served, assert_not_recreated, assert_serving, create_services, go_until, has_hostname, node_facts,
         node_group, subnet_cidr, wait_synced,
     },
-    diff, list_requests, show, writes, writes_since,
+    diff, list_requests, show, writes,
 };
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
@@ -35,21 +35,16 @@ use kube::Api;
 #[tokio::test]
 async fn e2e_the_go_controller_takes_over_what_ours_made_and_deletes_it() {
     let env = TestEnv::get();
+    let start = go_peer::cluster::start().await;
+    let config = start.go_config();
     let go_peer::cluster::Start {
         world,
         services,
         launched,
         aws,
-    } = go_peer::cluster::start().await;
+    } = start;
     tag_node_group(&world, &aws, &launched[0]).await;
     let baseline = aws.snapshot(&world.network.vpc_id).await;
-    let config = GoCloudConfig::new(
-        env,
-        &world.cluster_id,
-        &world.network.vpc_id,
-        &world.network.subnet_id,
-        &launched[0].zone,
-    );
 
     let served = ours_makes(&world, &config, &services, &launched).await;
     let ours_made = aws.snapshot(&world.network.vpc_id).await;
@@ -195,7 +190,7 @@ async fn second_round(
     let mut go = start_go(world, go_config).await;
     wait_go_synced(&mut go, served).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let again = writes_since(&before, &writes(proxy));
+    let again = ccm_testing::counts_since(&before, &writes(proxy));
     println!(
         "the restarted Go controller's writes {again:?}:\n{}",
         list_requests(proxy, &again)
@@ -335,7 +330,7 @@ async fn assert_stuck(
 /// (health, client, MTU), the Classic ELB's group (`refused` times refused, then once more). No revocation of
 /// ours' narrowed rules: it looks for its own all-traffic rule only.
 fn assert_deletion_writes(proxy: &FaultProxy, before: &BTreeMap<String, u64>, refused: u64) {
-    let deleted = writes_since(before, &writes(proxy));
+    let deleted = ccm_testing::counts_since(before, &writes(proxy));
     println!(
         "the Go controller's writes on deletion {deleted:?}:\n{}",
         list_requests(proxy, &deleted)
@@ -359,9 +354,12 @@ fn assert_deletion_writes(proxy: &FaultProxy, before: &BTreeMap<String, u64>, re
 async fn doctor_fixes(world: &World, config: &GoCloudConfig, served: &Served, managed: &str) {
     let file = world.dir.join("doctor.conf");
     config.write(&file).unwrap();
-    let report = doctor(world, &file, &["--json"]);
-    println!("doctor --json during the deletion:\n{}", output_text(&report));
-    assert_eq!(report.status.code(), Some(1), "{}", output_text(&report));
+    let report = common::doctor(world, &file, &["--json"]);
+    println!(
+        "doctor --json during the deletion:\n{}",
+        common::output_text(&report)
+    );
+    assert_eq!(report.status.code(), Some(1), "{}", common::output_text(&report));
     let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
     let mut rules: Vec<String> = served
         .clb_node_ports
@@ -382,35 +380,14 @@ async fn doctor_fixes(world: &World, config: &GoCloudConfig, served: &Served, ma
         details.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
     }
     assert_eq!(findings, expected, "doctor's findings during the deletion");
-    let deleted = doctor(world, &file, &["--delete"]);
-    println!("doctor --delete:\n{}", output_text(&deleted));
-    assert_eq!(deleted.status.code(), Some(0), "{}", output_text(&deleted));
-}
-
-/// Runs `doctor` with `config`, its Node checks scoped to this test's Nodes and its Service checks to a namespace
-/// of its own (other tests' Services are not this one's business).
-fn doctor(world: &World, config: &Path, extra: &[&str]) -> Output {
-    let env = TestEnv::get();
-    std::process::Command::new(env!("CARGO_BIN_EXE_doctor"))
-        .arg(format!("--cloud-config={}", config.display()))
-        .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
-        .arg(format!("--node-selector=e2e-cluster={}", world.cluster_id))
-        .arg(format!("--namespace={}", world.cluster_id))
-        .args(extra)
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .output()
-        .unwrap()
-}
-
-fn output_text(output: &Output) -> String {
-    format!(
-        "status {:?}\n{}\n{}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
+    let deleted = common::doctor(world, &file, &["--delete"]);
+    println!("doctor --delete:\n{}", common::output_text(&deleted));
+    assert_eq!(
+        deleted.status.code(),
+        Some(0),
+        "{}",
+        common::output_text(&deleted)
+    );
 }
 
 /// Tags the nodes' group (the VPC's default group, untagged in moto) `owned` for the cluster, as installers tag

@@ -22,7 +22,7 @@ use go_peer::{
         Served, assert_not_recreated, assert_serving, create_services, go_until, has_hostname, node_facts,
         subnet_cidr, wait_synced,
     },
-    diff, list_requests, show, writes, writes_since,
+    diff, list_requests, show, writes,
 };
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
@@ -30,20 +30,15 @@ use kube::Api;
 #[tokio::test]
 async fn e2e_ours_takes_over_what_the_go_controller_made_and_deletes_it() {
     let env = TestEnv::get();
+    let start = go_peer::cluster::start().await;
+    let config = start.go_config();
     let go_peer::cluster::Start {
         world,
         services,
         launched,
         aws,
-    } = go_peer::cluster::start().await;
+    } = start;
     let baseline = aws.snapshot(&world.network.vpc_id).await;
-    let config = GoCloudConfig::new(
-        env,
-        &world.cluster_id,
-        &world.network.vpc_id,
-        &world.network.subnet_id,
-        &launched[0].zone,
-    );
 
     let served = go_makes(&world, &config, &services, &launched).await;
     let go_made = aws.snapshot(&world.network.vpc_id).await;
@@ -68,7 +63,7 @@ async fn e2e_ours_takes_over_what_the_go_controller_made_and_deletes_it() {
     let mut ccm = Ccm::start_with_config(&world, &ours_config, &["--controllers=cloud-node,service"]);
     wait_synced(&mut ccm, 30).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let again = writes_since(&before, &writes(&proxy));
+    let again = ccm_testing::counts_since(&before, &writes(&proxy));
     assert!(
         again.is_empty(),
         "the restarted controller wrote:\n{}",
@@ -244,7 +239,7 @@ async fn ours_deletes(
         },
     )
     .await;
-    let deleted = writes_since(&before, &writes(proxy));
+    let deleted = ccm_testing::counts_since(&before, &writes(proxy));
     println!(
         "ours' writes on deletion {deleted:?}:\n{}",
         list_requests(proxy, &deleted)

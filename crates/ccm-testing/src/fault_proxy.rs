@@ -124,6 +124,18 @@ pub(crate) struct Request {
     pub(crate) body: Vec<u8>,
 }
 
+/// The counts of `after` that grew since `before` (two readings of [`FaultProxy::requests_by_action`]), by how
+/// much: the requests of one phase.
+pub fn counts_since(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .filter_map(|(action, n)| {
+            let d = n.saturating_sub(before.get(action).copied().unwrap_or(0));
+            (d > 0).then(|| (action.clone(), d))
+        })
+        .collect()
+}
+
 // === impl FaultProxy ===
 
 impl FaultProxy {

@@ -45,7 +45,7 @@ pub mod vpc;
 pub mod world;
 
 pub use env::{EnvError, TestEnv};
-pub use fault_proxy::{Chaos, ChaosKind, Fault, FaultProxy};
+pub use fault_proxy::{Chaos, ChaosKind, Fault, FaultProxy, counts_since};
 pub use go_ccm::{GO_CCM_VAR, GoCcm, GoCcmError, GoCcmOptions, GoCloudConfig};
 pub use imds::ImdsEmulator;
 pub use names::unique_name;

@@ -375,3 +375,30 @@ pub async fn reconciles(port: u16, controller: &str) -> f64 {
         .find_map(|l| l.rsplit(' ').next()?.parse().ok())
         .unwrap_or(0.0)
 }
+
+/// Runs `doctor` with `config`, its Node checks scoped to the world's Nodes and its Service checks to a namespace
+/// of its own (other tests' Services are not this one's business).
+pub fn doctor(world: &World, config: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    let env = TestEnv::get();
+    Command::new(env!("CARGO_BIN_EXE_doctor"))
+        .arg(format!("--cloud-config={}", config.display()))
+        .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
+        .arg(format!("--node-selector=e2e-cluster={}", world.cluster_id))
+        .arg(format!("--namespace={}", world.cluster_id))
+        .args(extra)
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap()
+}
+
+/// A tool's exit status, stdout and stderr, for assertion messages.
+pub fn output_text(output: &std::process::Output) -> String {
+    format!(
+        "status {:?}\n{}\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}

@@ -295,6 +295,20 @@ pub struct Start {
     pub aws: Aws,
 }
 
+impl Start {
+    /// The Go provider's cloud config for this world (zone of the first instance), which ours reads too.
+    pub fn go_config(&self) -> GoCloudConfig {
+        let network = &self.world.network;
+        GoCloudConfig::new(
+            TestEnv::get(),
+            &self.world.cluster_id,
+            &network.vpc_id,
+            &network.subnet_id,
+            &self.launched[0].zone,
+        )
+    }
+}
+
 pub async fn start() -> Start {
     GoCcm::binary().unwrap_or_else(|e| panic!("{e}"));
     let world = common::World::new("").await;

@@ -444,17 +444,6 @@ pub fn writes(proxy: &FaultProxy) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// The writes counted in `after` but not in `before`.
-pub fn writes_since(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
-    after
-        .iter()
-        .filter_map(|(action, n)| {
-            let d = n - before.get(action).copied().unwrap_or(0);
-            (d > 0).then(|| (action.clone(), d))
-        })
-        .collect()
-}
-
 /// The requests of each action in `counts` as `<service> <Action> key=value ...`, one a line, the last
 /// `counts[action]` requests of each action (the ones `counts` counted), form-decoded.
 pub fn list_requests(proxy: &FaultProxy, counts: &BTreeMap<String, u64>) -> String {
