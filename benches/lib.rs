@@ -1,3 +1,3 @@
-//! Internal package holding the benchmarks (the scale harness is `examples/scale.rs`). Each benchmark prints its
-//! figures (AWS and Kubernetes calls counted, wall time as a ratio to a baseline measured in the same run); none
-//! asserts on time.
+//! Internal package holding the benchmarks (the scale harness is in `harness/src/scale/`). Each benchmark prints
+//! its figures (AWS and Kubernetes calls counted, wall time as a ratio to a baseline measured in the same run);
+//! none asserts on time.

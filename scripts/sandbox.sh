@@ -3,8 +3,9 @@
 # runs the sandbox: EC2 instances in moto, their Nodes registered with the uninitialized taint and pod CIDRs, and
 # aws-cloud-controller-manager initializing them, routing their pod CIDRs, giving one Service a Classic ELB and
 # another an NLB; then the lb-plan dry run of a change, the clean-up and doctor. Each step is printed before and
-# after, then the CCM's peak memory and AWS calls by operation. Arguments go to the sandbox: `[NODES] [--pause]`
-# (more than 10 NODES is the scale run, Nodes only). Stops everything on exit.
+# after, then the CCM's peak memory and AWS calls by operation. Arguments go to the sandbox: `[NODES] [--pause |
+# --compare]` (more than 10 NODES is the scale run, Nodes only; --compare runs the Go controller beside it).
+# Stops everything on exit.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here/.."
@@ -14,6 +15,7 @@ cd "$here/.."
 # shows cargo's own progress. The sandbox needs neither the test tools nor every platform's crates.
 setup_in_background --environment
 log "building the sandbox's binaries (the first build on a machine takes several minutes: the AWS SDK)"
-cargo build -p ccm-examples --bin sandbox --bin aws-cloud-controller-manager --bin lb-plan --bin doctor
+# The sandbox is a harness (package ccm-harness); the binaries it runs are the shipped ones (ccm-examples).
+cargo build -p ccm-harness -p ccm-examples --bin sandbox --bin aws-cloud-controller-manager --bin lb-plan --bin doctor
 start_testenv
 "${CARGO_TARGET_DIR:-target}/debug/sandbox" "$@"

@@ -34,7 +34,8 @@ cargo nextest run --workspace --lib --bins --tests --profile ci -E 'binary(/^e2e
 # The scale harness's smoke run (docs/performance.md): 10 Nodes, 2 then 3 Services, a 10 s steady window, both
 # call patterns one after the other; fails when a phase never completes, never on a figure.
 # Both run the binaries the first build made for the end-to-end tests (`cargo test` builds every binary of a
-# package with tests): a `cargo build -p ccm-examples` here would resolve features without the dev-dependencies
+# package with tests: ccm-harness's harnesses and ccm-examples' binaries, which they run from the same directory):
+# a `cargo build -p ccm-harness -p ccm-examples` here would resolve features without the dev-dependencies
 # and rebuild tokio and everything above it, the AWS SDK included (measured: 6 minutes of a cold run).
 bin="${CARGO_TARGET_DIR:-target}/debug"
 for b in scale soak doctor aws-cloud-controller-manager custom-provider; do

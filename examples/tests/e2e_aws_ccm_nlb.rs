@@ -20,7 +20,7 @@ use ccm_testing::{TestEnv, unique_name};
 use common::{
     Ccm, World, eventually, initialized,
     lb::{group_exists, lb_name, public_subnet, security_group},
-    nlb::{Nlb, certificate, delete_stale_services, key, service},
+    nlb::{Nlb, certificate, key, service},
 };
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::{
@@ -176,7 +176,10 @@ async fn start_world(config: &str, nodes: i32) -> (World, Vec<String>, Api<Servi
     }
     let client = env.kube_client().await.unwrap();
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    delete_stale_services(&services).await;
+    // NLB Services an earlier, failed run left would be reconciled onto this run's nodes.
+    ccm_testing::services::force_delete_load_balancers(&client, Some("default"), Some("e2e-nlb"))
+        .await
+        .unwrap();
     let events: Api<Event> = Api::namespaced(client, "default");
     let mut ccm = Ccm::start(&world, &[]);
     wait_initialized(&mut ccm, &world.nodes, &launched).await;

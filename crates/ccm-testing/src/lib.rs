@@ -6,6 +6,7 @@
 //! - [`provider::FakeProvider`]: an in-memory `CloudProvider` that records calls and injects failures, for the
 //!   generic controllers' tests. It is the only fake here: the AWS ports are faked with the mockall mocks of
 //!   `ccm-aws-api` (feature `mock`);
+//! - [`fixtures`]: `NodeBuilder` and `ServiceBuilder`, the Nodes and Services tests start from;
 //! - [`nodes`] (reading what the CCM did to a Node), [`services`] (LoadBalancer Services and their status) and
 //!   [`process`] (a controller process's peak memory and CPU time);
 //! - [`FaultProxy`] (AWS faults between a client and moto), [`TcpDelayProxy`] and [`ImdsEmulator`] (IMDSv2 on
@@ -27,6 +28,7 @@
 pub mod ec2;
 mod env;
 mod fault_proxy;
+pub mod fixtures;
 mod go_ccm;
 mod imds;
 #[cfg(feature = "aws")]

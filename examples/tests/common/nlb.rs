@@ -31,24 +31,6 @@ pub fn service(name: &str, ports: &[(i32, &str)], annotations: &BTreeMap<String,
     .unwrap()
 }
 
-/// Deletes the NLB Services an earlier, failed run left behind (their finalizer removed: no CCM of theirs runs
-/// any more), so that this run's CCM does not reconcile them onto this run's nodes.
-pub async fn delete_stale_services(services: &kube::Api<Service>) {
-    let stale = kube::api::ListParams::default().labels("e2e-nlb");
-    for svc in services.list(&stale).await.unwrap() {
-        let name = svc.metadata.name.unwrap();
-        let patch = json!({ "metadata": { "finalizers": null } });
-        let _ = services
-            .patch(
-                &name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&patch),
-            )
-            .await;
-        let _ = services.delete(&name, &Default::default()).await;
-    }
-}
-
 /// moto's ELBv2, read the way an operator would with the AWS CLI.
 pub struct Nlb(pub aws_sdk_elasticloadbalancingv2::Client);
 

@@ -9,11 +9,7 @@ use ccm_testing::{
     FaultProxy, GoCcm, GoCcmOptions, GoCloudConfig, TestEnv, ec2::Launched, services::ingress_hostname,
 };
 use k8s_openapi::api::core::v1::{Node, Service};
-use kube::{
-    Api,
-    api::{Patch, PatchParams, PostParams},
-};
-use serde_json::json;
+use kube::{Api, api::PostParams};
 
 use super::{Aws, Snapshot};
 use crate::common::{self, Ccm, World, eventually, initialized};
@@ -261,29 +257,6 @@ pub fn lb_name(svc: &Service) -> String {
     ccm_testing::load_balancers::name_for_uid(svc.metadata.uid.as_deref().unwrap())
 }
 
-/// Deletes every LoadBalancer Service an earlier, failed end-to-end run left (finalizers removed: no controller of
-/// theirs runs any more; these tests run one at a time, so none is in use): the Go controller serves every such
-/// Service of the apiserver, and would make load balancers for them in this test's VPC.
-pub async fn delete_stale(client: kube::Client) {
-    let all: Api<Service> = Api::all(client.clone());
-    for svc in all.list(&Default::default()).await.unwrap() {
-        let load_balancer = svc.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer");
-        let (Some(name), Some(namespace)) = (svc.metadata.name, svc.metadata.namespace) else {
-            continue;
-        };
-        if !load_balancer {
-            continue;
-        }
-        println!("deleting the stale LoadBalancer Service {namespace}/{name}");
-        let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
-        let patch = json!({ "metadata": { "finalizers": null } });
-        let _ = services
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await;
-        let _ = services.delete(&name, &Default::default()).await;
-    }
-}
-
 /// What both Go-peer tests start from: a world with a public subnet, no LoadBalancer Service left by an earlier run
 /// (the Go controller would serve it), three instances with Nodes named by private DNS name (as the Go provider
 /// requires), and an AWS reader. Fails, naming `CCM_TEST_GO_CCM`, when the environment has no Go controller: never
@@ -314,7 +287,11 @@ pub async fn start() -> Start {
     let world = common::World::new("").await;
     common::lb::public_subnet(&world).await;
     let client = ccm_testing::TestEnv::get().kube_client().await.unwrap();
-    delete_stale(client.clone()).await;
+    // The Go controller serves every LoadBalancer Service of the apiserver, and would make load balancers for any
+    // an earlier, failed run left in this test's VPC (these tests run one at a time: none is in use).
+    ccm_testing::services::force_delete_load_balancers(&client, None, None)
+        .await
+        .unwrap();
     let services: Api<Service> = Api::namespaced(client, "default");
     let launched = world.launch(3).await;
     for l in &launched {

@@ -18,7 +18,7 @@ use tokio::{
     task::JoinSet,
 };
 
-use crate::{
+use crate::soak::{
     Soak,
     replace::{NAME_WAIT, Replacement, provider_id},
     replicas::Replicas,

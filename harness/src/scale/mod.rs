@@ -9,17 +9,11 @@
 //! environment) both run at once, else one after the other in this environment. `--write PAGE` puts the table
 //! into the page between its markers (docs/performance.md). Figures are printed, never asserted.
 
-#[path = "scale/aws.rs"]
 mod aws;
-#[path = "scale/ccm.rs"]
 mod ccm;
-#[path = "scale/cluster.rs"]
 mod cluster;
-#[path = "scale/meta.rs"]
 mod meta;
-#[path = "scale/phases.rs"]
 mod phases;
-#[path = "scale/report.rs"]
 mod report;
 
 use std::{path::PathBuf, time::Duration};
@@ -87,8 +81,8 @@ struct Params {
     cleanup: bool,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// Runs the scale harness with the process's arguments (`scale --help`).
+pub async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let bin = match &cli.ccm {
         Some(path) => path.clone(),

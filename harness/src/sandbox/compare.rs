@@ -20,7 +20,7 @@ use ccm_testing::{
 use k8s_openapi::api::core::v1::Service;
 use kube::{Api, api::DeleteParams};
 
-use crate::{
+use crate::sandbox::{
     cluster::{Ccm, Cluster},
     steps::{self, Lb, until},
 };

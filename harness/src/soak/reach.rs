@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use ccm_aws_api::{Ec2, Filter, InstanceId, SecurityGroupId};
 use ccm_load_balancers::classic::node_rules::{SourceRule, source_rules};
 
-use crate::{Soak, spec::Spec};
+use crate::soak::{Soak, spec::Spec};
 
 impl Soak {
     /// What keeps the instances `targets` from being reached from `source` on `ports`; `None` when nothing does.

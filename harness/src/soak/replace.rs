@@ -17,7 +17,7 @@ use ccm_testing::ec2::Launched;
 use rand::{Rng, rngs::StdRng};
 use tokio::time::Instant;
 
-use crate::Soak;
+use crate::soak::Soak;
 
 /// How long a new Node waits for the CCM to delete a dead Node of its name before giving up (a stall).
 pub const NAME_WAIT: Duration = Duration::from_secs(60);

@@ -12,29 +12,17 @@
 //! Everything random comes from the seed (printed); the interleaving of the processes does not.
 //! Needs the environment of `scripts/testenv.sh`, and its apiserver to itself (the CCM sees every Node).
 
-#[path = "soak/chaos.rs"]
 mod chaos;
-#[path = "soak/lifecycle.rs"]
 mod lifecycle;
-#[path = "soak/members.rs"]
 mod members;
-#[path = "soak/partition.rs"]
 mod partition;
-#[path = "soak/reach.rs"]
 mod reach;
-#[path = "soak/replace.rs"]
 mod replace;
-#[path = "soak/replicas.rs"]
 mod replicas;
-#[path = "soak/report.rs"]
 mod report;
-#[path = "soak/spec.rs"]
 mod spec;
-#[path = "soak/state.rs"]
 mod state;
-#[path = "soak/verify.rs"]
 mod verify;
-#[path = "soak/world.rs"]
 mod world;
 
 use std::{sync::Arc, time::Duration};
@@ -71,8 +59,9 @@ struct Cli {
     limit_secs: Option<u64>,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<std::process::ExitCode> {
+/// Runs the chaos soak with the process's arguments (`soak --help`); the exit code says whether it found a
+/// problem.
+pub async fn run() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
     let lifecycles = if cli.smoke { 25 } else { cli.lifecycles };
     #[allow(clippy::disallowed_methods)] // the default seed is the one place where the clock enters a choice

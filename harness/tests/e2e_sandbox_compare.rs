@@ -4,12 +4,9 @@
 //! finished every phase (the binary fails otherwise), and moto keeps no load balancer of either run.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-mod go_peer;
-
 use std::process::Command;
 
-use ccm_testing::{GoCcm, TestEnv};
+use ccm_testing::{GoCcm, TestEnv, load_balancers::LoadBalancers, services};
 
 /// The two values of the row whose label is `label` (columns split on runs of two spaces or more).
 fn row<'a>(stdout: &'a str, label: &str) -> (&'a str, &'a str) {
@@ -37,7 +34,10 @@ async fn e2e_sandbox_compare_prints_both_controllers_side_by_side() {
     let env = TestEnv::get();
     GoCcm::binary().unwrap_or_else(|e| panic!("{e}"));
     // The Go controller serves every LoadBalancer Service of the apiserver: none may be left by an earlier run.
-    go_peer::cluster::delete_stale(env.kube_client().await.unwrap()).await;
+    let client = env.kube_client().await.unwrap();
+    services::force_delete_load_balancers(&client, None, None)
+        .await
+        .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_sandbox"))
         .args(["--compare", "2"])
         .output()
@@ -89,13 +89,9 @@ async fn e2e_sandbox_compare_prints_both_controllers_side_by_side() {
         .filter_map(|l| l.split(' ').next())
         .collect();
     assert_eq!(vpcs.len(), 2, "{stdout}");
-    let aws = go_peer::Aws::connect().await;
+    let aws = LoadBalancers::connect(env).await;
     for vpc in vpcs {
-        let left = aws.snapshot(vpc).await;
-        let lbs: Vec<&String> = left
-            .keys()
-            .filter(|k| k.starts_with("clb ") || k.starts_with("nlb ") || k.starts_with("tg "))
-            .collect();
-        assert!(lbs.is_empty(), "left in {vpc}: {lbs:?}\n{stdout}");
+        let left = aws.in_vpc(vpc).await.unwrap();
+        assert!(left.is_empty(), "left in {vpc}: {left:?}\n{stdout}");
     }
 }

@@ -11,13 +11,9 @@
 //! this one, and prints both columns (`sandbox/compare.rs`).
 //! Needs the environment of `scripts/testenv.sh` (`scripts/sandbox.sh` provides it).
 
-#[path = "sandbox/cluster.rs"]
 mod cluster;
-#[path = "sandbox/compare.rs"]
 mod compare;
-#[path = "sandbox/steps.rs"]
 mod steps;
-#[path = "sandbox/tour.rs"]
 mod tour;
 
 use std::time::Duration;
@@ -28,8 +24,8 @@ use cluster::{CLUSTER_CIDR, Cluster};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{Api, api::DeleteParams};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// Runs the sandbox with the process's arguments (`sandbox [NODES] [--pause | --compare]`).
+pub async fn run() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: sandbox [NODES] [--pause | --compare]";
     if let Some(unknown) = args

@@ -15,7 +15,7 @@ use anyhow::Context;
 use ccm_testing::{TcpDelayProxy, TestEnv, metrics};
 use tokio::time::Instant;
 
-use crate::world::World;
+use crate::soak::world::World;
 
 pub struct Replica {
     child: Option<Child>,

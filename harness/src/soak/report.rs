@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, fmt::Write as _};
 
 use ccm_testing::ChaosKind;
 
-use crate::{
+use crate::soak::{
     Soak,
     state::{Stats, percentile},
     verify::Outcome,

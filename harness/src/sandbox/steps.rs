@@ -10,7 +10,7 @@ use ccm_testing::{
 use k8s_openapi::api::core::v1::Service;
 use kube::{Api, api::PostParams};
 
-use crate::cluster::Cluster;
+use crate::sandbox::cluster::Cluster;
 
 /// Polls `check` every 200 ms, up to `secs` seconds; whether it came true.
 pub async fn until<F: Future<Output = bool>>(secs: u64, mut check: impl FnMut() -> F) -> bool {

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::api::ListParams;
 use tokio::time::Instant;
 
-use crate::{Soak, lifecycle::Kept, replicas::Replicas, world::Foreign};
+use crate::soak::{Soak, lifecycle::Kept, replicas::Replicas, world::Foreign};
 
 #[derive(Default)]
 pub struct Outcome {
@@ -141,7 +141,7 @@ pub async fn finish(
     soak.stats().crashes += replicas.lock().await.restart_exited()?;
     let mut outcome = Outcome {
         unconverged: converged(soak, kept).await?,
-        provider_ids: crate::replace::provider_ids(soak).await?,
+        provider_ids: crate::soak::replace::provider_ids(soak).await?,
         ..Default::default()
     };
     outcome.stuck_finalizers = delete_all(soak).await?;

@@ -5,7 +5,7 @@ use ccm_testing::{TestEnv, load_balancers::LoadBalancers};
 use k8s_openapi::api::core::v1::Service;
 use kube::{Api, api::DeleteParams};
 
-use crate::{
+use crate::sandbox::{
     cluster::Cluster,
     steps::{self, Lb, until},
 };

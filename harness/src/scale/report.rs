@@ -3,10 +3,10 @@
 
 use std::{fmt::Write as _, path::Path};
 
-use crate::ccm::{Calls, total};
+use crate::scale::ccm::{Calls, total};
 
 pub const BEGIN: &str =
-    "<!-- BEGIN scale harness: written by `scale` (examples/scale.rs); do not edit by hand -->";
+    "<!-- BEGIN scale harness: written by `scale` (harness/src/scale/); do not edit by hand -->";
 pub const END: &str = "<!-- END scale harness -->";
 
 /// How far a pattern got, in order: figures of a phase not finished are shown as not reached, so that the page
@@ -378,7 +378,7 @@ impl Progress {
                 *slot = f.clone();
             }
             let meta = Meta {
-                date: crate::meta::command("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+                date: crate::scale::meta::command("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
                 ..self.meta.clone()
             };
             markdown(&figures[0], &figures[1], &meta)

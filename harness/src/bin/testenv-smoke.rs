@@ -1,5 +1,6 @@
-//! Connects to the running test environment and prints what it reached: the apiserver's version and objects,
-//! and moto. `scripts/sandbox.sh` starts the environment and runs this; later it grows into the full sandbox.
+//! `testenv-smoke`: connects to the running test environment (`scripts/testenv.sh`) and prints what it reached:
+//! the apiserver's version and objects, and moto. The quickest check that an environment is usable; it fails
+//! with a message naming what is missing.
 
 use anyhow::Context;
 use ccm_testing::TestEnv;

@@ -15,7 +15,7 @@ use kube::api::PostParams;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tokio::time::Instant;
 
-use crate::{
+use crate::soak::{
     Soak, members,
     spec::{Change, Spec},
 };

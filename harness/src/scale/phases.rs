@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{Api, api::ListParams};
 use tokio::time::Instant;
 
-use crate::{
+use crate::scale::{
     Params,
     aws::Fleet,
     ccm::{Calls, Ccm, diff},

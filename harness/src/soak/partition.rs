@@ -16,7 +16,7 @@ use rand::{Rng, rngs::StdRng};
 use serde_json::json;
 use tokio::{sync::Mutex, time::Instant};
 
-use crate::{
+use crate::soak::{
     Soak,
     replicas::{Replica, Replicas},
 };

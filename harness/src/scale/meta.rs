@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::Context;
 use ccm_testing::TestEnv;
 
-use crate::Params;
+use crate::scale::Params;
 
 /// A test environment from the `export NAME='value'` lines of its env file.
 pub fn env_file(path: &Path) -> anyhow::Result<TestEnv> {

@@ -9,7 +9,7 @@ use std::{
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{Api, api::ListParams};
 
-use crate::{chaos::Fleet, spec::Spec, world::World};
+use crate::soak::{chaos::Fleet, spec::Spec, world::World};
 
 pub struct Soak {
     pub seed: u64,

@@ -152,7 +152,7 @@ impl Ccm {
 mod tests {
     #[test]
     fn the_harness_runs_the_ccm_with_the_images_malloc_settings() {
-        let dockerfile = include_str!("../../deploy/docker/aws-cloud-controller-manager.Dockerfile");
+        let dockerfile = include_str!("../../../deploy/docker/aws-cloud-controller-manager.Dockerfile");
         let settings: Vec<String> = super::IMAGE_MALLOC
             .iter()
             .map(|(k, v)| format!("{k}={v}"))

@@ -1,0 +1,12 @@
+//! The project's harnesses, an internal package that is never published nor shipped: the sandbox (the README's
+//! main command), the scale harness (docs/performance.md) and the chaos soak (docs/reliability.md). Each is a
+//! module with a `run` function that its binary in `src/bin/` calls; their end-to-end tests are in `tests/`.
+//!
+//! They drive the shipped binaries of the `ccm-examples` package (`aws-cloud-controller-manager`, `lb-plan`,
+//! `doctor`, `custom-provider`) as processes found next to their own executable, against the real test
+//! environment (`scripts/testenv.sh`). `cargo test --workspace --no-run`, the test command's first build, builds
+//! both packages' binaries into the same directory.
+
+pub mod sandbox;
+pub mod scale;
+pub mod soak;
