@@ -181,6 +181,8 @@ mod tests {
 
     use std::sync::Mutex;
 
+    use ccm_testing::fixtures::{NodeBuilder, ServiceBuilder};
+
     use super::*;
 
     /// Records which method was called.
@@ -225,39 +227,21 @@ mod tests {
     }
 
     fn node(name: &str, pool: &str, instance: &str) -> Node {
-        let mut node = Node::default();
-        node.metadata.name = Some(name.to_owned());
-        node.metadata.labels = Some([("pool".to_owned(), pool.to_owned())].into());
-        node.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
-            provider_id: Some(format!("aws:///us-east-1a/{instance}")),
-            ..Default::default()
-        });
-        node
+        NodeBuilder::new(name)
+            .label("pool", pool)
+            .provider_id(&format!("aws:///us-east-1a/{instance}"))
+            .build()
     }
 
     fn service(uid: &str, pool: &str) -> Service {
-        let mut svc = Service::default();
-        svc.metadata.name = Some(format!("svc-{uid}"));
-        svc.metadata.namespace = Some("default".to_owned());
-        svc.metadata.uid = Some(uid.to_owned());
-        svc.metadata.annotations = Some(
-            [(
-                "service.beta.kubernetes.io/aws-load-balancer-target-node-labels".to_owned(),
-                format!("pool={pool}"),
-            )]
-            .into(),
-        );
-        svc.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
-            type_: Some("LoadBalancer".to_owned()),
-            ports: Some(vec![k8s_openapi::api::core::v1::ServicePort {
-                port: 80,
-                node_port: Some(30080),
-                protocol: Some("TCP".to_owned()),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        });
-        svc
+        ServiceBuilder::new("default", &format!("svc-{uid}"))
+            .uid(uid)
+            .annotation(
+                "service.beta.kubernetes.io/aws-load-balancer-target-node-labels",
+                &format!("pool={pool}"),
+            )
+            .port(80, "TCP", Some(30080))
+            .build()
     }
 
     fn calls(lbs: &HostUpdates<Calls>) -> Vec<&'static str> {

@@ -9,24 +9,14 @@ use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits, RetryPolicy};
 use ccm_cloud_provider::{InstancesV2, NodeAddressType};
 use ccm_instances::{AwsInstances, InstancesConfig, ZONE_ID_LABEL};
 use ccm_tagging::ClusterTags;
-use ccm_testing::{TestEnv, ec2, unique_name, world::World};
-use k8s_openapi::{
-    api::core::v1::{Node, NodeSpec},
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
-};
+use ccm_testing::{TestEnv, ec2, fixtures::NodeBuilder, unique_name, world::World};
+use k8s_openapi::api::core::v1::Node;
 
 fn node(name: &str, provider_id: Option<&str>) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            provider_id: provider_id.map(str::to_owned),
-            ..NodeSpec::default()
-        }),
-        status: None,
-    }
+    let node = NodeBuilder::new(name);
+    provider_id
+        .map_or(node.clone(), |id| node.provider_id(id))
+        .build()
 }
 
 #[tokio::test]

@@ -9,11 +9,8 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use aws_sdk_ec2::types::{Filter, InstanceType};
 use ccm_aws::tagging::{CHECKSUM_LABEL, TaggingConfig, TaggingController, TaggingMetrics, tags_checksum};
 use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits};
-use ccm_testing::{TestEnv, unique_name};
-use k8s_openapi::{
-    api::core::v1::{Node, NodeSpec},
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
-};
+use ccm_testing::{TestEnv, fixtures::NodeBuilder, unique_name};
+use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api,
     api::{DeleteParams, ListParams, PostParams},
@@ -23,18 +20,10 @@ const NODES: usize = 50;
 const SELECTOR_KEY: &str = "ccm-test/tagging";
 
 fn node(name: &str, run: &str, provider_id: &str) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            labels: Some([(SELECTOR_KEY.to_owned(), run.to_owned())].into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            provider_id: Some(provider_id.to_owned()),
-            ..NodeSpec::default()
-        }),
-        status: None,
-    }
+    NodeBuilder::new(name)
+        .label(SELECTOR_KEY, run)
+        .provider_id(provider_id)
+        .build()
 }
 
 /// Instances of `ids` carrying `key=value`.

@@ -391,7 +391,7 @@ impl Elector {
     }
 
     fn lease_name(&self) -> String {
-        format!("{}/{}", self.cfg.namespace, self.cfg.name)
+        ccm_cloud_provider::namespaced_key(&self.cfg.namespace, &self.cfg.name)
     }
 }
 

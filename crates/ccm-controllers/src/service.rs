@@ -12,6 +12,7 @@ mod node_sync;
 mod patches;
 mod predecessor;
 mod predicates;
+mod state;
 mod the_rest;
 
 use std::{
@@ -112,34 +113,13 @@ struct Ctx<P: CloudProvider> {
     queue: WorkQueue,
     backoff: Backoff,
     recorder: EventRecorder,
-    /// Services processed and not deleted, by `namespace/name` (upstream's service cache).
-    cache: Mutex<HashMap<String, Arc<Service>>>,
-    /// The host set each load balancer was last given, shared (see [`shared_host_set`]).
-    last_synced: Mutex<HashMap<String, Arc<BTreeMap<String, String>>>>,
+    /// Everything kept about each Service (and each previous incarnation's cleanup), by work-queue key.
+    states: state::ServiceStates,
     /// The host set last computed, which every Service given the same one shares.
     latest_hosts: Mutex<Arc<BTreeMap<String, String>>>,
-    /// Deletions waiting on the cloud, by `namespace/name` (or a predecessor's key).
-    waits: Mutex<HashMap<String, cleanup::Wait>>,
-    /// Previous incarnations of re-created Services whose load balancers are being deleted, by
-    /// `namespace/name@uid` (see [`predecessor`]).
-    predecessors: Mutex<HashMap<String, Arc<Service>>>,
-    /// What drifted, by `namespace/name` of the Services queued to repair it.
-    drift: Mutex<HashMap<String, String>>,
-    /// Services whose load balancer the last change (ensure or host update) left as wanted, none of theirs in
-    /// flight, each with the number of that change: all that drift detection may judge (see `drift::settled`).
-    settled: Mutex<HashMap<String, u64>>,
-    /// Numbers the changes recorded in `settled`.
+    /// Numbers the changes recorded in [`state::ServiceState::settled`].
     changes: std::sync::atomic::AtomicU64,
     node_sync: Notify,
-    /// One lock per Service, held by its sync (ensure or deletion) and by a node-sync host update of it, so
-    /// that a host update never runs beside, or after, the deletion of the same load balancer (it would add
-    /// back what the deletion removed: an NLB's node security-group rules).
-    key_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-/// The lock of the Service `key` (see [`Ctx::key_locks`]).
-fn key_lock<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-    lock(&ctx.key_locks).entry(key.to_owned()).or_default().clone()
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -147,11 +127,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn key_of(svc: &Service) -> String {
-    format!(
-        "{}/{}",
-        svc.metadata.namespace.as_deref().unwrap_or_default(),
-        svc.metadata.name.as_deref().unwrap_or_default()
-    )
+    ccm_cloud_provider::object_key(&svc.metadata)
 }
 
 /// Runs the service controller until `shutdown` completes.
@@ -187,16 +163,10 @@ pub async fn run<P: CloudProvider>(
         nodes: node_informer.store(),
         queue: queue_with_depth,
         recorder: boot.recorder,
-        cache: Mutex::default(),
-        last_synced: Mutex::default(),
+        states: state::ServiceStates::default(),
         latest_hosts: Mutex::default(),
-        waits: Mutex::default(),
-        predecessors: Mutex::default(),
-        drift: Mutex::default(),
-        settled: Mutex::default(),
         changes: Default::default(),
         node_sync: Notify::new(),
-        key_locks: Mutex::default(),
     });
 
     let mut seen_services: HashMap<String, Service> = HashMap::new();
@@ -297,14 +267,22 @@ async fn sync_service<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), E
     if predecessor::is_key(key) {
         return predecessor::sync(ctx, key).await;
     }
-    let key_lock = key_lock(ctx, key);
-    let _held = key_lock.lock().await;
+    let held = ctx.states.lock_of(key);
+    let guard = held.lock().await;
     drift::unsettle(ctx, key);
     let result = sync_service_locked(ctx, key).await;
-    if !lock(&ctx.cache).contains_key(key) {
-        lock(&ctx.key_locks).remove(key);
-    }
+    drop(guard);
+    ctx.states.release(key, held);
     result
+}
+
+/// Forgets the processed version of `key` and the host set its load balancer was given: the load balancer is
+/// gone, or no longer this controller's.
+fn forget_service<P: CloudProvider>(ctx: &Ctx<P>, key: &str) {
+    ctx.states.update(key, |s| {
+        s.cached = None;
+        s.hosts = None;
+    });
 }
 
 async fn sync_service_locked<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
@@ -315,7 +293,7 @@ async fn sync_service_locked<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Resul
     let Some(lb) = ctx.provider.load_balancer() else {
         return Ok(());
     };
-    let cached = lock(&ctx.cache).get(key).cloned();
+    let cached = ctx.states.read(key, |s| s.cached.clone());
     if let Some(cached) = cached
         && cached.metadata.uid != svc.metadata.uid
     {
@@ -323,11 +301,10 @@ async fn sync_service_locked<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Resul
         // is deleted under a key of its own, and never holds up the new one.
         predecessor::hand_over(ctx, key, cached);
     }
-    lock(&ctx.cache).insert(key.to_owned(), svc.clone());
+    ctx.states.update(key, |s| s.cached = Some(svc.clone()));
     match sync_load_balancer_if_needed(ctx, lb, &svc).await {
         Ok(Op::Delete) => {
-            lock(&ctx.cache).remove(key);
-            lock(&ctx.last_synced).remove(key);
+            forget_service(ctx, key);
             Ok(())
         }
         Ok(Op::Ensure) => Ok(()),
@@ -350,22 +327,20 @@ async fn sync_service_locked<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Resul
 /// The Service is gone from the cluster: delete the load balancer of the version we processed last (upstream
 /// `processServiceDeletion`; with the finalizer this only happens for Services created before it existed).
 async fn process_service_deletion<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
-    let cached = lock(&ctx.cache).get(key).cloned();
+    let cached = ctx.states.read(key, |s| s.cached.clone());
     let Some(cached) = cached else { return Ok(()) };
     if ctx.config.service_selector.is_some() && the_rest::left_the_selection(ctx, &cached).await? {
         tracing::info!(
             service = key,
             "the Service left the controller's selector: its load balancer is left alone"
         );
-        lock(&ctx.cache).remove(key);
-        lock(&ctx.last_synced).remove(key);
+        forget_service(ctx, key);
         return Ok(());
     }
     if let Some(lb) = ctx.provider.load_balancer() {
         delete_cached_load_balancer(ctx, lb, &cached, key).await?;
     }
-    lock(&ctx.cache).remove(key);
-    lock(&ctx.last_synced).remove(key);
+    forget_service(ctx, key);
     Ok(())
 }
 
@@ -455,7 +430,7 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
         }
         (Op::Delete, LoadBalancerStatus::default())
     } else {
-        lock(&ctx.waits).remove(&key);
+        ctx.states.update(&key, |s| s.wait = None);
         ctx.recorder
             .publish(
                 &reference,
@@ -475,7 +450,8 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
                 .await;
         }
         let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
-        lock(&ctx.last_synced).insert(key.clone(), shared_host_set(ctx, &refs));
+        let hosts = shared_host_set(ctx, &refs);
+        ctx.states.update(&key, |s| s.hosts = Some(hosts));
         ctx.config.metrics.provider_call();
         let ensured = match lb.ensure_load_balancer_reporting(cluster, svc, &refs).await {
             Ok(ensured) => ensured,

@@ -1,7 +1,7 @@
 //! The shape both load balancer flavours share: a desired model built from the Service, the observed AWS state,
 //! and the ordered changes between them, whose host changes `UpdateLoadBalancer` applies and whose recreation
 //! is reported as a Warning. `LoadBalancerFlavour` (crate-private) gives the provider one ensure, update and dry
-//! run generic over the flavour (`Classic`, `Network`).
+//! run generic over the flavour (`Classic`, `Network`); `HostMemoryFlavour` what host updates remember of it.
 
 use std::future::Future;
 
@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use crate::{
     Error, LoadBalancerConfig,
+    dry_run::DryRun,
     memory::{Facts, Learnt, Remembered},
-    provider::DryRun,
     spec::ServiceSpec,
 };
 
@@ -128,6 +128,14 @@ pub(crate) trait LoadBalancerFlavour {
     /// The dry run's result.
     fn dry_run(spec: ServiceSpec, desired: Self::Desired, changes: Vec<Self::Change>) -> DryRun;
 
+    /// The target instances skipped because their security group cannot be chosen, with why.
+    fn skipped(observed: &Self::Observed) -> std::collections::BTreeMap<String, String>;
+}
+
+/// What a flavour's host updates keep between node changes (crate `memory`): a load balancer as an apply left
+/// it, so that the next host update is planned without reading it again. Apart from the pipeline, so that each
+/// trait says one thing.
+pub(crate) trait HostMemoryFlavour: LoadBalancerFlavour {
     /// The host memory of the load balancer after `changes` were applied to `observed` (`None`: nothing to
     /// remember, the next host update observes).
     fn remember(
@@ -145,9 +153,6 @@ pub(crate) trait LoadBalancerFlavour {
 
     /// What an observation learnt about the target instances.
     fn learnt(observed: &Self::Observed) -> Learnt;
-
-    /// The target instances skipped because their security group cannot be chosen, with why.
-    fn skipped(observed: &Self::Observed) -> std::collections::BTreeMap<String, String>;
 
     /// The fingerprint of `desired` without its instances: a memory made for another one is not used.
     fn fingerprint(desired: &Self::Desired) -> u64;

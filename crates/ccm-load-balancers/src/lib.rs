@@ -65,6 +65,7 @@
 pub mod annotations;
 pub mod classic;
 pub mod drift;
+mod dry_run;
 mod error;
 pub mod flavour;
 mod memory;
@@ -74,10 +75,9 @@ mod provider;
 pub mod shared;
 pub mod spec;
 
+pub use dry_run::{Changes, DesiredModel, DryRun};
 pub use error::Error;
-pub use provider::{
-    AwsLoadBalancers, Changes, DEFAULT_CLUSTER_NAME, DesiredModel, DryRun, PlanForError, plan_for,
-};
+pub use provider::{AwsLoadBalancers, DEFAULT_CLUSTER_NAME, PlanForError, plan_for};
 pub use shared::{HealthProbeMode, LoadBalancerConfig};
 pub use spec::{Flavour, InvalidService, ServiceSpec, parse_service};
 

@@ -1,19 +1,18 @@
 //! [`AwsLoadBalancers`]: the `LoadBalancer` capability over the EC2, Classic ELB and ELBv2 ports, and
 //! [`plan_for`], the dry run over the same code.
 
-use std::{collections::BTreeSet, fmt, sync::Mutex};
+use std::{collections::BTreeSet, sync::Mutex};
 
 use ccm_aws_api::{Ec2, Elb, Elbv2, ec2::AvailabilityZone};
 use ccm_cloud_provider::{CloudError, Ensured, LoadBalancer, LoadBalancerStatus, Notice};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, Service};
-use serde::Serialize;
 use tokio::sync::OnceCell;
 
 use crate::{
     Error, LoadBalancerConfig,
     annotations::{Annotations, Key},
-    classic,
-    flavour::{self, Classic, LoadBalancerFlavour, Network, Ports, Scope},
+    dry_run::{DryRun, ports_without_node_port},
+    flavour::{self, Classic, HostMemoryFlavour, LoadBalancerFlavour, Network, Ports, Scope},
     memory::HostMemory,
     nlb, shared,
     spec::{Flavour, ServiceSpec, flavour_change, parse_service},
@@ -37,51 +36,6 @@ pub struct AwsLoadBalancers<E, L, V> {
     /// What the load balancers and their instances looked like after the last ensure or update, so that node
     /// changes cost only their writes.
     memory: HostMemory,
-}
-
-/// The desired model of a dry run, by flavour.
-#[derive(Debug, Clone, Serialize)]
-#[serde(untagged)]
-pub enum DesiredModel {
-    /// A Classic ELB.
-    Classic(classic::Desired),
-    /// An NLB.
-    Network(nlb::Desired),
-}
-
-/// The changes of a dry run, by flavour.
-#[derive(Debug, Clone, Serialize)]
-#[serde(untagged)]
-pub enum Changes {
-    /// A Classic ELB's.
-    Classic(Vec<classic::Change>),
-    /// An NLB's.
-    Network(Vec<nlb::Change>),
-}
-
-/// A dry run's result: the desired model and the plan against the current AWS state.
-#[derive(Debug, Clone, Serialize)]
-pub struct DryRun {
-    /// The Service's spec.
-    pub spec: ServiceSpec,
-    /// The desired load balancer.
-    pub desired: DesiredModel,
-    /// The ordered changes an ensure would make (empty: nothing to do).
-    pub changes: Changes,
-    /// The Service's ports without a node port yet (`<port>/<protocol>`): no plan serves them until the apiserver
-    /// has allocated one (or forever with `allocateLoadBalancerNodePorts: false`).
-    pub waiting_ports: Vec<String>,
-}
-
-/// The ports of `service` that have no node port yet, `<port>/<protocol>`.
-fn ports_without_node_port(service: &Service) -> Vec<String> {
-    service
-        .spec
-        .iter()
-        .flat_map(|s| s.ports.iter().flatten())
-        .filter(|p| p.node_port.is_none_or(|n| n <= 0))
-        .map(|p| format!("{}/{}", p.port, p.protocol.as_deref().unwrap_or("TCP")))
-        .collect()
 }
 
 /// The error of a recreation that failed part-way: what was being done, then the failure, keeping its retry
@@ -136,17 +90,6 @@ fn annotation_notices(spec: &ServiceSpec) -> Vec<Notice> {
         .iter()
         .map(|w| Notice::warning("UnexpectedAnnotationValue", w.to_string()))
         .collect()
-}
-
-fn service_key(service: &Service) -> (String, String) {
-    (
-        service
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".to_owned()),
-        service.metadata.name.clone().unwrap_or_default(),
-    )
 }
 
 // === impl AwsLoadBalancers ===
@@ -249,7 +192,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     }
 
     /// Ensure for one flavour: build, observe, plan, apply; the status and the Warning notices.
-    async fn ensure_with<F: LoadBalancerFlavour>(
+    async fn ensure_with<F: HostMemoryFlavour>(
         &self,
         cluster_name: &str,
         spec: &ServiceSpec,
@@ -414,41 +357,6 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         // A drifted load balancer is re-ensured from reads; its memory (maybe what went wrong) goes.
         self.drift_checked(services, nodes, &drifts);
         Ok(drifts)
-    }
-}
-
-// === impl DryRun ===
-
-impl fmt::Display for DryRun {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (kind, name) = match &self.desired {
-            DesiredModel::Classic(d) => ("Classic ELB", &d.name),
-            DesiredModel::Network(d) => ("NLB", &d.name),
-        };
-        writeln!(f, "Service {} -> {kind} {name}", self.spec.key())?;
-        let lines = match &self.changes {
-            Changes::Classic(c) => c.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>(),
-            Changes::Network(c) => c.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>(),
-        }
-        .map_err(|_| fmt::Error)?;
-        if lines.is_empty() && self.waiting_ports.is_empty() {
-            return writeln!(f, "up to date: no change");
-        }
-        if lines.is_empty() {
-            writeln!(f, "no change for the ports that have a node port")?;
-        }
-        for (i, line) in lines.iter().enumerate() {
-            writeln!(f, "{:>3}. {line}", i + 1)?;
-        }
-        if !self.waiting_ports.is_empty() {
-            writeln!(
-                f,
-                "not planned: {} without a nodePort yet (the apiserver allocates one unless \
-                 allocateLoadBalancerNodePorts is false; plan again once it has)",
-                self.waiting_ports.join(", ")
-            )?;
-        }
-        Ok(())
     }
 }
 

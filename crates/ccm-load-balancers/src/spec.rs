@@ -247,7 +247,7 @@ impl IpAddressType {
 impl ServiceSpec {
     /// `<namespace>/<name>`.
     pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        ccm_cloud_provider::namespaced_key(&self.namespace, &self.name)
     }
 
     /// Whether port `p` gets the certificate (Classic: names compared case-insensitively).
@@ -258,6 +258,16 @@ impl ServiceSpec {
                 .iter()
                 .any(|s| s.parse::<i32>().is_ok_and(|n| n == p.port) || s.eq_ignore_ascii_case(&p.name))
     }
+}
+
+/// The Service's namespace and name; a Service without a namespace (a manifest given to `lb-plan`) is in
+/// `default`, as `kubectl apply` would put it.
+pub(crate) fn namespace_and_name(service: &Service) -> (&str, &str) {
+    let meta = &service.metadata;
+    (
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or_default(),
+    )
 }
 
 #[cfg(test)]

@@ -14,7 +14,9 @@ use ccm_load_balancers::{
 use k8s_openapi::api::core::v1::Service;
 
 use super::{
-    Action, Finding, Kind, LOAD_BALANCER_CLEANUP_FINALIZER, NodeLookup, Scope, Snapshot, objects,
+    Action, Finding, Kind, LOAD_BALANCER_CLEANUP_FINALIZER, NodeLookup, Scope, Snapshot,
+    classic_rules::describe,
+    objects::{self, is_load_balancer},
     observe::Inventory,
 };
 
@@ -43,7 +45,7 @@ pub(super) fn findings(
     let services: Services<'_> = snapshot
         .services
         .iter()
-        .filter_map(|s| Some((service_key(s)?, s)))
+        .map(|s| (ccm_cloud_provider::object_key(&s.metadata), s))
         .collect();
     let mut out = Vec::new();
     let leaked = load_balancers(scope, inventory, &services, &mut out);
@@ -440,18 +442,6 @@ fn owner<'a>(services: &Services<'a>, key: &str) -> Result<&'a Service, String> 
     }
 }
 
-fn service_key(service: &Service) -> Option<String> {
-    Some(format!(
-        "{}/{}",
-        service.metadata.namespace.as_deref()?,
-        service.metadata.name.as_deref()?
-    ))
-}
-
-pub(super) fn is_load_balancer(service: &Service) -> bool {
-    service.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
-}
-
 /// A Service owns its load balancer while it is of type LoadBalancer or its cleanup finalizer is still on.
 fn wants_load_balancer(service: &Service) -> bool {
     is_load_balancer(service)
@@ -469,27 +459,6 @@ fn is_generated_name(name: &str) -> bool {
         && name[1..]
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-/// `tcp 30080 from 0.0.0.0/0`, `all traffic from sg-1`.
-pub(super) fn describe(p: &IpPermission) -> String {
-    let ports = match (p.protocol.as_str(), p.from_port, p.to_port) {
-        ("-1", _, _) => "all traffic".to_owned(),
-        (proto, Some(a), Some(b)) if a == b => format!("{proto} {a}"),
-        (proto, Some(a), Some(b)) => format!("{proto} {a}-{b}"),
-        (proto, _, _) => proto.to_owned(),
-    };
-    let sources: Vec<String> = p
-        .ip_ranges
-        .iter()
-        .chain(&p.ipv6_ranges)
-        .map(|r| match &r.description {
-            Some(d) => format!("{} ({d})", r.cidr),
-            None => r.cidr.clone(),
-        })
-        .chain(p.source_groups.iter().map(|g| g.group_id.to_string()))
-        .collect();
-    format!("{ports} from {}", sources.join(", "))
 }
 
 // === impl Finding (analysis helpers) ===

@@ -121,10 +121,28 @@ fn stale(
         let reason = format!("rules for Classic ELB {lb}, which {state}");
         let mut finding = Finding::new(Kind::NodeGroupRules, format!("{} {lb}", group.id), reason);
         finding.name = Some(group.name.clone());
-        finding.details = rules
-            .iter()
-            .map(|r| format!("rule: {}", super::analyze::describe(r)))
-            .collect();
+        finding.details = rules.iter().map(|r| format!("rule: {}", describe(r))).collect();
         out.push(finding.with_action(Action::RevokeRules(vec![(group.id.clone(), rules)])));
     }
+}
+
+/// `tcp 30080 from 0.0.0.0/0`, `all traffic from sg-1`.
+pub(super) fn describe(p: &IpPermission) -> String {
+    let ports = match (p.protocol.as_str(), p.from_port, p.to_port) {
+        ("-1", _, _) => "all traffic".to_owned(),
+        (proto, Some(a), Some(b)) if a == b => format!("{proto} {a}"),
+        (proto, Some(a), Some(b)) => format!("{proto} {a}-{b}"),
+        (proto, _, _) => proto.to_owned(),
+    };
+    let sources: Vec<String> = p
+        .ip_ranges
+        .iter()
+        .chain(&p.ipv6_ranges)
+        .map(|r| match &r.description {
+            Some(d) => format!("{} ({d})", r.cidr),
+            None => r.cidr.clone(),
+        })
+        .chain(p.source_groups.iter().map(|g| g.group_id.to_string()))
+        .collect();
+    format!("{ports} from {}", sources.join(", "))
 }

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Event, Service};
 
 use ccm_load_balancers::shared::node_instance_id;
 
-use super::{Finding, Kind, NodeLookup, Scope, Snapshot, analyze::is_load_balancer, observe::Inventory};
+use super::{Finding, Kind, NodeLookup, Scope, Snapshot, observe::Inventory};
 
 /// Nodes whose (existing) instance lacks the cluster tag: the controller acts for none of them.
 pub(super) fn nodes_outside_cluster(
@@ -169,7 +169,11 @@ pub(super) fn failing_services(scope: &Scope, snapshot: &Snapshot, out: &mut Vec
             "load balancer failing: {}",
             warning.reason.as_deref().unwrap_or("Warning")
         );
-        let mut finding = Finding::new(Kind::Service, format!("{namespace}/{name}"), reason);
+        let mut finding = Finding::new(
+            Kind::Service,
+            ccm_cloud_provider::namespaced_key(namespace, name),
+            reason,
+        );
         finding.details.push(describe_event(warning));
         out.push(finding);
     }
@@ -217,4 +221,9 @@ fn describe_event(e: &Event) -> String {
         e.count.unwrap_or(1),
         e.message.as_deref().unwrap_or("").trim()
     )
+}
+
+/// Whether the Service is of type LoadBalancer.
+pub(super) fn is_load_balancer(service: &Service) -> bool {
+    service.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
 }

@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use ccm_testing::fixtures::NodeBuilder;
 use std::{
     collections::BTreeMap,
     time::{Duration, SystemTime},
@@ -693,8 +694,7 @@ fn classic_node_rules_wide_and_stale_are_reported() {
 }
 
 fn node_of(name: &str, provider_id: &str) -> Node {
-    serde_json::from_value(json!({ "metadata": { "name": name }, "spec": { "providerID": provider_id } }))
-        .unwrap()
+    NodeBuilder::new(name).provider_id(provider_id).build()
 }
 
 fn instance(id: &str, tags: Tags) -> Instance {

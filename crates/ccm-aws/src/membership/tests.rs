@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use ccm_testing::fixtures::NodeBuilder;
 use std::sync::{
     Arc, Mutex,
     atomic::{AtomicUsize, Ordering},
@@ -7,8 +8,7 @@ use std::sync::{
 
 use ccm_aws_api::ec2::{Instance, InstanceState, MockEc2};
 use ccm_cloud_provider::{LoadBalancer, Route, Routes};
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, NodeSpec, Service};
-use kube::api::ObjectMeta;
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
 
 use super::*;
 
@@ -48,17 +48,10 @@ fn membership(lookups: &Arc<AtomicUsize>) -> Arc<Membership<MockEc2>> {
 }
 
 fn node(name: &str, provider_id: Option<&str>) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(NodeSpec {
-            provider_id: provider_id.map(str::to_owned),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    let node = NodeBuilder::new(name);
+    provider_id
+        .map_or(node.clone(), |id| node.provider_id(id))
+        .build()
 }
 
 fn ids(names: &[&str]) -> Vec<InstanceId> {

@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use ccm_testing::fixtures::NodeBuilder;
 use std::{
     pin::Pin,
     sync::atomic::{AtomicUsize, Ordering},
@@ -15,11 +16,7 @@ use std::{
 use ccm_aws_api::{AwsError, ErrorKind, InstanceId, ProviderId, ec2::MockEc2};
 use ccm_controllers::{Clock, ControllerMetrics};
 use ccm_tagging::Tags;
-use k8s_openapi::{
-    api::core::v1::{Node, NodeSpec},
-    apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
-    jiff::Timestamp,
-};
+use k8s_openapi::{api::core::v1::Node, jiff::Timestamp};
 use kube::runtime::watcher;
 
 use super::{
@@ -43,19 +40,14 @@ fn tags(pairs: &[(&str, &str)]) -> Tags {
 }
 
 fn node(name: &str, provider_id: Option<&str>, label: Option<&str>, age_seconds: i64) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            labels: label.map(|l| [(CHECKSUM_LABEL.to_owned(), l.to_owned())].into()),
-            creation_timestamp: Some(Time(Timestamp::from_second(NOW - age_seconds).unwrap())),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            provider_id: provider_id.map(str::to_owned),
-            ..NodeSpec::default()
-        }),
-        status: None,
+    let mut node = NodeBuilder::new(name).created_at(NOW - age_seconds);
+    if let Some(id) = provider_id {
+        node = node.provider_id(id);
     }
+    if let Some(l) = label {
+        node = node.label(CHECKSUM_LABEL, l);
+    }
+    node.build()
 }
 
 fn aws_node(n: usize) -> Node {

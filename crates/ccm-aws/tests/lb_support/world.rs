@@ -1,6 +1,7 @@
 //! The moto world of the load balancer tests: a VPC with an internet gateway, two public subnets tagged for the
 //! cluster, a node group and three instances; Services and Nodes; mutating-call counts from the adapter.
 
+use ccm_testing::fixtures::NodeBuilder;
 use std::{
     collections::BTreeMap,
     sync::{Arc, atomic::AtomicUsize},
@@ -13,7 +14,7 @@ use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key}
 use ccm_tagging::ClusterTags;
 use ccm_testing::{TestEnv, unique_name, world::WorldBuilder};
 use k8s_openapi::{
-    api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec},
+    api::core::v1::{Node, Service, ServicePort, ServiceSpec},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 
@@ -84,23 +85,12 @@ pub fn service(uid: &str, ports: &[(i32, i32)], annotations: &[(Key, &str)]) -> 
 
 /// A Node of `instance` (provider ID in us-east-1a) with `labels`.
 pub fn node(instance: &str, labels: &[(&str, &str)]) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(instance.to_owned()),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect(),
-            ),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            provider_id: Some(format!("aws:///us-east-1a/{instance}")),
-            ..NodeSpec::default()
-        }),
-        status: None,
-    }
+    let mut node = NodeBuilder::new(instance)
+        .provider_id(&format!("aws:///us-east-1a/{instance}"))
+        .labels(labels)
+        .build();
+    node.metadata.labels.get_or_insert_default();
+    node
 }
 
 /// One test's AWS world.

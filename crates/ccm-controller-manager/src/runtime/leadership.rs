@@ -88,7 +88,7 @@ impl Runtime {
     async fn acquire_main(&self, ctx: &Ctx, identity: &str, status: LeaderStatus) -> Option<Held> {
         let o = &self.options;
         let main_cfg = self.lease_config(&o.leader_elect_resource_name, identity);
-        let main_name = format!("{}/{}", main_cfg.namespace, main_cfg.name);
+        let main_name = ccm_cloud_provider::namespaced_key(&main_cfg.namespace, &main_cfg.name);
         let mut main = Elector::new(ctx.election.clone(), main_cfg, self.clock.clone(), status);
         ctx.metrics.set_leader(&main_name, false);
         if !main.acquire(&ctx.cancel).await {
@@ -113,7 +113,7 @@ impl Runtime {
         migrated: Vec<String>,
     ) -> Result<(), Error> {
         let cfg = self.lease_config(&m.leader_name, identity);
-        let name = format!("{}/{}", cfg.namespace, cfg.name);
+        let name = ccm_cloud_provider::namespaced_key(&cfg.namespace, &cfg.name);
         let mut elector = Elector::new(ctx.election.clone(), cfg, self.clock.clone(), status);
         let acquire_cancel = ctx.cancel.child_token();
         let acquiring = {

@@ -1,9 +1,10 @@
 use ccm_cloud_provider::NodeAddressType::*;
-use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, Taint};
+use k8s_openapi::api::core::v1::Taint;
 
 use kube::runtime::reflector;
 
 use super::*;
+use ccm_testing::fixtures::NodeBuilder;
 
 fn taint(key: &str) -> Taint {
     Taint {
@@ -15,18 +16,12 @@ fn taint(key: &str) -> Taint {
 }
 
 fn node(provider_id: Option<&str>, taints: Vec<Taint>) -> Node {
-    let mut n = Node::default();
-    n.metadata.name = Some("node0".into());
-    n.spec = Some(NodeSpec {
-        provider_id: provider_id.map(str::to_owned),
-        taints: Some(taints),
-        ..Default::default()
-    });
-    n.status = Some(NodeStatus {
-        addresses: Some(vec![NodeAddress::new(Hostname, "kubelet-host").to_k8s()]),
-        ..Default::default()
-    });
-    n
+    let node = NodeBuilder::new("node0")
+        .taints(taints)
+        .address("Hostname", "kubelet-host");
+    provider_id
+        .map_or(node.clone(), |id| node.provider_id(id))
+        .build()
 }
 
 fn meta() -> InstanceMetadata {

@@ -1,17 +1,14 @@
 use ccm_cloud_provider::CloudError;
 use ccm_testing::provider::{FakeInstance, FakeProvider, Method};
-use k8s_openapi::api::core::v1::NodeSpec;
 
 use super::*;
+use ccm_testing::fixtures::NodeBuilder;
 
 fn node(name: &str, provider_id: Option<&str>) -> Node {
-    let mut n = Node::default();
-    n.metadata.name = Some(name.into());
-    n.spec = Some(NodeSpec {
-        provider_id: provider_id.map(str::to_owned),
-        ..Default::default()
-    });
-    n
+    let node = NodeBuilder::new(name);
+    provider_id
+        .map_or(node.clone(), |id| node.provider_id(id))
+        .build()
 }
 
 fn legacy() -> FakeProvider {

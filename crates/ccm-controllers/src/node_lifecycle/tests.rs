@@ -1,26 +1,13 @@
-use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
-
 use kube::runtime::reflector;
 
 use super::*;
+use ccm_testing::fixtures::NodeBuilder;
 
 fn node(ready: Option<&str>, taints: Vec<Taint>) -> Node {
-    let mut n = Node::default();
-    n.metadata.name = Some("n".into());
-    n.spec = Some(NodeSpec {
-        taints: Some(taints),
-        ..Default::default()
-    });
-    n.status = Some(NodeStatus {
-        conditions: ready.map(|s| {
-            vec![NodeCondition {
-                type_: "Ready".into(),
-                status: s.into(),
-                ..Default::default()
-            }]
-        }),
-        ..Default::default()
-    });
+    let node = NodeBuilder::new("n").taints(taints);
+    let mut n = ready.map_or(node.clone(), |s| node.condition("Ready", s)).build();
+    // A status without conditions, as a kubelet that has not reported yet leaves it.
+    n.status.get_or_insert_default();
     n
 }
 

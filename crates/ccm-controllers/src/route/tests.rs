@@ -1,29 +1,23 @@
 use ccm_cloud_provider::NodeAddressType::InternalIp;
-use k8s_openapi::{
-    api::core::v1::{NodeSpec, NodeStatus},
-    jiff::Timestamp,
-};
+use k8s_openapi::jiff::Timestamp;
 
 use kube::runtime::reflector;
 
 use super::*;
+use ccm_testing::fixtures::NodeBuilder;
 
 fn config() -> RouteConfig {
     RouteConfig::new("k", "10.120.0.0/16,fd00:10:120::/48").unwrap()
 }
 
 fn node(name: &str, cidrs: &[&str], ip: &str) -> Node {
-    let mut n = Node::default();
-    n.metadata.name = Some(name.into());
-    n.metadata.uid = Some(format!("uid-{name}"));
-    n.spec = Some(NodeSpec {
-        pod_cidrs: Some(cidrs.iter().map(|c| (*c).to_owned()).collect()),
-        ..Default::default()
-    });
-    n.status = Some(NodeStatus {
-        addresses: Some(vec![NodeAddress::new(InternalIp, ip).to_k8s()]),
-        ..Default::default()
-    });
+    let mut n = NodeBuilder::new(name)
+        .uid(&format!("uid-{name}"))
+        .pod_cidrs(cidrs)
+        .address("InternalIP", ip)
+        .build();
+    // Only the list: the route controller reads `podCIDRs`.
+    n.spec.get_or_insert_default().pod_cidr = None;
     n
 }
 

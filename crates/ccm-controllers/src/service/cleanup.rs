@@ -16,7 +16,7 @@ use ccm_cloud_provider::{CloudError, CloudProvider};
 use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use tokio::time::Instant;
 
-use super::{Ctx, lock};
+use super::Ctx;
 use crate::{
     Error,
     events::{EventType, service_reference},
@@ -49,7 +49,7 @@ pub(super) async fn delete_load_balancer<P: CloudProvider>(
     use ccm_cloud_provider::LoadBalancer as _;
     let key = key.to_owned();
     let reference = service_reference(svc);
-    if !lock(&ctx.waits).contains_key(&key) {
+    if ctx.states.read(&key, |s| s.wait.is_none()) {
         ctx.recorder
             .publish(
                 &reference,
@@ -75,7 +75,7 @@ pub(super) async fn delete_load_balancer<P: CloudProvider>(
         }
         Err(e) => return Err(Error::cloud("failed to delete load balancer", key, e)),
     }
-    lock(&ctx.waits).remove(&key);
+    ctx.states.update(&key, |s| s.wait = None);
     ctx.recorder
         .publish(
             &reference,
@@ -99,9 +99,8 @@ async fn wait<P: CloudProvider>(
 ) -> Duration {
     let now = Instant::now();
     let patience = ctx.config.deletion_patience;
-    let (event, delay) = {
-        let mut waits = lock(&ctx.waits);
-        let state = waits.entry(key.to_owned()).or_insert_with(|| Wait {
+    let (event, delay) = ctx.states.update(key, |s| {
+        let state = s.wait.get_or_insert_with(|| Wait {
             since: now,
             reported: String::new(),
             stuck: false,
@@ -134,7 +133,7 @@ async fn wait<P: CloudProvider>(
             });
             (event, delay)
         }
-    };
+    });
     tracing::info!(
         service = key,
         waiting_for,

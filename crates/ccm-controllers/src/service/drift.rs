@@ -17,7 +17,7 @@ use std::{
 use ccm_cloud_provider::{CloudProvider, LoadBalancer};
 use k8s_openapi::api::core::v1::{Node, Service};
 
-use super::{Ctx, lock, stable_nodes, wants_load_balancer};
+use super::{Ctx, stable_nodes, wants_load_balancer};
 use crate::{
     ErrorChain,
     events::{EventType, service_reference},
@@ -41,20 +41,17 @@ pub(super) async fn detect<P: CloudProvider>(ctx: &Ctx<P>) {
     let Some(lb) = ctx.provider.load_balancer() else {
         return;
     };
-    let (services, judged): (Vec<Arc<Service>>, HashMap<String, u64>) = {
-        let settled = lock(&ctx.settled);
-        let mut judged = HashMap::new();
-        let services = lock(&ctx.cache)
-            .iter()
-            .filter(|(_, svc)| wants_load_balancer(svc))
-            .filter_map(|(key, svc)| {
-                let change = *settled.get(key)?;
-                judged.insert(key.clone(), change);
-                Some(svc.clone())
-            })
-            .collect();
-        (services, judged)
-    };
+    let mut judged: HashMap<String, u64> = HashMap::new();
+    let services: Vec<Arc<Service>> = ctx
+        .states
+        .cached()
+        .into_iter()
+        .filter(|(_, svc, _)| wants_load_balancer(svc))
+        .filter_map(|(key, svc, settled)| {
+            judged.insert(key, settled?);
+            Some(svc)
+        })
+        .collect();
     if services.is_empty() {
         return;
     }
@@ -79,7 +76,7 @@ pub(super) async fn detect<P: CloudProvider>(ctx: &Ctx<P>) {
         "drift detection pass"
     );
     for drift in drifts {
-        if lock(&ctx.settled).get(&drift.service) != judged.get(&drift.service) {
+        if ctx.states.read(&drift.service, |s| s.settled) != judged.get(&drift.service).copied() {
             tracing::debug!(
                 service = drift.service,
                 "changed during the drift pass; not judged"
@@ -87,25 +84,26 @@ pub(super) async fn detect<P: CloudProvider>(ctx: &Ctx<P>) {
             continue;
         }
         tracing::info!(service = drift.service, what = ?drift.what, "load balancer drifted; re-ensuring it");
-        lock(&ctx.drift).insert(drift.service.clone(), drift.what.join("; "));
+        ctx.states
+            .update(&drift.service, |s| s.drift = Some(drift.what.join("; ")));
         ctx.queue.add(&drift.service);
     }
 }
 
 /// Before a sync or host update of `key`: it is not judged until [`settled`] again.
 pub(super) fn unsettle<P: CloudProvider>(ctx: &Ctx<P>, key: &str) {
-    lock(&ctx.settled).remove(key);
+    ctx.states.update(key, |s| s.settled = None);
 }
 
 /// After an ensure or host update of `key` succeeded: judged from the next pass on.
 pub(super) fn settled<P: CloudProvider>(ctx: &Ctx<P>, key: &str) {
     let change = ctx.changes.fetch_add(1, Ordering::Relaxed);
-    lock(&ctx.settled).insert(key.to_owned(), change);
+    ctx.states.update(key, |s| s.settled = Some(change));
 }
 
 /// After a successful ensure of `svc`: the Event for the drift it repaired, if it was queued for one.
 pub(super) async fn repaired<P: CloudProvider>(ctx: &Ctx<P>, key: &str, svc: &Service) {
-    let Some(what) = lock(&ctx.drift).remove(key) else {
+    let Some(what) = ctx.states.update(key, |s| s.drift.take()) else {
         return;
     };
     let message = format!("Repaired the load balancer, changed outside the cluster: {what}");

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 
 use kube::runtime::reflector::ObjectRef;
 
-use super::{Ctx, drift, key_lock, key_of, lock, shared_host_set, stable_nodes, wants_load_balancer};
+use super::{Ctx, drift, key_of, shared_host_set, stable_nodes, wants_load_balancer};
 use crate::{
     ErrorChain,
     events::{EventType, service_reference},
@@ -28,10 +28,12 @@ pub(super) async fn sync_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
     let Some(lb) = ctx.provider.load_balancer() else {
         return;
     };
-    let services: Vec<Arc<Service>> = lock(&ctx.cache)
-        .values()
+    let services: Vec<Arc<Service>> = ctx
+        .states
+        .cached()
+        .into_iter()
+        .map(|(_, svc, _)| svc)
         .filter(|s| wants_load_balancer(s))
-        .cloned()
         .collect();
     stream::iter(services)
         .for_each_concurrent(ctx.config.concurrent_service_syncs.max(1), |svc| async move {
@@ -40,45 +42,49 @@ pub(super) async fn sync_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
             let key = key_of(&svc);
             // Never beside or after the deletion of this Service's load balancer: wait for its sync, then
             // skip a Service that is gone, re-created or being deleted (its sync owns it now).
-            let key_lock = key_lock(ctx, &key);
-            let _held = key_lock.lock().await;
-            if !still_served(ctx, &key, &svc) {
-                return;
-            }
-            let nodes = stable_nodes(ctx);
-            let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
-            let hosts = shared_host_set(ctx, &refs);
-            let old = {
-                let mut last = lock(&ctx.last_synced);
-                // Not ensured yet (or being ensured): that sync uses the current nodes.
-                let Some(old) = last.get(&key).cloned() else {
-                    return;
-                };
-                last.insert(key.clone(), hosts.clone());
-                old
-            };
-            if old == hosts {
-                return;
-            }
-            // A host update that outlasts the deadline is abandoned; a full sync of that Service follows.
-            drift::unsettle(ctx, &key);
-            let updated =
-                tokio::time::timeout(ctx.config.reconcile_deadline, update_hosts(ctx, lb, &svc, &refs))
-                    .await
-                    .unwrap_or(false);
-            if updated {
-                drift::settled(ctx, &key);
-            } else {
-                ctx.queue.add(&key);
-            }
+            let held = ctx.states.lock_of(&key);
+            let guard = held.lock().await;
+            sync_hosts(ctx, lb, &key, &svc).await;
+            drop(guard);
+            ctx.states.release(&key, held);
         })
         .await;
+}
+
+/// The host update of `svc` (under its key's lock): only when its host set changed since its load balancer was
+/// last given one.
+async fn sync_hosts<P: CloudProvider>(ctx: &Ctx<P>, lb: &P::LoadBalancer, key: &str, svc: &Service) {
+    if !still_served(ctx, key, svc) {
+        return;
+    }
+    let nodes = stable_nodes(ctx);
+    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+    let hosts = shared_host_set(ctx, &refs);
+    // Not ensured yet (or being ensured): that sync uses the current nodes.
+    let old = ctx.states.update(key, |s| {
+        let old = s.hosts.clone()?;
+        s.hosts = Some(hosts.clone());
+        Some(old)
+    });
+    if old.is_none_or(|old| old == hosts) {
+        return;
+    }
+    // A host update that outlasts the deadline is abandoned; a full sync of that Service follows.
+    drift::unsettle(ctx, key);
+    let updated = tokio::time::timeout(ctx.config.reconcile_deadline, update_hosts(ctx, lb, svc, &refs))
+        .await
+        .unwrap_or(false);
+    if updated {
+        drift::settled(ctx, key);
+    } else {
+        ctx.queue.add(key);
+    }
 }
 
 /// Whether `svc`, taken from the cache when the pass began, is still the processed version of `key` and still
 /// wants its load balancer (not deleted, not being deleted, still of type LoadBalancer).
 fn still_served<P: CloudProvider>(ctx: &Ctx<P>, key: &str, svc: &Service) -> bool {
-    let cached = lock(&ctx.cache).get(key).cloned();
+    let cached = ctx.states.read(key, |s| s.cached.clone());
     if cached.is_none_or(|c| c.metadata.uid != svc.metadata.uid) {
         return false;
     }

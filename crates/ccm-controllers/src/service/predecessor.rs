@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::{Ctx, delete_cached_load_balancer, key_lock, lock};
+use super::{Ctx, delete_cached_load_balancer};
 use crate::Error;
 use ccm_cloud_provider::CloudProvider;
 
@@ -34,33 +34,34 @@ pub(super) fn hand_over<P: CloudProvider>(ctx: &Ctx<P>, service_key: &str, old: 
         cleanup = key,
         "the Service was deleted and re-created: its previous load balancer is deleted beside the new one"
     );
-    {
-        let mut waits = lock(&ctx.waits);
-        if let Some(wait) = waits.remove(service_key) {
-            waits.insert(key.clone(), wait);
+    let wait = ctx.states.update(service_key, |s| {
+        s.hosts = None;
+        s.wait.take()
+    });
+    ctx.states.update(&key, |s| {
+        s.predecessor = Some(old);
+        if wait.is_some() {
+            s.wait = wait;
         }
-    }
-    lock(&ctx.last_synced).remove(service_key);
-    lock(&ctx.predecessors).insert(key.clone(), old);
+    });
     ctx.queue.add(&key);
 }
 
 /// Deletes the load balancer of the previous incarnation queued under `key`; forgotten once the provider is
 /// done (a wait or a failure is retried under the same key).
 pub(super) async fn sync<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
-    let held = key_lock(ctx, key);
-    let _held = held.lock().await;
-    let old = lock(&ctx.predecessors).get(key).cloned();
+    let held = ctx.states.lock_of(key);
+    let guard = held.lock().await;
+    let old = ctx.states.read(key, |s| s.predecessor.clone());
     let result = match (old, ctx.provider.load_balancer()) {
         (Some(old), Some(lb)) => delete_cached_load_balancer(ctx, lb, &old, key).await,
         _ => Ok(()),
     };
     // (The deletion itself forgets its wait record once done.)
     if result.is_ok() {
-        lock(&ctx.predecessors).remove(key);
+        ctx.states.update(key, |s| s.predecessor = None);
     }
-    if !lock(&ctx.predecessors).contains_key(key) {
-        lock(&ctx.key_locks).remove(key);
-    }
+    drop(guard);
+    ctx.states.release(key, held);
     result
 }

@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use k8s_openapi::{
-    api::core::v1::{LoadBalancerIngress, NodeSpec, ServicePort, ServiceSpec, SessionAffinityConfig, Taint},
+    api::core::v1::{LoadBalancerIngress, ServicePort, ServiceSpec, SessionAffinityConfig, Taint},
     apimachinery::pkg::{apis::meta::v1::Time, util::intstr::IntOrString},
     jiff::Timestamp,
 };
@@ -10,6 +10,7 @@ use kube::runtime::reflector;
 
 use super::*;
 use crate::keys::{FINALIZER_LB_CLEANUP, LABEL_EXCLUDE_FROM_LB, TAINT_TO_BE_DELETED};
+use ccm_testing::fixtures::NodeBuilder;
 use serde_json::json;
 
 fn lb_service() -> Service {
@@ -221,12 +222,7 @@ fn needs_update_table() {
 }
 
 fn node(f: impl FnOnce(&mut Node)) -> Node {
-    let mut n = Node::default();
-    n.metadata.name = Some("n".into());
-    n.spec = Some(NodeSpec {
-        provider_id: Some("fake://1".into()),
-        ..Default::default()
-    });
+    let mut n = NodeBuilder::new("n").provider_id("fake://1").build();
     f(&mut n);
     n
 }
@@ -432,10 +428,9 @@ mod scripted {
     }
 
     fn named_node(name: &str) -> Node {
-        node(|n| {
-            n.metadata.name = Some(name.into());
-            n.spec.as_mut().unwrap().provider_id = Some(format!("fake://{name}"));
-        })
+        NodeBuilder::new(name)
+            .provider_id(&format!("fake://{name}"))
+            .build()
     }
 
     fn harness(
@@ -471,16 +466,10 @@ mod scripted {
             services: service_store,
             nodes: node_store,
             queue: WorkQueue::default(),
-            cache: Mutex::default(),
-            last_synced: Mutex::default(),
+            states: Default::default(),
             latest_hosts: Mutex::default(),
-            waits: Mutex::default(),
-            predecessors: Mutex::default(),
-            drift: Mutex::default(),
-            settled: Mutex::default(),
             changes: Default::default(),
             node_sync: Notify::new(),
-            key_locks: Mutex::default(),
         };
         Harness {
             ctx,
@@ -601,7 +590,7 @@ mod scripted {
                     ]
                 );
                 assert!(
-                    lock(&h.ctx.cache).contains_key("ns/svc"),
+                    h.ctx.states.read("ns/svc", |s| s.cached.is_some()),
                     "still tracked for node syncs"
                 );
             } else {
@@ -891,7 +880,7 @@ mod scripted {
             h.api.event_reasons().last().map(String::as_str),
             Some("DeletedLoadBalancer")
         );
-        assert!(lock(&h.ctx.waits).is_empty());
+        assert!(!h.ctx.states.any(|s| s.wait.is_some()));
     }
 
     /// A drift pass asks the provider once about every ensured Service, re-ensures only the drifted one, and
@@ -981,7 +970,7 @@ mod scripted {
         tokio::join!(pass, ensure);
         assert_eq!(h.provider.batch_sizes(Method::DriftedLoadBalancers), [2]);
         assert_eq!(h.ctx.queue.len(), 0, "nothing queued");
-        assert!(lock(&h.ctx.drift).is_empty(), "no repair to tell of");
+        assert!(!h.ctx.states.any(|s| s.drift.is_some()), "no repair to tell of");
 
         // Settled again: the next pass judges both.
         h.provider.set_delay(Duration::ZERO);
@@ -1001,16 +990,14 @@ mod scripted {
         let mut h = harness(|_| None, vec![svc("svc1"), svc("svc2")], vec![named_node("n1")]);
         sync_service(&h.ctx, "ns/svc1").await.unwrap();
         sync_service(&h.ctx, "ns/svc2").await.unwrap();
-        let shared = |h: &Harness| {
-            let last = lock(&h.ctx.last_synced);
-            Arc::ptr_eq(&last["ns/svc1"], &last["ns/svc2"])
-        };
+        let hosts = |h: &Harness, key: &str| h.ctx.states.read(key, |s| s.hosts.clone()).expect("ensured");
+        let shared = |h: &Harness| Arc::ptr_eq(&hosts(h, "ns/svc1"), &hosts(h, "ns/svc2"));
         assert!(shared(&h), "after their ensures");
 
         h.nodes
             .apply_watcher_event(&watcher::Event::Apply(named_node("n2")));
         node_sync::sync_nodes(&h.ctx).await;
-        assert_eq!(lock(&h.ctx.last_synced)["ns/svc1"].len(), 2);
+        assert_eq!(hosts(&h, "ns/svc1").len(), 2);
         assert!(shared(&h), "after a host update of both");
         drop(h.services);
     }
@@ -1047,7 +1034,7 @@ mod scripted {
         sync_service(&h.ctx, "ns/svc1").await.unwrap();
         sync_service(&h.ctx, "ns/svc2").await.unwrap();
         // The pass visits the services in this order (the cache is not modified in between).
-        let order: Vec<String> = lock(&h.ctx.cache).keys().cloned().collect();
+        let order: Vec<String> = h.ctx.states.cached().into_iter().map(|(key, ..)| key).collect();
         let (first, impacted) = (order[0].clone(), order[1].clone());
         h.provider.clear_calls();
 

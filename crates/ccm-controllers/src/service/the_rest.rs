@@ -58,7 +58,7 @@ pub(super) async fn left_the_selection<P: CloudProvider>(
     let live = api.get_opt(name).await.map_err(|e| {
         Error::kube(
             "reading a Service that left the watch",
-            format!("{namespace}/{name}"),
+            ccm_cloud_provider::object_key(&cached.metadata),
             e,
         )
     })?;

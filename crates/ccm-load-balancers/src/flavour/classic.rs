@@ -1,13 +1,13 @@
-//! The Classic ELB as a [`LoadBalancerFlavour`].
+//! The Classic ELB as a [`LoadBalancerFlavour`] and a [`HostMemoryFlavour`].
 
 use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
 use k8s_openapi::api::core::v1::Node;
 
-use super::{LoadBalancerFlavour, Ports, Scope};
+use super::{HostMemoryFlavour, LoadBalancerFlavour, Ports, Scope};
 use crate::{
     Error, LoadBalancerConfig, classic,
+    dry_run::{Changes, DesiredModel, DryRun},
     memory::{self, ClassicMemory, Facts, Learnt, Remembered},
-    provider::{Changes, DesiredModel, DryRun},
     spec::ServiceSpec,
 };
 
@@ -97,6 +97,16 @@ impl LoadBalancerFlavour for Classic {
         }
     }
 
+    fn skipped(observed: &Self::Observed) -> std::collections::BTreeMap<String, String> {
+        observed
+            .node_groups
+            .as_ref()
+            .map(|n| n.instances.skipped.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl HostMemoryFlavour for Classic {
     fn remember(
         _desired: &Self::Desired,
         observed: &Self::Observed,
@@ -123,14 +133,6 @@ impl LoadBalancerFlavour for Classic {
 
     fn learnt(observed: &Self::Observed) -> Learnt {
         memory::classic_learnt(observed)
-    }
-
-    fn skipped(observed: &Self::Observed) -> std::collections::BTreeMap<String, String> {
-        observed
-            .node_groups
-            .as_ref()
-            .map(|n| n.instances.skipped.clone())
-            .unwrap_or_default()
     }
 
     fn fingerprint(desired: &Self::Desired) -> u64 {

@@ -1,14 +1,14 @@
-//! The NLB as a [`LoadBalancerFlavour`].
+//! The NLB as a [`LoadBalancerFlavour`] and a [`HostMemoryFlavour`].
 
 use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
 use k8s_openapi::api::core::v1::Node;
 
-use super::{LoadBalancerFlavour, Ports, Scope};
+use super::{HostMemoryFlavour, LoadBalancerFlavour, Ports, Scope};
 use crate::{
     Error, LoadBalancerConfig,
+    dry_run::{Changes, DesiredModel, DryRun},
     memory::{self, Facts, Learnt, NetworkMemory, Remembered},
     nlb,
-    provider::{Changes, DesiredModel, DryRun},
     spec::ServiceSpec,
 };
 
@@ -111,6 +111,16 @@ impl LoadBalancerFlavour for Network {
         }
     }
 
+    fn skipped(observed: &Self::Observed) -> std::collections::BTreeMap<String, String> {
+        observed
+            .node_rules
+            .as_ref()
+            .map(|n| n.skipped.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl HostMemoryFlavour for Network {
     fn remember(
         desired: &Self::Desired,
         observed: &Self::Observed,
@@ -136,14 +146,6 @@ impl LoadBalancerFlavour for Network {
 
     fn learnt(observed: &Self::Observed) -> Learnt {
         memory::network_learnt(observed)
-    }
-
-    fn skipped(observed: &Self::Observed) -> std::collections::BTreeMap<String, String> {
-        observed
-            .node_rules
-            .as_ref()
-            .map(|n| n.skipped.clone())
-            .unwrap_or_default()
     }
 
     fn fingerprint(desired: &Self::Desired) -> u64 {

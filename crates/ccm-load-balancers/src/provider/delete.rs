@@ -6,7 +6,7 @@ use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SecurityGroupId, Tags};
 use ccm_cloud_provider::CloudError;
 use k8s_openapi::api::core::v1::Service;
 
-use super::{AwsLoadBalancers, service_key};
+use super::AwsLoadBalancers;
 use crate::{
     Error,
     annotations::{Annotations, Key},
@@ -26,8 +26,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let name = shared::load_balancer_name(uid)?;
         let raw = service.metadata.annotations.clone().unwrap_or_default();
         let annotations = Annotations::parse(&raw);
-        let (namespace, service_name) = service_key(service);
-        let key = format!("{namespace}/{service_name}");
+        let (namespace, service_name) = crate::spec::namespace_and_name(service);
+        let key = ccm_cloud_provider::namespaced_key(namespace, service_name);
         let keep: BTreeSet<String> = [Key::SecurityGroups, Key::ExtraSecurityGroups]
             .iter()
             .flat_map(|k| annotations.list(*k).unwrap_or_default().iter().cloned())
@@ -62,13 +62,13 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
                     .collect()
             })
             .unwrap_or_default();
-        let managed = nlb::managed_group_name(cluster_name, &namespace, &service_name, uid);
+        let managed = nlb::managed_group_name(cluster_name, namespace, service_name, uid);
         let observed = Box::pin(nlb::observe_delete(
             &self.ec2,
             &self.elbv2,
             &self.config,
             &name,
-            (&namespace, &service_name),
+            (namespace, service_name),
             &target_groups,
             Some(&managed)
                 .filter(|_| !keep.contains(&managed))

@@ -10,10 +10,10 @@ use ccm_aws_api::{Ec2, Elb, Elbv2};
 use ccm_cloud_provider::{CloudError, Drift};
 use k8s_openapi::api::core::v1::{Node, Service};
 
-use super::{AwsLoadBalancers, service_key};
+use super::AwsLoadBalancers;
 use crate::{
     Error,
-    flavour::{LoadBalancerFlavour, PlannedChange, Scope},
+    flavour::{HostMemoryFlavour, LoadBalancerFlavour, PlannedChange, Scope},
     memory::{Entry, Ticket},
     shared,
     spec::ServiceSpec,
@@ -32,7 +32,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     /// Node changes for one flavour: the targets and the nodes' rules only (no subnet discovery: built without
     /// subnets, with the controller's cluster name as ensure). Planned from memory when there is one; the
     /// writes alone are made then.
-    pub(super) async fn update_with<F: LoadBalancerFlavour>(
+    pub(super) async fn update_with<F: HostMemoryFlavour>(
         &self,
         cluster_name: &str,
         spec: ServiceSpec,
@@ -60,7 +60,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     }
 
     /// The host plan from memory, or `None` when it cannot be planned from memory (the nodes' rules change).
-    async fn recall<F: LoadBalancerFlavour>(
+    async fn recall<F: HostMemoryFlavour>(
         &self,
         desired: &F::Desired,
         entry: &Entry,
@@ -116,7 +116,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
 
     /// The fingerprint a host update of this Service would find: of the load balancer built as a host update
     /// builds it (without subnets); `None` when it cannot be built.
-    pub(super) fn hosts_fingerprint<F: LoadBalancerFlavour>(
+    pub(super) fn hosts_fingerprint<F: HostMemoryFlavour>(
         &self,
         cluster_name: &str,
         spec: &ServiceSpec,
@@ -133,7 +133,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     }
 
     /// Remembers what `plan`, applied, left.
-    fn settle<F: LoadBalancerFlavour>(
+    fn settle<F: HostMemoryFlavour>(
         &self,
         ticket: Ticket,
         fingerprint: u64,
@@ -154,7 +154,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
 
     /// Ends the operation of `ticket` after a successful apply: learns what a fresh observation says about the
     /// instances and remembers the load balancer as the apply left it (with `fingerprint`; none: forgotten).
-    pub(super) fn keep<F: LoadBalancerFlavour>(
+    pub(super) fn keep<F: HostMemoryFlavour>(
         &self,
         ticket: Ticket,
         fingerprint: Option<u64>,
@@ -189,8 +189,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             else {
                 continue;
             };
-            let (namespace, service_name) = service_key(service);
-            let key = format!("{namespace}/{service_name}");
+            let (namespace, service_name) = crate::spec::namespace_and_name(service);
+            let key = ccm_cloud_provider::namespaced_key(namespace, service_name);
             if drifts.iter().any(|d| d.service == key) {
                 self.memory.forget(&name);
             } else {

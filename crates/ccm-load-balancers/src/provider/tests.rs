@@ -3,6 +3,7 @@ use crate::{
     annotations::Key,
     classic::tests::{config, node, service},
 };
+use crate::{classic, dry_run::Changes};
 use ccm_aws_api::ec2::{RouteTable, SecurityGroup, Subnet};
 use ccm_aws_api::elb::ClassicLoadBalancer;
 use ccm_aws_api::{SecurityGroupId, SubnetId, Tags, VpcId, ec2::MockEc2, elb::MockElb, elbv2::MockElbv2};

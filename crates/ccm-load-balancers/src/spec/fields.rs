@@ -69,9 +69,10 @@ pub(crate) fn spec(
     let access_log = access_log(a, found);
     let health_check = health_check(a, &flavour, found);
     let target_group_attributes = target_group_attributes(a, &protocols, found);
+    let (namespace, name) = super::namespace_and_name(service);
     ServiceSpec {
-        namespace: meta.namespace.clone().unwrap_or_else(|| "default".to_owned()),
-        name: meta.name.clone().unwrap_or_default(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
         uid: meta.uid.clone().unwrap_or_default(),
         flavour,
         internal: matches!(a.text(Key::Internal), Some("true" | "0.0.0.0/0")),

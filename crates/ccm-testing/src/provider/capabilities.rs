@@ -38,11 +38,7 @@ fn node_name(node: &Node) -> &str {
 }
 
 fn service_key(svc: &Service) -> String {
-    format!(
-        "{}/{}",
-        svc.metadata.namespace.as_deref().unwrap_or_default(),
-        svc.metadata.name.as_deref().unwrap_or_default()
-    )
+    ccm_cloud_provider::object_key(&svc.metadata)
 }
 
 // === impl CloudProvider for FakeProvider ===
