@@ -20,7 +20,7 @@ use tracing::{info, warn};
 use std::sync::Arc;
 
 use crate::{
-    CloudConfig, HostUpdates, adapter_options,
+    CloudConfig, adapter_options,
     cloud_config::{self, IpFamily},
     cluster_id::{self, ClusterIdError},
     membership::{MemberInstances, MemberLoadBalancers, MemberRoutes, Membership},
@@ -42,8 +42,8 @@ pub struct AwsCloud<E = AwsEc2, L = AwsElb, V = AwsElbv2> {
     vpc_id: Option<VpcId>,
 }
 
-/// The load balancers of [`AwsCloud`]: the domain crate, host updates planned from memory, member Nodes only.
-pub type LoadBalancers<E, L, V> = MemberLoadBalancers<HostUpdates<AwsLoadBalancers<E, L, V>>, E>;
+/// The load balancers of [`AwsCloud`]: the domain crate (host updates planned from its memory), member Nodes only.
+pub type LoadBalancers<E, L, V> = MemberLoadBalancers<AwsLoadBalancers<E, L, V>, E>;
 
 /// What the CCM found out about where it runs, before any capability is built.
 #[derive(Debug, Clone)]
@@ -204,12 +204,12 @@ where
         );
         let load_balancers = match &env.vpc_id {
             Some(vpc) => Some(MemberLoadBalancers::new(
-                HostUpdates::new(AwsLoadBalancers::new(
+                AwsLoadBalancers::new(
                     ec2.clone(),
                     elb,
                     elbv2,
                     load_balancer_config(config, &env, vpc.clone()),
-                )),
+                ),
                 membership.clone(),
             )),
             None => {
@@ -240,7 +240,7 @@ where
     pub fn with_full_ensure_host_updates(mut self, on: bool) -> Self {
         self.load_balancers = self
             .load_balancers
-            .map(|lbs| lbs.map(|inner| inner.full_ensure(on)));
+            .map(|lbs| lbs.map(|inner| inner.with_full_ensure_host_updates(on)));
         self
     }
 

@@ -14,11 +14,9 @@ pub mod cloud;
 pub use ccm_cloud_config as cloud_config;
 pub mod cluster_id;
 pub mod doctor;
-pub mod host_updates;
 pub mod membership;
 pub mod tagging;
 
 pub use cloud::{AwsCloud, AwsCloudError, Environment, PROVIDER_NAME};
 pub use cloud_config::{CloudConfig, CloudConfigErrors, ConfigError, GlobalConfig, LoadError};
 pub use cluster_id::ClusterIdError;
-pub use host_updates::HostUpdates;

@@ -250,3 +250,72 @@ async fn drift_and_a_fresh_process_read_again() {
     assert_eq!(registered(&w, &fresh, &svc).await, w.instances);
     fresh.ensure_load_balancer_deleted(CLUSTER, &svc).await.unwrap();
 }
+
+/// A host update of each of `services` to `nodes`.
+async fn update_each(lbs: &impl LoadBalancer, services: &[&Service], nodes: &[&Node]) {
+    for svc in services {
+        lbs.update_load_balancer(CLUSTER, svc, nodes).await.unwrap();
+    }
+}
+
+/// With Nodes in pools (`target-node-labels`), a Node joining one pool costs the other pool's load balancer no
+/// call at all, nor does a host update that leaves a load balancer's targets as they are. A Service this process
+/// never ensured, or whose load balancer it deleted, is updated whatever its targets.
+#[tokio::test]
+async fn a_node_outside_a_services_targets_costs_that_load_balancer_nothing() {
+    let w = world::world(153, "pool", false).await;
+    let lbs = w.lbs(w.config.clone());
+    let pool = |i: usize, p: &str| world::node(&w.instances[i], &[("pool", p)]);
+    let (n0, n1, n2) = (pool(0, "a"), pool(1, "b"), pool(2, "a"));
+    let a = service("pool-a", &[(Key::TargetNodeLabels, "pool=a")]);
+    let b = service("pool-b", &[(Key::TargetNodeLabels, "pool=b")]);
+    for svc in [&a, &b] {
+        lbs.ensure_load_balancer(CLUSTER, svc, &[&n0, &n1]).await.unwrap();
+    }
+    let all = [&n0, &n1, &n2];
+    // A Node of pool a joins: only a's load balancer hears of it.
+    let join = counted(&w, update_each(&lbs, &[&a, &b], &all)).await;
+    assert_eq!(
+        join,
+        ops(&[("DescribeInstances", 1), ("RegisterInstancesWithLoadBalancer", 1)])
+    );
+    assert_eq!(registered(&w, &lbs, &b).await, [w.instances[1].clone()]);
+    // The same Nodes again: nothing to do for either.
+    assert_eq!(counted(&w, update_each(&lbs, &[&a, &b], &all)).await, ops(&[]));
+
+    // A fresh process knows no targets: it updates (reads) whatever they are.
+    let fresh = w.lbs(w.config.clone());
+    let first = counted(
+        &w,
+        Box::pin(async {
+            fresh
+                .update_load_balancer(CLUSTER, &b, &[&n0, &n1, &n2])
+                .await
+                .unwrap();
+        }),
+    )
+    .await;
+    assert_eq!(first.get("DescribeLoadBalancers"), Some(&1), "{first:?}");
+
+    // Every host update a full ensure (the Go controller's pattern): never skipped.
+    let full = w.lbs(w.config.clone()).with_full_ensure_host_updates(true);
+    full.ensure_load_balancer(CLUSTER, &b, &[&n0, &n1, &n2])
+        .await
+        .unwrap();
+    let again = counted(
+        &w,
+        Box::pin(async {
+            full.update_load_balancer(CLUSTER, &b, &[&n0, &n1, &n2])
+                .await
+                .unwrap();
+        }),
+    )
+    .await;
+    assert_eq!(again.get("DescribeLoadBalancerAttributes"), Some(&1), "{again:?}");
+
+    // Deleted: the targets are forgotten with the load balancer.
+    lbs.ensure_load_balancer_deleted(CLUSTER, &a).await.unwrap();
+    let gone = lbs.update_load_balancer(CLUSTER, &a, &[&n0, &n1, &n2]).await;
+    assert!(gone.is_err(), "a deleted load balancer is not skipped: {gone:?}");
+    lbs.ensure_load_balancer_deleted(CLUSTER, &b).await.unwrap();
+}

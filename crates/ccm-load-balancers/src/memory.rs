@@ -107,6 +107,13 @@ pub(crate) struct HostMemory {
     lookup: tokio::sync::Mutex<()>,
     /// When stale memories were last dropped (see [`HostMemory::learn`]).
     pruned: Mutex<Option<Instant>>,
+    /// Load balancers this process has seen to be ours (made by it, or found with our tags by a full ensure), so
+    /// that host updates need not read tags again before registering instances.
+    verified: Mutex<BTreeSet<String>>,
+    /// Per Service (UID), the target instances its load balancer's last successful ensure or host update left:
+    /// a host update that would leave them as they are makes no AWS call. With pools of Nodes (the
+    /// `target-node-labels` annotation), a Node joining one pool costs the other pools' load balancers nothing.
+    targets: Mutex<HashMap<String, Vec<InstanceId>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -175,11 +182,48 @@ impl HostMemory {
         lock(&self.groups).retain(|_, (_, at)| fresh(*at));
     }
 
-    /// Keeps only the load balancers named in `names` and the instances in `instances`, and nothing too old.
+    /// Keeps only the load balancers named in `names` (their memory and ownership) and the instances in
+    /// `instances`, and nothing too old.
     pub(crate) fn retain(&self, names: &BTreeSet<String>, instances: &BTreeSet<String>) {
         lock(&self.load_balancers).retain(|name, _| names.contains(name));
+        lock(&self.verified).retain(|name| names.contains(name));
         lock(&self.instances).retain(|id, (_, at)| instances.contains(id) && fresh(*at));
         lock(&self.groups).retain(|_, (_, at)| fresh(*at));
+    }
+
+    /// Records that the load balancer `name` is ours (`true`) or forgets it.
+    pub(crate) fn verify(&self, name: &str, ours: bool) {
+        let mut verified = lock(&self.verified);
+        if ours {
+            verified.insert(name.to_owned());
+        } else {
+            verified.remove(name);
+        }
+    }
+
+    /// Whether the load balancer `name` was seen to be ours.
+    pub(crate) fn verified(&self, name: &str) -> bool {
+        lock(&self.verified).contains(name)
+    }
+
+    /// Records the targets an ensure or host update of the Service `uid` left (`Some`: it succeeded), or
+    /// forgets them (`None`: it failed, or the load balancer is being deleted or drifted).
+    pub(crate) fn settle_targets(&self, uid: Option<&str>, targets: Option<Vec<InstanceId>>) {
+        let Some(uid) = uid else { return };
+        let mut all = lock(&self.targets);
+        match targets {
+            Some(targets) => {
+                all.insert(uid.to_owned(), targets);
+            }
+            None => {
+                all.remove(uid);
+            }
+        }
+    }
+
+    /// Whether the last successful ensure or host update of the Service `uid` left exactly `targets`.
+    pub(crate) fn same_targets(&self, uid: Option<&str>, targets: &[InstanceId]) -> bool {
+        uid.is_some_and(|uid| lock(&self.targets).get(uid).is_some_and(|t| t == targets))
     }
 
     /// Whether a memory of `name` is held (for tests).

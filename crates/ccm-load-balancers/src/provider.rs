@@ -1,8 +1,6 @@
 //! [`AwsLoadBalancers`]: the `LoadBalancer` capability over the EC2, Classic ELB and ELBv2 ports, and
 //! [`plan_for`], the dry run over the same code.
 
-use std::{collections::BTreeSet, sync::Mutex};
-
 use ccm_aws_api::{Ec2, Elb, Elbv2, ec2::AvailabilityZone};
 use ccm_cloud_provider::{CloudError, Ensured, LoadBalancer, LoadBalancerStatus, Notice};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, Service};
@@ -30,12 +28,13 @@ pub struct AwsLoadBalancers<E, L, V> {
     elbv2: V,
     config: LoadBalancerConfig,
     zones: OnceCell<Vec<AvailabilityZone>>,
-    /// Load balancers this process has seen to be ours (made by it, or found with our tags by a full ensure), so
-    /// that node-change updates need not read tags again before registering instances.
-    verified: Mutex<BTreeSet<String>>,
-    /// What the load balancers and their instances looked like after the last ensure or update, so that node
-    /// changes cost only their writes.
+    /// What this process knows of its load balancers between calls: which are ours, the targets each was last
+    /// given, what they and their instances looked like after the last ensure or update. Node changes then cost
+    /// only their writes, and nothing for a load balancer whose targets they leave as they are.
     memory: HostMemory,
+    /// Every host update a full ensure (the Go controller's call pattern; see
+    /// [`AwsLoadBalancers::with_full_ensure_host_updates`]).
+    full_ensure_host_updates: bool,
 }
 
 /// The error of a recreation that failed part-way: what was being done, then the failure, keeping its retry
@@ -103,9 +102,19 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             elbv2,
             config,
             zones: OnceCell::new(),
-            verified: Mutex::default(),
             memory: HostMemory::default(),
+            full_ensure_host_updates: false,
         }
+    }
+
+    /// Every host update (a node change) a full ensure, never skipped, when `on`: the Go provider's call
+    /// pattern, for the scale harness's side-by-side measurement (the binary's hidden
+    /// `--lb-host-update-full-ensure`). Off by default: a host update writes only the targets and rules that
+    /// changed, planned from memory, and nothing when the Service's targets did not change.
+    #[must_use]
+    pub fn with_full_ensure_host_updates(mut self, on: bool) -> Self {
+        self.full_ensure_host_updates = on;
+        self
     }
 
     /// The configuration.
@@ -182,13 +191,19 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         service: &Service,
         nodes: &[&Node],
     ) -> Result<Ensured, CloudError> {
-        let spec = parse_service(service).map_err(Error::from)?;
-        match spec.flavour {
+        let uid = service.metadata.uid.as_deref();
+        let spec = parse_service(service)
+            .map_err(Error::from)
+            .inspect_err(|_| self.memory.settle_targets(uid, None))?;
+        let result = match spec.flavour {
             Flavour::External => Err(CloudError::ImplementedElsewhere),
             // Boxed: the NLB path's state (large with the SDK adapter's futures) lives on the heap.
             Flavour::Network => Box::pin(self.ensure_with::<Network>(cluster_name, &spec, nodes)).await,
             Flavour::Classic => Box::pin(self.ensure_with::<Classic>(cluster_name, &spec, nodes)).await,
-        }
+        };
+        let targets = shared::target_instances(nodes, &spec.target_node_labels);
+        self.memory.settle_targets(uid, result.is_ok().then_some(targets));
+        result
     }
 
     /// Ensure for one flavour: build, observe, plan, apply; the status and the Warning notices.
@@ -231,7 +246,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
                 Some(reason) => recreation_failed(F::KIND, reason, e),
                 None => e.into(),
             })?;
-        self.verify(name, true);
+        self.memory.verify(name, true);
         let outcome = hosts::Outcome::<F> {
             desired: &desired,
             observed: &observed,
@@ -249,12 +264,28 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
 
     #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
     async fn update(&self, cluster_name: &str, service: &Service, nodes: &[&Node]) -> Result<(), CloudError> {
-        let spec = parse_service(service).map_err(Error::from)?;
-        match spec.flavour {
+        if self.full_ensure_host_updates {
+            return self.ensure(cluster_name, service, nodes).await.map(drop);
+        }
+        let uid = service.metadata.uid.as_deref();
+        let spec = parse_service(service)
+            .map_err(Error::from)
+            .inspect_err(|_| self.memory.settle_targets(uid, None))?;
+        let targets = shared::target_instances(nodes, &spec.target_node_labels);
+        if self.memory.same_targets(uid, &targets) {
+            tracing::debug!(
+                targets = targets.len(),
+                "host update leaves the load balancer's targets as they are; nothing to do"
+            );
+            return Ok(());
+        }
+        let result = match spec.flavour {
             Flavour::External => Err(CloudError::ImplementedElsewhere),
             Flavour::Network => Box::pin(self.update_with::<Network>(cluster_name, spec, nodes)).await,
             Flavour::Classic => Box::pin(self.update_with::<Classic>(cluster_name, spec, nodes)).await,
-        }
+        };
+        self.memory.settle_targets(uid, result.is_ok().then_some(targets));
+        result
     }
 
     async fn get(&self, service: &Service) -> Result<Option<LoadBalancerStatus>, CloudError> {

@@ -14,6 +14,46 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 
+/// The setters of `metadata` both builders share (each wraps its object in `.0`).
+macro_rules! metadata_setters {
+    () => {
+        /// Sets `metadata.uid`.
+        pub fn uid(mut self, uid: &str) -> Self {
+            self.0.metadata.uid = Some(uid.to_owned());
+            self
+        }
+
+        /// Adds the label `key=value`.
+        pub fn label(mut self, key: &str, value: &str) -> Self {
+            insert(&mut self.0.metadata.labels, key, value);
+            self
+        }
+
+        /// Adds every label of `labels`.
+        pub fn labels(self, labels: &[(&str, &str)]) -> Self {
+            labels.iter().fold(self, |b, (k, v)| b.label(k, v))
+        }
+
+        /// Adds the annotation `key=value`.
+        pub fn annotation(mut self, key: &str, value: &str) -> Self {
+            insert(&mut self.0.metadata.annotations, key, value);
+            self
+        }
+
+        /// Adds every annotation of `annotations`.
+        pub fn annotations(self, annotations: &[(&str, &str)]) -> Self {
+            annotations
+                .iter()
+                .fold(self, |b, (k, v)| b.annotation(k, v))
+        }
+    };
+}
+
+fn insert(map: &mut Option<BTreeMap<String, String>>, key: &str, value: &str) {
+    map.get_or_insert_with(BTreeMap::new)
+        .insert(key.to_owned(), value.to_owned());
+}
+
 /// A Node, field by field.
 #[derive(Debug, Clone)]
 #[must_use]
@@ -42,30 +82,7 @@ impl NodeBuilder {
         self
     }
 
-    /// Sets `metadata.uid`.
-    pub fn uid(mut self, uid: &str) -> Self {
-        self.0.metadata.uid = Some(uid.to_owned());
-        self
-    }
-
-    /// Adds the label `key=value`.
-    pub fn label(mut self, key: &str, value: &str) -> Self {
-        let labels = self.0.metadata.labels.get_or_insert_with(BTreeMap::new);
-        labels.insert(key.to_owned(), value.to_owned());
-        self
-    }
-
-    /// Adds every label of `labels`.
-    pub fn labels(self, labels: &[(&str, &str)]) -> Self {
-        labels.iter().fold(self, |b, (k, v)| b.label(k, v))
-    }
-
-    /// Adds the annotation `key=value`.
-    pub fn annotation(mut self, key: &str, value: &str) -> Self {
-        let annotations = self.0.metadata.annotations.get_or_insert_with(BTreeMap::new);
-        annotations.insert(key.to_owned(), value.to_owned());
-        self
-    }
+    metadata_setters!();
 
     /// Sets `metadata.creationTimestamp` to `seconds` after the epoch.
     pub fn created_at(mut self, seconds: i64) -> Self {
@@ -149,34 +166,11 @@ impl ServiceBuilder {
         self.0.spec.get_or_insert_with(ServiceSpec::default)
     }
 
-    /// Sets `metadata.uid`.
-    pub fn uid(mut self, uid: &str) -> Self {
-        self.0.metadata.uid = Some(uid.to_owned());
-        self
-    }
+    metadata_setters!();
 
     /// Sets `spec.type`.
     pub fn type_(mut self, type_: &str) -> Self {
         self.spec().type_ = Some(type_.to_owned());
-        self
-    }
-
-    /// Adds the annotation `key=value`.
-    pub fn annotation(mut self, key: &str, value: &str) -> Self {
-        let annotations = self.0.metadata.annotations.get_or_insert_with(BTreeMap::new);
-        annotations.insert(key.to_owned(), value.to_owned());
-        self
-    }
-
-    /// Adds every annotation of `annotations`.
-    pub fn annotations(self, annotations: &[(&str, &str)]) -> Self {
-        annotations.iter().fold(self, |b, (k, v)| b.annotation(k, v))
-    }
-
-    /// Adds the label `key=value`.
-    pub fn label(mut self, key: &str, value: &str) -> Self {
-        let labels = self.0.metadata.labels.get_or_insert_with(BTreeMap::new);
-        labels.insert(key.to_owned(), value.to_owned());
         self
     }
 

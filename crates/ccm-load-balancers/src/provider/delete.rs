@@ -1,6 +1,6 @@
 //! Deletion and the ownership record of [`AwsLoadBalancers`]: both flavours' leftovers found by name and tag.
 
-use std::{collections::BTreeSet, future::Future, sync::PoisonError};
+use std::{collections::BTreeSet, future::Future};
 
 use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SecurityGroupId, Tags};
 use ccm_cloud_provider::CloudError;
@@ -32,7 +32,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             .iter()
             .flat_map(|k| annotations.list(*k).unwrap_or_default().iter().cloned())
             .collect();
-        self.verify(&name, false);
+        self.memory.verify(&name, false);
+        self.memory.settle_targets(service.metadata.uid.as_deref(), None);
         self.memory.forget(&name);
         // The node rules' source when the load balancer is gone already: the first given group, else the
         // operator's `ElbSecurityGroup`.
@@ -88,16 +89,6 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         Ok(())
     }
 
-    /// Records that `name` is ours (`true`) or forgets it.
-    pub(super) fn verify(&self, name: &str, ours: bool) {
-        let mut verified = self.verified.lock().unwrap_or_else(PoisonError::into_inner);
-        if ours {
-            verified.insert(name.to_owned());
-        } else {
-            verified.remove(name);
-        }
-    }
-
     /// The ownership check of an update, which reads no tags otherwise: `tags` is read only for a load balancer
     /// this process has not yet seen to be ours.
     pub(super) async fn ours(
@@ -105,19 +96,14 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         name: &str,
         tags: impl Future<Output = Result<Tags, AwsError>>,
     ) -> Result<(), Error> {
-        if self
-            .verified
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(name)
-        {
+        if self.memory.verified(name) {
             return Ok(());
         }
         let tags = tags
             .await
             .map_err(Error::aws("reading the load balancer's tags"))?;
         ownership::check(&self.config, name, &tags)?;
-        self.verify(name, true);
+        self.memory.verify(name, true);
         Ok(())
     }
 }

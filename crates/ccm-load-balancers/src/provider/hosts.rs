@@ -192,7 +192,9 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             let (namespace, service_name) = crate::spec::namespace_and_name(service);
             let key = ccm_cloud_provider::namespaced_key(namespace, service_name);
             if drifts.iter().any(|d| d.service == key) {
+                // Its next host update reads again, whatever its targets, and so repairs what it can.
                 self.memory.forget(&name);
+                self.memory.settle_targets(service.metadata.uid.as_deref(), None);
             } else {
                 names.insert(name);
             }
@@ -201,12 +203,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             .into_iter()
             .map(|i| i.into_string())
             .collect();
-        self.memory.retain(&names, &instances);
         // Load balancers of Services gone without a deletion seen by this process are not ours to remember.
-        self.verified
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .retain(|name| names.contains(name));
+        self.memory.retain(&names, &instances);
     }
 }
 
