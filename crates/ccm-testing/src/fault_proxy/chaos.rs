@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::Fault;
 
-/// The seeded random-fault mode of [`FaultProxy::set_chaos`].
+/// The seeded random-fault mode of [`FaultProxy::set_chaos`](super::FaultProxy::set_chaos).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chaos {
     /// The seed.
