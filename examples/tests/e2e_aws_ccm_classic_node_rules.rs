@@ -54,7 +54,7 @@ async fn e2e_a_given_group_reaches_only_the_services_ports() {
         .filters(
             Filter::builder()
                 .name("vpc-id")
-                .values(&world.network.vpc_id)
+                .values(&world.network.vpc)
                 .build(),
         )
         .filters(Filter::builder().name("group-name").values("default").build())

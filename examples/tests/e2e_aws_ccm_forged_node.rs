@@ -86,7 +86,7 @@ async fn e2e_a_forged_node_steers_nothing() {
     let table = world
         .raw
         .create_route_table()
-        .vpc_id(&world.network.vpc_id)
+        .vpc_id(&world.network.vpc)
         .tag_specifications(
             aws_sdk_ec2::types::TagSpecification::builder()
                 .resource_type(aws_sdk_ec2::types::ResourceType::RouteTable)
@@ -124,7 +124,7 @@ async fn e2e_a_forged_node_steers_nothing() {
         .instance_type(aws_sdk_ec2::types::InstanceType::M5Large)
         .min_count(1)
         .max_count(1)
-        .subnet_id(&world.network.subnet_id)
+        .subnet_id(world.network.subnet())
         .security_group_ids(&db_group)
         .send()
         .await

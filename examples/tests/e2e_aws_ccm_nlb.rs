@@ -136,7 +136,7 @@ async fn owned_groups(world: &World) -> Vec<String> {
         .filters(
             aws_sdk_ec2::types::Filter::builder()
                 .name("vpc-id")
-                .values(&world.network.vpc_id)
+                .values(&world.network.vpc)
                 .build(),
         )
         .filters(

@@ -52,7 +52,7 @@ async fn route_table(world: &World, tag: Option<(&str, &str)>) -> String {
     let table = world
         .raw
         .create_route_table()
-        .vpc_id(&world.network.vpc_id)
+        .vpc_id(&world.network.vpc)
         .send()
         .await
         .unwrap();
@@ -78,7 +78,9 @@ async fn e2e_routes_follow_nodes_and_instances_are_tagged() {
     let other_key = format!("kubernetes.io/cluster/other-{}", world.cluster_id);
     let theirs = route_table(&world, Some((&other_key, "owned"))).await;
     let untagged = route_table(&world, None).await;
-    let foreign = ccm_testing::ec2::launch(&world.raw, &world.network, 1, &[(&other_key, "owned")])
+    let foreign = world
+        .network
+        .launch(1, &[(&other_key, "owned")])
         .await
         .unwrap()
         .remove(0);

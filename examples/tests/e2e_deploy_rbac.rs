@@ -310,7 +310,7 @@ async fn exercise(admin: &kube::Client, account: &str, credentials_flag: &str, l
     let table = world
         .raw
         .create_route_table()
-        .vpc_id(&world.network.vpc_id)
+        .vpc_id(&world.network.vpc)
         .send()
         .await
         .unwrap();

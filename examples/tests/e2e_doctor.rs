@@ -25,7 +25,10 @@ async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
     let world = World::new("").await;
     let external = format!(
         "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {}\n",
-        env.aws_region, world.network.vpc_id, world.network.subnet_id, world.cluster_id
+        env.aws_region,
+        world.network.vpc,
+        world.network.subnet(),
+        world.cluster_id
     );
     let world = World {
         extra_config: external,
@@ -44,7 +47,7 @@ async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
     // Leaks of a Service that does not exist: a Classic ELB, its group, a target group; and a shared group
     // named for the same Service, which is never a leak.
     let adapter = Adapter::new(&env.aws_config().await, AdapterOptions::default());
-    let vpc = VpcId::new(&world.network.vpc_id);
+    let vpc = VpcId::new(&world.network.vpc);
     let gone = format!("default/{}", unique_name("doctor-gone"));
     let key = world.cluster_key();
     let tagged = |value: &str| -> Tags {
@@ -55,7 +58,7 @@ async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
         .into()
     };
     // A generated-looking name (`a` + 31 hex digits) that no Service's UID gives: from the VPC, unique per run.
-    let mut lb = format!("a{:0>31}", world.network.vpc_id.trim_start_matches("vpc-"));
+    let mut lb = format!("a{:0>31}", world.network.vpc.trim_start_matches("vpc-"));
     lb.truncate(32);
     let group = |name: String, tags: Tags| NewSecurityGroup {
         name,
@@ -76,7 +79,7 @@ async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
     let classic = NewClassicLoadBalancer {
         name: lb.clone(),
         internal: true,
-        subnets: vec![SubnetId::new(&world.network.subnet_id)],
+        subnets: vec![SubnetId::new(world.network.subnet())],
         security_groups: vec![leak_sg.clone()],
         listeners: vec![ClassicListener::new("TCP", 80, "TCP", 30080)],
         tags: tagged("owned"),

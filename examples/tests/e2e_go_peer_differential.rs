@@ -99,7 +99,7 @@ async fn e2e_go_and_ours_make_the_same_resources_for_every_annotation() {
     };
     let table = cases::all(&inputs);
     assert!(table.len() >= 20, "at least 20 Services");
-    let vpc = &world.network.vpc_id;
+    let vpc = &world.network.vpc;
     let baseline = aws.snapshot(vpc).await;
     let config = start.go_config();
 
@@ -151,7 +151,7 @@ async fn go_serves(
         go.check_running().unwrap_or_else(|e| panic!("{e}"))
     })
     .await;
-    let mut facts = Aws::connect().await.snapshot(&world.network.vpc_id).await;
+    let mut facts = Aws::connect().await.snapshot(&world.network.vpc).await;
     facts.extend(served);
     go.terminate().await.unwrap();
     (facts, run, proxy.requests_by_action().values().sum())
@@ -175,7 +175,7 @@ impl Ours {
         // minutes, and the resources are the same either way. Time to serve is compared by the scale harness.
         let flags = ["--controllers=cloud-node,service", "--aws-client-rate-limits-off"];
         let ccm = Ccm::start_with_config(world, &file, &flags);
-        let vpc = world.network.vpc_id.clone();
+        let vpc = world.network.vpc.clone();
         Self { ccm, proxy, vpc }
     }
 

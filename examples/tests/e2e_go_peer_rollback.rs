@@ -44,10 +44,10 @@ async fn e2e_the_go_controller_takes_over_what_ours_made_and_deletes_it() {
         aws,
     } = start;
     tag_node_group(&world, &aws, &launched[0]).await;
-    let baseline = aws.snapshot(&world.network.vpc_id).await;
+    let baseline = aws.snapshot(&world.network.vpc).await;
 
     let served = ours_makes(&world, &config, &services, &launched).await;
-    let ours_made = aws.snapshot(&world.network.vpc_id).await;
+    let ours_made = aws.snapshot(&world.network.vpc).await;
     assert_serving(&ours_made, &served, &launched);
     let nodes_before = node_facts(&world.nodes, &launched).await;
 
@@ -118,7 +118,7 @@ async fn go_takes_over(
     // A few more seconds of running: anything it would still change shows now.
     tokio::time::sleep(Duration::from_secs(10)).await;
     go.check_running().unwrap_or_else(|e| panic!("{e}"));
-    let taken_over = aws.snapshot(&world.network.vpc_id).await;
+    let taken_over = aws.snapshot(&world.network.vpc).await;
     let changes = diff(ours_made, &taken_over);
     let written = writes(proxy);
     println!("AWS resources, ours -> Go:\n{}", show(&changes));
@@ -155,7 +155,7 @@ async fn go_takes_over(
 /// The changes the migration guide announces for this rollback, from what ours made.
 async fn expected_rollback(aws: &Aws, world: &World, served: &Served) -> BTreeMap<String, Delta> {
     let node_group = &served.node_group;
-    let subnet_cidr = subnet_cidr(aws, &world.network.subnet_id).await;
+    let subnet_cidr = subnet_cidr(aws, world.network.subnet()).await;
     // Nothing on the Classic side: the Go controller asks only whether some rule of the node group names the
     // Classic ELB's group as its source (filter `ip-permission.group-id`), and ours' narrowed rules do, so it
     // adds no all-traffic rule. Its NLB health rule, which ours leaves out where the client rule covers it, comes
@@ -182,7 +182,7 @@ async fn second_round(
     served: &Served,
 ) -> GoCcm {
     let aws = Aws::connect().await;
-    let before_facts = aws.snapshot(&world.network.vpc_id).await;
+    let before_facts = aws.snapshot(&world.network.vpc).await;
     let before = writes(proxy);
     go.terminate().await.unwrap();
     drop(go);
@@ -195,7 +195,7 @@ async fn second_round(
         "the restarted Go controller's writes {again:?}:\n{}",
         list_requests(proxy, &again)
     );
-    let changes = diff(&before_facts, &aws.snapshot(&world.network.vpc_id).await);
+    let changes = diff(&before_facts, &aws.snapshot(&world.network.vpc).await);
     assert!(
         changes.is_empty(),
         "the restarted Go controller changed:\n{}",
@@ -226,7 +226,7 @@ async fn go_deletes(
     config: &GoCloudConfig,
 ) {
     let aws = Aws::connect().await;
-    let before_delete = aws.snapshot(&world.network.vpc_id).await;
+    let before_delete = aws.snapshot(&world.network.vpc).await;
     let managed = managed_group(&before_delete, served);
     let before = writes(proxy);
     delete_and_wait(go, services, &served.nlb_service).await;
@@ -256,7 +256,7 @@ async fn go_deletes(
         .matches("Ignoring DependencyViolation while deleting load-balancer security group")
         .count();
     assert_deletion_writes(proxy, &before, u64::try_from(refused).unwrap());
-    let left = diff(baseline, &aws.snapshot(&world.network.vpc_id).await);
+    let left = diff(baseline, &aws.snapshot(&world.network.vpc).await);
     assert!(
         left.is_empty(),
         "after the fix and the Go controller's deletion, the VPC differs from before ours ran:\n{}",
@@ -308,7 +308,7 @@ async fn assert_stuck(
             Delta::Added(format!("kubernetes.io/rule/elb={}", served.clb)),
         );
     }
-    let left = diff(baseline, &aws.snapshot(&world.network.vpc_id).await);
+    let left = diff(baseline, &aws.snapshot(&world.network.vpc).await);
     assert_eq!(
         left,
         expected,

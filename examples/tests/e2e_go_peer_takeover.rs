@@ -38,10 +38,10 @@ async fn e2e_ours_takes_over_what_the_go_controller_made_and_deletes_it() {
         launched,
         aws,
     } = start;
-    let baseline = aws.snapshot(&world.network.vpc_id).await;
+    let baseline = aws.snapshot(&world.network.vpc).await;
 
     let served = go_makes(&world, &config, &services, &launched).await;
-    let go_made = aws.snapshot(&world.network.vpc_id).await;
+    let go_made = aws.snapshot(&world.network.vpc).await;
     assert_serving(&go_made, &served, &launched);
     let nodes_before = node_facts(&world.nodes, &launched).await;
 
@@ -121,7 +121,7 @@ async fn ours_takes_over(
     // A few more seconds of running: anything it would still change shows now.
     tokio::time::sleep(Duration::from_secs(10)).await;
     ccm.assert_running();
-    let taken_over = aws.snapshot(&world.network.vpc_id).await;
+    let taken_over = aws.snapshot(&world.network.vpc).await;
     let changes = diff(go_made, &taken_over);
     let written = writes(proxy);
     println!("AWS resources, Go -> ours:\n{}", show(&changes));
@@ -173,7 +173,7 @@ async fn expected_takeover(
         .cloned()
         .expect("the Classic ELB's managed group");
     let node_group = &served.node_group;
-    let subnet_cidr = subnet_cidr(aws, &world.network.subnet_id).await;
+    let subnet_cidr = subnet_cidr(aws, world.network.subnet()).await;
     let mut expected = BTreeMap::new();
     // "Classic ELB node rules are narrowed": the wide rule from the Classic ELB's group goes, one tcp rule per node
     // port (the health check's port is the first of them) comes, described with the load balancer's name.
@@ -245,7 +245,7 @@ async fn ours_deletes(
         list_requests(proxy, &deleted)
     );
     let aws = Aws::connect().await;
-    let left = diff(baseline, &aws.snapshot(&world.network.vpc_id).await);
+    let left = diff(baseline, &aws.snapshot(&world.network.vpc).await);
     assert!(
         left.is_empty(),
         "what the Go controller made is not all gone (difference from before it ran):\n{}",

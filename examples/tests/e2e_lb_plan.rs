@@ -38,7 +38,10 @@ async fn e2e_lb_plan_prints_the_creation_and_changes_nothing() {
     let launched = world.launch(1).await;
     let external = format!(
         "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {}\n",
-        env.aws_region, world.network.vpc_id, world.network.subnet_id, world.cluster_id
+        env.aws_region,
+        world.network.vpc,
+        world.network.subnet(),
+        world.cluster_id
     );
     let external_world = World {
         extra_config: external,

@@ -11,7 +11,7 @@ use std::{
     process::{Command, Stdio},
 };
 
-use ccm_testing::{TestEnv, ec2, load_balancers::LoadBalancers, vpc};
+use ccm_testing::{TestEnv, ec2, load_balancers::LoadBalancers, world};
 
 /// The text of section `title` (from its `== title` heading to the next heading).
 fn section<'a>(stdout: &'a str, title: &str) -> &'a str {
@@ -120,7 +120,7 @@ async fn e2e_sandbox_shows_every_capability_before_and_after() {
     let routes = section(&stdout, "Pod CIDR routes");
     let table = words_after(routes, "route table ")[0].to_owned();
     let raw = ec2::client(env).await;
-    assert_eq!(vpc::instance_routes(&raw, &table).await.unwrap(), cidrs);
+    assert_eq!(world::instance_routes(&raw, &table).await.unwrap(), cidrs);
 
     // Load balancers: none before; after, the hostnames are the DNS names and every instance is registered,
     // as moto has them now.
@@ -175,5 +175,5 @@ async fn e2e_sandbox_shows_every_capability_before_and_after() {
     check_cleanup_and_ccm(&stdout);
     // And in moto: neither load balancer nor any route is left.
     assert!(aws.classic(&classic).await.is_none() && aws.network(&nlb).await.is_none());
-    assert!(vpc::instance_routes(&raw, &table).await.unwrap().is_empty());
+    assert!(world::instance_routes(&raw, &table).await.unwrap().is_empty());
 }

@@ -32,11 +32,15 @@ async fn routes_to_terminated_instances_and_stuck_nodes_are_listed() {
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster_id = unique_name("doctor-rt");
     let key = format!("kubernetes.io/cluster/{cluster_id}");
-    let network = ec2::network(&raw, ec2::octet_for(&cluster_id)).await.unwrap();
-    let launched = ec2::launch(&raw, &network, 2, &[(&key, "owned")]).await.unwrap();
+    let network = ccm_testing::world::World::builder(ec2::octet_for(&cluster_id))
+        .subnet("us-east-1a", &[])
+        .build(&raw)
+        .await
+        .unwrap();
+    let launched = network.launch(2, &[(&key, "owned")]).await.unwrap();
     let table = raw
         .create_route_table()
-        .vpc_id(&network.vpc_id)
+        .vpc_id(&network.vpc)
         .send()
         .await
         .unwrap();
@@ -91,8 +95,8 @@ async fn routes_to_terminated_instances_and_stuck_nodes_are_listed() {
     }
     let w = World {
         adapter,
-        vpc: VpcId::new(&network.vpc_id),
-        subnet: SubnetId::new(&network.subnet_id),
+        vpc: VpcId::new(&network.vpc),
+        subnet: SubnetId::new(network.subnet()),
         client,
     };
     let scope = Scope::new(ClusterTags::new(&cluster_id, false).unwrap(), now())

@@ -38,12 +38,16 @@ async fn planted_leaks_are_listed_and_deleted_and_nothing_else() {
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster_id = unique_name("doctor");
     let cluster_key = format!("kubernetes.io/cluster/{cluster_id}");
-    let network = ec2::network(&raw, ec2::octet_for(&cluster_id)).await.unwrap();
+    let network = ccm_testing::world::World::builder(ec2::octet_for(&cluster_id))
+        .subnet("us-east-1a", &[])
+        .build(&raw)
+        .await
+        .unwrap();
     let client = env.kube_client().await.unwrap();
     let w = World {
         adapter,
-        vpc: VpcId::new(&network.vpc_id),
-        subnet: SubnetId::new(&network.subnet_id),
+        vpc: VpcId::new(&network.vpc),
+        subnet: SubnetId::new(network.subnet()),
         client: client.clone(),
     };
     let owned_for = |service: &str| tags(&[(&cluster_key, "owned"), ("kubernetes.io/service-name", service)]);
@@ -244,11 +248,15 @@ async fn resources_aws_still_holds_are_in_use_and_go_on_the_next_run() {
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster_id = unique_name("doctor-busy");
     let cluster_key = format!("kubernetes.io/cluster/{cluster_id}");
-    let network = ec2::network(&raw, ec2::octet_for(&cluster_id)).await.unwrap();
+    let network = ccm_testing::world::World::builder(ec2::octet_for(&cluster_id))
+        .subnet("us-east-1a", &[])
+        .build(&raw)
+        .await
+        .unwrap();
     let w = World {
         adapter: Adapter::new(&sdk, options),
-        vpc: VpcId::new(&network.vpc_id),
-        subnet: SubnetId::new(&network.subnet_id),
+        vpc: VpcId::new(&network.vpc),
+        subnet: SubnetId::new(network.subnet()),
         client: env.kube_client().await.unwrap(),
     };
     let gone = format!("default/{}", unique_name("doctor-gone"));

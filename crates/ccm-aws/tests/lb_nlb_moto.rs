@@ -1012,7 +1012,7 @@ async fn a_pinned_subnet_in_a_new_zone_is_added_in_place() {
         cidrs.sort();
         cidrs
     };
-    assert_eq!(health_sources().await, ["10.132.1.0/24"]);
+    assert_eq!(health_sources().await, ["10.132.0.0/20"]);
 
     // The second zone's subnet added: one SetSubnets on the same NLB, and the health rule follows at once.
     let both = annotated(&format!("{},{}", w.subnets[1], w.subnets[0]));
@@ -1029,7 +1029,7 @@ async fn a_pinned_subnet_in_a_new_zone_is_added_in_place() {
     let mut wanted = w.subnets.clone();
     wanted.sort();
     assert_eq!(subnets_of(&after), wanted);
-    assert_eq!(health_sources().await, ["10.132.1.0/24", "10.132.2.0/24"]);
+    assert_eq!(health_sources().await, ["10.132.0.0/20", "10.132.16.0/20"]);
 
     // Steady.
     let before = mutation_counts(&metrics);

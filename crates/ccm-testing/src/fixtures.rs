@@ -181,11 +181,12 @@ impl ServiceBuilder {
         self
     }
 
-    /// Adds the port `port`/`protocol` named `p<port>`, to target port 8080, with `node_port` when given.
+    /// Adds the port `port`/`protocol` named `p<port>-<protocol in lower case>` (so one port number may serve two
+    /// protocols), to target port 8080, with `node_port` when given.
     pub fn port(mut self, port: i32, protocol: &str, node_port: Option<i32>) -> Self {
         let ports = self.spec().ports.get_or_insert_with(Vec::new);
         ports.push(ServicePort {
-            name: Some(format!("p{port}")),
+            name: Some(format!("p{port}-{}", protocol.to_lowercase())),
             port,
             protocol: Some(protocol.to_owned()),
             node_port,

@@ -11,9 +11,10 @@
 //!   [`process`] (a controller process's peak memory and CPU time);
 //! - [`FaultProxy`] (AWS faults between a client and moto), [`TcpDelayProxy`] and [`ImdsEmulator`] (IMDSv2 on
 //!   loopback);
-//! - behind the `aws` feature, moto fixtures built with the AWS SDK: `world` (a test's VPC, subnets, internet
-//!   gateway, security groups and instances, from one builder), `ec2` and `vpc` (the simpler network of
-//!   the composition tests and the sandbox), `load_balancers` (reading load balancers back) and `metrics`
+//! - behind the `aws` feature, moto fixtures built with the AWS SDK: `world` (the one network fixture: a
+//!   test's VPC, subnets, internet gateway, security groups, instances and route tables, from one builder, for
+//!   the moto tests, the end-to-end tests and the harnesses alike), `ec2` (the client, the AMI, octets and the
+//!   cloud config pointing the CCM at moto), `load_balancers` (reading load balancers back) and `metrics`
 //!   (scraping the CCM's `/metrics`).
 //!
 //! The environment is started by `scripts/testenv.sh up` (the README's test command does it) and reaches
@@ -41,8 +42,6 @@ pub mod process;
 pub mod provider;
 pub mod services;
 mod tcp_proxy;
-#[cfg(feature = "aws")]
-pub mod vpc;
 #[cfg(feature = "aws")]
 pub mod world;
 

@@ -21,12 +21,16 @@
 //! ```
 //!
 //! Worlds never share a VPC, so tests running at the same time against one moto do not see each other's
-//! resources; the octet chooses the CIDR (and with it the instances' private DNS names).
+//! resources; the octet chooses the CIDR (and with it the instances' private DNS names). This is the one network
+//! fixture of the workspace: the moto tests, the end-to-end tests and the harnesses all build theirs here (the
+//! load-balancer tests of ccm-aws add the adapter and the provider on top, in their `lb_support`).
 
 use aws_sdk_ec2::{
     Client,
-    types::{InstanceType, ResourceType, Tag, TagSpecification},
+    types::{InstanceNetworkInterfaceSpecification, InstanceType, ResourceType, Tag, TagSpecification},
 };
+
+use std::collections::BTreeMap;
 
 use crate::ec2::{AMI, Launched};
 
@@ -64,6 +68,7 @@ struct Batch {
 #[must_use]
 pub struct WorldBuilder {
     octet: u8,
+    prefix: u8,
     subnets: Vec<(String, Tags)>,
     internet_gateway: bool,
     groups: Vec<Tags>,
@@ -79,7 +84,8 @@ pub struct World {
     pub vpc: String,
     /// The second octet of the VPC's CIDR.
     pub octet: u8,
-    /// Subnet IDs: the `n`-th asked for is `10.<octet>.<n+1>.0/24`.
+    /// Subnet IDs: the `n`-th asked for is the `n`-th block of the builder's size, `10.<octet>.<16n>.0/20` by
+    /// default (4,091 addresses each; see [`WorldBuilder::subnet_size`]).
     pub subnets: Vec<String>,
     /// The subnets' CIDRs, in the same order.
     pub subnet_cidrs: Vec<String>,
@@ -91,12 +97,62 @@ pub struct World {
     pub instances: Vec<Launched>,
 }
 
+/// The routes of `table` as `(destination, instance)` pairs (IPv4 or IPv6 destination; the instance is empty
+/// for a route to a gateway), sorted, the local route left out.
+pub async fn table_routes(ec2: &Client, table: &str) -> Result<Vec<(String, String)>, aws_sdk_ec2::Error> {
+    let out = ec2.describe_route_tables().route_table_ids(table).send().await?;
+    let mut routes: Vec<(String, String)> = out
+        .route_tables()
+        .iter()
+        .flat_map(|t| t.routes())
+        .filter(|r| r.gateway_id() != Some("local"))
+        .map(|r| {
+            (
+                r.destination_cidr_block()
+                    .or(r.destination_ipv6_cidr_block())
+                    .unwrap_or_default()
+                    .to_owned(),
+                r.instance_id().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    routes.sort();
+    Ok(routes)
+}
+
+/// The routes of `table` that target an instance: destination CIDR -> instance ID.
+pub async fn instance_routes(
+    ec2: &Client,
+    table: &str,
+) -> Result<BTreeMap<String, String>, aws_sdk_ec2::Error> {
+    let routes = table_routes(ec2, table).await?;
+    Ok(routes
+        .into_iter()
+        .filter(|(_, instance)| !instance.is_empty())
+        .collect())
+}
+
 // === impl WorldBuilder ===
 
 impl WorldBuilder {
-    /// A subnet in `zone` tagged `tags`; the `n`-th subnet gets `10.<octet>.<n+1>.0/24`.
+    /// A subnet in `zone` tagged `tags`; the `n`-th subnet gets the `n`-th block of the VPC of the subnets' size,
+    /// `10.<octet>.<16n>.0/20` by default.
     pub fn subnet(mut self, zone: &str, tags: &[(&str, &str)]) -> Self {
         self.subnets.push((zone.to_owned(), owned(tags)));
+        self
+    }
+
+    /// Subnets of prefix length `prefix` (17 to 24; 20 by default): a /17 holds the scale harness's 5,000
+    /// instances and more, and then the VPC has room for two subnets.
+    ///
+    /// # Panics
+    /// When `prefix` is outside 17..=24 (a mistake in the test).
+    #[allow(clippy::panic)]
+    pub fn subnet_size(mut self, prefix: u8) -> Self {
+        if !(17..=24).contains(&prefix) {
+            panic!("subnet prefix /{prefix}: accepted are /17 to /24");
+        }
+        self.prefix = prefix;
         self
     }
 
@@ -162,7 +218,7 @@ impl WorldBuilder {
             instances: Vec::new(),
         };
         for (zone, tags) in &self.subnets {
-            world.add_subnet(zone, tags).await?;
+            world.add_subnet(zone, self.prefix, tags).await?;
         }
         if self.internet_gateway {
             world.add_internet_gateway().await?;
@@ -197,11 +253,74 @@ impl World {
     pub fn builder(octet: u8) -> WorldBuilder {
         WorldBuilder {
             octet,
+            prefix: 20,
             subnets: Vec::new(),
             internet_gateway: false,
             groups: Vec::new(),
             batches: Vec::new(),
         }
+    }
+
+    /// The first subnet, where instances are launched.
+    ///
+    /// # Panics
+    /// When the world has no subnet (a builder without subnets and without instances: a mistake in the test).
+    #[allow(clippy::expect_used)]
+    pub fn subnet(&self) -> &str {
+        self.subnets.first().expect("the world has no subnet")
+    }
+
+    /// Makes every subnet public after the fact, as [`WorldBuilder::internet_gateway`] does at build time, and tags
+    /// them `tags` (for example `kubernetes.io/role/elb=1` and the cluster tag): what an end-to-end test does once
+    /// it knows its cluster. Returns the internet gateway's ID.
+    pub async fn make_public(&self, tags: &[(&str, &str)]) -> Result<String, aws_sdk_ec2::Error> {
+        let igw = self.open_to_internet().await?;
+        if !tags.is_empty() {
+            let mut req = self.ec2.create_tags().set_resources(Some(self.subnets.clone()));
+            for (k, v) in tags {
+                req = req.tags(Tag::builder().key(*k).value(*v).build());
+            }
+            req.send().await?;
+        }
+        Ok(igw)
+    }
+
+    /// Launches one m5.large instance in the first subnet as AWS launches a node: its primary network interface,
+    /// in `groups`, is deleted with the instance, so that its private address is free again once it is terminated
+    /// (moto keeps the address of an interface it made implicitly for ever, and refuses another instance at it);
+    /// at `ip` when given (another instance's address reused: same subnet, same private DNS name). Tagged `tags`.
+    pub async fn launch_node(
+        &self,
+        groups: &[&str],
+        ip: Option<&str>,
+        tags: &[(&str, &str)],
+    ) -> Result<Vec<Launched>, aws_sdk_ec2::Error> {
+        let mut interface = InstanceNetworkInterfaceSpecification::builder()
+            .device_index(0)
+            .subnet_id(self.subnet())
+            .delete_on_termination(true)
+            .set_private_ip_address(ip.map(str::to_owned));
+        for group in groups {
+            interface = interface.groups(*group);
+        }
+        let mut req = self
+            .ec2
+            .run_instances()
+            .image_id(AMI)
+            .instance_type(InstanceType::M5Large)
+            .min_count(1)
+            .max_count(1)
+            .network_interfaces(interface.build());
+        if let Some(spec) = tag_spec(ResourceType::Instance, &owned(tags)) {
+            req = req.tag_specifications(spec);
+        }
+        let run = req.send().await?;
+        Ok(run.instances().iter().map(Launched::from_sdk).collect())
+    }
+
+    /// The routes of `table` that target an instance: destination CIDR -> instance ID.
+    pub async fn instance_routes(&self, table: &str) -> Result<BTreeMap<String, String>, aws_sdk_ec2::Error> {
+        instance_routes(&self.ec2, table).await
     }
 
     /// The IDs of [`World::instances`].
@@ -240,33 +359,18 @@ impl World {
     /// The routes of `table` as `(destination, instance)` pairs (IPv4 or IPv6 destination; the instance is empty
     /// for a route to a gateway), sorted, the local route left out.
     pub async fn table_routes(&self, table: &str) -> Result<Vec<(String, String)>, aws_sdk_ec2::Error> {
-        let out = self
-            .ec2
-            .describe_route_tables()
-            .route_table_ids(table)
-            .send()
-            .await?;
-        let mut routes: Vec<(String, String)> = out
-            .route_tables()
-            .iter()
-            .flat_map(|t| t.routes())
-            .filter(|r| r.gateway_id() != Some("local"))
-            .map(|r| {
-                (
-                    r.destination_cidr_block()
-                        .or(r.destination_ipv6_cidr_block())
-                        .unwrap_or_default()
-                        .to_owned(),
-                    r.instance_id().unwrap_or_default().to_owned(),
-                )
-            })
-            .collect();
-        routes.sort();
-        Ok(routes)
+        table_routes(&self.ec2, table).await
     }
 
-    async fn add_subnet(&mut self, zone: &str, tags: &[(String, String)]) -> Result<(), aws_sdk_ec2::Error> {
-        let cidr = format!("10.{}.{}.0/24", self.octet, self.subnets.len() + 1);
+    async fn add_subnet(
+        &mut self,
+        zone: &str,
+        prefix: u8,
+        tags: &[(String, String)],
+    ) -> Result<(), aws_sdk_ec2::Error> {
+        // A /16 holds 2^(prefix-16) blocks; the third octet of block n is n * 2^(24-prefix).
+        let third = self.subnets.len() << (24 - prefix);
+        let cidr = format!("10.{}.{third}.0/{prefix}", self.octet);
         let mut req = self
             .ec2
             .create_subnet()
@@ -288,6 +392,13 @@ impl World {
     }
 
     async fn add_internet_gateway(&mut self) -> Result<(), aws_sdk_ec2::Error> {
+        self.internet_gateway = Some(self.open_to_internet().await?);
+        Ok(())
+    }
+
+    /// An internet gateway attached to the VPC, and a route table with a default route to it associated with
+    /// every subnet. Returns the gateway's ID.
+    async fn open_to_internet(&self) -> Result<String, aws_sdk_ec2::Error> {
         let igw = self.ec2.create_internet_gateway().send().await?;
         let igw = igw
             .internet_gateway()
@@ -316,8 +427,7 @@ impl World {
                 .send()
                 .await?;
         }
-        self.internet_gateway = Some(igw);
-        Ok(())
+        Ok(igw)
     }
 
     async fn create_security_group(&self, tags: &[(String, String)]) -> Result<String, aws_sdk_ec2::Error> {

@@ -5,53 +5,16 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{Filter, Tag};
+use ccm_testing::fixtures::ServiceBuilder;
 use k8s_openapi::api::core::v1::Service;
-use serde_json::json;
 
 use super::World;
 
 /// Makes the world's subnet a public, cluster-tagged ELB subnet (internet gateway route, role tag).
 pub async fn public_subnet(world: &World) {
-    let raw = &world.raw;
-    let igw = raw.create_internet_gateway().send().await.unwrap();
-    let igw = igw
-        .internet_gateway()
-        .unwrap()
-        .internet_gateway_id()
-        .unwrap()
-        .to_owned();
-    raw.attach_internet_gateway()
-        .internet_gateway_id(&igw)
-        .vpc_id(&world.network.vpc_id)
-        .send()
-        .await
-        .unwrap();
-    let tables = raw
-        .describe_route_tables()
-        .filters(
-            Filter::builder()
-                .name("vpc-id")
-                .values(&world.network.vpc_id)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let main = tables.route_tables()[0].route_table_id().unwrap().to_owned();
-    raw.create_route()
-        .route_table_id(&main)
-        .destination_cidr_block("0.0.0.0/0")
-        .gateway_id(&igw)
-        .send()
-        .await
-        .unwrap();
-    raw.create_tags()
-        .resources(&world.network.subnet_id)
-        .tags(Tag::builder().key("kubernetes.io/role/elb").value("1").build())
-        .tags(Tag::builder().key(world.cluster_key()).value("owned").build())
-        .send()
-        .await
-        .unwrap();
+    let key = world.cluster_key();
+    let tags = [("kubernetes.io/role/elb", "1"), (key.as_str(), "owned")];
+    world.network.make_public(&tags).await.unwrap();
 }
 
 pub async fn security_group(world: &World, name: &str, tag: Option<(String, &str)>) -> String {
@@ -60,7 +23,7 @@ pub async fn security_group(world: &World, name: &str, tag: Option<(String, &str
         .create_security_group()
         .group_name(name)
         .description("e2e bystander")
-        .vpc_id(&world.network.vpc_id);
+        .vpc_id(&world.network.vpc);
     if let Some((k, v)) = tag {
         req = req.tag_specifications(
             aws_sdk_ec2::types::TagSpecification::builder()
@@ -90,7 +53,7 @@ pub async fn managed_groups(world: &World, lb: &str) -> Vec<String> {
         .filters(
             Filter::builder()
                 .name("vpc-id")
-                .values(&world.network.vpc_id)
+                .values(&world.network.vpc)
                 .build(),
         )
         .send()
@@ -103,16 +66,18 @@ pub async fn managed_groups(world: &World, lb: &str) -> Vec<String> {
         .collect()
 }
 
+/// A LoadBalancer Service `name` with TCP `ports` and `annotations`, in the namespace of the API it is created by.
 pub fn service(name: &str, ports: &[i32], annotations: &BTreeMap<&str, &str>) -> Service {
-    let ports: Vec<_> = ports
-        .iter()
-        .map(|p| json!({ "name": format!("p{p}"), "port": p, "protocol": "TCP", "targetPort": 8080 }))
-        .collect();
-    serde_json::from_value(json!({
-        "metadata": { "name": name, "annotations": annotations },
-        "spec": { "type": "LoadBalancer", "selector": { "app": name }, "ports": ports },
-    }))
-    .unwrap()
+    let mut svc = ServiceBuilder::new("", name);
+    for (key, value) in annotations {
+        svc = svc.annotation(key, value);
+    }
+    for port in ports {
+        svc = svc.port(*port, "TCP", None);
+    }
+    let mut svc = svc.build();
+    svc.metadata.namespace = None;
+    svc
 }
 
 pub struct Elb(pub aws_sdk_elasticloadbalancing::Client);

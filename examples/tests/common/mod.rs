@@ -27,7 +27,7 @@ use serde_json::json;
 pub struct World {
     pub extra_config: String,
     pub raw: aws_sdk_ec2::Client,
-    pub network: ec2::Network,
+    pub network: ccm_testing::world::World,
     pub cluster_id: String,
     pub self_instance: ec2::Launched,
     pub imds: ImdsEmulator,
@@ -44,12 +44,13 @@ impl World {
         let env = TestEnv::get();
         let raw = aws_sdk_ec2::Client::new(&env.aws_config().await);
         let cluster_id = unique_name("e2e");
-        let network = ec2::network(&raw, ec2::octet_for(&cluster_id)).await.unwrap();
-        let key = format!("kubernetes.io/cluster/{cluster_id}");
-        let self_instance = ec2::launch(&raw, &network, 1, &[(&key, "owned")])
+        let network = ccm_testing::world::World::builder(ec2::octet_for(&cluster_id))
+            .subnet("us-east-1a", &[])
+            .build(&raw)
             .await
-            .unwrap()
-            .remove(0);
+            .unwrap();
+        let key = format!("kubernetes.io/cluster/{cluster_id}");
+        let self_instance = network.launch(1, &[(&key, "owned")]).await.unwrap().remove(0);
         let imds = ImdsEmulator::start(&self_instance.id, "us-east-1a", &env.aws_region)
             .await
             .unwrap();
@@ -100,7 +101,8 @@ impl World {
 
     /// Launches `count` instances of this cluster.
     pub async fn launch(&self, count: i32) -> Vec<ec2::Launched> {
-        ec2::launch(&self.raw, &self.network, count, &[(&self.cluster_key(), "owned")])
+        self.network
+            .launch(count, &[(&self.cluster_key(), "owned")])
             .await
             .unwrap()
     }

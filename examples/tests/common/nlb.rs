@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_elasticloadbalancingv2::types::{Listener, LoadBalancer, TargetGroup};
 use ccm_testing::TestEnv;
+use ccm_testing::fixtures::ServiceBuilder;
 use k8s_openapi::api::core::v1::Service;
 use serde_json::json;
 
@@ -14,21 +15,20 @@ pub fn key(suffix: &str) -> String {
     format!("service.beta.kubernetes.io/aws-load-balancer-{suffix}")
 }
 
-/// A Service of type LoadBalancer with `type: nlb` and `annotations` (full keys); ports as (port, protocol).
+/// A Service of type LoadBalancer with `type: nlb` and `annotations` (full keys), labelled `e2e-nlb=true`, in the
+/// namespace of the API it is created by; ports as (port, protocol).
 pub fn service(name: &str, ports: &[(i32, &str)], annotations: &BTreeMap<String, String>) -> Service {
-    let ports: Vec<_> = ports
-        .iter()
-        .map(|(p, proto)| {
-            json!({ "name": format!("p{p}{}", proto.to_lowercase()), "port": p, "protocol": proto, "targetPort": 8080 })
-        })
-        .collect();
-    let mut annotations = annotations.clone();
-    annotations.insert(key("type"), "nlb".to_owned());
-    serde_json::from_value(json!({
-        "metadata": { "name": name, "annotations": annotations, "labels": { "e2e-nlb": "true" } },
-        "spec": { "type": "LoadBalancer", "selector": { "app": name }, "ports": ports },
-    }))
-    .unwrap()
+    let mut svc = ServiceBuilder::new("", name).label("e2e-nlb", "true");
+    for (k, value) in annotations {
+        svc = svc.annotation(k, value);
+    }
+    svc = svc.annotation(&key("type"), "nlb");
+    for (port, protocol) in ports {
+        svc = svc.port(*port, protocol, None);
+    }
+    let mut svc = svc.build();
+    svc.metadata.namespace = None;
+    svc
 }
 
 /// moto's ELBv2, read the way an operator would with the AWS CLI.

@@ -275,8 +275,8 @@ impl Start {
         GoCloudConfig::new(
             TestEnv::get(),
             &self.world.cluster_id,
-            &network.vpc_id,
-            &network.subnet_id,
+            &network.vpc,
+            network.subnet(),
             &self.launched[0].zone,
         )
     }

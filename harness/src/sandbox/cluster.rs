@@ -6,7 +6,7 @@
 use std::{collections::BTreeMap, path::PathBuf, process::Stdio};
 
 use anyhow::Context;
-use ccm_testing::{ImdsEmulator, TestEnv, ec2, metrics, nodes::UNINITIALIZED, unique_name, vpc};
+use ccm_testing::{ImdsEmulator, TestEnv, ec2, metrics, nodes::UNINITIALIZED, unique_name, world::World};
 use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api,
@@ -19,10 +19,9 @@ pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
 pub struct Cluster {
     pub id: String,
     pub key: String,
-    pub raw: vpc::Ec2,
     pub workers: Vec<ec2::Launched>,
     pub route_table: String,
-    pub network: ec2::Network,
+    pub network: World,
     pub nodes: Api<Node>,
     pub dir: PathBuf,
     /// The cloud config of an operator outside AWS (Region, VPC, SubnetID, KubernetesClusterID), for the tools.
@@ -36,18 +35,21 @@ impl Cluster {
         let raw = ec2::client(env).await;
         let id = unique_name("sandbox");
         let key = format!("kubernetes.io/cluster/{id}");
-        let network = ec2::network(&raw, ec2::octet_for(&id)).await?;
-        vpc::public_subnet(&raw, &network, &key).await?;
-        let route_table = vpc::cluster_route_table(&raw, &network, &key).await?;
         let owned = [(key.as_str(), "owned")];
-        let control_plane = ec2::launch(&raw, &network, 1, &owned).await?.remove(0);
+        let network = World::builder(ec2::octet_for(&id))
+            .subnet("us-east-1a", &[owned[0], ("kubernetes.io/role/elb", "1")])
+            .internet_gateway()
+            .build(&raw)
+            .await?;
+        let route_table = network.route_table(&owned).await?;
+        let control_plane = network.launch(1, &owned).await?.remove(0);
         let mut launched = Vec::new();
         for first in (0..workers).step_by(250) {
-            launched.extend(ec2::launch(&raw, &network, (workers - first).min(250), &owned).await?);
+            launched.extend(network.launch((workers - first).min(250), &owned).await?);
         }
         println!(
             "moto: VPC {} with {} instances tagged {key}=owned, a public ELB subnet, route table {route_table}",
-            network.vpc_id,
+            network.vpc,
             workers + 1
         );
         let imds = ImdsEmulator::start(&control_plane.id, "us-east-1a", &env.aws_region).await?;
@@ -58,7 +60,9 @@ impl Cluster {
         std::fs::write(dir.join("cloud.conf"), config(""))?;
         let external = format!(
             "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {id}",
-            env.aws_region, network.vpc_id, network.subnet_id
+            env.aws_region,
+            network.vpc,
+            network.subnet()
         );
         let external_config = dir.join("external.conf");
         std::fs::write(&external_config, config(&external))?;
@@ -66,7 +70,6 @@ impl Cluster {
             nodes: Api::all(env.kube_client().await?),
             id,
             key,
-            raw,
             workers: launched,
             route_table,
             network,
@@ -105,7 +108,7 @@ impl Cluster {
 
     /// The instance routes of the cluster's route table, one line each.
     pub async fn routes(&self) -> anyhow::Result<Vec<String>> {
-        let routes = vpc::instance_routes(&self.raw, &self.route_table).await?;
+        let routes = self.network.instance_routes(&self.route_table).await?;
         Ok(routes
             .iter()
             .map(|(cidr, i)| format!("{cidr:<15} -> {i}"))

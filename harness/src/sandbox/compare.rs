@@ -112,7 +112,7 @@ async fn measure(env: &TestEnv, workers: i32, peer: Peer) -> anyhow::Result<Figu
     let proxy = FaultProxy::start(&env.aws_endpoint).await?;
     let network = &cluster.network;
     let zone = &cluster.workers.first().context("at least one Node")?.zone;
-    let config = GoCloudConfig::new(env, &cluster.id, &network.vpc_id, &network.subnet_id, zone);
+    let config = GoCloudConfig::new(env, &cluster.id, &network.vpc, network.subnet(), zone);
     let config = config.via(&proxy.url());
     let services: Api<Service> = Api::namespaced(env.kube_client().await?, "default");
     let aws = LoadBalancers::connect(env).await;

@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use anyhow::Context;
 use ccm_testing::{
     Fault, FaultProxy, TestEnv,
-    ec2::{self, Launched, Network},
+    ec2::{self, Launched},
     load_balancers::LoadBalancers,
-    unique_name, vpc,
+    unique_name,
+    world::World,
 };
 
 pub struct Fleet {
@@ -17,7 +18,7 @@ pub struct Fleet {
     pub id: String,
     /// The instances of the burst's Nodes, in order.
     pub instances: Vec<Launched>,
-    network: Network,
+    network: World,
     /// The cluster tag's key, for an instance launched later.
     key: String,
     /// The cloud config of the CCM.
@@ -41,39 +42,26 @@ impl Fleet {
         let id = unique_name("scale");
         let key = format!("kubernetes.io/cluster/{id}");
         let octet = ec2::octet_for(&id);
-        let made = raw
-            .create_vpc()
-            .cidr_block(format!("10.{octet}.0.0/16"))
-            .send()
-            .await
-            .context("CreateVpc")?;
-        let vpc_id = made.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_owned();
-        let made = raw
-            .create_subnet()
-            .vpc_id(&vpc_id)
-            .cidr_block(format!("10.{octet}.0.0/17"))
-            .availability_zone("us-east-1a")
-            .send()
-            .await
-            .context("CreateSubnet")?;
-        let subnet_id = made
-            .subnet()
-            .and_then(|s| s.subnet_id())
-            .unwrap_or_default()
-            .to_owned();
-        let network = Network { vpc_id, subnet_id };
-        vpc::public_subnet(&raw, &network, &key).await?;
         let owned = [(key.as_str(), "owned")];
+        let network = World::builder(octet)
+            .subnet_size(17)
+            .subnet("us-east-1a", &[owned[0], ("kubernetes.io/role/elb", "1")])
+            .internet_gateway()
+            .build(&raw)
+            .await
+            .context("the VPC")?;
         let mut instances = Vec::with_capacity(count);
         while instances.len() < count {
             let batch = i32::try_from((count - instances.len()).min(250))?;
-            instances.extend(ec2::launch(&raw, &network, batch, &owned).await?);
+            instances.extend(network.launch(batch, &owned).await?);
         }
         let dir = std::env::temp_dir().join(&id);
         std::fs::create_dir_all(&dir)?;
         let global = format!(
             "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {id}",
-            env.aws_region, network.vpc_id, network.subnet_id
+            env.aws_region,
+            network.vpc,
+            network.subnet()
         );
         let proxy = FaultProxy::start(&env.aws_endpoint).await?;
         let answer = Fault::Respond {
@@ -101,10 +89,9 @@ impl Fleet {
     /// Launches one more instance of the cluster, for a Node joining after the burst: as an autoscaler does, when
     /// it joins, so that the burst's listing holds the burst's instances only (with one more, 5,000 Nodes' listing
     /// is six pages, not five).
-    pub async fn launch_one(&self, env: &TestEnv) -> anyhow::Result<Launched> {
-        let raw = ec2::client(env).await;
+    pub async fn launch_one(&self) -> anyhow::Result<Launched> {
         let owned = [(self.key.as_str(), "owned")];
-        let mut launched = ec2::launch(&raw, &self.network, 1, &owned).await?;
+        let mut launched = self.network.launch(1, &owned).await?;
         launched.pop().context("RunInstances launched nothing")
     }
 

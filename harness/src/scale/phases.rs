@@ -67,7 +67,6 @@ pub async fn run(
     ));
     let mut ccm = Ccm::start(bin, "aws", env, &fleet.config, &fleet.dir, &pattern.flags).await?;
     let result = measure(
-        env,
         &mut f,
         &mut ccm,
         &fleet,
@@ -144,7 +143,6 @@ async fn write_floor(
 
 #[allow(clippy::too_many_arguments)]
 async fn measure(
-    env: &TestEnv,
     f: &mut Figures,
     ccm: &mut Ccm,
     fleet: &Fleet,
@@ -186,7 +184,7 @@ async fn measure(
             steady(f, ccm, p).await?;
             f.phase = Phase::Steady;
             report(f);
-            churn(env, f, ccm, fleet, nodes, &lbs, p, report).await?;
+            churn(f, ccm, fleet, nodes, &lbs, p, report).await?;
         } else {
             tokio::time::sleep(p.settle).await;
         }
@@ -218,7 +216,6 @@ async fn steady(f: &mut Figures, ccm: &Ccm, p: &Params) -> anyhow::Result<()> {
 /// rate, and the time until every load balancer of the pool has (then no longer has) the instance.
 #[allow(clippy::too_many_arguments)]
 async fn churn(
-    env: &TestEnv,
     f: &mut Figures,
     ccm: &Ccm,
     fleet: &Fleet,
@@ -227,7 +224,7 @@ async fn churn(
     p: &Params,
     report: Report<'_>,
 ) -> anyhow::Result<()> {
-    let instance = &fleet.launch_one(env).await?;
+    let instance = &fleet.launch_one().await?;
     let pool: Vec<&Lb> = lbs.iter().filter(|lb| lb.pool == 0).collect();
     f.affected = (pool.len(), pool.iter().filter(|lb| lb.nlb).count());
     let node = cluster::node(instance, &fleet.id, 0, true)?;

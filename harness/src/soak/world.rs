@@ -13,13 +13,13 @@ use ccm_aws_api::{
     elbv2::{NewTargetGroup, TargetGroupHealthCheck},
 };
 use ccm_aws_sdk::{Adapter, AdapterOptions};
-use ccm_testing::{Chaos, ChaosKind, FaultProxy, ImdsEmulator, TestEnv, ec2, unique_name, vpc};
+use ccm_testing::{Chaos, ChaosKind, FaultProxy, ImdsEmulator, TestEnv, ec2, unique_name, world};
 
 pub struct World {
     pub id: String,
     pub namespace: String,
-    pub raw: vpc::Ec2,
-    pub network: ec2::Network,
+    pub raw: ec2::Ec2,
+    pub network: world::World,
     /// AWS straight to moto, for the harness's own reads (never faulted).
     pub aws: Adapter,
     /// Replica `k`'s fault proxy in front of moto.
@@ -39,9 +39,13 @@ impl World {
         let raw = ec2::client(env).await;
         let id = unique_name("soak");
         let key = format!("kubernetes.io/cluster/{id}");
-        let network = ec2::network(&raw, ec2::octet_for(&id)).await?;
-        vpc::public_subnet(&raw, &network, &key).await?;
-        let control_plane = ec2::launch(&raw, &network, 1, &[(key.as_str(), "owned")]).await?;
+        let owned = [(key.as_str(), "owned")];
+        let network = world::World::builder(ec2::octet_for(&id))
+            .subnet("us-east-1a", &[owned[0], ("kubernetes.io/role/elb", "1")])
+            .internet_gateway()
+            .build(&raw)
+            .await?;
+        let control_plane = network.launch(1, &owned).await?;
         let imds = ImdsEmulator::start(&control_plane[0].id, "us-east-1a", &env.aws_region).await?;
         let proxies = [
             FaultProxy::start(&env.aws_endpoint).await?,
@@ -51,7 +55,7 @@ impl World {
             .create_security_group()
             .group_name(format!("{id}-nodes"))
             .description("soak: the cluster's nodes")
-            .vpc_id(&network.vpc_id)
+            .vpc_id(&network.vpc)
             .send()
             .await?
             .group_id()
@@ -72,7 +76,9 @@ impl World {
         }
         let external = format!(
             "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {id}",
-            env.aws_region, network.vpc_id, network.subnet_id
+            env.aws_region,
+            network.vpc,
+            network.subnet()
         );
         let tool_config = dir.join("external.conf");
         let text = ec2::cloud_config(&env.aws_region, &env.aws_endpoint, &imds.endpoint(), &external);
@@ -130,7 +136,7 @@ impl World {
         let key = self.cluster_key();
         let tags = [(key.as_str(), "owned")];
         let group = [self.node_group.as_str()];
-        let mut launched = ec2::launch_node(&self.raw, &self.network, &group, ip, &tags).await?;
+        let mut launched = self.network.launch_node(&group, ip, &tags).await?;
         launched
             .pop()
             .ok_or_else(|| anyhow::anyhow!("RunInstances returned no instance"))
@@ -165,9 +171,9 @@ impl Foreign {
         let tags = |key: &str, value: &str| -> Tags {
             [(key.to_owned(), value.to_owned()), service_tag.clone()].into()
         };
-        let vpc = VpcId::new(&world.network.vpc_id);
+        let vpc = VpcId::new(&world.network.vpc);
         let ec2 = world.aws.ec2();
-        let mut lb = format!("a{:0>31}", world.network.vpc_id.trim_start_matches("vpc-"));
+        let mut lb = format!("a{:0>31}", world.network.vpc.trim_start_matches("vpc-"));
         lb.truncate(32);
         let group = |name: String, tags: Tags| NewSecurityGroup {
             name,
@@ -190,7 +196,7 @@ impl Foreign {
         let classic = NewClassicLoadBalancer {
             name: lb.clone(),
             internal: false,
-            subnets: vec![SubnetId::new(&world.network.subnet_id)],
+            subnets: vec![SubnetId::new(world.network.subnet())],
             security_groups: vec![foreign_sg.clone()],
             listeners: vec![ClassicListener::new("TCP", 80, "TCP", 30080)],
             tags: tags(&other, "owned"),
@@ -215,7 +221,7 @@ impl Foreign {
             let made = world
                 .raw
                 .create_subnet()
-                .vpc_id(&world.network.vpc_id)
+                .vpc_id(&world.network.vpc)
                 .cidr_block(format!("10.{octet}.{}.0/20", 32 + 16 * k))
                 .availability_zone(zone)
                 .send()

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use ccm_testing::fixtures::NodeBuilder;
+use ccm_testing::fixtures::{NodeBuilder, ServiceBuilder};
 use std::{
     collections::BTreeMap,
     time::{Duration, SystemTime},
@@ -47,11 +47,8 @@ fn owned(service: &str) -> Tags {
 }
 
 fn service(namespace: &str, name: &str, uid: &str, type_: &str, finalizers: &[&str]) -> Service {
-    serde_json::from_value(json!({
-        "metadata": { "namespace": namespace, "name": name, "uid": uid, "finalizers": finalizers },
-        "spec": { "type": type_ },
-    }))
-    .unwrap()
+    let svc = ServiceBuilder::new(namespace, name).uid(uid).type_(type_);
+    finalizers.iter().fold(svc, |svc, f| svc.finalizer(f)).build()
 }
 
 fn classic(name: &str, groups: &[&str]) -> ClassicLoadBalancer {

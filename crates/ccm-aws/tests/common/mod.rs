@@ -25,7 +25,7 @@ pub struct Fixture {
     pub cloud: Arc<AwsCloud>,
     pub raw: aws_sdk_ec2::Client,
     pub nodes: Api<Node>,
-    pub network: ec2::Network,
+    pub network: ccm_testing::world::World,
     pub cluster_id: String,
     pub group: String,
 }
@@ -50,15 +50,15 @@ pub async fn fixture_at(endpoint: Option<&str>) -> Fixture {
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster_id = unique_name("awscloud");
     // A fresh CIDR per run, so that private DNS names (node names) never collide with a previous run's nodes.
-    let network = ec2::network(&raw, ec2::octet_for(&cluster_id)).await.unwrap();
-    let self_instance = ec2::launch(
-        &raw,
-        &network,
-        1,
-        &[(&format!("kubernetes.io/cluster/{cluster_id}"), "owned")],
-    )
-    .await
-    .unwrap();
+    let network = ccm_testing::world::World::builder(ec2::octet_for(&cluster_id))
+        .subnet("us-east-1a", &[])
+        .build(&raw)
+        .await
+        .unwrap();
+    let self_instance = network
+        .launch(1, &[(&format!("kubernetes.io/cluster/{cluster_id}"), "owned")])
+        .await
+        .unwrap();
     // The cluster and VPC come from the CCM's own instance, as on a real control-plane node.
     let config = CloudConfig::parse("[Global]\n").unwrap();
     let self_id = ccm_aws_api::InstanceId::from(self_instance[0].id.as_str());
@@ -68,7 +68,7 @@ pub async fn fixture_at(endpoint: Option<&str>) -> Fixture {
     assert_eq!(environment.cluster.id(), cluster_id);
     assert_eq!(
         environment.vpc_id.as_ref().map(|v| v.as_str().to_owned()),
-        Some(network.vpc_id.clone())
+        Some(network.vpc.clone())
     );
     let cloud = Arc::new(
         AwsCloud::new(
@@ -95,9 +95,7 @@ pub async fn fixture_at(endpoint: Option<&str>) -> Fixture {
 impl Fixture {
     pub async fn launch(&self, count: i32) -> Vec<ec2::Launched> {
         let key = format!("kubernetes.io/cluster/{}", self.cluster_id);
-        ec2::launch(&self.raw, &self.network, count, &[(&key, "owned")])
-            .await
-            .unwrap()
+        self.network.launch(count, &[(&key, "owned")]).await.unwrap()
     }
 
     pub async fn create_node(&self, name: &str) {

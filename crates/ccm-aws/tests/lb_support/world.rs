@@ -1,7 +1,7 @@
 //! The moto world of the load balancer tests: a VPC with an internet gateway, two public subnets tagged for the
 //! cluster, a node group and three instances; Services and Nodes; mutating-call counts from the adapter.
 
-use ccm_testing::fixtures::NodeBuilder;
+use ccm_testing::fixtures::{NodeBuilder, ServiceBuilder};
 use std::{
     collections::BTreeMap,
     sync::{Arc, atomic::AtomicUsize},
@@ -13,10 +13,7 @@ use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, AwsElb, AwsElbv2, CallMetrics
 use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
 use ccm_tagging::ClusterTags;
 use ccm_testing::{TestEnv, unique_name, world::WorldBuilder};
-use k8s_openapi::{
-    api::core::v1::{Node, Service, ServicePort, ServiceSpec},
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
-};
+use k8s_openapi::api::core::v1::{Node, Service};
 
 /// Mutating calls so far (every operation that is not a `Describe*`), by operation.
 pub fn mutation_counts(metrics: &CallMetrics) -> BTreeMap<&'static str, u64> {
@@ -51,36 +48,14 @@ pub fn uid() -> String {
 
 /// Service `moto/web` of type LoadBalancer with `uid`, TCP (port, node port) pairs and table annotations.
 pub fn service(uid: &str, ports: &[(i32, i32)], annotations: &[(Key, &str)]) -> Service {
-    Service {
-        metadata: ObjectMeta {
-            name: Some("web".into()),
-            namespace: Some("moto".into()),
-            uid: Some(uid.to_owned()),
-            annotations: Some(
-                annotations
-                    .iter()
-                    .map(|(k, v)| (k.name().to_owned(), (*v).to_owned()))
-                    .collect(),
-            ),
-            ..ObjectMeta::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("LoadBalancer".into()),
-            ports: Some(
-                ports
-                    .iter()
-                    .map(|(port, node_port)| ServicePort {
-                        port: *port,
-                        node_port: Some(*node_port),
-                        protocol: Some("TCP".into()),
-                        ..ServicePort::default()
-                    })
-                    .collect(),
-            ),
-            ..ServiceSpec::default()
-        }),
-        status: None,
+    let mut svc = ServiceBuilder::new("moto", "web").uid(uid);
+    for (key, value) in annotations {
+        svc = svc.annotation(key.name(), value);
     }
+    for (port, node_port) in ports {
+        svc = svc.port(*port, "TCP", Some(*node_port));
+    }
+    svc.build()
 }
 
 /// A Node of `instance` (provider ID in us-east-1a) with `labels`.

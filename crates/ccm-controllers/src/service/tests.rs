@@ -10,24 +10,14 @@ use kube::runtime::reflector;
 
 use super::*;
 use crate::keys::{FINALIZER_LB_CLEANUP, LABEL_EXCLUDE_FROM_LB, TAINT_TO_BE_DELETED};
-use ccm_testing::fixtures::NodeBuilder;
+use ccm_testing::fixtures::{NodeBuilder, ServiceBuilder};
 use serde_json::json;
 
 fn lb_service() -> Service {
-    let mut s = Service::default();
-    s.metadata.namespace = Some("ns".into());
-    s.metadata.name = Some("svc".into());
-    s.metadata.uid = Some("uid-1".into());
-    s.spec = Some(ServiceSpec {
-        type_: Some("LoadBalancer".into()),
-        ports: Some(vec![ServicePort {
-            port: 80,
-            node_port: Some(30080),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    });
-    s
+    ServiceBuilder::new("ns", "svc")
+        .uid("uid-1")
+        .port(80, "TCP", Some(30080))
+        .build()
 }
 
 fn with(f: impl FnOnce(&mut Service)) -> Service {
@@ -128,7 +118,7 @@ fn needs_update_table() {
         (
             "target port",
             base.clone(),
-            with(|s| spec(s).ports.as_mut().unwrap()[0].target_port = Some(IntOrString::Int(8080))),
+            with(|s| spec(s).ports.as_mut().unwrap()[0].target_port = Some(IntOrString::Int(9090))),
             true,
         ),
         (
@@ -500,7 +490,7 @@ mod scripted {
                     ip: Some(ip.into()),
                     ports: Some(vec![k8s_openapi::api::core::v1::PortStatus {
                         port: 80,
-                        protocol: String::new(),
+                        protocol: "TCP".into(),
                         error: None,
                     }]),
                     ..Default::default()
@@ -546,7 +536,7 @@ mod scripted {
     fn status_body(ip: Option<&str>) -> serde_json::Value {
         match ip {
             Some(ip) => json!({ "status": { "loadBalancer": { "ingress": [
-                { "ip": ip, "ports": [{ "port": 80, "protocol": "" }] }
+                { "ip": ip, "ports": [{ "port": 80, "protocol": "TCP" }] }
             ] } } }),
             None => json!({ "status": { "loadBalancer": { "ingress": null } } }),
         }
