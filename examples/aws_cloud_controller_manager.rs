@@ -24,6 +24,12 @@ struct Cli {
     version: Option<String>,
     #[command(flatten)]
     tagging: TaggingArgs,
+    /// Replace a load balancer when a Service asks for what only a new one can have (a scheme change; on an NLB
+    /// also pinned subnets removed, EIPs, private addresses, security groups on one made without), for every
+    /// Service, as the annotation service.beta.kubernetes.io/aws-load-balancer-allow-recreation: "true" does
+    /// for one. Without it such a load balancer is kept as it is, with a LoadBalancerRecreationRequired Warning.
+    #[arg(long)]
+    allow_load_balancer_recreation: bool,
     /// Every load balancer host update (a node change) a full ensure, as the Go provider does. Hidden: only for
     /// measuring the Go call pattern beside this one (docs/performance.md).
     #[arg(long, hide = true)]
@@ -91,6 +97,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let (cloud, adapter) = AwsCloud::connect(&config, options).await?;
     let cloud = cloud
         .with_full_ensure_host_updates(cli.lb_host_update_full_ensure)
+        .with_load_balancer_recreation(cli.allow_load_balancer_recreation)
         .with_cluster_listing(!cli.aws_instance_listing_off);
     let ec2 = Arc::new(cloud.ec2().clone());
     let (cluster, members) = (cloud.cluster().clone(), cloud.membership().clone());

@@ -1,7 +1,9 @@
 //! End to end: Services of type LoadBalancer become Classic ELBs, with the `aws-cloud-controller-manager` binary
 //! against moto and the real kube-apiserver. A default Service gets its CLB (listeners, health check, security
 //! group, registered instances, status hostname); a restarted CCM with nothing changed makes 0 mutating AWS calls;
-//! a node joining or leaving costs only register or deregister calls; a port change converges; invalid
+//! a node joining or leaving costs only register or deregister calls; a port change converges; a scheme change
+//! keeps the CLB (a `LoadBalancerRecreationRequired` Warning, nothing written) until the Service consents with
+//! `aws-load-balancer-allow-recreation`, then recreates it (a `RecreatingLoadBalancer` Warning); invalid
 //! annotations (and the controller's own tag keys in `additional-resource-tags`) give a Warning Event and no
 //! mutation; deleting the Service removes the CLB, its security group and
 //! the finalizer, while a `shared`-tagged and an untagged group stay. Mutating calls are read from the CCM's
@@ -177,9 +179,46 @@ async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
     })
     .await;
 
-    // A scheme change: the CLB is recreated internal under the same name, and a Warning Event says so.
+    // A scheme change without consent: the serving CLB is kept as it is, nothing is written, and a Warning
+    // Event says what differs and how to allow it.
     let patch = json!({ "metadata": { "annotations": {
         "service.beta.kubernetes.io/aws-load-balancer-internal": "true"
+    } } });
+    let before = ccm.mutations().await;
+    services
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
+    eventually(
+        &mut ccm,
+        "a LoadBalancerRecreationRequired Warning Event",
+        60,
+        async || {
+            events.list(&lp).await.unwrap().items.iter().any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some("LoadBalancerRecreationRequired")
+                    && e.message.as_deref().is_some_and(|m| {
+                        m.contains("internet-facing -> internal")
+                            && m.contains("aws-load-balancer-allow-recreation")
+                    })
+            })
+        },
+    )
+    .await;
+    assert_eq!(
+        elb.describe(&lb)
+            .await
+            .and_then(|l| l.scheme().map(str::to_owned))
+            .as_deref(),
+        Some("internet-facing"),
+        "the CLB is kept"
+    );
+    assert_eq!(ccm.mutations().await, before, "nothing is written");
+
+    // With the Service's consent the CLB is recreated internal under the same name, and a Warning Event says so.
+    let patch = json!({ "metadata": { "annotations": {
+        "service.beta.kubernetes.io/aws-load-balancer-allow-recreation": "true"
     } } });
     services
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -193,7 +232,6 @@ async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
             && elb.instances(&lb).await == expected
     })
     .await;
-    let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
     eventually(
         &mut ccm,
         "a RecreatingLoadBalancer Warning Event",

@@ -7,7 +7,8 @@
 //!   targets); internal with `preserve_client_ip.enabled=false` (exactly one target group with that attribute); a
 //!   bring-your-own group (the NLB has exactly it); managed to BYO (the old managed group is deleted) and BYO to
 //!   managed (the BYO group survives); a TCP port becoming TLS (one listener, no duplicate); a restart with nothing
-//!   changed (0 mutating calls); a scheme change (the NLB is recreated, with a Warning Event); deletion (no owned
+//!   changed (0 mutating calls); a scheme change with `--allow-load-balancer-recreation` (the NLB is recreated,
+//!   with a Warning Event); deletion (no owned
 //!   load balancer, target group, security group or node rule left; BYO groups kept).
 //! - Mode unset: NLBs without security groups; deletion leaves nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -355,9 +356,10 @@ async fn e2e_nlbs_with_managed_security_groups() {
     })
     .await;
 
-    // A restart with nothing changed: 0 mutating calls.
+    // A restart with nothing changed: 0 mutating calls. From now on every Service consents to recreation
+    // (the cluster-wide flag).
     assert!(ccm.terminate().await.success());
-    let mut ccm = Ccm::start(&world, &[]);
+    let mut ccm = Ccm::start(&world, &["--allow-load-balancer-recreation"]);
     let port_of_metrics = ccm.port;
     eventually(&mut ccm, "the restarted CCM's service sync", 60, async || {
         common::reconciles(port_of_metrics, "service-lb-controller").await >= 4.0
@@ -370,7 +372,7 @@ async fn e2e_nlbs_with_managed_security_groups() {
         "steady NLBs cost no mutating call: {steady:?}"
     );
 
-    // A scheme change needs a new NLB: recreated, and said so in a Warning Event.
+    // A scheme change needs a new NLB: recreated (the flag consents), and said so in a Warning Event.
     // (moto derives DNS names from the name alone, so only the ARN tells the new NLB from the old one.)
     let old = nlb
         .describe(&default_lb)

@@ -244,6 +244,17 @@ where
         self
     }
 
+    /// Consent to load balancer recreation for every Service when `allowed` (`--allow-load-balancer-recreation`):
+    /// a change only a new load balancer can apply then replaces the serving one, as the Service annotation
+    /// `aws-load-balancer-allow-recreation: "true"` does for one Service. Off by default.
+    #[must_use]
+    pub fn with_load_balancer_recreation(mut self, allowed: bool) -> Self {
+        self.load_balancers = self
+            .load_balancers
+            .map(|lbs| lbs.map(|inner| inner.with_recreation_allowed(allowed)));
+        self
+    }
+
     /// Nodes named by private DNS name always asked by name, never answered by a listing of the cluster, as
     /// the Go provider's call pattern; for the scale harness's side-by-side measurement (the binary's hidden
     /// `--aws-instance-listing-off`).

@@ -527,7 +527,11 @@ async fn a_scheme_change_recreates_the_classic_elb_at_any_crash_point() {
         let internal = service(
             &uid,
             &[(80, 30080)],
-            &[(Key::ProxyProtocol, "*"), (Key::Internal, "true")],
+            &[
+                (Key::ProxyProtocol, "*"),
+                (Key::Internal, "true"),
+                (Key::AllowRecreation, "true"),
+            ],
         );
         let name = healthy.load_balancer_name("kubernetes", &public);
         healthy

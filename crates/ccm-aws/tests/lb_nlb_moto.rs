@@ -351,16 +351,35 @@ async fn internal_nlb_with_target_group_attributes() {
     ensure(&lbs, &svc, &w.nodes()).await;
     assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
 
-    // internet-facing now: the NLB is recreated, with a Warning notice naming the change.
+    // internet-facing now, without consent: the NLB is kept as it is (nothing written), with a Warning notice
+    // naming the change and how to allow it.
     let mut public = svc.clone();
-    public
-        .metadata
-        .annotations
-        .as_mut()
-        .unwrap()
-        .remove(Key::Internal.name());
+    let annotations = public.metadata.annotations.as_mut().unwrap();
+    annotations.remove(Key::Internal.name());
     let nodes: Vec<Node> = w.nodes();
     let refs: Vec<&Node> = nodes.iter().collect();
+    let before = mutation_counts(&metrics);
+    let ensured = lbs
+        .ensure_load_balancer_reporting(CLUSTER_NAME, &public, &refs)
+        .await
+        .unwrap();
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+    assert_eq!(ensured.notices.len(), 1);
+    assert!(ensured.notices[0].warning);
+    assert_eq!(ensured.notices[0].reason, "LoadBalancerRecreationRequired");
+    let message = &ensured.notices[0].message;
+    assert!(message.contains("internal -> internet-facing"), "{message}");
+    assert!(
+        message.contains("aws-load-balancer-allow-recreation"),
+        "{message}"
+    );
+    let name = lbs.load_balancer_name(CLUSTER_NAME, &svc);
+    let kept = elbv2.load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!((kept.arn.as_str(), kept.internal), (lb.arn.as_str(), true));
+
+    // With the Service's consent: the NLB is recreated, with a Warning notice naming the change.
+    let annotations = public.metadata.annotations.as_mut().unwrap();
+    annotations.insert(Key::AllowRecreation.name().to_owned(), "true".to_owned());
     let ensured = lbs
         .ensure_load_balancer_reporting(CLUSTER_NAME, &public, &refs)
         .await
@@ -795,7 +814,8 @@ async fn a_recreation_crashed_at_any_call_converges() {
     for k in 1.. {
         let uid = uid();
         let public = service(&uid, &[(80, 30080)], &[]);
-        let internal = service(&uid, &[(80, 30080)], &[(Key::Internal, "true")]);
+        let consent = [(Key::Internal, "true"), (Key::AllowRecreation, "true")];
+        let internal = service(&uid, &[(80, 30080)], &consent);
         let name = healthy.load_balancer_name(CLUSTER_NAME, &public);
         ensure(&healthy, &public, &nodes).await;
         let faulty = w.faulty_lbs(w.config.clone(), k);

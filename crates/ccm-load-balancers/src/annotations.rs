@@ -140,6 +140,7 @@ keys!(
     PrivateIpv4Addresses,
     IpAddressType,
     TargetGroupAttributes,
+    AllowRecreation,
 );
 
 /// The accepted values of `aws-load-balancer-type`.
@@ -167,9 +168,10 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         applies: Applies::Both,
         doc: "`true` (or the legacy `0.0.0.0/0`) gives the `internal` scheme; `false` or empty internet-facing. \
               As in the Go controller, every other value is internal too (`1`, `yes`; `0`, `False` or `no` with \
-              a warning). Changing it recreates the load \
-              balancer under the same name with the new scheme (a `RecreatingLoadBalancer` Warning Event; its DNS \
-              name changes); a Classic ELB not tagged as owned by the cluster keeps its scheme (a warning is \
+              a warning). Changing it needs a new load \
+              balancer: with `aws-load-balancer-allow-recreation` it is recreated under the same name with the new \
+              scheme (a `RecreatingLoadBalancer` Warning Event; its DNS name changes), without it the load balancer \
+              is kept (a `LoadBalancerRecreationRequired` Warning Event); a Classic ELB not tagged as owned by the cluster keeps its scheme (a warning is \
               logged).",
     },
     AnnotationDef {
@@ -180,7 +182,8 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         applies: Applies::Both,
         doc: "Subnet IDs or `Name` tags, one per zone, instead of discovery (cluster-tagged subnets, role tags \
               `kubernetes.io/role/elb` / `kubernetes.io/role/internal-elb`, one per zone). On an NLB, subnets in \
-              added zones are added in place; removing or swapping one recreates the NLB (a Classic ELB \
+              added zones are added in place; removing or swapping one needs a new NLB (see \
+              `aws-load-balancer-allow-recreation`) (a Classic ELB \
               attaches and detaches).",
     },
     AnnotationDef {
@@ -425,6 +428,19 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         applies: Applies::NlbRejectedOnClb,
         doc: "`preserve_client_ip.enabled` and `proxy_protocol_v2.enabled` (true/false) on every target group. \
               Client IP preservation cannot be disabled with UDP ports. An error on Classic ELB.",
+    },
+    AnnotationDef {
+        key: Key::AllowRecreation,
+        name: "service.beta.kubernetes.io/aws-load-balancer-allow-recreation",
+        value: ValueType::Bool,
+        default: "false (unless the controller runs with `--allow-load-balancer-recreation`)",
+        applies: Applies::Both,
+        doc: "Consent to replace the load balancer when a change can only be applied to a new one (a scheme \
+              change; on an NLB also pinned subnets removed or swapped, EIPs, private addresses, or security \
+              groups on an NLB made without). Without it the serving load balancer is kept as it is, everything \
+              else is applied in place, and a `LoadBalancerRecreationRequired` Warning Event names what differs; \
+              with it the load balancer is recreated (a `RecreatingLoadBalancer` Warning Event; its DNS name \
+              changes).",
     },
 ];
 

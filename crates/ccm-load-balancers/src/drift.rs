@@ -93,7 +93,9 @@ fn push(drifts: &mut Vec<Drift>, spec: &ServiceSpec, what: Vec<String>) {
 /// What differs between a Classic ELB as listed and as desired, in the fields a listing shows.
 pub fn classic_differences(desired: &classic::Desired, lb: &ClassicLoadBalancer) -> Vec<String> {
     let mut what = Vec::new();
-    if lb.internal != desired.internal {
+    // A scheme only a recreation can change is drift only where the Service consents to one (without, the
+    // ensure keeps the scheme and a re-ensure would only repeat its Warning).
+    if lb.internal != desired.internal && desired.allow_recreation {
         what.push(format!("scheme {}", shared::scheme(lb.internal)));
     }
     for l in &desired.listeners {
@@ -148,7 +150,9 @@ pub fn classic_differences(desired: &classic::Desired, lb: &ClassicLoadBalancer)
 /// listings show.
 pub fn nlb_differences(desired: &nlb::Desired, lb: &LoadBalancerV2, groups: &[TargetGroup]) -> Vec<String> {
     let mut what = Vec::new();
-    if lb.internal != desired.internal {
+    // A scheme only a recreation can change is drift only where the Service consents to one (without, the
+    // ensure keeps the scheme and a re-ensure would only repeat its Warning).
+    if lb.internal != desired.internal && desired.allow_recreation {
         what.push(format!("scheme {}", shared::scheme(lb.internal)));
     }
     if lb.state == "failed" {

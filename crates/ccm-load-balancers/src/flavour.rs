@@ -39,11 +39,23 @@ pub trait PlannedChange {
 
     /// Why the change deletes the load balancer to create it again (`None`: it does not).
     fn recreate_because(&self) -> Option<&str>;
+
+    /// What only a new load balancer could apply, kept back for want of consent (`None`: nothing). Such a
+    /// change writes nothing.
+    fn recreation_withheld(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// What changed that makes a plan recreate the load balancer (`None`: no recreation).
 pub fn recreation_reason<C: PlannedChange>(changes: &[C]) -> Option<&str> {
     changes.iter().find_map(PlannedChange::recreate_because)
+}
+
+/// What a plan keeps back because only a new load balancer could apply it and the Service has not consented
+/// (`None`: nothing is kept back).
+pub fn recreation_withheld<C: PlannedChange>(changes: &[C]) -> Option<&str> {
+    changes.iter().find_map(PlannedChange::recreation_withheld)
 }
 
 /// The ports and configuration a flavour works through (each flavour uses the load balancer API it needs).

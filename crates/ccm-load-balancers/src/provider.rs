@@ -117,6 +117,14 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         self
     }
 
+    /// Consent to recreation for every Service when `allowed` (`--allow-load-balancer-recreation`; see
+    /// [`LoadBalancerConfig::allow_recreation`]).
+    #[must_use]
+    pub fn with_recreation_allowed(mut self, allowed: bool) -> Self {
+        self.config.allow_recreation = allowed;
+        self
+    }
+
     /// The configuration.
     pub fn config(&self) -> &LoadBalancerConfig {
         &self.config
@@ -234,6 +242,11 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             let message = shared::recreation_notice(F::KIND, name, reason);
             tracing::warn!(service = %spec.key(), load_balancer = %name, %message, "recreating {}", F::KIND);
             notices.push(Notice::warning("RecreatingLoadBalancer", message));
+        }
+        if let Some(reason) = flavour::recreation_withheld(&changes) {
+            let message = shared::recreation_withheld_notice(F::KIND, name, reason);
+            tracing::warn!(service = %spec.key(), load_balancer = %name, %message, "{} recreation withheld", F::KIND);
+            notices.push(Notice::warning("LoadBalancerRecreationRequired", message));
         }
         if !changes.is_empty() {
             tracing::info!(service = %spec.key(), load_balancer = %name, changes = changes.len(), "reconciling {}", F::KIND);

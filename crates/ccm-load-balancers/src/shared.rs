@@ -10,8 +10,8 @@ pub mod targets;
 
 pub use config::{HealthProbeMode, LoadBalancerConfig};
 pub use names::{
-    SERVICE_NAME_TAG, load_balancer_name, load_balancer_tags, recreation_notice, scheme,
-    security_group_description, security_group_name, security_group_tags,
+    SERVICE_NAME_TAG, load_balancer_name, load_balancer_tags, recreation_notice, recreation_withheld_notice,
+    scheme, security_group_description, security_group_name, security_group_tags,
 };
 pub use security_groups::{
     GroupDiff, GroupRef, ManagedGroup, Rule, authorize_idempotent, check_managed_group,

@@ -135,6 +135,8 @@ pub struct ServiceSpec {
     pub private_ipv4_addresses: Vec<String>,
     /// NLB target group attributes (validated keys and values, as AWS takes them).
     pub target_group_attributes: BTreeMap<String, String>,
+    /// `aws-load-balancer-allow-recreation`: the Service consents to its load balancer being replaced.
+    pub allow_recreation: bool,
     /// NLB IP address type.
     pub ip_address_type: IpAddressType,
     /// Values served with the Go controller's surprising meaning (they never block the Service): logged at

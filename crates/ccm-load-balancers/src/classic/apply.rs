@@ -48,6 +48,9 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
 
     /// One change, by the kind of resource it changes.
     async fn run(&mut self, change: &Change) -> Result<(), Error> {
+        if let Change::RecreationWithheld { .. } = change {
+            return Ok(());
+        }
         self.applied.mutations += 1;
         match change {
             Change::CreateSecurityGroup { .. }
@@ -73,6 +76,7 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
             Change::AuthorizeNodeAccess { .. } | Change::RevokeNodeAccess { .. } => {
                 self.node_access(change).await
             }
+            Change::RecreationWithheld { .. } => Ok(()),
         }
     }
 

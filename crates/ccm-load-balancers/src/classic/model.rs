@@ -107,6 +107,9 @@ pub struct Desired {
     pub tags: Tags,
     /// Whether the nodes' groups get a rule allowing the load balancer's first group.
     pub manage_node_rules: bool,
+    /// Whether a change only a new load balancer can apply may replace this one (the Service's
+    /// `aws-load-balancer-allow-recreation`, or `--allow-load-balancer-recreation`).
+    pub allow_recreation: bool,
 }
 
 fn listener(spec: &ServiceSpec, p: &PortSpec) -> Listener {
@@ -229,6 +232,7 @@ pub fn build(
             .collect(),
         tags: shared::load_balancer_tags(&config.cluster, spec),
         manage_node_rules: config.manage_node_security_groups,
+        allow_recreation: spec.allow_recreation || config.allow_recreation,
         listeners,
         name,
     })

@@ -33,8 +33,13 @@ struct Current<'a> {
 /// The ordered plan from `observed` to `desired` (pure). Only owned fields are compared: a steady Service plans
 /// nothing.
 pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
+    // A scheme change that will not be made (no consent, or not ours to replace) keeps the scheme and the
+    // subnets it serves from; everything else is still planned.
+    let (kept, withheld) = kept_scheme(desired, observed).unzip();
+    let desired = kept.as_ref().unwrap_or(desired);
     // 1. The managed group and its rules.
     let mut changes = managed_group(desired, observed);
+    changes.extend(withheld.flatten());
     // 2. The load balancer itself (recreated for a scheme change), its tags, listeners, subnets and groups.
     let (recreate, current) = scheme_recreation(desired, observed);
     changes.extend(recreate);
@@ -107,26 +112,51 @@ fn scheme_recreation<'a>(
     let Some(lb) = current.filter(|lb| lb.internal != desired.internal) else {
         return (None, current);
     };
-    let reason = format!(
+    let delete = Change::DeleteLoadBalancer {
+        name: desired.name.clone(),
+        recreate_because: Some(scheme_change(lb, desired)),
+    };
+    (Some(delete), None)
+}
+
+fn scheme_change(lb: &ClassicLoadBalancer, desired: &Desired) -> String {
+    format!(
         "scheme {} -> {}",
         shared::scheme(lb.internal),
         shared::scheme(desired.internal)
-    );
-    if observed.owned == Some(true) {
-        let delete = Change::DeleteLoadBalancer {
+    )
+}
+
+/// The desired load balancer with the current scheme and subnets, when the scheme differs and the load balancer
+/// is not to be replaced: with a [`Change::RecreationWithheld`] when only consent is missing, without one when
+/// it is not this cluster's to replace (a warning is logged).
+fn kept_scheme(desired: &Desired, observed: &Observed) -> Option<(Desired, Option<Change>)> {
+    let lb = observed
+        .load_balancer
+        .as_ref()
+        .filter(|lb| lb.internal != desired.internal)?;
+    let reason = scheme_change(lb, desired);
+    let withheld = match observed.owned {
+        Some(true) if desired.allow_recreation => return None,
+        Some(true) => Some(Change::RecreationWithheld {
             name: desired.name.clone(),
-            recreate_because: Some(reason),
-        };
-        return (Some(delete), None);
-    }
-    if observed.owned == Some(false) {
-        tracing::warn!(
-            load_balancer = %desired.name,
-            %reason,
-            "the load balancer is not owned by this cluster (no cluster tag `owned`): its scheme is left as it is"
-        );
-    }
-    (None, current)
+            reason,
+        }),
+        Some(false) => {
+            tracing::warn!(
+                load_balancer = %desired.name,
+                %reason,
+                "the load balancer is not owned by this cluster (no cluster tag `owned`): its scheme is left as it is"
+            );
+            None
+        }
+        None => None,
+    };
+    let mut kept = desired.clone();
+    kept.internal = lb.internal;
+    kept.subnets = lb.subnets.iter().map(ToString::to_string).collect();
+    kept.subnets.sort();
+    Some((kept, withheld))
 }
 
 fn existing<'a>(observed: &'a Observed, lb: &'a ClassicLoadBalancer) -> Current<'a> {

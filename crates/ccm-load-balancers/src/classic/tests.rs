@@ -234,7 +234,8 @@ fn desired_model_of_a_default_service() {
         "ssl_negotiation_policy": null,
         "instances": ["i-1", "i-2"],
         "tags": {"kubernetes.io/cluster/c1": "owned", "kubernetes.io/service-name": "prod/web"},
-        "manage_node_rules": true
+        "manage_node_rules": true,
+        "allow_recreation": false
     });
     assert_eq!(got, want, "{}", serde_json::to_string_pretty(&got).unwrap());
 }

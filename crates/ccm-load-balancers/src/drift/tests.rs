@@ -31,9 +31,13 @@ fn a_classic_elb_as_ensured_has_no_drift_and_each_change_by_hand_is_named() {
             "instances i-9 registered by someone else",
         ]
     );
+    // A scheme only a recreation changes is drift only where the Service consents to one.
     let mut internal = lb;
     internal.internal = true;
-    assert_eq!(classic_differences(&desired, &internal), ["scheme internal"]);
+    assert_eq!(classic_differences(&desired, &internal), Vec::<String>::new());
+    let mut consenting = desired;
+    consenting.allow_recreation = true;
+    assert_eq!(classic_differences(&consenting, &internal), ["scheme internal"]);
 }
 
 #[test]

@@ -68,6 +68,9 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
 
     /// One change, by the kind of resource it changes.
     async fn run(&mut self, change: &Change) -> Result<(), Error> {
+        if let Change::RecreationWithheld { .. } = change {
+            return Ok(());
+        }
         self.applied.mutations += 1;
         match change {
             Change::CreateSecurityGroup { .. }
@@ -93,6 +96,7 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                 self.listener(change).await
             }
             Change::NodeRules(rule) => node_rules::apply(self.ec2, rule).await,
+            Change::RecreationWithheld { .. } => Ok(()),
         }
     }
 

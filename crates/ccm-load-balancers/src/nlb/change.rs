@@ -52,6 +52,15 @@ pub enum Change {
         /// Why it is recreated (`None`: deleted with the Service).
         recreate_because: Option<String>,
     },
+    /// Keep the load balancer although the Service wants what only a new one can have: it has not consented
+    /// to recreation (`aws-load-balancer-allow-recreation`). Writes nothing; the provider posts a
+    /// `LoadBalancerRecreationRequired` Warning naming `reason`.
+    RecreationWithheld {
+        /// The load balancer's name.
+        name: String,
+        /// What differs, as a recreation would name it.
+        reason: String,
+    },
     /// Create a target group.
     CreateTargetGroup {
         /// The group.
@@ -214,6 +223,12 @@ impl PlannedChange for Change {
                 recreate_because: Some(reason),
                 ..
             } => Some(reason.as_str()),
+            _ => None,
+        }
+    }
+    fn recreation_withheld(&self) -> Option<&str> {
+        match self {
+            Change::RecreationWithheld { reason, .. } => Some(reason.as_str()),
             _ => None,
         }
     }

@@ -126,6 +126,9 @@ pub struct Desired {
     pub tags: Tags,
     /// The nodes' rules (`None` with `DisableSecurityGroupIngress`).
     pub node_access: Option<NodeAccess>,
+    /// Whether a change only a new NLB can apply may replace this one (the Service's
+    /// `aws-load-balancer-allow-recreation`, or `--allow-load-balancer-recreation`).
+    pub allow_recreation: bool,
 }
 
 /// The listeners of a Service, one per port number (TCP and UDP on one port: `TCP_UDP`), in port order.
@@ -298,6 +301,7 @@ pub fn build(
         instances,
         tags: shared::load_balancer_tags(&config.cluster, spec),
         node_access,
+        allow_recreation: spec.allow_recreation || config.allow_recreation,
         subnets,
         name,
     })

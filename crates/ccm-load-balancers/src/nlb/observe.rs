@@ -157,12 +157,18 @@ pub async fn observe<E: Ec2, V: Elbv2>(
         managed_group(ec2, config, desired, &mut observed).await?;
     }
     if let Some(access) = &desired.node_access {
-        // The subnets the NLB has after this run: pinned ones are made so (in place or by recreation).
+        // The subnets the NLB has after this run: pinned ones are made so (in place, or by recreation when the
+        // Service consents; without consent it keeps those only a new NLB could change).
         let subnets: Vec<SubnetId> = match &load_balancer {
             Some(lb) if !desired.subnets_pinned => lb
                 .availability_zones
                 .iter()
                 .filter_map(|z| z.subnet_id.clone())
+                .collect(),
+            Some(lb) if !desired.allow_recreation => super::plan::kept(desired, lb)
+                .subnets
+                .into_iter()
+                .map(SubnetId::new)
                 .collect(),
             _ => desired.subnets.iter().map(|s| SubnetId::new(s.clone())).collect(),
         };

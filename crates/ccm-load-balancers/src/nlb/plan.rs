@@ -23,6 +23,7 @@ use crate::{
 
 mod recreation;
 
+pub(super) use recreation::kept;
 use recreation::subnets_added_in_place;
 pub use recreation::{is_host_change, recreation, recreation_reason, recreation_reasons};
 
@@ -31,8 +32,12 @@ pub use recreation::{is_host_change, recreation, recreation_reason, recreation_r
 pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
     // Target groups whose upstream names another load balancer holds go by their successor names.
     let desired = &*desired.named(&observed.renamed);
-    // 0. A load balancer that cannot become what is wanted is deleted first (and created again below).
+    // 0. A load balancer that cannot become what is wanted is deleted first (and created again below), or,
+    //    without the Service's consent, kept as it is: the rest is planned against what it keeps.
     let (mut changes, lb) = recreate(desired, observed);
+    let withheld = matches!(changes.first(), Some(Change::RecreationWithheld { .. }));
+    let kept = lb.filter(|_| withheld).map(|lb| recreation::kept(desired, lb));
+    let desired = kept.as_ref().unwrap_or(desired);
     // An NLB created without groups can never have some: with managed mode it stays without (as upstream).
     let groupless = lb.is_some_and(|l| l.security_groups.is_empty());
     // 1. The managed group and its rules.
@@ -102,6 +107,13 @@ fn recreate<'a>(desired: &Desired, observed: &'a Observed) -> (Vec<Change>, Opti
     let reasons = recreation_reasons(desired, current);
     if reasons.is_empty() {
         return (Vec::new(), Some(current));
+    }
+    if !desired.allow_recreation {
+        let withheld = Change::RecreationWithheld {
+            name: desired.name.clone(),
+            reason: reasons.join("; "),
+        };
+        return (vec![withheld], Some(current));
     }
     let delete = Change::DeleteLoadBalancer {
         name: desired.name.clone(),

@@ -46,6 +46,10 @@ pub struct LoadBalancerConfig {
     /// at all is adopted (tagged `owned`, then managed and deleted) instead of refused. Off by default: this
     /// controller tags everything it creates, so an untagged one was most likely made by someone else.
     pub adopt_untagged: bool,
+    /// `--allow-load-balancer-recreation`: every Service consents to its load balancer being replaced when a
+    /// change can only be applied to a new one, as if annotated `aws-load-balancer-allow-recreation: "true"`.
+    /// Off by default: a serving load balancer is never replaced unasked.
+    pub allow_recreation: bool,
 }
 
 // === impl LoadBalancerConfig ===
@@ -63,6 +67,7 @@ impl LoadBalancerConfig {
             health_probe: HealthProbeMode::ServiceNodePort,
             nlb_managed_security_groups: false,
             adopt_untagged: false,
+            allow_recreation: false,
         }
     }
 
@@ -99,6 +104,14 @@ impl LoadBalancerConfig {
     #[must_use]
     pub fn with_adopt_untagged(mut self, adopt: bool) -> Self {
         self.adopt_untagged = adopt;
+        self
+    }
+
+    /// Sets `--allow-load-balancer-recreation`: consent to recreation for every Service (see
+    /// [`LoadBalancerConfig::allow_recreation`]).
+    #[must_use]
+    pub fn with_recreation_allowed(mut self, allowed: bool) -> Self {
+        self.allow_recreation = allowed;
         self
     }
 

@@ -52,6 +52,16 @@ pub fn scheme(internal: bool) -> &'static str {
     if internal { "internal" } else { "internet-facing" }
 }
 
+/// The Warning notice of a recreation kept back for want of consent: what differs, and how to allow it.
+pub fn recreation_withheld_notice(kind: &str, name: &str, reason: &str) -> String {
+    format!(
+        "{kind} {name} is kept as it is: {reason} needs a new load balancer, whose DNS name would differ; \
+         everything else is applied in place. To replace it, annotate the Service \
+         service.beta.kubernetes.io/aws-load-balancer-allow-recreation: \"true\" (or run the controller with \
+         --allow-load-balancer-recreation), or revert the change"
+    )
+}
+
 /// The Warning notice of a recreation: what is recreated, why, and what that costs its users.
 pub fn recreation_notice(kind: &str, name: &str, reason: &str) -> String {
     format!(

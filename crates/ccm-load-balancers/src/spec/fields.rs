@@ -105,6 +105,7 @@ pub(crate) fn spec(
         eip_allocations: a.list(Key::EipAllocations).unwrap_or_default().to_vec(),
         private_ipv4_addresses: a.list(Key::PrivateIpv4Addresses).unwrap_or_default().to_vec(),
         target_group_attributes,
+        allow_recreation: a.bool(Key::AllowRecreation).unwrap_or(false),
         ip_address_type: match a.text(Key::IpAddressType) {
             Some("dualstack") => IpAddressType::Dualstack,
             _ => IpAddressType::Ipv4,

@@ -373,7 +373,8 @@ async fn apply_resolves_the_managed_group_to_the_observed_id() {
 #[test]
 fn a_scheme_change_recreates_an_owned_classic_elb_and_says_so() {
     let public = desired_for(&[], &[(80, 30080)], &["i-1"]);
-    let internal = desired_for(&[(Key::Internal, "true")], &[(80, 30080)], &["i-1"]);
+    let consent = [(Key::Internal, "true"), (Key::AllowRecreation, "true")];
+    let internal = desired_for(&consent, &[(80, 30080)], &["i-1"]);
     let observed = converged(&public);
     let changes = plan(&internal, &observed);
     let kinds: Vec<String> = serde_json::to_value(&changes)
@@ -413,4 +414,39 @@ fn a_scheme_change_recreates_an_owned_classic_elb_and_says_so() {
     // Nor is one whose tags were not read (a node update).
     foreign.owned = None;
     assert_eq!(plan(&internal, &foreign), []);
+}
+
+#[test]
+fn without_consent_a_scheme_change_keeps_the_classic_elb_and_applies_the_rest() {
+    let public = desired_for(&[], &[(80, 30080)], &["i-1"]);
+    let mut observed = converged(&public);
+    observed.load_balancer.as_mut().unwrap().subnets = vec![SubnetId::new("subnet-public")];
+    // The internal scheme discovers other subnets; an idle timeout changes too.
+    let wanted = [(Key::Internal, "true"), (Key::ConnectionIdleTimeout, "120")];
+    let mut internal = desired_for(&wanted, &[(80, 30080)], &["i-1"]);
+    internal.subnets = vec!["subnet-private".to_owned()];
+    let changes = plan(&internal, &observed);
+    assert_eq!(
+        changes[0],
+        Change::RecreationWithheld {
+            name: NAME.to_owned(),
+            reason: "scheme internet-facing -> internal".to_owned(),
+        }
+    );
+    assert_eq!(recreation(NAME, &changes), None, "nothing is deleted");
+    let kinds: Vec<String> = serde_json::to_value(&changes[1..])
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["change"].as_str().unwrap().to_owned())
+        .collect();
+    // The attribute in place; the subnets it serves from are kept (no attach or detach).
+    assert_eq!(kinds, ["modify_attributes"], "{changes:?}");
+
+    // With the cluster-wide flag the same change recreates it.
+    let spec = parse_service(&service(&wanted, &[(80, 30080)])).unwrap();
+    let allowed = build(&spec, &[], &config().with_recreation_allowed(true), &[]).unwrap();
+    assert!(allowed.allow_recreation);
+    assert!(recreation(NAME, &plan(&allowed, &observed)).is_some());
 }

@@ -87,6 +87,29 @@ pub fn recreation_reasons(desired: &Desired, lb: &LoadBalancerV2) -> Vec<String>
     reasons
 }
 
+/// `desired` with what only a new NLB could change taken from `lb` as it is (scheme, pinned subnets, no
+/// address or group wishes it cannot meet): what the rest of a plan is made against when a recreation is
+/// withheld. Its [`recreation_reasons`] against `lb` are none.
+pub(in crate::nlb) fn kept(desired: &Desired, lb: &LoadBalancerV2) -> Desired {
+    let mut kept = desired.clone();
+    kept.internal = lb.internal;
+    if desired.subnets_pinned && !subnets_added_in_place(desired, lb) {
+        kept.subnets = lb
+            .availability_zones
+            .iter()
+            .filter_map(|z| z.subnet_id.as_ref().map(ToString::to_string))
+            .collect();
+        kept.subnets.sort();
+    }
+    // Addresses are chosen at creation only; the NLB keeps those it has.
+    kept.eip_allocations.clear();
+    kept.private_ipv4_addresses.clear();
+    if matches!(desired.security, Security::Given(_)) && lb.security_groups.is_empty() {
+        kept.security = Security::Unmanaged;
+    }
+    kept
+}
+
 /// Whether the NLB's pinned subnets change only by subnets added (in zones the NLB does not use yet: one subnet
 /// per zone is AWS's rule and its error names the zone otherwise), which `SetSubnets` does in place, keeping the
 /// DNS name. Removing or swapping a subnet, or adding one where EIPs or private addresses are pinned (their

@@ -555,6 +555,8 @@ fn pinned_subnets_in_added_zones_are_set_in_place() {
             allocation_id: Some("eipalloc-1".to_owned()),
             private_ipv4_address: None,
         });
+    let mut eips = eips;
+    eips.allow_recreation = true;
     let message = recreation(NAME, &plan(&eips, &o)).unwrap();
     assert!(
         message.contains("subnets subnet-a -> subnet-a,subnet-b"),

@@ -339,7 +339,7 @@ fn transitions_between_managed_and_given_groups() {
 #[test]
 fn changes_an_nlb_cannot_take_recreate_it_with_a_reason() {
     let public = desired(&[], &[(80, 30080)]);
-    let internal = desired(&[(Key::Internal, "true")], &[(80, 30080)]);
+    let internal = consenting(desired(&[(Key::Internal, "true")], &[(80, 30080)]));
     let changes = plan(&internal, &converged(&public));
     assert_eq!(
         kinds(&changes),
@@ -354,24 +354,26 @@ fn changes_an_nlb_cannot_take_recreate_it_with_a_reason() {
     assert!(message.contains("DNS name changes"), "{message}");
 
     // Given groups on an NLB created without any.
-    let byo = build_with(
-        &[(Key::SecurityGroups, "sg-byo")],
-        &[(80, 30080)],
-        &managed_config(),
-    )
-    .unwrap();
+    let byo = consenting(
+        build_with(
+            &[(Key::SecurityGroups, "sg-byo")],
+            &[(80, 30080)],
+            &managed_config(),
+        )
+        .unwrap(),
+    );
     let message = recreation(NAME, &plan(&byo, &converged(&public))).unwrap();
     assert!(message.contains("created without security groups"), "{message}");
 
     // A pinned subnet removed or swapped recreates; discovered subnets never change an NLB.
-    let mut one = pinned(&["subnet-a"], &[]);
+    let mut one = consenting(pinned(&["subnet-a"], &[]));
     let mut o = converged(&pinned(&["subnet-a", "subnet-b"], &[]));
     assert!(
         recreation(NAME, &plan(&one, &o))
             .unwrap()
             .contains("subnets subnet-a,subnet-b -> subnet-a")
     );
-    let swapped = pinned(&["subnet-a", "subnet-c"], &[]);
+    let swapped = consenting(pinned(&["subnet-a", "subnet-c"], &[]));
     assert!(recreation(NAME, &plan(&swapped, &o)).unwrap().contains("subnets"));
     one.subnets_pinned = false;
     o.load_balancer.as_mut().unwrap().availability_zones.pop();
@@ -379,7 +381,10 @@ fn changes_an_nlb_cannot_take_recreate_it_with_a_reason() {
     assert_eq!(plan(&one, &o), []);
 
     // EIPs.
-    let eips = desired(&[(Key::EipAllocations, "eipalloc-1,eipalloc-2")], &[(80, 30080)]);
+    let eips = consenting(desired(
+        &[(Key::EipAllocations, "eipalloc-1,eipalloc-2")],
+        &[(80, 30080)],
+    ));
     assert!(
         recreation(NAME, &plan(&eips, &converged(&public)))
             .unwrap()
@@ -387,6 +392,68 @@ fn changes_an_nlb_cannot_take_recreate_it_with_a_reason() {
     );
     // No recreation without a change.
     assert_eq!(recreation(NAME, &plan(&public, &converged(&public))), None);
+}
+
+fn consenting(mut desired: Desired) -> Desired {
+    desired.allow_recreation = true;
+    desired
+}
+
+/// The reason of a plan's withheld recreation, and the kinds of the other changes.
+fn withheld(changes: &[Change]) -> (Option<String>, Vec<String>) {
+    let reason = match changes.first() {
+        Some(Change::RecreationWithheld { reason, .. }) => Some(reason.clone()),
+        _ => None,
+    };
+    (reason, kinds(&changes[usize::from(!changes.is_empty())..]))
+}
+
+#[test]
+fn without_consent_an_nlb_is_kept_and_the_rest_applied_in_place() {
+    let public = desired(&[], &[(80, 30080)]);
+    let o = converged(&public);
+    // A scheme change with a new port: the listener is added to the NLB as it is.
+    let internal = desired(&[(Key::Internal, "true")], &[(80, 30080), (443, 30443)]);
+    let changes = plan(&internal, &o);
+    assert_eq!(recreation(NAME, &changes), None, "nothing is deleted");
+    let (reason, rest) = withheld(&changes);
+    assert_eq!(reason.as_deref(), Some("scheme internet-facing -> internal"));
+    assert_eq!(
+        rest,
+        ["create_target_group", "register_targets", "create_listener"]
+    );
+
+    // Given groups on an NLB created without any: kept without groups.
+    let byo = build_with(
+        &[(Key::SecurityGroups, "sg-byo")],
+        &[(80, 30080)],
+        &managed_config(),
+    )
+    .unwrap();
+    let (reason, rest) = withheld(&plan(&byo, &o));
+    assert!(reason.unwrap().contains("created without security groups"));
+    assert_eq!(rest, Vec::<String>::new());
+
+    // A pinned subnet removed: the NLB keeps both, nothing else to do.
+    let one = pinned(&["subnet-a"], &[]);
+    let two = converged(&pinned(&["subnet-a", "subnet-b"], &[]));
+    let (reason, rest) = withheld(&plan(&one, &two));
+    assert!(reason.unwrap().contains("subnets subnet-a,subnet-b -> subnet-a"));
+    assert_eq!(rest, Vec::<String>::new(), "no SetSubnets");
+
+    // EIPs wanted on an NLB that has none.
+    let eips = desired(&[(Key::EipAllocations, "eipalloc-1,eipalloc-2")], &[(80, 30080)]);
+    let (reason, rest) = withheld(&plan(&eips, &o));
+    assert!(reason.unwrap().contains("EIP allocations"));
+    assert_eq!(rest, Vec::<String>::new());
+
+    // The cluster-wide flag consents for every Service.
+    let flagged = build_with(
+        &[(Key::Internal, "true")],
+        &[(80, 30080)],
+        &config().with_recreation_allowed(true),
+    );
+    assert!(recreation(NAME, &plan(&flagged.unwrap(), &o)).is_some());
 }
 
 #[test]
