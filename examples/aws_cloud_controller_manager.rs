@@ -18,7 +18,7 @@ use clap::Parser;
 struct Cli {
     #[command(flatten)]
     manager: Options,
-    /// Print version information and quit: true prints `Kubernetes v<version>`, raw the details (as upstream).
+    /// Print version information and quit: true prints `aws-cloud-controller-manager v<version>`, raw the details.
     #[allow(dead_code)] // answered by `version_request` before clap parses the arguments
     #[arg(long = "version", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "true|false|raw")]
     version: Option<String>,

@@ -169,13 +169,13 @@ async fn e2e_the_go_argument_lists_logs_metrics_and_annotation_values_work() {
     let launched = world.launch(1).await;
     world.register_node(&launched[0].id, None).await;
 
-    // --version as Kubernetes prints it (and `_`-named flags beside it are fine).
+    // --version: the program and its version (and `_`-named flags beside it are fine).
     let out = Command::new(BIN).args(["--v=2", "--version"]).output().unwrap();
     assert!(out.status.success());
     let version = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
         version.trim(),
-        format!("Kubernetes v{}", env!("CARGO_PKG_VERSION"))
+        format!("aws-cloud-controller-manager v{}", env!("CARGO_PKG_VERSION"))
     );
     let raw = Command::new(BIN).arg("--version=raw").output().unwrap();
     assert!(String::from_utf8_lossy(&raw.stdout).starts_with("version.Info{Major:"));

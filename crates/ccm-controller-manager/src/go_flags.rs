@@ -28,16 +28,24 @@ where
         .collect()
 }
 
-/// What `--version` asks for, Kubernetes style: `--version` or `--version=true` print `Kubernetes <version>`,
-/// `--version=raw` the version information as Go prints `version.Info`; `--version=false` (or no flag) nothing.
-/// `Err` names a value `--version` does not take.
+/// What `--version` asks for, Kubernetes style: `--version` or `--version=true` print `<program> v<version>`
+/// (the program's file name from the first argument; Go's binaries print `Kubernetes v<release>`, which here would
+/// claim a Kubernetes release this version is not), `--version=raw` the version information as Go prints
+/// `version.Info`; `--version=false` (or no flag) nothing. `Err` names a value `--version` does not take.
 pub fn version_request<I, T>(args: I, version: &str) -> Result<Option<String>, String>
 where
     I: IntoIterator<Item = T>,
     T: AsRef<std::ffi::OsStr>,
 {
     let mut out = Ok(None);
+    let mut program = None;
     for arg in args {
+        let program = program.get_or_insert_with(|| {
+            std::path::Path::new(arg.as_ref()).file_name().map_or_else(
+                || "cloud-controller-manager".into(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        });
         let Some(text) = arg.as_ref().to_str() else {
             continue;
         };
@@ -51,7 +59,7 @@ where
         };
         // As a repeated Go flag, the last one wins.
         out = match value {
-            "true" | "1" | "t" | "T" | "TRUE" | "True" => Ok(Some(format!("Kubernetes v{version}"))),
+            "true" | "1" | "t" | "T" | "TRUE" | "True" => Ok(Some(format!("{program} v{version}"))),
             "raw" => Ok(Some(raw_version(version))),
             "false" | "0" | "f" | "F" | "FALSE" | "False" => Ok(None),
             other => Err(format!(
@@ -110,7 +118,14 @@ mod tests {
     fn version_in_kubernetes_style() {
         assert_eq!(
             version_request(["ccm", "--version"], "1.2.3"),
-            Ok(Some("Kubernetes v1.2.3".to_owned()))
+            Ok(Some("ccm v1.2.3".to_owned()))
+        );
+        assert_eq!(
+            version_request(
+                ["/usr/bin/aws-cloud-controller-manager", "--version=true"],
+                "1.2.3"
+            ),
+            Ok(Some("aws-cloud-controller-manager v1.2.3".to_owned()))
         );
         assert_eq!(version_request(["--version=false"], "1.2.3"), Ok(None));
         assert_eq!(version_request(["--v=2"], "1.2.3"), Ok(None));

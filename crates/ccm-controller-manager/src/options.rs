@@ -232,7 +232,8 @@ pub struct Options {
     #[arg(long, default_value = "/healthz,/readyz,/livez", value_delimiter = ',', action = ArgAction::Append, value_name = "PATHS", help_heading = "Secure serving")]
     pub authorization_always_allow_paths: Vec<String>,
 
-    /// Log verbosity: 0-1 info, 2-3 debug, 4 and more trace (this crate's and the providers' own modules).
+    /// Log verbosity, as klog's: 0-2 info (2 is the usual production level), 3-4 debug and 5 trace for this
+    /// project's crates, 6-7 debug and 8 and more trace for everything. RUST_LOG, when set, overrides it.
     #[arg(
         short = 'v',
         long = "v",
@@ -566,5 +567,30 @@ mod tests {
     fn the_command_is_well_formed() {
         use clap::Args;
         Options::augment_args(clap::Command::new("t")).debug_assert();
+    }
+
+    /// `--help` says what each `-v` level does, as `filter_for_verbosity` does it.
+    #[test]
+    fn the_verbosity_help_matches_the_filter() {
+        use clap::Args;
+        let help = Options::augment_args(clap::Command::new("t"))
+            .render_long_help()
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        for (levels, words, filter) in [
+            ([0, 2], "0-2 info", "info"),
+            ([3, 4], "3-4 debug", "ccm_controllers=debug"),
+            ([5, 5], "5 trace", "ccm_controllers=trace"),
+            ([6, 7], "6-7 debug", "debug"),
+            ([8, 9], "8 and more trace", "trace"),
+        ] {
+            assert!(help.contains(words), "--help lacks {words:?}");
+            for v in levels {
+                let directives = crate::filter_for_verbosity(v);
+                assert!(directives.split(',').any(|d| d == filter), "-v={v}: {directives}");
+            }
+        }
     }
 }
