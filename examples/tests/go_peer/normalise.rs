@@ -103,6 +103,7 @@ fn replacements(facts: &Snapshot, lbs: &BTreeMap<String, String>) -> Vec<(String
 
 /// A difference between the Go controller's resources and ours that is known and explained (docs/
 /// migration-from-go.md lists each with the same reason).
+#[derive(Clone, Copy)]
 pub struct Known {
     /// The fact's key, `*` matching any run of characters.
     pub key: &'static str,

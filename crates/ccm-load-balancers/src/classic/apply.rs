@@ -54,7 +54,6 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
         self.applied.mutations += 1;
         match change {
             Change::CreateSecurityGroup { .. }
-            | Change::TagSecurityGroup { .. }
             | Change::AuthorizeIngress { .. }
             | Change::RevokeIngress { .. }
             | Change::DeleteSecurityGroup { .. } => self.security_group(change).await,
@@ -92,12 +91,6 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
                 self.managed = Some(
                     shared::create_or_adopt_group(ec2, self.config, group_name, description, tags).await?,
                 );
-            }
-            Change::TagSecurityGroup { group, tags } => {
-                let id = self.group(group)?;
-                ec2.create_tags(&[id.into_string()], tags)
-                    .await
-                    .map_err(Error::aws("tagging the load balancer's security group"))?;
             }
             Change::AuthorizeIngress { group, rules } => {
                 let perms: Vec<IpPermission> = rules.iter().map(Rule::to_permission).collect();

@@ -25,13 +25,6 @@ pub enum Change {
         /// Tags.
         tags: Tags,
     },
-    /// Add missing tags to a group.
-    TagSecurityGroup {
-        /// The group.
-        group: GroupRef,
-        /// Tags to add.
-        tags: Tags,
-    },
     /// Add CIDR rules to a group.
     AuthorizeIngress {
         /// The group.

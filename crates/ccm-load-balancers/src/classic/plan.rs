@@ -80,12 +80,6 @@ fn managed_group(desired: &Desired, observed: &Observed) -> Vec<Change> {
             tags: managed.tags.clone(),
         });
     }
-    if !diff.missing_tags.is_empty() {
-        changes.push(Change::TagSecurityGroup {
-            group: GroupRef::Managed,
-            tags: diff.missing_tags,
-        });
-    }
     if !diff.authorize.is_empty() {
         changes.push(Change::AuthorizeIngress {
             group: GroupRef::Managed,

@@ -74,7 +74,6 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
         self.applied.mutations += 1;
         match change {
             Change::CreateSecurityGroup { .. }
-            | Change::TagSecurityGroup { .. }
             | Change::AuthorizeIngress { .. }
             | Change::RevokeIngress { .. }
             | Change::RevokeReference { .. }
@@ -111,12 +110,6 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
             } => {
                 self.managed =
                     Some(shared::create_or_adopt_group(ec2, self.config, name, description, tags).await?);
-            }
-            Change::TagSecurityGroup { tags } => {
-                let id = self.group(&GroupRef::Managed)?;
-                ec2.create_tags(&[id.into_string()], tags)
-                    .await
-                    .map_err(Error::aws("tagging the NLB's security group"))?;
             }
             Change::AuthorizeIngress { rules } => {
                 let perms: Vec<IpPermission> = rules.iter().map(Rule::to_permission).collect();

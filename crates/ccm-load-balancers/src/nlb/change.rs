@@ -28,11 +28,6 @@ pub enum Change {
         /// Tags.
         tags: Tags,
     },
-    /// Add missing tags to the managed group.
-    TagSecurityGroup {
-        /// Tags to add.
-        tags: Tags,
-    },
     /// Add CIDR rules to the managed group.
     AuthorizeIngress {
         /// The rules.

@@ -136,11 +136,6 @@ fn managed_group(desired: &Desired, observed: &Observed) -> Vec<Change> {
             tags: managed.tags.clone(),
         });
     }
-    if !diff.missing_tags.is_empty() {
-        changes.push(Change::TagSecurityGroup {
-            tags: diff.missing_tags,
-        });
-    }
     if !diff.authorize.is_empty() {
         changes.push(Change::AuthorizeIngress {
             rules: diff.authorize,
@@ -367,6 +362,16 @@ fn listeners(
 }
 
 /// One existing listener: kept, modified in place, or replaced.
+/// Whether the resource `arn` carries the cluster's ownership tag as `desired` sets it.
+fn carries_cluster_tag(observed: &Observed, arn: &str, desired: &Desired) -> bool {
+    observed.tags.get(arn).is_some_and(|tags| {
+        desired
+            .tags
+            .iter()
+            .any(|(k, v)| ccm_tagging::is_ownership_key(k) && tags.get(k) == Some(v))
+    })
+}
+
 fn listener(
     desired: &Desired,
     observed: &Observed,
@@ -381,7 +386,12 @@ fn listener(
     let cert_differs = tls && current.certificates.first() != l.certificate.as_ref();
     let policy_differs = tls && l.ssl_policy.is_some() && current.ssl_policy != l.ssl_policy;
     if same_protocol && !tg_differs && !cert_differs && !policy_differs {
-        tag_if_missing(tag_arns, observed, &current.arn, desired);
+        // A listener carrying the cluster's tag gets the tags it lacks (an `additional-resource-tags` edit); a
+        // Go-era one, untagged, is tagged only before it is changed (the hardened IAM policy's condition), so a
+        // takeover writes nothing to it.
+        if carries_cluster_tag(observed, &current.arn, desired) {
+            tag_if_missing(tag_arns, observed, &current.arn, desired);
+        }
         return Vec::new();
     }
     if same_protocol {

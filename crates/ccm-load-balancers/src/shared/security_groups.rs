@@ -261,10 +261,10 @@ pub struct ManagedGroup {
 /// What brings the observed managed group to [`ManagedGroup`]: both flavours plan it the same way.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GroupDiff {
-    /// The group is missing: create it (with its tags).
+    /// The group is missing: create it (with its tags). An existing group's tags are left as they are: a group
+    /// another controller made (the Go controller tags it with the cluster tag only) is taken over without a
+    /// write, and found for deletion by its name and cluster tag.
     pub create: bool,
-    /// Tags the existing group lacks (read-repair; existing values are never overwritten).
-    pub missing_tags: Tags,
     /// Rules to add.
     pub authorize: Vec<Rule>,
     /// Rules to remove.
@@ -276,21 +276,12 @@ pub struct GroupDiff {
 impl ManagedGroup {
     /// What `observed` (the group found by name, if any) lacks or has too much.
     pub fn diff(&self, observed: Option<&SecurityGroup>) -> GroupDiff {
-        let (create, missing_tags, current) = match observed {
-            None => (true, Tags::new(), BTreeSet::new()),
-            Some(group) => (
-                false,
-                self.tags
-                    .iter()
-                    .filter(|(k, _)| !group.tags.contains_key(*k))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-                observed_rules(group),
-            ),
+        let (create, current) = match observed {
+            None => (true, BTreeSet::new()),
+            Some(group) => (false, observed_rules(group)),
         };
         GroupDiff {
             create,
-            missing_tags,
             authorize: self.ingress.difference(&current).cloned().collect(),
             revoke: current.difference(&self.ingress).cloned().collect(),
         }

@@ -450,3 +450,14 @@ fn without_consent_a_scheme_change_keeps_the_classic_elb_and_applies_the_rest() 
     assert!(allowed.allow_recreation);
     assert!(recreation(NAME, &plan(&allowed, &observed)).is_some());
 }
+
+#[test]
+fn a_managed_group_made_by_another_controller_is_taken_over_without_a_write() {
+    // The Go controller tags its groups with the cluster tag only: no service-name tag is added.
+    let desired = desired_for(&[], &[(80, 30080)], &["i-1"]);
+    let mut observed = converged(&desired);
+    let group = observed.managed_group.as_mut().unwrap();
+    group.tags.retain(|k, _| k.starts_with("kubernetes.io/cluster/"));
+    assert_eq!(group.tags.len(), 1);
+    assert_eq!(plan(&desired, &observed), []);
+}
