@@ -46,6 +46,7 @@ impl EcrAdapter {
             Limiter::new(options.rate_limits.clone()),
             metrics.clone(),
             options.retry,
+            options.read_only,
         );
         Self {
             ecr: AwsEcr::new(sdk_config, &options, rt.clone()),

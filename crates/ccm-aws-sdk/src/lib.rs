@@ -77,6 +77,11 @@ pub struct AdapterOptions {
     pub batch_window: Duration,
     /// Timeout of each HTTP attempt.
     pub attempt_timeout: Duration,
+    /// Refuse every call that would change AWS (anything but `Describe*`, `Get*`, `List*` and `AssumeRole*`)
+    /// without sending it: an `AccessDenied` error with AWS's dry-run code `DryRunOperation`, counted in
+    /// [`CallMetrics`] under the outcome `dry_run`. For a controller's dry run: a code path that forgets it is in
+    /// one fails loudly instead of writing.
+    pub read_only: bool,
 }
 
 /// A custom endpoint for one service in one region. Start from [`EndpointOverride::new`].
@@ -150,6 +155,7 @@ impl Default for AdapterOptions {
             retry: RetryPolicy::default(),
             batch_window: Duration::from_millis(20),
             attempt_timeout: Duration::from_secs(30),
+            read_only: false,
         }
     }
 }
@@ -197,6 +203,13 @@ impl AdapterOptions {
         self
     }
 
+    /// Sets [`AdapterOptions::read_only`]: calls that would change AWS are refused, never sent.
+    #[must_use]
+    pub fn with_read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
     /// Sets the timeout of each HTTP attempt.
     #[must_use]
     pub fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
@@ -226,6 +239,7 @@ impl Adapter {
             Limiter::new(options.rate_limits.clone()),
             metrics.clone(),
             options.retry,
+            options.read_only,
         );
         let region = sdk_config.region().map(|r| r.as_ref().to_owned());
         let timeouts = TimeoutConfig::builder()

@@ -34,6 +34,17 @@ pub(crate) struct Runtime {
     pub(crate) limiter: Limiter,
     pub(crate) metrics: CallMetrics,
     pub(crate) retry: RetryPolicy,
+    /// [`AdapterOptions::read_only`](crate::AdapterOptions::read_only): calls that change AWS are refused.
+    pub(crate) read_only: bool,
+}
+
+/// Whether the operation `name` changes anything in AWS. By AWS's naming: reads are `Describe*`, `Get*` and
+/// `List*`; `AssumeRole*` only hands out credentials. Everything else is taken to write, so that an operation
+/// added later is refused in read-only mode until it is known to be a read.
+pub(crate) fn mutates(name: &str) -> bool {
+    !["Describe", "Get", "List", "AssumeRole"]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
 }
 
 /// Which service and operation a call is, and which bucket it draws from.
@@ -162,11 +173,17 @@ impl Pages {
 // === impl Runtime ===
 
 impl Runtime {
-    pub(crate) fn new(limiter: Limiter, metrics: CallMetrics, retry: RetryPolicy) -> Arc<Self> {
+    pub(crate) fn new(
+        limiter: Limiter,
+        metrics: CallMetrics,
+        retry: RetryPolicy,
+        read_only: bool,
+    ) -> Arc<Self> {
         Arc::new(Self {
             limiter,
             metrics,
             retry,
+            read_only,
         })
     }
 
@@ -222,6 +239,21 @@ impl Runtime {
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
         let service = op.service.as_str();
+        if self.read_only && mutates(op.name) {
+            // Never sent: counted under the outcome `dry_run`, and refused as EC2 refuses a `DryRun` request.
+            self.metrics.record(service, op.name, "dry_run", Duration::ZERO);
+            tracing::info!(
+                service,
+                operation = op.name,
+                "dry run: not sent, it would change AWS"
+            );
+            return Err(op
+                .error(
+                    ErrorKind::AccessDenied,
+                    format!("dry run: {} changes AWS and was not sent", op.name),
+                )
+                .with_code("DryRunOperation"));
+        }
         let mut attempt = 1;
         loop {
             if let Err(wait) = self.limiter.acquire(op.service, op.class).await {
@@ -277,6 +309,29 @@ impl Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_are_told_from_writes_by_name() {
+        for read in [
+            "DescribeInstances",
+            "GetAuthorizationToken",
+            "ListTagsForResource",
+            "AssumeRoleWithWebIdentity",
+        ] {
+            assert!(!mutates(read), "{read}");
+        }
+        for write in [
+            "CreateTags",
+            "DeleteLoadBalancer",
+            "ModifyListener",
+            "RegisterTargets",
+            "SetSubnets",
+        ] {
+            assert!(mutates(write), "{write}");
+        }
+        // Unknown operations are writes until known otherwise.
+        assert!(mutates("StartSomethingNew"));
+    }
 
     #[test]
     fn backoff_grows_with_jitter_and_caps() {

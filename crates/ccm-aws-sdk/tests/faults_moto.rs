@@ -6,7 +6,7 @@ mod common;
 
 use std::{sync::Arc, time::Duration};
 
-use ccm_aws_api::{Ec2, Elb, ErrorKind, InstanceId, Tags};
+use ccm_aws_api::{Ec2, Elb, Elbv2, ErrorKind, InstanceId, Tags};
 use ccm_aws_sdk::{ActionClass, Adapter, AdapterOptions, AssumeRole, RateLimits, Service};
 use ccm_testing::{Fault, FaultProxy, TestEnv};
 use common::{adapter, fast_retry, fixture};
@@ -347,4 +347,53 @@ async fn the_user_agent_carries_the_kubernetes_key_as_upstream() {
     prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
     let line = r#"cloudprovider_aws_api_response_status_total{service="EC2",operation="DescribeAvailabilityZones",status_code="500"} 1"#;
     assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+}
+
+#[tokio::test]
+async fn a_read_only_adapter_refuses_every_write_without_sending_it() {
+    let proxy = proxy().await;
+    let options = AdapterOptions::default()
+        .with_retry(fast_retry())
+        .with_endpoint_url(proxy.url())
+        .with_read_only(true);
+    let adapter = Adapter::new(&TestEnv::get().aws_config().await, options);
+
+    // Reads are sent as usual.
+    assert!(!adapter.ec2().availability_zones().await.unwrap().is_empty());
+    assert_eq!(
+        adapter.elb().load_balancer("no-such-lb-read-only").await.unwrap(),
+        None
+    );
+
+    // Writes of each service are refused as EC2 refuses a DryRun request, and never reach AWS.
+    let tags = Tags::from([("k".to_owned(), "v".to_owned())]);
+    let refusals = [
+        adapter
+            .ec2()
+            .create_tags(&["i-0123456789abcdef0".to_owned()], &tags)
+            .await
+            .unwrap_err(),
+        adapter
+            .elb()
+            .delete_load_balancer("no-such-lb-read-only")
+            .await
+            .unwrap_err(),
+        adapter
+            .elbv2()
+            .delete_load_balancer("arn:aws:elasticloadbalancing:x")
+            .await
+            .unwrap_err(),
+    ];
+    for e in &refusals {
+        assert_eq!(e.kind(), ErrorKind::AccessDenied, "{e}");
+        assert_eq!(e.code(), Some("DryRunOperation"), "{e}");
+        assert!(e.to_string().contains("dry run"), "{e}");
+    }
+    for action in ["CreateTags", "DeleteLoadBalancer"] {
+        assert_eq!(proxy.requests(action), 0, "{action} was sent");
+    }
+    assert_eq!(proxy.requests("DescribeAvailabilityZones"), 1);
+    let m = adapter.metrics();
+    assert_eq!(m.attempts_with("ec2", "CreateTags", "dry_run"), 1);
+    assert_eq!(m.attempts_with("ec2", "CreateTags", "ok"), 0);
 }
