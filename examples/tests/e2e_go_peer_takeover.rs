@@ -5,7 +5,9 @@
 //! takes over. Required and asserted: nothing recreated (load balancer names, ARNs and DNS names, target group
 //! ARNs, Service hostnames all kept); the resources change exactly as docs/migration-from-go.md says a takeover
 //! changes them, and ours' AWS writes, read from a `FaultProxy`'s request log and printed, are only those; a
-//! restarted controller then writes nothing; deleting both Services with ours running leaves the VPC as it was
+//! restarted controller then writes nothing; the Classic ELB's Service, edited to `internal` after the Go controller
+//! made it (an edit Go ignores), keeps its load balancer with a `LoadBalancerRecreationRequired` Warning; deleting
+//! both Services with ours running leaves the VPC as it was
 //! before the Go controller made anything (load balancers, target groups, managed groups, node rules).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -24,8 +26,12 @@ use go_peer::{
     },
     diff, list_requests, show, writes,
 };
-use k8s_openapi::api::core::v1::Service;
-use kube::Api;
+use k8s_openapi::api::core::v1::{Event, Service};
+use kube::{
+    Api,
+    api::{ListParams, Patch, PatchParams},
+};
+use serde_json::json;
 
 #[tokio::test]
 async fn e2e_ours_takes_over_what_the_go_controller_made_and_deletes_it() {
@@ -44,11 +50,36 @@ async fn e2e_ours_takes_over_what_the_go_controller_made_and_deletes_it() {
     let go_made = aws.snapshot(&world.network.vpc).await;
     assert_serving(&go_made, &served, &launched);
     let nodes_before = node_facts(&world.nodes, &launched).await;
+    // An edit the Go controller ignored (it never changes a Classic ELB's scheme): ours keeps the load balancer as
+    // it is and says so, instead of replacing it.
+    let patch = json!({ "metadata": { "annotations": {
+        "service.beta.kubernetes.io/aws-load-balancer-internal": "true"
+    } } });
+    services
+        .patch(
+            &served.clb_service,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
 
     let proxy = FaultProxy::start(&env.aws_endpoint).await.unwrap();
     let ours_config = world.dir.join("ours.conf");
     config.via(&proxy.url()).write(&ours_config).unwrap();
     let mut ccm = ours_takes_over(&world, &ours_config, &proxy, &services, &served, &go_made).await;
+    let events: Api<Event> = Api::namespaced(env.kube_client().await.unwrap(), "default");
+    let lp = ListParams::default().fields(&format!("involvedObject.name={}", served.clb_service));
+    let warned = events.list(&lp).await.unwrap().items.iter().any(|e| {
+        e.reason.as_deref() == Some("LoadBalancerRecreationRequired")
+            && e.message
+                .as_deref()
+                .is_some_and(|m| m.contains("internet-facing -> internal"))
+    });
+    assert!(
+        warned,
+        "a LoadBalancerRecreationRequired Warning for the stale Service"
+    );
     let nodes_after = node_facts(&world.nodes, &launched).await;
     let node_changes = diff(&nodes_before, &nodes_after);
     assert!(

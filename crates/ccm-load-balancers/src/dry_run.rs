@@ -37,9 +37,22 @@ pub struct DryRun {
     pub desired: DesiredModel,
     /// The ordered changes an ensure would make (empty: nothing to do).
     pub changes: Changes,
+    /// Whether the plan replaces the serving load balancer, or keeps it although the Service asks for what only
+    /// a new one can have (`None`: neither).
+    pub recreation: Option<Recreation>,
     /// The Service's ports without a node port yet (`<port>/<protocol>`): no plan serves them until the apiserver
     /// has allocated one (or forever with `allocateLoadBalancerNodePorts: false`).
     pub waiting_ports: Vec<String>,
+}
+
+/// What a plan does about a change only a new load balancer can apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Recreation {
+    /// `true`: the plan deletes the load balancer and creates it again (the Service consents; its DNS name
+    /// changes). `false`: it keeps the load balancer as it is, for want of consent.
+    pub replaces: bool,
+    /// What differs (`scheme internet-facing -> internal`, ...).
+    pub reason: String,
 }
 
 /// The ports of `service` that have no node port yet, `<port>/<protocol>`.
@@ -75,6 +88,20 @@ impl fmt::Display for DryRun {
         }
         for (i, line) in lines.iter().enumerate() {
             writeln!(f, "{:>3}. {line}", i + 1)?;
+        }
+        match &self.recreation {
+            Some(r) if r.replaces => writeln!(
+                f,
+                "REPLACES the load balancer ({}): its DNS name changes",
+                r.reason
+            )?,
+            Some(r) => writeln!(
+                f,
+                "KEEPS the load balancer: {} needs a new one; the Service has not consented \
+                 (service.beta.kubernetes.io/aws-load-balancer-allow-recreation: \"true\")",
+                r.reason
+            )?,
+            None => {}
         }
         if !self.waiting_ports.is_empty() {
             writeln!(

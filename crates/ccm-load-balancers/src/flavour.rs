@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::{
     Error, LoadBalancerConfig,
-    dry_run::DryRun,
+    dry_run::{DryRun, Recreation},
     memory::{Facts, Learnt, Remembered},
     spec::ServiceSpec,
 };
@@ -50,6 +50,17 @@ pub trait PlannedChange {
 /// What changed that makes a plan recreate the load balancer (`None`: no recreation).
 pub fn recreation_reason<C: PlannedChange>(changes: &[C]) -> Option<&str> {
     changes.iter().find_map(PlannedChange::recreate_because)
+}
+
+/// The recreation `changes` make or keep back, if any, as a dry run reports it.
+pub(crate) fn recreation_of<C: PlannedChange>(changes: &[C]) -> Option<Recreation> {
+    let recreation = |reason: &str, replaces| Recreation {
+        replaces,
+        reason: reason.to_owned(),
+    };
+    recreation_reason(changes)
+        .map(|r| recreation(r, true))
+        .or_else(|| recreation_withheld(changes).map(|r| recreation(r, false)))
 }
 
 /// What a plan keeps back because only a new load balancer could apply it and the Service has not consented

@@ -75,7 +75,7 @@ mod provider;
 pub mod shared;
 pub mod spec;
 
-pub use dry_run::{Changes, DesiredModel, DryRun};
+pub use dry_run::{Changes, DesiredModel, DryRun, Recreation};
 pub use error::Error;
 pub use provider::{AwsLoadBalancers, DEFAULT_CLUSTER_NAME, PlanForError, plan_for};
 pub use shared::{HealthProbeMode, LoadBalancerConfig};

@@ -142,6 +142,9 @@ impl Spec {
         };
         set("type", self.nlb.then(|| "nlb".to_owned()));
         set("internal", self.internal.then(|| "true".to_owned()));
+        // The soak changes the scheme and expects the load balancer to follow: its Services consent to the
+        // recreation that takes (without, the load balancer is kept, with a Warning).
+        set("allow-recreation", Some("true".to_owned()));
         set("healthcheck-interval", self.interval.map(|i| i.to_string()));
         set(
             "cross-zone-load-balancing-enabled",

@@ -92,6 +92,7 @@ impl LoadBalancerFlavour for Classic {
         DryRun {
             spec,
             desired: DesiredModel::Classic(desired),
+            recreation: super::recreation_of(&changes),
             changes: Changes::Classic(changes),
             waiting_ports: Vec::new(),
         }

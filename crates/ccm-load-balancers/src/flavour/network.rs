@@ -106,6 +106,7 @@ impl LoadBalancerFlavour for Network {
         DryRun {
             spec,
             desired: DesiredModel::Network(desired),
+            recreation: super::recreation_of(&changes),
             changes: Changes::Network(changes),
             waiting_ports: Vec::new(),
         }

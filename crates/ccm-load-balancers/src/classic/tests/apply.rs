@@ -443,12 +443,30 @@ fn without_consent_a_scheme_change_keeps_the_classic_elb_and_applies_the_rest() 
         .collect();
     // The attribute in place; the subnets it serves from are kept (no attach or detach).
     assert_eq!(kinds, ["modify_attributes"], "{changes:?}");
+    // The dry run (lb-plan, the controller's dry run) says the load balancer is kept, and why.
+    use crate::flavour::{Classic, LoadBalancerFlavour};
+    let spec = parse_service(&service(&wanted, &[(80, 30080)])).unwrap();
+    let run = Classic::dry_run(spec, internal, changes);
+    let withheld = crate::Recreation {
+        replaces: false,
+        reason: "scheme internet-facing -> internal".to_owned(),
+    };
+    assert_eq!(run.recreation, Some(withheld));
+    let printed = run.to_string();
+    assert!(
+        printed.contains("KEEPS the load balancer: scheme internet-facing -> internal"),
+        "{printed}"
+    );
 
     // With the cluster-wide flag the same change recreates it.
     let spec = parse_service(&service(&wanted, &[(80, 30080)])).unwrap();
     let allowed = build(&spec, &[], &config().with_recreation_allowed(true), &[]).unwrap();
     assert!(allowed.allow_recreation);
-    assert!(recreation(NAME, &plan(&allowed, &observed)).is_some());
+    let changes = plan(&allowed, &observed);
+    assert!(recreation(NAME, &changes).is_some());
+    let run = Classic::dry_run(spec, allowed, changes);
+    assert_eq!(run.recreation.as_ref().map(|r| r.replaces), Some(true));
+    assert!(run.to_string().contains("REPLACES the load balancer"), "{run}");
 }
 
 #[test]
