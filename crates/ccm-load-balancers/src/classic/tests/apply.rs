@@ -12,6 +12,13 @@ use ccm_aws_api::ec2::SecurityGroup;
 use ccm_aws_api::elb::ClassicAttributes;
 use ccm_aws_api::elb::ClassicLoadBalancer;
 
+/// The kinds of `changes`, as their JSON names them (`delete_load_balancer`, ...).
+fn kinds(changes: &[Change]) -> Vec<String> {
+    let json = serde_json::to_value(changes).unwrap();
+    let all = json.as_array().unwrap().iter();
+    all.map(|c| c["change"].as_str().unwrap().to_owned()).collect()
+}
+
 fn err(kind: ErrorKind) -> AwsError {
     AwsError::new(kind, "test", "Op")
 }
@@ -377,15 +384,8 @@ fn a_scheme_change_recreates_an_owned_classic_elb_and_says_so() {
     let internal = desired_for(&consent, &[(80, 30080)], &["i-1"]);
     let observed = converged(&public);
     let changes = plan(&internal, &observed);
-    let kinds: Vec<String> = serde_json::to_value(&changes)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["change"].as_str().unwrap().to_owned())
-        .collect();
     assert_eq!(
-        kinds,
+        kinds(&changes),
         [
             "delete_load_balancer",
             "create_load_balancer",
@@ -434,15 +434,8 @@ fn without_consent_a_scheme_change_keeps_the_classic_elb_and_applies_the_rest() 
         }
     );
     assert_eq!(recreation(NAME, &changes), None, "nothing is deleted");
-    let kinds: Vec<String> = serde_json::to_value(&changes[1..])
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["change"].as_str().unwrap().to_owned())
-        .collect();
     // The attribute in place; the subnets it serves from are kept (no attach or detach).
-    assert_eq!(kinds, ["modify_attributes"], "{changes:?}");
+    assert_eq!(kinds(&changes[1..]), ["modify_attributes"], "{changes:?}");
     // The dry run (lb-plan, the controller's dry run) says the load balancer is kept, and why.
     use crate::flavour::{Classic, LoadBalancerFlavour};
     let spec = parse_service(&service(&wanted, &[(80, 30080)])).unwrap();
