@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use ccm_testing::{TestEnv, unique_name};
 use common::{
-    Ccm, World, eventually, initialized,
+    Ccm, World, eventually, has_warning, initialized,
     lb::{Elb, group_exists, managed_groups, public_subnet, security_group, service},
 };
 use k8s_openapi::api::core::v1::{Event, Service};
@@ -189,21 +189,16 @@ async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
+    let reason = "LoadBalancerRecreationRequired";
+    let texts = [
+        "internet-facing -> internal",
+        "aws-load-balancer-allow-recreation",
+    ];
     eventually(
         &mut ccm,
         "a LoadBalancerRecreationRequired Warning Event",
         60,
-        async || {
-            events.list(&lp).await.unwrap().items.iter().any(|e| {
-                e.type_.as_deref() == Some("Warning")
-                    && e.reason.as_deref() == Some("LoadBalancerRecreationRequired")
-                    && e.message.as_deref().is_some_and(|m| {
-                        m.contains("internet-facing -> internal")
-                            && m.contains("aws-load-balancer-allow-recreation")
-                    })
-            })
-        },
+        async || has_warning(&events, &name, reason, &texts).await,
     )
     .await;
     assert_eq!(
@@ -232,19 +227,12 @@ async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
             && elb.instances(&lb).await == expected
     })
     .await;
+    let texts = ["internet-facing -> internal"];
     eventually(
         &mut ccm,
         "a RecreatingLoadBalancer Warning Event",
         30,
-        async || {
-            events.list(&lp).await.unwrap().items.iter().any(|e| {
-                e.type_.as_deref() == Some("Warning")
-                    && e.reason.as_deref() == Some("RecreatingLoadBalancer")
-                    && e.message
-                        .as_deref()
-                        .is_some_and(|m| m.contains("internet-facing -> internal"))
-            })
-        },
+        async || has_warning(&events, &name, "RecreatingLoadBalancer", &texts).await,
     )
     .await;
     assert_eq!(

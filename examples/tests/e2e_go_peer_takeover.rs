@@ -29,7 +29,7 @@ use go_peer::{
 use k8s_openapi::api::core::v1::{Event, Service};
 use kube::{
     Api,
-    api::{ListParams, Patch, PatchParams},
+    api::{Patch, PatchParams},
 };
 use serde_json::json;
 
@@ -69,17 +69,15 @@ async fn e2e_ours_takes_over_what_the_go_controller_made_and_deletes_it() {
     config.via(&proxy.url()).write(&ours_config).unwrap();
     let mut ccm = ours_takes_over(&world, &ours_config, &proxy, &services, &served, &go_made).await;
     let events: Api<Event> = Api::namespaced(env.kube_client().await.unwrap(), "default");
-    let lp = ListParams::default().fields(&format!("involvedObject.name={}", served.clb_service));
-    let warned = events.list(&lp).await.unwrap().items.iter().any(|e| {
-        e.reason.as_deref() == Some("LoadBalancerRecreationRequired")
-            && e.message
-                .as_deref()
-                .is_some_and(|m| m.contains("internet-facing -> internal"))
-    });
-    assert!(
-        warned,
-        "a LoadBalancerRecreationRequired Warning for the stale Service"
-    );
+    let texts = ["internet-facing -> internal"];
+    let reason = "LoadBalancerRecreationRequired";
+    eventually(
+        &mut ccm,
+        "a LoadBalancerRecreationRequired Warning for the stale Service",
+        30,
+        async || common::has_warning(&events, &served.clb_service, reason, &texts).await,
+    )
+    .await;
     let nodes_after = node_facts(&world.nodes, &launched).await;
     let node_changes = diff(&nodes_before, &nodes_after);
     assert!(

@@ -13,14 +13,14 @@ use std::collections::BTreeMap;
 
 use ccm_testing::TestEnv;
 use common::{
-    Ccm, World, eventually, initialized,
+    Ccm, World, eventually, has_warning, initialized,
     lb::{Elb, lb_name, public_subnet},
     nlb::{Nlb, service},
 };
 use k8s_openapi::api::core::v1::{Event, Service};
 use kube::{
     Api,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{DeleteParams, PostParams},
 };
 
 #[tokio::test]
@@ -66,19 +66,12 @@ async fn e2e_mixed_protocols_node_port_control_and_dual_stack_fields() {
         "the gate keeps the field"
     );
     assert_eq!(spec.ports.as_ref().unwrap()[0].node_port, None);
-    let lp = ListParams::default().fields("involvedObject.name=e2e-no-node-ports");
+    let texts = ["allocateLoadBalancerNodePorts"];
     eventually(
         &mut ccm,
         "a Warning naming allocateLoadBalancerNodePorts",
         60,
-        async || {
-            events.list(&lp).await.unwrap().items.iter().any(|e| {
-                e.type_.as_deref() == Some("Warning")
-                    && e.message
-                        .as_deref()
-                        .is_some_and(|m| m.contains("allocateLoadBalancerNodePorts"))
-            })
-        },
+        async || has_warning(&events, "e2e-no-node-ports", "SyncLoadBalancerFailed", &texts).await,
     )
     .await;
     assert!(nlb.describe(&name(&no_ports)).await.is_none(), "no NLB");

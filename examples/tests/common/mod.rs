@@ -292,6 +292,24 @@ pub async fn eventually(ccm: &mut Ccm, what: &str, secs: u64, mut check: impl As
     );
 }
 
+/// Whether `events` holds a Warning Event on the object `name` with `reason` whose message contains every one of
+/// `texts`.
+pub async fn has_warning(
+    events: &Api<k8s_openapi::api::core::v1::Event>,
+    name: &str,
+    reason: &str,
+    texts: &[&str],
+) -> bool {
+    let lp = kube::api::ListParams::default().fields(&format!("involvedObject.name={name}"));
+    events.list(&lp).await.unwrap().items.iter().any(|e| {
+        e.type_.as_deref() == Some("Warning")
+            && e.reason.as_deref() == Some(reason)
+            && e.message
+                .as_deref()
+                .is_some_and(|m| texts.iter().all(|t| m.contains(t)))
+    })
+}
+
 /// `/metrics` of the CCM serving it on `port`, over HTTPS (self-signed certificate).
 pub async fn metrics(port: u16) -> String {
     let client = reqwest::Client::builder()

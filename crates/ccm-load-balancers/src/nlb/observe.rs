@@ -165,8 +165,7 @@ pub async fn observe<E: Ec2, V: Elbv2>(
                 .iter()
                 .filter_map(|z| z.subnet_id.clone())
                 .collect(),
-            Some(lb) if !desired.allow_recreation => super::plan::kept(desired, lb)
-                .subnets
+            Some(lb) if !desired.allow_recreation => super::plan::kept_subnets(desired, lb)
                 .into_iter()
                 .map(SubnetId::new)
                 .collect(),

@@ -23,7 +23,7 @@ use crate::{
 
 mod recreation;
 
-pub(super) use recreation::kept;
+pub(super) use recreation::kept_subnets;
 use recreation::subnets_added_in_place;
 pub use recreation::{is_host_change, recreation, recreation_reason, recreation_reasons};
 

@@ -93,14 +93,7 @@ pub fn recreation_reasons(desired: &Desired, lb: &LoadBalancerV2) -> Vec<String>
 pub(in crate::nlb) fn kept(desired: &Desired, lb: &LoadBalancerV2) -> Desired {
     let mut kept = desired.clone();
     kept.internal = lb.internal;
-    if desired.subnets_pinned && !subnets_added_in_place(desired, lb) {
-        kept.subnets = lb
-            .availability_zones
-            .iter()
-            .filter_map(|z| z.subnet_id.as_ref().map(ToString::to_string))
-            .collect();
-        kept.subnets.sort();
-    }
+    kept.subnets = kept_subnets(desired, lb);
     // Addresses are chosen at creation only; the NLB keeps those it has.
     kept.eip_allocations.clear();
     kept.private_ipv4_addresses.clear();
@@ -108,6 +101,21 @@ pub(in crate::nlb) fn kept(desired: &Desired, lb: &LoadBalancerV2) -> Desired {
         kept.security = Security::Unmanaged;
     }
     kept
+}
+
+/// The subnets an NLB serves from when its recreation is withheld: the pinned ones when they are added in place
+/// (or unpinned: discovery never changes an existing NLB, see the observation), else the NLB's own, sorted.
+pub(in crate::nlb) fn kept_subnets(desired: &Desired, lb: &LoadBalancerV2) -> Vec<String> {
+    if !desired.subnets_pinned || subnets_added_in_place(desired, lb) {
+        return desired.subnets.clone();
+    }
+    let mut subnets: Vec<String> = lb
+        .availability_zones
+        .iter()
+        .filter_map(|z| z.subnet_id.as_ref().map(ToString::to_string))
+        .collect();
+    subnets.sort();
+    subnets
 }
 
 /// Whether the NLB's pinned subnets change only by subnets added (in zones the NLB does not use yet: one subnet
