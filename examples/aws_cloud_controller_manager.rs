@@ -90,7 +90,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         tagging.validate()?;
     }
 
-    let mut options = AdapterOptions::default();
+    let mut options = AdapterOptions::default().with_read_only(cli.manager.dry_run);
     if cli.aws_client_rate_limits_off {
         options = options.with_rate_limits(RateLimits::unlimited());
     }
@@ -107,6 +107,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         let (cluster, members) = (cluster.clone(), members.clone());
         async move {
             TaggingController::new(ctx.client, ec2, cluster, config)?
+                .with_dry_run(ctx.dry_run)
                 .with_members(members)
                 .with_metrics(metrics)
                 .with_controller_metrics(ctx.metrics)

@@ -73,6 +73,7 @@ pub struct TaggingController<E> {
     clock: Clock,
     node_selector: Option<String>,
     informers: Option<Informers>,
+    dry_run: Option<Arc<dyn ccm_controllers::DryRunSink>>,
 }
 
 /// Runs the tagging controller until `shutdown` completes: validates `config`, watches Nodes through `client`,
@@ -119,6 +120,7 @@ where
             clock: Clock::system(),
             node_selector: None,
             informers: None,
+            dry_run: None,
         })
     }
 
@@ -169,12 +171,21 @@ where
         self
     }
 
+    /// A dry run (`ControllerContext::dry_run` of the controller manager): instead of tagging an instance and
+    /// labelling its Node, the controller reports both to `sink`; an adapter in read-only mode refuses the tags
+    /// anyway. `None` (the default): tag.
+    #[must_use]
+    pub fn with_dry_run(mut self, sink: Option<Arc<dyn ccm_controllers::DryRunSink>>) -> Self {
+        self.dry_run = sink;
+        self
+    }
+
     /// Runs until `shutdown` completes.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
         let workers = usize::try_from(self.config.concurrent_node_syncs)
             .unwrap_or(1)
             .max(1);
-        let core = Arc::new(Core::new(
+        let mut core = Core::new(
             self.ec2,
             self.members,
             KubeLabels(Api::all(self.client.clone())),
@@ -182,7 +193,9 @@ where
             self.metrics,
             self.queue_metrics,
             self.clock,
-        ));
+        );
+        core.dry_run = self.dry_run;
+        let core = Arc::new(core);
         let nodes = match &self.informers {
             Some(informers) => Informer::<Node>::shared(informers, self.node_selector.as_deref()),
             None => Informer::<Node>::all(self.client, self.node_selector.as_deref()),

@@ -34,7 +34,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
 use crate::{
     CloudError, CloudProvider, Drift, Ensured, InstanceMetadata, Instances, InstancesV2, LoadBalancer,
-    NodeAddress, Result, Route, Routes, Zone, Zones,
+    LoadBalancerPlan, NodeAddress, Result, Route, Routes, Zone, Zones,
 };
 
 /// [`InstancesV2`] as a trait object.
@@ -169,6 +169,13 @@ pub trait DynLoadBalancer: Send + Sync {
     /// [`LoadBalancer::drifted`].
     async fn drifted(&self, cluster_name: &str, services: &[&Service], nodes: &[&Node])
     -> Result<Vec<Drift>>;
+    /// [`LoadBalancer::plan_load_balancer`].
+    async fn plan_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> Result<Option<LoadBalancerPlan>>;
 }
 
 #[async_trait]
@@ -209,6 +216,14 @@ impl<T: LoadBalancer> DynLoadBalancer for T {
         nodes: &[&Node],
     ) -> Result<Vec<Drift>> {
         LoadBalancer::drifted(self, cluster_name, services, nodes).await
+    }
+    async fn plan_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> Result<Option<LoadBalancerPlan>> {
+        LoadBalancer::plan_load_balancer(self, cluster_name, service, nodes).await
     }
 }
 
@@ -493,6 +508,14 @@ impl LoadBalancer for DynProvider {
         nodes: &[&Node],
     ) -> Result<Vec<Drift>> {
         self.lb()?.drifted(cluster_name, services, nodes).await
+    }
+    async fn plan_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> Result<Option<LoadBalancerPlan>> {
+        self.lb()?.plan_load_balancer(cluster_name, service, nodes).await
     }
 }
 

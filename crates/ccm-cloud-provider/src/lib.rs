@@ -49,7 +49,7 @@ pub use dynamic::{DynCloudProvider, DynProvider};
 pub use error::CloudError;
 pub use instances::{Instances, InstancesV2, Zones};
 pub use k8s_openapi::api::core::v1::LoadBalancerStatus;
-pub use load_balancer::{Drift, Ensured, LoadBalancer, Notice};
+pub use load_balancer::{Drift, Ensured, LoadBalancer, LoadBalancerPlan, Notice};
 pub use object_key::{namespaced_key, object_key};
 pub use provider::{CloudProvider, Unsupported};
 pub use provider_id::{ProviderIdError, format_provider_id, split_provider_id};

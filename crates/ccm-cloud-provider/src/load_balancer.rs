@@ -87,6 +87,35 @@ pub trait LoadBalancer: Send + Sync {
         let _ = (cluster_name, services, nodes);
         async { Ok(Vec::new()) }
     }
+
+    /// What [`LoadBalancer::ensure_load_balancer`] would do for `service`, changing nothing (a controller's dry
+    /// run). `None` when the provider cannot tell, the default.
+    fn plan_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> impl Future<Output = Result<Option<LoadBalancerPlan>>> + Send {
+        let _ = (cluster_name, service, nodes);
+        async { Ok(None) }
+    }
+}
+
+/// What an ensure would do (see [`LoadBalancer::plan_load_balancer`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LoadBalancerPlan {
+    /// The changes in order, one line each, as the provider prints them (empty: nothing to do).
+    pub changes: Vec<String>,
+    /// Whether the plan replaces the serving load balancer (its address changes).
+    pub replaces: bool,
+}
+
+impl LoadBalancerPlan {
+    /// A plan of `changes`, replacing the load balancer when `replaces`.
+    pub fn new(changes: Vec<String>, replaces: bool) -> Self {
+        Self { changes, replaces }
+    }
 }
 
 /// A load balancer that differs from what the last ensure made (see [`LoadBalancer::drifted`]).

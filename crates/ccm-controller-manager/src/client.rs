@@ -62,6 +62,7 @@ pub(crate) fn build(
     limiter: Option<Arc<Bucket>>,
     bearer: Option<Arc<RwLock<String>>>,
     user_agent: &str,
+    dry_run: Option<&Arc<crate::dry_run::DryRunLog>>,
 ) -> Result<Client, Error> {
     let mut config = config;
     let host = config
@@ -79,6 +80,12 @@ pub(crate) fn build(
     let builder = builder.with_layer(&TimeoutLayer(REQUEST_TIMEOUT));
     let builder = builder.with_layer(&RateLimitLayer(limiter));
     let builder = builder.with_layer(&crate::upstream_metrics::RestMetricsLayer { host });
+    // Outermost: a refused write takes no rate-limit token and is never sent.
+    let controller = user_agent.rsplit('/').next().unwrap_or(user_agent).to_owned();
+    let builder = builder.with_layer(&crate::dry_run::DryRunLayer {
+        log: dry_run.cloned(),
+        controller,
+    });
     Ok(builder.build())
 }
 
@@ -251,6 +258,7 @@ pub(crate) async fn service_account_client(
         limiter,
         Some(token.clone()),
         &format!("cloud-controller-manager/{name}"),
+        None,
     )?;
     let name = name.to_owned();
     tokio::spawn(async move {
@@ -420,7 +428,7 @@ mod tests {
             }
         });
         let config = Config::new(url.parse().unwrap());
-        let client = build(config, None, None, "test").unwrap();
+        let client = build(config, None, None, "test", None).unwrap();
         let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
         let t0 = tokio::time::Instant::now();
         let err = tokio::time::timeout(REQUEST_TIMEOUT * 2, nodes.get("n"))

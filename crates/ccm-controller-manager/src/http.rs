@@ -101,6 +101,8 @@ pub(crate) struct State {
     pub(crate) auth: crate::auth::Auth,
     /// The `/configz` body.
     pub(crate) configz: Arc<String>,
+    /// With `--dry-run`: what the controllers would have written, served at `/dry-run`.
+    pub(crate) dry_run: Option<Arc<crate::dry_run::DryRunLog>>,
 }
 
 /// TLS settings from the flags.
@@ -449,6 +451,15 @@ fn handle(state: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         }
         "/configz" => {
             let mut r = text(StatusCode::OK, state.configz.to_string());
+            r.headers_mut().insert(
+                CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            );
+            r
+        }
+        "/dry-run" if state.dry_run.is_some() => {
+            let report = state.dry_run.as_ref().map(|log| log.report()).unwrap_or_default();
+            let mut r = text(StatusCode::OK, format!("{report:#}\n"));
             r.headers_mut().insert(
                 CONTENT_TYPE,
                 hyper::header::HeaderValue::from_static("application/json"),

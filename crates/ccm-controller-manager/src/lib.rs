@@ -26,6 +26,7 @@ mod auth;
 mod client;
 mod configz;
 mod controllers;
+mod dry_run;
 mod duration;
 mod error;
 mod go_flags;
@@ -37,6 +38,7 @@ mod options;
 mod runtime;
 mod upstream_metrics;
 
+pub use dry_run::{DryRunLog, PendingWrite, Refused};
 pub use duration::parse_go_duration;
 pub use error::Error;
 pub use go_flags::{normalize_flag_names, version_request};

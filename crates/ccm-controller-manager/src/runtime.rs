@@ -53,6 +53,9 @@ pub struct ControllerContext {
     /// The process's shared watches: subscribe to them (`Informer::shared`) rather than watching Nodes or
     /// Services on your own.
     pub informers: Informers,
+    /// With `--dry-run`: where the controller reports what it would change, instead of changing it (its
+    /// client refuses writes anyway, and the AWS adapter mutating calls).
+    pub dry_run: Option<Arc<dyn ccm_controllers::DryRunSink>>,
 }
 
 type StartFn = Arc<dyn Fn(ControllerContext) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;
@@ -67,6 +70,8 @@ pub struct Runtime {
     node_selector: Option<String>,
     service_selector: Option<String>,
     clock: Clock,
+    /// With `--dry-run`: what the controllers would have written.
+    dry_run: Arc<crate::dry_run::DryRunLog>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -131,7 +136,13 @@ impl Runtime {
             node_selector: None,
             service_selector: None,
             clock: Clock::system(),
+            dry_run: Arc::default(),
         }
+    }
+
+    /// With `--dry-run`, the writes the controllers would have made so far (empty otherwise).
+    pub fn dry_run_log(&self) -> Arc<crate::dry_run::DryRunLog> {
+        self.dry_run.clone()
     }
 
     /// Adds a provider controller named `name` (selected by `--controllers` like the built-ins; when
@@ -196,12 +207,24 @@ impl Runtime {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), Error> {
         let migration = self.preflight(&provider)?;
-        let ctx = Ctx::connect(&self.options).await?;
+        let log = self.options.dry_run.then(|| self.dry_run.clone());
+        let ctx = Ctx::connect(&self.options, log).await?;
         let _cancel_on_drop = ctx.cancel.clone().drop_guard();
         cancel_on_shutdown(shutdown, ctx.cancel.clone());
 
         let mut this = self;
         ctx.metrics.register(&mut this.metrics);
+        if let Some(log) = &ctx.dry_run {
+            log.register(&mut this.metrics);
+            // Refused writes expire without any event: the gauge follows them.
+            let (log, cancel) = (log.clone(), ctx.cancel.clone());
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
+                while cancel.run_until_cancelled(tick.tick()).await.is_some() {
+                    log.update_gauge();
+                }
+            });
+        }
         let registry = Arc::new(std::mem::take(&mut this.metrics));
         let statuses = (LeaderStatus::default(), LeaderStatus::default());
         this.add_leader_health(&ctx.health, &statuses);
@@ -235,13 +258,19 @@ impl Runtime {
         for flag in o.ignored_flags() {
             tracing::warn!(flag = %flag, "flag is accepted for compatibility with the Go cloud controller manager and has no effect");
         }
+        if o.dry_run {
+            tracing::warn!(
+                "--dry-run: nothing is written (no Kubernetes write, no leader Lease, no AWS change); controllers \
+                 run at once, beside whichever controller leads"
+            );
+        }
         if o.enable_leader_migration && !o.leader_elect {
             tracing::warn!("--enable-leader-migration has no effect without --leader-elect");
         }
         if matches!(o.tls_min_version.as_str(), "VersionTLS10" | "VersionTLS11") {
             tracing::warn!(value = %o.tls_min_version, "TLS 1.0 and 1.1 are not offered; the minimum is TLS 1.2");
         }
-        let migration = if o.leader_elect && o.enable_leader_migration {
+        let migration = if o.leader_elect && !o.dry_run && o.enable_leader_migration {
             Some(self.migration_config()?)
         } else {
             None
@@ -253,7 +282,7 @@ impl Runtime {
     /// one) goes unrenewed past its duration, so that the kubelet restarts a leader stuck that way.
     fn add_leader_health(&self, health: &Health, (status, migration_status): &(LeaderStatus, LeaderStatus)) {
         let o = &self.options;
-        if o.leader_elect {
+        if o.leader_elect && !o.dry_run {
             let (s, m, d) = (
                 status.clone(),
                 migration_status.clone(),
@@ -293,10 +322,12 @@ impl Runtime {
                     Bucket::new(20.0, 30),
                     None,
                     "cloud-controller-manager/delegated-auth",
+                    None,
                 )?,
                 o.authorization_always_allow_paths.clone(),
             ),
             configz: Arc::new(crate::configz::render(o)),
+            dry_run: ctx.dry_run.clone(),
         };
         tokio::spawn(http::serve(listener, tls, state, stop));
         Ok(())
@@ -448,6 +479,8 @@ impl Runtime {
 struct Ctx {
     root: Client,
     election: Client,
+    /// With `--dry-run`: the writes the controllers' clients refused.
+    dry_run: Option<Arc<crate::dry_run::DryRunLog>>,
     config: kube::Config,
     limiter: Option<Arc<Bucket>>,
     health: Health,
@@ -461,19 +494,27 @@ impl Ctx {
     /// Connects with the kubeconfig of the flags. Leader election gets a client of its own, without the rate
     /// limiter, so that lease renewals never queue behind a burst of controller writes (upstream's election
     /// client has its own limiter too).
-    async fn connect(o: &Options) -> Result<Self, Error> {
+    async fn connect(o: &Options, dry_run: Option<Arc<crate::dry_run::DryRunLog>>) -> Result<Self, Error> {
         let config = client::root_config(&o.kubeconfig, &o.master).await?;
         let limiter = Bucket::new(o.kube_api_qps, o.kube_api_burst);
-        let root = client::build(config.clone(), limiter.clone(), None, "cloud-controller-manager")?;
+        let root = client::build(
+            config.clone(),
+            limiter.clone(),
+            None,
+            "cloud-controller-manager",
+            dry_run.as_ref(),
+        )?;
         let election = client::build(
             config.clone(),
             None,
             None,
             "cloud-controller-manager/leader-election",
+            None,
         )?;
         Ok(Self {
             root,
             election,
+            dry_run,
             config,
             limiter,
             health: Health::default(),

@@ -474,3 +474,28 @@ fn node_lookup_batch_size_is_hidden_and_off_by_default() {
         "a negative batch size must be refused"
     );
 }
+
+/// `--help` says what each `-v` level does, as `filter_for_verbosity` does it.
+#[test]
+fn the_verbosity_help_matches_the_filter() {
+    use clap::Args;
+    let help = Options::augment_args(clap::Command::new("t"))
+        .render_long_help()
+        .to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for (levels, words, filter) in [
+        ([0, 2], "0-2 info", "info"),
+        ([3, 4], "3-4 debug", "ccm_controllers=debug"),
+        ([5, 5], "5 trace", "ccm_controllers=trace"),
+        ([6, 7], "6-7 debug", "debug"),
+        ([8, 9], "8 and more trace", "trace"),
+    ] {
+        assert!(help.contains(words), "--help lacks {words:?}");
+        for v in levels {
+            let directives = ccm_controller_manager::filter_for_verbosity(v);
+            assert!(directives.split(',').any(|d| d == filter), "-v={v}: {directives}");
+        }
+    }
+}

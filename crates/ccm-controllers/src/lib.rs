@@ -17,6 +17,7 @@ pub mod addresses;
 mod bootstrap;
 mod clock;
 pub mod cloud_node;
+mod dry_run;
 mod error;
 mod error_chain;
 pub mod events;
@@ -35,6 +36,7 @@ mod workqueue;
 
 pub use bootstrap::{Bootstrap, Informer, run_until};
 pub use clock::Clock;
+pub use dry_run::DryRunSink;
 pub use error::Error;
 pub use error_chain::ErrorChain;
 pub use metrics::{

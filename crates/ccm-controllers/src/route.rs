@@ -62,6 +62,9 @@ pub struct RouteConfig {
     /// The longest one pass may take; a pass still running then is abandoned (its provider and API calls
     /// cancelled) and the next starts on the following tick (default 5 minutes).
     pub pass_deadline: Duration,
+    /// A dry run's sink: with one, each pass's plan goes there and nothing is changed (no route, no
+    /// `NetworkUnavailable` condition). Default: none.
+    pub plans: Option<Arc<dyn crate::DryRunSink>>,
 }
 
 /// One route to create for a node.
@@ -213,6 +216,7 @@ impl RouteConfig {
             informers: None,
             clock: Clock::system(),
             pass_deadline: Duration::from_secs(300),
+            plans: None,
         })
     }
 
@@ -473,6 +477,10 @@ async fn reconcile_routes<P: CloudProvider>(ctx: &Ctx<P>) -> Result<(), Error> {
     let mut plan = plan(&ctx.config, &refs, &routes);
     if ctx.config.node_selector.is_some() {
         leave_the_rest_alone(ctx, &refs, &routes, &mut plan).await;
+    }
+    if let Some(sink) = &ctx.config.plans {
+        sink.routes(crate::dry_run::route_changes(&plan, &refs, &ctx.config.clock));
+        return Ok(());
     }
     let limit = ctx.config.max_concurrent_operations.max(1);
     let deletes = stream::iter(plan.delete.into_iter().map(|r| delete_route(ctx, routes_api, r)))

@@ -75,6 +75,9 @@ pub struct ServiceConfig {
     /// (default 5 min): a provider that stopped answering must not hold a worker, and with it every other
     /// Service, for good. Abandoning is safe: the provider's steps are idempotent, as after a crash.
     pub reconcile_deadline: Duration,
+    /// A dry run's sink: with one, a Service that wants a load balancer is planned, not ensured (no finalizer,
+    /// no Event, no status: the provider's [`LoadBalancer::plan_load_balancer`] goes here). Default: none.
+    pub plans: Option<Arc<dyn crate::DryRunSink>>,
 }
 
 impl Default for ServiceConfig {
@@ -93,6 +96,7 @@ impl Default for ServiceConfig {
             deletion_patience: Duration::from_secs(15 * 60),
             load_balancer_resync_period: Duration::from_secs(10 * 60),
             reconcile_deadline: Duration::from_secs(5 * 60),
+            plans: None,
         }
     }
 }
@@ -327,6 +331,12 @@ async fn sync_service_locked<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Resul
 /// The Service is gone from the cluster: delete the load balancer of the version we processed last (upstream
 /// `processServiceDeletion`; with the finalizer this only happens for Services created before it existed).
 async fn process_service_deletion<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
+    if let Some(sink) = &ctx.config.plans {
+        // A dry run: the Service is gone, so nothing is pending for it any more.
+        sink.load_balancer(key, None);
+        forget_service(ctx, key);
+        return Ok(());
+    }
     let cached = ctx.states.read(key, |s| s.cached.clone());
     let Some(cached) = cached else { return Ok(()) };
     if ctx.config.service_selector.is_some() && the_rest::left_the_selection(ctx, &cached).await? {
@@ -390,6 +400,29 @@ fn shared_host_set<P: CloudProvider>(ctx: &Ctx<P>, nodes: &[&Node]) -> Arc<BTree
     latest.clone()
 }
 
+/// A dry run's sync of a Service that wants a load balancer: the provider's plan goes to `sink`, nothing is
+/// written (no finalizer, Event or status).
+async fn plan_only<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    lb: &P::LoadBalancer,
+    svc: &Service,
+    key: &str,
+    sink: &dyn crate::DryRunSink,
+) -> Result<Op, Error> {
+    let nodes = stable_nodes(ctx);
+    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+    // The host set planned with: a node sync that finds it changed plans again (see `node_sync`).
+    let hosts = shared_host_set(ctx, &refs);
+    ctx.states.update(key, |s| s.hosts = Some(hosts));
+    ctx.config.metrics.provider_call();
+    match lb.plan_load_balancer(&ctx.config.cluster_name, svc, &refs).await {
+        Ok(plan) => sink.load_balancer(key, plan),
+        Err(CloudError::ImplementedElsewhere) => {}
+        Err(e) => return Err(Error::cloud("failed to plan load balancer", key, e)),
+    }
+    Ok(Op::Ensure)
+}
+
 /// Upstream `syncLoadBalancerIfNeeded`.
 async fn sync_load_balancer_if_needed<P: CloudProvider>(
     ctx: &Ctx<P>,
@@ -404,7 +437,26 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
         .as_ref()
         .and_then(|s| s.load_balancer.as_ref())
         .and_then(|l| l.ingress.clone());
-    let (op, status) = if !wants_load_balancer(svc) || needs_cleanup(svc) {
+    let (op, status) = if let Some(sink) = ctx
+        .config
+        .plans
+        .as_ref()
+        .filter(|_| !wants_load_balancer(svc) || needs_cleanup(svc))
+    {
+        // A dry run: a load balancer to delete is reported, not deleted.
+        ctx.config.metrics.provider_call();
+        let exists = lb
+            .get_load_balancer(cluster, svc)
+            .await
+            .map_err(|e| Error::cloud("failed to check if load balancer exists before cleanup", &key, e))?
+            .is_some();
+        let delete = vec![format!("delete the load balancer of {key}")];
+        sink.load_balancer(
+            &key,
+            exists.then(|| ccm_cloud_provider::LoadBalancerPlan::new(delete, false)),
+        );
+        return Ok(Op::Delete);
+    } else if !wants_load_balancer(svc) || needs_cleanup(svc) {
         // With our finalizer the provider is always asked, even when the load balancer is gone: its groups and
         // target groups may not be (upstream asks only when `GetLoadBalancer` finds it, and so leaks them). The
         // finalizer goes only after. Without it (a Service from before finalizers, or never ours) upstream's
@@ -430,6 +482,9 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
         }
         (Op::Delete, LoadBalancerStatus::default())
     } else {
+        if let Some(sink) = &ctx.config.plans {
+            return plan_only(ctx, lb, svc, &key, sink.as_ref()).await;
+        }
         ctx.states.update(&key, |s| s.wait = None);
         ctx.recorder
             .publish(

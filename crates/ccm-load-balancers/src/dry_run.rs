@@ -66,6 +66,18 @@ pub(crate) fn ports_without_node_port(service: &Service) -> Vec<String> {
         .collect()
 }
 
+// === impl Changes ===
+
+impl Changes {
+    /// Whether there is no change.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Changes::Classic(c) => c.is_empty(),
+            Changes::Network(c) => c.is_empty(),
+        }
+    }
+}
+
 // === impl DryRun ===
 
 impl fmt::Display for DryRun {

@@ -402,6 +402,24 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         self.drift_checked(services, nodes, &drifts);
         Ok(drifts)
     }
+
+    async fn plan_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> ccm_cloud_provider::Result<Option<ccm_cloud_provider::LoadBalancerPlan>> {
+        let run = Box::pin(self.dry_run(cluster_name, service, nodes)).await?;
+        // lb-plan's lines, header included, when anything is pending; none when the Service is up to date.
+        let pending = !run.changes.is_empty() || !run.waiting_ports.is_empty();
+        let changes = if pending {
+            run.to_string().lines().map(str::to_owned).collect()
+        } else {
+            Vec::new()
+        };
+        let replaces = run.recreation.as_ref().is_some_and(|r| r.replaces);
+        Ok(Some(ccm_cloud_provider::LoadBalancerPlan::new(changes, replaces)))
+    }
 }
 
 /// Dry run for a Service manifest (JSON, as `kubectl get svc -o json` prints it) and nodes: the desired model

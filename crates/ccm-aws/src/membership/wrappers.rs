@@ -6,7 +6,7 @@ use std::{
 };
 
 use ccm_aws_api::{Ec2, InstanceId};
-use ccm_cloud_provider::{CloudError, Drift, Ensured, LoadBalancer, Result, Route, Routes};
+use ccm_cloud_provider::{CloudError, Drift, Ensured, LoadBalancer, LoadBalancerPlan, Result, Route, Routes};
 use ccm_load_balancers::shared::node_instance_id;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
@@ -104,6 +104,16 @@ impl<B: LoadBalancer, E: Ec2 + Send + Sync> LoadBalancer for MemberLoadBalancers
     ) -> Result<Vec<Drift>> {
         let nodes = self.membership.member_nodes(nodes).await?;
         self.inner.drifted(cluster_name, services, &nodes).await
+    }
+
+    async fn plan_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> Result<Option<LoadBalancerPlan>> {
+        let nodes = self.membership.member_nodes(nodes).await?;
+        self.inner.plan_load_balancer(cluster_name, service, &nodes).await
     }
 }
 

@@ -28,6 +28,9 @@ pub(super) const MAX_CONCURRENT_LABELS: usize = 32;
 /// Failures after which a work item is dropped (upstream `maxRequeuingCount`).
 const MAX_RETRIES: u32 = 9;
 
+/// The controller's name in a dry run's report.
+const CONTROLLER: &str = "tagging";
+
 /// A Node younger than this whose instance is not found yet is retried rather than skipped.
 const NOT_FOUND_GRACE_SECONDS: i64 = 5 * 60;
 
@@ -120,6 +123,8 @@ pub(super) struct Core<E, L> {
     label_permits: tokio::sync::Semaphore,
     pub(super) metrics: TaggingMetrics,
     clock: Clock,
+    /// With a dry run: where the tags and labels this controller would write go instead.
+    pub(super) dry_run: Option<Arc<dyn ccm_controllers::DryRunSink>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -193,6 +198,7 @@ where
             label_permits: tokio::sync::Semaphore::new(MAX_CONCURRENT_LABELS),
             metrics,
             clock,
+            dry_run: None,
         }
     }
 
@@ -347,11 +353,22 @@ where
             return Ok(Outcome::Gone);
         }
         if entry.label.as_deref() == Some(self.checksum.as_str()) {
+            self.report(item, Vec::new());
             return Ok(Outcome::Skipped);
         }
         // Only the cluster's instances are tagged; an instance not visible (yet) is handled as CreateTags'
         // NotFound would be, without sending it.
-        let refused = match self.membership(item).await {
+        let member = self.membership(item).await;
+        if self.dry_run.is_some() && matches!(member, Ok(Some(true))) {
+            let keys: Vec<&str> = self.tags.keys().map(String::as_str).collect();
+            let changes = vec![
+                format!("tag instance {} with {}", item.instance, keys.join(", ")),
+                format!("label node {} {CHECKSUM_LABEL}={}", item.node, self.checksum),
+            ];
+            self.report(item, changes);
+            return Ok(Outcome::Skipped);
+        }
+        let refused = match member {
             Ok(Some(true)) => self
                 .ec2
                 .create_tags(&[item.instance.to_string()], &self.tags)
@@ -422,7 +439,19 @@ where
         Ok(member)
     }
 
+    /// With a dry run, what tagging `item` would change (empty: nothing).
+    fn report(&self, item: &Item, changes: Vec<String>) {
+        if let Some(sink) = &self.dry_run {
+            sink.changes(CONTROLLER, &format!("/api/v1/nodes/{}", item.node), changes);
+        }
+    }
+
     async fn untag(&self, item: &Item) -> Result<Outcome, Failure> {
+        if self.dry_run.is_some() {
+            // The Node is gone: nothing pending for it any more (its instance keeps the tags in a dry run).
+            self.report(item, Vec::new());
+            return Ok(Outcome::Skipped);
+        }
         match self.membership(item).await {
             Ok(Some(true)) => {}
             // Gone, or not the cluster's: nothing of ours to remove.

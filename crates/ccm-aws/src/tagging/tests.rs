@@ -686,3 +686,5 @@ async fn an_instance_without_the_cluster_tag_is_neither_tagged_nor_untagged() {
     run_one(&core, |m| m.count("untag", "skipped") == 1).await;
     assert_eq!(core.metrics.count("untag", "done"), 0, "nor untagged");
 }
+
+mod dry_run;

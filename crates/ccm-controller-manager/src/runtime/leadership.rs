@@ -25,6 +25,10 @@ impl Runtime {
             tracing::info!(controller = %name, "not started: the leader-migration configuration assigns it to another component");
         }
         let mut running = Running::new(ctx);
+        if self.options.dry_run {
+            let all = placed(|p| p != Placement::Unowned);
+            return self.run_unelected(&provider, ctx, &mut running, &all).await;
+        }
         if !self.options.leader_elect {
             tracing::warn!("--leader-elect=false: running controllers without leader election");
             let all = placed(|p| p != Placement::Unowned);

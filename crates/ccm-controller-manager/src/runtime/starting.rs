@@ -24,7 +24,11 @@ impl Runtime {
             let Some(known) = self.known.get(name) else {
                 continue;
             };
-            let client = if o.use_service_account_credentials {
+            let client = if let Some(log) = &ctx.dry_run {
+                // A client of its own, so that the writes it refuses are recorded under the controller's name.
+                let agent = format!("cloud-controller-manager/{}", known.metric_label);
+                client::build(ctx.config.clone(), ctx.limiter.clone(), None, &agent, Some(log))?
+            } else if o.use_service_account_credentials {
                 client::service_account_client(
                     &ctx.root,
                     &ctx.config,
@@ -111,6 +115,10 @@ impl Runtime {
                     shutdown: stop,
                     metrics,
                     informers,
+                    dry_run: self
+                        .options
+                        .dry_run
+                        .then(|| self.dry_run.clone() as Arc<dyn ccm_controllers::DryRunSink>),
                 })
             }
         };
@@ -185,6 +193,9 @@ impl Runtime {
         cfg.metrics = metrics;
         cfg.clock = self.clock.clone();
         cfg.informers = Some(informers);
+        if o.dry_run {
+            cfg.plans = Some(self.dry_run.clone());
+        }
         cfg
     }
 
@@ -207,6 +218,9 @@ impl Runtime {
         cfg.metrics = metrics;
         cfg.clock = self.clock.clone();
         cfg.informers = Some(informers);
+        if o.dry_run {
+            cfg.plans = Some(self.dry_run.clone());
+        }
         Ok(cfg)
     }
 }

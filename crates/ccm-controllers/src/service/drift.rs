@@ -41,6 +41,15 @@ pub(super) async fn detect<P: CloudProvider>(ctx: &Ctx<P>) {
     let Some(lb) = ctx.provider.load_balancer() else {
         return;
     };
+    if ctx.config.plans.is_some() {
+        // A dry run ensured nothing to judge: it plans every Service again, against AWS as it is now.
+        for (key, svc, _) in ctx.states.cached() {
+            if wants_load_balancer(&svc) {
+                ctx.queue.add(&key);
+            }
+        }
+        return;
+    }
     let mut judged: HashMap<String, u64> = HashMap::new();
     let services: Vec<Arc<Service>> = ctx
         .states

@@ -69,6 +69,11 @@ async fn sync_hosts<P: CloudProvider>(ctx: &Ctx<P>, lb: &P::LoadBalancer, key: &
     if old.is_none_or(|old| old == hosts) {
         return;
     }
+    if ctx.config.plans.is_some() {
+        // A dry run: a plan against the new host set, from the Service's own sync.
+        ctx.queue.add(key);
+        return;
+    }
     // A host update that outlasts the deadline is abandoned; a full sync of that Service follows.
     drift::unsettle(ctx, key);
     let updated = tokio::time::timeout(ctx.config.reconcile_deadline, update_hosts(ctx, lb, svc, &refs))

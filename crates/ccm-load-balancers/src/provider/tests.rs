@@ -193,6 +193,18 @@ async fn ensure_of_a_steady_service_only_reads() {
         printed.contains("not planned: 8080/TCP without a nodePort yet"),
         "{printed}"
     );
+    // The same through the provider contract (a controller's dry run): nothing pending for the steady Service,
+    // lb-plan's lines for the one with a waiting port; neither replaces the load balancer.
+    let plan = lbs.plan_load_balancer("k", &svc, &[&n]).await.unwrap().unwrap();
+    assert!(plan.changes.is_empty() && !plan.replaces, "{plan:?}");
+    let plan = lbs.plan_load_balancer("k", &added, &[&n]).await.unwrap().unwrap();
+    assert!(!plan.replaces);
+    assert!(
+        plan.changes
+            .iter()
+            .any(|l| l.starts_with("not planned: 8080/TCP")),
+        "{plan:?}"
+    );
     // A Go-era value served with Go's meaning (an upper-case type is a Classic ELB): the same steady load
     // balancer, and a Warning notice naming the annotation.
     let mut go_era = svc.clone();

@@ -260,6 +260,24 @@ impl LoadBalancer for FakeProvider {
         Ok(self.state().load_balancers.get(&key).map(|lb| lb.status.clone()))
     }
 
+    /// A plan of one line, `ensure <namespace>/<name>` (with `nodes` back ends) for a Service without a load
+    /// balancer, none for one that has one: what a dry run reports.
+    async fn plan_load_balancer(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> Result<Option<ccm_cloud_provider::LoadBalancerPlan>, CloudError> {
+        let key = service_key(service);
+        let exists = self.state().load_balancers.contains_key(&key);
+        let changes = if exists {
+            Vec::new()
+        } else {
+            vec![format!("ensure {key} with {} nodes", nodes.len())]
+        };
+        Ok(Some(ccm_cloud_provider::LoadBalancerPlan::new(changes, false)))
+    }
+
     fn load_balancer_name(&self, _cluster_name: &str, service: &Service) -> String {
         // Upstream's DefaultLoadBalancerName: "a" + UID without dashes, at most 32 characters.
         let uid = service
