@@ -354,6 +354,7 @@ compat_flags! {
         feature_gates = "feature-gates",
         webhooks = "webhooks",
         webhook_tls_cipher_suites = "webhook-tls-cipher-suites",
+        webhook_tls_curve_preferences = "webhook-tls-curve-preferences",
         webhook_tls_sni_cert_key = "webhook-tls-sni-cert-key",
         vmodule = "vmodule",
     ],

@@ -182,6 +182,16 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     /// `network_interfaces` per 200 Fargate IPs; zone IDs cost one
     /// `availability_zones` when a zone is not cached yet; topology one `instance_topology` per batch.
     pub async fn metadata(&self, nodes: &[&Node]) -> Vec<Result<Option<InstanceMetadata>, InstancesError>> {
+        // Another Region's Node is another controller's to initialize: no metadata, so it is left as it is.
+        self.in_region_only(nodes, || None, |here| self.metadata_here(here))
+            .await
+    }
+
+    async fn metadata_here(
+        &self,
+        nodes: Vec<&Node>,
+    ) -> Vec<Result<Option<InstanceMetadata>, InstancesError>> {
+        let nodes = nodes.as_slice();
         let targets: Vec<_> = nodes.iter().map(|n| target(n)).collect();
         // A listing older than a Node may name a dead instance that held its address (see `lookup`).
         let created: HashMap<String, SystemTime> = nodes
@@ -302,7 +312,14 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
 
     /// Whether each node's instance exists: `false` only for terminated instances and for none found. A
     /// malformed instance ID is an error, never "gone" (see `well_formed`).
+    /// A Node of another Region exists as far as this controller knows (it cannot see that Region's
+    /// instances), so it is never deleted.
     pub async fn exists(&self, nodes: &[&Node]) -> Vec<Result<bool, InstancesError>> {
+        self.in_region_only(nodes, || true, |here| self.exists_here(here))
+            .await
+    }
+
+    async fn exists_here(&self, nodes: Vec<&Node>) -> Vec<Result<bool, InstancesError>> {
         let targets: Vec<_> = nodes.iter().map(|n| target(n).and_then(well_formed)).collect();
         self.find(&targets, true, Reuse::Never)
             .await
@@ -319,7 +336,13 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
 
     /// Whether each node's instance is shut down: `true` for stopped and stopping instances only. Fargate pods
     /// never are (no call is made for them); a missing instance is not shut down (it does not exist).
+    /// A Node of another Region is not shut down as far as this controller knows.
     pub async fn shutdown(&self, nodes: &[&Node]) -> Vec<Result<bool, InstancesError>> {
+        self.in_region_only(nodes, || false, |here| self.shutdown_here(here))
+            .await
+    }
+
+    async fn shutdown_here(&self, nodes: Vec<&Node>) -> Vec<Result<bool, InstancesError>> {
         let targets: Vec<_> = nodes.iter().map(|n| target(n)).collect();
         self.find(&targets, false, Reuse::Never)
             .await
@@ -554,5 +577,6 @@ fn has_label(node: &Node, key: &str) -> bool {
 }
 
 mod lookup;
+mod regions;
 #[cfg(test)]
 mod tests;

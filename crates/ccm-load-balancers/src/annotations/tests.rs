@@ -263,6 +263,11 @@ fn bad_values_name_what_is_accepted() {
             "proxy_protocol_v2.enabled=yes",
             "true|false",
         ),
+        (
+            Key::TargetGroupAttributes,
+            "proxy_protocol_v2.enabled=true,proxy_protocol_v2.enabled=false",
+            "each key once",
+        ),
         (Key::SourceRanges, "10.0.0.0", "CIDRs"),
         (Key::SourceRanges, "10.0.0.0/33", "CIDRs"),
         (Key::AccessLogS3BucketName, "", "non-empty"),

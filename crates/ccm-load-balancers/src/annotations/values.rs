@@ -55,7 +55,8 @@ impl ValueType {
             Self::TargetGroupAttributes => "comma-separated preserve_client_ip.enabled=true|false, \
                                             proxy_protocol_v2.enabled=true|false, \
                                             deregistration_delay.timeout_seconds=0..3600, or another \
-                                            attribute of NLB target groups (stickiness.enabled=true, ...)"
+                                            attribute of NLB target groups (stickiness.enabled=true, ...), \
+                                            each key once"
                 .to_owned(),
         }
     }
@@ -212,7 +213,9 @@ fn pairs_value(ty: ValueType, raw: &str) -> Option<Value> {
                 // The other attributes of NLB target groups, which the Go controller applied too; AWS checks them.
                 k => go_compat::is_passthrough_attribute(k) && !v.is_empty(),
             };
-            !items.is_empty() && items.iter().all(|(k, v)| valid(k, v))
+            // A key given twice is refused (upstream #1452): one of the two values would win silently.
+            let mut seen = std::collections::BTreeSet::new();
+            !items.is_empty() && items.iter().all(|(k, v)| valid(k, v) && seen.insert(k.as_str()))
         }
         _ => false,
     };
