@@ -36,6 +36,9 @@ ELBSecurityPolicy-2016-08). A Classic ELB listener keeps the InstanceProtocol it
 its front-end protocol: an SSL listener to TCP instances read back as SSL to SSL, which a controller then
 "repaired" on every sync).
 
+moto 5.2.5 keeps the AlpnPolicy a listener is created with but ignores it in ModifyListener, which changes it
+on AWS; ModifyListener applies it here.
+
 moto 5.2.5 has no DescribeInstanceTopology (it answers HTTP 500, which a client retries). AWS answers it with
 the instances whose types have a topology (accelerated types such as p4d or trn1) and leaves the others out;
 the test environment's instances are all of other types, so the answer here is AWS's for them: no instance.
@@ -52,6 +55,7 @@ from moto.elbv2.exceptions import (
     DuplicateTargetGroupName,
 )
 from moto.core.responses import ActionResult
+from moto.elbv2.responses import ELBV2Response
 from moto.ec2.models.instances import InstanceBackend
 from moto.ec2.responses.instances import InstanceResponse
 from moto.server import main
@@ -179,6 +183,19 @@ def describe_instances(self):
     return ActionResult({"Reservations": parts, "NextToken": next_token})
 
 
+_modify_listener = ELBV2Response.modify_listener
+
+
+def modify_listener(self):
+    result = _modify_listener(self)
+    alpn = self._get_params().get("AlpnPolicy")
+    if alpn:
+        arn = self._get_param("ListenerArn")
+        listener = self.elbv2_backend.describe_listeners(load_balancer_arn=None, listener_arns=[arn])[0]
+        listener.alpn_policy = alpn
+    return result
+
+
 def describe_instance_topology(self):
     return ActionResult({"Instances": []})
 
@@ -194,6 +211,7 @@ def run_instances(self, *args, **kwargs):
     return reservation
 
 
+ELBV2Response.modify_listener = modify_listener
 InstanceBackend.run_instances = run_instances
 InstanceResponse.describe_instances = describe_instances
 InstanceResponse.describe_instance_topology = describe_instance_topology

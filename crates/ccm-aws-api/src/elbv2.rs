@@ -87,6 +87,8 @@ pub struct ListenerV2 {
     pub certificates: Vec<String>,
     /// The TLS policy.
     pub ssl_policy: Option<String>,
+    /// The ALPN policy of a TLS listener (`HTTP2Preferred`, ...; `None` when AWS reports none).
+    pub alpn_policy: Option<String>,
     /// Target groups of the default forward actions.
     pub default_target_groups: Vec<String>,
 }
@@ -104,6 +106,8 @@ pub struct NewListener {
     pub certificate_arn: Option<String>,
     /// The TLS policy.
     pub ssl_policy: Option<String>,
+    /// The ALPN policy, for TLS.
+    pub alpn_policy: Option<String>,
     /// The target group to forward to.
     pub target_group_arn: String,
     /// Tags applied at creation.
@@ -123,6 +127,8 @@ pub struct ListenerChange {
     pub certificate_arn: Option<String>,
     /// A new TLS policy.
     pub ssl_policy: Option<String>,
+    /// A new ALPN policy (`None` the policy: `Some("None")`).
+    pub alpn_policy: Option<String>,
     /// A new target group to forward to.
     pub target_group_arn: Option<String>,
 }
@@ -373,6 +379,7 @@ impl ListenerV2 {
             protocol: protocol.to_owned(),
             certificates: Vec::new(),
             ssl_policy: None,
+            alpn_policy: None,
             default_target_groups: vec![target_group.to_owned()],
         }
     }

@@ -267,6 +267,7 @@ impl Elbv2 for AwsElbv2 {
                             .map(|c| vec![sdk::Certificate::builder().certificate_arn(c).build()]),
                     )
                     .set_ssl_policy(l.ssl_policy.clone())
+                    .set_alpn_policy(l.alpn_policy.clone().map(|p| vec![p]))
                     .default_actions(forward(&l.target_group_arn))
                     .set_tags(non_empty_tags(&l.tags))
                     .send()
@@ -292,6 +293,7 @@ impl Elbv2 for AwsElbv2 {
                             .map(|c| vec![sdk::Certificate::builder().certificate_arn(c).build()]),
                     )
                     .set_ssl_policy(change.ssl_policy.clone())
+                    .set_alpn_policy(change.alpn_policy.clone().map(|p| vec![p]))
                     .set_default_actions(change.target_group_arn.as_deref().map(|tg| vec![forward(tg)]))
                     .send()
             })

@@ -111,6 +111,7 @@ async fn network_load_balancer_lifecycle() {
             protocol: "TCP".into(),
             certificate_arn: None,
             ssl_policy: None,
+            alpn_policy: None,
             target_group_arn: tg.arn.clone(),
             tags: tags.clone(),
         })
@@ -278,6 +279,7 @@ async fn unknown_elbv2_resources_are_not_found() {
         protocol: "TCP".into(),
         certificate_arn: None,
         ssl_policy: None,
+        alpn_policy: None,
         target_group_arn: tg_arn.into(),
         tags: Tags::new(),
     };
@@ -361,6 +363,7 @@ async fn a_create_retried_after_its_answer_was_lost_makes_one_resource() {
         protocol: protocol.into(),
         certificate_arn: None,
         ssl_policy: None,
+        alpn_policy: None,
         target_group_arn: tg.arn.clone(),
         tags: Tags::new(),
     };

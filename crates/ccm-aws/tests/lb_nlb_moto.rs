@@ -515,6 +515,27 @@ async fn tcp_to_tls_replaces_the_listener() {
     ensure(&lbs, &tls, &w.nodes()).await;
     assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
 
+    // An ALPN policy: changed in place, and reset to `None` when the annotation goes.
+    let policy = (Key::SslNegotiationPolicy, "ELBSecurityPolicy-TLS13-1-2-2021-06");
+    let h2 = service(
+        &uid,
+        &[(443, 30443)],
+        &[(Key::SslCert, &cert), policy, (Key::AlpnPolicy, "HTTP2Preferred")],
+    );
+    for (svc, alpn) in [(&h2, "HTTP2Preferred"), (&tls, "None")] {
+        let before = mutation_counts(&metrics);
+        ensure(&lbs, svc, &w.nodes()).await;
+        assert_eq!(
+            diff(&mutation_counts(&metrics), &before),
+            BTreeMap::from([("ModifyListener", 1)])
+        );
+        let listeners = elbv2.listeners(&lb.arn).await.unwrap();
+        assert_eq!(listeners[0].alpn_policy.as_deref(), Some(alpn));
+        let before = mutation_counts(&metrics);
+        ensure(&lbs, svc, &w.nodes()).await;
+        assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+    }
+
     // Back to TCP: the listener is replaced.
     ensure(&lbs, &svc, &w.nodes()).await;
     let listeners = elbv2.listeners(&lb.arn).await.unwrap();

@@ -141,7 +141,17 @@ keys!(
     IpAddressType,
     TargetGroupAttributes,
     AllowRecreation,
+    AlpnPolicy,
 );
+
+/// The accepted values of `aws-load-balancer-alpn-policy` (ELBv2's).
+pub const ALPN_POLICIES: &[&str] = &[
+    "HTTP1Only",
+    "HTTP2Only",
+    "HTTP2Optional",
+    "HTTP2Preferred",
+    "None",
+];
 
 /// The accepted values of `aws-load-balancer-type`.
 pub const TYPE_VALUES: &[&str] = &["classic", "clb", "nlb", "nlb-ip", "external"];
@@ -441,6 +451,16 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
               else is applied in place, and a `LoadBalancerRecreationRequired` Warning Event names what differs; \
               with it the load balancer is recreated (a `RecreatingLoadBalancer` Warning Event; its DNS name \
               changes).",
+    },
+    AnnotationDef {
+        key: Key::AlpnPolicy,
+        name: "service.beta.kubernetes.io/aws-load-balancer-alpn-policy",
+        value: ValueType::OneOf(ALPN_POLICIES),
+        default: "None",
+        applies: Applies::Nlb,
+        doc: "The ALPN policy of the NLB's TLS listeners (those `aws-load-balancer-ssl-cert` and \
+              `aws-load-balancer-ssl-ports` make), changed in place; removing the annotation resets it to \
+              `None`. Same key and values as the AWS Load Balancer Controller.",
     },
 ];
 

@@ -115,6 +115,8 @@ pub struct ServiceSpec {
     pub ssl_ports: Vec<String>,
     /// SSL negotiation policy name.
     pub ssl_negotiation_policy: Option<String>,
+    /// The ALPN policy of NLB TLS listeners (`None` when not annotated).
+    pub alpn_policy: Option<String>,
     /// Proxy protocol on the back ends.
     pub proxy_protocol: bool,
     /// Idle timeout in seconds.

@@ -92,6 +92,7 @@ pub(super) fn listener(l: &sdk::Listener) -> Option<ListenerV2> {
     certificates.sort_by_key(|(default, _)| !default);
     out.certificates = certificates.into_iter().map(|(_, arn)| arn).collect();
     out.ssl_policy = l.ssl_policy().filter(|s| !s.is_empty()).map(str::to_owned);
+    out.alpn_policy = l.alpn_policy().first().filter(|s| !s.is_empty()).cloned();
     out.default_target_groups = l
         .default_actions()
         .iter()

@@ -68,8 +68,9 @@ fn every_annotation_of_the_reference_is_in_the_table() {
         let name = format!("{PREFIX}{suffix}");
         assert!(ANNOTATIONS.iter().any(|d| d.name == name), "{name} missing");
     }
-    // Plus load-balancer-source-ranges, ip-address-type (the AWS Load Balancer Controller's key; the
-    // reference's controller has none) and allow-recreation (this controller's own: no anchor has consent).
+    // Plus load-balancer-source-ranges, ip-address-type and alpn-policy (the AWS Load Balancer Controller's
+    // keys; the reference's controller has none) and allow-recreation (this controller's own: no anchor has
+    // consent).
     assert!(
         ANNOTATIONS
             .iter()
@@ -77,7 +78,7 @@ fn every_annotation_of_the_reference_is_in_the_table() {
     );
     assert_eq!(
         ANNOTATIONS.len(),
-        reference.len() + 3,
+        reference.len() + 4,
         "plus load-balancer-source-ranges and ip-address-type"
     );
 }

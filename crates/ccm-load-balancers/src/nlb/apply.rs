@@ -398,6 +398,8 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                         protocol: listener.protocol.clone(),
                         certificate_arn: listener.certificate.clone(),
                         ssl_policy: listener.ssl_policy.clone(),
+                        // A new listener without a policy has none: `None` is not sent.
+                        alpn_policy: listener.alpn_policy.clone().filter(|p| p != "None"),
                         target_group_arn: self.target_group(&listener.target_group.name)?,
                         tags: tags.clone(),
                     })
@@ -417,6 +419,7 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                 protocol,
                 certificate,
                 ssl_policy,
+                alpn_policy,
                 target_group,
                 ..
             } => {
@@ -431,6 +434,7 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                         protocol: protocol.clone(),
                         certificate_arn: certificate.clone(),
                         ssl_policy: ssl_policy.clone(),
+                        alpn_policy: alpn_policy.clone(),
                         target_group_arn,
                     })
                     .await

@@ -163,6 +163,8 @@ pub enum Change {
         certificate: Option<String>,
         /// A new TLS policy.
         ssl_policy: Option<String>,
+        /// A new ALPN policy.
+        alpn_policy: Option<String>,
         /// A new target group (by name).
         target_group: Option<String>,
     },

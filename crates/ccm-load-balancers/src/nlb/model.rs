@@ -83,6 +83,9 @@ pub struct Listener {
     pub certificate: Option<String>,
     /// The TLS policy (`None`: AWS's default, never changed).
     pub ssl_policy: Option<String>,
+    /// The ALPN policy of a TLS listener (`Some("None")` without the annotation: a removed annotation resets
+    /// it); `None` for other protocols.
+    pub alpn_policy: Option<String>,
     /// The target group it forwards to.
     pub target_group: TargetGroupSpec,
 }
@@ -164,6 +167,7 @@ fn listener(
     };
     let mut certificate = None;
     let mut ssl_policy = None;
+    let mut alpn_policy = None;
     let mut target_protocol = protocol;
     if protocol == "TCP"
         && let Some(cert) = &spec.ssl_cert
@@ -172,6 +176,7 @@ fn listener(
         protocol = "TLS";
         certificate = Some(cert.clone());
         ssl_policy.clone_from(&spec.ssl_negotiation_policy);
+        alpn_policy = Some(spec.alpn_policy.clone().unwrap_or_else(|| "None".to_owned()));
         target_protocol = if spec.backend_protocol.as_deref() == Some("ssl") {
             "TLS"
         } else {
@@ -183,6 +188,7 @@ fn listener(
         protocol: protocol.to_owned(),
         certificate,
         ssl_policy,
+        alpn_policy,
         target_group: TargetGroupSpec {
             name: target_group_name(
                 cluster_id,

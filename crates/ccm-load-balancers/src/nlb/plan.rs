@@ -385,7 +385,10 @@ fn listener(
     let tls = l.protocol == "TLS";
     let cert_differs = tls && current.certificates.first() != l.certificate.as_ref();
     let policy_differs = tls && l.ssl_policy.is_some() && current.ssl_policy != l.ssl_policy;
-    if same_protocol && !tg_differs && !cert_differs && !policy_differs {
+    // AWS reports no policy (or `None`) for a listener without one.
+    let alpn = |p: Option<&str>| p.filter(|p| !p.is_empty()).unwrap_or("None").to_owned();
+    let alpn_differs = tls && alpn(current.alpn_policy.as_deref()) != alpn(l.alpn_policy.as_deref());
+    if same_protocol && !tg_differs && !cert_differs && !policy_differs && !alpn_differs {
         // A listener carrying the cluster's tag gets the tags it lacks (an `additional-resource-tags` edit); a
         // Go-era one, untagged, is tagged only before it is changed (the hardened IAM policy's condition), so a
         // takeover writes nothing to it.
@@ -402,6 +405,7 @@ fn listener(
             protocol: None,
             certificate: l.certificate.clone().filter(|_| cert_differs),
             ssl_policy: l.ssl_policy.clone().filter(|_| policy_differs),
+            alpn_policy: l.alpn_policy.clone().filter(|_| alpn_differs),
             target_group: tg_differs.then(|| l.target_group.name.clone()),
         }];
     }

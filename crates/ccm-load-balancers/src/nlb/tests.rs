@@ -118,6 +118,7 @@ pub(crate) fn converged(desired: &Desired) -> Observed {
         );
         listener.certificates = l.certificate.iter().cloned().collect();
         listener.ssl_policy = l.ssl_policy.clone();
+        listener.alpn_policy = l.alpn_policy.clone();
         tags.insert(listener.arn.clone(), desired.tags.clone());
         listeners.push(listener);
         let mut tg = TargetGroup::new(

@@ -95,6 +95,7 @@ pub(crate) fn spec(
         ssl_cert: a.text(Key::SslCert).map(str::to_owned),
         ssl_ports: a.list(Key::SslPorts).unwrap_or_default().to_vec(),
         ssl_negotiation_policy: a.text(Key::SslNegotiationPolicy).map(str::to_owned),
+        alpn_policy: a.text(Key::AlpnPolicy).map(str::to_owned),
         proxy_protocol: a.text(Key::ProxyProtocol) == Some("*"),
         idle_timeout: i32_of(a, Key::ConnectionIdleTimeout).unwrap_or(60),
         draining_enabled: a.bool(Key::ConnectionDrainingEnabled).unwrap_or(false),

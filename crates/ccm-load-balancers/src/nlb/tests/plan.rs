@@ -199,9 +199,40 @@ fn a_protocol_change_replaces_the_listener_without_a_duplicate() {
             protocol: None,
             certificate: Some("arn:c2".into()),
             ssl_policy: Some("p2".into()),
+            alpn_policy: None,
             target_group: None,
         }]
     );
+}
+
+#[test]
+fn the_alpn_policy_of_tls_listeners_is_changed_in_place_and_reset_when_removed() {
+    let tls = desired(&[(Key::SslCert, "arn:c1")], &[(443, 30443)]);
+    assert_eq!(tls.listeners[0].alpn_policy.as_deref(), Some("None"));
+    // A Go-era TLS listener reports no policy: nothing to do.
+    let mut go_era = converged(&tls);
+    go_era.listeners[0].alpn_policy = None;
+    assert_eq!(plan(&tls, &go_era), []);
+    let h2 = desired(
+        &[(Key::SslCert, "arn:c1"), (Key::AlpnPolicy, "HTTP2Preferred")],
+        &[(443, 30443)],
+    );
+    let modify = |alpn: &str| Change::ModifyListener {
+        arn: "arn:listener/443".into(),
+        port: 443,
+        protocol: None,
+        certificate: None,
+        ssl_policy: None,
+        alpn_policy: Some(alpn.into()),
+        target_group: None,
+    };
+    assert_eq!(plan(&h2, &converged(&tls)), [modify("HTTP2Preferred")]);
+    assert_eq!(plan(&h2, &converged(&h2)), []);
+    // The annotation removed: back to `None`.
+    assert_eq!(plan(&tls, &converged(&h2)), [modify("None")]);
+    // TCP listeners have no ALPN policy.
+    let tcp = desired(&[(Key::AlpnPolicy, "HTTP2Only")], &[(80, 30080)]);
+    assert_eq!(tcp.listeners[0].alpn_policy, None);
 }
 
 #[test]
