@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use ccm_testing::{FaultProxy, TestEnv, counts_since, unique_name};
 use common::{
-    Ccm, World, eventually, initialized,
+    Ccm, World, eventually, fetch, initialized,
     lb::{Elb, lb_name, public_subnet, service},
     mutations,
 };
@@ -232,18 +232,7 @@ async fn e2e_a_dry_run_writes_nothing_and_reports_the_pending_work() {
 
 /// `/dry-run` of the CCM on `port` (`null` while it is not up).
 async fn report(port: u16) -> Value {
-    let client = reqwest::Client::builder()
-        .danger_accept_invalid_certs(true)
-        .build()
-        .unwrap();
-    let Ok(r) = client
-        .get(format!("https://127.0.0.1:{port}/dry-run"))
-        .send()
-        .await
-    else {
-        return Value::Null;
-    };
-    let text = r.text().await.unwrap_or_default();
+    let text = fetch(port, "/dry-run").await.unwrap_or_default();
     serde_json::from_str(&text).unwrap_or(Value::Null)
 }
 

@@ -375,20 +375,25 @@ pub async fn mutated_since(
     changed(before, &mutations(port).await).contains_key(operation)
 }
 
-/// `ccm_controller_reconciles_total` of `controller` on the CCM serving /metrics on `port` (0 while it is not up).
-pub async fn reconciles(port: u16, controller: &str) -> f64 {
+/// `path` on the secure port `port` of a CCM (self-signed certificate); `None` while it is not up.
+pub async fn fetch(port: u16, path: &str) -> Option<String> {
     let client = reqwest::Client::builder()
         .danger_accept_invalid_certs(true)
         .build()
         .unwrap();
-    let Ok(r) = client
-        .get(format!("https://127.0.0.1:{port}/metrics"))
+    let r = client
+        .get(format!("https://127.0.0.1:{port}{path}"))
         .send()
         .await
-    else {
+        .ok()?;
+    Some(r.text().await.unwrap_or_default())
+}
+
+/// `ccm_controller_reconciles_total` of `controller` on the CCM serving /metrics on `port` (0 while it is not up).
+pub async fn reconciles(port: u16, controller: &str) -> f64 {
+    let Some(text) = fetch(port, "/metrics").await else {
         return 0.0;
     };
-    let text = r.text().await.unwrap_or_default();
     let label = format!("controller=\"{controller}\"");
     text.lines()
         .filter(|l| l.starts_with("ccm_controller_reconciles_total") && l.contains(&label))
