@@ -19,6 +19,8 @@ use k8s_openapi::api::{
     core::v1::{Node, Service},
 };
 use kube::{Api, api::PostParams};
+
+const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 use tokio::time::Instant;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,6 +167,42 @@ async fn a_dry_run_takes_no_lease_and_writes_nothing() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // A ClusterIP Service still carrying our finalizer (its load balancer gone): the finalizer's removal is
+    // what is pending, and it is not removed.
+    let left = unique_name("dry-left");
+    let leftover = ServiceBuilder::new("default", &left)
+        .label("ccm-test-dry-run", &group)
+        .type_("ClusterIP")
+        .finalizer(FINALIZER)
+        .port(80, "TCP", None)
+        .build();
+    services.create(&PostParams::default(), &leftover).await.unwrap();
+    let left_key = format!("default/{left}");
+    let t0 = Instant::now();
+    while !log.plans().contains_key(&left_key) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no plan for the finalizer"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let changes = log.plans()[&left_key].changes.clone();
+    assert_eq!(
+        changes,
+        [format!("remove the finalizer {FINALIZER} from {left_key}")]
+    );
+    let now = services.get(&left).await.unwrap();
+    assert_eq!(now.metadata.finalizers, Some(vec![FINALIZER.to_owned()]));
+    let unfinalize = serde_json::json!({ "metadata": { "finalizers": null } });
+    services
+        .patch(
+            &left,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&unfinalize),
+        )
+        .await
+        .unwrap();
+    services.delete(&left, &Default::default()).await.unwrap();
 
     // Nothing was written: the Node keeps its taint and has no provider ID, and no Lease exists.
     let now = nodes.get(&name).await.unwrap();

@@ -423,6 +423,36 @@ async fn plan_only<P: CloudProvider>(
     Ok(Op::Ensure)
 }
 
+/// A dry run's sync of a Service whose load balancer goes: what the deletion would do goes to `sink`, nothing
+/// is done.
+async fn plan_deletion<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    lb: &P::LoadBalancer,
+    svc: &Service,
+    key: &str,
+    sink: &dyn crate::DryRunSink,
+) -> Result<Op, Error> {
+    ctx.config.metrics.provider_call();
+    let exists = lb
+        .get_load_balancer(&ctx.config.cluster_name, svc)
+        .await
+        .map_err(|e| Error::cloud("failed to check if load balancer exists before cleanup", key, e))?
+        .is_some();
+    let mut changes = Vec::new();
+    if exists {
+        changes.push(format!("delete the load balancer of {key}"));
+    }
+    if has_finalizer(svc) {
+        changes.push(format!(
+            "remove the finalizer {} from {key}",
+            crate::keys::FINALIZER_LB_CLEANUP
+        ));
+    }
+    let plan = (!changes.is_empty()).then(|| ccm_cloud_provider::LoadBalancerPlan::new(changes, false));
+    sink.load_balancer(key, plan);
+    Ok(Op::Delete)
+}
+
 /// Upstream `syncLoadBalancerIfNeeded`.
 async fn sync_load_balancer_if_needed<P: CloudProvider>(
     ctx: &Ctx<P>,
@@ -443,19 +473,7 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
         .as_ref()
         .filter(|_| !wants_load_balancer(svc) || needs_cleanup(svc))
     {
-        // A dry run: a load balancer to delete is reported, not deleted.
-        ctx.config.metrics.provider_call();
-        let exists = lb
-            .get_load_balancer(cluster, svc)
-            .await
-            .map_err(|e| Error::cloud("failed to check if load balancer exists before cleanup", &key, e))?
-            .is_some();
-        let delete = vec![format!("delete the load balancer of {key}")];
-        sink.load_balancer(
-            &key,
-            exists.then(|| ccm_cloud_provider::LoadBalancerPlan::new(delete, false)),
-        );
-        return Ok(Op::Delete);
+        return plan_deletion(ctx, lb, svc, &key, sink.as_ref()).await;
     } else if !wants_load_balancer(svc) || needs_cleanup(svc) {
         // With our finalizer the provider is always asked, even when the load balancer is gone: its groups and
         // target groups may not be (upstream asks only when `GetLoadBalancer` finds it, and so leaks them). The
