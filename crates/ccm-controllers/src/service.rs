@@ -460,6 +460,15 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
     svc: &Service,
 ) -> Result<Op, Error> {
     let key = key_of(svc);
+    let goes = !wants_load_balancer(svc) || needs_cleanup(svc);
+    if let Some(sink) = &ctx.config.plans {
+        // A dry run: planned, never applied.
+        return if goes {
+            plan_deletion(ctx, lb, svc, &key, sink.as_ref()).await
+        } else {
+            plan_only(ctx, lb, svc, &key, sink.as_ref()).await
+        };
+    }
     let reference = service_reference(svc);
     let cluster = &ctx.config.cluster_name;
     let previous = svc
@@ -467,14 +476,7 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
         .as_ref()
         .and_then(|s| s.load_balancer.as_ref())
         .and_then(|l| l.ingress.clone());
-    let (op, status) = if let Some(sink) = ctx
-        .config
-        .plans
-        .as_ref()
-        .filter(|_| !wants_load_balancer(svc) || needs_cleanup(svc))
-    {
-        return plan_deletion(ctx, lb, svc, &key, sink.as_ref()).await;
-    } else if !wants_load_balancer(svc) || needs_cleanup(svc) {
+    let (op, status) = if goes {
         // With our finalizer the provider is always asked, even when the load balancer is gone: its groups and
         // target groups may not be (upstream asks only when `GetLoadBalancer` finds it, and so leaks them). The
         // finalizer goes only after. Without it (a Service from before finalizers, or never ours) upstream's
@@ -500,9 +502,6 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
         }
         (Op::Delete, LoadBalancerStatus::default())
     } else {
-        if let Some(sink) = &ctx.config.plans {
-            return plan_only(ctx, lb, svc, &key, sink.as_ref()).await;
-        }
         ctx.states.update(&key, |s| s.wait = None);
         ctx.recorder
             .publish(

@@ -115,10 +115,7 @@ impl Runtime {
                     shutdown: stop,
                     metrics,
                     informers,
-                    dry_run: self
-                        .options
-                        .dry_run
-                        .then(|| self.dry_run.clone() as Arc<dyn ccm_controllers::DryRunSink>),
+                    dry_run: self.dry_run_sink(),
                 })
             }
         };
@@ -193,10 +190,15 @@ impl Runtime {
         cfg.metrics = metrics;
         cfg.clock = self.clock.clone();
         cfg.informers = Some(informers);
-        if o.dry_run {
-            cfg.plans = Some(self.dry_run.clone());
-        }
+        cfg.plans = self.dry_run_sink();
         cfg
+    }
+
+    /// With `--dry-run`, where the controllers' plans go.
+    fn dry_run_sink(&self) -> Option<Arc<dyn ccm_controllers::DryRunSink>> {
+        self.options
+            .dry_run
+            .then(|| self.dry_run.clone() as Arc<dyn ccm_controllers::DryRunSink>)
     }
 
     /// An unusable `--cluster-cidr` is an error, not a skip: flag validation already refuses one, so reaching it
@@ -218,9 +220,7 @@ impl Runtime {
         cfg.metrics = metrics;
         cfg.clock = self.clock.clone();
         cfg.informers = Some(informers);
-        if o.dry_run {
-            cfg.plans = Some(self.dry_run.clone());
-        }
+        cfg.plans = self.dry_run_sink();
         Ok(cfg)
     }
 }
