@@ -39,6 +39,9 @@ its front-end protocol: an SSL listener to TCP instances read back as SSL to SSL
 moto 5.2.5 keeps the AlpnPolicy a listener is created with but ignores it in ModifyListener, which changes it
 on AWS; ModifyListener applies it here.
 
+AWS refuses DeleteLoadBalancer (ELBv2) with OperationNotPermitted while the load balancer's
+`deletion_protection.enabled` attribute is true; moto 5.2.5 deletes it. It is refused here as AWS does.
+
 moto 5.2.5 has no DescribeInstanceTopology (it answers HTTP 500, which a client retries). AWS answers it with
 the instances whose types have a topology (accelerated types such as p4d or trn1) and leaves the others out;
 the test environment's instances are all of other types, so the answer here is AWS's for them: no instance.
@@ -53,6 +56,7 @@ from moto.elbv2.exceptions import (
     DuplicateListenerError,
     DuplicateLoadBalancerName,
     DuplicateTargetGroupName,
+    ELBClientError,
 )
 from moto.core.responses import ActionResult
 from moto.elbv2.responses import ELBV2Response
@@ -64,6 +68,17 @@ Backend = models.ELBv2Backend
 _create_load_balancer = Backend.create_load_balancer
 _create_target_group = Backend.create_target_group
 _create_listener = Backend.create_listener
+_delete_load_balancer = Backend.delete_load_balancer
+
+
+def delete_load_balancer(self, arn):
+    balancer = self.load_balancers.get(arn)
+    if balancer is not None and balancer.attrs.get("deletion_protection.enabled") == "true":
+        raise ELBClientError(
+            "OperationNotPermitted",
+            f"Load balancer '{arn}' cannot be deleted because deletion protection is enabled",
+        )
+    return _delete_load_balancer(self, arn)
 
 
 def create_load_balancer(self, name, *args, **kwargs):
@@ -218,6 +233,7 @@ InstanceResponse.describe_instance_topology = describe_instance_topology
 Backend.create_load_balancer = create_load_balancer
 Backend.create_target_group = create_target_group
 Backend.create_listener = create_listener
+Backend.delete_load_balancer = delete_load_balancer
 ClassicBackend.create_load_balancer = create_classic_load_balancer
 ClassicBackend.modify_load_balancer_attributes = modify_classic_attributes
 ClassicBackend.create_load_balancer_listeners = create_classic_listeners

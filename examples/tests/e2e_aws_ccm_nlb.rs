@@ -11,6 +11,8 @@
 //!   with a Warning Event); deletion (no owned
 //!   load balancer, target group, security group or node rule left; BYO groups kept).
 //! - Mode unset: NLBs without security groups; deletion leaves nothing.
+//! - Deletion protection (`aws-load-balancer-attributes`): deleting the Service keeps it (its finalizer) and the
+//!   NLB, with a Warning Event naming deletion protection, until the annotation turns protection off.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -83,8 +85,8 @@ async fn groups_of(nlb: &Nlb, lb: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// (description, protocol, from port, cidr) of every CIDR rule of the instances' groups whose description starts
-/// with `kubernetes.io/rule/nlb/`.
+/// (description, protocol, from port, source CIDR or group) of every rule of the instances' groups whose
+/// description starts with `kubernetes.io/rule/nlb/`.
 async fn node_rules(world: &World, instances: &[String]) -> Vec<(String, String, i32, String)> {
     let out = world
         .raw
@@ -112,14 +114,19 @@ async fn node_rules(world: &World, instances: &[String]) -> Vec<(String, String,
     let mut rules = Vec::new();
     for g in groups.security_groups() {
         for p in g.ip_permissions() {
-            for r in p.ip_ranges() {
-                let description = r.description().unwrap_or_default();
+            let cidrs = p.ip_ranges().iter().map(|r| (r.description(), r.cidr_ip()));
+            let groups = p
+                .user_id_group_pairs()
+                .iter()
+                .map(|r| (r.description(), r.group_id()));
+            for (description, source) in cidrs.chain(groups) {
+                let description = description.unwrap_or_default();
                 if description.starts_with("kubernetes.io/rule/nlb/") {
                     rules.push((
                         description.to_owned(),
                         p.ip_protocol().unwrap_or_default().to_owned(),
                         p.from_port().unwrap_or_default(),
-                        r.cidr_ip().unwrap_or_default().to_owned(),
+                        source.unwrap_or_default().to_owned(),
                     ));
                 }
             }
@@ -242,9 +249,10 @@ async fn e2e_nlbs_with_managed_security_groups() {
     );
     let rules = node_rules(&world, &instances).await;
     let client = format!("kubernetes.io/rule/nlb/client={default_lb}");
-    assert!(
-        rules.contains(&(client.clone(), "tcp".to_owned(), port, "0.0.0.0/0".to_owned())),
-        "the node group admits clients on the node port: {rules:?}"
+    assert_eq!(
+        rules,
+        [(client.clone(), "tcp".to_owned(), port, managed[0].clone())],
+        "the node group admits the NLB's group on the node port, and nothing else: {rules:?}"
     );
 
     // Case 7: target-node-labels.
@@ -504,6 +512,62 @@ async fn e2e_nlbs_without_security_group_mode() {
         nlb.cluster_resources(&world.cluster_key()).await,
         Vec::<String>::new()
     );
+    assert_eq!(node_rules(&world, &instances).await, []);
+    assert!(ccm.terminate().await.success());
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn e2e_deletion_protection_keeps_the_nlb_and_the_service_until_turned_off() {
+    let (world, instances, services, events, nlb, mut ccm) = start_world("", 1).await;
+    let name = unique_name("nlb-dp");
+    let lb = create(
+        &services,
+        &name,
+        &[(80, "TCP")],
+        &[("attributes", "deletion_protection.enabled=true")],
+    )
+    .await;
+    eventually(&mut ccm, "the protected NLB's hostname", 90, async || {
+        hostname(&services, &name).await.is_some()
+    })
+    .await;
+    let rules = node_rules(&world, &instances).await;
+    assert!(!rules.is_empty());
+    services.delete(&name, &Default::default()).await.unwrap();
+    let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
+    eventually(&mut ccm, "a Warning naming deletion protection", 60, async || {
+        events.list(&lp).await.unwrap().items.iter().any(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("deletion protection"))
+        })
+    })
+    .await;
+    assert!(
+        services.get_opt(&name).await.unwrap().is_some(),
+        "the finalizer holds the Service"
+    );
+    assert!(nlb.describe(&lb).await.is_some(), "the NLB is kept");
+    assert_eq!(
+        node_rules(&world, &instances).await,
+        rules,
+        "and so are its nodes' rules"
+    );
+
+    annotate(
+        &services,
+        &name,
+        "attributes",
+        Some("deletion_protection.enabled=false"),
+    )
+    .await;
+    eventually(&mut ccm, "the Service deleted", 90, async || {
+        services.get_opt(&name).await.unwrap().is_none()
+    })
+    .await;
+    assert!(nlb.describe(&lb).await.is_none(), "the NLB is gone");
     assert_eq!(node_rules(&world, &instances).await, []);
     assert!(ccm.terminate().await.success());
     world.cleanup().await;

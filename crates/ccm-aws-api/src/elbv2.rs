@@ -262,6 +262,17 @@ pub trait Elbv2 {
     /// The listeners of a load balancer.
     fn listeners(&self, load_balancer_arn: &str) -> impl Future<Output = Result<Vec<ListenerV2>>> + Send;
 
+    /// A listener's attributes (`tcp.idle_timeout.seconds` on an NLB's TCP listener).
+    fn listener_attributes(&self, arn: &str)
+    -> impl Future<Output = Result<BTreeMap<String, String>>> + Send;
+
+    /// Sets the given listener attributes.
+    fn modify_listener_attributes(
+        &self,
+        arn: &str,
+        attributes: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<()>> + Send;
+
     /// Creates a listener.
     fn create_listener(&self, listener: &NewListener) -> impl Future<Output = Result<ListenerV2>> + Send;
 

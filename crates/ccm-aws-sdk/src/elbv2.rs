@@ -35,6 +35,8 @@ const SET_SUBNETS: Op = op("SetSubnets", ActionClass::Mutating);
 const DESCRIBE_LB_ATTRIBUTES: Op = op("DescribeLoadBalancerAttributes", ActionClass::NonMutating);
 const MODIFY_LB_ATTRIBUTES: Op = op("ModifyLoadBalancerAttributes", ActionClass::Mutating);
 const DESCRIBE_LISTENERS: Op = op("DescribeListeners", ActionClass::NonMutating);
+const DESCRIBE_LISTENER_ATTRIBUTES: Op = op("DescribeListenerAttributes", ActionClass::NonMutating);
+const MODIFY_LISTENER_ATTRIBUTES: Op = op("ModifyListenerAttributes", ActionClass::Mutating);
 const CREATE_LISTENER: Op = op("CreateListener", ActionClass::Mutating);
 const MODIFY_LISTENER: Op = op("ModifyListener", ActionClass::Mutating);
 const DELETE_LISTENER: Op = op("DeleteListener", ActionClass::Mutating);
@@ -226,6 +228,44 @@ impl Elbv2 for AwsElbv2 {
                 self.client
                     .modify_load_balancer_attributes()
                     .load_balancer_arn(arn)
+                    .set_attributes(Some(attributes.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn listener_attributes(&self, arn: &str) -> Result<BTreeMap<String, String>> {
+        let out = self
+            .rt
+            .call(DESCRIBE_LISTENER_ATTRIBUTES, || {
+                self.client
+                    .describe_listener_attributes()
+                    .listener_arn(arn)
+                    .send()
+            })
+            .await?;
+        Ok(out
+            .attributes()
+            .iter()
+            .filter_map(|a| Some((a.key()?.to_owned(), a.value().unwrap_or_default().to_owned())))
+            .collect())
+    }
+
+    async fn modify_listener_attributes(
+        &self,
+        arn: &str,
+        attributes: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        let attributes: Vec<sdk::ListenerAttribute> = attributes
+            .iter()
+            .map(|(k, v)| sdk::ListenerAttribute::builder().key(k).value(v).build())
+            .collect();
+        self.rt
+            .call(MODIFY_LISTENER_ATTRIBUTES, || {
+                self.client
+                    .modify_listener_attributes()
+                    .listener_arn(arn)
                     .set_attributes(Some(attributes.clone()))
                     .send()
             })

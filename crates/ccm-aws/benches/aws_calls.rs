@@ -3,8 +3,11 @@
 //! ones, by operation. Calls are deterministic, so these figures are the same on every machine; the Go
 //! controller's, from reading its code (see the project's performance notes), are printed beside them.
 //!
+//! Last, the rules on the nodes' group for many NLBs, with CIDR rules and referencing each NLB's group.
+//!
 //! Needs the test environment's variables (`set -a; . $dir/env; set +a`), then
-//! `cargo bench -p ccm-aws --bench aws-calls`. `BENCH_PORTS` (2) sets the Service's ports.
+//! `cargo bench -p ccm-aws --bench aws-calls`. `BENCH_PORTS` (2) sets the Service's ports, `BENCH_RULE_NLBS`
+//! (50) the NLBs whose rules are counted.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 #[path = "../tests/lb_support/mod.rs"]
@@ -12,6 +15,7 @@ mod lb_support;
 
 use std::collections::BTreeMap;
 
+use ccm_aws_api::Ec2;
 use ccm_aws_sdk::CallMetrics;
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
@@ -161,6 +165,59 @@ async fn main() {
         &steps,
     );
     drift_budget(classic_pass, steps[4].total, u64::try_from(ports).unwrap_or(2));
+    rule_counts().await;
+}
+
+/// The rules on the nodes' group for `BENCH_RULE_NLBS` (50) NLBs of 3 ports, 2 source ranges and health checks
+/// on the traffic port, without security groups (CIDR rules) and with managed ones (rules from the NLB's group).
+async fn rule_counts() {
+    let n: usize = std::env::var("BENCH_RULE_NLBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let w = world::world(141, "rules", true).await;
+    let cidr = node_group_rules(&w, &w.lbs(w.config.clone()), n).await;
+    let managed = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
+    let group = node_group_rules(&w, &managed, n).await;
+    println!(
+        "\nNode group rules for {n} NLBs x 3 ports (2 source ranges, 2 subnets, health checks on the traffic port): \
+         {cidr} with CIDR rules (NLBs without security groups), {group} referencing each NLB's group \
+         (NLBSecurityGroupMode = Managed); AWS allows 60 inbound rules per group unless raised."
+    );
+}
+
+/// Creates `n` NLBs with `lbs`, counts the rules on the nodes' group, deletes them again.
+async fn node_group_rules(w: &World, lbs: &Lbs, n: usize) -> usize {
+    let services: Vec<Service> = (0..n)
+        .map(|i| {
+            let base = 30000 + 3 * i32::try_from(i).unwrap();
+            let ports = [(80, base), (443, base + 1), (8080, base + 2)];
+            let mut svc = service(&uid(), &ports, &[(Key::Type, "nlb")]);
+            svc.spec.as_mut().unwrap().load_balancer_source_ranges =
+                Some(vec!["10.0.0.0/8".to_owned(), "192.168.0.0/16".to_owned()]);
+            svc
+        })
+        .collect();
+    let nodes = w.nodes();
+    let nodes: Vec<&Node> = nodes.iter().collect();
+    for svc in &services {
+        lbs.ensure_load_balancer("kubernetes", svc, &nodes).await.unwrap();
+    }
+    let groups = w
+        .adapter
+        .ec2()
+        .security_groups(&[ccm_aws_api::Filter::new("group-id", [w.node_group.as_str()])])
+        .await
+        .unwrap();
+    let count = groups[0]
+        .ingress
+        .iter()
+        .map(|p| p.ip_ranges.len() + p.ipv6_ranges.len() + p.source_groups.len())
+        .sum();
+    for svc in &services {
+        lbs.ensure_load_balancer_deleted("kubernetes", svc).await.unwrap();
+    }
+    count
 }
 
 /// Drift detection's cost at 500 load balancers, from the measured pass (one listing call per flavour, and

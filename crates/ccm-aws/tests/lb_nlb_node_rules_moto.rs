@@ -103,7 +103,7 @@ fn rule(protocol: &str, port: i32, cidr: &str, description: &str) -> DescribedRu
             protocol: protocol.to_owned(),
             from_port: port,
             to_port: port,
-            cidr: cidr.to_owned(),
+            source: cidr.to_owned(),
         },
         description: description.to_owned(),
     }
@@ -117,6 +117,7 @@ impl World {
             client_cidrs: cidrs.iter().map(|c| (*c).to_owned()).collect(),
             health_ports: health.iter().copied().collect(),
             instances: self.instances.clone(),
+            source_group: None,
         }
     }
 
@@ -169,7 +170,7 @@ impl World {
                         protocol: proto.clone(),
                         from_port: from,
                         to_port: to,
-                        cidr: cidr.to_owned(),
+                        source: cidr.to_owned(),
                     },
                     description: description.unwrap_or_default().to_owned(),
                 });
@@ -185,17 +186,17 @@ impl World {
             .from_port(r.rule.from_port)
             .to_port(r.rule.to_port);
         let description = (!r.description.is_empty()).then(|| r.description.clone());
-        if r.rule.cidr.contains(':') {
+        if r.rule.source.contains(':') {
             p = p.ipv6_ranges(
                 Ipv6Range::builder()
-                    .cidr_ipv6(&r.rule.cidr)
+                    .cidr_ipv6(&r.rule.source)
                     .set_description(description)
                     .build(),
             );
         } else {
             p = p.ip_ranges(
                 SdkRange::builder()
-                    .cidr_ip(&r.rule.cidr)
+                    .cidr_ip(&r.rule.source)
                     .set_description(description)
                     .build(),
             );

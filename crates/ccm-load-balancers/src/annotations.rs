@@ -10,7 +10,7 @@ mod go_compat;
 mod values;
 
 pub use go_compat::Warning;
-pub use values::{Annotations, Value, is_cidr, parse_bool, parse_value};
+pub use values::{Annotations, ListenerAttributes, Value, is_cidr, parse_bool, parse_value};
 
 /// The prefix shared by the AWS load-balancer annotations.
 pub const PREFIX: &str = "service.beta.kubernetes.io/aws-load-balancer-";
@@ -28,6 +28,17 @@ pub enum Applies {
     ClbRejectedOnNlb,
     /// NLB only; on a Classic ELB it is an error.
     NlbRejectedOnClb,
+}
+
+/// Where an annotation comes from: which controller's users already know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Origin {
+    /// The Go controller (kubernetes/cloud-provider-aws) and Kubernetes itself.
+    Go,
+    /// The AWS Load Balancer Controller (same key and format, so a Service moves between the two unedited).
+    AwsLoadBalancerController,
+    /// This controller's own.
+    Ours,
 }
 
 /// The value type of an annotation: what [`parse_value`] accepts.
@@ -70,7 +81,42 @@ pub enum ValueType {
     LabelList,
     /// `preserve_client_ip.enabled=true|false,proxy_protocol_v2.enabled=true|false`.
     TargetGroupAttributes,
+    /// `deletion_protection.enabled=true|false,...`: NLB attributes ([`NLB_ATTRIBUTES`] checked, others passed).
+    LoadBalancerAttributes,
+    /// `tcp.idle_timeout.seconds=60..6000,...`: the attributes of one NLB listener.
+    ListenerAttributes,
 }
+
+/// The name of the listener attribute annotations up to `<PROTOCOL>-<port>`.
+pub const LISTENER_ATTRIBUTES_PREFIX: &str =
+    "service.beta.kubernetes.io/aws-load-balancer-listener-attributes.";
+
+/// The listener protocols a listener attribute annotation names.
+pub const LISTENER_PROTOCOLS: &[&str] = &["TCP", "UDP", "TCP_UDP", "TLS"];
+
+/// The NLB listener attribute of the TCP idle timeout, and AWS's default and range for it.
+pub const TCP_IDLE_TIMEOUT: (&str, &str, std::ops::RangeInclusive<i64>) =
+    ("tcp.idle_timeout.seconds", "350", 60..=6000);
+
+/// The NLB attributes whose values are checked here (AWS checks the others): key and accepted values.
+pub const NLB_ATTRIBUTES: &[(&str, &[&str])] = &[
+    ("deletion_protection.enabled", &["true", "false"]),
+    ("load_balancing.cross_zone.enabled", &["true", "false"]),
+    (
+        "dns_record.client_routing_policy",
+        &[
+            "availability_zone_affinity",
+            "partial_availability_zone_affinity",
+            "any_availability_zone",
+        ],
+    ),
+    ("ipv6.deny_all_igw_traffic", &["true", "false"]),
+    ("zonal_shift.config.enabled", &["true", "false"]),
+    ("access_logs.s3.enabled", &["true", "false"]),
+];
+
+/// The NLB attribute that keeps AWS from deleting the load balancer.
+pub const DELETION_PROTECTION: &str = "deletion_protection.enabled";
 
 /// One annotation of the table.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -142,6 +188,8 @@ keys!(
     TargetGroupAttributes,
     AllowRecreation,
     AlpnPolicy,
+    LoadBalancerAttributes,
+    ListenerAttributes,
 );
 
 /// The accepted values of `aws-load-balancer-alpn-policy` (ELBv2's).
@@ -462,6 +510,34 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
               `aws-load-balancer-ssl-ports` make), changed in place; removing the annotation resets it to \
               `None`. Same key and values as the AWS Load Balancer Controller.",
     },
+    AnnotationDef {
+        key: Key::LoadBalancerAttributes,
+        name: "service.beta.kubernetes.io/aws-load-balancer-attributes",
+        value: ValueType::LoadBalancerAttributes,
+        default: "unchanged",
+        applies: Applies::NlbRejectedOnClb,
+        doc: "Attributes of the NLB, set in place. With `deletion_protection.enabled=true` AWS refuses to \
+              delete it: deleting the Service then keeps the NLB (and the Service, by its finalizer) with a \
+              Warning Event naming deletion protection, until the annotation says \
+              `deletion_protection.enabled=false`. \
+              `load_balancing.cross_zone.enabled` is the cross-zone annotation's attribute: both with \
+              different values is an error; likewise `access_logs.s3.*` beside the access log annotations. \
+              A key removed from the annotation leaves its attribute as it is in AWS (but those two, which \
+              go back to their annotations' values). Same key and format as the AWS Load Balancer \
+              Controller (its origin).",
+    },
+    AnnotationDef {
+        key: Key::ListenerAttributes,
+        name: "service.beta.kubernetes.io/aws-load-balancer-listener-attributes.<PROTOCOL>-<port>",
+        value: ValueType::ListenerAttributes,
+        default: "unchanged",
+        applies: Applies::NlbRejectedOnClb,
+        doc: "Attributes of the NLB listener of that protocol and port (`TCP-80`), set in place with \
+              `ModifyListenerAttributes`: `tcp.idle_timeout.seconds` (TCP listeners, 60 to 6000; AWS's default \
+              350). Naming a listener the Service does not have is an error; a key removed from the \
+              annotation leaves its attribute as it is in AWS. Same keys and format as the AWS Load Balancer \
+              Controller (its origin).",
+    },
 ];
 
 /// One problem with a Service: the field or annotation, the bad value, and what is accepted.
@@ -496,6 +572,17 @@ impl Key {
     pub fn name(self) -> &'static str {
         self.def().name
     }
+
+    /// Where the annotation comes from.
+    pub fn origin(self) -> Origin {
+        match self {
+            Key::IpAddressType | Key::AlpnPolicy | Key::LoadBalancerAttributes | Key::ListenerAttributes => {
+                Origin::AwsLoadBalancerController
+            }
+            Key::AllowRecreation => Origin::Ours,
+            _ => Origin::Go,
+        }
+    }
 }
 
 /// The Markdown reference of every annotation, generated from [`ANNOTATIONS`] (committed as
@@ -518,8 +605,10 @@ pub fn render_markdown() -> String {
          (`aws-load-balancer-type: nlb`). An annotation of the other flavour is ignored (a bad value of it is only \
          logged), except where the \
          table says it is an error.\n\n\
-         | Annotation | Values | Default | Applies to | Description |\n\
-         |---|---|---|---|---|\n",
+         Origin: **Go** = the Go controller's (kubernetes/cloud-provider-aws), **LBC** = the AWS Load Balancer \
+         Controller's (same key and format there), **ours** = this controller's own.\n\n\
+         | Annotation | Values | Default | Applies to | Origin | Description |\n\
+         |---|---|---|---|---|---|\n",
     );
     for def in ANNOTATIONS {
         let applies = match def.applies {
@@ -529,12 +618,18 @@ pub fn render_markdown() -> String {
             Applies::ClbRejectedOnNlb => "CLB (error on NLB)",
             Applies::NlbRejectedOnClb => "NLB (error on CLB)",
         };
+        let origin = match def.key.origin() {
+            Origin::Go => "Go",
+            Origin::AwsLoadBalancerController => "LBC",
+            Origin::Ours => "ours",
+        };
         out.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {} | {} |\n",
             def.name,
             def.value.accepted().replace('|', "\\|"),
             def.default,
             applies,
+            origin,
             def.doc.replace('|', "\\|"),
         ));
     }

@@ -115,6 +115,13 @@ pub enum Error {
         /// The load balancer.
         name: String,
     },
+    /// The NLB has deletion protection on, which the Service does not turn off: AWS refuses to delete it.
+    #[error(
+        "NLB {0} has deletion protection on (attribute deletion_protection.enabled), so AWS refuses to delete it: \
+         it is kept, with the Service, until the Service's annotation \
+         service.beta.kubernetes.io/aws-load-balancer-attributes says deletion_protection.enabled=false"
+    )]
+    DeletionProtected(String),
     /// The NLB is in state `failed`: AWS could not provision it. Delete the Service's load balancer (set the
     /// Service type to ClusterIP and back) or fix what AWS reports for it.
     #[error("NLB {0} is in state failed: AWS could not provision it")]

@@ -20,6 +20,7 @@
 
 pub mod apply;
 pub mod change;
+mod listener_attributes;
 pub mod model;
 pub mod names;
 pub mod node_rules;
@@ -37,7 +38,9 @@ pub use names::{managed_group_name, successor_target_group_name, target_group_na
 pub use observe::{
     DeleteObserved, Observed, ObservedTargetGroup, Scope, observe, observe_delete, status_hostname,
 };
-pub use plan::{is_host_change, plan, plan_delete, recreation, recreation_reason, recreation_reasons};
+pub use plan::{
+    is_host_change, plan, plan_delete, recreation, recreation_reason, recreation_reasons, unprotect,
+};
 
 use names::name_prefix;
 

@@ -14,9 +14,9 @@ pub use names::{
     scheme, security_group_description, security_group_name, security_group_tags,
 };
 pub use security_groups::{
-    GroupDiff, GroupRef, ManagedGroup, Rule, authorize_idempotent, check_managed_group,
-    create_or_adopt_group, find_group, instance_group, load_balancer_ingress, observed_rules,
-    revoke_idempotent,
+    GroupDiff, GroupRef, ManagedGroup, Rule, add_source, authorize_idempotent, check_managed_group,
+    create_or_adopt_group, find_group, instance_group, is_group_source, load_balancer_ingress,
+    observed_rules, revoke_idempotent,
 };
 pub use subnets::{ROLE_ELB_TAG, ROLE_INTERNAL_ELB_TAG, is_public, resolve_subnets, select_subnets};
 pub use targets::{node_instance_id, target_instances};

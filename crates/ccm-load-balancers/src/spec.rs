@@ -137,6 +137,12 @@ pub struct ServiceSpec {
     pub private_ipv4_addresses: Vec<String>,
     /// NLB target group attributes (validated keys and values, as AWS takes them).
     pub target_group_attributes: BTreeMap<String, String>,
+    /// NLB attributes from `aws-load-balancer-attributes` (owned while given; cross zone and access logs
+    /// agree with their own annotations).
+    pub load_balancer_attributes: BTreeMap<String, String>,
+    /// NLB listener attributes from `aws-load-balancer-listener-attributes.<PROTOCOL>-<port>` (checked against
+    /// the listeners when the NLB is modelled).
+    pub listener_attributes: Vec<crate::annotations::ListenerAttributes>,
     /// `aws-load-balancer-allow-recreation`: the Service consents to its load balancer being replaced.
     pub allow_recreation: bool,
     /// NLB IP address type.

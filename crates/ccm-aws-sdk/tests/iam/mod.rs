@@ -258,6 +258,16 @@ pub const TABLE: &[(&str, &str, Grant)] = &[
     ),
     (
         "Elbv2",
+        "DescribeListenerAttributes",
+        Actions(CP, &["elasticloadbalancing:DescribeListenerAttributes"]),
+    ),
+    (
+        "Elbv2",
+        "ModifyListenerAttributes",
+        Actions(CP, &["elasticloadbalancing:ModifyListenerAttributes"]),
+    ),
+    (
+        "Elbv2",
         "DeleteListener",
         Actions(CP, &["elasticloadbalancing:DeleteListener"]),
     ),

@@ -238,6 +238,17 @@ impl<T: Elbv2 + Sync> Elbv2 for Faulty<T> {
     async fn listeners(&self, load_balancer_arn: &str) -> Result<Vec<ListenerV2>> {
         self.inner.listeners(load_balancer_arn).await
     }
+    async fn listener_attributes(&self, arn: &str) -> Result<BTreeMap<String, String>> {
+        self.inner.listener_attributes(arn).await
+    }
+    async fn modify_listener_attributes(
+        &self,
+        arn: &str,
+        attributes: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        self.tick("ModifyListenerAttributes")?;
+        self.inner.modify_listener_attributes(arn, attributes).await
+    }
     async fn create_listener(&self, listener: &NewListener) -> Result<ListenerV2> {
         self.tick("CreateListener")?;
         self.inner.create_listener(listener).await

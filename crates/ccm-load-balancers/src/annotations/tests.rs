@@ -68,18 +68,27 @@ fn every_annotation_of_the_reference_is_in_the_table() {
         let name = format!("{PREFIX}{suffix}");
         assert!(ANNOTATIONS.iter().any(|d| d.name == name), "{name} missing");
     }
-    // Plus load-balancer-source-ranges, ip-address-type and alpn-policy (the AWS Load Balancer Controller's
-    // keys; the reference's controller has none) and allow-recreation (this controller's own: no anchor has
-    // consent).
-    assert!(
-        ANNOTATIONS
-            .iter()
-            .any(|d| d.name == format!("{PREFIX}ip-address-type"))
+    // Plus Kubernetes's load-balancer-source-ranges, the AWS Load Balancer Controller's keys and this
+    // controller's own, each marked with its origin.
+    let others: Vec<&str> = ANNOTATIONS
+        .iter()
+        .filter(|d| d.key.origin() != Origin::Go)
+        .map(|d| d.name)
+        .collect();
+    assert_eq!(
+        others,
+        [
+            format!("{PREFIX}ip-address-type"),
+            format!("{PREFIX}allow-recreation"),
+            format!("{PREFIX}alpn-policy"),
+            format!("{PREFIX}attributes"),
+            format!("{PREFIX}listener-attributes.<PROTOCOL>-<port>"),
+        ]
     );
     assert_eq!(
         ANNOTATIONS.len(),
-        reference.len() + 4,
-        "plus load-balancer-source-ranges and ip-address-type"
+        reference.len() + 1 + others.len(),
+        "plus load-balancer-source-ranges"
     );
 }
 
@@ -175,6 +184,19 @@ fn good_values() {
             l(&["10.0.0.0/8", "2001:db8::/32"]),
         ),
         (Key::CrossZoneLoadBalancingEnabled, "false", Value::Bool(false)),
+        (
+            Key::LoadBalancerAttributes,
+            "deletion_protection.enabled=true, dns_record.client_routing_policy=any_availability_zone",
+            p(&[
+                ("deletion_protection.enabled", "true"),
+                ("dns_record.client_routing_policy", "any_availability_zone"),
+            ]),
+        ),
+        (
+            Key::LoadBalancerAttributes,
+            "secondary_ips.auto_assigned.per_subnet=2",
+            p(&[("secondary_ips.auto_assigned.per_subnet", "2")]),
+        ),
         (Key::ConnectionDrainingEnabled, "t", Value::Bool(true)),
         (Key::AccessLogS3BucketName, "logs", s("logs")),
         (Key::AccessLogS3BucketPrefix, "a/b", s("a/b")),
@@ -268,6 +290,31 @@ fn bad_values_name_what_is_accepted() {
             Key::TargetGroupAttributes,
             "proxy_protocol_v2.enabled=true,proxy_protocol_v2.enabled=false",
             "each key once",
+        ),
+        (
+            Key::LoadBalancerAttributes,
+            "deletion_protection.enabled=yes",
+            "deletion_protection.enabled=true|false",
+        ),
+        (
+            Key::LoadBalancerAttributes,
+            "dns_record.client_routing_policy=nearest",
+            "availability_zone_affinity|partial_availability_zone_affinity|any_availability_zone",
+        ),
+        (
+            Key::LoadBalancerAttributes,
+            "deletion_protection.enabled=true,deletion_protection.enabled=false",
+            "each key once",
+        ),
+        (
+            Key::LoadBalancerAttributes,
+            "Deletion Protection=true",
+            "NLB attributes",
+        ),
+        (
+            Key::LoadBalancerAttributes,
+            "idle_timeout.timeout_seconds=",
+            "NLB attributes",
         ),
         (Key::SourceRanges, "10.0.0.0", "CIDRs"),
         (Key::SourceRanges, "10.0.0.0/33", "CIDRs"),

@@ -58,6 +58,22 @@ impl ValueType {
                                             attribute of NLB target groups (stickiness.enabled=true, ...), \
                                             each key once"
                 .to_owned(),
+            Self::ListenerAttributes => format!(
+                "comma-separated key=value listener attributes, each key once: {}={}..{} (TCP listeners), or \
+                 another attribute of NLB listeners (AWS checks its value)",
+                super::TCP_IDLE_TIMEOUT.0,
+                super::TCP_IDLE_TIMEOUT.2.start(),
+                super::TCP_IDLE_TIMEOUT.2.end()
+            ),
+            Self::LoadBalancerAttributes => format!(
+                "comma-separated key=value NLB attributes, each key once: {}, or another attribute of NLBs \
+                 (AWS checks its value)",
+                super::NLB_ATTRIBUTES
+                    .iter()
+                    .map(|(k, values)| format!("{k}={}", values.join("|")))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 }
@@ -126,7 +142,11 @@ pub fn parse_value(key: Key, raw: &str) -> Result<Value, String> {
         | ValueType::PortList
         | ValueType::Ipv4List
         | ValueType::CidrList => list_value(ty, raw),
-        ValueType::TagList | ValueType::LabelList | ValueType::TargetGroupAttributes => pairs_value(ty, raw),
+        ValueType::TagList
+        | ValueType::LabelList
+        | ValueType::TargetGroupAttributes
+        | ValueType::LoadBalancerAttributes
+        | ValueType::ListenerAttributes => pairs_value(ty, raw),
         _ => scalar_value(ty, raw.trim()),
     };
     value.ok_or_else(|| ty.accepted())
@@ -217,9 +237,76 @@ fn pairs_value(ty: ValueType, raw: &str) -> Option<Value> {
             let mut seen = std::collections::BTreeSet::new();
             !items.is_empty() && items.iter().all(|(k, v)| valid(k, v) && seen.insert(k.as_str()))
         }
+        ValueType::LoadBalancerAttributes => {
+            let valid = |k: &str, v: &str| match super::NLB_ATTRIBUTES.iter().find(|(key, _)| *key == k) {
+                Some((_, values)) => values.contains(&v),
+                None => is_attribute_key(k) && !v.is_empty(),
+            };
+            let mut seen = std::collections::BTreeSet::new();
+            !items.is_empty() && items.iter().all(|(k, v)| valid(k, v) && seen.insert(k.as_str()))
+        }
+        ValueType::ListenerAttributes => {
+            let (idle, _, range) = super::TCP_IDLE_TIMEOUT;
+            let valid = |k: &str, v: &str| match k {
+                k if k == idle => v.parse::<i64>().is_ok_and(|s| range.contains(&s)),
+                k => is_attribute_key(k) && !v.is_empty(),
+            };
+            let mut seen = std::collections::BTreeSet::new();
+            !items.is_empty() && items.iter().all(|(k, v)| valid(k, v) && seen.insert(k.as_str()))
+        }
         _ => false,
     };
     valid.then_some(Value::Pairs(items))
+}
+
+/// ELBv2's attribute keys: lower case, digits, `_` and `.`, with at least one `.` (AWS checks the value).
+fn is_attribute_key(k: &str) -> bool {
+    k.contains('.')
+        && k.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '.')
+}
+
+/// What one `aws-load-balancer-listener-attributes.<PROTOCOL>-<port>` annotation sets.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ListenerAttributes {
+    /// The whole annotation name (for errors).
+    pub annotation: String,
+    /// The listener's protocol, upper case.
+    pub protocol: String,
+    /// The listener's port.
+    pub port: i32,
+    /// The attributes, in order of appearance.
+    pub attributes: Vec<(String, String)>,
+}
+
+/// Parses one listener attribute annotation, or says what is accepted.
+fn listener_attributes(name: &str, value: &str) -> Result<ListenerAttributes, String> {
+    let suffix = name
+        .strip_prefix(super::LISTENER_ATTRIBUTES_PREFIX)
+        .unwrap_or_default();
+    let listener = suffix.rsplit_once('-').and_then(|(protocol, port)| {
+        let protocol = protocol.to_ascii_uppercase();
+        let port = port.parse::<i32>().ok().filter(|p| (1..=65535).contains(p))?;
+        super::LISTENER_PROTOCOLS
+            .contains(&protocol.as_str())
+            .then_some((protocol, port))
+    });
+    let Some((protocol, port)) = listener else {
+        return Err(format!(
+            "a name ending in .<PROTOCOL>-<port> (PROTOCOL one of {}, a port from 1 to 65535)",
+            super::LISTENER_PROTOCOLS.join(", ")
+        ));
+    };
+    let attributes = match parse_value(Key::ListenerAttributes, value)? {
+        Value::Pairs(pairs) => pairs,
+        _ => Vec::new(),
+    };
+    Ok(ListenerAttributes {
+        annotation: name.to_owned(),
+        protocol,
+        port,
+        attributes,
+    })
 }
 
 /// The annotations of the table present on a Service, validated; collects a [`Problem`] per bad value and a
@@ -227,6 +314,7 @@ fn pairs_value(ty: ValueType, raw: &str) -> Option<Value> {
 #[derive(Debug, Default)]
 pub struct Annotations {
     values: BTreeMap<Key, Value>,
+    listener_attributes: Vec<ListenerAttributes>,
     /// Every problem found.
     pub problems: Vec<Problem>,
     /// Every value the Go controller accepted with a meaning its author probably did not intend.
@@ -266,7 +354,23 @@ impl Annotations {
                 }),
             }
         }
+        let prefix = super::LISTENER_ATTRIBUTES_PREFIX;
+        for (name, value) in raw.iter().filter(|(k, _)| k.starts_with(prefix)) {
+            match listener_attributes(name, value) {
+                Ok(l) => out.listener_attributes.push(l),
+                Err(accepted) => out.problems.push(Problem {
+                    field: name.clone(),
+                    value: value.clone(),
+                    accepted,
+                }),
+            }
+        }
         out
+    }
+
+    /// The valid `aws-load-balancer-listener-attributes.<PROTOCOL>-<port>` annotations.
+    pub fn listener_attributes(&self) -> &[ListenerAttributes] {
+        &self.listener_attributes
     }
 
     /// Whether the annotation is present with a valid value.

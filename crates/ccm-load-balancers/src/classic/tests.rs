@@ -214,9 +214,9 @@ fn desired_model_of_a_default_service() {
             "description": format!("Security group for Kubernetes ELB {NAME} (prod/web)"),
             "tags": {"kubernetes.io/cluster/c1": "owned", "kubernetes.io/service-name": "prod/web"},
             "ingress": [
-                {"protocol": "icmp", "from_port": 3, "to_port": 4, "cidr": "0.0.0.0/0"},
-                {"protocol": "tcp", "from_port": 80, "to_port": 80, "cidr": "0.0.0.0/0"},
-                {"protocol": "tcp", "from_port": 443, "to_port": 443, "cidr": "0.0.0.0/0"}
+                {"protocol": "icmp", "from_port": 3, "to_port": 4, "source": "0.0.0.0/0"},
+                {"protocol": "tcp", "from_port": 80, "to_port": 80, "source": "0.0.0.0/0"},
+                {"protocol": "tcp", "from_port": 443, "to_port": 443, "source": "0.0.0.0/0"}
             ]
         },
         "security_groups": ["Managed"],
@@ -341,9 +341,9 @@ fn port_changes_replace_only_the_changed_listeners_and_rules() {
         changes,
         json!([
             {"change": "authorize_ingress", "group": "Managed", "rules": [
-                {"protocol": "tcp", "from_port": 8443, "to_port": 8443, "cidr": "0.0.0.0/0"}]},
+                {"protocol": "tcp", "from_port": 8443, "to_port": 8443, "source": "0.0.0.0/0"}]},
             {"change": "revoke_ingress", "group": "Managed", "rules": [
-                {"protocol": "tcp", "from_port": 443, "to_port": 443, "cidr": "0.0.0.0/0"}]},
+                {"protocol": "tcp", "from_port": 443, "to_port": 443, "source": "0.0.0.0/0"}]},
             {"change": "delete_listeners", "ports": [80, 443]},
             {"change": "create_listeners", "listeners": [
                 {"protocol": "TCP", "port": 80, "instance_protocol": "TCP", "instance_port": 30081, "ssl_certificate_id": null},

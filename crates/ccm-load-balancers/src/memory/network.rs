@@ -117,6 +117,7 @@ impl NetworkMemory {
             }
         };
         Some(Observed {
+            node_rule_source: desired.node_rule_source(Some(&self.load_balancer), None, false),
             load_balancer: Some(self.load_balancer.clone()),
             target_groups: self.target_groups.clone(),
             renamed: self.renamed.clone(),

@@ -91,8 +91,13 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
             | Change::SetSecurityGroups { .. }
             | Change::ModifyAttributes { .. }
             | Change::AddTags { .. } => self.load_balancer_settings(change).await,
-            Change::DeleteListener { .. } | Change::CreateListener { .. } | Change::ModifyListener { .. } => {
-                self.listener(change).await
+            Change::DeleteListener { .. }
+            | Change::CreateListener { .. }
+            | Change::ModifyListener { .. }
+            | Change::ModifyListenerAttributes { .. } => self.listener(change).await,
+            Change::NodeRules(rule) if rule.needs_managed_group() => {
+                let managed = self.group(&GroupRef::Managed)?;
+                node_rules::apply(self.ec2, &rule.with_managed_group(managed.as_str())).await
             }
             Change::NodeRules(rule) => node_rules::apply(self.ec2, rule).await,
             Change::RecreationWithheld { .. } => Ok(()),
@@ -405,6 +410,11 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                     })
                     .await;
                 match created {
+                    // Its attributes next; a crash in between leaves them to the next plan.
+                    Ok(created) if !listener.attributes.is_empty() => elbv2
+                        .modify_listener_attributes(&created.arn, &listener.attributes)
+                        .await
+                        .map_err(Error::aws("setting a new listener's attributes"))?,
                     // Only `DuplicateListener` (a listener created by a crashed run) is taken as done: the next
                     // plan compares and fixes it. A refusal (`InvalidConfigurationRequest`, ...) fails the ensure,
                     // and the Service gets no address until AWS accepts.
@@ -414,6 +424,10 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                     _ => {}
                 }
             }
+            Change::ModifyListenerAttributes { arn, attributes, .. } => elbv2
+                .modify_listener_attributes(arn, attributes)
+                .await
+                .map_err(Error::aws("setting a listener's attributes"))?,
             Change::ModifyListener {
                 arn,
                 protocol,

@@ -168,6 +168,15 @@ pub enum Change {
         /// A new target group (by name).
         target_group: Option<String>,
     },
+    /// Set attributes of a listener (`aws-load-balancer-listener-attributes.<PROTOCOL>-<port>`).
+    ModifyListenerAttributes {
+        /// Its ARN.
+        arn: String,
+        /// Its port.
+        port: i32,
+        /// The attributes that differ.
+        attributes: BTreeMap<String, String>,
+    },
     /// Delete a target group no longer wanted.
     DeleteTargetGroup {
         /// Its name.

@@ -3,11 +3,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ccm_aws_api::{InstanceId, SubnetId, Tags, elbv2::TargetGroupHealthCheck};
+use ccm_aws_api::{
+    InstanceId, SecurityGroupId, SubnetId, Tags,
+    elbv2::{LoadBalancerV2, TargetGroupHealthCheck},
+};
 use k8s_openapi::api::core::v1::Node;
 use serde::Serialize;
 
-use super::{managed_group_name, node_rules::NodeAccess, target_group_name};
+use super::{
+    managed_group_name,
+    node_rules::{MANAGED_GROUP_SOURCE, NodeAccess},
+    target_group_name,
+};
 use crate::{
     Error, InvalidService, LoadBalancerConfig,
     annotations::{Key, Problem},
@@ -88,6 +95,8 @@ pub struct Listener {
     pub alpn_policy: Option<String>,
     /// The target group it forwards to.
     pub target_group: TargetGroupSpec,
+    /// Listener attributes owned (from the annotation for its protocol and port; others are left alone).
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// The desired NLB of a Service: pure data, serializable for dry runs and snapshots.
@@ -201,6 +210,7 @@ fn listener(
             protocol: target_protocol.to_owned(),
             port: first.node_port,
         },
+        attributes: BTreeMap::new(),
     }
 }
 
@@ -281,7 +291,8 @@ pub fn build(
     let mut subnets: Vec<String> = subnets.iter().map(ToString::to_string).collect();
     subnets.sort();
     check_addresses(spec, &subnets)?;
-    let listeners = listeners(spec, config);
+    let mut listeners = listeners(spec, config);
+    super::listener_attributes::attach(spec, &mut listeners)?;
     let health_check = health_check(spec, config);
     let instances: Vec<String> = shared::target_instances(nodes, &spec.target_node_labels)
         .into_iter()
@@ -382,7 +393,7 @@ fn security(
     }
 }
 
-/// The load balancer attributes owned.
+/// The load balancer attributes owned: cross zone and access logs always, the annotation's while given.
 fn attributes(spec: &ServiceSpec) -> BTreeMap<String, String> {
     let mut attributes = BTreeMap::from([
         (CROSS_ZONE_ATTRIBUTE.to_owned(), spec.cross_zone.to_string()),
@@ -401,6 +412,8 @@ fn attributes(spec: &ServiceSpec) -> BTreeMap<String, String> {
             spec.access_log.prefix.clone().unwrap_or_default(),
         );
     }
+    // `aws-load-balancer-attributes`: agreeing with the two above (checked when parsing), owned while given.
+    attributes.extend(spec.load_balancer_attributes.clone());
     attributes
 }
 
@@ -433,6 +446,7 @@ fn node_access(
         client_cidrs: spec.source_ranges.clone(),
         health_ports,
         instances: instances.to_vec(),
+        source_group: None,
     }
 }
 
@@ -495,5 +509,30 @@ impl Desired {
 
     pub(crate) fn wants_groups(&self) -> bool {
         !matches!(self.security, Security::Unmanaged)
+    }
+
+    /// The group the nodes' rules reference (`None`: CIDR rules): the NLB's own when it has groups, the first
+    /// given one, or the managed one. `lb` is the NLB found; `managed` the managed group, when `groups_read`
+    /// (a full observation looked it up; a host update did not, and takes the NLB's current group, as no group
+    /// changes then). An NLB created without groups never gets any, so its nodes keep CIDR rules.
+    pub fn node_rule_source(
+        &self,
+        lb: Option<&LoadBalancerV2>,
+        managed: Option<&SecurityGroupId>,
+        groups_read: bool,
+    ) -> Option<String> {
+        if lb.is_some_and(|lb| lb.security_groups.is_empty()) {
+            return None;
+        }
+        match &self.security {
+            Security::Unmanaged => None,
+            Security::Given(given) => given.first().cloned(),
+            Security::Managed(_) => match (managed, lb) {
+                (Some(group), _) => Some(group.to_string()),
+                (None, _) if groups_read => Some(MANAGED_GROUP_SOURCE.to_owned()),
+                (None, Some(lb)) => lb.security_groups.first().map(ToString::to_string),
+                (None, None) => None,
+            },
+        }
     }
 }

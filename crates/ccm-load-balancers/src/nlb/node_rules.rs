@@ -7,7 +7,14 @@
 //!
 //! - The group of a target instance that receives the rules is [`shared::instance_group`]: its only group tagged
 //!   for the cluster, else its only untagged group (several candidates are an error naming them).
-//! - On each such group: **client rules**, `tcp`/`udp` on each node port from each client CIDR, described
+//! - An NLB with security groups (managed or given) is referenced instead of CIDRs: on each such group,
+//!   `tcp`/`udp` on each node port and `tcp` on each health check port from the NLB's group
+//!   ([`NodeAccess::source_group`]), described as below; no MTU rule (the NLB's own group answers path MTU
+//!   discovery). That is one rule per port whatever the source ranges and subnets, where CIDR rules multiply
+//!   ports by ranges and subnets and are the first wall a large cluster hits
+//!   (`RulesPerSecurityGroupLimitExceeded`). Switching an NLB from CIDR rules to its group adds the new rules
+//!   before the old ones go, so traffic never stops.
+//! - Otherwise, on each such group: **client rules**, `tcp`/`udp` on each node port from each client CIDR, described
 //!   [`CLIENT_RULE_PREFIX`]`<name>`; **health rules**, `tcp` on each health check port from the IPv4 CIDR of each
 //!   of the load balancer's subnets, described [`HEALTH_RULE_PREFIX`]`<name>`, left out when the client rules
 //!   already allow them (clients include `0.0.0.0/0` (upstream: are exactly that), every client port is TCP and
@@ -45,7 +52,7 @@ use std::{
 
 use ccm_aws_api::{
     Ec2, SecurityGroupId,
-    ec2::{IpPermission, IpRange, SecurityGroup},
+    ec2::{IpPermission, SecurityGroup},
 };
 use serde::Serialize;
 
@@ -63,6 +70,9 @@ pub const CLIENT_RULE_PREFIX: &str = "kubernetes.io/rule/nlb/client=";
 pub const HEALTH_RULE_PREFIX: &str = "kubernetes.io/rule/nlb/health=";
 /// The description of the ICMP path MTU rules (shared by every NLB of the cluster).
 pub const MTU_RULE: &str = "kubernetes.io/rule/nlb/mtu";
+/// The source of rules referencing an NLB's managed group before the group exists (planned with its creation);
+/// applying them substitutes the created group's ID.
+pub const MANAGED_GROUP_SOURCE: &str = "<the NLB's managed security group>";
 
 /// What the nodes' groups must allow for one NLB.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -77,6 +87,9 @@ pub struct NodeAccess {
     pub health_ports: BTreeSet<i32>,
     /// The target instances (IDs).
     pub instances: Vec<String>,
+    /// The NLB's security group, when it has groups: the source of every client and health rule instead of the
+    /// CIDRs (`None`: CIDR rules). [`MANAGED_GROUP_SOURCE`] stands for a managed group that this run creates.
+    pub source_group: Option<String>,
 }
 
 /// A rule with its description.
@@ -142,7 +155,15 @@ impl NodeAccess {
             client_cidrs: Vec::new(),
             health_ports: BTreeSet::new(),
             instances: Vec::new(),
+            source_group: None,
         }
+    }
+
+    /// This access with its rules referencing `group` (`None`: CIDR rules).
+    #[must_use]
+    pub fn referencing(mut self, group: Option<String>) -> Self {
+        self.source_group = group;
+        self
     }
 
     /// The description of this load balancer's client rules.
@@ -167,8 +188,12 @@ impl NodeAccess {
         all_v4 && all_tcp && self.health_ports.is_subset(&tcp_ports)
     }
 
-    /// The client and health rules every target group must hold, given the health check sources.
+    /// The client and health rules every target group must hold, given the health check sources (unused when
+    /// the rules reference the NLB's group).
     pub fn rules(&self, health_sources: &[String]) -> BTreeSet<DescribedRule> {
+        if let Some(group) = &self.source_group {
+            return self.group_rules(group);
+        }
         let client = self.client_description();
         let mut rules = BTreeSet::new();
         for (protocol, port) in &self.client_ports {
@@ -178,7 +203,7 @@ impl NodeAccess {
                         protocol: protocol.to_ascii_lowercase(),
                         from_port: *port,
                         to_port: *port,
-                        cidr: canonical_cidr(cidr),
+                        source: canonical_cidr(cidr),
                     },
                     description: client.clone(),
                 });
@@ -195,7 +220,7 @@ impl NodeAccess {
                     protocol: "tcp".to_owned(),
                     from_port: *port,
                     to_port: *port,
-                    cidr: canonical_cidr(cidr),
+                    source: canonical_cidr(cidr),
                 };
                 // AWS keeps one rule per protocol, ports and source: a client rule covers it already.
                 if !allowed.contains(&rule) {
@@ -209,9 +234,42 @@ impl NodeAccess {
         rules
     }
 
-    /// Whether any health rule may be needed (and so the subnets' CIDRs must be read).
+    /// The rules from the NLB's group: each client port, and each health port that no TCP client rule covers.
+    fn group_rules(&self, group: &str) -> BTreeSet<DescribedRule> {
+        let rule = |protocol: &str, port: i32| Rule {
+            protocol: protocol.to_ascii_lowercase(),
+            from_port: port,
+            to_port: port,
+            source: group.to_owned(),
+        };
+        let client = self.client_description();
+        let mut rules: BTreeSet<DescribedRule> = self
+            .client_ports
+            .iter()
+            .map(|(protocol, port)| DescribedRule {
+                rule: rule(protocol, *port),
+                description: client.clone(),
+            })
+            .collect();
+        let health = self.health_description();
+        for port in &self.health_ports {
+            let rule = rule("tcp", *port);
+            if !rules.iter().any(|r| r.rule == rule) {
+                rules.insert(DescribedRule {
+                    rule,
+                    description: health.clone(),
+                });
+            }
+        }
+        rules
+    }
+
+    /// Whether any health rule may be needed from the subnets (and so their CIDRs must be read).
     fn needs_health_sources(&self) -> bool {
-        !self.instances.is_empty() && !self.health_ports.is_empty() && !self.health_covered_by_clients()
+        self.source_group.is_none()
+            && !self.instances.is_empty()
+            && !self.health_ports.is_empty()
+            && !self.health_covered_by_clients()
     }
 }
 
@@ -231,7 +289,7 @@ impl DescribedRule {
                 protocol: protocol.to_owned(),
                 from_port: ty,
                 to_port: code,
-                cidr,
+                source: cidr,
             },
             description: MTU_RULE.to_owned(),
         }
@@ -246,6 +304,29 @@ impl RuleChange {
         match self {
             Self::Authorize { group, .. } | Self::Revoke { group, .. } => group,
         }
+    }
+
+    /// The rules added or removed.
+    pub fn rules(&self) -> &[DescribedRule] {
+        match self {
+            Self::Authorize { rules, .. } | Self::Revoke { rules, .. } => rules,
+        }
+    }
+
+    /// Whether a rule references the managed group that this run creates ([`MANAGED_GROUP_SOURCE`]).
+    pub fn needs_managed_group(&self) -> bool {
+        self.rules().iter().any(|r| r.rule.source == MANAGED_GROUP_SOURCE)
+    }
+
+    /// This change with [`MANAGED_GROUP_SOURCE`] replaced by the managed group's ID.
+    #[must_use]
+    pub fn with_managed_group(&self, id: &str) -> Self {
+        let mut change = self.clone();
+        let (Self::Authorize { rules, .. } | Self::Revoke { rules, .. }) = &mut change;
+        for r in rules.iter_mut().filter(|r| r.rule.source == MANAGED_GROUP_SOURCE) {
+            id.clone_into(&mut r.rule.source);
+        }
+        change
     }
 }
 
@@ -275,7 +356,7 @@ fn canonical_cidr(cidr: &str) -> String {
 }
 
 /// AWS reports protocols by name or by IANA number.
-fn protocol_name(protocol: &str) -> String {
+pub(super) fn protocol_name(protocol: &str) -> String {
     match protocol {
         "6" => "tcp".to_owned(),
         "17" => "udp".to_owned(),
@@ -285,23 +366,27 @@ fn protocol_name(protocol: &str) -> String {
     }
 }
 
-/// Every CIDR rule of a group with its description (rules from groups and all-port rules are not listed).
+/// Every rule of a group with its description, from CIDRs and from groups (all-port rules are not listed).
 pub fn described_rules(group: &SecurityGroup) -> BTreeSet<DescribedRule> {
     let mut rules = BTreeSet::new();
     for p in &group.ingress {
         let (Some(from), Some(to)) = (p.from_port, p.to_port) else {
             continue;
         };
+        let rule = |source: String, description: &Option<String>| DescribedRule {
+            rule: Rule {
+                protocol: protocol_name(&p.protocol),
+                from_port: from,
+                to_port: to,
+                source,
+            },
+            description: description.clone().unwrap_or_default(),
+        };
         for r in p.ip_ranges.iter().chain(&p.ipv6_ranges) {
-            rules.insert(DescribedRule {
-                rule: Rule {
-                    protocol: protocol_name(&p.protocol),
-                    from_port: from,
-                    to_port: to,
-                    cidr: canonical_cidr(&r.cidr),
-                },
-                description: r.description.clone().unwrap_or_default(),
-            });
+            rules.insert(rule(canonical_cidr(&r.cidr), &r.description));
+        }
+        for g in &p.source_groups {
+            rules.insert(rule(g.group_id.to_string(), &g.description));
         }
     }
     rules
@@ -319,15 +404,8 @@ pub fn permissions(rules: &[DescribedRule]) -> Vec<IpPermission> {
                 to_port: Some(r.rule.to_port),
                 ..IpPermission::default()
             });
-        let range = IpRange {
-            cidr: r.rule.cidr.clone(),
-            description: (!r.description.is_empty()).then(|| r.description.clone()),
-        };
-        if r.rule.cidr.contains(':') {
-            p.ipv6_ranges.push(range);
-        } else {
-            p.ip_ranges.push(range);
-        }
+        let description = (!r.description.is_empty()).then(|| r.description.clone());
+        shared::add_source(p, &r.rule.source, description);
     }
     by_ports.into_values().collect()
 }
@@ -439,23 +517,36 @@ fn mtu_rules(
     mine: &BTreeSet<DescribedRule>,
     client: &str,
 ) -> BTreeSet<DescribedRule> {
+    // Rules from a group (an NLB's own) need none: that group answers path MTU discovery for its clients.
+    let cidr = |r: &&DescribedRule| {
+        !shared::is_group_source(&r.rule.source) && r.rule.source != MANAGED_GROUP_SOURCE
+    };
     let mut mtu_cidrs: BTreeSet<&str> = present
         .iter()
         .filter(|r| r.description.starts_with(CLIENT_RULE_PREFIX) && r.description != client)
-        .map(|r| r.rule.cidr.as_str())
+        .filter(cidr)
+        .map(|r| r.rule.source.as_str())
         .collect();
     mtu_cidrs.extend(
         mine.iter()
             .filter(|r| r.description == client)
-            .map(|r| r.rule.cidr.as_str()),
+            .filter(cidr)
+            .map(|r| r.rule.source.as_str()),
     );
     mtu_cidrs.into_iter().map(DescribedRule::mtu).collect()
 }
 
 /// Applies one change; repeating it after a crash is harmless (duplicates and missing rules are not errors).
+/// Rules referencing a managed group not created yet are refused: [`RuleChange::with_managed_group`] first.
 /// One call per change; only when AWS reports part of the batch as already done (a duplicate to add, a missing
 /// rule to remove) is the batch retried rule by rule, skipping those.
 pub async fn apply<E: Ec2>(ec2: &E, change: &RuleChange) -> Result<(), Error> {
+    if change.needs_managed_group() {
+        return Err(Error::NotFound(format!(
+            "the managed security group the rules on {} reference",
+            change.group()
+        )));
+    }
     match change {
         RuleChange::Authorize { group, rules } => {
             let id = SecurityGroupId::new(group.clone());

@@ -14,7 +14,7 @@ use super::{
     node_rules::{self, NodeAccess},
     successor_target_group_name,
 };
-use crate::{Error, LoadBalancerConfig, shared};
+use crate::{Error, LoadBalancerConfig, annotations::DELETION_PROTECTION, shared};
 
 pub use crate::flavour::Scope;
 
@@ -38,6 +38,9 @@ pub struct Observed {
     pub attributes: BTreeMap<String, String>,
     /// Its listeners.
     pub listeners: Vec<ListenerV2>,
+    /// The attributes of the listeners that have some in the Service's annotations, by listener ARN (read
+    /// by full observations only).
+    pub listener_attributes: BTreeMap<String, BTreeMap<String, String>>,
     /// Its target groups and the wanted ones found by name.
     pub target_groups: Vec<ObservedTargetGroup>,
     /// Wanted target groups whose upstream name another load balancer's group holds: upstream name -> the
@@ -51,6 +54,8 @@ pub struct Observed {
     pub references: Vec<(SecurityGroupId, ReferencePermission)>,
     /// The nodes' groups (`None`: node rules not managed or not observed).
     pub node_rules: Option<node_rules::Observed>,
+    /// The group the nodes' rules reference ([`Desired::node_rule_source`]; `None`: CIDR rules).
+    pub node_rule_source: Option<String>,
 }
 
 /// What deletion found.
@@ -66,6 +71,8 @@ pub struct DeleteObserved {
     pub references: Vec<(SecurityGroupId, ReferencePermission)>,
     /// The nodes' groups (`None`: node rules not managed).
     pub node_rules: Option<node_rules::Observed>,
+    /// Whether the NLB has deletion protection on (AWS then refuses to delete it).
+    pub deletion_protection: bool,
 }
 
 /// The permissions of cluster-tagged groups that reference `source`.
@@ -146,6 +153,7 @@ pub async fn observe<E: Ec2, V: Elbv2>(
                 tokio::join!(elbv2.load_balancer_attributes(&lb.arn), elbv2.listeners(&lb.arn));
             observed.attributes = attributes.map_err(Error::aws(CONTEXT))?;
             observed.listeners = listeners.map_err(Error::aws(CONTEXT))?;
+            observed.listener_attributes = listener_attributes(elbv2, desired, &observed.listeners).await?;
         }
     }
     (observed.target_groups, observed.renamed) = target_groups(elbv2, desired, groups, full).await?;
@@ -171,8 +179,11 @@ pub async fn observe<E: Ec2, V: Elbv2>(
                 .collect(),
             _ => desired.subnets.iter().map(|s| SubnetId::new(s.clone())).collect(),
         };
-        let mut nodes = node_rules::observe(ec2, config, access, &subnets).await?;
-        node_rules::find_heirs(ec2, elbv2, access, &mut nodes).await?;
+        let managed = observed.managed_group.as_ref().map(|g| &g.id);
+        observed.node_rule_source = desired.node_rule_source(load_balancer.as_ref(), managed, full);
+        let access = access.clone().referencing(observed.node_rule_source.clone());
+        let mut nodes = node_rules::observe(ec2, config, &access, &subnets).await?;
+        node_rules::find_heirs(ec2, elbv2, &access, &mut nodes).await?;
         observed.node_rules = Some(nodes);
     }
     observed.load_balancer = load_balancer;
@@ -180,6 +191,30 @@ pub async fn observe<E: Ec2, V: Elbv2>(
 }
 
 const CONTEXT: &str = "reading the NLB";
+
+/// The attributes of the listeners whose port has some in `desired` (one `DescribeListenerAttributes` each;
+/// none for a Service without the annotation).
+async fn listener_attributes<V: Elbv2>(
+    elbv2: &V,
+    desired: &Desired,
+    listeners: &[ListenerV2],
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, Error> {
+    let mut out = BTreeMap::new();
+    for current in listeners {
+        if desired
+            .listeners
+            .iter()
+            .any(|l| l.port == current.port && !l.attributes.is_empty())
+        {
+            let attributes = elbv2
+                .listener_attributes(&current.arn)
+                .await
+                .map_err(Error::aws(CONTEXT))?;
+            out.insert(current.arn.clone(), attributes);
+        }
+    }
+    Ok(out)
+}
 
 /// The NLB named `name`, if there is one (an ALB under that name is none of ours).
 async fn network_load_balancer<V: Elbv2>(
@@ -381,6 +416,14 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
         target_groups: groups,
         ..DeleteObserved::default()
     };
+    // Read before anything changes: AWS would refuse the deletion only after the nodes' rules were gone.
+    if let Some(lb) = &load_balancer {
+        let attributes = elbv2
+            .load_balancer_attributes(&lb.arn)
+            .await
+            .map_err(Error::aws(context))?;
+        observed.deletion_protection = attributes.get(DELETION_PROTECTION).is_some_and(|v| v == "true");
+    }
     if let Some(group_name) = managed_group_name
         && let Some(group) = shared::find_group(ec2, config, group_name).await?
         && config.cluster.is_owned(&group.tags)

@@ -7,16 +7,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
-    Tags,
+    SecurityGroupId, Tags,
     elbv2::{ListenerV2, LoadBalancerV2, TargetHealth},
 };
 
 use super::{
     ACCESS_LOGS_ATTRIBUTE, ACCESS_LOGS_PREFIX_ATTRIBUTE, CROSS_ZONE_ATTRIBUTE, Change, DeleteObserved,
-    Desired, Listener, Observed, ObservedTargetGroup, Security, TargetGroupSpec,
-    node_rules::{self, NodeAccess},
+    Desired, Listener, Observed, ObservedTargetGroup, ReferencePermission, Security, TargetGroupSpec,
+    listener_attributes,
+    node_rules::{self, NodeAccess, RuleChange},
 };
 use crate::{
+    annotations::DELETION_PROTECTION,
     shared::{self, GroupRef},
     spec::IpAddressType,
 };
@@ -59,12 +61,17 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
         });
     }
     changes.extend(listener_changes);
-    // 5. Target groups no longer wanted, 6. a managed group released for given groups, 7. the nodes' rules.
+    // 5. Target groups no longer wanted, 6. the nodes' rules, 7. a managed group released for given groups
+    //    (after the nodes' rules from the given group exist, and its own are revoked).
     changes.extend(unwanted_target_groups(desired, observed));
-    changes.extend(released_group(desired, observed));
+    let mut node_changes = Vec::new();
     if let (Some(access), Some(nodes)) = (&desired.node_access, &observed.node_rules) {
-        changes.extend(node_rules::plan(access, nodes).into_iter().map(Change::NodeRules));
+        let access = access.clone().referencing(observed.node_rule_source.clone());
+        node_changes = node_rules::plan(&access, nodes);
     }
+    let released = released_group(desired, observed, &node_changes);
+    changes.extend(node_changes.into_iter().map(Change::NodeRules));
+    changes.extend(released);
     without_stopped_targets(changes, observed)
 }
 
@@ -388,18 +395,21 @@ fn listener(
     // AWS reports no policy (or `None`) for a listener without one.
     let alpn = |p: Option<&str>| p.filter(|p| !p.is_empty()).unwrap_or("None").to_owned();
     let alpn_differs = tls && alpn(current.alpn_policy.as_deref()) != alpn(l.alpn_policy.as_deref());
+    let attributes = same_protocol
+        .then(|| listener_attributes::change(l, current, observed.listener_attributes.get(&current.arn)))
+        .flatten();
     if same_protocol && !tg_differs && !cert_differs && !policy_differs && !alpn_differs {
         // A listener carrying the cluster's tag gets the tags it lacks (an `additional-resource-tags` edit); a
         // Go-era one, untagged, is tagged only before it is changed (the hardened IAM policy's condition), so a
         // takeover writes nothing to it.
-        if carries_cluster_tag(observed, &current.arn, desired) {
+        if attributes.is_some() || carries_cluster_tag(observed, &current.arn, desired) {
             tag_if_missing(tag_arns, observed, &current.arn, desired);
         }
-        return Vec::new();
+        return attributes.into_iter().collect();
     }
     if same_protocol {
         tag_if_missing(tag_arns, observed, &current.arn, desired);
-        return vec![Change::ModifyListener {
+        let modify = Change::ModifyListener {
             arn: current.arn.clone(),
             port: l.port,
             protocol: None,
@@ -407,7 +417,8 @@ fn listener(
             ssl_policy: l.ssl_policy.clone().filter(|_| policy_differs),
             alpn_policy: l.alpn_policy.clone().filter(|_| alpn_differs),
             target_group: tg_differs.then(|| l.target_group.name.clone()),
-        }];
+        };
+        return std::iter::once(modify).chain(attributes).collect();
     }
     // A protocol change (TCP -> TLS, TCP -> UDP, ...) replaces the listener of that port: deleted first, so no
     // DuplicateListener; ModifyListener cannot make every such change (UDP, TCP_UDP, TLS -> TCP).
@@ -444,19 +455,15 @@ fn unwanted_target_groups(desired: &Desired, observed: &Observed) -> Vec<Change>
         .collect()
 }
 
-/// A managed group released for given groups: references revoked, then deleted.
-fn released_group(desired: &Desired, observed: &Observed) -> Vec<Change> {
+/// A managed group released for given groups: references revoked (but those the nodes' rules revoke), then
+/// deleted.
+fn released_group(desired: &Desired, observed: &Observed, node_changes: &[RuleChange]) -> Vec<Change> {
     let mut changes = Vec::new();
     if let (Security::Given(given), Some(group)) = (&desired.security, &observed.managed_group)
         && !given.iter().any(|g| g == group.id.as_str())
         && desired_owner(desired, &group.tags)
     {
-        for (holder, permission) in &observed.references {
-            changes.push(Change::RevokeReference {
-                group: holder.to_string(),
-                permission: permission.clone(),
-            });
-        }
+        changes.extend(revoke_references(&observed.references, node_changes));
         changes.push(Change::DeleteSecurityGroup {
             group: group.id.to_string(),
         });
@@ -464,10 +471,49 @@ fn released_group(desired: &Desired, observed: &Observed) -> Vec<Change> {
     changes
 }
 
+/// The revocations of the rules referencing a managed group about to go, but those `node_changes` revoke
+/// already (each would be a second call, answered "not found").
+fn revoke_references(
+    references: &[(SecurityGroupId, ReferencePermission)],
+    node_changes: &[RuleChange],
+) -> Vec<Change> {
+    let revoked: BTreeSet<(&str, &str, i32, i32, &str)> = node_changes
+        .iter()
+        .filter(|c| matches!(c, RuleChange::Revoke { .. }))
+        .flat_map(|c| {
+            c.rules().iter().map(move |r| {
+                let rule = &r.rule;
+                (
+                    c.group(),
+                    rule.protocol.as_str(),
+                    rule.from_port,
+                    rule.to_port,
+                    rule.source.as_str(),
+                )
+            })
+        })
+        .collect();
+    references
+        .iter()
+        .filter(|(holder, p)| {
+            let (Some(from), Some(to)) = (p.from_port, p.to_port) else {
+                return true;
+            };
+            let protocol = node_rules::protocol_name(&p.protocol);
+            !revoked.contains(&(holder.as_str(), protocol.as_str(), from, to, p.source.as_str()))
+        })
+        .map(|(holder, permission)| Change::RevokeReference {
+            group: holder.to_string(),
+            permission: permission.clone(),
+        })
+        .collect()
+}
+
 /// The attributes of a fresh NLB, also assumed for keys AWS does not report.
 fn default_attributes() -> BTreeMap<String, String> {
     BTreeMap::from([
         (CROSS_ZONE_ATTRIBUTE.to_owned(), "false".to_owned()),
+        (DELETION_PROTECTION.to_owned(), "false".to_owned()),
         (ACCESS_LOGS_ATTRIBUTE.to_owned(), "false".to_owned()),
         (ACCESS_LOGS_PREFIX_ATTRIBUTE.to_owned(), String::new()),
     ])
@@ -519,17 +565,34 @@ fn target_changes(desired: &Desired, tg: &TargetGroupSpec, targets: &[TargetHeal
     changes
 }
 
+/// What deletion protection asks of a deletion (pure): nothing while it is off; turning it off first when the
+/// Service consents (`aws-load-balancer-attributes` says `deletion_protection.enabled=false`); else
+/// [`Error::DeletionProtected`], before anything is changed.
+pub fn unprotect(
+    name: &str,
+    observed: &DeleteObserved,
+    consent: bool,
+) -> Result<Option<Change>, crate::Error> {
+    if !observed.deletion_protection || observed.load_balancer.is_none() {
+        return Ok(None);
+    }
+    if !consent {
+        return Err(crate::Error::DeletionProtected(name.to_owned()));
+    }
+    Ok(Some(Change::ModifyAttributes {
+        attributes: BTreeMap::from([(DELETION_PROTECTION.to_owned(), "false".to_owned())]),
+    }))
+}
+
 /// The deletion plan (pure): the nodes' rules of this NLB, the NLB (its listeners go with it), its target
 /// groups, the rules referencing the managed group, the managed group.
 pub fn plan_delete(name: &str, observed: &DeleteObserved) -> Vec<Change> {
-    let mut changes = Vec::new();
-    if let Some(nodes) = &observed.node_rules {
-        changes.extend(
-            node_rules::plan(&NodeAccess::none(name), nodes)
-                .into_iter()
-                .map(Change::NodeRules),
-        );
-    }
+    let node_changes = observed
+        .node_rules
+        .as_ref()
+        .map(|nodes| node_rules::plan(&NodeAccess::none(name), nodes))
+        .unwrap_or_default();
+    let mut changes: Vec<Change> = node_changes.iter().cloned().map(Change::NodeRules).collect();
     if let Some(lb) = &observed.load_balancer {
         changes.push(Change::DeleteLoadBalancer {
             name: name.to_owned(),
@@ -542,12 +605,7 @@ pub fn plan_delete(name: &str, observed: &DeleteObserved) -> Vec<Change> {
         arn: g.arn.clone(),
     }));
     if let Some(group) = &observed.managed_group {
-        for (holder, permission) in &observed.references {
-            changes.push(Change::RevokeReference {
-                group: holder.to_string(),
-                permission: permission.clone(),
-            });
-        }
+        changes.extend(revoke_references(&observed.references, &node_changes));
         changes.push(Change::DeleteSecurityGroup {
             group: group.to_string(),
         });

@@ -147,16 +147,24 @@ pub(crate) fn converged(desired: &Desired) -> Observed {
                 .collect(),
         });
     }
+    let listener_attributes = desired
+        .listeners
+        .iter()
+        .filter(|l| !l.attributes.is_empty())
+        .map(|l| (format!("arn:listener/{}", l.port), l.attributes.clone()))
+        .collect();
     Observed {
         load_balancer: Some(lb),
         attributes: desired.attributes.clone(),
         listeners,
+        listener_attributes,
         target_groups,
         renamed: BTreeMap::new(),
         tags,
         managed_group,
         references: Vec::new(),
         node_rules: None,
+        node_rule_source: None,
     }
 }
 
@@ -450,4 +458,6 @@ fn security_groups_by_mode() {
 }
 
 mod apply;
+mod attributes;
+mod node_source;
 mod plan;

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Service;
 use super::AwsLoadBalancers;
 use crate::{
     Error,
-    annotations::{Annotations, Key},
+    annotations::{Annotations, DELETION_PROTECTION, Key},
     classic, nlb, ownership, shared,
     spec::parse_service,
 };
@@ -76,16 +76,18 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
                 .map(String::as_str),
         ))
         .await?;
-        let changes = nlb::plan_delete(&name, &observed);
-        nlb::apply(
-            &self.ec2,
-            &self.elbv2,
-            &self.config,
-            &name,
-            &nlb::Observed::default(),
-            &changes,
-        )
-        .await?;
+        let consent = annotations
+            .pairs(Key::LoadBalancerAttributes)
+            .unwrap_or_default()
+            .iter()
+            .any(|(k, v)| k == DELETION_PROTECTION && v == "false");
+        let mut changes: Vec<nlb::Change> = nlb::unprotect(&name, &observed, consent)?.into_iter().collect();
+        changes.extend(nlb::plan_delete(&name, &observed));
+        let found = nlb::Observed {
+            load_balancer: observed.load_balancer.clone(),
+            ..nlb::Observed::default()
+        };
+        nlb::apply(&self.ec2, &self.elbv2, &self.config, &name, &found, &changes).await?;
         Ok(())
     }
 

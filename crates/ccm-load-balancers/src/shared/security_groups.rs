@@ -5,14 +5,14 @@ use std::collections::BTreeSet;
 
 use ccm_aws_api::{
     Ec2, Filter, InstanceId, SecurityGroupId, Tags,
-    ec2::{IpPermission, NewSecurityGroup, SecurityGroup},
+    ec2::{IpPermission, IpRange, NewSecurityGroup, SecurityGroup, SourceGroup},
 };
 use ccm_tagging::{ClusterTags, Ownership};
 use serde::Serialize;
 
 use crate::{Error, LoadBalancerConfig};
 
-/// One atomic ingress rule from a CIDR: protocol, port range, source.
+/// One atomic ingress rule: protocol, port range, source (a CIDR or a security group).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Rule {
     /// `tcp`, `udp`, `icmp`, `icmpv6`.
@@ -21,8 +21,9 @@ pub struct Rule {
     pub from_port: i32,
     /// Last port (ICMP code).
     pub to_port: i32,
-    /// The source CIDR (IPv4 or IPv6).
-    pub cidr: String,
+    /// The source: a CIDR (IPv4 or IPv6), or a security group ID (`sg-…`) for the nodes' rules that reference
+    /// an NLB's own group ([`is_group_source`]).
+    pub source: String,
 }
 
 // === impl Rule ===
@@ -30,19 +31,39 @@ pub struct Rule {
 impl Rule {
     /// The rule as an EC2 permission.
     pub fn to_permission(&self) -> ccm_aws_api::ec2::IpPermission {
-        let range = ccm_aws_api::ec2::IpRange {
-            cidr: self.cidr.clone(),
-            description: None,
-        };
-        let v6 = self.cidr.contains(':');
-        ccm_aws_api::ec2::IpPermission {
+        let mut permission = ccm_aws_api::ec2::IpPermission {
             protocol: self.protocol.clone(),
             from_port: Some(self.from_port),
             to_port: Some(self.to_port),
-            ip_ranges: if v6 { Vec::new() } else { vec![range.clone()] },
-            ipv6_ranges: if v6 { vec![range] } else { Vec::new() },
-            source_groups: Vec::new(),
-        }
+            ..ccm_aws_api::ec2::IpPermission::default()
+        };
+        add_source(&mut permission, &self.source, None);
+        permission
+    }
+}
+
+/// Whether a rule's source is a security group (an ID, `sg-…`) rather than a CIDR.
+pub fn is_group_source(source: &str) -> bool {
+    source.starts_with("sg-")
+}
+
+/// Adds `source` (a CIDR or a group ID) with its description to the matching list of `permission`.
+pub fn add_source(permission: &mut IpPermission, source: &str, description: Option<String>) {
+    if is_group_source(source) {
+        permission.source_groups.push(SourceGroup {
+            group_id: SecurityGroupId::new(source.to_owned()),
+            description,
+        });
+        return;
+    }
+    let range = IpRange {
+        cidr: source.to_owned(),
+        description,
+    };
+    if source.contains(':') {
+        permission.ipv6_ranges.push(range);
+    } else {
+        permission.ip_ranges.push(range);
     }
 }
 
@@ -58,7 +79,7 @@ pub fn load_balancer_ingress(protocol: &str, ports: &[i32], source_ranges: &[Str
                 protocol: protocol.clone(),
                 from_port: *port,
                 to_port: *port,
-                cidr: cidr.clone(),
+                source: cidr.clone(),
             });
         }
         let (icmp, ty, code) = if cidr.contains(':') {
@@ -70,7 +91,7 @@ pub fn load_balancer_ingress(protocol: &str, ports: &[i32], source_ranges: &[Str
             protocol: icmp.to_owned(),
             from_port: ty,
             to_port: code,
-            cidr: cidr.clone(),
+            source: cidr.clone(),
         });
     }
     rules
@@ -88,7 +109,7 @@ pub fn observed_rules(group: &SecurityGroup) -> BTreeSet<Rule> {
                 protocol: p.protocol.to_ascii_lowercase(),
                 from_port: from,
                 to_port: to,
-                cidr: r.cidr.clone(),
+                source: r.cidr.clone(),
             });
         }
     }

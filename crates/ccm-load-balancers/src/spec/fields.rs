@@ -69,6 +69,12 @@ pub(crate) fn spec(
     let access_log = access_log(a, found);
     let health_check = health_check(a, &flavour, found);
     let target_group_attributes = target_group_attributes(a, &protocols, found);
+    let load_balancer_attributes = load_balancer_attributes(a, found);
+    let cross_zone = a.bool(Key::CrossZoneLoadBalancingEnabled).unwrap_or_else(|| {
+        load_balancer_attributes
+            .get(CROSS_ZONE_ATTRIBUTE)
+            .is_some_and(|v| v == "true")
+    });
     let (namespace, name) = super::namespace_and_name(service);
     ServiceSpec {
         namespace: namespace.to_owned(),
@@ -100,12 +106,14 @@ pub(crate) fn spec(
         idle_timeout: i32_of(a, Key::ConnectionIdleTimeout).unwrap_or(60),
         draining_enabled: a.bool(Key::ConnectionDrainingEnabled).unwrap_or(false),
         draining_timeout: i32_of(a, Key::ConnectionDrainingTimeout),
-        cross_zone: a.bool(Key::CrossZoneLoadBalancingEnabled).unwrap_or(false),
+        cross_zone,
         access_log,
         health_check,
         eip_allocations: a.list(Key::EipAllocations).unwrap_or_default().to_vec(),
         private_ipv4_addresses: a.list(Key::PrivateIpv4Addresses).unwrap_or_default().to_vec(),
         target_group_attributes,
+        load_balancer_attributes,
+        listener_attributes: a.listener_attributes().to_vec(),
         allow_recreation: a.bool(Key::AllowRecreation).unwrap_or(false),
         ip_address_type: match a.text(Key::IpAddressType) {
             Some("dualstack") => IpAddressType::Dualstack,
@@ -298,6 +306,54 @@ fn target_group_attributes(
             Key::TargetGroupAttributes.name(),
             "preserve_client_ip.enabled=false".to_owned(),
             "preserve_client_ip.enabled=true: client IP preservation cannot be disabled with UDP ports",
+        );
+    }
+    attributes
+}
+
+/// The NLB attribute of cross-zone load balancing.
+const CROSS_ZONE_ATTRIBUTE: &str = "load_balancing.cross_zone.enabled";
+
+/// NLB attributes from `aws-load-balancer-attributes`: an attribute that another annotation also sets must
+/// agree with it (cross zone), or be left to it (access logs).
+fn load_balancer_attributes(a: &Annotations, found: &mut Findings) -> BTreeMap<String, String> {
+    let attributes: BTreeMap<String, String> = a
+        .pairs(Key::LoadBalancerAttributes)
+        .unwrap_or_default()
+        .iter()
+        .cloned()
+        .collect();
+    let field = Key::LoadBalancerAttributes.name();
+    if let (Some(annotation), Some(attribute)) = (
+        a.bool(Key::CrossZoneLoadBalancingEnabled),
+        attributes.get(CROSS_ZONE_ATTRIBUTE),
+    ) && annotation.to_string() != *attribute
+    {
+        found.problem(
+            field,
+            format!("{CROSS_ZONE_ATTRIBUTE}={attribute}"),
+            &format!(
+                "{CROSS_ZONE_ATTRIBUTE}={annotation} as {} says, or one of the two annotations only",
+                Key::CrossZoneLoadBalancingEnabled.name()
+            ),
+        );
+    }
+    let access_log_keys = [
+        Key::AccessLogEnabled,
+        Key::AccessLogEmitInterval,
+        Key::AccessLogS3BucketName,
+        Key::AccessLogS3BucketPrefix,
+    ];
+    if let Some(given) = access_log_keys.iter().find(|k| a.has(**k))
+        && let Some((key, value)) = attributes.iter().find(|(k, _)| k.starts_with("access_logs."))
+    {
+        found.problem(
+            field,
+            format!("{key}={value}"),
+            &format!(
+                "no access_logs.* attribute beside {}: set access logs with one of the two",
+                given.name()
+            ),
         );
     }
     attributes

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::Findings;
-use crate::annotations::{Annotations, Applies, Key};
+use crate::annotations::{Annotations, Applies, Key, LISTENER_ATTRIBUTES_PREFIX};
 
 /// Where the load balancer of a Service comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -48,6 +48,14 @@ pub(crate) fn reject_other_flavours_annotations(
                 "only supported on NLB: remove the annotation"
             };
             found.problem(key.name(), v.clone(), other);
+        }
+    }
+    if *flavour == Flavour::Classic {
+        for (name, v) in raw
+            .iter()
+            .filter(|(k, _)| k.starts_with(LISTENER_ATTRIBUTES_PREFIX))
+        {
+            found.problem(name, v.clone(), "only supported on NLB: remove the annotation");
         }
     }
 }

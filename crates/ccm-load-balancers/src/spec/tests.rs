@@ -210,3 +210,38 @@ fn an_empty_bucket_name_with_access_logs_is_refused() {
     let e = parse_service(&svc).unwrap_err();
     assert_eq!(fields(&e), [Key::AccessLogS3BucketName.name()]);
 }
+
+#[test]
+fn load_balancer_attributes_agree_with_the_cross_zone_and_access_log_annotations() {
+    let nlb = |annotations: &[(Key, &str)]| {
+        let mut all = annotations.to_vec();
+        all.push((Key::Type, "nlb"));
+        parse_service(&service(&all, &[(80, 30080)]))
+    };
+    let attributes = (
+        Key::LoadBalancerAttributes,
+        "load_balancing.cross_zone.enabled=true",
+    );
+    // The attribute alone sets cross zone; with the annotation it must agree.
+    assert!(nlb(&[attributes]).unwrap().cross_zone);
+    assert!(nlb(&[attributes, (Key::CrossZoneLoadBalancingEnabled, "true")]).is_ok());
+    let e = nlb(&[attributes, (Key::CrossZoneLoadBalancingEnabled, "false")]).unwrap_err();
+    assert_eq!(fields(&e), [Key::LoadBalancerAttributes.name()]);
+    let message = e.to_string();
+    assert!(
+        message.contains(Key::CrossZoneLoadBalancingEnabled.name())
+            && message.contains("cross_zone.enabled=false"),
+        "names both annotations: {message}"
+    );
+    // Access logs: one of the two ways.
+    let logs = (
+        Key::LoadBalancerAttributes,
+        "access_logs.s3.enabled=true,access_logs.s3.bucket=b",
+    );
+    assert_eq!(nlb(&[logs]).unwrap().load_balancer_attributes.len(), 2);
+    let e = nlb(&[logs, (Key::AccessLogS3BucketPrefix, "p")]).unwrap_err();
+    assert!(e.to_string().contains(Key::AccessLogS3BucketPrefix.name()), "{e}");
+    // An error on a Classic ELB.
+    let e = parse_service(&service(&[attributes], &[(80, 30080)])).unwrap_err();
+    assert_eq!(fields(&e), [Key::LoadBalancerAttributes.name()]);
+}

@@ -1,7 +1,7 @@
 //! Health rules other NLBs need: two NLBs in the same subnets with the same health check port need the same rule
-//! (`tcp` on that port from each subnet's CIDR), which AWS keeps once, under the description of the NLB that made
-//! it. When that NLB no longer needs it (deleted, or its nodes left that group), revoking it would fail the
-//! other NLB's health checks until its next reconcile. So the rule is handed over instead: revoked and authorized
+//! (`tcp` on that port from each subnet's CIDR, or from one security group both were given), which AWS keeps
+//! once, under the description of the NLB that made it. When that NLB no longer needs it (deleted, or its nodes
+//! left that group), revoking it would fail the other NLB's health checks until its next reconcile. So the rule is handed over instead: revoked and authorized
 //! again at once, described with the other NLB's name, which then owns it (and revokes it when it does not need it
 //! after all).
 //!
@@ -92,14 +92,16 @@ fn given_up(access: &NodeAccess, observed: &Observed) -> BTreeMap<SecurityGroupI
 }
 
 /// The health rules each named NLB needs: `tcp` on each target group's health check port from each of its
-/// subnets' IPv4 CIDRs. NLBs that are gone need nothing.
+/// subnets' IPv4 CIDRs, or from its own security groups. NLBs that are gone need nothing.
 async fn needs<E: Ec2, V: Elbv2>(
     ec2: &E,
     elbv2: &V,
     names: &BTreeSet<&String>,
 ) -> Result<BTreeMap<String, BTreeSet<Rule>>, Error> {
     let context = "reading the other NLBs that use the nodes' groups";
-    let mut ports: BTreeMap<String, (BTreeSet<i32>, Vec<SubnetId>)> = BTreeMap::new();
+    // Per NLB: its health check ports, its subnets, its security groups.
+    type Needs = (BTreeSet<i32>, Vec<SubnetId>, Vec<String>);
+    let mut ports: BTreeMap<String, Needs> = BTreeMap::new();
     for name in names {
         let Some(lb) = elbv2.load_balancer(name).await.map_err(Error::aws(context))? else {
             continue;
@@ -117,11 +119,12 @@ async fn needs<E: Ec2, V: Elbv2>(
             .iter()
             .filter_map(|z| z.subnet_id.clone())
             .collect();
-        ports.insert((*name).clone(), (health, subnets));
+        let groups = lb.security_groups.iter().map(ToString::to_string).collect();
+        ports.insert((*name).clone(), (health, subnets, groups));
     }
     let ids: BTreeSet<&str> = ports
         .values()
-        .flat_map(|(_, s)| s.iter().map(SubnetId::as_str))
+        .flat_map(|(_, s, _)| s.iter().map(SubnetId::as_str))
         .collect();
     let cidrs: BTreeMap<SubnetId, String> = if ids.is_empty() {
         BTreeMap::new()
@@ -135,15 +138,22 @@ async fn needs<E: Ec2, V: Elbv2>(
     };
     Ok(ports
         .into_iter()
-        .map(|(name, (health, subnets))| {
+        .map(|(name, (health, subnets, groups))| {
+            // From its subnets, or from its own groups when its rules reference them.
+            let sources: Vec<String> = subnets
+                .iter()
+                .filter_map(|s| cidrs.get(s))
+                .map(|cidr| super::canonical_cidr(cidr))
+                .chain(groups)
+                .collect();
             let rules = health
                 .iter()
                 .flat_map(|port| {
-                    subnets.iter().filter_map(|s| cidrs.get(s)).map(|cidr| Rule {
+                    sources.iter().map(|source| Rule {
                         protocol: "tcp".to_owned(),
                         from_port: *port,
                         to_port: *port,
-                        cidr: super::canonical_cidr(cidr),
+                        source: source.clone(),
                     })
                 })
                 .collect();

@@ -2,7 +2,7 @@ use super::*;
 use crate::LoadBalancerConfig;
 use ccm_aws_api::{
     AwsError, ErrorKind, Filter, InstanceId, SubnetId, Tags, VpcId,
-    ec2::{Instance, InstanceState, MockEc2, Subnet},
+    ec2::{Instance, InstanceState, IpRange, MockEc2, Subnet},
 };
 use ccm_tagging::ClusterTags;
 
@@ -24,6 +24,7 @@ fn access(ports: &[(&str, i32)], cidrs: &[&str], health: &[i32], instances: &[&s
         client_cidrs: cidrs.iter().map(|c| (*c).to_owned()).collect(),
         health_ports: health.iter().copied().collect(),
         instances: instances.iter().map(|i| (*i).to_owned()).collect(),
+        source_group: None,
     }
 }
 
@@ -33,7 +34,7 @@ fn rule(protocol: &str, from: i32, to: i32, cidr: &str, description: &str) -> De
             protocol: protocol.to_owned(),
             from_port: from,
             to_port: to,
-            cidr: cidr.to_owned(),
+            source: cidr.to_owned(),
         },
         description: description.to_owned(),
     }
@@ -462,4 +463,5 @@ fn observed_protocol_numbers_and_cidr_spellings_match_the_desired_rules() {
     assert_eq!(plan(&a, &observed(vec![g], &[("i-1", "sg-n")], &[])), vec![]);
 }
 
+mod group_source;
 mod observe_apply;

@@ -376,7 +376,7 @@ fn managed_ingress(d: &Desired) -> BTreeSet<(String, i32, String)> {
     };
     m.ingress
         .iter()
-        .map(|r| (r.protocol.clone(), r.from_port, r.cidr.clone()))
+        .map(|r| (r.protocol.clone(), r.from_port, r.source.clone()))
         .collect()
 }
 

@@ -517,6 +517,7 @@ fn deletion_plan_order() {
             },
         )],
         node_rules: None,
+        deletion_protection: false,
     };
     assert_eq!(
         kinds(&plan_delete(NAME, &observed)),
