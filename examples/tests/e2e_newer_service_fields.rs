@@ -2,8 +2,10 @@
 //! validate and store (scripts/testenv.sh turns on `MixedProtocolLBService`, `ServiceLBNodePortControl` and
 //! `IPv6DualStack` with a dual-stack service range), served by the `aws-cloud-controller-manager` binary against
 //! moto: a mixed-protocol NLB Service (one TCP_UDP listener), a Service with `allocateLoadBalancerNodePorts:
-//! false` (a Warning naming the field, no load balancer), and a `PreferDualStack` Service (both families kept by
-//! the apiserver, the load balancer made and the status written without touching them). Without the gates the
+//! false` (a Warning naming the field, no load balancer), and `PreferDualStack` Services (both families kept by
+//! the apiserver, the load balancer made and the status written without touching them): a Classic ELB (IPv4
+//! only, a `LoadBalancerIPv4Only` Warning) and an NLB in a VPC without IPv6 (IPv4, a Warning naming its
+//! subnets). Without the gates the
 //! apiserver refuses the first Service and drops the other two fields, and this test fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -103,12 +105,38 @@ async fn e2e_mixed_protocols_node_port_control_and_dual_stack_fields() {
     .await;
     let after = services.get("e2e-dual").await.unwrap();
     assert_eq!(after.spec.unwrap().ip_families, families, "untouched");
+    // A Classic ELB is IPv4 only: said in a Warning.
+    let texts = ["spec.ipFamilyPolicy", "IPv4 only"];
+    eventually(&mut ccm, "a LoadBalancerIPv4Only Warning", 30, async || {
+        has_warning(&events, "e2e-dual", "LoadBalancerIPv4Only", &texts).await
+    })
+    .await;
 
-    for svc in ["e2e-mixed", "e2e-no-node-ports", "e2e-dual"] {
+    // The same families on an NLB in a VPC without IPv6: an IPv4 NLB (it only prefers dual-stack), and a
+    // Warning naming the subnets without IPv6.
+    let mut dual_nlb = service("e2e-dual-nlb", &[(80, "TCP")], &BTreeMap::new());
+    dual_nlb.spec.as_mut().unwrap().ip_family_policy = Some("PreferDualStack".to_owned());
+    let dual_nlb = services.create(&PostParams::default(), &dual_nlb).await.unwrap();
+    let dual_nlb_lb = name(&dual_nlb);
+    eventually(&mut ccm, "the dual-stack Service's NLB, IPv4", 90, async || {
+        nlb.describe(&dual_nlb_lb)
+            .await
+            .is_some_and(|lb| lb.ip_address_type().map(|t| t.as_str()) == Some("ipv4"))
+    })
+    .await;
+    let texts = ["PreferDualStack", "no IPv6 CIDR block"];
+    eventually(&mut ccm, "a LoadBalancerIPv4Only Warning on the NLB Service", 30, async || {
+        has_warning(&events, "e2e-dual-nlb", "LoadBalancerIPv4Only", &texts).await
+    })
+    .await;
+
+    for svc in ["e2e-mixed", "e2e-no-node-ports", "e2e-dual", "e2e-dual-nlb"] {
         services.delete(svc, &DeleteParams::default()).await.unwrap();
     }
     eventually(&mut ccm, "every load balancer deleted", 90, async || {
-        nlb.describe(&mixed_lb).await.is_none() && elb.describe(&dual_lb).await.is_none()
+        nlb.describe(&mixed_lb).await.is_none()
+            && elb.describe(&dual_lb).await.is_none()
+            && nlb.describe(&dual_nlb_lb).await.is_none()
     })
     .await;
     assert!(ccm.terminate().await.success());

@@ -87,9 +87,20 @@ fn skipped_notices(
 fn annotation_notices(spec: &ServiceSpec) -> Vec<Notice> {
     spec.warnings
         .iter()
-        .map(|w| Notice::warning("UnexpectedAnnotationValue", w.to_string()))
+        .map(|w| {
+            // A Service field served differently from what it asks, or an annotation read as Go read it.
+            let reason = if w.field.starts_with("spec.") {
+                IPV4_ONLY
+            } else {
+                "UnexpectedAnnotationValue"
+            };
+            Notice::warning(reason, w.to_string())
+        })
         .collect()
 }
+
+/// The reason of the Warning Event of a Service that prefers dual-stack and gets an IPv4 load balancer.
+const IPV4_ONLY: &str = "LoadBalancerIPv4Only";
 
 // === impl AwsLoadBalancers ===
 
@@ -152,6 +163,33 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         shared::resolve_subnets(&self.ec2, &self.config, spec, zones).await
     }
 
+    /// The subnets, and the spec they serve: a Service that only prefers dual-stack, in subnets without IPv6,
+    /// gets an IPv4 NLB and a Warning rather than an error (one that requires it gets the error).
+    async fn subnets_or_ipv4<'a>(
+        &self,
+        spec: &'a ServiceSpec,
+    ) -> Result<(std::borrow::Cow<'a, ServiceSpec>, Vec<ccm_aws_api::SubnetId>), Error> {
+        match self.subnets(spec).await {
+            Err(Error::SubnetsWithoutIpv6 { subnets }) if spec.dual_stack_preferred => {
+                let mut ipv4 = spec.clone();
+                ipv4.ip_address_type = crate::spec::IpAddressType::Ipv4;
+                ipv4.dual_stack_preferred = false;
+                ipv4.warnings.push(crate::annotations::Warning {
+                    field: "spec.ipFamilyPolicy".to_owned(),
+                    value: "PreferDualStack".to_owned(),
+                    message: format!(
+                        "the NLB is IPv4 only: its subnets {} have no IPv6 CIDR block",
+                        subnets.join(", ")
+                    ),
+                });
+                tracing::warn!(service = %spec.key(), ?subnets, "dual-stack preferred, subnets lack IPv6: IPv4 NLB");
+                let subnets = self.subnets(&ipv4).await?;
+                Ok((std::borrow::Cow::Owned(ipv4), subnets))
+            }
+            other => Ok((std::borrow::Cow::Borrowed(spec), other?)),
+        }
+    }
+
     fn ports(&self) -> Ports<'_, E, L, V> {
         Ports {
             ec2: &self.ec2,
@@ -185,11 +223,11 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         spec: ServiceSpec,
         nodes: &[&Node],
     ) -> Result<DryRun, Error> {
-        let subnets = self.subnets(&spec).await?;
+        let (spec, subnets) = self.subnets_or_ipv4(&spec).await?;
         let desired = F::build(&spec, nodes, &self.config, cluster_name, &subnets)?;
         let observed = F::observe(&self.ports(), &desired, Scope::Full).await?;
         let changes = F::plan(&desired, &observed);
-        Ok(F::dry_run(spec, desired, changes))
+        Ok(F::dry_run(spec.into_owned(), desired, changes))
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
@@ -222,7 +260,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         nodes: &[&Node],
     ) -> Result<Ensured, CloudError> {
         let ports = self.ports();
-        let subnets = self.subnets(spec).await?;
+        let (spec, subnets) = self.subnets_or_ipv4(spec).await?;
+        let spec = &*spec;
         let desired = F::build(spec, nodes, &self.config, cluster_name, &subnets)?;
         let name = F::name(&desired);
         // Taken out now: an ensure that fails or is abandoned leaves no memory behind.

@@ -3,6 +3,7 @@
 //! load balancer, and the annotations of the other one), [`flavour_change`] (the only home of the rule that a
 //! Service keeps the flavour it was created with) and [`fields`] (the rest of the spec, each field validated).
 
+mod families;
 pub mod fields;
 pub mod flavour;
 pub mod flavour_change;
@@ -147,6 +148,9 @@ pub struct ServiceSpec {
     pub allow_recreation: bool,
     /// NLB IP address type.
     pub ip_address_type: IpAddressType,
+    /// Whether dual-stack comes only from `spec.ipFamilyPolicy: PreferDualStack`: an NLB whose subnets lack
+    /// IPv6 then falls back to IPv4 (with a Warning) instead of failing.
+    pub dual_stack_preferred: bool,
     /// Values served with the Go controller's surprising meaning (they never block the Service): logged at
     /// warning level by [`parse_service`], for the caller to post as Warning Events.
     pub warnings: Vec<Warning>,
@@ -197,6 +201,11 @@ pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
 // === impl Findings ===
 
 impl Findings {
+    /// Records a warning: the Service is served, differently from what it asks.
+    pub(crate) fn warn(&mut self, warning: Warning) {
+        self.warnings.push(warning);
+    }
+
     /// Records a problem with `field`'s `value`, saying what is `accepted`.
     pub(crate) fn problem(&mut self, field: &str, value: String, accepted: &str) {
         self.problems.push(Problem {

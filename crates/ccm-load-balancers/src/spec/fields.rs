@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Service, ServiceSpec as K8sServiceSpec};
 
-use super::{AccessLogSpec, Findings, Flavour, HealthCheckSpec, IpAddressType, PortSpec, ServiceSpec};
+use super::{AccessLogSpec, Findings, Flavour, HealthCheckSpec, PortSpec, ServiceSpec};
 use crate::annotations::{Annotations, Key, Warning};
 
 fn i32_of(annotations: &Annotations, key: Key) -> Option<i32> {
@@ -70,6 +70,7 @@ pub(crate) fn spec(
     let health_check = health_check(a, &flavour, found);
     let target_group_attributes = target_group_attributes(a, &protocols, found);
     let load_balancer_attributes = load_balancer_attributes(a, found);
+    let (ip_address_type, dual_stack_preferred) = super::families::address_type(k8s, a, &flavour, found);
     let cross_zone = a.bool(Key::CrossZoneLoadBalancingEnabled).unwrap_or_else(|| {
         load_balancer_attributes
             .get(CROSS_ZONE_ATTRIBUTE)
@@ -115,10 +116,8 @@ pub(crate) fn spec(
         load_balancer_attributes,
         listener_attributes: a.listener_attributes().to_vec(),
         allow_recreation: a.bool(Key::AllowRecreation).unwrap_or(false),
-        ip_address_type: match a.text(Key::IpAddressType) {
-            Some("dualstack") => IpAddressType::Dualstack,
-            _ => IpAddressType::Ipv4,
-        },
+        ip_address_type,
+        dual_stack_preferred,
         warnings: Vec::new(),
     }
 }

@@ -245,3 +245,45 @@ fn load_balancer_attributes_agree_with_the_cross_zone_and_access_log_annotations
     let e = parse_service(&service(&[attributes], &[(80, 30080)])).unwrap_err();
     assert_eq!(fields(&e), [Key::LoadBalancerAttributes.name()]);
 }
+
+#[test]
+fn ip_families_choose_the_address_type_and_the_annotation_wins() {
+    let parse = |annotations: &[(Key, &str)], families: &[&str], policy: &str| {
+        let mut svc = service(annotations, &[(80, 30080)]);
+        let spec = svc.spec.as_mut().unwrap();
+        spec.ip_families = Some(families.iter().map(|f| (*f).to_owned()).collect());
+        spec.ip_family_policy = Some(policy.to_owned());
+        parse_service(&svc)
+    };
+    let nlb = [(Key::Type, "nlb")];
+    let both = ["IPv4", "IPv6"];
+    // NLB: dual-stack when the cluster made the Service so, or it is required; preferred only falls back.
+    let s = parse(&nlb, &both, "PreferDualStack").unwrap();
+    assert_eq!(
+        (s.ip_address_type, s.dual_stack_preferred),
+        (IpAddressType::Dualstack, true)
+    );
+    let s = parse(&nlb, &both, "RequireDualStack").unwrap();
+    assert_eq!(
+        (s.ip_address_type, s.dual_stack_preferred),
+        (IpAddressType::Dualstack, false)
+    );
+    let s = parse(&nlb, &["IPv4"], "PreferDualStack").unwrap();
+    assert_eq!(s.ip_address_type, IpAddressType::Ipv4, "an IPv4-only cluster");
+    let s = parse(&nlb, &["IPv4"], "SingleStack").unwrap();
+    assert_eq!(s.ip_address_type, IpAddressType::Ipv4);
+    let s = parse(&[nlb[0], (Key::IpAddressType, "ipv4")], &both, "RequireDualStack").unwrap();
+    assert_eq!(s.ip_address_type, IpAddressType::Ipv4, "the annotation wins");
+    // Classic: IPv4, with a Warning when preferred, an error when required or IPv6 only.
+    let s = parse(&[], &both, "PreferDualStack").unwrap();
+    assert_eq!(s.ip_address_type, IpAddressType::Ipv4);
+    assert_eq!(s.warnings.len(), 1);
+    assert_eq!(s.warnings[0].field, "spec.ipFamilyPolicy");
+    assert!(s.warnings[0].message.contains("IPv4 only"), "{}", s.warnings[0]);
+    let e = parse(&[], &both, "RequireDualStack").unwrap_err();
+    assert_eq!(fields(&e), ["spec.ipFamilyPolicy"]);
+    assert!(e.to_string().contains("a Classic ELB serves IPv4 only"), "{e}");
+    let e = parse(&[], &["IPv6"], "SingleStack").unwrap_err();
+    assert_eq!(fields(&e), ["spec.ipFamilies"]);
+    assert!(parse(&[], &["IPv4"], "SingleStack").unwrap().warnings.is_empty());
+}

@@ -1,0 +1,118 @@
+//! A Service's IP families choose its NLB's address type (against moto, through the provider): a dual-stack
+//! Service that prefers dual-stack gets an IPv4 NLB and a Warning while its subnets lack IPv6, one that requires
+//! it an error naming them and nothing made; with IPv6 subnets the same Service's NLB becomes dual-stack in
+//! place, and the `ip-address-type` annotation still wins.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod lb_support;
+
+use std::collections::BTreeMap;
+
+use ccm_aws_api::Elbv2;
+use ccm_cloud_provider::LoadBalancer;
+use ccm_load_balancers::annotations::Key;
+use k8s_openapi::api::core::v1::{Node, Service};
+use lb_support::world::{World, diff, mutation_counts, uid};
+
+const CLUSTER_NAME: &str = "kubernetes";
+
+fn service(uid: &str, policy: &str, annotations: &[(Key, &str)]) -> Service {
+    let mut all = annotations.to_vec();
+    all.push((Key::Type, "nlb"));
+    let mut svc = lb_support::world::service(uid, &[(80, 30080)], &all);
+    let spec = svc.spec.as_mut().unwrap();
+    spec.ip_families = Some(vec!["IPv4".to_owned(), "IPv6".to_owned()]);
+    spec.ip_family_policy = Some(policy.to_owned());
+    svc
+}
+
+/// Gives the VPC and its subnets IPv6 CIDR blocks (a /64 of the VPC's /56 each).
+async fn ipv6_subnets(w: &World) {
+    let vpc = w
+        .raw
+        .associate_vpc_cidr_block()
+        .vpc_id(&w.vpc)
+        .amazon_provided_ipv6_cidr_block(true)
+        .send()
+        .await
+        .unwrap();
+    let block = vpc
+        .ipv6_cidr_block_association()
+        .and_then(|a| a.ipv6_cidr_block())
+        .unwrap()
+        .to_owned();
+    let groups: Vec<&str> = block.split("::").next().unwrap().split(':').collect();
+    let fourth = u16::from_str_radix(groups.get(3).copied().unwrap_or("0"), 16).unwrap();
+    for (i, subnet) in (0u16..).zip(&w.subnets) {
+        let cidr = format!(
+            "{}:{}:{}:{:x}::/64",
+            groups[0],
+            groups[1],
+            groups[2],
+            (fourth & 0xff00) | i
+        );
+        w.raw
+            .associate_subnet_cidr_block()
+            .subnet_id(subnet)
+            .ipv6_cidr_block(cidr)
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_dual_stack_service_gets_what_its_subnets_allow_and_what_it_requires() {
+    let w = lb_support::world::world(165, "fam", true).await;
+    let lbs = w.lbs(w.config.clone());
+    let metrics = w.adapter.metrics().clone();
+    let nodes = w.nodes();
+    let nodes: Vec<&Node> = nodes.iter().collect();
+    let uid = uid();
+    let name = lbs.load_balancer_name(CLUSTER_NAME, &service(&uid, "PreferDualStack", &[]));
+    let lb = async || w.adapter.elbv2().load_balancer(&name).await.unwrap();
+
+    // Required, in IPv4-only subnets: an error naming them, nothing made.
+    let before = mutation_counts(&metrics);
+    let e = lbs
+        .ensure_load_balancer(CLUSTER_NAME, &service(&uid, "RequireDualStack", &[]), &nodes)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&w.subnets[0]), "{e}");
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+
+    // Preferred: IPv4, with a Warning saying why.
+    let preferred = service(&uid, "PreferDualStack", &[]);
+    let ensured = lbs
+        .ensure_load_balancer_reporting(CLUSTER_NAME, &preferred, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(lb().await.unwrap().ip_address_type, "ipv4");
+    let notice = ensured
+        .notices
+        .iter()
+        .find(|n| n.reason == "LoadBalancerIPv4Only");
+    assert!(
+        notice.is_some_and(|n| n.warning && n.message.contains("no IPv6 CIDR block")),
+        "{:?}",
+        ensured.notices
+    );
+
+    // IPv6 subnets: the same Service's NLB becomes dual-stack in place; the annotation still wins.
+    ipv6_subnets(&w).await;
+    let ensured = lbs
+        .ensure_load_balancer_reporting(CLUSTER_NAME, &preferred, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(lb().await.unwrap().ip_address_type, "dualstack");
+    assert!(ensured.notices.is_empty(), "{:?}", ensured.notices);
+    let annotated = service(&uid, "PreferDualStack", &[(Key::IpAddressType, "ipv4")]);
+    lbs.ensure_load_balancer(CLUSTER_NAME, &annotated, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(lb().await.unwrap().ip_address_type, "ipv4");
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &annotated)
+        .await
+        .unwrap();
+}
