@@ -125,9 +125,12 @@ async fn e2e_mixed_protocols_node_port_control_and_dual_stack_fields() {
     })
     .await;
     let texts = ["PreferDualStack", "no IPv6 CIDR block"];
-    eventually(&mut ccm, "a LoadBalancerIPv4Only Warning on the NLB Service", 30, async || {
-        has_warning(&events, "e2e-dual-nlb", "LoadBalancerIPv4Only", &texts).await
-    })
+    eventually(
+        &mut ccm,
+        "a LoadBalancerIPv4Only Warning on the NLB Service",
+        30,
+        async || has_warning(&events, "e2e-dual-nlb", "LoadBalancerIPv4Only", &texts).await,
+    )
     .await;
 
     for svc in ["e2e-mixed", "e2e-no-node-ports", "e2e-dual", "e2e-dual-nlb"] {

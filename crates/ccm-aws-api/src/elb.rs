@@ -222,6 +222,9 @@ pub trait Elb {
     /// Adds or overwrites tags.
     fn add_tags(&self, name: &str, tags: &Tags) -> impl Future<Output = Result<()>> + Send;
 
+    /// Removes the tags with these keys (absent keys are not an error).
+    fn remove_tags(&self, name: &str, keys: &[String]) -> impl Future<Output = Result<()>> + Send;
+
     /// The named policies of the load balancer; an unknown policy is `NotFound` (`PolicyNotFound`).
     fn policies(
         &self,

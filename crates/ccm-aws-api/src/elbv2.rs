@@ -355,6 +355,9 @@ pub trait Elbv2 {
 
     /// Adds or overwrites tags on resources.
     fn add_tags(&self, arns: &[String], tags: &Tags) -> impl Future<Output = Result<()>> + Send;
+
+    /// Removes the tags with these keys from resources (absent keys are not an error).
+    fn remove_tags(&self, arns: &[String], keys: &[String]) -> impl Future<Output = Result<()>> + Send;
 }
 
 // === impl LoadBalancerV2 ===

@@ -36,6 +36,7 @@ const ATTACH_SUBNETS: Op = op("AttachLoadBalancerToSubnets", ActionClass::Resour
 const DETACH_SUBNETS: Op = op("DetachLoadBalancerFromSubnets", ActionClass::ResourceIntensive);
 const DESCRIBE_TAGS: Op = op("DescribeTags", ActionClass::NonMutating);
 const ADD_TAGS: Op = op("AddTags", ActionClass::Mutating);
+const REMOVE_TAGS: Op = op("RemoveTags", ActionClass::Mutating);
 const DESCRIBE_POLICIES: Op = op("DescribeLoadBalancerPolicies", ActionClass::NonMutating);
 const CREATE_POLICY: Op = op("CreateLoadBalancerPolicy", ActionClass::Mutating);
 const SET_LISTENER_POLICIES: Op = op("SetLoadBalancerPoliciesOfListener", ActionClass::Mutating);
@@ -410,6 +411,26 @@ impl Elb for AwsElb {
                     .add_tags()
                     .load_balancer_names(name)
                     .set_tags(Some(tags.clone()))
+                    .send()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn remove_tags(&self, name: &str, keys: &[String]) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<sdk::TagKeyOnly> = keys
+            .iter()
+            .map(|k| sdk::TagKeyOnly::builder().key(k).build())
+            .collect();
+        self.rt
+            .call(REMOVE_TAGS, || {
+                self.client
+                    .remove_tags()
+                    .load_balancer_names(name)
+                    .set_tags(Some(keys.clone()))
                     .send()
             })
             .await?;

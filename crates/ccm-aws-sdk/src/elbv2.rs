@@ -51,6 +51,7 @@ const REGISTER_TARGETS: Op = op("RegisterTargets", ActionClass::Registration);
 const DEREGISTER_TARGETS: Op = op("DeregisterTargets", ActionClass::Registration);
 const DESCRIBE_TAGS: Op = op("DescribeTags", ActionClass::NonMutating);
 const ADD_TAGS: Op = op("AddTags", ActionClass::Mutating);
+const REMOVE_TAGS: Op = op("RemoveTags", ActionClass::Mutating);
 
 /// The ELBv2 port on aws-sdk-elasticloadbalancingv2. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -592,6 +593,24 @@ impl Elbv2 for AwsElbv2 {
                         .add_tags()
                         .set_resource_arns(Some(chunk.to_vec()))
                         .set_tags(Some(tags.clone()))
+                        .send()
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn remove_tags(&self, arns: &[String], keys: &[String]) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        for chunk in arns.chunks(ARNS_PER_TAG_CALL) {
+            self.rt
+                .call(REMOVE_TAGS, || {
+                    self.client
+                        .remove_tags()
+                        .set_resource_arns(Some(chunk.to_vec()))
+                        .set_tag_keys(Some(keys.to_vec()))
                         .send()
                 })
                 .await?;

@@ -277,7 +277,10 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         default: "none",
         applies: Applies::Both,
         doc: "Extra tags for the load balancer and the resources made for it. The value is everything after the \
-              first `=`. Tags are added, never removed; `aws:` keys are refused.",
+              first `=`. The keys applied are recorded on each resource (tag \
+              `kubernetes.io/additional-resource-tags`): a key dropped from the annotation is removed from every \
+              resource that got it; tags added by hand never are. `aws:` keys and the controller's own are \
+              refused.",
     },
     AnnotationDef {
         key: Key::TargetNodeLabels,

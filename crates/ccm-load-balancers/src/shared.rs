@@ -10,13 +10,14 @@ pub mod targets;
 
 pub use config::{HealthProbeMode, LoadBalancerConfig};
 pub use names::{
-    SERVICE_NAME_TAG, load_balancer_name, load_balancer_tags, recreation_notice, recreation_withheld_notice,
-    scheme, security_group_description, security_group_name, security_group_tags,
+    ANNOTATION_TAGS_MARKER, SERVICE_NAME_TAG, dropped_tags, load_balancer_name, load_balancer_tags,
+    recreation_notice, recreation_withheld_notice, scheme, security_group_description, security_group_name,
+    security_group_tags,
 };
 pub use security_groups::{
     GroupDiff, GroupRef, ManagedGroup, Rule, add_source, authorize_idempotent, check_managed_group,
     create_or_adopt_group, find_group, instance_group, is_group_source, load_balancer_ingress,
-    observed_rules, revoke_idempotent,
+    observed_rules, retag_group, revoke_idempotent,
 };
 pub use subnets::{ROLE_ELB_TAG, ROLE_INTERNAL_ELB_TAG, is_public, resolve_subnets, select_subnets};
 pub use targets::{node_instance_id, target_instances};

@@ -173,6 +173,11 @@ pub const TABLE: &[(&str, &str, Grant)] = &[
     ("Elb", "AddTags", Actions(CP, &["elasticloadbalancing:AddTags"])),
     (
         "Elb",
+        "RemoveTags",
+        Actions(CP, &["elasticloadbalancing:RemoveTags"]),
+    ),
+    (
+        "Elb",
         "DescribeLoadBalancerPolicies",
         Actions(CP, &["elasticloadbalancing:DescribeLoadBalancerPolicies"]),
     ),
@@ -328,6 +333,11 @@ pub const TABLE: &[(&str, &str, Grant)] = &[
         Actions(CP, &["elasticloadbalancing:DescribeTags"]),
     ),
     ("Elbv2", "AddTags", Actions(CP, &["elasticloadbalancing:AddTags"])),
+    (
+        "Elbv2",
+        "RemoveTags",
+        Actions(CP, &["elasticloadbalancing:RemoveTags"]),
+    ),
     // Cloud config RoleARN: granted on that role only, in a policy of its own with the ARN filled in.
     ("Sts", "AssumeRole", Actions(ROLE, &["sts:AssumeRole"])),
     // The ECR credential provider (nodes).

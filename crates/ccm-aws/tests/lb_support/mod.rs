@@ -176,6 +176,10 @@ impl<T: Elb + Sync> Elb for Faulty<T> {
         self.tick("AddTags")?;
         self.inner.add_tags(name, tags).await
     }
+    async fn remove_tags(&self, name: &str, keys: &[String]) -> Result<()> {
+        self.tick("RemoveTags")?;
+        self.inner.remove_tags(name, keys).await
+    }
     async fn policies(&self, name: &str, policy_names: &[String]) -> Result<Vec<ClassicPolicy>> {
         self.inner.policies(name, policy_names).await
     }
@@ -310,5 +314,9 @@ impl<T: Elbv2 + Sync> Elbv2 for Faulty<T> {
     async fn add_tags(&self, arns: &[String], tags: &Tags) -> Result<()> {
         self.tick("AddTags")?;
         self.inner.add_tags(arns, tags).await
+    }
+    async fn remove_tags(&self, arns: &[String], keys: &[String]) -> Result<()> {
+        self.tick("RemoveTags")?;
+        self.inner.remove_tags(arns, keys).await
     }
 }

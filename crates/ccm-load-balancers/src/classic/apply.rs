@@ -56,10 +56,12 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
             Change::CreateSecurityGroup { .. }
             | Change::AuthorizeIngress { .. }
             | Change::RevokeIngress { .. }
+            | Change::TagSecurityGroup { .. }
             | Change::DeleteSecurityGroup { .. } => self.security_group(change).await,
             Change::CreateLoadBalancer { .. }
             | Change::DeleteLoadBalancer { .. }
             | Change::AddTags { .. }
+            | Change::RemoveTags { .. }
             | Change::AttachSubnets { .. }
             | Change::DetachSubnets { .. }
             | Change::ApplySecurityGroups { .. }
@@ -101,6 +103,9 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
                 let perms: Vec<IpPermission> = rules.iter().map(Rule::to_permission).collect();
                 shared::revoke_idempotent(ec2, &self.group(group)?, &perms, "revoking load balancer ingress")
                     .await?;
+            }
+            Change::TagSecurityGroup { add, remove } => {
+                shared::retag_group(ec2, &self.group(&GroupRef::Managed)?, add, remove).await?;
             }
             Change::DeleteSecurityGroup { group } => {
                 match ec2
@@ -157,6 +162,10 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
                 .add_tags(name, tags)
                 .await
                 .map_err(Error::aws("tagging the load balancer"))?,
+            Change::RemoveTags { keys } => elb
+                .remove_tags(name, keys)
+                .await
+                .map_err(Error::aws("removing tags dropped from the annotation"))?,
             Change::AttachSubnets { subnets } => {
                 let subnets: Vec<SubnetId> = subnets.iter().map(|s| SubnetId::new(s.clone())).collect();
                 elb.attach_subnets(name, &subnets)

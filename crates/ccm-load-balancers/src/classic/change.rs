@@ -59,6 +59,18 @@ pub enum Change {
         /// The tags.
         tags: Tags,
     },
+    /// Remove tags dropped from `aws-load-balancer-additional-resource-tags` from the load balancer.
+    RemoveTags {
+        /// The keys.
+        keys: Vec<String>,
+    },
+    /// Bring the managed group's tags in step with the annotation's (a group this controller made only).
+    TagSecurityGroup {
+        /// Tags to add or overwrite.
+        add: Tags,
+        /// Keys to remove.
+        remove: Vec<String>,
+    },
     /// Remove listeners.
     DeleteListeners {
         /// Front-end ports.

@@ -92,6 +92,12 @@ fn managed_group(desired: &Desired, observed: &Observed) -> Vec<Change> {
             rules: diff.revoke,
         });
     }
+    if !diff.add_tags.is_empty() || !diff.remove_tags.is_empty() {
+        changes.push(Change::TagSecurityGroup {
+            add: diff.add_tags,
+            remove: diff.remove_tags,
+        });
+    }
     changes
 }
 
@@ -186,9 +192,19 @@ fn created<'a>(desired: &'a Desired, changes: &mut Vec<Change>) -> Current<'a> {
     }
 }
 
-fn tags(desired: &Desired, current: &Tags) -> Option<Change> {
+/// Keys dropped from the annotation go first (a crash before the new record is written repeats nothing), then
+/// the tags it lacks.
+fn tags(desired: &Desired, current: &Tags) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let keys = shared::dropped_tags(current, &desired.tags);
+    if !keys.is_empty() {
+        changes.push(Change::RemoveTags { keys });
+    }
     let add_tags = ccm_tagging::additions(current, &desired.tags);
-    (!add_tags.is_empty()).then_some(Change::AddTags { tags: add_tags })
+    if !add_tags.is_empty() {
+        changes.push(Change::AddTags { tags: add_tags });
+    }
+    changes
 }
 
 /// Listeners by port: a changed one is deleted and created again. Also returns the ports created anew (their

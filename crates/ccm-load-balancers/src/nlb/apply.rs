@@ -77,6 +77,7 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
             | Change::AuthorizeIngress { .. }
             | Change::RevokeIngress { .. }
             | Change::RevokeReference { .. }
+            | Change::TagSecurityGroup { .. }
             | Change::DeleteSecurityGroup { .. } => self.security_group(change).await,
             Change::CreateTargetGroup { .. }
             | Change::ModifyTargetGroup { .. }
@@ -90,7 +91,8 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
             | Change::SetIpAddressType { .. }
             | Change::SetSecurityGroups { .. }
             | Change::ModifyAttributes { .. }
-            | Change::AddTags { .. } => self.load_balancer_settings(change).await,
+            | Change::AddTags { .. }
+            | Change::RemoveTags { .. } => self.load_balancer_settings(change).await,
             Change::DeleteListener { .. }
             | Change::CreateListener { .. }
             | Change::ModifyListener { .. }
@@ -157,6 +159,9 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                     }
                     _ => {}
                 }
+            }
+            Change::TagSecurityGroup { add, remove } => {
+                shared::retag_group(ec2, &self.group(&GroupRef::Managed)?, add, remove).await?;
             }
             Change::DeleteSecurityGroup { group } => {
                 match ec2
@@ -378,6 +383,10 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                     .await
                     .map_err(Error::aws("setting NLB attributes"))?;
             }
+            Change::RemoveTags { arns, keys } => elbv2
+                .remove_tags(arns, keys)
+                .await
+                .map_err(Error::aws("removing tags dropped from the annotation"))?,
             Change::AddTags { arns, tags } => elbv2
                 .add_tags(arns, tags)
                 .await

@@ -137,6 +137,20 @@ pub enum Change {
         /// The tags.
         tags: Tags,
     },
+    /// Remove tags dropped from `aws-load-balancer-additional-resource-tags` from resources that record them.
+    RemoveTags {
+        /// The resources' ARNs.
+        arns: Vec<String>,
+        /// The keys.
+        keys: Vec<String>,
+    },
+    /// Bring the managed group's tags in step with the annotation's (a group this controller made only).
+    TagSecurityGroup {
+        /// Tags to add or overwrite.
+        add: Tags,
+        /// Keys to remove.
+        remove: Vec<String>,
+    },
     /// Delete a listener.
     DeleteListener {
         /// Its port.

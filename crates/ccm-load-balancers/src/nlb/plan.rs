@@ -54,6 +54,7 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
     // 4. The tags missing anywhere, then the listeners, keyed by port: the hardened IAM policy lets the
     //    controller change or delete only listeners that carry the cluster's tag, and Go-era ones carry none.
     let listener_changes = listeners(desired, observed, lb, &mut tag_arns);
+    changes.extend(dropped_tags(desired, observed));
     if !tag_arns.is_empty() {
         changes.push(Change::AddTags {
             arns: tag_arns,
@@ -151,7 +152,29 @@ fn managed_group(desired: &Desired, observed: &Observed) -> Vec<Change> {
     if !diff.revoke.is_empty() {
         changes.push(Change::RevokeIngress { rules: diff.revoke });
     }
+    if !diff.add_tags.is_empty() || !diff.remove_tags.is_empty() {
+        changes.push(Change::TagSecurityGroup {
+            add: diff.add_tags,
+            remove: diff.remove_tags,
+        });
+    }
     changes
+}
+
+/// The tags dropped from the annotation, removed from every resource whose record names them (one call per
+/// set of keys; before the new record is written by `AddTags`).
+fn dropped_tags(desired: &Desired, observed: &Observed) -> Vec<Change> {
+    let mut by_keys: BTreeMap<Vec<String>, Vec<String>> = BTreeMap::new();
+    for (arn, tags) in &observed.tags {
+        let keys = shared::dropped_tags(tags, &desired.tags);
+        if !keys.is_empty() {
+            by_keys.entry(keys).or_default().push(arn.clone());
+        }
+    }
+    by_keys
+        .into_iter()
+        .map(|(keys, arns)| Change::RemoveTags { arns, keys })
+        .collect()
 }
 
 fn observed_group<'a>(observed: &'a Observed, name: &str) -> Option<&'a ObservedTargetGroup> {

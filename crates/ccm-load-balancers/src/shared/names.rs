@@ -33,18 +33,64 @@ pub fn security_group_description(lb_name: &str, spec: &ServiceSpec) -> String {
     format!("Security group for Kubernetes ELB {lb_name} ({})", spec.key())
 }
 
-/// The tags of a load balancer: the additional tags, the Service name and the cluster ownership tags (which win).
+/// The tag recording which keys `aws-load-balancer-additional-resource-tags` applied to a resource (space
+/// separated, sorted): on the resource itself, so that a key dropped from the annotation is removed from it by any
+/// later process, and tags added by hand never are.
+pub const ANNOTATION_TAGS_MARKER: &str = "kubernetes.io/additional-resource-tags";
+
+/// The tags of a load balancer: the additional tags with their marker, the Service name and the cluster
+/// ownership tags (which win).
 pub fn load_balancer_tags(cluster: &ClusterTags, spec: &ServiceSpec) -> Tags {
     let mut additional = spec.additional_tags.clone();
+    if let Some(marker) = annotation_tags_marker(&spec.additional_tags) {
+        additional.insert(ANNOTATION_TAGS_MARKER.to_owned(), marker);
+    }
     additional.insert(SERVICE_NAME_TAG.to_owned(), spec.key());
     cluster.creation_tags(&additional)
 }
 
-/// The tags of the managed security group: the additional tags and the ownership tags.
+/// The tags of the managed security group: as a load balancer's.
 pub fn security_group_tags(cluster: &ClusterTags, spec: &ServiceSpec) -> Tags {
-    let mut additional = spec.additional_tags.clone();
-    additional.insert(SERVICE_NAME_TAG.to_owned(), spec.key());
-    cluster.creation_tags(&additional)
+    load_balancer_tags(cluster, spec)
+}
+
+/// The marker's value for `additional` tags: their keys, sorted, space separated, as many as fit in a tag
+/// value (256 characters); a key with a space is left out (it would read back as two). `None` without keys.
+fn annotation_tags_marker(additional: &Tags) -> Option<String> {
+    let mut value = String::new();
+    for key in additional.keys().filter(|k| !k.contains(char::is_whitespace)) {
+        if value.len() + key.len() + 1 > 256 {
+            tracing::warn!(key = %key, "too many additional tags to record them all: this key will not be removed when dropped");
+            continue;
+        }
+        if !value.is_empty() {
+            value.push(' ');
+        }
+        value.push_str(key);
+    }
+    (!value.is_empty()).then_some(value)
+}
+
+/// The keys to remove from a resource tagged `current` to reach `desired`: those its marker says the annotation
+/// applied and that `desired` no longer has, and the marker itself once the annotation has no key left. Keys
+/// the marker does not name (added by hand, or before markers existed) are never removed, nor are the
+/// controller's own tags.
+pub fn dropped_tags(current: &Tags, desired: &Tags) -> Vec<String> {
+    let Some(applied) = current.get(ANNOTATION_TAGS_MARKER) else {
+        return Vec::new();
+    };
+    let mut dropped: Vec<String> = applied
+        .split(' ')
+        .filter(|k| !k.is_empty() && current.contains_key(*k) && !desired.contains_key(*k))
+        .filter(|k| !ccm_tagging::is_ownership_key(k) && *k != SERVICE_NAME_TAG)
+        .map(str::to_owned)
+        .collect();
+    if !desired.contains_key(ANNOTATION_TAGS_MARKER) {
+        dropped.push(ANNOTATION_TAGS_MARKER.to_owned());
+    }
+    dropped.sort();
+    dropped.dedup();
+    dropped
 }
 
 /// A load balancer scheme's AWS name.

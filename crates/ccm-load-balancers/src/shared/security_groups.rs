@@ -116,6 +116,29 @@ pub fn observed_rules(group: &SecurityGroup) -> BTreeSet<Rule> {
     rules
 }
 
+/// Removes the tag keys `remove`, then adds `add`, on group `id` (removal first: a crash in between leaves the
+/// record of the annotation's keys naming those removed, which are then absent and skipped).
+pub async fn retag_group<E: Ec2>(
+    ec2: &E,
+    id: &SecurityGroupId,
+    add: &Tags,
+    remove: &[String],
+) -> Result<(), Error> {
+    let resources = [id.to_string()];
+    if !remove.is_empty() {
+        let keys = remove.iter().map(|k| (k.clone(), None)).collect();
+        ec2.delete_tags(&resources, &keys).await.map_err(Error::aws(
+            "removing tags dropped from the annotation from a security group",
+        ))?;
+    }
+    if !add.is_empty() {
+        ec2.create_tags(&resources, add)
+            .await
+            .map_err(Error::aws("tagging a security group"))?;
+    }
+    Ok(())
+}
+
 /// The security group named `name` in the cluster's VPC (a load balancer's managed group), if any.
 pub async fn find_group<E: Ec2>(
     ec2: &E,
@@ -282,14 +305,19 @@ pub struct ManagedGroup {
 /// What brings the observed managed group to [`ManagedGroup`]: both flavours plan it the same way.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GroupDiff {
-    /// The group is missing: create it (with its tags). An existing group's tags are left as they are: a group
-    /// another controller made (the Go controller tags it with the cluster tag only) is taken over without a
+    /// The group is missing: create it (with its tags). The tags of an existing group another controller made
+    /// (the Go controller tags it with the cluster tag only) are left as they are: it is taken over without a
     /// write, and found for deletion by its name and cluster tag.
     pub create: bool,
     /// Rules to add.
     pub authorize: Vec<Rule>,
     /// Rules to remove.
     pub revoke: Vec<Rule>,
+    /// Tags to add or overwrite on an existing group this controller made (it names the Service; one the Go
+    /// controller made is left as it is, see `create`).
+    pub add_tags: Tags,
+    /// Tag keys to remove from it: those dropped from the annotation ([`super::dropped_tags`]).
+    pub remove_tags: Vec<String>,
 }
 
 // === impl ManagedGroup ===
@@ -301,10 +329,19 @@ impl ManagedGroup {
             None => (true, BTreeSet::new()),
             Some(group) => (false, observed_rules(group)),
         };
+        // Only a group this controller made (it names the Service) has its tags kept in step: one the Go
+        // controller made is taken over without a write.
+        let tracked = observed.filter(|g| g.tags.contains_key(super::SERVICE_NAME_TAG));
         GroupDiff {
             create,
             authorize: self.ingress.difference(&current).cloned().collect(),
             revoke: current.difference(&self.ingress).cloned().collect(),
+            add_tags: tracked
+                .map(|g| ccm_tagging::additions(&g.tags, &self.tags))
+                .unwrap_or_default(),
+            remove_tags: tracked
+                .map(|g| super::dropped_tags(&g.tags, &self.tags))
+                .unwrap_or_default(),
         }
     }
 }

@@ -296,6 +296,7 @@ fn tags_carry_service_and_ownership_and_additional() {
     assert_eq!(
         t,
         tags(&[
+            ("kubernetes.io/additional-resource-tags", "team"),
             ("kubernetes.io/cluster/c1", "owned"),
             ("kubernetes.io/service-name", "prod/web"),
             ("team", "a")
@@ -402,4 +403,78 @@ async fn every_subnets_entry_must_name_exactly_one_subnet() {
         "{e}"
     );
     assert!(e.to_string().contains("aws-load-balancer-subnets"), "{e}");
+}
+
+#[test]
+fn tags_dropped_from_the_annotation_are_those_its_record_names() {
+    use crate::shared::{ANNOTATION_TAGS_MARKER, dropped_tags};
+    let current = tags(&[
+        (ANNOTATION_TAGS_MARKER, "env team"),
+        ("env", "prod"),
+        ("team", "a"),
+        ("by-hand", "x"),
+        ("kubernetes.io/cluster/c1", "owned"),
+    ]);
+    // `env` dropped: removed; `team` kept; a hand tag never; the record stays (rewritten by AddTags).
+    let desired = tags(&[(ANNOTATION_TAGS_MARKER, "team"), ("team", "b")]);
+    assert_eq!(dropped_tags(&current, &desired), ["env"]);
+    // The annotation gone: its keys and the record go.
+    assert_eq!(
+        dropped_tags(&current, &tags(&[])),
+        ["env", ANNOTATION_TAGS_MARKER, "team"]
+    );
+    // Without a record (made by hand, by the Go controller or before records): nothing.
+    let unrecorded = tags(&[("env", "prod"), ("team", "a")]);
+    assert_eq!(dropped_tags(&unrecorded, &tags(&[])), Vec::<String>::new());
+    // A record naming the controller's own tags (written by hand) never removes them; absent keys are skipped.
+    let forged = tags(&[
+        (
+            ANNOTATION_TAGS_MARKER,
+            "kubernetes.io/cluster/c1 kubernetes.io/service-name gone",
+        ),
+        ("kubernetes.io/cluster/c1", "owned"),
+        ("kubernetes.io/service-name", "prod/web"),
+    ]);
+    assert_eq!(dropped_tags(&forged, &tags(&[])), [ANNOTATION_TAGS_MARKER]);
+}
+
+#[test]
+fn the_record_lists_the_keys_that_fit_and_refuses_to_be_set_by_the_annotation() {
+    let mut service = crate::classic::tests::service(&[], &[(80, 30080)]);
+    let long: Vec<String> = (0..20)
+        .map(|i| format!("key-{i:02}-{}", "x".repeat(10)))
+        .collect();
+    let value = long
+        .iter()
+        .map(|k| format!("{k}=v"))
+        .collect::<Vec<_>>()
+        .join(",")
+        + ",with space=v";
+    service.metadata.annotations = Some(
+        [(
+            crate::annotations::Key::AdditionalResourceTags.name().to_owned(),
+            value,
+        )]
+        .into(),
+    );
+    let spec = crate::parse_service(&service).unwrap();
+    let record = load_balancer_tags(&cluster(), &spec)[crate::shared::ANNOTATION_TAGS_MARKER].clone();
+    assert!(record.len() <= 256, "{}", record.len());
+    assert!(
+        record.starts_with("key-00-") && !record.contains("with"),
+        "{record}"
+    );
+    // The annotation cannot write the record itself.
+    service.metadata.annotations = Some(
+        [(
+            crate::annotations::Key::AdditionalResourceTags.name().to_owned(),
+            "kubernetes.io/additional-resource-tags=x".to_owned(),
+        )]
+        .into(),
+    );
+    let e = crate::parse_service(&service).unwrap_err().to_string();
+    assert!(
+        e.contains("\"kubernetes.io/additional-resource-tags\" is refused"),
+        "{e}"
+    );
 }
