@@ -7,15 +7,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
-    SecurityGroupId, Tags,
+    Tags,
     elbv2::{ListenerV2, LoadBalancerV2, TargetHealth},
 };
 
 use super::{
-    ACCESS_LOGS_ATTRIBUTE, ACCESS_LOGS_PREFIX_ATTRIBUTE, CROSS_ZONE_ATTRIBUTE, Change, DeleteObserved,
-    Desired, Listener, Observed, ObservedTargetGroup, ReferencePermission, Security, TargetGroupSpec,
-    listener_attributes,
-    node_rules::{self, NodeAccess, RuleChange},
+    ACCESS_LOGS_ATTRIBUTE, ACCESS_LOGS_PREFIX_ATTRIBUTE, CROSS_ZONE_ATTRIBUTE, Change, Desired, Listener,
+    Observed, ObservedTargetGroup, Security, TargetGroupSpec, listener_attributes,
+    node_rules::{self, RuleChange},
 };
 use crate::{
     annotations::DELETION_PROTECTION,
@@ -23,8 +22,11 @@ use crate::{
     spec::IpAddressType,
 };
 
+mod delete;
 mod recreation;
 
+use delete::revoke_references;
+pub use delete::{plan_delete, unprotect};
 pub(super) use recreation::kept_subnets;
 use recreation::subnets_added_in_place;
 pub use recreation::{is_host_change, recreation, recreation_reason, recreation_reasons};
@@ -391,7 +393,6 @@ fn listeners(
     changes
 }
 
-/// One existing listener: kept, modified in place, or replaced.
 /// Whether the resource `arn` carries the cluster's ownership tag as `desired` sets it.
 fn carries_cluster_tag(observed: &Observed, arn: &str, desired: &Desired) -> bool {
     observed.tags.get(arn).is_some_and(|tags| {
@@ -402,6 +403,7 @@ fn carries_cluster_tag(observed: &Observed, arn: &str, desired: &Desired) -> boo
     })
 }
 
+/// One existing listener: kept, modified in place, or replaced.
 fn listener(
     desired: &Desired,
     observed: &Observed,
@@ -494,44 +496,6 @@ fn released_group(desired: &Desired, observed: &Observed, node_changes: &[RuleCh
     changes
 }
 
-/// The revocations of the rules referencing a managed group about to go, but those `node_changes` revoke
-/// already (each would be a second call, answered "not found").
-fn revoke_references(
-    references: &[(SecurityGroupId, ReferencePermission)],
-    node_changes: &[RuleChange],
-) -> Vec<Change> {
-    let revoked: BTreeSet<(&str, &str, i32, i32, &str)> = node_changes
-        .iter()
-        .filter(|c| matches!(c, RuleChange::Revoke { .. }))
-        .flat_map(|c| {
-            c.rules().iter().map(move |r| {
-                let rule = &r.rule;
-                (
-                    c.group(),
-                    rule.protocol.as_str(),
-                    rule.from_port,
-                    rule.to_port,
-                    rule.source.as_str(),
-                )
-            })
-        })
-        .collect();
-    references
-        .iter()
-        .filter(|(holder, p)| {
-            let (Some(from), Some(to)) = (p.from_port, p.to_port) else {
-                return true;
-            };
-            let protocol = node_rules::protocol_name(&p.protocol);
-            !revoked.contains(&(holder.as_str(), protocol.as_str(), from, to, p.source.as_str()))
-        })
-        .map(|(holder, permission)| Change::RevokeReference {
-            group: holder.to_string(),
-            permission: permission.clone(),
-        })
-        .collect()
-}
-
 /// The attributes of a fresh NLB, also assumed for keys AWS does not report.
 fn default_attributes() -> BTreeMap<String, String> {
     BTreeMap::from([
@@ -583,54 +547,6 @@ fn target_changes(desired: &Desired, tg: &TargetGroupSpec, targets: &[TargetHeal
             name: tg.name.clone(),
             port: tg.port,
             instances: add,
-        });
-    }
-    changes
-}
-
-/// What deletion protection asks of a deletion (pure): nothing while it is off; turning it off first when the
-/// Service consents (`aws-load-balancer-attributes` says `deletion_protection.enabled=false`); else
-/// [`Error::DeletionProtected`], before anything is changed.
-pub fn unprotect(
-    name: &str,
-    observed: &DeleteObserved,
-    consent: bool,
-) -> Result<Option<Change>, crate::Error> {
-    if !observed.deletion_protection || observed.load_balancer.is_none() {
-        return Ok(None);
-    }
-    if !consent {
-        return Err(crate::Error::DeletionProtected(name.to_owned()));
-    }
-    Ok(Some(Change::ModifyAttributes {
-        attributes: BTreeMap::from([(DELETION_PROTECTION.to_owned(), "false".to_owned())]),
-    }))
-}
-
-/// The deletion plan (pure): the nodes' rules of this NLB, the NLB (its listeners go with it), its target
-/// groups, the rules referencing the managed group, the managed group.
-pub fn plan_delete(name: &str, observed: &DeleteObserved) -> Vec<Change> {
-    let node_changes = observed
-        .node_rules
-        .as_ref()
-        .map(|nodes| node_rules::plan(&NodeAccess::none(name), nodes))
-        .unwrap_or_default();
-    let mut changes: Vec<Change> = node_changes.iter().cloned().map(Change::NodeRules).collect();
-    if let Some(lb) = &observed.load_balancer {
-        changes.push(Change::DeleteLoadBalancer {
-            name: name.to_owned(),
-            arn: lb.arn.clone(),
-            recreate_because: None,
-        });
-    }
-    changes.extend(observed.target_groups.iter().map(|g| Change::DeleteTargetGroup {
-        name: g.name.clone(),
-        arn: g.arn.clone(),
-    }));
-    if let Some(group) = &observed.managed_group {
-        changes.extend(revoke_references(&observed.references, &node_changes));
-        changes.push(Change::DeleteSecurityGroup {
-            group: group.to_string(),
         });
     }
     changes
