@@ -170,24 +170,42 @@ async fn main() {
 
 /// The rules on the nodes' group for `BENCH_RULE_NLBS` (50) NLBs of 3 ports, 2 source ranges and health checks
 /// on the traffic port, without security groups (CIDR rules) and with managed ones (rules from the NLB's group).
+/// moto enforces AWS's default of 60 inbound rules per group: the NLBs are created until it refuses one.
 async fn rule_counts() {
     let n: usize = std::env::var("BENCH_RULE_NLBS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(50);
     let w = world::world(141, "rules", true).await;
-    let cidr = node_group_rules(&w, &w.lbs(w.config.clone()), n).await;
+    let (cidr_nlbs, cidr_rules) = node_group_rules(&w, &w.lbs(w.config.clone()), n).await;
     let managed = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
-    let group = node_group_rules(&w, &managed, n).await;
+    let (group_nlbs, group_rules) = node_group_rules(&w, &managed, n).await;
+    let per = |nlbs: usize, rules: usize| rules.checked_div(nlbs).unwrap_or(0);
+    let at = |nlbs: usize| {
+        if nlbs < n {
+            format!("refused at NLB {}", nlbs + 1)
+        } else {
+            "all served".to_owned()
+        }
+    };
     println!(
-        "\nNode group rules for {n} NLBs x 3 ports (2 source ranges, 2 subnets, health checks on the traffic port): \
-         {cidr} with CIDR rules (NLBs without security groups), {group} referencing each NLB's group \
-         (NLBSecurityGroupMode = Managed); AWS allows 60 inbound rules per group unless raised."
+        "\nNode group rules, NLBs of 3 ports (2 source ranges, 2 subnets, health checks on the traffic port), up \
+         to {n} NLBs, against AWS's 60 inbound rules per group (moto enforces it):\n\
+         | node rules | NLBs served | rules on the nodes' group | per NLB | for {n} NLBs |\n|---|---:|---:|---:|---:|\n\
+         | CIDR (NLBs without security groups) | {cidr_nlbs} ({}) | {cidr_rules} | {} | {} |\n\
+         | from each NLB's group (NLBSecurityGroupMode = Managed) | {group_nlbs} ({}) | {group_rules} | {} | {} |",
+        at(cidr_nlbs),
+        per(cidr_nlbs, cidr_rules),
+        per(cidr_nlbs, cidr_rules) * n,
+        at(group_nlbs),
+        per(group_nlbs, group_rules),
+        per(group_nlbs, group_rules) * n,
     );
 }
 
-/// Creates `n` NLBs with `lbs`, counts the rules on the nodes' group, deletes them again.
-async fn node_group_rules(w: &World, lbs: &Lbs, n: usize) -> usize {
+/// Creates up to `n` NLBs with `lbs` until AWS refuses a rule (`RulesPerSecurityGroupLimitExceeded`), counts
+/// the rules on the nodes' group, deletes them again: (NLBs served, rules).
+async fn node_group_rules(w: &World, lbs: &Lbs, n: usize) -> (usize, usize) {
     let services: Vec<Service> = (0..n)
         .map(|i| {
             let base = 30000 + 3 * i32::try_from(i).unwrap();
@@ -200,26 +218,31 @@ async fn node_group_rules(w: &World, lbs: &Lbs, n: usize) -> usize {
         .collect();
     let nodes = w.nodes();
     let nodes: Vec<&Node> = nodes.iter().collect();
+    let (mut served, mut count) = (0, 0);
     for svc in &services {
-        lbs.ensure_load_balancer("kubernetes", svc, &nodes).await.unwrap();
+        match lbs.ensure_load_balancer("kubernetes", svc, &nodes).await {
+            Ok(_) => served += 1,
+            Err(e) if format!("{e:?}").contains("RulesPerSecurityGroupLimitExceeded") => break,
+            Err(e) => panic!("{e:?}"),
+        }
+        // The rules of the NLBs served so far (a refused one may have made some of its own).
+        let groups = w
+            .adapter
+            .ec2()
+            .security_groups(&[ccm_aws_api::Filter::new("group-id", [w.node_group.as_str()])])
+            .await
+            .unwrap();
+        count = groups[0]
+            .ingress
+            .iter()
+            .map(|p| p.ip_ranges.len() + p.ipv6_ranges.len() + p.source_groups.len())
+            .sum::<usize>();
     }
-    let groups = w
-        .adapter
-        .ec2()
-        .security_groups(&[ccm_aws_api::Filter::new("group-id", [w.node_group.as_str()])])
-        .await
-        .unwrap();
-    let count = groups[0]
-        .ingress
-        .iter()
-        .map(|p| p.ip_ranges.len() + p.ipv6_ranges.len() + p.source_groups.len())
-        .sum();
-    for svc in &services {
+    for svc in &services[..(served + 1).min(n)] {
         lbs.ensure_load_balancer_deleted("kubernetes", svc).await.unwrap();
     }
-    count
+    (served, count)
 }
-
 /// Drift detection's cost at 500 load balancers, from the measured pass (one listing call per flavour, and
 /// one of target groups for NLBs): every listing is one call per page of 400, whatever the number of Services,
 /// and a pass runs every 10 minutes (the default period).
