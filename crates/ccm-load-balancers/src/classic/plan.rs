@@ -200,7 +200,7 @@ fn tags(desired: &Desired, current: &Tags) -> Vec<Change> {
     if !keys.is_empty() {
         changes.push(Change::RemoveTags { keys });
     }
-    let add_tags = ccm_tagging::additions(current, &desired.tags);
+    let add_tags = shared::tag_additions(current, &desired.tags);
     if !add_tags.is_empty() {
         changes.push(Change::AddTags { tags: add_tags });
     }

@@ -508,7 +508,7 @@ fn default_attributes() -> BTreeMap<String, String> {
 
 fn add_tags_if_missing(arns: &mut Vec<String>, arn: &str, current: Option<&Tags>, desired: &Tags) {
     let empty = Tags::new();
-    if !ccm_tagging::additions(current.unwrap_or(&empty), desired).is_empty() {
+    if !shared::tag_additions(current.unwrap_or(&empty), desired).is_empty() {
         arns.push(arn.to_owned());
     }
 }

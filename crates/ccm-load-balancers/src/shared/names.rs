@@ -71,6 +71,18 @@ fn annotation_tags_marker(additional: &Tags) -> Option<String> {
     (!value.is_empty()).then_some(value)
 }
 
+/// The tags to add or overwrite on a resource tagged `current` to reach `desired` ([`ccm_tagging::additions`]);
+/// but a resource without a record of the annotation's keys gets one only along with another change, so that
+/// a load balancer taken over from the Go controller (or made before records) is not written to for the
+/// record alone. Its annotation keys are recorded with the next change of its tags.
+pub fn tag_additions(current: &Tags, desired: &Tags) -> Tags {
+    let add = ccm_tagging::additions(current, desired);
+    if !current.contains_key(ANNOTATION_TAGS_MARKER) && add.keys().all(|k| k == ANNOTATION_TAGS_MARKER) {
+        return Tags::new();
+    }
+    add
+}
+
 /// The keys to remove from a resource tagged `current` to reach `desired`: those its marker says the annotation
 /// applied and that `desired` no longer has, and the marker itself once the annotation has no key left. Keys
 /// the marker does not name (added by hand, or before markers existed) are never removed, nor are the

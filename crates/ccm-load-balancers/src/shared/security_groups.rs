@@ -337,7 +337,7 @@ impl ManagedGroup {
             authorize: self.ingress.difference(&current).cloned().collect(),
             revoke: current.difference(&self.ingress).cloned().collect(),
             add_tags: tracked
-                .map(|g| ccm_tagging::additions(&g.tags, &self.tags))
+                .map(|g| super::tag_additions(&g.tags, &self.tags))
                 .unwrap_or_default(),
             remove_tags: tracked
                 .map(|g| super::dropped_tags(&g.tags, &self.tags))

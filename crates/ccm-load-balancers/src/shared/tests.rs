@@ -478,3 +478,19 @@ fn the_record_lists_the_keys_that_fit_and_refuses_to_be_set_by_the_annotation() 
         "{e}"
     );
 }
+
+#[test]
+fn an_unrecorded_resource_gets_its_record_only_with_another_change() {
+    use crate::shared::{ANNOTATION_TAGS_MARKER, tag_additions};
+    let desired = tags(&[(ANNOTATION_TAGS_MARKER, "team"), ("team", "a")]);
+    // Taken over from the Go controller (its tags right, no record): nothing written.
+    assert_eq!(tag_additions(&tags(&[("team", "a")]), &desired), Tags::new());
+    // Another change: the record goes with it.
+    assert_eq!(tag_additions(&tags(&[("team", "b")]), &desired), desired);
+    // A recorded resource keeps its record current.
+    let recorded = tags(&[(ANNOTATION_TAGS_MARKER, "env team"), ("team", "a")]);
+    assert_eq!(
+        tag_additions(&recorded, &desired),
+        tags(&[(ANNOTATION_TAGS_MARKER, "team")])
+    );
+}
