@@ -65,6 +65,11 @@ const KNOWN_FROM_NOTHING: &[Known] = &[
         change: "added",
         reason: "NLB listeners are created tagged like their load balancer (the hardened IAM policy needs it)",
     },
+    Known {
+        key: "* * tag kubernetes.io/additional-resource-tags",
+        change: "added",
+        reason: "the record of the keys additional-resource-tags applied, so that a dropped key is removed",
+    },
 ];
 
 #[tokio::test]
