@@ -208,11 +208,9 @@ impl Elbv2 for AwsElbv2 {
                     .send()
             })
             .await?;
-        Ok(out
-            .attributes()
-            .iter()
-            .filter_map(|a| Some((a.key()?.to_owned(), a.value().unwrap_or_default().to_owned())))
-            .collect())
+        Ok(attribute_map(
+            out.attributes().iter().map(|a| (a.key(), a.value())),
+        ))
     }
 
     async fn modify_load_balancer_attributes(
@@ -246,11 +244,9 @@ impl Elbv2 for AwsElbv2 {
                     .send()
             })
             .await?;
-        Ok(out
-            .attributes()
-            .iter()
-            .filter_map(|a| Some((a.key()?.to_owned(), a.value().unwrap_or_default().to_owned())))
-            .collect())
+        Ok(attribute_map(
+            out.attributes().iter().map(|a| (a.key(), a.value())),
+        ))
     }
 
     async fn modify_listener_attributes(
@@ -463,11 +459,9 @@ impl Elbv2 for AwsElbv2 {
                     .send()
             })
             .await?;
-        Ok(out
-            .attributes()
-            .iter()
-            .filter_map(|a| Some((a.key()?.to_owned(), a.value().unwrap_or_default().to_owned())))
-            .collect())
+        Ok(attribute_map(
+            out.attributes().iter().map(|a| (a.key(), a.value())),
+        ))
     }
 
     async fn modify_target_group_attributes(
@@ -617,6 +611,16 @@ impl Elbv2 for AwsElbv2 {
         }
         Ok(())
     }
+}
+
+/// Attributes as ELBv2 reports them, (key, value), as a map (an entry without a key is dropped; a value missing
+/// is empty).
+fn attribute_map<'a>(
+    pairs: impl Iterator<Item = (Option<&'a str>, Option<&'a str>)>,
+) -> BTreeMap<String, String> {
+    pairs
+        .filter_map(|(k, v)| Some((k?.to_owned(), v.unwrap_or_default().to_owned())))
+        .collect()
 }
 
 mod convert;

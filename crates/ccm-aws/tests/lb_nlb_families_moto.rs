@@ -12,7 +12,7 @@ use ccm_aws_api::Elbv2;
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
 use k8s_openapi::api::core::v1::{Node, Service};
-use lb_support::world::{World, diff, mutation_counts, uid};
+use lb_support::world::{diff, mutation_counts, uid};
 
 const CLUSTER_NAME: &str = "kubernetes";
 
@@ -24,41 +24,6 @@ fn service(uid: &str, policy: &str, annotations: &[(Key, &str)]) -> Service {
     spec.ip_families = Some(vec!["IPv4".to_owned(), "IPv6".to_owned()]);
     spec.ip_family_policy = Some(policy.to_owned());
     svc
-}
-
-/// Gives the VPC and its subnets IPv6 CIDR blocks (a /64 of the VPC's /56 each).
-async fn ipv6_subnets(w: &World) {
-    let vpc = w
-        .raw
-        .associate_vpc_cidr_block()
-        .vpc_id(&w.vpc)
-        .amazon_provided_ipv6_cidr_block(true)
-        .send()
-        .await
-        .unwrap();
-    let block = vpc
-        .ipv6_cidr_block_association()
-        .and_then(|a| a.ipv6_cidr_block())
-        .unwrap()
-        .to_owned();
-    let groups: Vec<&str> = block.split("::").next().unwrap().split(':').collect();
-    let fourth = u16::from_str_radix(groups.get(3).copied().unwrap_or("0"), 16).unwrap();
-    for (i, subnet) in (0u16..).zip(&w.subnets) {
-        let cidr = format!(
-            "{}:{}:{}:{:x}::/64",
-            groups[0],
-            groups[1],
-            groups[2],
-            (fourth & 0xff00) | i
-        );
-        w.raw
-            .associate_subnet_cidr_block()
-            .subnet_id(subnet)
-            .ipv6_cidr_block(cidr)
-            .send()
-            .await
-            .unwrap();
-    }
 }
 
 #[tokio::test]
@@ -100,7 +65,7 @@ async fn a_dual_stack_service_gets_what_its_subnets_allow_and_what_it_requires()
     );
 
     // IPv6 subnets: the same Service's NLB becomes dual-stack in place; the annotation still wins.
-    ipv6_subnets(&w).await;
+    w.ipv6_subnets().await;
     let ensured = lbs
         .ensure_load_balancer_reporting(CLUSTER_NAME, &preferred, &nodes)
         .await

@@ -8,7 +8,7 @@ mod lb_support;
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
-    Ec2, Elbv2, Filter,
+    Ec2, Filter,
     ec2::{IpPermission, IpRange},
 };
 use ccm_cloud_provider::LoadBalancer;
@@ -72,12 +72,6 @@ async fn rules(w: &World, group: &str) -> BTreeSet<(String, i32, String, String)
     out
 }
 
-/// The NLB's groups.
-async fn lb_groups(w: &World, name: &str) -> Vec<String> {
-    let lb = w.adapter.elbv2().load_balancer(name).await.unwrap().unwrap();
-    lb.security_groups.iter().map(ToString::to_string).collect()
-}
-
 fn group_rules(group: &str, name: &str) -> BTreeSet<(String, i32, String, String)> {
     let client = format!("{CLIENT_RULE_PREFIX}{name}");
     let mut wanted: BTreeSet<_> = [30080, 30443, 30088]
@@ -99,7 +93,7 @@ async fn node_rules_reference_the_managed_group_and_go_with_it() {
     let svc = service(&[]);
     let name = lbs.load_balancer_name(CLUSTER_NAME, &svc);
     ensure(&lbs, &svc, &w.nodes()).await;
-    let [managed] = lb_groups(&w, &name).await.try_into().unwrap();
+    let [managed] = w.lb_groups(&name).await.try_into().unwrap();
     assert_eq!(
         rules(&w, &w.node_group).await,
         group_rules(&managed, &name),
@@ -126,18 +120,7 @@ async fn an_nlb_moves_from_cidr_rules_to_its_group_and_given_groups_are_referenc
     let w = lb_support::world::world(161, "grp", true).await;
     // Without groups first (an NLB of the CIDR era): CIDR rules, 3 ports x 4 ranges + 1 x 2 subnets, MTU rules.
     let lbs = w.lbs(w.config.clone());
-    let given = w
-        .raw
-        .create_security_group()
-        .group_name(ccm_testing::unique_name("given"))
-        .description("given")
-        .vpc_id(&w.vpc)
-        .send()
-        .await
-        .unwrap()
-        .group_id()
-        .unwrap()
-        .to_owned();
+    let given = w.byo_group().await;
     let svc = service(&[]);
     let name = lbs.load_balancer_name(CLUSTER_NAME, &svc);
     ensure(&lbs, &svc, &w.nodes()).await;

@@ -32,27 +32,6 @@ fn service(uid: &str, ports: &[(i32, i32)], annotations: &[(Key, &str)]) -> Serv
     lb_support::world::service(uid, ports, &all)
 }
 
-impl World {
-    async fn byo_group(&self) -> String {
-        self.raw
-            .create_security_group()
-            .group_name(unique_name("byo"))
-            .description("bring your own")
-            .vpc_id(&self.vpc)
-            .send()
-            .await
-            .unwrap()
-            .group_id()
-            .unwrap()
-            .to_owned()
-    }
-
-    async fn lb_groups(&self, name: &str) -> Vec<String> {
-        let lb = self.adapter.elbv2().load_balancer(name).await.unwrap().unwrap();
-        lb.security_groups.iter().map(ToString::to_string).collect()
-    }
-}
-
 /// An ACM certificate from moto (JSON 1.1 `CertificateManager.RequestCertificate` over plain HTTP).
 async fn certificate(domain: &str) -> String {
     let endpoint = &TestEnv::get().aws_endpoint;
@@ -931,38 +910,7 @@ async fn dualstack_is_created_steady_and_switched_back_in_place() {
     assert_eq!(elbv2.load_balancer(&name).await.unwrap(), None);
 
     // With IPv6 CIDR blocks on the VPC and its subnets.
-    let vpc = w
-        .raw
-        .associate_vpc_cidr_block()
-        .vpc_id(&w.vpc)
-        .amazon_provided_ipv6_cidr_block(true)
-        .send()
-        .await
-        .unwrap();
-    let block = vpc
-        .ipv6_cidr_block_association()
-        .and_then(|a| a.ipv6_cidr_block())
-        .unwrap()
-        .to_owned();
-    // A /56: the subnets' /64s differ in the last byte of the fourth group.
-    let groups: Vec<&str> = block.split("::").next().unwrap().split(':').collect();
-    let fourth = u16::from_str_radix(groups.get(3).copied().unwrap_or("0"), 16).unwrap();
-    for (i, subnet) in (0u16..).zip(&w.subnets) {
-        let cidr = format!(
-            "{}:{}:{}:{:x}::/64",
-            groups[0],
-            groups[1],
-            groups[2],
-            (fourth & 0xff00) | i
-        );
-        w.raw
-            .associate_subnet_cidr_block()
-            .subnet_id(subnet)
-            .ipv6_cidr_block(cidr)
-            .send()
-            .await
-            .unwrap();
-    }
+    w.ipv6_subnets().await;
     let hostname = ensure(&lbs, &dual, &nodes).await;
     let lb = elbv2.load_balancer(&name).await.unwrap().unwrap();
     assert_eq!(lb.ip_address_type, "dualstack");

@@ -169,6 +169,22 @@ pub struct InvalidService {
     pub problems: Vec<Problem>,
 }
 
+// === impl InvalidService ===
+
+impl InvalidService {
+    /// `Ok` without problems, else the Service's error naming every one.
+    pub fn check(spec: &ServiceSpec, problems: Vec<Problem>) -> Result<(), Self> {
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(Self {
+            namespace: spec.namespace.clone(),
+            name: spec.name.clone(),
+            problems,
+        })
+    }
+}
+
 /// The problems and warnings found while parsing, in the order they were found.
 #[derive(Debug, Default)]
 pub(crate) struct Findings {

@@ -8,7 +8,7 @@ use std::{
 };
 
 use super::Faulty;
-use ccm_aws_api::{Ec2, VpcId};
+use ccm_aws_api::{Ec2, Elbv2, VpcId};
 use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, AwsElb, AwsElbv2, CallMetrics, RateLimits, RetryPolicy};
 use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
 use ccm_tagging::ClusterTags;
@@ -177,6 +177,63 @@ impl World {
     /// A Node for every instance.
     pub fn nodes(&self) -> Vec<Node> {
         self.instances.iter().map(|i| node(i, &[])).collect()
+    }
+
+    /// The security groups of the NLB `name`.
+    pub async fn lb_groups(&self, name: &str) -> Vec<String> {
+        let lb = self.adapter.elbv2().load_balancer(name).await.unwrap().unwrap();
+        lb.security_groups.iter().map(ToString::to_string).collect()
+    }
+
+    /// A security group in the world's VPC that the cluster did not make (a "bring your own" group).
+    pub async fn byo_group(&self) -> String {
+        self.raw
+            .create_security_group()
+            .group_name(unique_name("byo"))
+            .description("bring your own")
+            .vpc_id(&self.vpc)
+            .send()
+            .await
+            .unwrap()
+            .group_id()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Gives the VPC an IPv6 block and each subnet a /64 of it.
+    pub async fn ipv6_subnets(&self) {
+        let vpc = self
+            .raw
+            .associate_vpc_cidr_block()
+            .vpc_id(&self.vpc)
+            .amazon_provided_ipv6_cidr_block(true)
+            .send()
+            .await
+            .unwrap();
+        let block = vpc
+            .ipv6_cidr_block_association()
+            .and_then(|a| a.ipv6_cidr_block())
+            .unwrap()
+            .to_owned();
+        // A /56: the subnets' /64s differ in the last byte of the fourth group.
+        let groups: Vec<&str> = block.split("::").next().unwrap().split(':').collect();
+        let fourth = u16::from_str_radix(groups.get(3).copied().unwrap_or("0"), 16).unwrap();
+        for (i, subnet) in (0u16..).zip(&self.subnets) {
+            let cidr = format!(
+                "{}:{}:{}:{:x}::/64",
+                groups[0],
+                groups[1],
+                groups[2],
+                (fourth & 0xff00) | i
+            );
+            self.raw
+                .associate_subnet_cidr_block()
+                .subnet_id(subnet)
+                .ipv6_cidr_block(cidr)
+                .send()
+                .await
+                .unwrap();
+        }
     }
 
     /// Whether the security group `id` exists.

@@ -52,15 +52,7 @@ pub(super) fn attach(spec: &ServiceSpec, listeners: &mut [Listener]) -> Result<(
         }
         listener.attributes = annotation.attributes.iter().cloned().collect();
     }
-    if problems.is_empty() {
-        return Ok(());
-    }
-    Err(InvalidService {
-        namespace: spec.namespace.clone(),
-        name: spec.name.clone(),
-        problems,
-    }
-    .into())
+    Ok(InvalidService::check(spec, problems)?)
 }
 
 fn pairs(attributes: &[(String, String)]) -> String {

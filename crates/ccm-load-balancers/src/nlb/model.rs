@@ -344,15 +344,7 @@ fn check_addresses(spec: &ServiceSpec, subnets: &[String]) -> Result<(), Error> 
             });
         }
     }
-    if problems.is_empty() {
-        return Ok(());
-    }
-    Err(InvalidService {
-        namespace: spec.namespace.clone(),
-        name: spec.name.clone(),
-        problems,
-    }
-    .into())
+    Ok(InvalidService::check(spec, problems)?)
 }
 
 /// The NLB's security groups by `NLBSecurityGroupMode` and the `security-groups` annotation.
