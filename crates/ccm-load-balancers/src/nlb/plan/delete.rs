@@ -12,7 +12,7 @@ use crate::annotations::DELETION_PROTECTION;
 
 /// What deletion protection asks of a deletion (pure): nothing while it is off; turning it off first when the
 /// Service consents (`aws-load-balancer-attributes` says `deletion_protection.enabled=false`); else
-/// [`Error::DeletionProtected`], before anything is changed.
+/// [`crate::Error::DeletionProtected`], before anything is changed.
 pub fn unprotect(
     name: &str,
     observed: &DeleteObserved,
