@@ -199,18 +199,7 @@ impl Elbv2 for AwsElbv2 {
     }
 
     async fn load_balancer_attributes(&self, arn: &str) -> Result<BTreeMap<String, String>> {
-        let out = self
-            .rt
-            .call(DESCRIBE_LB_ATTRIBUTES, || {
-                self.client
-                    .describe_load_balancer_attributes()
-                    .load_balancer_arn(arn)
-                    .send()
-            })
-            .await?;
-        Ok(attribute_map(
-            out.attributes().iter().map(|a| (a.key(), a.value())),
-        ))
+        self.describe_lb_attributes(arn).await
     }
 
     async fn modify_load_balancer_attributes(
@@ -218,35 +207,11 @@ impl Elbv2 for AwsElbv2 {
         arn: &str,
         attributes: &BTreeMap<String, String>,
     ) -> Result<()> {
-        let attributes: Vec<sdk::LoadBalancerAttribute> = attributes
-            .iter()
-            .map(|(k, v)| sdk::LoadBalancerAttribute::builder().key(k).value(v).build())
-            .collect();
-        self.rt
-            .call(MODIFY_LB_ATTRIBUTES, || {
-                self.client
-                    .modify_load_balancer_attributes()
-                    .load_balancer_arn(arn)
-                    .set_attributes(Some(attributes.clone()))
-                    .send()
-            })
-            .await?;
-        Ok(())
+        self.set_lb_attributes(arn, attributes).await
     }
 
     async fn listener_attributes(&self, arn: &str) -> Result<BTreeMap<String, String>> {
-        let out = self
-            .rt
-            .call(DESCRIBE_LISTENER_ATTRIBUTES, || {
-                self.client
-                    .describe_listener_attributes()
-                    .listener_arn(arn)
-                    .send()
-            })
-            .await?;
-        Ok(attribute_map(
-            out.attributes().iter().map(|a| (a.key(), a.value())),
-        ))
+        self.describe_listener_attrs(arn).await
     }
 
     async fn modify_listener_attributes(
@@ -254,20 +219,7 @@ impl Elbv2 for AwsElbv2 {
         arn: &str,
         attributes: &BTreeMap<String, String>,
     ) -> Result<()> {
-        let attributes: Vec<sdk::ListenerAttribute> = attributes
-            .iter()
-            .map(|(k, v)| sdk::ListenerAttribute::builder().key(k).value(v).build())
-            .collect();
-        self.rt
-            .call(MODIFY_LISTENER_ATTRIBUTES, || {
-                self.client
-                    .modify_listener_attributes()
-                    .listener_arn(arn)
-                    .set_attributes(Some(attributes.clone()))
-                    .send()
-            })
-            .await?;
-        Ok(())
+        self.set_listener_attributes(arn, attributes).await
     }
 
     async fn listeners(&self, load_balancer_arn: &str) -> Result<Vec<ListenerV2>> {
@@ -450,18 +402,7 @@ impl Elbv2 for AwsElbv2 {
     }
 
     async fn target_group_attributes(&self, arn: &str) -> Result<BTreeMap<String, String>> {
-        let out = self
-            .rt
-            .call(DESCRIBE_TG_ATTRIBUTES, || {
-                self.client
-                    .describe_target_group_attributes()
-                    .target_group_arn(arn)
-                    .send()
-            })
-            .await?;
-        Ok(attribute_map(
-            out.attributes().iter().map(|a| (a.key(), a.value())),
-        ))
+        self.describe_tg_attributes(arn).await
     }
 
     async fn modify_target_group_attributes(
@@ -469,20 +410,7 @@ impl Elbv2 for AwsElbv2 {
         arn: &str,
         attributes: &BTreeMap<String, String>,
     ) -> Result<()> {
-        let attributes: Vec<sdk::TargetGroupAttribute> = attributes
-            .iter()
-            .map(|(k, v)| sdk::TargetGroupAttribute::builder().key(k).value(v).build())
-            .collect();
-        self.rt
-            .call(MODIFY_TG_ATTRIBUTES, || {
-                self.client
-                    .modify_target_group_attributes()
-                    .target_group_arn(arn)
-                    .set_attributes(Some(attributes.clone()))
-                    .send()
-            })
-            .await?;
-        Ok(())
+        self.set_tg_attributes(arn, attributes).await
     }
 
     async fn target_health(&self, target_group_arn: &str) -> Result<Vec<TargetHealth>> {
@@ -613,14 +541,5 @@ impl Elbv2 for AwsElbv2 {
     }
 }
 
-/// Attributes as ELBv2 reports them, (key, value), as a map (an entry without a key is dropped; a value missing
-/// is empty).
-fn attribute_map<'a>(
-    pairs: impl Iterator<Item = (Option<&'a str>, Option<&'a str>)>,
-) -> BTreeMap<String, String> {
-    pairs
-        .filter_map(|(k, v)| Some((k?.to_owned(), v.unwrap_or_default().to_owned())))
-        .collect()
-}
-
+mod attributes;
 mod convert;
