@@ -5,7 +5,7 @@
 
 mod lb_support;
 
-use ccm_aws_api::{Ec2, Elb, Elbv2, Filter, SecurityGroupId, Tags};
+use ccm_aws_api::{Ec2, Elb, Elbv2, SecurityGroupId, Tags};
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -32,13 +32,7 @@ async fn ensure(lbs: &Lbs, svc: &Service, w: &World) {
 }
 
 async fn group_tags(w: &World, id: &str) -> Tags {
-    let groups = w
-        .adapter
-        .ec2()
-        .security_groups(&[Filter::new("group-id", [id])])
-        .await
-        .unwrap();
-    groups[0].tags.clone()
+    w.group(id).await.unwrap().tags
 }
 
 /// The keys of `tags` that are not the controller's ownership tags, sorted.

@@ -7,7 +7,7 @@ mod lb_support;
 
 use std::collections::BTreeSet;
 
-use ccm_aws_api::{Ec2, Elbv2, Filter};
+use ccm_aws_api::Elbv2;
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -63,13 +63,9 @@ async fn attribute(w: &World, name: &str, key: &str) -> Option<String> {
 }
 
 async fn node_rule_count(w: &World) -> usize {
-    let groups = w
-        .adapter
-        .ec2()
-        .security_groups(&[Filter::new("group-id", [w.node_group.as_str()])])
+    w.group(&w.node_group)
         .await
-        .unwrap();
-    groups[0]
+        .unwrap()
         .ingress
         .iter()
         .map(|p| p.ip_ranges.len() + p.source_groups.len())

@@ -8,7 +8,7 @@ mod lb_support;
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
-    Ec2, Filter,
+    Ec2,
     ec2::{IpPermission, IpRange},
 };
 use ccm_cloud_provider::LoadBalancer;
@@ -42,14 +42,9 @@ async fn ensure(lbs: &Lbs, svc: &Service, nodes: &[Node]) {
 
 /// The rules of `group` as (protocol, port, source, description), sources being CIDRs or group IDs.
 async fn rules(w: &World, group: &str) -> BTreeSet<(String, i32, String, String)> {
-    let groups = w
-        .adapter
-        .ec2()
-        .security_groups(&[Filter::new("group-id", [group])])
-        .await
-        .unwrap();
+    let group = w.group(group).await.unwrap();
     let mut out = BTreeSet::new();
-    for p in &groups[0].ingress {
+    for p in &group.ingress {
         let port = p.from_port.unwrap_or(-1);
         let cidrs = p
             .ip_ranges

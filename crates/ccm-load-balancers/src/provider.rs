@@ -154,40 +154,37 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             .map(Vec::as_slice)
     }
 
-    async fn subnets(&self, spec: &ServiceSpec) -> Result<Vec<ccm_aws_api::SubnetId>, Error> {
+    /// The subnets, and the spec they serve: a Service that only prefers dual-stack, in subnets without IPv6,
+    /// gets an IPv4 NLB and a Warning rather than an error (one that requires it gets the error), from one read.
+    async fn subnets_or_ipv4<'a>(
+        &self,
+        spec: &'a ServiceSpec,
+    ) -> Result<(std::borrow::Cow<'a, ServiceSpec>, Vec<ccm_aws_api::SubnetId>), Error> {
         let zones = if spec.subnets.is_none() {
             self.zones().await?
         } else {
             &[]
         };
-        shared::resolve_subnets(&self.ec2, &self.config, spec, zones).await
-    }
-
-    /// The subnets, and the spec they serve: a Service that only prefers dual-stack, in subnets without IPv6,
-    /// gets an IPv4 NLB and a Warning rather than an error (one that requires it gets the error).
-    async fn subnets_or_ipv4<'a>(
-        &self,
-        spec: &'a ServiceSpec,
-    ) -> Result<(std::borrow::Cow<'a, ServiceSpec>, Vec<ccm_aws_api::SubnetId>), Error> {
-        match self.subnets(spec).await {
-            Err(Error::SubnetsWithoutIpv6 { subnets }) if spec.dual_stack_preferred => {
-                let mut ipv4 = spec.clone();
-                ipv4.ip_address_type = crate::spec::IpAddressType::Ipv4;
-                ipv4.dual_stack_preferred = false;
-                ipv4.warnings.push(crate::annotations::Warning {
-                    field: "spec.ipFamilyPolicy".to_owned(),
-                    value: "PreferDualStack".to_owned(),
-                    message: format!(
-                        "the NLB is IPv4 only: its subnets {} have no IPv6 CIDR block",
-                        subnets.join(", ")
-                    ),
-                });
-                tracing::warn!(service = %spec.key(), ?subnets, "dual-stack preferred, subnets lack IPv6: IPv4 NLB");
-                let subnets = self.subnets(&ipv4).await?;
-                Ok((std::borrow::Cow::Owned(ipv4), subnets))
-            }
-            other => Ok((std::borrow::Cow::Borrowed(spec), other?)),
+        let (ids, lacking) = shared::resolve_subnets_and_ipv6(&self.ec2, &self.config, spec, zones).await?;
+        if lacking.is_empty() {
+            return Ok((std::borrow::Cow::Borrowed(spec), ids));
         }
+        if !spec.dual_stack_preferred {
+            return Err(Error::SubnetsWithoutIpv6 { subnets: lacking });
+        }
+        tracing::warn!(service = %spec.key(), subnets = ?lacking, "dual-stack preferred, subnets lack IPv6: IPv4 NLB");
+        let mut ipv4 = spec.clone();
+        ipv4.ip_address_type = crate::spec::IpAddressType::Ipv4;
+        ipv4.dual_stack_preferred = false;
+        ipv4.warnings.push(crate::annotations::Warning {
+            field: "spec.ipFamilyPolicy".to_owned(),
+            value: "PreferDualStack".to_owned(),
+            message: format!(
+                "the NLB is IPv4 only: its subnets {} have no IPv6 CIDR block",
+                lacking.join(", ")
+            ),
+        });
+        Ok((std::borrow::Cow::Owned(ipv4), ids))
     }
 
     fn ports(&self) -> Ports<'_, E, L, V> {

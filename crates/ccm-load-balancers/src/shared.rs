@@ -19,7 +19,9 @@ pub use security_groups::{
     create_or_adopt_group, find_group, instance_group, is_group_source, load_balancer_ingress,
     observed_rules, retag_group, revoke_idempotent,
 };
-pub use subnets::{ROLE_ELB_TAG, ROLE_INTERNAL_ELB_TAG, is_public, resolve_subnets, select_subnets};
+pub use subnets::{
+    ROLE_ELB_TAG, ROLE_INTERNAL_ELB_TAG, is_public, resolve_subnets, resolve_subnets_and_ipv6, select_subnets,
+};
 pub use targets::{node_instance_id, target_instances};
 
 #[cfg(test)]

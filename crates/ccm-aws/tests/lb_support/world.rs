@@ -236,14 +236,18 @@ impl World {
         }
     }
 
-    /// Whether the security group `id` exists.
-    pub async fn group_exists(&self, id: &str) -> bool {
-        !self
+    /// The security group `id`, if it exists (read through the adapter).
+    pub async fn group(&self, id: &str) -> Option<ccm_aws_api::ec2::SecurityGroup> {
+        let groups = self
             .adapter
             .ec2()
             .security_groups(&[ccm_aws_api::Filter::new("group-id", [id])])
-            .await
-            .unwrap()
-            .is_empty()
+            .await;
+        groups.unwrap().into_iter().next()
+    }
+
+    /// Whether the security group `id` exists.
+    pub async fn group_exists(&self, id: &str) -> bool {
+        self.group(id).await.is_some()
     }
 }

@@ -19,14 +19,11 @@ use crate::{
 /// have, a second one for the same listener, or the TCP idle timeout on another protocol is an error.
 pub(super) fn attach(spec: &ServiceSpec, listeners: &mut [Listener]) -> Result<(), Error> {
     let mut problems = Vec::new();
-    let names = || {
-        listeners
-            .iter()
-            .map(|l| format!("{}-{}", l.protocol, l.port))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let available = names();
+    let available = listeners
+        .iter()
+        .map(|l| format!("{}-{}", l.protocol, l.port))
+        .collect::<Vec<_>>()
+        .join(", ");
     for annotation in &spec.listener_attributes {
         let problem = |accepted: String| Problem {
             field: annotation.annotation.clone(),

@@ -96,24 +96,38 @@ pub async fn resolve_subnets<E: Ec2>(
     spec: &ServiceSpec,
     zones: &[AvailabilityZone],
 ) -> Result<Vec<SubnetId>, Error> {
+    let (ids, lacking) = resolve_subnets_and_ipv6(ec2, config, spec, zones).await?;
+    if !lacking.is_empty() {
+        return Err(Error::SubnetsWithoutIpv6 { subnets: lacking });
+    }
+    Ok(ids)
+}
+
+/// [`resolve_subnets`] without the refusal: the subnets, and those of them without an IPv6 CIDR block when the
+/// Service wants a dual-stack NLB (else none), so that one that only prefers it can fall back to IPv4 from the
+/// same reads.
+pub async fn resolve_subnets_and_ipv6<E: Ec2>(
+    ec2: &E,
+    config: &LoadBalancerConfig,
+    spec: &ServiceSpec,
+    zones: &[AvailabilityZone],
+) -> Result<(Vec<SubnetId>, Vec<String>), Error> {
     let needs_ipv6 = spec.flavour == crate::Flavour::Network
         && spec.ip_address_type == crate::spec::IpAddressType::Dualstack;
     let (ids, details) = resolve_subnet_details(ec2, config, spec, zones, needs_ipv6).await?;
-    if needs_ipv6 {
-        let lacking: Vec<String> = ids
-            .iter()
+    let lacking = if needs_ipv6 {
+        ids.iter()
             .filter(|id| {
                 !details
                     .iter()
                     .any(|s| s.id == **id && !s.ipv6_cidr_blocks.is_empty())
             })
             .map(ToString::to_string)
-            .collect();
-        if !lacking.is_empty() {
-            return Err(Error::SubnetsWithoutIpv6 { subnets: lacking });
-        }
-    }
-    Ok(ids)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok((ids, lacking))
 }
 
 /// The chosen subnets, and the subnets read on the way (their details).
