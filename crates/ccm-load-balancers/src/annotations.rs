@@ -87,6 +87,8 @@ pub enum ValueType {
     LoadBalancerAttributes,
     /// `tcp.idle_timeout.seconds=60..6000,...`: the attributes of one NLB listener.
     ListenerAttributes,
+    /// A load balancer name as AWS accepts it ([`crate::shared::is_load_balancer_name`]).
+    LoadBalancerName,
 }
 
 /// The name of the listener attribute annotations up to `<PROTOCOL>-<port>`.
@@ -192,6 +194,7 @@ keys!(
     AlpnPolicy,
     LoadBalancerAttributes,
     ListenerAttributes,
+    LoadBalancerName,
 );
 
 /// The accepted values of `aws-load-balancer-alpn-policy` (ELBv2's).
@@ -543,6 +546,21 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
               annotation leaves its attribute as it is in AWS. Same keys and format as the AWS Load Balancer \
               Controller (its origin).",
     },
+    AnnotationDef {
+        key: Key::LoadBalancerName,
+        name: "service.beta.kubernetes.io/aws-load-balancer-name",
+        value: ValueType::LoadBalancerName,
+        default: "`a` + the Service UID without dashes, 32 characters",
+        applies: Applies::Both,
+        doc: "The load balancer's name (and so the start of its DNS name) instead of one made of the Service \
+              UID. Names are unique per account and region: a name whose load balancer another Service has \
+              (its `kubernetes.io/service-name` tag), or that this cluster does not own, is refused with a \
+              Warning Event and nothing is touched, and deleting the Service then leaves it alone. A change \
+              of the name is a recreation: without consent (`aws-load-balancer-allow-recreation`) the load \
+              balancer keeps its name with a `LoadBalancerRecreationRequired` Warning Event; with it the old \
+              one is deleted and the new one made (its DNS name changes; traffic stops until the new one \
+              serves). Same key and limits as the AWS Load Balancer Controller.",
+    },
 ];
 
 /// One problem with a Service: the field or annotation, the bad value, and what is accepted.
@@ -581,9 +599,11 @@ impl Key {
     /// Where the annotation comes from.
     pub fn origin(self) -> Origin {
         match self {
-            Key::IpAddressType | Key::AlpnPolicy | Key::LoadBalancerAttributes | Key::ListenerAttributes => {
-                Origin::AwsLoadBalancerController
-            }
+            Key::IpAddressType
+            | Key::AlpnPolicy
+            | Key::LoadBalancerAttributes
+            | Key::ListenerAttributes
+            | Key::LoadBalancerName => Origin::AwsLoadBalancerController,
             Key::AllowRecreation => Origin::Ours,
             _ => Origin::Go,
         }

@@ -2,7 +2,8 @@
 //! paged listing of the region's Classic ELBs (400 a page, with their listeners, instances, groups and health
 //! check) and, for NLBs, one listing of the region's load balancers and one of its target groups (health checks
 //! and attachments). What bulk reads cannot show is not compared: NLB listeners, NLB targets, attributes,
-//! policies, tags and the nodes' rules; the next full ensure of a Service (any change to it or a node
+//! policies, tags and the nodes' rules, nor the load balancers of Services whose name change waits for consent;
+//! the next full ensure of a Service (any change to it or a node
 //! membership change) still repairs those.
 //!
 //! Cost per pass at 500 load balancers of one flavour: 2 `DescribeLoadBalancers` (Classic), or 2
@@ -36,7 +37,17 @@ pub async fn drifted<L: Elb, V: Elbv2>(
     nodes: &[&Node],
 ) -> Result<Vec<Drift>, Error> {
     let (mut classics, mut networks) = (Vec::new(), Vec::new());
-    for spec in services.iter().filter_map(|s| parse_service(s).ok()) {
+    for (service, spec) in services
+        .iter()
+        .filter_map(|s| parse_service(s).ok().map(|spec| (s, spec)))
+    {
+        // A name change waiting for consent: its load balancer keeps the old name, and its next full ensure
+        // (not a bulk read) knows which one serves.
+        if shared::service_load_balancer_name(&spec)
+            .is_ok_and(|wanted| !shared::renamed_from(service, &wanted).is_empty())
+        {
+            continue;
+        }
         match spec.flavour {
             Flavour::Classic => classics.push(spec),
             Flavour::Network => networks.push(spec),

@@ -96,6 +96,18 @@ pub enum Error {
     /// adopted or deleted. Nothing was changed in AWS.
     #[error(transparent)]
     NotOurs(#[from] crate::ownership::NotOurs),
+    /// The Service's chosen load balancer name (`aws-load-balancer-name`) is taken by a load balancer of another
+    /// Service, or of nothing this cluster owns: it is never modified, adopted or deleted. Nothing was changed.
+    #[error(
+        "load balancer name {name} is taken: its load balancer belongs to {held_by}, so it is left alone; choose \
+         another name in service.beta.kubernetes.io/aws-load-balancer-name"
+    )]
+    NameTaken {
+        /// The name.
+        name: String,
+        /// What holds it (`Service ns/name`, or `nothing of this cluster`).
+        held_by: String,
+    },
     /// The load balancer to update does not exist (yet): the next full sync creates it.
     #[error("load balancer {0} not found")]
     NotFound(String),

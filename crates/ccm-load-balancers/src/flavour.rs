@@ -111,6 +111,10 @@ pub(crate) trait LoadBalancerFlavour {
     /// The load balancer's name.
     fn name(desired: &Self::Desired) -> &str;
 
+    /// The Service a load balancer under this name must name in its `kubernetes.io/service-name` tag (`None`:
+    /// the UID name, which the ownership check alone covers; see [`crate::ownership::check_claim`]).
+    fn claimant(desired: &Self::Desired) -> Option<&str>;
+
     /// Reads what the plan needs (no mutation).
     fn observe<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
         ports: &Ports<'_, E, L, V>,

@@ -65,6 +65,31 @@ pub fn check(config: &LoadBalancerConfig, name: &str, tags: &Tags) -> Result<boo
     }
 }
 
+/// The check of a load balancer under a name that is not the Service's UID name (chosen with
+/// `aws-load-balancer-name`, or kept from before a rename): on top of [`check`], it must be owned (never
+/// adopted: an untagged load balancer of any name could be claimed so) and its `kubernetes.io/service-name` tag
+/// must name `service`. Else [`crate::Error::NameTaken`]: a Service author must not take over, and then delete,
+/// another Service's load balancer by naming it.
+pub fn check_claim(
+    config: &LoadBalancerConfig,
+    name: &str,
+    tags: &Tags,
+    service: &str,
+) -> Result<(), crate::Error> {
+    let holder = tags.get(crate::shared::SERVICE_NAME_TAG).map(String::as_str);
+    if config.cluster.ownership(tags) == Ownership::Owned && holder == Some(service) {
+        return Ok(());
+    }
+    let held_by = match holder {
+        Some(other) if config.cluster.ownership(tags) == Ownership::Owned => format!("Service {other}"),
+        _ => "nothing of this cluster".to_owned(),
+    };
+    Err(crate::Error::NameTaken {
+        name: name.to_owned(),
+        held_by,
+    })
+}
+
 /// The cluster tags among `tags`, as `key=value`.
 pub(crate) fn cluster_tags(tags: &Tags) -> Vec<String> {
     tags.iter()

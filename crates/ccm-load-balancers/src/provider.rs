@@ -238,15 +238,34 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let spec = parse_service(service)
             .map_err(Error::from)
             .inspect_err(|_| self.memory.settle_targets(uid, None))?;
-        let result = match spec.flavour {
-            Flavour::External => Err(CloudError::ImplementedElsewhere),
-            // Boxed: the NLB path's state (large with the SDK adapter's futures) lives on the heap.
-            Flavour::Network => Box::pin(self.ensure_with::<Network>(cluster_name, &spec, nodes)).await,
-            Flavour::Classic => Box::pin(self.ensure_with::<Classic>(cluster_name, &spec, nodes)).await,
+        let result = if spec.flavour == Flavour::External {
+            Err(CloudError::ImplementedElsewhere)
+        } else {
+            Box::pin(self.ensure_named(cluster_name, service, spec.clone(), nodes)).await
         };
         let targets = shared::target_instances(nodes, &spec.target_node_labels);
         self.memory.settle_targets(uid, result.is_ok().then_some(targets));
         result
+    }
+
+    /// Ensure under the name the Service's load balancer has (or should have, see `names`), with the notice
+    /// of a name change.
+    async fn ensure_named(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        spec: ServiceSpec,
+        nodes: &[&Node],
+    ) -> Result<Ensured, CloudError> {
+        let (spec, renamed) = self.renaming(cluster_name, service, spec).await?;
+        // Boxed: the NLB path's state (large with the SDK adapter's futures) lives on the heap.
+        let mut ensured = if spec.flavour == Flavour::Network {
+            Box::pin(self.ensure_with::<Network>(cluster_name, &spec, nodes)).await?
+        } else {
+            Box::pin(self.ensure_with::<Classic>(cluster_name, &spec, nodes)).await?
+        };
+        ensured.notices.extend(renamed);
+        Ok(ensured)
     }
 
     /// Ensure for one flavour: build, observe, plan, apply; the status and the Warning notices.
@@ -320,6 +339,11 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let spec = parse_service(service)
             .map_err(Error::from)
             .inspect_err(|_| self.memory.settle_targets(uid, None))?;
+        let wanted = shared::service_load_balancer_name(&spec)?;
+        if !shared::renamed_from(service, &wanted).is_empty() {
+            // A name change pending (or withheld): the full ensure knows which load balancer serves.
+            return self.ensure(cluster_name, service, nodes).await.map(drop);
+        }
         let targets = shared::target_instances(nodes, &spec.target_node_labels);
         if self.memory.same_targets(uid, &targets) {
             tracing::debug!(
@@ -338,14 +362,32 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     }
 
     async fn get(&self, service: &Service) -> Result<Option<LoadBalancerStatus>, CloudError> {
-        let name = shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default())?;
+        let uid_name = shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default())?;
         let raw = service.metadata.annotations.clone().unwrap_or_default();
         let nlb_first = Annotations::parse(&raw).text(Key::Type) == Some("nlb");
+        for name in names::all_names(service) {
+            if name != uid_name {
+                // A chosen name proves nothing: only this Service's load balancer under it is its status.
+                let (namespace, service_name) = crate::spec::namespace_and_name(service);
+                let key = ccm_cloud_provider::namespaced_key(namespace, service_name);
+                if !matches!(self.probe(&name, &key, true).await?, names::Probe::Ours(_)) {
+                    continue;
+                }
+            }
+            if let Some(status) = self.status_of(&name, nlb_first).await? {
+                return Ok(Some(status));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The status of the load balancer under `name`, the NLB looked up first when `nlb_first`.
+    async fn status_of(&self, name: &str, nlb_first: bool) -> Result<Option<LoadBalancerStatus>, CloudError> {
         for network in [nlb_first, !nlb_first] {
             if network {
                 let lb = self
                     .elbv2
-                    .load_balancer(&name)
+                    .load_balancer(name)
                     .await
                     .map_err(Error::aws("reading the NLB"))?
                     .filter(|lb| lb.lb_type == "network");
@@ -355,7 +397,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             } else {
                 let lb = self
                     .elb
-                    .load_balancer(&name)
+                    .load_balancer(name)
                     .await
                     .map_err(Error::aws("reading the load balancer"))?;
                 if let Some(lb) = lb {
@@ -381,7 +423,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
     }
 
     fn load_balancer_name(&self, _cluster_name: &str, service: &Service) -> String {
-        shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default()).unwrap_or_default()
+        names::wanted_name(service).unwrap_or_default()
     }
 
     async fn ensure_load_balancer(
@@ -486,5 +528,6 @@ pub enum PlanForError {
 
 mod delete;
 mod hosts;
+mod names;
 #[cfg(test)]
 mod tests;

@@ -146,6 +146,8 @@ pub struct ServiceSpec {
     pub listener_attributes: Vec<crate::annotations::ListenerAttributes>,
     /// `aws-load-balancer-allow-recreation`: the Service consents to its load balancer being replaced.
     pub allow_recreation: bool,
+    /// `aws-load-balancer-name`: the load balancer's name chosen by the Service (`None`: the UID name).
+    pub load_balancer_name: Option<String>,
     /// NLB IP address type.
     pub ip_address_type: IpAddressType,
     /// Whether dual-stack comes only from `spec.ipFamilyPolicy: PreferDualStack`: an NLB whose subnets lack

@@ -83,6 +83,7 @@ fn every_annotation_of_the_reference_is_in_the_table() {
             format!("{PREFIX}alpn-policy"),
             format!("{PREFIX}attributes"),
             format!("{PREFIX}listener-attributes.<PROTOCOL>-<port>"),
+            format!("{PREFIX}name"),
         ]
     );
     assert_eq!(

@@ -66,6 +66,9 @@ impl ValueType {
                 super::TCP_IDLE_TIMEOUT.2.start(),
                 super::TCP_IDLE_TIMEOUT.2.end()
             ),
+            Self::LoadBalancerName => "1 to 32 letters, digits and hyphens, neither beginning nor ending with a \
+                                       hyphen, not beginning with internal-"
+                .to_owned(),
             Self::LoadBalancerAttributes => format!(
                 "comma-separated key=value NLB attributes, each key once: {}, or another attribute of NLBs \
                  (AWS checks its value)",
@@ -191,6 +194,9 @@ fn scalar_value(ty: ValueType, trimmed: &str) -> Option<Value> {
             .ok()
             .filter(|p| (1..=65535).contains(p))
             .map(|p| Value::Port(Some(p))),
+        ValueType::LoadBalancerName => {
+            crate::shared::is_load_balancer_name(trimmed).then(|| Value::Text(trimmed.to_owned()))
+        }
         _ => None,
     }
 }

@@ -110,6 +110,11 @@ pub struct Desired {
     /// Whether a change only a new load balancer can apply may replace this one (the Service's
     /// `aws-load-balancer-allow-recreation`, or `--allow-load-balancer-recreation`).
     pub allow_recreation: bool,
+    /// Whether the name is not the Service's UID name (`aws-load-balancer-name`, or one kept from before a
+    /// rename): a name anyone may choose proves nothing, so a load balancer under it must also name this
+    /// Service in its `kubernetes.io/service-name` tag ([`crate::ownership::check_claim`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub name_chosen: bool,
 }
 
 fn listener(spec: &ServiceSpec, p: &PortSpec) -> Listener {
@@ -181,7 +186,8 @@ pub fn build(
     config: &LoadBalancerConfig,
     subnets: &[SubnetId],
 ) -> Result<Desired, Error> {
-    let name = shared::load_balancer_name(&spec.uid)?;
+    let name = shared::service_load_balancer_name(spec)?;
+    let name_chosen = name != shared::load_balancer_name(&spec.uid)?;
     let listeners: Vec<Listener> = spec.ports.iter().map(|p| listener(spec, p)).collect();
     let (managed_group, mut security_groups) = match (&spec.security_groups, &config.elb_security_group) {
         (Some(given), _) => (None, given.iter().cloned().map(GroupRef::Id).collect::<Vec<_>>()),
@@ -233,6 +239,7 @@ pub fn build(
         tags: shared::load_balancer_tags(&config.cluster, spec),
         manage_node_rules: config.manage_node_security_groups,
         allow_recreation: spec.allow_recreation || config.allow_recreation,
+        name_chosen,
         listeners,
         name,
     })

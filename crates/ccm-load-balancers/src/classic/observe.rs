@@ -223,6 +223,9 @@ pub async fn observe<E: Ec2, L: Elb>(
         // Another cluster's (or, unless adoption is configured, an untagged) load balancer under our name is
         // never touched: refuse before anything is planned.
         crate::ownership::check(config, &desired.name, &tags)?;
+        if desired.name_chosen {
+            crate::ownership::check_claim(config, &desired.name, &tags, &desired.service)?;
+        }
         observed.owned = Some(config.cluster.is_owned(&tags));
         observed.tags = tags;
         observed.attributes = Some(attributes);
@@ -513,7 +516,9 @@ async fn owned_groups<E: Ec2>(
     let mut groups = Vec::new();
     if let Some(managed) = shared::find_group(ec2, config, &shared::security_group_name(name)).await? {
         candidates.remove(&managed.id);
-        if config.cluster.is_owned(&managed.tags) {
+        // One naming another Service is that Service's (under a name it chose first).
+        let service = managed.tags.get(shared::SERVICE_NAME_TAG);
+        if config.cluster.is_owned(&managed.tags) && service.is_none_or(|s| s == service_key) {
             groups.push(managed.id);
         }
     }

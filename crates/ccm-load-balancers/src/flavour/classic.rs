@@ -37,6 +37,10 @@ impl LoadBalancerFlavour for Classic {
         &desired.name
     }
 
+    fn claimant(desired: &Self::Desired) -> Option<&str> {
+        desired.name_chosen.then_some(desired.service.as_str())
+    }
+
     async fn observe<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
         ports: &Ports<'_, E, L, V>,
         desired: &Self::Desired,

@@ -45,6 +45,10 @@ impl LoadBalancerFlavour for Network {
         &desired.name
     }
 
+    fn claimant(desired: &Self::Desired) -> Option<&str> {
+        desired.name_chosen.then_some(desired.service.as_str())
+    }
+
     async fn observe<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
         ports: &Ports<'_, E, L, V>,
         desired: &Self::Desired,

@@ -141,6 +141,11 @@ pub struct Desired {
     /// Whether a change only a new NLB can apply may replace this one (the Service's
     /// `aws-load-balancer-allow-recreation`, or `--allow-load-balancer-recreation`).
     pub allow_recreation: bool,
+    /// Whether the name is not the Service's UID name (`aws-load-balancer-name`, or one kept from before a
+    /// rename): a name anyone may choose proves nothing, so a load balancer under it must also name this
+    /// Service in its `kubernetes.io/service-name` tag ([`crate::ownership::check_claim`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub name_chosen: bool,
 }
 
 /// The listeners of a Service, one per port number (TCP and UDP on one port: `TCP_UDP`), in port order.
@@ -287,7 +292,8 @@ pub fn build(
     cluster_name: &str,
     subnets: &[SubnetId],
 ) -> Result<Desired, Error> {
-    let name = shared::load_balancer_name(&spec.uid)?;
+    let name = shared::service_load_balancer_name(spec)?;
+    let name_chosen = name != shared::load_balancer_name(&spec.uid)?;
     let mut subnets: Vec<String> = subnets.iter().map(ToString::to_string).collect();
     subnets.sort();
     check_addresses(spec, &subnets)?;
@@ -319,6 +325,7 @@ pub fn build(
         tags: shared::load_balancer_tags(&config.cluster, spec),
         node_access,
         allow_recreation: spec.allow_recreation || config.allow_recreation,
+        name_chosen,
         subnets,
         name,
     })

@@ -160,7 +160,7 @@ pub async fn observe<E: Ec2, V: Elbv2>(
     if full {
         observed.tags = tags(elbv2, load_balancer.as_ref(), &observed).await?;
     }
-    check_ownership(config, load_balancer.as_ref(), &observed, full)?;
+    check_ownership(config, desired, load_balancer.as_ref(), &observed, full)?;
     if full {
         managed_group(ec2, config, desired, &mut observed).await?;
     }
@@ -323,6 +323,7 @@ async fn tags<V: Elbv2>(
 /// is an unattached target group of another cluster.
 fn check_ownership(
     config: &LoadBalancerConfig,
+    desired: &Desired,
     load_balancer: Option<&LoadBalancerV2>,
     observed: &Observed,
     full: bool,
@@ -330,6 +331,9 @@ fn check_ownership(
     if full && let Some(lb) = load_balancer {
         let tags = observed.tags.get(&lb.arn).cloned().unwrap_or_default();
         crate::ownership::check(config, &lb.name, &tags)?;
+        if desired.name_chosen {
+            crate::ownership::check_claim(config, &lb.name, &tags, &desired.service)?;
+        }
     }
     for g in &observed.target_groups {
         let tags = observed.tags.get(&g.group.arn);

@@ -104,7 +104,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         if !F::exists(&observed) {
             return Err(Error::NotFound(name.to_owned()));
         }
-        self.ours(name, F::tags(&ports, name, &observed)).await?;
+        self.ours(name, F::claimant(desired), F::tags(&ports, name, &observed))
+            .await?;
         let changes = host_changes::<F>(desired, &observed);
         Ok(HostPlan {
             observed,
@@ -185,18 +186,19 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     pub(super) fn drift_checked(&self, services: &[&Service], nodes: &[&Node], drifts: &[Drift]) {
         let mut names = BTreeSet::new();
         for service in services {
-            let Ok(name) = shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default())
-            else {
-                continue;
-            };
             let (namespace, service_name) = crate::spec::namespace_and_name(service);
             let key = ccm_cloud_provider::namespaced_key(namespace, service_name);
-            if drifts.iter().any(|d| d.service == key) {
-                // Its next host update reads again, whatever its targets, and so repairs what it can.
-                self.memory.forget(&name);
+            let drifted = drifts.iter().any(|d| d.service == key);
+            for name in super::names::all_names(service) {
+                if drifted {
+                    // Its next host update reads again, whatever its targets, and so repairs what it can.
+                    self.memory.forget(&name);
+                } else {
+                    names.insert(name);
+                }
+            }
+            if drifted {
                 self.memory.settle_targets(service.metadata.uid.as_deref(), None);
-            } else {
-                names.insert(name);
             }
         }
         let instances = shared::target_instances(nodes, &[])

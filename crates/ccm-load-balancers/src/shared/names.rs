@@ -23,6 +23,71 @@ pub fn load_balancer_name(uid: &str) -> Result<String, Error> {
         .collect())
 }
 
+/// The name of the Service's load balancer: `aws-load-balancer-name` when given, else the UID name
+/// ([`load_balancer_name`]).
+pub fn service_load_balancer_name(spec: &ServiceSpec) -> Result<String, Error> {
+    match &spec.load_balancer_name {
+        Some(chosen) => Ok(chosen.clone()),
+        None => load_balancer_name(&spec.uid),
+    }
+}
+
+/// Whether `name` is a name AWS accepts for a Classic ELB or an NLB: 1 to 32 ASCII letters, digits and
+/// hyphens, no hyphen first or last, not beginning with `internal-` (AWS prefixes internal load balancers'
+/// DNS names with it).
+pub fn is_load_balancer_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && !name.to_ascii_lowercase().starts_with("internal-")
+}
+
+/// The load balancer names a DNS name may carry, most likely first: AWS names a load balancer's DNS
+/// `[internal-]<name>-<id>.<region>.elb.amazonaws.com` (an NLB's `...elb.<region>.amazonaws.com`), moto also
+/// `<name>.<region>...` for Classic ELBs, so both the first label without its last `-<id>` and the whole label
+/// are candidates (each one a valid name). A caller looks them up; none is trusted for being here.
+pub fn names_in_hostname(hostname: &str) -> Vec<String> {
+    let label = hostname.split('.').next().unwrap_or_default();
+    let label = label.strip_prefix("internal-").unwrap_or(label);
+    let mut names: Vec<String> = label
+        .rsplit_once('-')
+        .map(|(name, _)| name)
+        .into_iter()
+        .chain([label])
+        .filter(|n| is_load_balancer_name(n))
+        .map(str::to_owned)
+        .collect();
+    names.dedup();
+    names
+}
+
+/// The load balancer names the Service's status hostnames carry (candidates, see [`names_in_hostname`]).
+pub fn status_names(service: &k8s_openapi::api::core::v1::Service) -> Vec<String> {
+    let mut names: Vec<String> = service
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.hostname.as_deref())
+        .flat_map(names_in_hostname)
+        .collect();
+    names.dedup();
+    names
+}
+
+/// Whether the Service's status shows a load balancer under another name than `wanted` (its name changed since
+/// it was made, and the change is not yet applied): the old names, else none.
+pub fn renamed_from(service: &k8s_openapi::api::core::v1::Service, wanted: &str) -> Vec<String> {
+    let old = status_names(service);
+    if old.iter().any(|n| n == wanted) {
+        return Vec::new();
+    }
+    old
+}
+
 /// The managed security group's name for load balancer `lb_name` (`k8s-elb-<name>`).
 pub fn security_group_name(lb_name: &str) -> String {
     format!("k8s-elb-{lb_name}")

@@ -1,0 +1,161 @@
+//! Which names a Service's load balancer goes by, and what a name change does: the name it should have
+//! (`aws-load-balancer-name`, else the UID name), the one its status shows (made before a rename) and the UID
+//! name; a load balancer under a name is looked up in both flavours and must be this Service's.
+
+use ccm_aws_api::{Ec2, Elb, Elbv2, Tags};
+use ccm_cloud_provider::{CloudError, Notice};
+use k8s_openapi::api::core::v1::Service;
+
+use super::AwsLoadBalancers;
+use crate::{
+    Error,
+    annotations::{Annotations, Key},
+    ownership, shared,
+    spec::{Flavour, ServiceSpec},
+};
+
+/// What is under a load balancer name.
+#[derive(Debug)]
+pub(super) enum Probe {
+    /// No load balancer.
+    Absent,
+    /// This Service's load balancer, of that flavour.
+    Ours(Flavour),
+    /// A load balancer this Service must not touch: why.
+    Taken(Error),
+}
+
+/// The name the Service's load balancer should have now (`None` without a UID).
+pub(super) fn wanted_name(service: &Service) -> Option<String> {
+    let raw = service.metadata.annotations.clone().unwrap_or_default();
+    match Annotations::parse(&raw).text(Key::LoadBalancerName) {
+        Some(chosen) => Some(chosen.to_owned()),
+        None => shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default()).ok(),
+    }
+}
+
+/// Every name a load balancer of the Service may have, the wanted one first, then those its status shows, then
+/// the UID name; without duplicates.
+pub(super) fn all_names(service: &Service) -> Vec<String> {
+    let uid = shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default()).ok();
+    let mut names: Vec<String> = Vec::new();
+    for name in wanted_name(service)
+        .into_iter()
+        .chain(shared::status_names(service))
+        .chain(uid)
+    {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoadBalancers<E, L, V> {
+    /// What is under `name` for the Service `service` (`namespace/name`); `chosen`: the name is not its UID
+    /// name, so the load balancer must name the Service too ([`ownership::check_claim`]).
+    pub(super) async fn probe(&self, name: &str, service: &str, chosen: bool) -> Result<Probe, Error> {
+        let context = "reading a load balancer by name";
+        let check = |tags: &Tags| -> Result<(), Error> {
+            ownership::check(&self.config, name, tags)?;
+            if chosen {
+                ownership::check_claim(&self.config, name, tags, service)?;
+            }
+            Ok(())
+        };
+        let network = self
+            .elbv2
+            .load_balancer(name)
+            .await
+            .map_err(Error::aws(context))?;
+        if let Some(lb) = network.filter(|lb| lb.lb_type == "network") {
+            let arns = [lb.arn.clone()];
+            let tags = self.elbv2.tags(&arns).await.map_err(Error::aws(context))?;
+            let tags = tags.get(&lb.arn).cloned().unwrap_or_default();
+            return Ok(check(&tags).map_or_else(Probe::Taken, |()| Probe::Ours(Flavour::Network)));
+        }
+        if self
+            .elb
+            .load_balancer(name)
+            .await
+            .map_err(Error::aws(context))?
+            .is_none()
+        {
+            return Ok(Probe::Absent);
+        }
+        let tags = self.elb.tags(name).await.map_err(Error::aws(context))?;
+        Ok(check(&tags).map_or_else(Probe::Taken, |()| Probe::Ours(Flavour::Classic)))
+    }
+
+    /// A name change of the Service's load balancer (its status shows another name than the wanted one): the
+    /// spec the ensure serves and the notice to post. Without consent the load balancer keeps its name (the
+    /// spec names it) with a `LoadBalancerRecreationRequired` Warning; with consent the old one is deleted
+    /// (all of it, before the new one is made: each step is then safe to repeat) and the spec is served
+    /// under the new name with a `RecreatingLoadBalancer` Warning. A wanted name taken by another Service's
+    /// load balancer is refused before anything changes.
+    pub(super) async fn renaming(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        mut spec: ServiceSpec,
+    ) -> Result<(ServiceSpec, Option<Notice>), CloudError> {
+        let wanted = shared::service_load_balancer_name(&spec)?;
+        let old = shared::renamed_from(service, &wanted);
+        if old.is_empty() {
+            return Ok((spec, None));
+        }
+        let uid_name = shared::load_balancer_name(&spec.uid)?;
+        let key = spec.key();
+        let serving = match self.probe(&wanted, &key, wanted != uid_name).await? {
+            Probe::Taken(refused) => return Err(refused.into()),
+            // Made already (the old one was deleted before): ensure it as usual.
+            Probe::Ours(_) => return Ok((spec, None)),
+            Probe::Absent => self.serving(&old, &key, &uid_name).await?,
+        };
+        let consent = spec.allow_recreation || self.config.allow_recreation;
+        let reason = |old: &str| format!("the load balancer name {old} -> {wanted}");
+        if consent {
+            // Every old candidate, found or not: a deletion that waited (a group AWS had not released) left
+            // what only its name finds.
+            for name in &old {
+                self.delete_guarded(cluster_name, service, name, name != &uid_name)
+                    .await?;
+            }
+            let notice = serving.map(|(old, _)| {
+                let message = shared::recreation_notice("load balancer", &old, &reason(&old));
+                tracing::warn!(service = %key, load_balancer = %old, %message, "renaming the load balancer");
+                Notice::warning("RecreatingLoadBalancer", message)
+            });
+            return Ok((spec, notice));
+        }
+        let Some((old, _)) = serving else {
+            return Ok((spec, None));
+        };
+        let message = shared::recreation_withheld_notice("load balancer", &old, &reason(&old));
+        tracing::warn!(service = %key, load_balancer = %old, %message, "load balancer rename withheld");
+        spec.load_balancer_name = (old != uid_name).then(|| old.clone());
+        Ok((
+            spec,
+            Some(Notice::warning("LoadBalancerRecreationRequired", message)),
+        ))
+    }
+
+    /// The first of `names` under which this Service's load balancer exists, with its flavour.
+    async fn serving(
+        &self,
+        names: &[String],
+        key: &str,
+        uid_name: &str,
+    ) -> Result<Option<(String, Flavour)>, Error> {
+        for name in names {
+            match self.probe(name, key, name != uid_name).await? {
+                Probe::Ours(flavour) => return Ok(Some((name.clone(), flavour))),
+                Probe::Taken(refused) => {
+                    tracing::warn!(service = %key, load_balancer = %name, %refused, "not this Service's load balancer");
+                }
+                Probe::Absent => {}
+            }
+        }
+        Ok(None)
+    }
+}
