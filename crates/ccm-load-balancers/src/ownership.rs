@@ -117,6 +117,35 @@ mod tests {
             .collect()
     }
 
+    /// Under a chosen name, only an owned load balancer naming this Service is its own: never another
+    /// Service's, never an untagged one (even with adoption configured), never another cluster's.
+    #[test]
+    fn a_chosen_name_must_be_claimed_by_the_service() {
+        let mine = tags(&[
+            ("kubernetes.io/cluster/c1", "owned"),
+            ("kubernetes.io/service-name", "ns/a"),
+        ]);
+        let other = tags(&[
+            ("kubernetes.io/cluster/c1", "owned"),
+            ("kubernetes.io/service-name", "ns/b"),
+        ]);
+        let untagged = tags(&[("kubernetes.io/service-name", "ns/a")]);
+        let foreign = tags(&[
+            ("kubernetes.io/cluster/c2", "owned"),
+            ("kubernetes.io/service-name", "ns/a"),
+        ]);
+        let c = config(true);
+        assert!(check_claim(&c, "web", &mine, "ns/a").is_ok());
+        let e = check_claim(&c, "web", &other, "ns/a").unwrap_err();
+        assert!(matches!(e, crate::Error::NameTaken { .. }), "{e}");
+        assert!(e.to_string().contains("Service ns/b"), "{e}");
+        assert!(e.to_string().contains("aws-load-balancer-name"), "{e}");
+        for t in [&untagged, &foreign] {
+            let e = check_claim(&c, "web", t, "ns/a").unwrap_err();
+            assert!(e.to_string().contains("nothing of this cluster"), "{e}");
+        }
+    }
+
     #[test]
     fn the_policy_table() {
         let owned = tags(&[("kubernetes.io/cluster/c1", "owned"), ("x", "y")]);

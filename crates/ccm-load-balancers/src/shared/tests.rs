@@ -494,3 +494,70 @@ fn an_unrecorded_resource_gets_its_record_only_with_another_change() {
         tags(&[(ANNOTATION_TAGS_MARKER, "team")])
     );
 }
+
+#[test]
+fn a_chosen_name_or_the_uid_name() {
+    let svc =
+        crate::classic::tests::service(&[(crate::annotations::Key::LoadBalancerName, "web")], &[(80, 1)]);
+    let spec = crate::spec::parse_service(&svc).unwrap();
+    assert_eq!(service_load_balancer_name(&spec).unwrap(), "web");
+    let svc = crate::classic::tests::service(&[], &[(80, 1)]);
+    let spec = crate::spec::parse_service(&svc).unwrap();
+    assert_eq!(
+        service_load_balancer_name(&spec).unwrap(),
+        load_balancer_name(&spec.uid).unwrap()
+    );
+}
+
+/// AWS's DNS names (Classic, internal, NLB) and moto's (Classic without an ID, NLB with `-1`).
+#[test]
+fn names_found_in_dns_names() {
+    for (host, names) in [
+        (
+            "web-1234567890.us-east-1.elb.amazonaws.com",
+            &["web", "web-1234567890"][..],
+        ),
+        (
+            "internal-my-lb-99.us-east-1.elb.amazonaws.com",
+            &["my-lb", "my-lb-99"],
+        ),
+        (
+            "my-nlb-0123456789abcdef.elb.eu-west-1.amazonaws.com",
+            &["my-nlb", "my-nlb-0123456789abcdef"],
+        ),
+        ("web.us-east-1.elb.amazonaws.com", &["web"]),
+        ("my-lb.us-east-1.elb.amazonaws.com", &["my", "my-lb"]),
+        // A UID name with AWS's ID is too long to be a name itself.
+        (
+            "a6f1d2b3caaaabbbbcccc1234567890a-1.us-east-1.elb.amazonaws.com",
+            &["a6f1d2b3caaaabbbbcccc1234567890a"],
+        ),
+        ("", &[]),
+        ("-.x", &[]),
+    ] {
+        assert_eq!(names_in_hostname(host), names, "{host}");
+    }
+    assert!(is_load_balancer_name("a-b"));
+    assert!(!is_load_balancer_name("Internal-web"));
+}
+
+#[test]
+fn a_rename_is_seen_from_the_status() {
+    let mut svc = crate::classic::tests::service(&[], &[(80, 1)]);
+    assert!(
+        renamed_from(&svc, "new").is_empty(),
+        "no status: nothing made yet"
+    );
+    svc.status = Some(k8s_openapi::api::core::v1::ServiceStatus {
+        load_balancer: Some(k8s_openapi::api::core::v1::LoadBalancerStatus {
+            ingress: Some(vec![k8s_openapi::api::core::v1::LoadBalancerIngress {
+                hostname: Some("old-lb-42.us-east-1.elb.amazonaws.com".to_owned()),
+                ..Default::default()
+            }]),
+        }),
+        ..Default::default()
+    });
+    assert_eq!(status_names(&svc), ["old-lb", "old-lb-42"]);
+    assert_eq!(renamed_from(&svc, "new"), ["old-lb", "old-lb-42"]);
+    assert!(renamed_from(&svc, "old-lb").is_empty());
+}

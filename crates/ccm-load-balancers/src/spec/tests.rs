@@ -287,3 +287,37 @@ fn ip_families_choose_the_address_type_and_the_annotation_wins() {
     assert_eq!(fields(&e), ["spec.ipFamilies"]);
     assert!(parse(&[], &["IPv4"], "SingleStack").unwrap().warnings.is_empty());
 }
+
+#[test]
+fn a_chosen_name_is_checked_against_awss_limits() {
+    let named = |name: &str| parse_service(&service(&[(Key::LoadBalancerName, name)], &[(80, 30080)]));
+    assert_eq!(
+        named("web-prod-1").unwrap().load_balancer_name.as_deref(),
+        Some("web-prod-1")
+    );
+    assert_eq!(
+        named(&"a".repeat(32)).unwrap().load_balancer_name.unwrap().len(),
+        32
+    );
+    for bad in [
+        &"a".repeat(33),
+        "-web",
+        "web-",
+        "web_prod",
+        "internal-web",
+        "wéb",
+    ] {
+        let e = named(bad).expect_err(bad);
+        assert_eq!(fields(&e), [Key::LoadBalancerName.name()], "{bad:?}");
+        assert!(
+            e.problems[0]
+                .accepted
+                .contains("1 to 32 letters, digits and hyphens"),
+            "{e}"
+        );
+    }
+    let unnamed = parse_service(&service(&[], &[(80, 30080)])).unwrap();
+    assert_eq!(unnamed.load_balancer_name, None);
+    // As with every annotation, an empty value is no value: the UID name.
+    assert_eq!(named("").unwrap().load_balancer_name, None);
+}
