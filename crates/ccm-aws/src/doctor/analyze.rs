@@ -109,7 +109,9 @@ fn load_balancer_reason(services: &Services<'_>, key: &str, lb_name: &str) -> Op
     };
     let uid = service.metadata.uid.as_deref().unwrap_or_default();
     let expected = shared::load_balancer_name(uid).ok()?;
-    (is_generated_name(lb_name) && lb_name != expected).then(|| {
+    // Its own under any name it has (chosen with `aws-load-balancer-name`, or in its status).
+    let own = shared::all_names(service).iter().any(|n| n == lb_name);
+    (is_generated_name(lb_name) && !own).then(|| {
         format!("Service {key} was recreated: its UID {uid} names load balancer {expected}, not {lb_name}")
     })
 }
@@ -221,7 +223,7 @@ fn group_reason(
                     let lb = classic_name.filter(|n| is_generated_name(n))?;
                     let uid = service.metadata.uid.as_deref().unwrap_or_default();
                     let expected = shared::load_balancer_name(uid).ok()?;
-                    (lb != expected).then(|| {
+                    (!shared::all_names(service).iter().any(|n| n == lb)).then(|| {
                     format!("Service {key} was recreated: its UID {uid} names load balancer {expected}, not {lb}")
                 })
                 }
@@ -231,7 +233,7 @@ fn group_reason(
             let wanted = services
                 .values()
                 .filter(|s| wants_load_balancer(s))
-                .filter_map(|s| shared::load_balancer_name(s.metadata.uid.as_deref()?).ok())
+                .flat_map(|s| shared::all_names(s))
                 .any(|n| n == lb);
             (!live_classic.contains(lb) && !wanted).then(|| {
                 format!("load balancer {lb} does not exist and no Service's load balancer has that name")

@@ -7,10 +7,9 @@ use ccm_cloud_provider::{CloudError, Notice};
 use k8s_openapi::api::core::v1::Service;
 
 use super::AwsLoadBalancers;
+pub(super) use crate::shared::{all_names, wanted_name};
 use crate::{
-    Error,
-    annotations::{Annotations, Key},
-    ownership, shared,
+    Error, ownership, shared,
     spec::{Flavour, ServiceSpec},
 };
 
@@ -23,32 +22,6 @@ pub(super) enum Probe {
     Ours(Flavour),
     /// A load balancer this Service must not touch: why.
     Taken(Error),
-}
-
-/// The name the Service's load balancer should have now (`None` without a UID).
-pub(super) fn wanted_name(service: &Service) -> Option<String> {
-    let raw = service.metadata.annotations.clone().unwrap_or_default();
-    match Annotations::parse(&raw).text(Key::LoadBalancerName) {
-        Some(chosen) => Some(chosen.to_owned()),
-        None => shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default()).ok(),
-    }
-}
-
-/// Every name a load balancer of the Service may have, the wanted one first, then those its status shows, then
-/// the UID name; without duplicates.
-pub(super) fn all_names(service: &Service) -> Vec<String> {
-    let uid = shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default()).ok();
-    let mut names: Vec<String> = Vec::new();
-    for name in wanted_name(service)
-        .into_iter()
-        .chain(shared::status_names(service))
-        .chain(uid)
-    {
-        if !names.contains(&name) {
-            names.push(name);
-        }
-    }
-    names
 }
 
 impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoadBalancers<E, L, V> {

@@ -3,8 +3,13 @@
 
 use ccm_aws_api::Tags;
 use ccm_tagging::ClusterTags;
+use k8s_openapi::api::core::v1::Service;
 
-use crate::{Error, spec::ServiceSpec};
+use crate::{
+    Error,
+    annotations::{Annotations, Key},
+    spec::ServiceSpec,
+};
 
 /// The tag naming the Service of a load balancer.
 pub const SERVICE_NAME_TAG: &str = "kubernetes.io/service-name";
@@ -63,7 +68,7 @@ pub fn names_in_hostname(hostname: &str) -> Vec<String> {
 }
 
 /// The load balancer names the Service's status hostnames carry (candidates, see [`names_in_hostname`]).
-pub fn status_names(service: &k8s_openapi::api::core::v1::Service) -> Vec<String> {
+pub fn status_names(service: &Service) -> Vec<String> {
     let mut names: Vec<String> = service
         .status
         .as_ref()
@@ -86,6 +91,32 @@ pub fn renamed_from(service: &k8s_openapi::api::core::v1::Service, wanted: &str)
         return Vec::new();
     }
     old
+}
+
+/// The name the Service's load balancer should have now (`None` without a UID).
+pub fn wanted_name(service: &Service) -> Option<String> {
+    let raw = service.metadata.annotations.clone().unwrap_or_default();
+    match Annotations::parse(&raw).text(Key::LoadBalancerName) {
+        Some(chosen) => Some(chosen.to_owned()),
+        None => load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default()).ok(),
+    }
+}
+
+/// Every name a load balancer of the Service may have, the wanted one first, then those its status shows, then
+/// the UID name; without duplicates.
+pub fn all_names(service: &Service) -> Vec<String> {
+    let uid = load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default()).ok();
+    let mut names: Vec<String> = Vec::new();
+    for name in wanted_name(service)
+        .into_iter()
+        .chain(status_names(service))
+        .chain(uid)
+    {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
 }
 
 /// The managed security group's name for load balancer `lb_name` (`k8s-elb-<name>`).

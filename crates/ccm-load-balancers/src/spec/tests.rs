@@ -299,14 +299,7 @@ fn a_chosen_name_is_checked_against_awss_limits() {
         named(&"a".repeat(32)).unwrap().load_balancer_name.unwrap().len(),
         32
     );
-    for bad in [
-        &"a".repeat(33),
-        "-web",
-        "web-",
-        "web_prod",
-        "internal-web",
-        "wéb",
-    ] {
+    for bad in [&"a".repeat(33), "-web", "web-", "web_prod", "internal-web", "wéb"] {
         let e = named(bad).expect_err(bad);
         assert_eq!(fields(&e), [Key::LoadBalancerName.name()], "{bad:?}");
         assert!(
