@@ -211,6 +211,23 @@ async fn a_rename_waits_for_consent_then_replaces_the_load_balancer() {
             ),
             &status,
         );
+        // The dry run says so, in both cases, and writes nothing.
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let before = mutation_counts(w.adapter.metrics());
+        for (svc, replaces) in [(&renamed, false), (&consenting, true)] {
+            let run = lbs.dry_run(CLUSTER_NAME, svc, &refs).await.unwrap();
+            let recreation = run.recreation.expect("a rename is a recreation");
+            assert_eq!(recreation.replaces, replaces);
+            assert!(
+                recreation.reason.contains(&format!("{old} -> {name}")),
+                "{}",
+                recreation.reason
+            );
+        }
+        assert_eq!(
+            diff(&mutation_counts(w.adapter.metrics()), &before),
+            Default::default()
+        );
         let made = ensure(&lbs, &w, &consenting).await.unwrap();
         let reasons: Vec<&str> = made.notices.iter().map(|n| n.reason.as_str()).collect();
         assert_eq!(reasons, ["RecreatingLoadBalancer"]);

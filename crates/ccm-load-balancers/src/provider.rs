@@ -205,12 +205,24 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         nodes: &[&Node],
     ) -> Result<DryRun, Error> {
         let spec = parse_service(service)?;
+        let (spec, rename) = if spec.flavour == Flavour::External {
+            (spec, None)
+        } else {
+            self.rename_of(service, spec).await?
+        };
         let mut run = if spec.flavour == Flavour::Network {
             Box::pin(self.dry_run_with::<Network>(cluster_name, spec, nodes)).await?
         } else {
             self.dry_run_with::<Classic>(cluster_name, spec, nodes).await?
         };
         run.waiting_ports = ports_without_node_port(service);
+        if let Some(rename) = rename {
+            // The rename first: with consent the plan is the new load balancer's, made once the old one is gone.
+            run.recreation = Some(crate::dry_run::Recreation {
+                replaces: rename.consent,
+                reason: rename.reason,
+            });
+        }
         Ok(run)
     }
 
@@ -366,15 +378,17 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let raw = service.metadata.annotations.clone().unwrap_or_default();
         let nlb_first = Annotations::parse(&raw).text(Key::Type) == Some("nlb");
         for name in names::all_names(service) {
+            let mut network_first = nlb_first;
             if name != uid_name {
                 // A chosen name proves nothing: only this Service's load balancer under it is its status.
                 let (namespace, service_name) = crate::spec::namespace_and_name(service);
                 let key = ccm_cloud_provider::namespaced_key(namespace, service_name);
-                if !matches!(self.probe(&name, &key, true).await?, names::Probe::Ours(_)) {
-                    continue;
+                match self.probe(&name, &key, true).await? {
+                    names::Probe::Ours(flavour) => network_first = flavour == Flavour::Network,
+                    _ => continue,
                 }
             }
-            if let Some(status) = self.status_of(&name, nlb_first).await? {
+            if let Some(status) = self.status_of(&name, network_first).await? {
                 return Ok(Some(status));
             }
         }

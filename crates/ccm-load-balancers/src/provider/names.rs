@@ -13,6 +13,19 @@ use crate::{
     spec::{Flavour, ServiceSpec},
 };
 
+/// A pending change of the load balancer's name.
+#[derive(Debug)]
+pub(super) struct Rename {
+    /// The name the load balancer has.
+    pub(super) from: String,
+    /// What changes, for notices and dry runs.
+    pub(super) reason: String,
+    /// Whether the Service consents to the recreation.
+    pub(super) consent: bool,
+    /// With consent, the old names to delete, each with whether it is a chosen one.
+    pub(super) leftovers: Vec<(bool, String)>,
+}
+
 /// What is under a load balancer name.
 #[derive(Debug)]
 pub(super) enum Probe {
@@ -60,18 +73,14 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         Ok(check(&tags).map_or_else(Probe::Taken, |()| Probe::Ours(Flavour::Classic)))
     }
 
-    /// A name change of the Service's load balancer (its status shows another name than the wanted one): the
-    /// spec the ensure serves and the notice to post. Without consent the load balancer keeps its name (the
-    /// spec names it) with a `LoadBalancerRecreationRequired` Warning; with consent the old one is deleted
-    /// (all of it, before the new one is made: each step is then safe to repeat) and the spec is served
-    /// under the new name with a `RecreatingLoadBalancer` Warning. A wanted name taken by another Service's
-    /// load balancer is refused before anything changes.
-    pub(super) async fn renaming(
+    /// A name change of the Service's load balancer (its status shows another name than the wanted one), read
+    /// only: the spec to serve (without consent, under the old name) and the rename, if one is pending. A
+    /// wanted name taken by another Service's load balancer is refused here, before anything changes.
+    pub(super) async fn rename_of(
         &self,
-        cluster_name: &str,
         service: &Service,
         mut spec: ServiceSpec,
-    ) -> Result<(ServiceSpec, Option<Notice>), CloudError> {
+    ) -> Result<(ServiceSpec, Option<Rename>), Error> {
         let wanted = shared::service_load_balancer_name(&spec)?;
         let old = shared::renamed_from(service, &wanted);
         if old.is_empty() {
@@ -79,50 +88,75 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         }
         let uid_name = shared::load_balancer_name(&spec.uid)?;
         let key = spec.key();
-        let serving = match self.probe(&wanted, &key, wanted != uid_name).await? {
-            Probe::Taken(refused) => return Err(refused.into()),
+        match self.probe(&wanted, &key, wanted != uid_name).await? {
+            Probe::Taken(refused) => return Err(refused),
             // Made already (the old one was deleted before): ensure it as usual.
             Probe::Ours(_) => return Ok((spec, None)),
-            Probe::Absent => self.serving(&old, &key, &uid_name).await?,
-        };
-        let consent = spec.allow_recreation || self.config.allow_recreation;
-        let reason = |old: &str| format!("the load balancer name {old} -> {wanted}");
-        if consent {
-            // Every old candidate, found or not: a deletion that waited (a group AWS had not released) left
-            // what only its name finds.
-            for name in &old {
-                self.delete_guarded(cluster_name, service, name, name != &uid_name)
-                    .await?;
-            }
-            let notice = serving.map(|(old, _)| {
-                let message = shared::recreation_notice("load balancer", &old, &reason(&old));
-                tracing::warn!(service = %key, load_balancer = %old, %message, "renaming the load balancer");
-                Notice::warning("RecreatingLoadBalancer", message)
-            });
-            return Ok((spec, notice));
+            Probe::Absent => {}
         }
-        let Some((old, _)) = serving else {
-            return Ok((spec, None));
+        let serving = self.serving(&old, &key, &uid_name).await?;
+        let consent = spec.allow_recreation || self.config.allow_recreation;
+        if !consent {
+            let Some(from) = serving else {
+                return Ok((spec, None));
+            };
+            spec.load_balancer_name = (from != uid_name).then(|| from.clone());
+            let rename = Rename {
+                reason: format!("the load balancer name {from} -> {wanted}"),
+                from,
+                consent,
+                leftovers: Vec::new(),
+            };
+            return Ok((spec, Some(rename)));
+        }
+        // Every old candidate is deleted, found or not: a deletion that waited (a group AWS had not released)
+        // left what only its name finds.
+        let from = serving.unwrap_or_else(|| old[0].clone());
+        let rename = Rename {
+            reason: format!("the load balancer name {from} -> {wanted}"),
+            from,
+            consent,
+            leftovers: old.into_iter().map(|n| (n != uid_name, n)).collect(),
         };
-        let message = shared::recreation_withheld_notice("load balancer", &old, &reason(&old));
-        tracing::warn!(service = %key, load_balancer = %old, %message, "load balancer rename withheld");
-        spec.load_balancer_name = (old != uid_name).then(|| old.clone());
-        Ok((
-            spec,
-            Some(Notice::warning("LoadBalancerRecreationRequired", message)),
-        ))
+        Ok((spec, Some(rename)))
     }
 
-    /// The first of `names` under which this Service's load balancer exists, with its flavour.
-    async fn serving(
+    /// What a name change does in an ensure: without consent the load balancer keeps its name (the spec of
+    /// [`rename_of`](Self::rename_of) names it) with a `LoadBalancerRecreationRequired` Warning; with consent
+    /// the old one is deleted (all of it, before the new one is made: each step is then safe to repeat) with a
+    /// `RecreatingLoadBalancer` Warning.
+    pub(super) async fn renaming(
         &self,
-        names: &[String],
-        key: &str,
-        uid_name: &str,
-    ) -> Result<Option<(String, Flavour)>, Error> {
+        cluster_name: &str,
+        service: &Service,
+        spec: ServiceSpec,
+    ) -> Result<(ServiceSpec, Option<Notice>), CloudError> {
+        let (spec, rename) = self.rename_of(service, spec).await?;
+        let Some(rename) = rename else {
+            return Ok((spec, None));
+        };
+        let key = spec.key();
+        if !rename.consent {
+            let message = shared::recreation_withheld_notice("load balancer", &rename.from, &rename.reason);
+            tracing::warn!(service = %key, load_balancer = %rename.from, %message, "load balancer rename withheld");
+            return Ok((
+                spec,
+                Some(Notice::warning("LoadBalancerRecreationRequired", message)),
+            ));
+        }
+        for (chosen, name) in &rename.leftovers {
+            self.delete_guarded(cluster_name, service, name, *chosen).await?;
+        }
+        let message = shared::recreation_notice("load balancer", &rename.from, &rename.reason);
+        tracing::warn!(service = %key, load_balancer = %rename.from, %message, "renaming the load balancer");
+        Ok((spec, Some(Notice::warning("RecreatingLoadBalancer", message))))
+    }
+
+    /// The first of `names` under which this Service's load balancer exists.
+    async fn serving(&self, names: &[String], key: &str, uid_name: &str) -> Result<Option<String>, Error> {
         for name in names {
             match self.probe(name, key, name != uid_name).await? {
-                Probe::Ours(flavour) => return Ok(Some((name.clone(), flavour))),
+                Probe::Ours(_) => return Ok(Some(name.clone())),
                 Probe::Taken(refused) => {
                     tracing::warn!(service = %key, load_balancer = %name, %refused, "not this Service's load balancer");
                 }
