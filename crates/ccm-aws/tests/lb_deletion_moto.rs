@@ -3,7 +3,9 @@
 //! moto behind a fault proxy: `DeleteSecurityGroup` answers `DependencyViolation` (a Classic ELB's network
 //! interfaces still draining) and `DeleteTargetGroup` answers `ResourceInUse`, twice each, as real AWS does for
 //! minutes and moto never does. The Service keeps its finalizer and gets a Normal `LoadBalancerDeletionPending`
-//! Event naming what is waited for; it goes only once the group or target groups are gone from AWS.
+//! Event naming what is waited for; it goes only once the group or target groups are gone from AWS. A name
+//! change (`aws-load-balancer-name`, with consent) waits for the old load balancer's group the same way, and
+//! serves under the new name once it is gone.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -17,7 +19,7 @@ use common::{Fixture, eventually, fixture_at};
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::{
     Api,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 
@@ -209,6 +211,84 @@ async fn nlb_target_groups_in_use_are_waited_for_not_leaked() {
         async || ours().await.is_empty(),
     )
     .await;
+    stop.send(()).ok();
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_renamed_classic_elb_waits_for_its_old_group_then_serves_under_the_new_name() {
+    let proxy = FaultProxy::start(&TestEnv::get().aws_endpoint).await.unwrap();
+    let f = fixture_at(Some(&proxy.url())).await;
+    let client = TestEnv::get().kube_client().await.unwrap();
+    let annotations = json!({ "service.beta.kubernetes.io/aws-load-balancer-internal": "true" });
+    let (name, stop) = ensured_service(&f, &client, annotations).await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let uid = services.get(&name).await.unwrap().metadata.uid.unwrap();
+    let old = format!("a{}", uid.replace('-', "").chars().take(31).collect::<String>());
+    let ec2 = f.adapter.ec2().clone();
+    let group = async |lb: &str| {
+        let name = format!("k8s-elb-{lb}");
+        ec2.security_groups(&[Filter::new("group-name", [name.as_str()])])
+            .await
+            .unwrap()
+            .pop()
+            .map(|g| g.id)
+    };
+    assert!(group(&old).await.is_some());
+
+    let chosen = format!("renamed-{}", &uid[..8]);
+    proxy.inject("DeleteSecurityGroup", Fault::error(400, "DependencyViolation"), 2);
+    let patch = json!({ "metadata": { "annotations": {
+        "service.beta.kubernetes.io/aws-load-balancer-name": chosen,
+        "service.beta.kubernetes.io/aws-load-balancer-allow-recreation": "true",
+    } } });
+    services
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    eventually("the status naming the new load balancer", 90, async || {
+        let s = services.get(&name).await.unwrap();
+        s.status
+            .and_then(|s| s.load_balancer)
+            .and_then(|l| l.ingress)
+            .is_some_and(|i| {
+                i.iter()
+                    .any(|i| i.hostname.as_deref().is_some_and(|h| h.contains(&chosen)))
+            })
+    })
+    .await;
+    assert_eq!(
+        proxy.requests("DeleteSecurityGroup"),
+        3,
+        "two refusals, then the deletion that worked"
+    );
+    assert_eq!(group(&old).await, None, "the old group is gone, not leaked");
+    assert!(group(&chosen).await.is_some());
+    let elb = f.adapter.elb();
+    assert!(
+        ccm_aws_api::Elb::load_balancer(elb, &old)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let reasons: Vec<String> = events(&client, &name).await.into_iter().map(|(r, _)| r).collect();
+    assert!(
+        reasons.contains(&"RecreatingLoadBalancer".to_owned()),
+        "{reasons:?}"
+    );
+
+    services.delete(&name, &DeleteParams::default()).await.unwrap();
+    eventually("the Service gone", 90, async || {
+        services.get_opt(&name).await.unwrap().is_none()
+    })
+    .await;
+    assert!(
+        ccm_aws_api::Elb::load_balancer(elb, &chosen)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(group(&chosen).await, None);
     stop.send(()).ok();
     f.cleanup().await;
 }
