@@ -30,18 +30,10 @@ struct Cli {
     /// for one. Without it such a load balancer is kept as it is, with a LoadBalancerRecreationRequired Warning.
     #[arg(long)]
     allow_load_balancer_recreation: bool,
-    /// Every load balancer host update (a node change) a full ensure, as the Go provider does. Hidden: only for
-    /// measuring the Go call pattern beside this one (docs/performance.md).
-    #[arg(long, hide = true)]
-    lb_host_update_full_ensure: bool,
     /// No client-side AWS rate limit (by default half of AWS's documented buckets). Hidden: only for the scale
     /// harness's memory run, which creates 1,000 load balancers in minutes, not the 83 the default allows.
     #[arg(long, hide = true)]
     aws_client_rate_limits_off: bool,
-    /// Nodes named by private DNS name always asked by name, never by a listing of the cluster, as the Go
-    /// provider does. Hidden: only for measuring the Go call pattern (docs/performance.md).
-    #[arg(long, hide = true)]
-    aws_instance_listing_off: bool,
 }
 
 const TAGGING: &str = "tagging";
@@ -95,10 +87,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         options = options.with_rate_limits(RateLimits::unlimited());
     }
     let (cloud, adapter) = AwsCloud::connect(&config, options).await?;
-    let cloud = cloud
-        .with_full_ensure_host_updates(cli.lb_host_update_full_ensure)
-        .with_load_balancer_recreation(cli.allow_load_balancer_recreation)
-        .with_cluster_listing(!cli.aws_instance_listing_off);
+    let cloud = cloud.with_load_balancer_recreation(cli.allow_load_balancer_recreation);
     let ec2 = Arc::new(cloud.ec2().clone());
     let (cluster, members) = (cloud.cluster().clone(), cloud.membership().clone());
     let registered = tagging_metrics.clone();
@@ -136,11 +125,7 @@ mod tests {
     fn the_measurement_flags_parse_and_stay_out_of_the_help() {
         use clap::Parser;
         let help = super::Cli::command().render_long_help().to_string();
-        for flag in [
-            "lb-host-update-full-ensure",
-            "aws-client-rate-limits-off",
-            "aws-instance-listing-off",
-        ] {
+        for flag in ["aws-client-rate-limits-off"] {
             assert!(!help.contains(flag), "{flag} in the help");
             let cli = super::Cli::try_parse_from(["aws-cloud-controller-manager", &format!("--{flag}")]);
             assert!(cli.is_ok(), "--{flag}");

@@ -234,16 +234,6 @@ where
         })
     }
 
-    /// Every load balancer host update (a node change) a full ensure, as the Go provider's call pattern; for
-    /// the scale harness's side-by-side measurement (the binary's hidden `--lb-host-update-full-ensure`).
-    #[must_use]
-    pub fn with_full_ensure_host_updates(mut self, on: bool) -> Self {
-        self.load_balancers = self
-            .load_balancers
-            .map(|lbs| lbs.map(|inner| inner.with_full_ensure_host_updates(on)));
-        self
-    }
-
     /// Consent to load balancer recreation for every Service when `allowed` (`--allow-load-balancer-recreation`):
     /// a change only a new load balancer can apply then replaces the serving one, as the Service annotation
     /// `aws-load-balancer-allow-recreation: "true"` does for one Service. Off by default.
@@ -252,15 +242,6 @@ where
         self.load_balancers = self
             .load_balancers
             .map(|lbs| lbs.map(|inner| inner.with_recreation_allowed(allowed)));
-        self
-    }
-
-    /// Nodes named by private DNS name always asked by name, never answered by a listing of the cluster, as
-    /// the Go provider's call pattern; for the scale harness's side-by-side measurement (the binary's hidden
-    /// `--aws-instance-listing-off`).
-    #[must_use]
-    pub fn with_cluster_listing(mut self, on: bool) -> Self {
-        self.instances = self.instances.map(|inner| inner.with_cluster_listing(on));
         self
     }
 

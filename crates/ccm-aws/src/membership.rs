@@ -185,13 +185,6 @@ impl<E: Ec2 + Send + Sync> MemberInstances<E> {
         &self.inner
     }
 
-    /// Changes the wrapped provider (builder methods).
-    pub(crate) fn map(self, f: impl FnOnce(AwsInstances<E>) -> AwsInstances<E>) -> Self {
-        Self {
-            inner: f(self.inner),
-            membership: self.membership,
-        }
-    }
 
     fn learn(&self, node: &Node, result: &CloudResult<Option<InstanceMetadata>>) {
         if let (Some(id), Ok(Some(meta))) = (node_instance_id(node), result) {

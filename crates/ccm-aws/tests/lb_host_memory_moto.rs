@@ -297,22 +297,6 @@ async fn a_node_outside_a_services_targets_costs_that_load_balancer_nothing() {
     .await;
     assert_eq!(first.get("DescribeLoadBalancers"), Some(&1), "{first:?}");
 
-    // Every host update a full ensure (the Go controller's pattern): never skipped.
-    let full = w.lbs(w.config.clone()).with_full_ensure_host_updates(true);
-    full.ensure_load_balancer(CLUSTER, &b, &[&n0, &n1, &n2])
-        .await
-        .unwrap();
-    let again = counted(
-        &w,
-        Box::pin(async {
-            full.update_load_balancer(CLUSTER, &b, &[&n0, &n1, &n2])
-                .await
-                .unwrap();
-        }),
-    )
-    .await;
-    assert_eq!(again.get("DescribeLoadBalancerAttributes"), Some(&1), "{again:?}");
-
     // Deleted: the targets are forgotten with the load balancer.
     lbs.ensure_load_balancer_deleted(CLUSTER, &a).await.unwrap();
     let gone = lbs.update_load_balancer(CLUSTER, &a, &[&n0, &n1, &n2]).await;

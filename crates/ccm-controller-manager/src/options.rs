@@ -135,11 +135,6 @@ pub struct Options {
     /// re-ensured; 0 disables it. Not an upstream flag: the Go controller repairs drift only on the next change.
     #[arg(long, default_value = "10m", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Service controller")]
     pub load_balancer_resync_period: Duration,
-    /// The most Nodes in one provider lookup of the cloud-node and node-lifecycle controllers; 0 keeps their
-    /// defaults (1,000 and 200). Hidden, not an upstream flag: `1` reproduces the Go controller's one instance per
-    /// lookup, so that the scale harness (docs/performance.md) measures both call patterns with one binary.
-    #[arg(long, default_value_t = 0, value_name = "N", hide = true)]
-    pub node_lookup_batch_size: u32,
     /// The period between route reconciliation passes.
     #[arg(long, default_value = "10s", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Route controller")]
     pub route_reconciliation_period: Duration,

@@ -464,20 +464,6 @@ fn verbosity_maps_to_levels() {
     assert_eq!(f(9), "trace");
 }
 
-#[test]
-fn node_lookup_batch_size_is_hidden_and_off_by_default() {
-    assert_eq!(parse(&[]).node_lookup_batch_size, 0);
-    assert_eq!(parse(&["--node-lookup-batch-size=1"]).node_lookup_batch_size, 1);
-    let help = <Cli as clap::CommandFactory>::command()
-        .render_long_help()
-        .to_string();
-    assert!(!help.contains("node-lookup-batch-size"), "{help}");
-    assert!(
-        Options::try_parse_from(["--node-lookup-batch-size=-1"]).is_err(),
-        "a negative batch size must be refused"
-    );
-}
-
 /// `--help` says what each `-v` level does, as `filter_for_verbosity` does it.
 #[test]
 fn the_verbosity_help_matches_the_filter() {

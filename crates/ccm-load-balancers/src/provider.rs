@@ -32,9 +32,6 @@ pub struct AwsLoadBalancers<E, L, V> {
     /// given, what they and their instances looked like after the last ensure or update. Node changes then cost
     /// only their writes, and nothing for a load balancer whose targets they leave as they are.
     memory: HostMemory,
-    /// Every host update a full ensure (the Go controller's call pattern; see
-    /// [`AwsLoadBalancers::with_full_ensure_host_updates`]).
-    full_ensure_host_updates: bool,
 }
 
 /// The error of a recreation that failed part-way: what was being done, then the failure, keeping its retry
@@ -114,18 +111,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             config,
             zones: OnceCell::new(),
             memory: HostMemory::default(),
-            full_ensure_host_updates: false,
         }
-    }
-
-    /// Every host update (a node change) a full ensure, never skipped, when `on`: the Go provider's call
-    /// pattern, for the scale harness's side-by-side measurement (the binary's hidden
-    /// `--lb-host-update-full-ensure`). Off by default: a host update writes only the targets and rules that
-    /// changed, planned from memory, and nothing when the Service's targets did not change.
-    #[must_use]
-    pub fn with_full_ensure_host_updates(mut self, on: bool) -> Self {
-        self.full_ensure_host_updates = on;
-        self
     }
 
     /// Consent to recreation for every Service when `allowed` (`--allow-load-balancer-recreation`; see
@@ -344,9 +330,6 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
 
     #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
     async fn update(&self, cluster_name: &str, service: &Service, nodes: &[&Node]) -> Result<(), CloudError> {
-        if self.full_ensure_host_updates {
-            return self.ensure(cluster_name, service, nodes).await.map(drop);
-        }
         let uid = service.metadata.uid.as_deref();
         let spec = parse_service(service)
             .map_err(Error::from)

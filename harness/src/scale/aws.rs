@@ -2,11 +2,11 @@
 //! the cluster's public ELB subnet, the instances tagged for the cluster, the CCM's cloud config (a control
 //! plane outside the VPC, so no IMDS is needed), and the membership of load balancers as AWS reports it.
 
-use std::path::PathBuf;
+use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context;
 use ccm_testing::{
-    Fault, FaultProxy, TestEnv,
+    Fault, FaultProxy, GoCloudConfig, TestEnv,
     ec2::{self, Launched},
     load_balancers::LoadBalancers,
     unique_name,
@@ -26,8 +26,9 @@ pub struct Fleet {
     /// Where the CCM logs.
     pub dir: PathBuf,
     lbs: LoadBalancers,
-    /// Between the CCM and moto: answers DescribeInstanceTopology, which moto lacks.
-    _proxy: FaultProxy,
+    /// Between the CCM and moto: answers DescribeInstanceTopology, which moto lacks, and counts the Go
+    /// controller's calls (it has no per-operation metric of its own).
+    proxy: Arc<FaultProxy>,
 }
 
 /// What AWS answers for instance types without topology: no instance (moto answers HTTP 500 instead, and the
@@ -82,8 +83,25 @@ impl Fleet {
             config,
             dir,
             lbs: LoadBalancers::connect(env).await,
-            _proxy: proxy,
+            proxy: Arc::new(proxy),
         })
+    }
+
+    /// The proxy every call of the CCM under measurement goes through.
+    pub fn proxy(&self) -> Arc<FaultProxy> {
+        self.proxy.clone()
+    }
+
+    /// The Go controller's cloud config for this cluster, through the proxy.
+    pub fn go_config(&self, env: &TestEnv) -> GoCloudConfig {
+        GoCloudConfig::new(
+            env,
+            &self.id,
+            &self.network.vpc,
+            &self.network.subnet(),
+            "us-east-1a",
+        )
+        .via(&self.proxy.url())
     }
 
     /// Launches one more instance of the cluster, for a Node joining after the burst: as an autoscaler does, when

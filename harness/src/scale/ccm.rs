@@ -1,16 +1,18 @@
-//! The `aws-cloud-controller-manager` process under measurement (or, for the write floor, `custom-provider`
-//! with its in-memory cloud): started with a pattern's flags, read through
-//! `/metrics` (AWS calls by operation), `/proc/<pid>/status` (peak memory) and `/proc/<pid>/stat` (CPU time).
+//! The controller under measurement: `aws-cloud-controller-manager` (or, for the write floor, `custom-provider`
+//! with its in-memory cloud) started with a pattern's flags, or the Go controller (1.20.2, its in-tree AWS
+//! provider). Read through `/metrics` (ours: AWS calls by operation) or the proxy in front of moto (Go's calls
+//! by action), `/proc/<pid>/status` (peak memory) and `/proc/<pid>/stat` (CPU time).
 
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
     process::{Child, Stdio},
+    sync::Arc,
     time::Duration,
 };
 
 use anyhow::Context;
-use ccm_testing::{TestEnv, metrics};
+use ccm_testing::{FaultProxy, GoCcm, GoCcmOptions, GoCloudConfig, TestEnv, metrics};
 
 /// AWS requests per operation (`aws_api_requests_total`, every outcome and retry).
 pub type Calls = BTreeMap<String, f64>;
@@ -38,9 +40,15 @@ pub fn total(calls: &Calls) -> f64 {
 }
 
 pub struct Ccm {
-    child: Child,
-    port: u16,
+    process: Process,
     pub log: PathBuf,
+}
+
+enum Process {
+    /// This repository's binary, its calls from its `/metrics` on `port`.
+    Ours { child: Child, port: u16 },
+    /// The Go controller, its calls counted by the proxy every one of them goes through.
+    Go { go: Box<GoCcm>, proxy: Arc<FaultProxy> },
 }
 
 impl Ccm {
@@ -78,7 +86,10 @@ impl Ccm {
             .stderr(std::fs::File::create(dir.join(format!("{provider}.err")))?)
             .spawn()
             .with_context(|| format!("starting {} (build it first)", bin.display()))?;
-        let ccm = Self { child, port, log };
+        let ccm = Self {
+            process: Process::Ours { child, port },
+            log,
+        };
         for _ in 0..300 {
             if ccm.scrape_once().await.is_ok() {
                 return Ok(ccm);
@@ -90,6 +101,39 @@ impl Ccm {
             bin.display(),
             ccm.log.display()
         )
+    }
+
+    /// Starts the Go controller (cloud-node, cloud-node-lifecycle and service controllers, its own defaults
+    /// otherwise) with `config`, logging into `dir`, whose AWS calls all go through `proxy`; waits until it
+    /// leads.
+    pub async fn start_go(
+        env: &TestEnv,
+        config: &GoCloudConfig,
+        dir: &Path,
+        proxy: Arc<FaultProxy>,
+    ) -> anyhow::Result<Self> {
+        let mut options = GoCcmOptions::new(dir, &format!("go-{}", config.cluster_id));
+        options.controllers.push("cloud-node-lifecycle".to_owned());
+        options
+            .extra_args
+            .push("--configure-cloud-routes=false".to_owned());
+        let mut go = GoCcm::start(env, config, &options)?;
+        go.wait_leading(Duration::from_secs(60)).await?;
+        let log = go.log_path().to_owned();
+        Ok(Self {
+            process: Process::Go {
+                go: Box::new(go),
+                proxy,
+            },
+            log,
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        match &self.process {
+            Process::Ours { child, .. } => child.id(),
+            Process::Go { go, .. } => go.id(),
+        }
     }
 
     /// AWS requests so far per operation. A CCM busy with thousands of Nodes on a loaded machine may not answer
@@ -108,12 +152,21 @@ impl Ccm {
     }
 
     async fn scrape_once(&self) -> anyhow::Result<Calls> {
-        Ok(metrics::requests_by_operation(&metrics::scrape(self.port).await?))
+        match &self.process {
+            Process::Ours { port, .. } => Ok(metrics::requests_by_operation(&metrics::scrape(*port).await?)),
+            // Every request the proxy forwarded, as `aws_api_requests_total` counts every attempt.
+            #[allow(clippy::cast_precision_loss)]
+            Process::Go { proxy, .. } => Ok(proxy
+                .requests_by_action()
+                .into_iter()
+                .map(|(action, n)| (action, n as f64))
+                .collect()),
+        }
     }
 
     /// Peak resident memory so far, KiB (`VmHWM`).
     pub fn peak_rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
         status
             .lines()
             .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -123,7 +176,7 @@ impl Ccm {
 
     /// User plus system CPU seconds so far (`utime` + `stime`, at the usual 100 ticks a second).
     pub fn cpu_secs(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
         // The command name may hold spaces: the fields that follow come after its closing parenthesis.
         let fields: Vec<&str> = stat
             .rsplit_once(')')
@@ -136,15 +189,23 @@ impl Ccm {
 
     /// Whether the process is still running.
     pub fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        match &mut self.process {
+            Process::Ours { child, .. } => matches!(child.try_wait(), Ok(None)),
+            Process::Go { go, .. } => go.check_running().is_ok(),
+        }
     }
 
     /// SIGTERM, and the exit status.
-    pub fn stop(mut self) -> anyhow::Result<std::process::ExitStatus> {
-        std::process::Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()?;
-        Ok(self.child.wait()?)
+    pub async fn stop(self) -> anyhow::Result<std::process::ExitStatus> {
+        match self.process {
+            Process::Ours { mut child, .. } => {
+                std::process::Command::new("kill")
+                    .args(["-TERM", &child.id().to_string()])
+                    .status()?;
+                Ok(child.wait()?)
+            }
+            Process::Go { mut go, .. } => Ok(go.terminate().await?),
+        }
     }
 }
 

@@ -21,16 +21,14 @@ use crate::scale::{
 pub type Report<'a> = &'a (dyn Fn(&Figures) + Sync);
 
 /// Flags of `aws-cloud-controller-manager` alone, which the write floor's `custom-provider` does not take.
-const AWS_ONLY_FLAGS: [&str; 3] = [
-    "--lb-host-update-full-ensure",
-    "--aws-client-rate-limits-off",
-    "--aws-instance-listing-off",
-];
+const AWS_ONLY_FLAGS: [&str; 1] = ["--aws-client-rate-limits-off"];
 
-/// A configuration of the same binary.
+/// A controller under measurement: this repository's binary with `flags`, or the Go controller with its
+/// defaults (`go`), whose write floor then runs with `flags`: the Kubernetes pace of Go's controllers.
 pub struct Pattern {
     pub label: &'static str,
     pub flags: Vec<String>,
+    pub go: bool,
 }
 
 /// Runs every phase of `pattern` in `env` with the CCM `bin`.
@@ -60,12 +58,20 @@ pub async fn run(
         .await?
         .as_secs_f64();
     cluster::delete_nodes(&nodes, &selector).await?;
-    say(&format!(
-        "write floor {:.1} s; starting the CCM {}",
-        f.floor,
-        pattern.flags.join(" ")
-    ));
-    let mut ccm = Ccm::start(bin, "aws", env, &fleet.config, &fleet.dir, &pattern.flags).await?;
+    let mut ccm = if pattern.go {
+        say(&format!(
+            "write floor {:.1} s; starting the Go controller",
+            f.floor
+        ));
+        Ccm::start_go(env, &fleet.go_config(env), &fleet.dir, fleet.proxy()).await?
+    } else {
+        say(&format!(
+            "write floor {:.1} s; starting the CCM {}",
+            f.floor,
+            pattern.flags.join(" ")
+        ));
+        Ccm::start(bin, "aws", env, &fleet.config, &fleet.dir, &pattern.flags).await?
+    };
     let result = measure(
         &mut f,
         &mut ccm,
@@ -93,7 +99,7 @@ pub async fn run(
         cleaned = cleaned.and(cluster::delete_nodes(&nodes, &selector).await);
     }
     let alive = ccm.running();
-    let status = ccm.stop()?;
+    let status = ccm.stop().await?;
     say(&format!("CCM stopped ({status})"));
     result?;
     cleaned?;
@@ -136,7 +142,7 @@ async fn write_floor(
     }
     .await;
     let elapsed = started.elapsed();
-    let status = floor.stop()?;
+    let status = floor.stop().await?;
     result.with_context(|| format!("the write floor (custom-provider: {status})"))?;
     Ok(elapsed)
 }

@@ -139,13 +139,13 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
         let _ = writeln!(
             t,
             "**Partial**: written while the run was going on; it had not finished when this was last written \
-             (this CCM: {:?} done, upstream pattern: {:?} done). Figures of phases not reached say so.\n",
+             (this CCM: {:?} done, Go 1.20.2: {:?} done). Figures of phases not reached say so.\n",
             ours.phase, up.phase
         );
     }
     let _ = writeln!(
         t,
-        "| Figure | this CCM | upstream call pattern | upstream ÷ this | goal (this CCM) |"
+        "| Figure | this CCM | Go 1.20.2 | Go ÷ this | goal (this CCM) |"
     );
     let _ = writeln!(t, "| --- | ---: | ---: | ---: | --- |");
     let mut row = |name: String, a: String, b: String, r: String, goal: String| {
@@ -367,7 +367,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Records pattern `idx`'s figures (0 this CCM, 1 upstream) and rewrites the page with both.
+    /// Records pattern `idx`'s figures (0 this CCM, 1 the Go controller) and rewrites the page with both.
     pub fn publish(&self, idx: usize, f: &Figures) {
         let table = {
             let mut figures = self

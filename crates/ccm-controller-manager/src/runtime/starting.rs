@@ -163,7 +163,6 @@ impl Runtime {
         cfg.metrics = metrics;
         cfg.clock = self.clock.clone();
         cfg.informers = Some(informers);
-        cfg.max_batch = lookup_batch(o, cfg.max_batch);
         cfg
     }
 
@@ -175,7 +174,6 @@ impl Runtime {
         cfg.metrics = metrics;
         cfg.clock = self.clock.clone();
         cfg.informers = Some(informers);
-        cfg.max_batch = lookup_batch(o, cfg.max_batch);
         cfg
     }
 
@@ -222,13 +220,5 @@ impl Runtime {
         cfg.informers = Some(informers);
         cfg.plans = self.dry_run_sink();
         Ok(cfg)
-    }
-}
-
-/// The nodes per provider lookup: `--node-lookup-batch-size` when set, else the controller's default.
-fn lookup_batch(options: &Options, default: usize) -> usize {
-    match usize::try_from(options.node_lookup_batch_size) {
-        Ok(0) | Err(_) => default,
-        Ok(n) => n,
     }
 }
