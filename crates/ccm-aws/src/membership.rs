@@ -185,7 +185,6 @@ impl<E: Ec2 + Send + Sync> MemberInstances<E> {
         &self.inner
     }
 
-
     fn learn(&self, node: &Node, result: &CloudResult<Option<InstanceMetadata>>) {
         if let (Some(id), Ok(Some(meta))) = (node_instance_id(node), result) {
             self.membership.learn(id, meta.not_in_cluster.is_none());

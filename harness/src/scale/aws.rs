@@ -98,7 +98,7 @@ impl Fleet {
             env,
             &self.id,
             &self.network.vpc,
-            &self.network.subnet(),
+            self.network.subnet(),
             "us-east-1a",
         )
         .via(&self.proxy.url())

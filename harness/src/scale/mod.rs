@@ -48,6 +48,10 @@ struct Cli {
     /// The longest any phase may wait.
     #[arg(long, default_value_t = 2400)]
     limit_secs: u64,
+    /// The longest a Node joining or leaving waits for the load balancers' membership (default: the phase
+    /// limit); what is not done by then is recorded as such.
+    #[arg(long)]
+    lag_limit_secs: Option<u64>,
     /// The env file of a second test environment, for the Go controller at the same time.
     #[arg(long)]
     upstream_env: Option<PathBuf>,
@@ -84,6 +88,7 @@ struct Params {
     settle: Duration,
     quiet: Duration,
     limit: Duration,
+    lag_limit: Duration,
     /// Services and Nodes removed at the end (needed when the patterns share an environment).
     cleanup: bool,
 }
@@ -105,6 +110,7 @@ pub async fn run() -> anyhow::Result<()> {
         settle: Duration::from_secs(cli.settle_secs),
         quiet: Duration::from_secs(cli.quiet_secs),
         limit: Duration::from_secs(cli.limit_secs),
+        lag_limit: Duration::from_secs(cli.lag_limit_secs.unwrap_or(cli.limit_secs)),
         cleanup: up_env.is_none(),
     };
     ccm_testing::GoCcm::binary().context("the Go controller (scripts/setup.sh builds it)")?;

@@ -240,7 +240,7 @@ async fn churn(
     let selector = ListParams::default().fields(&format!("metadata.name={}", instance.private_dns));
     cluster::wait_initialized(nodes, &selector, 1, p.limit).await?;
     f.join_init = started.elapsed().as_secs_f64();
-    f.join_lag = until_members(fleet, &pool, &instance.id, true, p.limit).await?;
+    f.join_lag = until_members(fleet, &pool, &instance.id, true, p.lag_limit).await?;
     f.join = quiet(ccm, &before, started, &f.steady, p).await?;
     println!("[{}] join: lag {:.1} s, calls {:?}", f.label, f.join_lag, f.join);
     f.phase = Phase::Join;
@@ -248,7 +248,7 @@ async fn churn(
     let before = ccm.calls().await?;
     let started = Instant::now();
     nodes.delete(&instance.private_dns, &Default::default()).await?;
-    f.leave_lag = until_members(fleet, &pool, &instance.id, false, p.limit).await?;
+    f.leave_lag = until_members(fleet, &pool, &instance.id, false, p.lag_limit).await?;
     f.leave = quiet(ccm, &before, started, &f.steady, p).await?;
     println!(
         "[{}] leave: lag {:.1} s, calls {:?}",
@@ -259,7 +259,9 @@ async fn churn(
     Ok(())
 }
 
-/// Seconds until `instance` is (or, `present == false`, is not) a member of every load balancer in `lbs`.
+/// Seconds until `instance` is (or, `present == false`, is not) a member of every load balancer in `lbs`;
+/// infinite when that did not happen within `limit` (the Go controller may never register a Node that joined
+/// uninitialized: the table says so, and the run goes on).
 async fn until_members(
     fleet: &Fleet,
     lbs: &[&Lb],
@@ -282,12 +284,15 @@ async fn until_members(
             }
         }
         pending = left;
-        anyhow::ensure!(
-            started.elapsed() < limit,
-            "{} load balancers still {} {instance}",
-            pending.len(),
-            if present { "without" } else { "with" }
-        );
+        if !pending.is_empty() && started.elapsed() >= limit {
+            println!(
+                "{} load balancers still {} {instance} after {} s: going on",
+                pending.len(),
+                if present { "without" } else { "with" },
+                limit.as_secs()
+            );
+            return Ok(f64::INFINITY);
+        }
         if !pending.is_empty() {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }

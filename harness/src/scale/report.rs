@@ -82,12 +82,23 @@ pub struct Meta {
 }
 
 fn ratio(ours: f64, upstream: f64) -> String {
-    if ours > 0.0 {
+    if !ours.is_finite() || !upstream.is_finite() {
+        "-".to_owned()
+    } else if ours > 0.0 {
         format!("{:.1}×", upstream / ours)
     } else if upstream > 0.0 {
         "∞".to_owned()
     } else {
         "-".to_owned()
+    }
+}
+
+/// A lag in seconds; an infinite one did not end within the run's limit.
+fn lag_text(secs: f64) -> String {
+    if secs.is_finite() {
+        format!("{secs:.1}")
+    } else {
+        "not within the run's limit".to_owned()
     }
 }
 
@@ -282,8 +293,8 @@ fn churn_rows(row: &mut impl FnMut(String, String, String, String, String), ours
     );
     row(
         format!("Node joins: created → registered in all {lbs}, s (lag)"),
-        cell(ours, j, format!("{:.1}", ours.join_lag)),
-        cell(up, j, format!("{:.1}", up.join_lag)),
+        cell(ours, j, lag_text(ours.join_lag)),
+        cell(up, j, lag_text(up.join_lag)),
         ratio_at(ours, up, j, ours.join_lag, up.join_lag),
         cell(ours, j, "P3: measured".into()),
     );
@@ -303,8 +314,8 @@ fn churn_rows(row: &mut impl FnMut(String, String, String, String, String), ours
     );
     row(
         format!("Node leaves: deleted → gone from all {lbs}, s (lag)"),
-        cell(ours, l, format!("{:.1}", ours.leave_lag)),
-        cell(up, l, format!("{:.1}", up.leave_lag)),
+        cell(ours, l, lag_text(ours.leave_lag)),
+        cell(up, l, lag_text(up.leave_lag)),
         ratio_at(ours, up, l, ours.leave_lag, up.leave_lag),
         String::new(),
     );
