@@ -81,6 +81,18 @@ async fn ensured_service(
     (f.group.clone(), stop)
 }
 
+/// A fault proxy in front of moto, a fixture whose AWS calls go through it, and a Kubernetes client.
+async fn behind_a_proxy() -> (FaultProxy, Fixture, kube::Client) {
+    let proxy = FaultProxy::start(&TestEnv::get().aws_endpoint).await.unwrap();
+    let f = fixture_at(Some(&proxy.url())).await;
+    (proxy, f, TestEnv::get().kube_client().await.unwrap())
+}
+
+/// The annotations of an internal Classic ELB.
+fn internal() -> serde_json::Value {
+    json!({ "service.beta.kubernetes.io/aws-load-balancer-internal": "true" })
+}
+
 /// Deletes the Service while `action` answers `code` twice; checks the finalizer holds and the Normal Event names
 /// `waited`, then that the Service goes once `gone` says so.
 async fn delete_through_faults(
@@ -135,11 +147,8 @@ async fn delete_through_faults(
 
 #[tokio::test]
 async fn a_classic_elb_security_group_in_use_is_waited_for_not_leaked() {
-    let proxy = FaultProxy::start(&TestEnv::get().aws_endpoint).await.unwrap();
-    let f = fixture_at(Some(&proxy.url())).await;
-    let client = TestEnv::get().kube_client().await.unwrap();
-    let annotations = json!({ "service.beta.kubernetes.io/aws-load-balancer-internal": "true" });
-    let (name, stop) = ensured_service(&f, &client, annotations).await;
+    let (proxy, f, client) = behind_a_proxy().await;
+    let (name, stop) = ensured_service(&f, &client, internal()).await;
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     let uid = services.get(&name).await.unwrap().metadata.uid.unwrap();
     let group_name = format!(
@@ -177,9 +186,7 @@ async fn a_classic_elb_security_group_in_use_is_waited_for_not_leaked() {
 
 #[tokio::test]
 async fn nlb_target_groups_in_use_are_waited_for_not_leaked() {
-    let proxy = FaultProxy::start(&TestEnv::get().aws_endpoint).await.unwrap();
-    let f = fixture_at(Some(&proxy.url())).await;
-    let client = TestEnv::get().kube_client().await.unwrap();
+    let (proxy, f, client) = behind_a_proxy().await;
     let annotations = json!({
         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
         "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
@@ -217,11 +224,8 @@ async fn nlb_target_groups_in_use_are_waited_for_not_leaked() {
 
 #[tokio::test]
 async fn a_renamed_classic_elb_waits_for_its_old_group_then_serves_under_the_new_name() {
-    let proxy = FaultProxy::start(&TestEnv::get().aws_endpoint).await.unwrap();
-    let f = fixture_at(Some(&proxy.url())).await;
-    let client = TestEnv::get().kube_client().await.unwrap();
-    let annotations = json!({ "service.beta.kubernetes.io/aws-load-balancer-internal": "true" });
-    let (name, stop) = ensured_service(&f, &client, annotations).await;
+    let (proxy, f, client) = behind_a_proxy().await;
+    let (name, stop) = ensured_service(&f, &client, internal()).await;
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     let uid = services.get(&name).await.unwrap().metadata.uid.unwrap();
     let old = format!("a{}", uid.replace('-', "").chars().take(31).collect::<String>());
