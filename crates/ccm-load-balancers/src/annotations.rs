@@ -6,10 +6,15 @@ use std::fmt;
 
 use serde::Serialize;
 
+mod attributes;
 mod go_compat;
 mod markdown;
 mod values;
 
+pub use attributes::{
+    ALPN_POLICIES, DELETION_PROTECTION, LISTENER_ATTRIBUTES_PREFIX, LISTENER_PROTOCOLS, NLB_ATTRIBUTES,
+    TCP_IDLE_TIMEOUT,
+};
 pub use go_compat::Warning;
 pub use markdown::render_markdown;
 pub use values::{Annotations, ListenerAttributes, Value, is_cidr, parse_bool, parse_value};
@@ -91,37 +96,6 @@ pub enum ValueType {
     LoadBalancerName,
 }
 
-/// The name of the listener attribute annotations up to `<PROTOCOL>-<port>`.
-pub const LISTENER_ATTRIBUTES_PREFIX: &str =
-    "service.beta.kubernetes.io/aws-load-balancer-listener-attributes.";
-
-/// The listener protocols a listener attribute annotation names.
-pub const LISTENER_PROTOCOLS: &[&str] = &["TCP", "UDP", "TCP_UDP", "TLS"];
-
-/// The NLB listener attribute of the TCP idle timeout, and AWS's default and range for it.
-pub const TCP_IDLE_TIMEOUT: (&str, &str, std::ops::RangeInclusive<i64>) =
-    ("tcp.idle_timeout.seconds", "350", 60..=6000);
-
-/// The NLB attributes whose values are checked here (AWS checks the others): key and accepted values.
-pub const NLB_ATTRIBUTES: &[(&str, &[&str])] = &[
-    ("deletion_protection.enabled", &["true", "false"]),
-    ("load_balancing.cross_zone.enabled", &["true", "false"]),
-    (
-        "dns_record.client_routing_policy",
-        &[
-            "availability_zone_affinity",
-            "partial_availability_zone_affinity",
-            "any_availability_zone",
-        ],
-    ),
-    ("ipv6.deny_all_igw_traffic", &["true", "false"]),
-    ("zonal_shift.config.enabled", &["true", "false"]),
-    ("access_logs.s3.enabled", &["true", "false"]),
-];
-
-/// The NLB attribute that keeps AWS from deleting the load balancer.
-pub const DELETION_PROTECTION: &str = "deletion_protection.enabled";
-
 /// One annotation of the table.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct AnnotationDef {
@@ -196,15 +170,6 @@ keys!(
     ListenerAttributes,
     LoadBalancerName,
 );
-
-/// The accepted values of `aws-load-balancer-alpn-policy` (ELBv2's).
-pub const ALPN_POLICIES: &[&str] = &[
-    "HTTP1Only",
-    "HTTP2Only",
-    "HTTP2Optional",
-    "HTTP2Preferred",
-    "None",
-];
 
 /// The accepted values of `aws-load-balancer-type`.
 pub const TYPE_VALUES: &[&str] = &["classic", "clb", "nlb", "nlb-ip", "external"];
