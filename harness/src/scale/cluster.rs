@@ -138,13 +138,13 @@ pub async fn create_services(
         .await
 }
 
-/// Waits until every Service of `lbs` has its load balancer's hostname, up to `limit`.
+/// Waits until `count` Services of the group have their load balancer's hostname, up to `limit`; how many did.
 pub async fn wait_hostnames(
     api: &Api<Service>,
     group: &str,
     count: usize,
     limit: Duration,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<usize> {
     let started = Instant::now();
     let selector = ListParams::default().labels(&format!("scale={group}"));
     loop {
@@ -154,13 +154,17 @@ pub async fn wait_hostnames(
             .filter(|s| services::ingress_hostname(s).is_some())
             .count();
         if done >= count {
-            return Ok(());
+            return Ok(done);
         }
-        anyhow::ensure!(
-            started.elapsed() < limit,
-            "{done} of {count} Services have a load balancer after {} s",
-            limit.as_secs()
-        );
+        if started.elapsed() >= limit {
+            // The Go controller may never serve them all (its NLB rules hit AWS's rules per group): the table
+            // says how far it got, and the run goes on.
+            println!(
+                "{done} of {count} Services have a load balancer after {} s: going on",
+                limit.as_secs()
+            );
+            return Ok(done);
+        }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }

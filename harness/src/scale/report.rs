@@ -31,8 +31,9 @@ pub struct Figures {
     pub floor: f64,
     pub burst: f64,
     pub burst_calls: Calls,
-    /// Services, and the seconds until all had load balancers.
-    pub ensure: Vec<(usize, f64)>,
+    /// Services, the seconds until all had load balancers (infinite: not within the run's limit), and how
+    /// many had one then.
+    pub ensure: Vec<(usize, f64, usize)>,
     /// The steady window: its length, calls per hour by operation, CPU seconds in it.
     pub steady_secs: f64,
     pub steady: Calls,
@@ -251,13 +252,17 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
     } else {
         &up.ensure
     };
-    for (i, (count, _)) in longest.iter().enumerate() {
+    for (i, (count, ..)) in longest.iter().enumerate() {
         let (a, b) = (ours.ensure.get(i).map(|e| e.1), up.ensure.get(i).map(|e| e.1));
-        let text = |v: Option<f64>| v.map_or_else(|| NOT_REACHED.to_owned(), |v| format!("{v:.0}"));
+        let text = |f: &Figures| match f.ensure.get(i) {
+            None => NOT_REACHED.to_owned(),
+            Some((_, secs, _)) if secs.is_finite() => format!("{secs:.0}"),
+            Some((count, _, served)) => format!("{served} of {count} served within the run's limit"),
+        };
         row(
             format!("Time until {count} Services had load balancers, s"),
-            text(a),
-            text(b),
+            text(ours),
+            text(up),
             a.zip(b).map_or_else(|| "-".to_owned(), |(a, b)| ratio(a, b)),
             String::new(),
         );
