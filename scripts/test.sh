@@ -43,7 +43,13 @@ for b in scale soak doctor aws-cloud-controller-manager custom-provider; do
   [ -x "$bin/$b" ] || die "$bin/$b is missing: the first build (cargo test --no-run) builds it for the e2e tests"
 done
 log "scale harness smoke run"
-"$bin/scale" --nodes 10 --pool 5 --services 2,3 --steady-secs 10 --settle-secs 2 --quiet-secs 3 --limit-secs 180 --lag-limit-secs 30
+# Its chart goes to a scratch file (a full run writes docs/performance.svg): checked to be an SVG of both columns.
+chart="$(mktemp --suffix .svg)"
+"$bin/scale" --nodes 10 --pool 5 --services 2,3 --steady-secs 10 --settle-secs 2 --quiet-secs 3 --limit-secs 180 \
+  --lag-limit-secs 30 --chart "$chart"
+grep -q '^<svg' "$chart" && grep -q 'Go 1.20.2' "$chart" && grep -q 'this CCM' "$chart" ||
+  die "the scale harness's smoke run did not draw its chart ($chart)"
+rm -f "$chart"
 # The library crates as their users get them (docs with warnings denied, packages, scratch consumers with each
 # Kubernetes API version, cargo deny; advisories need a network database and are left out, deny.toml), then the
 # doc tests. Both are compile-bound while the soak below mostly waits on moto and the apiserver and the fuzz smoke

@@ -1,7 +1,11 @@
 //! Client-side token buckets, one per (service, action class), shared by every caller of one [`Adapter`], so
 //! that the CCM cannot spend the account's API budget that other tools share.
 //!
-//! Capacities and refill rates default to half of AWS's documented buckets (EC2 and ELB API throttling pages).
+//! Capacities default to AWS's documented buckets (EC2 and ELB API throttling pages) and refill rates to half of
+//! theirs: a burst (a cluster's first load balancers, a rollout of many Services) is served as fast as AWS itself
+//! would serve it, and what the CCM sustains leaves half of the account's rate to the other tools sharing it.
+//! (Half the capacity too made the CCM slower than the Go controller, which has no limiter, at creating five
+//! Classic ELBs: their 20 mutating calls waited on a bucket of 10.)
 //! A throttling answer from AWS halves the bucket's refill rate (down to a tenth) and empties it; every success
 //! wins back 5% of the nominal rate (additive increase, multiplicative decrease).
 //!
@@ -57,7 +61,7 @@ pub struct BucketLimit {
     pub refill_per_second: f64,
 }
 
-/// The limits of every bucket; [`RateLimits::default`] is half of AWS's defaults.
+/// The limits of every bucket; [`RateLimits::default`] holds AWS's capacities, refilled at half of AWS's rates.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateLimits {
     buckets: HashMap<(Service, ActionClass), BucketLimit>,
@@ -139,27 +143,27 @@ impl Default for RateLimits {
     fn default() -> Self {
         use ActionClass::*;
         use Service::*;
-        let half = |capacity: f64, refill: f64| BucketLimit::new(capacity / 2.0, refill / 2.0);
+        let half_rate = |capacity: f64, refill: f64| BucketLimit::new(capacity, refill / 2.0);
         let mut buckets = HashMap::new();
         // EC2 (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html).
-        buckets.insert((Ec2, NonMutating), half(100.0, 20.0));
-        buckets.insert((Ec2, LargeDescribe), half(50.0, 10.0));
-        buckets.insert((Ec2, Mutating), half(50.0, 5.0));
-        buckets.insert((Ec2, ResourceIntensive), half(50.0, 5.0));
-        buckets.insert((Ec2, Tags), half(100.0, 10.0));
-        buckets.insert((Ec2, Topology), half(2.0, 1.0));
+        buckets.insert((Ec2, NonMutating), half_rate(100.0, 20.0));
+        buckets.insert((Ec2, LargeDescribe), half_rate(50.0, 10.0));
+        buckets.insert((Ec2, Mutating), half_rate(50.0, 5.0));
+        buckets.insert((Ec2, ResourceIntensive), half_rate(50.0, 5.0));
+        buckets.insert((Ec2, Tags), half_rate(100.0, 10.0));
+        buckets.insert((Ec2, Topology), half_rate(2.0, 1.0));
         // ELB and ELBv2 (https://docs.aws.amazon.com/elasticloadbalancing/latest/userguide/elb-api-throttling.html).
         for elb in [Elb, Elbv2] {
-            buckets.insert((elb, ResourceIntensive), half(10.0, 0.2));
-            buckets.insert((elb, Registration), half(20.0, 4.0));
-            buckets.insert((elb, NonMutating), half(40.0, 10.0));
-            buckets.insert((elb, Mutating), half(20.0, 3.0));
+            buckets.insert((elb, ResourceIntensive), half_rate(10.0, 0.2));
+            buckets.insert((elb, Registration), half_rate(20.0, 4.0));
+            buckets.insert((elb, NonMutating), half_rate(40.0, 10.0));
+            buckets.insert((elb, Mutating), half_rate(20.0, 3.0));
         }
         // STS: 600/s per account; ECR GetAuthorizationToken: 20/s sustained, 200 burst (the older, lower quota).
-        buckets.insert((Sts, NonMutating), half(100.0, 20.0));
-        buckets.insert((Sts, Mutating), half(100.0, 20.0));
-        buckets.insert((Ecr, NonMutating), half(200.0, 20.0));
-        let service_wide = HashMap::from([(Elb, half(40.0, 10.0)), (Elbv2, half(40.0, 10.0))]);
+        buckets.insert((Sts, NonMutating), half_rate(100.0, 20.0));
+        buckets.insert((Sts, Mutating), half_rate(100.0, 20.0));
+        buckets.insert((Ecr, NonMutating), half_rate(200.0, 20.0));
+        let service_wide = HashMap::from([(Elb, half_rate(40.0, 10.0)), (Elbv2, half_rate(40.0, 10.0))]);
         Self {
             buckets,
             service_wide,
@@ -443,14 +447,18 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_at_most_half_of_aws() {
+    fn defaults_burst_as_aws_and_refill_at_half() {
         let limits = RateLimits::default();
         let ec2 = limits.get(Service::Ec2, ActionClass::NonMutating).unwrap();
-        assert!(ec2.capacity <= 50.0 && ec2.refill_per_second <= 10.0);
-        let lb_create = limits
-            .get(Service::Elbv2, ActionClass::ResourceIntensive)
-            .unwrap();
-        assert!(lb_create.refill_per_second <= 0.1);
-        assert!(limits.service_wide[&Service::Elb].refill_per_second <= 5.0);
+        assert_eq!((ec2.capacity, ec2.refill_per_second), (100.0, 10.0));
+        for elb in [Service::Elb, Service::Elbv2] {
+            let create = limits.get(elb, ActionClass::ResourceIntensive).unwrap();
+            assert_eq!((create.capacity, create.refill_per_second), (10.0, 0.1));
+            // Five Classic ELBs' configuration calls (about four each) fit in the burst.
+            let mutating = limits.get(elb, ActionClass::Mutating).unwrap();
+            assert_eq!((mutating.capacity, mutating.refill_per_second), (20.0, 1.5));
+            let wide = limits.service_wide[&elb];
+            assert_eq!((wide.capacity, wide.refill_per_second), (40.0, 5.0));
+        }
     }
 }

@@ -5,10 +5,12 @@
 //! with no change (AWS calls by operation scaled to an hour), a Node joining and leaving, peak RSS and CPU.
 //! AWS is moto; Kubernetes the real apiserver. With `--upstream-env FILE` (a second `scripts/testenv.sh`
 //! environment) both run at once, else one after the other in this environment. `--write PAGE` puts the table
-//! into the page between its markers (docs/performance.md). Figures are printed, never asserted.
+//! into the page between its markers (docs/performance.md) and `--chart` (default: beside the page) draws both
+//! columns as an SVG chart. Figures are printed, never asserted.
 
 mod aws;
 mod ccm;
+mod chart;
 mod cluster;
 mod meta;
 mod phases;
@@ -61,6 +63,9 @@ struct Cli {
     /// Writes the table into this page between its markers.
     #[arg(long)]
     write: Option<PathBuf>,
+    /// Draws the chart of both columns into this SVG file; default with `--write`: the page's path with `.svg`.
+    #[arg(long)]
+    chart: Option<PathBuf>,
     /// The commit named on the page; default: `git rev-parse --short HEAD` here.
     #[arg(long)]
     commit: Option<String>,
@@ -126,6 +131,10 @@ pub async fn run() -> anyhow::Result<()> {
     };
     let progress = report::Progress {
         page: cli.write.clone(),
+        chart: cli
+            .chart
+            .clone()
+            .or_else(|| cli.write.as_ref().map(|page| page.with_extension("svg"))),
         meta: report::Meta {
             commit: cli.commit.clone().unwrap_or_else(meta::commit),
             date: meta::command("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),

@@ -378,14 +378,17 @@ fn footprint_rows(
 /// The figures of both patterns as far as they got, written into the page after every phase of either.
 pub struct Progress {
     pub page: Option<std::path::PathBuf>,
+    /// The chart of both columns (SVG), drawn with the table.
+    pub chart: Option<std::path::PathBuf>,
     pub meta: Meta,
     pub figures: std::sync::Mutex<[Figures; 2]>,
 }
 
 impl Progress {
-    /// Records pattern `idx`'s figures (0 this CCM, 1 the Go controller) and rewrites the page with both.
+    /// Records pattern `idx`'s figures (0 this CCM, 1 the Go controller) and rewrites the page and the chart with
+    /// both.
     pub fn publish(&self, idx: usize, f: &Figures) {
-        let table = {
+        let (table, figures) = {
             let mut figures = self
                 .figures
                 .lock()
@@ -397,8 +400,17 @@ impl Progress {
                 date: crate::scale::meta::command("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
                 ..self.meta.clone()
             };
-            markdown(&figures[0], &figures[1], &meta)
+            (markdown(&figures[0], &figures[1], &meta), figures.clone())
         };
+        if let Some(chart) = &self.chart {
+            let title = format!(
+                "{} Nodes: this CCM and Go 1.20.2 (commit {})",
+                figures[0].nodes, self.meta.commit
+            );
+            if let Err(e) = crate::scale::chart::write(chart, &figures[0], &figures[1], &title) {
+                println!("could not draw {}: {e:#}", chart.display());
+            }
+        }
         if let Some(page) = &self.page
             && let Err(e) = write(page, &table)
         {
