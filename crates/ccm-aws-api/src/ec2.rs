@@ -33,6 +33,15 @@ pub trait Ec2 {
     /// The instances matching all `filters` (an empty list means every instance of the region).
     fn instances(&self, filters: &[Filter]) -> impl Future<Output = Result<Vec<Instance>>> + Send;
 
+    /// One page of [`instances`](Self::instances), from `token` (`None`: the first): its instances and the
+    /// token of the next page (`None` after the last). For callers that act on each page as it arrives, or
+    /// stop once they found what they need; the next page may be asked minutes later.
+    fn instances_page(
+        &self,
+        filters: &[Filter],
+        token: Option<String>,
+    ) -> impl Future<Output = Result<(Vec<Instance>, Option<String>)>> + Send;
+
     /// The network interfaces matching `filters`.
     fn network_interfaces(
         &self,
@@ -131,6 +140,14 @@ impl<T: Ec2 + ?Sized> Ec2 for std::sync::Arc<T> {
 
     fn instances(&self, filters: &[Filter]) -> impl Future<Output = Result<Vec<Instance>>> + Send {
         (**self).instances(filters)
+    }
+
+    fn instances_page(
+        &self,
+        filters: &[Filter],
+        token: Option<String>,
+    ) -> impl Future<Output = Result<(Vec<Instance>, Option<String>)>> + Send {
+        (**self).instances_page(filters, token)
     }
 
     fn network_interfaces(

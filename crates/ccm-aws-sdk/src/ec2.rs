@@ -19,7 +19,7 @@ use crate::{
     batch::Batcher,
     error_map::duplicate,
     limiter::{ActionClass, Service},
-    lookup_split::{LookupSize, shrinking_pages, split_lookup},
+    lookup_split::{LookupSize, shrinking_page, shrinking_pages, split_lookup},
     runtime::{Op, Runtime},
 };
 use convert::{
@@ -185,6 +185,14 @@ impl Ec2 for AwsEc2 {
 
     async fn instances(&self, filters: &[Filter]) -> Result<Vec<Instance>> {
         self.raw().instances_filtered(sdk_filters(filters)).await
+    }
+
+    async fn instances_page(
+        &self,
+        filters: &[Filter],
+        token: Option<String>,
+    ) -> Result<(Vec<Instance>, Option<String>)> {
+        self.raw().instances_page(sdk_filters(filters), token).await
     }
 
     async fn network_interfaces(&self, filters: &[Filter]) -> Result<Vec<NetworkInterface>> {

@@ -102,21 +102,35 @@ where
     let mut token = None;
     let mut pages = crate::runtime::Pages::default();
     loop {
+        let (items, next) = shrinking_page(size, token, &mut page).await?;
+        out.extend(items);
+        match pages.next_of("ec2", "DescribeInstances", next)? {
+            Some(next) => token = Some(next),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// One page of [`shrinking_pages`], from `token`: asked again at half the size while it fails transiently and
+/// is larger than [`MIN_SPLIT_IDS`].
+pub(crate) async fn shrinking_page<T, F, Fut>(
+    size: &LookupSize,
+    token: Option<String>,
+    mut page: F,
+) -> Result<(Vec<T>, Option<String>)>
+where
+    F: FnMut(Option<String>, usize, bool) -> Fut,
+    Fut: Future<Output = Result<(Vec<T>, Option<String>)>>,
+{
+    loop {
         let limit = size.current();
         let splittable = limit > MIN_SPLIT_IDS;
         match page(token.clone(), limit, splittable).await {
-            Ok((items, next)) => {
-                out.extend(items);
-                match pages.next_of("ec2", "DescribeInstances", next)? {
-                    Some(next) => token = Some(next),
-                    None => return Ok(out),
-                }
-            }
             Err(err) if splittable && err.kind() == ErrorKind::Transient => {
                 tracing::warn!(page = limit, error = %err, "instance listing failed; asking for smaller pages");
                 size.failed(limit);
             }
-            Err(err) => return Err(err),
+            answer => return answer,
         }
     }
 }

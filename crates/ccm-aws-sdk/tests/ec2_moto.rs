@@ -56,6 +56,14 @@ async fn instances_by_id_and_by_filter() {
         .await
         .unwrap();
     assert!(none.is_empty());
+
+    // One page of the same listing: both instances, and no page after it.
+    let (page, next) = ec2
+        .instances_page(&[Filter::tag("Name", [fx.name.as_str()])], None)
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 2);
+    assert_eq!(next, None);
 }
 
 /// The test environment's moto (scripts/moto-server.py) pages a listing by instance, as AWS does: plain moto

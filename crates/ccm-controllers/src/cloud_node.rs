@@ -151,28 +151,52 @@ pub async fn run<P: CloudProvider>(
     Ok(())
 }
 
+/// Takes batches off the queue in two stages: the provider lookup of a batch runs while the Kubernetes writes of
+/// the batch before it do. The writes are a burst's floor; a lookup that waits (a page of a cluster listing
+/// takes seconds) would otherwise hold them, batch after batch. At most one batch waits between the stages.
 async fn worker<P: CloudProvider>(ctx: &Ctx<P>) {
-    while let Some(batch) = ctx
-        .queue
-        .next_batch(ctx.config.max_batch, ctx.config.batch_window)
-        .await
-    {
-        sync_within_deadline(ctx, &batch).await;
-        for name in &batch {
-            ctx.queue.done(name);
+    let (looked_up, mut to_write) = tokio::sync::mpsc::channel::<(Vec<String>, LookedUp)>(1);
+    let lookups = async move {
+        while let Some(batch) = ctx
+            .queue
+            .next_batch(ctx.config.max_batch, ctx.config.batch_window)
+            .await
+        {
+            match within_deadline(ctx, &batch, look_up(ctx, &batch)).await {
+                Some(found) => {
+                    if let Err(returned) = looked_up.send((batch, found)).await {
+                        done(ctx, &returned.0.0);
+                    }
+                }
+                None => done(ctx, &batch),
+            }
         }
+    };
+    let writes = async {
+        while let Some((batch, found)) = to_write.recv().await {
+            within_deadline(ctx, &batch, write(ctx, found)).await;
+            done(ctx, &batch);
+        }
+    };
+    tokio::join!(lookups, writes);
+}
+
+fn done<P: CloudProvider>(ctx: &Ctx<P>, batch: &[String]) {
+    for name in batch {
+        ctx.queue.done(name);
     }
 }
 
-/// Syncs a batch, abandoned if it outlasts `sync_deadline` (a provider or apiserver that stopped answering
-/// must not hold the worker): its nodes are then retried with backoff. `false` when it was abandoned.
-async fn sync_within_deadline<P: CloudProvider>(ctx: &Ctx<P>, batch: &[String]) -> bool {
+/// Runs one stage of a batch, abandoned if it outlasts `sync_deadline` (a provider or apiserver that stopped
+/// answering must not hold the worker): its nodes are then retried with backoff, and `None` returned.
+async fn within_deadline<P: CloudProvider, T>(
+    ctx: &Ctx<P>,
+    batch: &[String],
+    stage: impl Future<Output = T>,
+) -> Option<T> {
     let deadline = ctx.config.sync_deadline;
-    if tokio::time::timeout(deadline, sync_batch(ctx, batch))
-        .await
-        .is_ok()
-    {
-        return true;
+    if let Ok(out) = tokio::time::timeout(deadline, stage).await {
+        return Some(out);
     }
     ctx.config.metrics.error();
     tracing::warn!(
@@ -183,7 +207,7 @@ async fn sync_within_deadline<P: CloudProvider>(ctx: &Ctx<P>, batch: &[String]) 
     for name in batch {
         ctx.queue.add_after(name, ctx.backoff.next(name));
     }
-    false
+    None
 }
 
 fn has_cloud_taint(node: &Node) -> bool {
@@ -206,10 +230,21 @@ fn superseded<P: CloudProvider>(ctx: &Ctx<P>, node: &Node) -> bool {
     map.get(name_of(node)).is_some_and(|set| set.contains(rv))
 }
 
-/// Syncs a batch of node names: label reconciliation for initialized nodes, one batched provider lookup and
-/// concurrent updates for uninitialized ones.
-async fn sync_batch<P: CloudProvider>(ctx: &Ctx<P>, names: &[String]) {
-    let mut initialized = Vec::new();
+/// The provider's answer for one uninitialized node.
+type Answer = Result<Option<InstanceMetadata>, ccm_cloud_provider::CloudError>;
+
+/// What the lookup stage of a batch found: its initialized nodes (their labels only are reconciled) and its
+/// uninitialized ones with the provider's answers.
+#[derive(Default)]
+struct LookedUp {
+    initialized: Vec<Arc<Node>>,
+    pending: Vec<(Arc<Node>, Answer)>,
+    require_provider_id: bool,
+}
+
+/// The lookup stage: sorts a batch's nodes and makes one batched provider lookup for the uninitialized ones.
+async fn look_up<P: CloudProvider>(ctx: &Ctx<P>, names: &[String]) -> LookedUp {
+    let mut out = LookedUp::default();
     let mut pending = Vec::new();
     for name in names {
         let Some(node) = ctx.store.get(&ObjectRef::new(name)) else {
@@ -219,42 +254,49 @@ async fn sync_batch<P: CloudProvider>(ctx: &Ctx<P>, names: &[String]) {
         };
         if !has_cloud_taint(&node) {
             superseded(ctx, &node);
-            initialized.push(node);
+            out.initialized.push(node);
         } else if !superseded(ctx, &node) {
             pending.push(node);
         }
     }
+    let Some(source) = InstanceSource::of(ctx.provider.as_ref()) else {
+        return out;
+    };
+    out.require_provider_id = source.is_v2();
+    for chunk in pending.chunks(ctx.config.max_batch.max(1)) {
+        let refs: Vec<&Node> = chunk.iter().map(AsRef::as_ref).collect();
+        let results = source.metadata(&refs, &ctx.config.metrics).await;
+        out.pending.extend(chunk.iter().cloned().zip(results));
+    }
+    out
+}
+
+/// The write stage: label reconciliation for initialized nodes, concurrent updates for uninitialized ones.
+async fn write<P: CloudProvider>(ctx: &Ctx<P>, found: LookedUp) {
     let concurrency = ctx.config.concurrent_node_syncs.max(1);
-    stream::iter(initialized)
+    stream::iter(found.initialized)
         .for_each_concurrent(concurrency, |node| async move {
             let result = reconcile_labels(ctx, &node).await;
             finish(ctx, name_of(&node), result);
         })
         .await;
-    let Some(source) = InstanceSource::of(ctx.provider.as_ref()) else {
-        return;
-    };
-    for chunk in pending.chunks(ctx.config.max_batch.max(1)) {
-        let refs: Vec<&Node> = chunk.iter().map(AsRef::as_ref).collect();
-        let results = source.metadata(&refs, &ctx.config.metrics).await;
-        let require_provider_id = source.is_v2();
-        stream::iter(chunk.iter().zip(results))
-            .for_each_concurrent(concurrency, |(node, result)| async move {
-                let result = match result {
-                    Err(e) => Err(Error::cloud("failed to get instance metadata", name_of(node), e)),
-                    Ok(None) => {
-                        tracing::info!(
-                            node = name_of(node),
-                            "skip sync node: the provider returned nil metadata"
-                        );
-                        Ok(())
-                    }
-                    Ok(Some(meta)) => initialize(ctx, node, meta, require_provider_id).await,
-                };
-                finish(ctx, name_of(node), result);
-            })
-            .await;
-    }
+    let require_provider_id = found.require_provider_id;
+    stream::iter(found.pending)
+        .for_each_concurrent(concurrency, |(node, result)| async move {
+            let result = match result {
+                Err(e) => Err(Error::cloud("failed to get instance metadata", name_of(&node), e)),
+                Ok(None) => {
+                    tracing::info!(
+                        node = name_of(&node),
+                        "skip sync node: the provider returned nil metadata"
+                    );
+                    Ok(())
+                }
+                Ok(Some(meta)) => initialize(ctx, &node, meta, require_provider_id).await,
+            };
+            finish(ctx, name_of(&node), result);
+        })
+        .await;
 }
 
 fn finish<P: CloudProvider>(ctx: &Ctx<P>, name: &str, result: Result<(), Error>) {

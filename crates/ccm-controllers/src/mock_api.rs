@@ -85,6 +85,14 @@ fn default_reply(r: &Recorded) -> Value {
 /// Starts a scripted API: `respond` gives each request's status code and JSON body. `None` answers 200 with a
 /// minimal object of the right kind.
 pub(crate) fn mock_api(respond: impl Fn(&Recorded) -> Option<(u16, Value)> + Send + 'static) -> MockApi {
+    mock_api_paced(std::time::Duration::ZERO, respond)
+}
+
+/// [`mock_api`] answering one request at a time, each after `pace` (an apiserver's client-side rate limit).
+pub(crate) fn mock_api_paced(
+    pace: std::time::Duration,
+    respond: impl Fn(&Recorded) -> Option<(u16, Value)> + Send + 'static,
+) -> MockApi {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let requests: Arc<Mutex<Vec<Recorded>>> = Arc::default();
     let log = Arc::clone(&requests);
@@ -98,6 +106,9 @@ pub(crate) fn mock_api(respond: impl Fn(&Recorded) -> Option<(u16, Value)> + Sen
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default()
                 .to_owned();
+            if !pace.is_zero() {
+                tokio::time::sleep(pace).await;
+            }
             let bytes = request.into_body().collect_bytes().await.unwrap();
             let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             let recorded = Recorded {

@@ -23,7 +23,8 @@ use crate::{
     topology::{NETWORK_NODE_LAYER_PREFIX, UnsupportedStore, network_node_labels, region_unsupported},
 };
 
-use lookup::{ClusterListing, Reuse};
+use listing::ClusterListing;
+use lookup::Reuse;
 pub use lookup::{INSTANCES_PER_PAGE, LISTING_REUSE};
 
 /// The zone ID label (`use1-az1`), the same physical zone in every account.
@@ -79,6 +80,8 @@ pub struct AwsInstances<E> {
     zone_refresh: tokio::sync::Mutex<()>,
     unsupported_topology: Mutex<UnsupportedStore>,
     listing: Mutex<ClusterListing>,
+    /// Held while a lookup asks pages of the cluster listing (see `listing`).
+    listing_pages: tokio::sync::Mutex<()>,
 }
 
 /// How a node is looked up.
@@ -161,6 +164,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             zone_refresh: tokio::sync::Mutex::new(()),
             unsupported_topology: Mutex::default(),
             listing: Mutex::default(),
+            listing_pages: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -576,6 +580,7 @@ fn has_label(node: &Node, key: &str) -> bool {
     node.metadata.labels.as_ref().is_some_and(|l| l.contains_key(key))
 }
 
+mod listing;
 mod lookup;
 mod regions;
 #[cfg(test)]

@@ -147,7 +147,13 @@ pub fn write(path: &Path, ours: &Figures, go: &Figures, title: &str) -> anyhow::
         .configure_mesh()
         .disable_y_mesh()
         .y_labels(0)
-        .x_label_formatter(&|v| if *v < 1.0 { format!("{v}") } else { format!("{v:.0}") })
+        .x_label_formatter(&|v| {
+            if *v < 1.0 {
+                format!("{v}")
+            } else {
+                format!("{v:.0}")
+            }
+        })
         .x_desc("log scale: calls, seconds, MiB (shorter is better)")
         .draw()
         .map_err(err)?;

@@ -103,31 +103,52 @@ impl Raw {
         filters: Option<Vec<sdk::Filter>>,
     ) -> Result<Vec<Instance>> {
         shrinking_pages(&self.page_size, |token, page, splittable| {
-            let filters = filters.clone();
-            async move {
-                let transient_attempts = if splittable { 1 } else { u32::MAX };
-                let max_results = i32::try_from(page).unwrap_or(1000).clamp(5, 1000);
-                let out = self
-                    .rt
-                    .call_with(DESCRIBE_INSTANCES, transient_attempts, || {
-                        self.client
-                            .describe_instances()
-                            .set_filters(filters.clone())
-                            .set_next_token(token.clone())
-                            .max_results(max_results)
-                            .send()
-                    })
-                    .await?;
-                let instances: Vec<Instance> = out
-                    .reservations()
-                    .iter()
-                    .flat_map(|r| r.instances())
-                    .filter_map(instance)
-                    .collect();
-                Ok((instances, next(out.next_token())))
-            }
+            self.listing_page(filters.clone(), token, page, splittable)
         })
         .await
+    }
+
+    /// One page of [`instances_filtered`](Self::instances_filtered), from `token`.
+    pub(super) async fn instances_page(
+        &self,
+        filters: Option<Vec<sdk::Filter>>,
+        token: Option<String>,
+    ) -> Result<(Vec<Instance>, Option<String>)> {
+        shrinking_page(&self.page_size, token, |token, page, splittable| {
+            self.listing_page(filters.clone(), token, page, splittable)
+        })
+        .await
+    }
+
+    /// One `DescribeInstances` of a listing: at most `page` instances; retried on transient failures unless the
+    /// caller will ask again smaller (`splittable`).
+    async fn listing_page(
+        &self,
+        filters: Option<Vec<sdk::Filter>>,
+        token: Option<String>,
+        page: usize,
+        splittable: bool,
+    ) -> Result<(Vec<Instance>, Option<String>)> {
+        let transient_attempts = if splittable { 1 } else { u32::MAX };
+        let max_results = i32::try_from(page).unwrap_or(1000).clamp(5, 1000);
+        let out = self
+            .rt
+            .call_with(DESCRIBE_INSTANCES, transient_attempts, || {
+                self.client
+                    .describe_instances()
+                    .set_filters(filters.clone())
+                    .set_next_token(token.clone())
+                    .max_results(max_results)
+                    .send()
+            })
+            .await?;
+        let instances: Vec<Instance> = out
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter_map(instance)
+            .collect();
+        Ok((instances, next(out.next_token())))
     }
 
     pub(super) async fn describe_pages(

@@ -58,6 +58,13 @@ impl<T: Ec2 + Sync> Ec2 for Faulty<T> {
     async fn instances(&self, filters: &[Filter]) -> Result<Vec<Instance>> {
         self.inner.instances(filters).await
     }
+    async fn instances_page(
+        &self,
+        filters: &[Filter],
+        token: Option<String>,
+    ) -> Result<(Vec<Instance>, Option<String>)> {
+        self.inner.instances_page(filters, token).await
+    }
     async fn network_interfaces(&self, filters: &[Filter]) -> Result<Vec<NetworkInterface>> {
         self.inner.network_interfaces(filters).await
     }

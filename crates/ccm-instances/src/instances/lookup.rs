@@ -13,12 +13,12 @@
 //! provider ID written from it could never be corrected (it is immutable). So a listing answers a Node only if
 //! it was taken after the Node was created; an older listing's answer is confirmed by ID first (one
 //! `DescribeInstances` per 1,000 such Nodes: the instance must still run under that name), else the name is
-//! asked afresh.
+//! asked afresh. The listing is asked page by page, only as far as a lookup needs it (`listing`).
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet},
     net::IpAddr,
-    sync::{Arc, PoisonError},
+    sync::Arc,
     time::{Duration, SystemTime},
 };
 
@@ -26,7 +26,6 @@ use ccm_aws_api::{
     Ec2, Filter, InstanceId,
     ec2::{Instance, InstanceState, NetworkInterface},
 };
-use tokio::time::Instant;
 
 use super::{AwsInstances, Found, LIVE_STATES, Lookup, Target};
 use crate::{IDS_PER_LOOKUP, InstancesError, VALUES_PER_FILTER};
@@ -55,55 +54,14 @@ pub(super) enum Reuse<'a> {
 
 /// The wall clock, compared with the apiserver's creation stamps (tests date their Nodes relative to it).
 #[allow(clippy::disallowed_methods)]
-fn wall_clock() -> SystemTime {
+pub(super) fn wall_clock() -> SystemTime {
     SystemTime::now()
 }
 
 /// How long after a Node's creation (as the apiserver stamped it, to the second) a listing must be taken to
 /// answer it without confirmation: the stamp's truncation. A recycled address needs the old instance gone and a
 /// new one booted before its Node can exist, tens of seconds at least, far more than any clock skew this hides.
-const CREATED_MARGIN: Duration = Duration::from_secs(1);
-
-/// The last cluster-wide listing by private DNS name, and the cluster's size it showed.
-#[derive(Debug, Default)]
-pub(super) struct ClusterListing {
-    /// When it was taken (monotonic, and by the wall clock to compare with Nodes' creation) and the running
-    /// instances it found, by name; `None` once older than the reuse time.
-    recent: Option<(Instant, SystemTime, HashMap<String, Instance>)>,
-    /// Live instances with the cluster tag at the last listing: what a new listing would cost.
-    size: Option<usize>,
-    /// Whether a batch was asked by name while the size was unknown.
-    asked_blind: bool,
-}
-
-impl ClusterListing {
-    /// The recent listing, dropped (and its memory freed) once it is too old to answer.
-    fn recent(&mut self, now: Instant) -> Option<(SystemTime, &HashMap<String, Instance>)> {
-        if self
-            .recent
-            .as_ref()
-            .is_some_and(|(taken, _, _)| now.duration_since(*taken) >= LISTING_REUSE)
-        {
-            self.recent = None;
-        }
-        self.recent.as_ref().map(|(_, wall, by_name)| (*wall, by_name))
-    }
-
-    /// Whether to ask for `names` by name rather than list the cluster. With the size known: when that costs no
-    /// more calls (200 names per call against 1,000 instances per page; at equal cost the answers by name are
-    /// the smaller). Unknown: for the first batch of at most 200 names only (a lone Node joining costs one
-    /// call); a second batch means a burst, whose listing also learns the size.
-    fn asks_by_name(&mut self, names: usize) -> bool {
-        match self.size {
-            Some(size) => names.div_ceil(VALUES_PER_FILTER) <= size.max(1).div_ceil(INSTANCES_PER_PAGE),
-            None if self.asked_blind || names > VALUES_PER_FILTER => false,
-            None => {
-                self.asked_blind = true;
-                true
-            }
-        }
-    }
-}
+pub(super) const CREATED_MARGIN: Duration = Duration::from_secs(1);
 
 impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     /// Looks every target up, in as few calls as the limits allow.
@@ -185,7 +143,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
 
     /// Looks names up: from the recent listing when `reuse` allows, then by name or with a new listing,
     /// whichever costs fewer calls. Only the cluster's instances match when its tag is known (as upstream).
-    /// Also returns the instances of a listing made here that no name matched.
+    /// Also returns the instances of listing pages asked here that no name matched (they answer lookups by ID).
     async fn by_names(
         &self,
         names: BTreeSet<String>,
@@ -195,24 +153,20 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         let listable =
             self.config.cluster_listing && self.config.cluster.as_ref().is_some_and(|c| !c.legacy());
         let mut names: Vec<String> = names.into_iter().collect();
+        let mut listed = Vec::new();
+        let asked = wall_clock();
         if let Reuse::Recent(created) = reuse
             && listable
             && !names.is_empty()
         {
-            let unconfirmed = self.answer_from_listing(&mut names, created, &mut out);
-            if !unconfirmed.is_empty() {
-                names.extend(self.confirm(unconfirmed, &mut out).await);
-            }
+            self.answer_from_listing(&mut names, created, asked, false, &mut out, &mut listed)
+                .await;
         }
         if names.is_empty() {
-            return (out, Vec::new());
+            let rest = unmatched(listed, &out);
+            return (out, rest);
         }
-        let by_name = !listable
-            || self
-                .listing
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .asks_by_name(names.len());
+        let by_name = !listable || self.lock_listing().asks_by_name(names.len());
         if by_name {
             for chunk in names.chunks(VALUES_PER_FILTER) {
                 let filters = [
@@ -222,51 +176,25 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                 let answer = self.ec2.instances(&filters).await;
                 self.match_names(answer, chunk, &mut out);
             }
-            (out, Vec::new())
+        } else if let Reuse::Recent(created) = reuse {
+            self.answer_from_listing(&mut names, created, asked, true, &mut out, &mut listed)
+                .await;
+            // What the listing could not say (it expired while asked): missing for now, asked again later.
+            for name in names {
+                out.insert(name, Ok(Found::Missing));
+            }
         } else {
             let answer = self.list_cluster().await;
-            let rest = self.match_names(answer, &names, &mut out);
-            (out, rest)
+            listed = self.match_names(answer, &names, &mut out);
         }
-    }
-
-    /// Answers what it can of `names` from the recent listing: into `out` when the listing is newer than the
-    /// Node, returned (to be confirmed) when it is older. `names` keeps the rest.
-    fn answer_from_listing(
-        &self,
-        names: &mut Vec<String>,
-        created: &HashMap<String, SystemTime>,
-        out: &mut HashMap<String, Lookup>,
-    ) -> Vec<(String, Instance)> {
-        let mut listing = self.listing.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some((taken, recent)) = listing.recent(Instant::now()) else {
-            return Vec::new();
-        };
-        let mut unconfirmed = Vec::new();
-        names.retain(|name| match recent.get(name) {
-            Some(i) if created.get(name).is_none_or(|c| taken >= *c + CREATED_MARGIN) => {
-                out.insert(name.clone(), Ok(Found::Instance(i.clone())));
-                false
-            }
-            Some(i) => {
-                unconfirmed.push((name.clone(), i.clone()));
-                false
-            }
-            None => true,
-        });
-        tracing::debug!(
-            answered = out.len(),
-            to_confirm = unconfirmed.len(),
-            left = names.len(),
-            "names answered from the recent cluster listing"
-        );
-        unconfirmed
+        let rest = unmatched(listed, &out);
+        (out, rest)
     }
 
     /// Confirms by ID answers of a listing older than their Node: an instance still running under the Node's
     /// name is the answer; the names of the others (and of any that could not be read) are returned to be asked
     /// afresh.
-    async fn confirm(
+    pub(super) async fn confirm(
         &self,
         answers: Vec<(String, Instance)>,
         out: &mut HashMap<String, Lookup>,
@@ -295,7 +223,8 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         again
     }
 
-    /// Lists the cluster's live instances and keeps the listing for later batches.
+    /// Lists the cluster's live instances, every page at once (a fresh answer for existence checks), and keeps
+    /// the listing for later batches.
     async fn list_cluster(&self) -> ccm_aws_api::Result<Vec<Instance>> {
         let Some(cluster) = &self.config.cluster else {
             return Ok(Vec::new());
@@ -309,27 +238,8 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             .into_iter()
             .filter(|i| cluster.is_tagged(&i.tags))
             .collect();
-        let mut seen: HashMap<&str, usize> = HashMap::new();
-        for name in tagged.iter().filter_map(|i| i.private_dns_name.as_deref()) {
-            *seen.entry(name).or_default() += 1;
-        }
-        // A name shared by two live instances is an error to report afresh, never an answer to keep.
-        let running: HashMap<String, Instance> = tagged
-            .iter()
-            .filter(|i| i.state == InstanceState::Running)
-            .filter_map(|i| {
-                let name = i.private_dns_name.as_deref()?;
-                (seen.get(name) == Some(&1)).then(|| (name.to_owned(), i.clone()))
-            })
-            .collect();
-        tracing::debug!(
-            instances = tagged.len(),
-            running = running.len(),
-            "listed the cluster's instances"
-        );
-        let mut listing = self.listing.lock().unwrap_or_else(PoisonError::into_inner);
-        listing.size = Some(tagged.len());
-        listing.recent = Some((Instant::now(), wall_clock(), running));
+        tracing::debug!(instances = tagged.len(), "listed the cluster's instances");
+        self.lock_listing().replace(&tagged, wall_clock());
         Ok(tagged)
     }
 
@@ -428,3 +338,11 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
 
 #[cfg(test)]
 mod tests;
+
+/// The instances of `listed` whose name answered none of `out`'s names.
+fn unmatched(listed: Vec<Instance>, out: &HashMap<String, Lookup>) -> Vec<Instance> {
+    listed
+        .into_iter()
+        .filter(|i| i.private_dns_name.as_ref().is_none_or(|n| !out.contains_key(n)))
+        .collect()
+}

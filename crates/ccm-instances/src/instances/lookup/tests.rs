@@ -14,8 +14,10 @@ use k8s_openapi::api::core::v1::Node;
 /// One `instances` call as the mock saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Call {
-    /// The cluster-wide listing (by the cluster tag).
+    /// The cluster-wide listing (by the cluster tag), every page at once.
     Listing,
+    /// One page of the cluster-wide listing: its number (1,000 instances a page).
+    Page(usize),
     /// By private DNS name: the names asked.
     ByName(Vec<String>),
     /// By instance ID: the IDs asked.
@@ -27,6 +29,13 @@ struct World {
     cluster: ClusterTags,
     instances: Arc<Mutex<Vec<Instance>>>,
     calls: Arc<Mutex<Vec<Call>>>,
+    /// Listing pages that fail once when asked.
+    failing_pages: Arc<Mutex<Vec<usize>>>,
+}
+
+/// The listing's pages `range`, as calls.
+fn pages(range: std::ops::Range<usize>) -> Vec<Call> {
+    range.map(Call::Page).collect()
 }
 
 impl World {
@@ -35,6 +44,7 @@ impl World {
             cluster: ClusterTags::new("kube", false).unwrap(),
             instances: Arc::default(),
             calls: Arc::default(),
+            failing_pages: Arc::default(),
         }
     }
 
@@ -73,6 +83,29 @@ impl World {
                     .collect()
             };
             ok(found)
+        });
+        let (instances, calls, key) = (self.instances.clone(), self.calls.clone(), self.cluster.key());
+        let failing = self.failing_pages.clone();
+        ec2.expect_instances_page().returning(move |filters, token| {
+            assert_eq!(filters[0], Filter::tag_key(key.clone()));
+            let page: usize = token.map_or(0, |t| t.parse().unwrap());
+            calls.lock().unwrap().push(Call::Page(page));
+            let mut failing = failing.lock().unwrap();
+            if let Some(k) = failing.iter().position(|p| *p == page) {
+                failing.remove(k);
+                return Box::pin(async {
+                    Err(ccm_aws_api::AwsError::new(
+                        ccm_aws_api::ErrorKind::Transient,
+                        "ec2",
+                        "DescribeInstances",
+                    ))
+                });
+            }
+            let all = instances.lock().unwrap().clone();
+            let end = all.len().min((page + 1) * INSTANCES_PER_PAGE);
+            let found = all[page * INSTANCES_PER_PAGE..end].to_vec();
+            let next = (end < all.len()).then(|| (page + 1).to_string());
+            Box::pin(async move { Ok((found, next)) })
         });
         let (instances, calls) = (self.instances.clone(), self.calls.clone());
         ec2.expect_instances_by_id().returning(move |ids| {
@@ -130,7 +163,9 @@ async fn burst(batches: &[usize]) -> (World, Vec<String>, AwsInstances<MockEc2>,
 #[tokio::test]
 async fn a_burst_of_5000_nodes_lists_the_cluster_once() {
     let (_, names, _, calls) = burst(&[10, 300, 1000, 1000, 1000, 1000, 690]).await;
-    assert_eq!(calls, [Call::ByName(names[..10].to_vec()), Call::Listing]);
+    let mut listed = vec![Call::ByName(names[..10].to_vec())];
+    listed.extend(pages(0..5));
+    assert_eq!(calls, listed);
 }
 
 /// The 5,000-Node scale run's burst began with two small batches (10, then 26 Nodes) before the big ones: asked
@@ -138,7 +173,9 @@ async fn a_burst_of_5000_nodes_lists_the_cluster_once() {
 #[tokio::test]
 async fn a_burst_whose_first_batches_are_small_asks_by_name_only_once() {
     let (world, names, aws, calls) = burst(&[10, 26, 964, 1000, 1000, 1000, 1000]).await;
-    assert_eq!(calls, [Call::ByName(names[..10].to_vec()), Call::Listing]);
+    let mut listed = vec![Call::ByName(names[..10].to_vec())];
+    listed.extend(pages(0..5));
+    assert_eq!(calls, listed);
     // The size is known now: a Node joining later is asked by name again (one call, not five pages).
     let late = world.launch(5000..5001, InstanceState::Running);
     initialize(&aws, &late).await;
@@ -175,15 +212,14 @@ async fn a_burst_paced_by_the_kubernetes_writes_lists_the_cluster_once() {
         start = end;
     }
     assert_eq!(start, 5000);
-    assert_eq!(
-        world.take_calls(),
-        [Call::ByName(names[..5].to_vec()), Call::Listing]
-    );
+    let mut listed = vec![Call::ByName(names[..5].to_vec())];
+    listed.extend(pages(0..5));
+    assert_eq!(world.take_calls(), listed);
 }
 
 /// A batch of Nodes named both ways (half by instance ID, half by private DNS name) whose names need a listing:
-/// the listing answers the IDs too, so a 1,000-Node burst in a cluster of 1,001 instances costs the listing's two
-/// pages, not a third call by ID (the moto test `e2e_node_burst`).
+/// the listing answers the IDs too, so a 1,000-Node burst in a cluster of 1,000 instances costs the listing's
+/// page, not a second call by ID (the moto test `e2e_node_burst`).
 #[tokio::test]
 async fn a_listing_made_for_the_names_answers_the_ids_of_the_batch() {
     let world = World::new();
@@ -200,7 +236,7 @@ async fn a_listing_made_for_the_names_answers_the_ids_of_the_batch() {
         })
         .collect();
     initialize(&aws, &batch).await;
-    assert_eq!(world.take_calls(), [Call::Listing]);
+    assert_eq!(world.take_calls(), pages(0..1));
 }
 
 #[tokio::test]
@@ -209,9 +245,10 @@ async fn names_the_listing_lacks_are_asked_by_name_while_that_is_fewer_calls() {
     let first = world.launch(0..5000, InstanceState::Running);
     let aws = world.aws();
     initialize(&aws, &first[..1000]).await;
-    assert_eq!(world.take_calls(), [Call::Listing]);
+    initialize(&aws, &first[4999..]).await;
+    assert_eq!(world.take_calls(), pages(0..5));
 
-    // 300 instances launched after the listing: two calls by name (five pages to list again).
+    // 300 instances launched after the listing was complete: two calls by name (five pages to list again).
     let late = world.launch(5000..5300, InstanceState::Running);
     let mut batch = first[1000..1700].to_vec();
     batch.extend(late.iter().cloned());
@@ -224,13 +261,86 @@ async fn names_the_listing_lacks_are_asked_by_name_while_that_is_fewer_calls() {
         ]
     );
 
-    // 1,200 new names cost six calls by name, more than listing the cluster again (five pages last time).
+    // 1,200 new names cost six calls by name, more than listing the cluster again (five pages last time); the
+    // new listing asks its pages until it found them, the cluster's seven now.
     let later = world.launch(5300..6500, InstanceState::Running);
     initialize(&aws, &later).await;
-    assert_eq!(world.take_calls(), [Call::Listing]);
+    assert_eq!(world.take_calls(), pages(0..7));
     // ...and that listing answers the 300 late ones now.
     initialize(&aws, &late).await;
     assert_eq!(world.take_calls(), []);
+}
+
+/// The 5,000-Node burst waited for the listing's five pages (ten seconds each on moto) before initializing any
+/// Node: a lookup now asks pages only until its names are answered, and the next asks on from there.
+#[tokio::test]
+async fn a_lookup_asks_the_listing_only_as_far_as_its_names_need() {
+    let world = World::new();
+    let names = world.launch(0..5000, InstanceState::Running);
+    let aws = world.aws();
+    initialize(&aws, &names[..10]).await;
+    assert_eq!(world.take_calls(), [Call::ByName(names[..10].to_vec())]);
+    initialize(&aws, &names[10..50]).await;
+    assert_eq!(world.take_calls(), pages(0..1));
+    initialize(&aws, &names[50..1500]).await;
+    assert_eq!(world.take_calls(), pages(1..2));
+    initialize(&aws, &names[1500..2000]).await;
+    assert_eq!(world.take_calls(), []);
+    initialize(&aws, &names[4500..4600]).await;
+    assert_eq!(world.take_calls(), pages(2..5));
+    // Complete: a name it lacks is missing, with no further call in the same lookup.
+    let gone = world.launch(5000..5001, InstanceState::Running);
+    world.instances.lock().unwrap().pop();
+    let missing = nodes(&gone);
+    let refs: Vec<&Node> = missing.iter().collect();
+    assert!(aws.metadata(&refs).await[0].is_err());
+    assert_eq!(world.take_calls(), [Call::ByName(gone)]);
+}
+
+/// A page that fails fails the names still waiting for it, and the next lookup asks that page again (never the
+/// pages already in).
+#[tokio::test]
+async fn a_failed_page_is_asked_again_by_the_next_lookup() {
+    let world = World::new();
+    let names = world.launch(0..3000, InstanceState::Running);
+    let aws = world.aws();
+    initialize(&aws, &names[..1]).await;
+    initialize(&aws, &names[1..500]).await;
+    world.take_calls();
+    world.failing_pages.lock().unwrap().push(1);
+    let asked = nodes(&names[500..1500]);
+    let refs: Vec<&Node> = asked.iter().collect();
+    let out = aws.metadata(&refs).await;
+    assert!(out[..500].iter().all(Result::is_ok), "page 0 answers its names");
+    assert!(out[500..].iter().all(Result::is_err), "page 1 failed");
+    assert_eq!(world.take_calls(), pages(1..2));
+    initialize(&aws, &names[1000..1500]).await;
+    assert_eq!(world.take_calls(), pages(1..2));
+}
+
+/// Two live instances under one name on different pages: the first page answered it; once the second is seen,
+/// the name is no longer answered from the listing but asked by name, which reports both.
+#[tokio::test]
+async fn a_name_shared_across_pages_is_not_answered_once_the_second_is_seen() {
+    let world = World::new();
+    let names = world.launch(0..1500, InstanceState::Running);
+    {
+        let mut all = world.instances.lock().unwrap();
+        all[1200].private_dns_name = Some(names[300].clone());
+    }
+    let aws = world.aws();
+    initialize(&aws, &names[..1]).await;
+    initialize(&aws, &names[300..301]).await;
+    initialize(&aws, &names[1300..1301]).await;
+    world.take_calls();
+    let twin = nodes(&names[300..301]);
+    let refs: Vec<&Node> = twin.iter().collect();
+    let out = aws.metadata(&refs).await;
+    assert!(
+        matches!(&out[0], Err(InstancesError::MultipleInstances { ids, .. }) if ids.len() == 2),
+        "{out:?}"
+    );
+    assert_eq!(world.take_calls(), [Call::ByName(names[300..301].to_vec())]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -239,7 +349,7 @@ async fn the_listing_answers_only_initialization_and_only_for_the_reuse_time() {
     let names = world.launch(0..300, InstanceState::Running);
     let aws = world.aws();
     initialize(&aws, &names).await;
-    assert_eq!(world.take_calls(), [Call::Listing]);
+    assert_eq!(world.take_calls(), pages(0..1));
 
     // Existence decides whether a Node is deleted: always asked afresh (300 names: two calls by name, or a
     // one-page listing).
@@ -254,7 +364,7 @@ async fn the_listing_answers_only_initialization_and_only_for_the_reuse_time() {
     assert_eq!(world.take_calls(), []);
     tokio::time::advance(Duration::from_secs(1)).await;
     initialize(&aws, &names).await;
-    assert_eq!(world.take_calls(), [Call::Listing]);
+    assert_eq!(world.take_calls(), pages(0..1));
 }
 
 #[tokio::test]
@@ -276,7 +386,7 @@ async fn only_running_instances_with_a_name_of_their_own_are_answered_from_the_l
     let first = nodes(&running[2..]);
     let refs: Vec<&Node> = first.iter().collect();
     assert!(aws.metadata(&refs).await.iter().all(Result::is_ok));
-    assert_eq!(world.take_calls(), [Call::Listing]);
+    assert_eq!(world.take_calls(), pages(0..1));
 
     let asked = vec![running[5].clone(), pending[0].clone(), shared.clone()];
     let second = nodes(&asked);
@@ -301,7 +411,7 @@ async fn a_listing_older_than_the_node_is_confirmed_and_a_recycled_name_asked_af
     let names = world.launch(0..300, InstanceState::Running);
     let aws = world.aws();
     initialize(&aws, &names).await;
-    assert_eq!(world.take_calls(), [Call::Listing]);
+    assert_eq!(world.take_calls(), pages(0..1));
     // Instance 7 is terminated and a new one takes its address, so its name.
     let (dead, new) = {
         let mut all = world.instances.lock().unwrap();

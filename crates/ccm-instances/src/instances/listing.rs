@@ -1,0 +1,310 @@
+//! The cluster-wide listing by private DNS name, asked page by page and only as far as a lookup needs it.
+//!
+//! A listing of 5,000 instances is five pages; AWS answers each in a second or two, moto in ten. A burst's lookup
+//! that waited for all five initialized nothing meanwhile, and the controller's Kubernetes writes, the burst's
+//! real floor, waited with it. So a lookup fetches pages only until each of its names is answered and leaves the
+//! listing open (its next page's token kept): the next batch answers from the pages already in and fetches
+//! further pages only for names they do not hold. Instances launched in order are listed in order, as a burst's
+//! Nodes register, so each batch mostly waits for at most one page. The listing is the same one either way: its
+//! pages are asked once, whoever needs them.
+//!
+//! A name is answered from the first page that shows it, before the later pages are seen. Two live instances of
+//! the cluster under one private DNS name (possible only across VPCs with overlapping addresses) are found when
+//! the second appears: the name is then never answered from the listing again (a warning says so), and a Node
+//! already answered keeps the first instance, as it would with the Go controller's first match.
+
+use std::{collections::HashMap, sync::PoisonError, time::SystemTime};
+
+use ccm_aws_api::{
+    Ec2, Filter, InstanceId,
+    ec2::{Instance, InstanceState},
+};
+use tokio::time::Instant;
+
+use super::{
+    AwsInstances, Found, LIVE_STATES, Lookup,
+    lookup::{CREATED_MARGIN, INSTANCES_PER_PAGE, LISTING_REUSE, wall_clock},
+};
+use crate::{InstancesError, VALUES_PER_FILTER};
+
+/// What the listing holds for one private DNS name.
+#[derive(Debug)]
+enum Entry {
+    /// One running instance, and when the page that showed it was answered.
+    Running(Box<Instance>, SystemTime),
+    /// One live instance that is not running: no answer.
+    NotRunning(InstanceId),
+    /// Two or more live instances: an error to report afresh, never an answer.
+    Shared,
+}
+
+/// Where a listing stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Next {
+    First,
+    After(String),
+    /// Every page is in (when the last was answered).
+    Done(SystemTime),
+}
+
+/// One listing of the cluster's live instances, as far as it was asked.
+#[derive(Debug)]
+struct Listing {
+    /// When its first page was asked: it answers for [`LISTING_REUSE`] from then.
+    started: Instant,
+    by_name: HashMap<String, Entry>,
+    /// Live instances with the cluster tag in the pages so far.
+    tagged: usize,
+    next: Next,
+}
+
+/// The last cluster-wide listing by private DNS name, and the cluster's size the last complete one showed.
+#[derive(Debug, Default)]
+pub(super) struct ClusterListing {
+    /// `None` once older than the reuse time (its memory freed).
+    recent: Option<Listing>,
+    /// Live instances with the cluster tag at the last complete listing: what a new listing would cost.
+    size: Option<usize>,
+    /// Whether a batch was asked by name while the size was unknown.
+    asked_blind: bool,
+}
+
+impl ClusterListing {
+    /// The recent listing, dropped once it is too old to answer.
+    fn recent(&mut self, now: Instant) -> Option<&mut Listing> {
+        if self
+            .recent
+            .as_ref()
+            .is_some_and(|l| now.duration_since(l.started) >= LISTING_REUSE)
+        {
+            self.recent = None;
+        }
+        self.recent.as_mut()
+    }
+
+    /// Whether to ask for `names` by name rather than list the cluster. With the size known: when that costs no
+    /// more calls (200 names per call against 1,000 instances per page; at equal cost the answers by name are
+    /// the smaller). Unknown: for the first batch of at most 200 names only (a lone Node joining costs one
+    /// call); a second batch means a burst, whose listing also learns the size.
+    pub(super) fn asks_by_name(&mut self, names: usize) -> bool {
+        match self.size {
+            Some(size) => names.div_ceil(VALUES_PER_FILTER) <= size.max(1).div_ceil(INSTANCES_PER_PAGE),
+            None if self.asked_blind || names > VALUES_PER_FILTER => false,
+            None => {
+                self.asked_blind = true;
+                true
+            }
+        }
+    }
+
+    /// Answers what it can of `names` into `out`. Only pages answered at or after `fresh_from` answer when it is
+    /// given (they are newer than every Node asking); otherwise a page answers a Node only if it is newer than the
+    /// Node (`created`, a Node without a stamp counting as old), and the older answers are returned to be
+    /// confirmed. `names` keeps the rest.
+    fn answer(
+        &mut self,
+        names: &mut Vec<String>,
+        created: &HashMap<String, SystemTime>,
+        fresh_from: Option<SystemTime>,
+        out: &mut HashMap<String, Lookup>,
+    ) -> Vec<(String, Instance)> {
+        let mut unconfirmed = Vec::new();
+        let Some(listing) = self.recent(Instant::now()) else {
+            return unconfirmed;
+        };
+        names.retain(|name| match listing.by_name.get(name) {
+            Some(Entry::Running(i, taken)) => match fresh_from {
+                Some(from) if *taken >= from => {
+                    out.insert(name.clone(), Ok(Found::Instance((**i).clone())));
+                    false
+                }
+                Some(_) => true,
+                None if created.get(name).is_none_or(|c| *taken >= *c + CREATED_MARGIN) => {
+                    out.insert(name.clone(), Ok(Found::Instance((**i).clone())));
+                    false
+                }
+                None => {
+                    unconfirmed.push((name.clone(), (**i).clone()));
+                    false
+                }
+            },
+            _ => true,
+        });
+        unconfirmed
+    }
+
+    /// The token of the page to ask next: of the recent listing while it is open, else of a new one when
+    /// `start`; `None` when there is none to ask.
+    fn next_page(&mut self, start: bool) -> Option<Option<String>> {
+        let now = Instant::now();
+        match self.recent(now).map(|l| l.next.clone()) {
+            Some(Next::First) => Some(None),
+            Some(Next::After(token)) => Some(Some(token)),
+            Some(Next::Done(_)) | None if start => {
+                self.recent = Some(Listing {
+                    started: now,
+                    by_name: HashMap::new(),
+                    tagged: 0,
+                    next: Next::First,
+                });
+                Some(None)
+            }
+            Some(Next::Done(_)) | None => None,
+        }
+    }
+
+    /// Adds a page asked from `token`, answered at `taken`, to the recent listing (unless another lookup added it
+    /// meanwhile or the listing expired).
+    fn add_page(
+        &mut self,
+        token: Option<&str>,
+        tagged: &[Instance],
+        next: Option<String>,
+        taken: SystemTime,
+    ) {
+        let Some(listing) = self.recent(Instant::now()) else {
+            return;
+        };
+        let expected = match &listing.next {
+            Next::First => None,
+            Next::After(t) => Some(t.as_str()),
+            Next::Done(_) => return,
+        };
+        if expected != token {
+            return;
+        }
+        for i in tagged {
+            let Some(name) = i.private_dns_name.clone() else {
+                continue;
+            };
+            let entry = if i.state == InstanceState::Running {
+                Entry::Running(Box::new(i.clone()), taken)
+            } else {
+                Entry::NotRunning(i.id.clone())
+            };
+            match listing.by_name.get(&name) {
+                None => {
+                    listing.by_name.insert(name, entry);
+                }
+                Some(Entry::Running(other, _)) if other.id == i.id => {}
+                Some(Entry::NotRunning(other)) if *other == i.id => {}
+                Some(_) => {
+                    tracing::warn!(
+                        name,
+                        instance = %i.id,
+                        "two live instances of the cluster share a private DNS name; their Nodes are not \
+                         initialized from the listing"
+                    );
+                    listing.by_name.insert(name, Entry::Shared);
+                }
+            }
+        }
+        listing.tagged += tagged.len();
+        let done = next.is_none();
+        listing.next = next.map_or(Next::Done(taken), Next::After);
+        tracing::debug!(
+            instances = tagged.len(),
+            listed = listing.tagged,
+            done,
+            "listed a page of the cluster's instances"
+        );
+        if done {
+            self.size = Some(listing.tagged);
+        }
+    }
+
+    /// Whether the recent listing was completed at or after `from`: a name it does not hold is then missing.
+    fn done_since(&mut self, from: SystemTime) -> bool {
+        self.recent(Instant::now())
+            .is_some_and(|l| matches!(l.next, Next::Done(at) if at >= from))
+    }
+
+    /// Forgets the recent listing (a complete one was taken by other means and replaces it).
+    pub(super) fn replace(&mut self, tagged: &[Instance], taken: SystemTime) {
+        self.recent = None;
+        self.next_page(true);
+        self.add_page(None, tagged, None, taken);
+    }
+}
+
+impl<E: Ec2 + Send + Sync> AwsInstances<E> {
+    /// Answers `names` (asked at `asked`) from the recent listing, confirming by ID what is older than its Node
+    /// and asking further pages while the listing is open (or starting one when `start`) until every name is
+    /// answered or every page is in. Names a complete listing does not hold are missing; instances of the pages
+    /// asked here go to `listed` (they answer lookups by ID). `names` keeps what is left.
+    pub(super) async fn answer_from_listing(
+        &self,
+        names: &mut Vec<String>,
+        created: &HashMap<String, SystemTime>,
+        asked: SystemTime,
+        start: bool,
+        out: &mut HashMap<String, Lookup>,
+        listed: &mut Vec<Instance>,
+    ) {
+        // One lookup asks pages at a time: another waiting for a page finds it in the listing afterwards.
+        let _pages = self.listing_pages.lock().await;
+        let unconfirmed = self.lock_listing().answer(names, created, None, out);
+        if !unconfirmed.is_empty() {
+            // An answer that fails confirmation is only taken from a page newer than the lookup.
+            names.extend(self.confirm(unconfirmed, out).await);
+        }
+        let mut start = start;
+        while !names.is_empty() {
+            let Some(token) = self.lock_listing().next_page(start) else {
+                break;
+            };
+            start = false;
+            if let Err(e) = self.list_page(token, listed).await {
+                for name in names.drain(..) {
+                    let what = format!("failed to get instance by private DNS name {name}");
+                    out.insert(name, Err(InstancesError::aws(what, e.clone())));
+                }
+                return;
+            }
+            self.lock_listing().answer(names, created, Some(asked), out);
+        }
+        if self.lock_listing().done_since(asked) {
+            for name in names.drain(..) {
+                out.insert(name, Ok(Found::Missing));
+            }
+        }
+    }
+
+    /// Asks the page of the cluster listing after `token` and adds it to the recent listing.
+    async fn list_page(
+        &self,
+        token: Option<String>,
+        listed: &mut Vec<Instance>,
+    ) -> Result<(), std::sync::Arc<ccm_aws_api::AwsError>> {
+        let Some(cluster) = &self.config.cluster else {
+            return Ok(());
+        };
+        let filters = [
+            Filter::tag_key(cluster.key()),
+            Filter::new("instance-state-name", LIVE_STATES),
+        ];
+        let (instances, next) = self
+            .ec2
+            .instances_page(&filters, token.clone())
+            .await
+            .map_err(std::sync::Arc::new)?;
+        if next.is_some() && next == token {
+            // A token that comes back would list forever.
+            let e = ccm_aws_api::AwsError::new(ccm_aws_api::ErrorKind::Permanent, "ec2", "DescribeInstances")
+                .with_message("the listing's next page token repeated the last one");
+            return Err(std::sync::Arc::new(e));
+        }
+        let tagged: Vec<Instance> = instances
+            .into_iter()
+            .filter(|i| cluster.is_tagged(&i.tags))
+            .collect();
+        self.lock_listing()
+            .add_page(token.as_deref(), &tagged, next, wall_clock());
+        listed.extend(tagged);
+        Ok(())
+    }
+
+    pub(super) fn lock_listing(&self) -> std::sync::MutexGuard<'_, ClusterListing> {
+        self.listing.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
