@@ -162,7 +162,8 @@ async fn worker<P: CloudProvider>(ctx: &Ctx<P>) {
             .next_batch(ctx.config.max_batch, ctx.config.batch_window)
             .await
         {
-            match within_deadline(ctx, &batch, look_up(ctx, &batch)).await {
+            // Boxed: a provider's lookup may be a large future; this task's stack holds both stages.
+            match within_deadline(ctx, &batch, Box::pin(look_up(ctx, &batch))).await {
                 Some(found) => {
                     if let Err(returned) = looked_up.send((batch, found)).await {
                         done(ctx, &returned.0.0);
@@ -174,7 +175,7 @@ async fn worker<P: CloudProvider>(ctx: &Ctx<P>) {
     };
     let writes = async {
         while let Some((batch, found)) = to_write.recv().await {
-            within_deadline(ctx, &batch, write(ctx, found)).await;
+            within_deadline(ctx, &batch, Box::pin(write(ctx, found))).await;
             done(ctx, &batch);
         }
     };

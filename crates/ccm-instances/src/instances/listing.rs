@@ -283,9 +283,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             Filter::tag_key(cluster.key()),
             Filter::new("instance-state-name", LIVE_STATES),
         ];
-        let (instances, next) = self
-            .ec2
-            .instances_page(&filters, token.clone())
+        let (instances, next) = Box::pin(self.ec2.instances_page(&filters, token.clone()))
             .await
             .map_err(std::sync::Arc::new)?;
         if next.is_some() && next == token {

@@ -159,7 +159,8 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             && listable
             && !names.is_empty()
         {
-            self.answer_from_listing(&mut names, created, asked, false, &mut out, &mut listed)
+            // Boxed: the listing's SDK call is a large future, held here twice otherwise.
+            Box::pin(self.answer_from_listing(&mut names, created, asked, false, &mut out, &mut listed))
                 .await;
         }
         if names.is_empty() {
@@ -177,8 +178,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                 self.match_names(answer, chunk, &mut out);
             }
         } else if let Reuse::Recent(created) = reuse {
-            self.answer_from_listing(&mut names, created, asked, true, &mut out, &mut listed)
-                .await;
+            Box::pin(self.answer_from_listing(&mut names, created, asked, true, &mut out, &mut listed)).await;
             // What the listing could not say (it expired while asked): missing for now, asked again later.
             for name in names {
                 out.insert(name, Ok(Found::Missing));
