@@ -14,7 +14,7 @@ use std::{
     time::Duration,
 };
 
-use ccm_aws_api::{ErrorKind, InstanceId, Result};
+use ccm_aws_api::{AwsError, ErrorKind, InstanceId, Result};
 use tokio::time::Instant;
 
 /// Lookups of at most this many IDs are not split further; their failures are retried as any call's.
@@ -112,7 +112,8 @@ where
 }
 
 /// One page of [`shrinking_pages`], from `token`: asked again at half the size while it fails transiently and
-/// is larger than [`MIN_SPLIT_IDS`].
+/// is larger than [`MIN_SPLIT_IDS`]. A page whose next token is the one it was asked with is an error (a caller
+/// asking page by page would otherwise list forever); an empty next token ends the listing, as AWS's SDKs treat it.
 pub(crate) async fn shrinking_page<T, F, Fut>(
     size: &LookupSize,
     token: Option<String>,
@@ -130,7 +131,18 @@ where
                 tracing::warn!(page = limit, error = %err, "instance listing failed; asking for smaller pages");
                 size.failed(limit);
             }
-            answer => return answer,
+            answer => {
+                let (items, next) = answer?;
+                let next = next.filter(|t| !t.is_empty());
+                if next.is_some() && next == token {
+                    let message =
+                        format!("the continuation token {token:?} came back a second time: listing stopped");
+                    return Err(
+                        AwsError::new(ErrorKind::Transient, "ec2", "DescribeInstances").with_message(message)
+                    );
+                }
+                return Ok((items, next));
+            }
         }
     }
 }
@@ -140,8 +152,6 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use std::sync::Mutex;
-
-    use ccm_aws_api::AwsError;
 
     use super::*;
 
@@ -304,5 +314,21 @@ mod tests {
         let err = result.unwrap_err();
         assert!(err.to_string().contains("came back a second time"), "{err}");
         assert_eq!(*calls.lock().unwrap(), 2, "the first repeat stops it");
+    }
+
+    #[tokio::test]
+    async fn a_page_answering_with_its_own_token_is_an_error_and_an_empty_token_ends() {
+        let size = LookupSize::new(1000);
+        let asked = |next: &'static str| {
+            shrinking_page(
+                &size,
+                Some("same".to_owned()),
+                move |_token, _page, _| async move { Ok::<_, AwsError>((vec![1], Some(next.to_owned()))) },
+            )
+        };
+        let err = asked("same").await.unwrap_err();
+        assert!(err.to_string().contains("came back a second time"), "{err}");
+        assert_eq!(asked("").await.unwrap(), (vec![1], None));
+        assert_eq!(asked("other").await.unwrap(), (vec![1], Some("other".to_owned())));
     }
 }

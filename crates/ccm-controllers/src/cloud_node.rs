@@ -24,6 +24,9 @@ use kube::{
 };
 use serde_json::json;
 
+use labels::reconcile_labels;
+pub use labels::{is_reserved_label, label_fixes};
+
 use crate::{
     Backoff, Bootstrap, Clock, ControllerMetrics, Error, ErrorChain, WorkQueue,
     addresses::{addresses_for_node_ip, desired_addresses},
@@ -313,46 +316,6 @@ fn finish<P: CloudProvider>(ctx: &Ctx<P>, name: &str, result: Result<(), Error>)
     }
 }
 
-/// The label changes that keep GA labels equal to their beta source (upstream `reconcileNodeLabels`).
-pub fn label_fixes(node: &Node) -> BTreeMap<String, String> {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    [
-        (LABEL_ZONE_BETA, LABEL_ZONE),
-        (LABEL_REGION_BETA, LABEL_REGION),
-        (LABEL_INSTANCE_TYPE_BETA, LABEL_INSTANCE_TYPE),
-    ]
-    .into_iter()
-    .filter_map(|(primary, secondary)| {
-        let value = labels.get(primary)?;
-        (labels.get(secondary) != Some(value)).then(|| (secondary.to_owned(), value.clone()))
-    })
-    .collect()
-}
-
-async fn reconcile_labels<P: CloudProvider>(ctx: &Ctx<P>, node: &Node) -> Result<(), Error> {
-    let fixes = label_fixes(node);
-    if fixes.is_empty() {
-        return Ok(());
-    }
-    ctx.config.metrics.api_write();
-    let patch = json!({ "metadata": { "labels": fixes } });
-    Api::<Node>::all(ctx.client.clone())
-        .patch(name_of(node), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| Error::kube("failed update labels for node", name_of(node), e))?;
-    Ok(())
-}
-
-/// Whether a label key is in a reserved Kubernetes namespace (`kubernetes.io/`, `k8s.io/` or a subdomain).
-pub fn is_reserved_label(key: &str) -> bool {
-    let Some((prefix, _)) = key.split_once('/') else {
-        return false;
-    };
-    ["kubernetes.io", "k8s.io"]
-        .iter()
-        .any(|d| prefix == *d || prefix.strip_suffix(d).is_some_and(|p| p.ends_with('.')))
-}
-
 /// The Node with the provider's metadata applied and the uninitialized taint removed (upstream `syncNode`'s
 /// modifiers). `meta.provider_id` must already be resolved. Fails, leaving the taint, when the provided node
 /// IP does not fit the cloud's addresses.
@@ -601,5 +564,6 @@ async fn update_node_status<P: CloudProvider>(ctx: &Ctx<P>) {
     tracing::debug!(nodes = nodes.len(), "updated node addresses");
 }
 
+mod labels;
 #[cfg(test)]
 mod tests;

@@ -219,10 +219,14 @@ impl ClusterListing {
             .is_some_and(|l| matches!(l.next, Next::Done(at) if at >= from))
     }
 
-    /// Forgets the recent listing (a complete one was taken by other means and replaces it).
+    /// Replaces the recent listing with a complete one taken by other means.
     pub(super) fn replace(&mut self, tagged: &[Instance], taken: SystemTime) {
-        self.recent = None;
-        self.next_page(true);
+        self.recent = Some(Listing {
+            started: Instant::now(),
+            by_name: HashMap::new(),
+            tagged: 0,
+            next: Next::First,
+        });
         self.add_page(None, tagged, None, taken);
     }
 }
@@ -241,13 +245,18 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         out: &mut HashMap<String, Lookup>,
         listed: &mut Vec<Instance>,
     ) {
-        // One lookup asks pages at a time: another waiting for a page finds it in the listing afterwards.
-        let _pages = self.listing_pages.lock().await;
         let unconfirmed = self.lock_listing().answer(names, created, None, out);
         if !unconfirmed.is_empty() {
             // An answer that fails confirmation is only taken from a page newer than the lookup.
             names.extend(self.confirm(unconfirmed, out).await);
         }
+        if names.is_empty() {
+            return;
+        }
+        // One lookup asks pages at a time: another waiting for a page finds it in the listing afterwards (the
+        // pages added while this one waited answer first).
+        let _pages = self.listing_pages.lock().await;
+        self.lock_listing().answer(names, created, Some(asked), out);
         let mut start = start;
         while !names.is_empty() {
             let Some(token) = self.lock_listing().next_page(start) else {
@@ -279,19 +288,10 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         let Some(cluster) = &self.config.cluster else {
             return Ok(());
         };
-        let filters = [
-            Filter::tag_key(cluster.key()),
-            Filter::new("instance-state-name", LIVE_STATES),
-        ];
-        let (instances, next) = Box::pin(self.ec2.instances_page(&filters, token.clone()))
+        // The adapter ends a listing whose next token repeats the one asked (it would list forever).
+        let (instances, next) = Box::pin(self.ec2.instances_page(&cluster_filters(cluster), token.clone()))
             .await
             .map_err(std::sync::Arc::new)?;
-        if next.is_some() && next == token {
-            // A token that comes back would list forever.
-            let e = ccm_aws_api::AwsError::new(ccm_aws_api::ErrorKind::Permanent, "ec2", "DescribeInstances")
-                .with_message("the listing's next page token repeated the last one");
-            return Err(std::sync::Arc::new(e));
-        }
         let tagged: Vec<Instance> = instances
             .into_iter()
             .filter(|i| cluster.is_tagged(&i.tags))
@@ -305,4 +305,13 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     pub(super) fn lock_listing(&self) -> std::sync::MutexGuard<'_, ClusterListing> {
         self.listing.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// The cluster listing's filters: the cluster's tag key (its value is checked on the answers: `owned` or
+/// `shared`) and the live states.
+pub(super) fn cluster_filters(cluster: &ccm_tagging::ClusterTags) -> [Filter; 2] {
+    [
+        Filter::tag_key(cluster.key()),
+        Filter::new("instance-state-name", LIVE_STATES),
+    ]
 }

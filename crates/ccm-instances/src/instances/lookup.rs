@@ -27,7 +27,7 @@ use ccm_aws_api::{
     ec2::{Instance, InstanceState, NetworkInterface},
 };
 
-use super::{AwsInstances, Found, LIVE_STATES, Lookup, Target};
+use super::{AwsInstances, Found, LIVE_STATES, Lookup, Target, listing};
 use crate::{IDS_PER_LOOKUP, InstancesError, VALUES_PER_FILTER};
 
 /// How long a cluster-wide listing answers the initialization lookups of later batches. Only instances it saw
@@ -229,11 +229,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         let Some(cluster) = &self.config.cluster else {
             return Ok(Vec::new());
         };
-        let filters = [
-            Filter::tag_key(cluster.key()),
-            Filter::new("instance-state-name", LIVE_STATES),
-        ];
-        let instances = self.ec2.instances(&filters).await?;
+        let instances = self.ec2.instances(&listing::cluster_filters(cluster)).await?;
         let tagged: Vec<Instance> = instances
             .into_iter()
             .filter(|i| cluster.is_tagged(&i.tags))
@@ -336,9 +332,6 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     }
 }
 
-#[cfg(test)]
-mod tests;
-
 /// The instances of `listed` whose name answered none of `out`'s names.
 fn unmatched(listed: Vec<Instance>, out: &HashMap<String, Lookup>) -> Vec<Instance> {
     listed
@@ -346,3 +339,6 @@ fn unmatched(listed: Vec<Instance>, out: &HashMap<String, Lookup>) -> Vec<Instan
         .filter(|i| i.private_dns_name.as_ref().is_none_or(|n| !out.contains_key(n)))
         .collect()
 }
+
+#[cfg(test)]
+mod tests;
