@@ -39,6 +39,33 @@ pub fn total(calls: &Calls) -> f64 {
     calls.values().fold(0.0, |a, b| a + b)
 }
 
+/// Resident memory of a process, KiB: the peak so far and what is resident now, split into anonymous pages
+/// (heap, stacks: what the program allocated) and file pages (the binary's code and data as mapped).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Memory {
+    pub peak: u64,
+    pub anon: u64,
+    pub file: u64,
+}
+
+impl Memory {
+    /// Reads `VmHWM`, `RssAnon` and `RssFile` (plus `RssShmem` as file) of a `/proc/<pid>/status`.
+    pub fn parse(status: &str) -> Self {
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or(0)
+        };
+        Self {
+            peak: field("VmHWM"),
+            anon: field("RssAnon"),
+            file: field("RssFile") + field("RssShmem"),
+        }
+    }
+}
+
 pub struct Ccm {
     process: Process,
     pub log: PathBuf,
@@ -166,12 +193,12 @@ impl Ccm {
 
     /// Peak resident memory so far, KiB (`VmHWM`).
     pub fn peak_rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
+        self.memory().peak
+    }
+
+    /// The process's memory now (`/proc/<pid>/status`).
+    pub fn memory(&self) -> Memory {
+        Memory::parse(&std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default())
     }
 
     /// User plus system CPU seconds so far (`utime` + `stime`, at the usual 100 ticks a second).
@@ -222,6 +249,22 @@ mod tests {
             dockerfile.contains(&format!("\nENV {}\n", settings.join(" "))),
             "the image's ENV line differs from {settings:?}"
         );
+    }
+
+    #[test]
+    fn memory_is_read_from_the_status_file() {
+        let status = "Name:\tccm\nVmHWM:\t   70000 kB\nVmRSS:\t   60000 kB\nRssAnon:\t   41000 kB\n\
+                      RssFile:\t   18000 kB\nRssShmem:\t       1000 kB\n";
+        let m = super::Memory::parse(status);
+        assert_eq!(
+            m,
+            super::Memory {
+                peak: 70000,
+                anon: 41000,
+                file: 19000
+            }
+        );
+        assert_eq!(super::Memory::parse(""), super::Memory::default());
     }
 
     #[test]

@@ -170,6 +170,7 @@ async fn measure(
     f.burst = started.elapsed().as_secs_f64();
     f.burst_calls = diff(&ccm.calls().await?, &before);
     f.phase = Phase::Burst;
+    f.memory.push(("the Node burst".into(), ccm.memory()));
     report(f);
     say(format!(
         "node burst {:.1} s, AWS calls {:?}",
@@ -194,12 +195,14 @@ async fn measure(
         if k == 0 {
             steady(f, ccm, p).await?;
             f.phase = Phase::Steady;
+            f.memory.push(("the steady window".into(), ccm.memory()));
             report(f);
             churn(f, ccm, fleet, nodes, &lbs, p, report).await?;
         } else {
             tokio::time::sleep(p.settle).await;
         }
         f.rss.push((count, ccm.peak_rss_kib()));
+        f.memory.push((format!("{count} Services"), ccm.memory()));
         report(f);
     }
     Ok(())
