@@ -171,7 +171,9 @@ async fn classic_elb_lifecycle_against_moto() {
     assert_eq!(mutations(&metrics) - before, 0, "{:?}", mutation_counts(&metrics));
     let steady_calls = metrics.total_attempts() - calls_before;
     eprintln!("steady ensure: {steady_calls} calls, 0 mutating");
-    assert_eq!(steady_calls, 9, "{:?}", metrics.snapshot());
+    // The nodes' instances, read by the creation a moment ago, answer again (ccm-load-balancers reuses an
+    // instance read for half a minute): no DescribeInstances.
+    assert_eq!(steady_calls, 8, "{:?}", metrics.snapshot());
 
     // Nodes change: only register and deregister.
     let last_two: Vec<&Node> = nodes[1..].iter().collect();

@@ -72,6 +72,7 @@ mod memory;
 pub mod nlb;
 pub mod ownership;
 mod provider;
+mod recent_instances;
 pub mod shared;
 pub mod spec;
 

@@ -12,7 +12,9 @@ use crate::{
     dry_run::{DryRun, ports_without_node_port},
     flavour::{self, Classic, HostMemoryFlavour, LoadBalancerFlavour, Network, Ports, Scope},
     memory::HostMemory,
-    nlb, shared,
+    nlb,
+    recent_instances::RecentInstances,
+    shared,
     spec::{Flavour, ServiceSpec, flavour_change, parse_service},
 };
 
@@ -23,7 +25,8 @@ pub const DEFAULT_CLUSTER_NAME: &str = "kubernetes";
 /// elsewhere: the AWS Load Balancer Controller).
 #[derive(Debug)]
 pub struct AwsLoadBalancers<E, L, V> {
-    ec2: E,
+    /// Instances read by one ensure answer the next ones for half a minute (see `recent_instances`).
+    ec2: RecentInstances<E>,
     elb: L,
     elbv2: V,
     config: LoadBalancerConfig,
@@ -105,7 +108,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     /// Load balancers over the EC2, Classic ELB and ELBv2 ports.
     pub fn new(ec2: E, elb: L, elbv2: V, config: LoadBalancerConfig) -> Self {
         Self {
-            ec2,
+            ec2: RecentInstances::new(ec2),
             elb,
             elbv2,
             config,
@@ -173,7 +176,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         Ok((std::borrow::Cow::Owned(ipv4), ids))
     }
 
-    fn ports(&self) -> Ports<'_, E, L, V> {
+    fn ports(&self) -> Ports<'_, RecentInstances<E>, L, V> {
         Ports {
             ec2: &self.ec2,
             elb: &self.elb,
