@@ -76,15 +76,25 @@ impl Nlb {
             .collect()
     }
 
+    /// The load balancer's target groups; none while it has no listener yet (moto then answers
+    /// `TargetGroupNotFound`, which a poll taken between the CCM's `CreateLoadBalancer` and `CreateListener` sees).
     pub async fn target_groups(&self, lb_arn: &str) -> Vec<TargetGroup> {
         let out = self
             .0
             .describe_target_groups()
             .load_balancer_arn(lb_arn)
             .send()
-            .await
-            .unwrap();
-        out.target_groups().to_vec()
+            .await;
+        match out {
+            Ok(out) => out.target_groups().to_vec(),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_target_group_not_found_exception()) =>
+            {
+                Vec::new()
+            }
+            Err(e) => panic!("DescribeTargetGroups of {lb_arn}: {e:?}"),
+        }
     }
 
     /// Every target group in the region.
