@@ -337,6 +337,16 @@ impl World {
         self.run(count, None, &owned(tags)).await
     }
 
+    /// Launches `count` instances tagged `tags` (plus the owned cluster tag) into the security group `group`.
+    pub async fn launch_in(
+        &self,
+        count: i32,
+        group: &str,
+        tags: &[(&str, &str)],
+    ) -> Result<Vec<Launched>, aws_sdk_ec2::Error> {
+        self.run(count, Some(group), &owned(tags)).await
+    }
+
     /// Creates another security group in the VPC, tagged `tags`: its ID.
     pub async fn security_group(&self, tags: &[(&str, &str)]) -> Result<String, aws_sdk_ec2::Error> {
         self.create_security_group(&owned(tags)).await

@@ -1,6 +1,12 @@
 //! The scale harness's AWS side in moto: a VPC with a /17 subnet (room for 5,000 instances and more) tagged as
-//! the cluster's public ELB subnet, the instances tagged for the cluster, the CCM's cloud config (a control
-//! plane outside the VPC, so no IMDS is needed), and the membership of load balancers as AWS reports it.
+//! the cluster's public ELB subnet, the instances tagged for the cluster, each pool of Nodes in a security group
+//! of its own, the CCM's cloud config (a control plane outside the VPC, so no IMDS is needed), and the
+//! membership of load balancers as AWS reports it.
+//!
+//! One group per pool: every load balancer adds rules to the group of its target nodes, and a group holds at
+//! most 60 rules (AWS's default quota, which moto enforces): 500 load balancers targeting nodes of one group
+//! cannot all be allowed in, whatever the controller. Pools of 100 Nodes in 50 groups hold 10 (500 Services)
+//! or 20 (1,000) load balancers' rules each, as clusters of this size split their nodes.
 
 use std::{path::PathBuf, sync::Arc};
 
@@ -21,6 +27,8 @@ pub struct Fleet {
     network: World,
     /// The cluster tag's key, for an instance launched later.
     key: String,
+    /// The security group of each pool, in pool order.
+    groups: Vec<String>,
     /// The cloud config of the CCM.
     pub config: PathBuf,
     /// Where the CCM logs.
@@ -37,8 +45,9 @@ const NO_TOPOLOGY: &str = "<DescribeInstanceTopologyResponse xmlns=\"http://ec2.
     <requestId>scale</requestId><instanceSet/></DescribeInstanceTopologyResponse>";
 
 impl Fleet {
-    /// The VPC and `count` instances tagged `kubernetes.io/cluster/<id>=owned`, launched 250 at a time.
-    pub async fn create(env: &TestEnv, count: usize) -> anyhow::Result<Self> {
+    /// The VPC and `count` instances tagged `kubernetes.io/cluster/<id>=owned`, `pool` at a time, each pool in a
+    /// security group of its own (tagged for the cluster).
+    pub async fn create(env: &TestEnv, count: usize, pool: usize) -> anyhow::Result<Self> {
         let raw = ec2::client(env).await;
         let id = unique_name("scale");
         let key = format!("kubernetes.io/cluster/{id}");
@@ -52,9 +61,15 @@ impl Fleet {
             .await
             .context("the VPC")?;
         let mut instances = Vec::with_capacity(count);
+        let mut groups = Vec::new();
         while instances.len() < count {
-            let batch = i32::try_from((count - instances.len()).min(250))?;
-            instances.extend(network.launch(batch, &owned).await?);
+            let group = network
+                .security_group(&owned)
+                .await
+                .context("a pool's security group")?;
+            let batch = i32::try_from((count - instances.len()).min(pool.max(1)))?;
+            instances.extend(network.launch_in(batch, &group, &owned).await?);
+            groups.push(group);
         }
         let dir = std::env::temp_dir().join(&id);
         std::fs::create_dir_all(&dir)?;
@@ -80,6 +95,7 @@ impl Fleet {
             instances,
             network,
             key,
+            groups,
             config,
             dir,
             lbs: LoadBalancers::connect(env).await,
@@ -107,9 +123,11 @@ impl Fleet {
     /// Launches one more instance of the cluster, for a Node joining after the burst: as an autoscaler does, when
     /// it joins, so that the burst's listing holds the burst's instances only (with one more, 5,000 Nodes' listing
     /// is six pages, not five).
+    /// It joins pool 0, in that pool's group.
     pub async fn launch_one(&self) -> anyhow::Result<Launched> {
         let owned = [(self.key.as_str(), "owned")];
-        let mut launched = self.network.launch(1, &owned).await?;
+        let group = self.groups.first().context("no pool")?;
+        let mut launched = self.network.launch_in(1, group, &owned).await?;
         launched.pop().context("RunInstances launched nothing")
     }
 

@@ -45,7 +45,7 @@ pub async fn run(
     let (nodes, services): (Api<Node>, Api<Service>) =
         (Api::all(client.clone()), Api::namespaced(client, "default"));
     say(&format!("launching {} instances in moto", p.nodes));
-    let fleet = Fleet::create(env, p.nodes).await?;
+    let fleet = Fleet::create(env, p.nodes, p.pool).await?;
     let group = fleet.id.clone();
     let selector = ListParams::default().labels(&format!("scale={group}"));
     let pools = (p.nodes / p.pool.max(1)).max(1);
