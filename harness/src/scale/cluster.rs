@@ -1,5 +1,5 @@
 //! The scale harness's Kubernetes side: Nodes registered as kubelets with `--cloud-provider=external` do (named
-//! by private DNS name, tainted uninitialized, Ready), and Services of type LoadBalancer of both flavours, each
+//! by private DNS name, tainted uninitialized, Ready or not yet), and Services of type LoadBalancer of both flavours, each
 //! with one pool of Nodes as targets.
 
 use std::time::Duration;
@@ -15,7 +15,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{
     Api,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 use tokio::time::Instant;
@@ -26,8 +26,15 @@ const TARGET_LABELS: &str = "service.beta.kubernetes.io/aws-load-balancer-target
 /// Requests the harness keeps in flight at once.
 const IN_FLIGHT: usize = 32;
 
-/// The Node of `instance` in `pool`, labelled `scale=<group>`: Ready, and tainted uninitialized when `tainted`.
-pub fn node(instance: &Launched, group: &str, pool: usize, tainted: bool) -> anyhow::Result<Node> {
+/// The Node of `instance` in `pool`, labelled `scale=<group>`: tainted uninitialized when `tainted`; its
+/// kubelet's Ready condition True when `ready`, else False (a kubelet whose network is not up yet).
+pub fn node(
+    instance: &Launched,
+    group: &str,
+    pool: usize,
+    tainted: bool,
+    ready: bool,
+) -> anyhow::Result<Node> {
     let taints = if tainted {
         json!([{ "key": UNINITIALIZED, "value": "true", "effect": "NoSchedule" }])
     } else {
@@ -38,8 +45,26 @@ pub fn node(instance: &Launched, group: &str, pool: usize, tainted: bool) -> any
         "spec": { "taints": taints },
         // Nodes may be created with their status: the kubelet's Ready condition, so that the node-lifecycle
         // controller sees healthy Nodes as in a cluster without churn.
-        "status": { "conditions": [{ "type": "Ready", "status": "True", "reason": "KubeletReady" }] },
+        "status": { "conditions": [ready_condition(ready)] },
     }))?)
+}
+
+fn ready_condition(ready: bool) -> serde_json::Value {
+    let (status, reason) = if ready {
+        ("True", "KubeletReady")
+    } else {
+        ("False", "KubeletNotReady")
+    };
+    json!({ "type": "Ready", "status": status, "reason": reason })
+}
+
+/// Reports the Node `name` Ready, as its kubelet does once its network is up.
+pub async fn set_ready(api: &Api<Node>, name: &str) -> anyhow::Result<()> {
+    let patch = json!({ "status": { "conditions": [ready_condition(true)] } });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .with_context(|| format!("reporting Node {name} Ready"))?;
+    Ok(())
 }
 
 /// Creates `nodes`, 32 at a time.
@@ -188,4 +213,36 @@ pub async fn delete_services(api: &Api<Service>, group: &str, limit: Duration) -
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::ResourceExt;
+
+    fn ready(node: &Node) -> Option<(String, Option<String>)> {
+        let conditions = node.status.as_ref()?.conditions.as_ref()?;
+        let c = conditions.iter().find(|c| c.type_ == "Ready")?;
+        Some((c.status.clone(), c.reason.clone()))
+    }
+
+    #[test]
+    fn a_joining_node_registers_not_ready_and_burst_nodes_ready() {
+        let instance = Launched {
+            id: "i-0123".into(),
+            private_ip: "10.0.0.1".into(),
+            private_dns: "ip-10-0-0-1.ec2.internal".into(),
+            zone: "us-east-1a".into(),
+        };
+        let joining = node(&instance, "g", 0, true, false).unwrap();
+        assert_eq!(
+            ready(&joining),
+            Some(("False".into(), Some("KubeletNotReady".into())))
+        );
+        let taints = joining.spec.as_ref().and_then(|s| s.taints.as_ref()).unwrap();
+        assert_eq!(taints[0].key, UNINITIALIZED);
+        let burst = node(&instance, "g", 3, false, true).unwrap();
+        assert_eq!(ready(&burst), Some(("True".into(), Some("KubeletReady".into()))));
+        assert_eq!(burst.labels().get(POOL_LABEL).map(String::as_str), Some("3"));
+    }
 }
