@@ -1,6 +1,6 @@
 //! The scale harness's Kubernetes side: Nodes registered as kubelets with `--cloud-provider=external` do (named
-//! by private DNS name, tainted uninitialized, Ready or not yet), and Services of type LoadBalancer of both flavours, each
-//! with one pool of Nodes as targets.
+//! by private DNS name, tainted uninitialized, Ready or not yet), and Services of type LoadBalancer of both
+//! flavours, each with one pool of Nodes as targets.
 
 use std::time::Duration;
 
