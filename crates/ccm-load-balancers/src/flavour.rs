@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
+use ccm_aws_api::{Ec2, Elb, Elbv2, SubnetId, Tags};
 use k8s_openapi::api::core::v1::Node;
 use serde::Serialize;
 
@@ -13,6 +13,7 @@ use crate::{
     Error, LoadBalancerConfig,
     dry_run::{DryRun, Recreation},
     memory::{Facts, Learnt, Remembered},
+    ownership::Claim,
     spec::ServiceSpec,
 };
 
@@ -111,9 +112,9 @@ pub(crate) trait LoadBalancerFlavour {
     /// The load balancer's name.
     fn name(desired: &Self::Desired) -> &str;
 
-    /// The Service a load balancer under this name must name in its `kubernetes.io/service-name` tag (`None`:
-    /// the UID name, which the ownership check alone covers; see [`crate::ownership::check_claim`]).
-    fn claimant(desired: &Self::Desired) -> Option<&str>;
+    /// The tags of the load balancer a full observation found (`None`: there is none), from which the provider
+    /// claims it ([`crate::ownership::claim`]). A host-scope observation reads no tags: it is not asked.
+    fn found(observed: &Self::Observed) -> Option<&Tags>;
 
     /// Reads what the plan needs (no mutation).
     fn observe<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
@@ -128,10 +129,10 @@ pub(crate) trait LoadBalancerFlavour {
     /// The ordered plan (pure).
     fn plan(desired: &Self::Desired, observed: &Self::Observed) -> Vec<Self::Change>;
 
-    /// Runs the changes in order (the only mutation).
+    /// Runs the changes in order (the only mutation), under the claim of the load balancer's name.
     fn apply<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
         ports: &Ports<'_, E, L, V>,
-        name: &str,
+        claim: &Claim,
         observed: &Self::Observed,
         changes: &[Self::Change],
     ) -> impl Future<Output = Result<Self::Applied, Error>> + Send;
@@ -144,13 +145,6 @@ pub(crate) trait LoadBalancerFlavour {
         ports: &Ports<'_, E, L, V>,
         name: &str,
     ) -> impl Future<Output = Result<bool, Error>> + Send;
-
-    /// The existing load balancer's tags (for the ownership check of an update).
-    fn tags<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
-        ports: &Ports<'_, E, L, V>,
-        name: &str,
-        observed: &Self::Observed,
-    ) -> impl Future<Output = Result<Tags, AwsError>> + Send;
 
     /// The dry run's result.
     fn dry_run(spec: ServiceSpec, desired: Self::Desired, changes: Vec<Self::Change>) -> DryRun;

@@ -33,7 +33,11 @@ use ccm_aws_api::{
 
 use tokio::time::Instant;
 
-use crate::{Error, LoadBalancerConfig, shared};
+use crate::{
+    Error, LoadBalancerConfig,
+    ownership::{Claim, Claimant},
+    shared,
+};
 
 mod classic;
 mod network;
@@ -107,9 +111,10 @@ pub(crate) struct HostMemory {
     lookup: tokio::sync::Mutex<()>,
     /// When stale memories were last dropped (see [`HostMemory::learn`]).
     pruned: Mutex<Option<Instant>>,
-    /// Load balancers this process has seen to be ours (made by it, or found with our tags by a full ensure), so
-    /// that host updates need not read tags again before registering instances.
-    verified: Mutex<BTreeSet<String>>,
+    /// The claim of each load balancer this process made or found to be its Service's (by a full ensure), so that
+    /// host updates of that Service incarnation need not read tags again before registering instances. Keyed by
+    /// the load balancer's name, held by one claimant: another Service (or incarnation) naming it gets none.
+    claims: Mutex<HashMap<String, Claim>>,
     /// Per Service (UID), the target instances its load balancer's last successful ensure or host update left:
     /// a host update that would leave them as they are makes no AWS call. With pools of Nodes (the
     /// `target-node-labels` annotation), a Node joining one pool costs the other pools' load balancers nothing.
@@ -186,24 +191,27 @@ impl HostMemory {
     /// `instances`, and nothing too old.
     pub(crate) fn retain(&self, names: &BTreeSet<String>, instances: &BTreeSet<String>) {
         lock(&self.load_balancers).retain(|name, _| names.contains(name));
-        lock(&self.verified).retain(|name| names.contains(name));
+        lock(&self.claims).retain(|name, _| names.contains(name));
         lock(&self.instances).retain(|id, (_, at)| instances.contains(id) && fresh(*at));
         lock(&self.groups).retain(|_, (_, at)| fresh(*at));
     }
 
-    /// Records that the load balancer `name` is ours (`true`) or forgets it.
-    pub(crate) fn verify(&self, name: &str, ours: bool) {
-        let mut verified = lock(&self.verified);
-        if ours {
-            verified.insert(name.to_owned());
-        } else {
-            verified.remove(name);
-        }
+    /// Records `claim`, from an apply that succeeded under it: the load balancer is its claimant's.
+    pub(crate) fn hold(&self, claim: Claim) {
+        lock(&self.claims).insert(claim.name().to_owned(), claim);
     }
 
-    /// Whether the load balancer `name` was seen to be ours.
-    pub(crate) fn verified(&self, name: &str) -> bool {
-        lock(&self.verified).contains(name)
+    /// Forgets the claim of the load balancer `name` (deleted).
+    pub(crate) fn release(&self, name: &str) {
+        lock(&self.claims).remove(name);
+    }
+
+    /// The claim this process holds for `claimant` (the same load balancer, Service and UID), if any.
+    pub(crate) fn claim_of(&self, claimant: &Claimant) -> Option<Claim> {
+        lock(&self.claims)
+            .get(&claimant.load_balancer)
+            .filter(|c| c.claimant() == claimant)
+            .cloned()
     }
 
     /// Records the targets an ensure or host update of the Service `uid` left (`Some`: it succeeded), or

@@ -1,27 +1,42 @@
-//! Which load balancers found under a Service's name this cluster may touch.
+//! The one ownership gate: which load balancers found under a name a Service may write to, and the [`Claim`]
+//! every mutation needs.
 //!
-//! A Service's load balancer name (`a` + its UID) is deterministic, so a load balancer under that name is
-//! normally ours. It is not when two clusters share Service UIDs (one restored from the other's etcd backup)
-//! or when someone made it by hand. The policy, for both flavours, on ensure, update and delete alike:
+//! Every path that writes to a load balancer and what is derived from it (its managed group, target groups,
+//! listeners, attributes, tags, the nodes' rules) goes through [`claim`]: ensure, host update, drift repair,
+//! rename, delete, a predecessor's cleanup and adopt-on-duplicate. `classic::apply` and `nlb::apply` take a
+//! [`Claim`], and only [`claim`] makes one, so a plan cannot be applied without it. The decision, for a
+//! load balancer found under the name, in order:
 //!
-//! | the load balancer's tags | decision |
+//! | what its tags say | decision |
 //! | --- | --- |
-//! | `kubernetes.io/cluster/<this cluster>=owned` (or legacy `KubernetesCluster=<id>`) | ours |
+//! | `kubernetes.io/cluster/<this cluster>=owned` (or legacy `KubernetesCluster=<id>`) | next row |
 //! | another cluster's tag only | refused: never modified, adopted or deleted |
 //! | `kubernetes.io/cluster/<this cluster>` with another value (`shared`) | refused: used by us, not ours |
-//! | no cluster tag at all | refused, unless `[Global] AdoptUntaggedLoadBalancers = true`: then adopted |
+//! | no cluster tag, under the Service's UID name, `[Global] AdoptUntaggedLoadBalancers = true` | adopted |
+//! | no cluster tag otherwise | refused |
+//! | `kubernetes.io/service-name` names another Service | refused (`NameTaken`, naming the holder) |
+//! | no `kubernetes.io/service-name`, under a name the Service chose | refused: a chosen name proves nothing |
+//! | `kubernetes.io/service-uid` is the Service's UID, or absent | claimed (an absent one is written then) |
+//! | `kubernetes.io/service-uid` is another incarnation's | ensure: taken over (the same namespace and name, re-created); deletion: refused |
 //!
-//! Untagged ones are refused by default because this controller (like the Go one) tags everything it creates,
-//! in the create call itself: an untagged load balancer under our name was most likely made by someone else.
-//! A cluster migrated from a Go controller that ran without a cluster ID has untagged load balancers: set the
-//! option to adopt them (they are then tagged `owned`).
+//! A load balancer under a Service's UID name (`a` + its UID) is normally its own: it is not when two clusters
+//! share Service UIDs (one restored from the other's etcd backup) or when someone made it by hand. Untagged
+//! ones are refused by default because this controller (like the Go one) tags everything it creates, in the
+//! create call itself. Under a chosen name (`aws-load-balancer-name`, or one kept from before a rename), the
+//! name proves nothing: a Service author could name another Service's load balancer, so its tags must name
+//! the Service. The UID tells incarnations apart: a Service deleted and re-created under the same name while
+//! its cleanup waited must not have its new load balancer deleted by the old incarnation's cleanup.
 
 use ccm_aws_api::Tags;
 use ccm_tagging::{CLUSTER_TAG_PREFIX, LEGACY_CLUSTER_TAG, Ownership};
+use k8s_openapi::api::core::v1::Service;
 
-use crate::LoadBalancerConfig;
+use crate::{
+    Error, LoadBalancerConfig,
+    shared::{self, SERVICE_NAME_TAG, SERVICE_UID_TAG},
+};
 
-/// A load balancer under a Service's name that this cluster must not touch.
+/// A load balancer under a Service's UID name that this cluster must not touch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "load balancer {name} already exists under this Service's name but {found}: it is never modified, adopted or \
@@ -36,58 +51,200 @@ pub struct NotOurs {
     pub hint: String,
 }
 
-/// The check before modifying or deleting the load balancer `name` with `tags`: `Ok(true)` when it is owned,
-/// `Ok(false)` when it is untagged and adoption is configured (the plan then tags it), else [`NotOurs`].
-pub fn check(config: &LoadBalancerConfig, name: &str, tags: &Tags) -> Result<bool, NotOurs> {
+/// The Service incarnation that wants to write under a load balancer name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimant {
+    /// The load balancer's name.
+    pub load_balancer: String,
+    /// The Service, `namespace/name`.
+    pub service: String,
+    /// The Service's UID.
+    pub uid: String,
+    /// Whether the name is not the Service's UID name (chosen, or kept from before a rename).
+    pub chosen: bool,
+}
+
+/// What the claim is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Create, update or repair the Service's load balancer: a predecessor's is taken over.
+    Serve,
+    /// Delete it: only the incarnation the tags name (or, without a UID tag, the Service they name).
+    Delete,
+}
+
+/// The proof that a Service may write under a load balancer name: made only by [`claim`], required by every
+/// apply. A vacant claim (nothing was under the name) lets the apply create the load balancer; everything
+/// else it touches is found by this Service's names and tags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    claimant: Claimant,
+    holds: bool,
+}
+
+// === impl Claimant ===
+
+impl Claimant {
+    /// The claimant of `load_balancer` for the Service `service` (`namespace/name`) of UID `uid`.
+    pub fn new(load_balancer: &str, service: &str, uid: &str) -> Self {
+        let chosen = shared::load_balancer_name(uid).map_or(true, |n| n != load_balancer);
+        Self {
+            load_balancer: load_balancer.to_owned(),
+            service: service.to_owned(),
+            uid: uid.to_owned(),
+            chosen,
+        }
+    }
+
+    /// The claimant of `load_balancer` for the Service object `service`.
+    pub fn of_service(load_balancer: &str, service: &Service) -> Self {
+        let (namespace, name) = crate::spec::namespace_and_name(service);
+        let key = ccm_cloud_provider::namespaced_key(namespace, name);
+        Self::new(load_balancer, &key, service.metadata.uid.as_deref().unwrap_or_default())
+    }
+}
+
+// === impl Claim ===
+
+impl Claim {
+    /// The load balancer's name.
+    pub fn name(&self) -> &str {
+        &self.claimant.load_balancer
+    }
+
+    /// Who holds the claim.
+    pub fn claimant(&self) -> &Claimant {
+        &self.claimant
+    }
+
+    /// Whether a load balancer was under the name when claimed (else the apply may create one).
+    pub fn holds_load_balancer(&self) -> bool {
+        self.holds
+    }
+
+    /// The claim after the apply created the load balancer under it.
+    pub(crate) fn created(mut self) -> Self {
+        self.holds = true;
+        self
+    }
+
+    /// A create answered that the name is taken (`DuplicateLoadBalancerName`, a create beside ours): the load
+    /// balancer found is claimed afresh, its type and tags read again, before anything is written to it.
+    pub(crate) fn confirm(&self, config: &LoadBalancerConfig, tags: &Tags) -> Result<Self, Error> {
+        claim(config, &self.claimant, Some(tags), Purpose::Serve)
+    }
+
+    /// A claim for unit tests of the apply functions, which exercise the writes, not the gate.
+    #[cfg(test)]
+    pub(crate) fn assumed(name: &str) -> Self {
+        Self {
+            claimant: Claimant::new(name, "ns/svc", "uid-1"),
+            holds: true,
+        }
+    }
+}
+
+/// The one ownership check (see the module documentation): `found` is the tags of the load balancer under the
+/// claimant's name (`None`: there is none). Refused claims are [`Error::NotOurs`] under a UID name and
+/// [`Error::NameTaken`] (naming the holder) under a chosen one; nothing may be written to what they name.
+pub fn claim(
+    config: &LoadBalancerConfig,
+    claimant: &Claimant,
+    found: Option<&Tags>,
+    purpose: Purpose,
+) -> Result<Claim, Error> {
+    let granted = |holds| Claim {
+        claimant: claimant.clone(),
+        holds,
+    };
+    let Some(tags) = found else {
+        return Ok(granted(false));
+    };
+    let name = claimant.load_balancer.as_str();
+    let taken = |held_by: String| Error::NameTaken {
+        name: name.to_owned(),
+        held_by,
+    };
+    let ownership = config.cluster.ownership(tags);
+    let adopted = ownership == Ownership::Untagged && config.adopt_untagged && !claimant.chosen;
+    if ownership != Ownership::Owned && !adopted {
+        return Err(if claimant.chosen {
+            taken(outsider(tags))
+        } else {
+            not_ours(config, name, tags).into()
+        });
+    }
+    match tags.get(SERVICE_NAME_TAG) {
+        Some(holder) if *holder != claimant.service => return Err(taken(format!("Service {holder}"))),
+        None if claimant.chosen => return Err(taken("nothing of this cluster".to_owned())),
+        _ => {}
+    }
+    match tags.get(SERVICE_UID_TAG) {
+        Some(uid) if *uid != claimant.uid && purpose == Purpose::Delete => Err(taken(format!(
+            "Service {} of UID {uid}, another incarnation of the one being deleted",
+            claimant.service
+        ))),
+        Some(uid) if *uid != claimant.uid => {
+            tracing::info!(load_balancer = name, service = %claimant.service, previous = %uid, uid = %claimant.uid,
+                "taking over the load balancer of a previous incarnation of the Service");
+            Ok(granted(true))
+        }
+        _ => Ok(granted(true)),
+    }
+}
+
+/// What holds a chosen name that is not owned by this cluster, for [`Error::NameTaken`].
+fn outsider(tags: &Tags) -> String {
+    let clusters = cluster_tags(tags);
+    if clusters.is_empty() {
+        "nothing of this cluster (no cluster tag)".to_owned()
+    } else {
+        format!("nothing of this cluster (tagged {})", clusters.join(", "))
+    }
+}
+
+/// A name taken by an ELBv2 load balancer of another type (an ALB, a gateway load balancer): AWS keeps ELBv2
+/// names unique across types, so an NLB can never be made under it, and the other one is never touched.
+pub fn other_type(name: &str, lb_type: &str) -> Error {
+    Error::NameTaken {
+        name: name.to_owned(),
+        held_by: format!("a load balancer of type {lb_type}, not an NLB"),
+    }
+}
+
+/// The refusal of a change that names a load balancer other than the claimed one (a defect: plans are made for
+/// the claimed name only).
+pub(crate) fn unclaimed(name: &str, claimed: &str) -> Error {
+    Error::NameTaken {
+        name: name.to_owned(),
+        held_by: format!("nothing this run claimed (it claimed {claimed})"),
+    }
+}
+
+/// The refusal of a load balancer under a UID name that the cluster does not own.
+fn not_ours(config: &LoadBalancerConfig, name: &str, tags: &Tags) -> NotOurs {
     let refuse = |found: String, hint: &str| NotOurs {
         name: name.to_owned(),
         found,
         hint: hint.to_owned(),
     };
     match config.cluster.ownership(tags) {
-        Ownership::Owned => Ok(true),
-        Ownership::Untagged if config.adopt_untagged => Ok(false),
-        Ownership::Untagged => Err(refuse(
-            "it carries no cluster tag, so it was not made by this cluster's controller".to_owned(),
-            "; to adopt it, set AdoptUntaggedLoadBalancers = true in the cloud config's [Global] section",
-        )),
-        Ownership::Shared => Err(refuse(
+        Ownership::Shared => refuse(
             format!("it is tagged {}", cluster_tags(tags).join(", ")),
             "; only `owned` load balancers are managed",
-        )),
-        Ownership::Foreign => Err(refuse(
+        ),
+        Ownership::Foreign => refuse(
             format!(
                 "it belongs to another cluster (tagged {})",
                 cluster_tags(tags).join(", ")
             ),
             "; delete and re-create the Service to get a load balancer of its own",
-        )),
+        ),
+        Ownership::Untagged | Ownership::Owned => refuse(
+            "it carries no cluster tag, so it was not made by this cluster's controller".to_owned(),
+            "; to adopt it, set AdoptUntaggedLoadBalancers = true in the cloud config's [Global] section",
+        ),
     }
-}
-
-/// The check of a load balancer under a name that is not the Service's UID name (chosen with
-/// `aws-load-balancer-name`, or kept from before a rename): on top of [`check`], it must be owned (never
-/// adopted: an untagged load balancer of any name could be claimed so) and its `kubernetes.io/service-name` tag
-/// must name `service`. Else [`crate::Error::NameTaken`]: a Service author must not take over, and then delete,
-/// another Service's load balancer by naming it.
-pub fn check_claim(
-    config: &LoadBalancerConfig,
-    name: &str,
-    tags: &Tags,
-    service: &str,
-) -> Result<(), crate::Error> {
-    let holder = tags.get(crate::shared::SERVICE_NAME_TAG).map(String::as_str);
-    if config.cluster.ownership(tags) == Ownership::Owned && holder == Some(service) {
-        return Ok(());
-    }
-    let held_by = match holder {
-        Some(other) if config.cluster.ownership(tags) == Ownership::Owned => format!("Service {other}"),
-        _ => "nothing of this cluster".to_owned(),
-    };
-    Err(crate::Error::NameTaken {
-        name: name.to_owned(),
-        held_by,
-    })
 }
 
 /// The cluster tags among `tags`, as `key=value`.
@@ -105,6 +262,9 @@ mod tests {
 
     use super::*;
 
+    const UID: &str = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+    const UID_NAME: &str = "a0f1e2d3c4b5a69788796a5b4c3d2e1f";
+
     fn config(adopt: bool) -> LoadBalancerConfig {
         let cluster = ClusterTags::new("c1", false).unwrap();
         LoadBalancerConfig::new(cluster, VpcId::new("vpc-1")).with_adopt_untagged(adopt)
@@ -117,54 +277,130 @@ mod tests {
             .collect()
     }
 
-    /// Under a chosen name, only an owned load balancer naming this Service is its own: never another
-    /// Service's, never an untagged one (even with adoption configured), never another cluster's.
-    #[test]
-    fn a_chosen_name_must_be_claimed_by_the_service() {
-        let mine = tags(&[
+    fn owned(service: &str, uid: Option<&str>) -> Tags {
+        let mut t = tags(&[
             ("kubernetes.io/cluster/c1", "owned"),
-            ("kubernetes.io/service-name", "ns/a"),
+            ("kubernetes.io/service-name", service),
         ]);
-        let other = tags(&[
-            ("kubernetes.io/cluster/c1", "owned"),
-            ("kubernetes.io/service-name", "ns/b"),
-        ]);
-        let untagged = tags(&[("kubernetes.io/service-name", "ns/a")]);
-        let foreign = tags(&[
-            ("kubernetes.io/cluster/c2", "owned"),
-            ("kubernetes.io/service-name", "ns/a"),
-        ]);
-        let c = config(true);
-        assert!(check_claim(&c, "web", &mine, "ns/a").is_ok());
-        let e = check_claim(&c, "web", &other, "ns/a").unwrap_err();
-        assert!(matches!(e, crate::Error::NameTaken { .. }), "{e}");
-        assert!(e.to_string().contains("Service ns/b"), "{e}");
-        assert!(e.to_string().contains("aws-load-balancer-name"), "{e}");
-        for t in [&untagged, &foreign] {
-            let e = check_claim(&c, "web", t, "ns/a").unwrap_err();
-            assert!(e.to_string().contains("nothing of this cluster"), "{e}");
+        if let Some(uid) = uid {
+            t.insert(SERVICE_UID_TAG.to_owned(), uid.to_owned());
+        }
+        t
+    }
+
+    fn taken_by(result: Result<Claim, Error>) -> String {
+        match result {
+            Err(Error::NameTaken { held_by, .. }) => held_by,
+            other => panic!("expected NameTaken, got {other:?}"),
         }
     }
 
+    /// Under a chosen name, only an owned load balancer naming this Service is its own: never another
+    /// Service's, never an untagged one (even with adoption configured), never another cluster's; the refusal
+    /// names the holder.
     #[test]
-    fn the_policy_table() {
-        let owned = tags(&[("kubernetes.io/cluster/c1", "owned"), ("x", "y")]);
+    fn a_chosen_name_must_be_claimed_by_the_service() {
+        let c = config(true);
+        let me = Claimant::new("web", "ns/a", UID);
+        assert!(me.chosen);
+        for purpose in [Purpose::Serve, Purpose::Delete] {
+            let mine = claim(&c, &me, Some(&owned("ns/a", Some(UID))), purpose).unwrap();
+            assert!(mine.holds_load_balancer());
+            assert_eq!(mine.name(), "web");
+            let held_by = taken_by(claim(&c, &me, Some(&owned("ns/b", Some("u2"))), purpose));
+            assert_eq!(held_by, "Service ns/b");
+            let untagged = tags(&[("kubernetes.io/service-name", "ns/a")]);
+            assert!(taken_by(claim(&c, &me, Some(&untagged), purpose)).contains("no cluster tag"));
+            let foreign = tags(&[
+                ("kubernetes.io/cluster/c2", "owned"),
+                ("kubernetes.io/service-name", "ns/a"),
+            ]);
+            let held_by = taken_by(claim(&c, &me, Some(&foreign), purpose));
+            assert!(held_by.contains("kubernetes.io/cluster/c2=owned"), "{held_by}");
+            let nameless = tags(&[("kubernetes.io/cluster/c1", "owned")]);
+            assert_eq!(taken_by(claim(&c, &me, Some(&nameless), purpose)), "nothing of this cluster");
+        }
+        let e = claim(&c, &me, Some(&owned("ns/b", None)), Purpose::Serve).unwrap_err();
+        assert!(e.to_string().contains("aws-load-balancer-name"), "{e}");
+    }
+
+    /// The UID tells incarnations apart: an ensure of the re-created Service takes over its predecessor's load
+    /// balancer (the same namespace and name); the predecessor's deletion never touches the successor's. One
+    /// without a UID tag (the Go controller's, or made before the tag) is claimed by the Service it names.
+    #[test]
+    fn the_uid_tells_incarnations_apart() {
+        let c = config(false);
+        let old = Claimant::new("web", "ns/a", "uid-old");
+        let new = Claimant::new("web", "ns/a", "uid-new");
+        let successors = owned("ns/a", Some("uid-new"));
+        assert!(claim(&c, &new, Some(&owned("ns/a", Some("uid-old"))), Purpose::Serve).is_ok());
+        let held_by = taken_by(claim(&c, &old, Some(&successors), Purpose::Delete));
+        assert!(held_by.contains("UID uid-new"), "{held_by}");
+        assert!(claim(&c, &old, Some(&owned("ns/a", Some("uid-old"))), Purpose::Delete).is_ok());
+        for purpose in [Purpose::Serve, Purpose::Delete] {
+            assert!(claim(&c, &old, Some(&owned("ns/a", None)), purpose).is_ok());
+        }
+    }
+
+    /// Nothing under the name: a vacant claim, which only lets the apply create.
+    #[test]
+    fn nothing_under_the_name_is_a_vacant_claim() {
+        let me = Claimant::new("web", "ns/a", UID);
+        let vacant = claim(&config(false), &me, None, Purpose::Serve).unwrap();
+        assert!(!vacant.holds_load_balancer());
+        assert!(vacant.clone().created().holds_load_balancer());
+        assert_eq!(vacant.claimant(), &me);
+    }
+
+    /// Adopt-on-duplicate: what a create found under the name is claimed afresh, as any load balancer found.
+    #[test]
+    fn a_duplicate_is_confirmed_like_any_load_balancer_found() {
+        let c = config(false);
+        let vacant = claim(&c, &Claimant::new("web", "ns/a", UID), None, Purpose::Serve).unwrap();
+        assert!(vacant.confirm(&c, &owned("ns/a", Some(UID))).unwrap().holds_load_balancer());
+        assert_eq!(taken_by(vacant.confirm(&c, &owned("ns/b", None))), "Service ns/b");
+        let e = other_type("web", "application");
+        assert!(e.to_string().contains("type application, not an NLB"), "{e}");
+    }
+
+    #[test]
+    fn the_policy_table_under_the_uid_name() {
+        let me = Claimant::new(UID_NAME, "ns/svc", UID);
+        assert!(!me.chosen);
+        let with_service = |mut t: Tags| {
+            t.insert("kubernetes.io/service-name".to_owned(), "ns/svc".to_owned());
+            t
+        };
+        let owned = with_service(tags(&[("kubernetes.io/cluster/c1", "owned"), ("x", "y")]));
         let legacy = tags(&[("KubernetesCluster", "c1")]);
-        let foreign = tags(&[("kubernetes.io/cluster/c2", "owned")]);
-        let shared = tags(&[("kubernetes.io/cluster/c1", "shared")]);
-        let untagged = tags(&[("kubernetes.io/service-name", "ns/svc")]);
+        let foreign = with_service(tags(&[("kubernetes.io/cluster/c2", "owned")]));
+        let shared = with_service(tags(&[("kubernetes.io/cluster/c1", "shared")]));
+        let untagged = with_service(Tags::new());
         for adopt in [false, true] {
             let c = config(adopt);
-            assert_eq!(check(&c, "a1", &owned), Ok(true));
-            assert_eq!(check(&c, "a1", &legacy), Ok(true));
-            let e = check(&c, "a1", &foreign).unwrap_err();
-            assert!(e.to_string().contains("kubernetes.io/cluster/c2=owned"), "{e}");
-            assert!(e.to_string().contains("load balancer a1"), "{e}");
-            let e = check(&c, "a1", &shared).unwrap_err();
-            assert!(e.to_string().contains("kubernetes.io/cluster/c1=shared"), "{e}");
+            for purpose in [Purpose::Serve, Purpose::Delete] {
+                assert!(claim(&c, &me, Some(&owned), purpose).is_ok());
+                // Under the UID name, the name is the proof: no service-name tag is needed.
+                assert!(claim(&c, &me, Some(&legacy), purpose).is_ok());
+                let e = claim(&c, &me, Some(&foreign), purpose).unwrap_err();
+                assert!(matches!(e, Error::NotOurs(_)), "{e}");
+                assert!(e.to_string().contains("kubernetes.io/cluster/c2=owned"), "{e}");
+                assert!(e.to_string().contains(&format!("load balancer {UID_NAME}")), "{e}");
+                let e = claim(&c, &me, Some(&shared), purpose).unwrap_err();
+                assert!(e.to_string().contains("kubernetes.io/cluster/c1=shared"), "{e}");
+            }
         }
-        let e = check(&config(false), "a1", &untagged).unwrap_err();
+        let e = claim(&config(false), &me, Some(&untagged), Purpose::Serve).unwrap_err();
         assert!(e.to_string().contains("AdoptUntaggedLoadBalancers"), "{e}");
-        assert_eq!(check(&config(true), "a1", &untagged), Ok(false));
+        assert!(claim(&config(true), &me, Some(&untagged), Purpose::Serve).is_ok());
+        // Another Service's tag under this Service's UID name: not its own.
+        let other = tags(&[
+            ("kubernetes.io/cluster/c1", "owned"),
+            ("kubernetes.io/service-name", "ns/other"),
+        ]);
+        assert_eq!(
+            taken_by(claim(&config(false), &me, Some(&other), Purpose::Delete)),
+            "Service ns/other"
+        );
     }
 }

@@ -13,6 +13,7 @@ use crate::{
     flavour::{self, Classic, HostMemoryFlavour, LoadBalancerFlavour, Network, Ports, Scope},
     memory::HostMemory,
     nlb,
+    ownership::{self, Claimant, Purpose},
     recent_instances::RecentInstances,
     shared,
     spec::{Flavour, ServiceSpec, flavour_change, parse_service},
@@ -224,6 +225,9 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let (spec, subnets) = self.subnets_or_ipv4(&spec).await?;
         let desired = F::build(&spec, nodes, &self.config, cluster_name, &subnets)?;
         let observed = F::observe(&self.ports(), &desired, Scope::Full).await?;
+        // The plan an ensure would apply, so refused as an ensure would be: never a plan against another's.
+        let claimant = Claimant::new(F::name(&desired), &spec.key(), &spec.uid);
+        ownership::claim(&self.config, &claimant, F::found(&observed), Purpose::Serve)?;
         let changes = F::plan(&desired, &observed);
         Ok(F::dry_run(spec.into_owned(), desired, changes))
     }
@@ -285,6 +289,9 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let ticket = self.memory.begin(name);
         let read_at = tokio::time::Instant::now();
         let observed = F::observe(&ports, &desired, Scope::Full).await?;
+        // The one gate: nothing is written unless the name is free or its load balancer is this Service's.
+        let claimant = Claimant::new(name, &spec.key(), &spec.uid);
+        let claim = ownership::claim(&self.config, &claimant, F::found(&observed), Purpose::Serve)?;
         // Before creating: the Service must not have the other flavour's load balancer (one call, on creation
         // only).
         if !F::exists(&observed) && F::other_exists(&ports, name).await? {
@@ -309,13 +316,13 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         }
         // A recreation that failed part-way still tells the Service's users why its load balancer is gone (the
         // notice itself is only posted with a status).
-        let applied = F::apply(&ports, name, &observed, &changes)
+        let applied = F::apply(&ports, &claim, &observed, &changes)
             .await
             .map_err(|e| match recreation {
                 Some(reason) => recreation_failed(F::KIND, reason, e),
                 None => e.into(),
             })?;
-        self.memory.verify(name, true);
+        self.memory.hold(claim.created());
         let outcome = hosts::Outcome::<F> {
             desired: &desired,
             observed: &observed,
@@ -342,6 +349,12 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             // A name change pending (or withheld): the full ensure knows which load balancer serves.
             return self.ensure(cluster_name, service, nodes).await.map(drop);
         }
+        let claimant = ownership::Claimant::new(&wanted, &spec.key(), &spec.uid);
+        let Some(claim) = self.memory.claim_of(&claimant) else {
+            // Host updates only for what this process served: a full ensure (which claims the name) instead.
+            tracing::info!(load_balancer = %wanted, "no ensure of this Service succeeded here yet: ensuring it");
+            return self.ensure(cluster_name, service, nodes).await.map(drop);
+        };
         let targets = shared::target_instances(nodes, &spec.target_node_labels);
         if self.memory.same_targets(uid, &targets) {
             tracing::debug!(
@@ -352,8 +365,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         }
         let result = match spec.flavour {
             Flavour::External => Err(CloudError::ImplementedElsewhere),
-            Flavour::Network => Box::pin(self.update_with::<Network>(cluster_name, spec, nodes)).await,
-            Flavour::Classic => Box::pin(self.update_with::<Classic>(cluster_name, spec, nodes)).await,
+            Flavour::Network => Box::pin(self.update_with::<Network>(cluster_name, &claim, spec, nodes)).await,
+            Flavour::Classic => Box::pin(self.update_with::<Classic>(cluster_name, &claim, spec, nodes)).await,
         };
         self.memory.settle_targets(uid, result.is_ok().then_some(targets));
         result
@@ -367,9 +380,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             let mut network_first = nlb_first;
             if name != uid_name {
                 // A chosen name proves nothing: only this Service's load balancer under it is its status.
-                let (namespace, service_name) = crate::spec::namespace_and_name(service);
-                let key = ccm_cloud_provider::namespaced_key(namespace, service_name);
-                match self.probe(&name, &key, true).await? {
+                match self.probe(&Claimant::of_service(&name, service), Purpose::Serve).await? {
                     names::Probe::Ours(flavour) => network_first = flavour == Flavour::Network,
                     _ => continue,
                 }
@@ -459,6 +470,16 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         service: &Service,
     ) -> ccm_cloud_provider::Result<()> {
         self.delete(cluster_name, service).await
+    }
+
+    async fn ensure_predecessor_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        predecessor: &Service,
+        successor: &Service,
+    ) -> ccm_cloud_provider::Result<()> {
+        self.delete_predecessor(cluster_name, predecessor, successor)
+            .await
     }
 
     async fn drifted(

@@ -9,6 +9,7 @@ use ccm_aws_api::{
 
 use super::{Change, Listener, node_rules};
 use crate::{
+    ownership::Claim,
     Error, LoadBalancerConfig,
     shared::{self, GroupRef, Rule},
 };
@@ -291,16 +292,19 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
     }
 }
 
-/// Runs `changes` in order against AWS (the only function that mutates). `managed` is the observed managed
-/// group, if any. Stops at the first failure; re-observing and re-planning then completes the work.
+/// Runs `changes` in order against AWS (the only function that mutates), under `claim` (made only by
+/// [`crate::ownership::claim`]: the load balancer is this Service's, or nothing is under its name). `managed` is
+/// the observed managed group, if any. Stops at the first failure; re-observing and re-planning then completes
+/// the work.
 pub async fn apply<E: Ec2, L: Elb>(
     ec2: &E,
     elb: &L,
     config: &LoadBalancerConfig,
-    name: &str,
+    claim: &Claim,
     managed: Option<SecurityGroupId>,
     changes: &[Change],
 ) -> Result<Applied, Error> {
+    let name = claim.name();
     let mut ctx = Context {
         ec2,
         elb,
@@ -310,6 +314,13 @@ pub async fn apply<E: Ec2, L: Elb>(
         applied: Applied::default(),
     };
     for change in changes {
+        if let Change::CreateLoadBalancer { name: other, .. } | Change::DeleteLoadBalancer { name: other, .. } =
+            change
+            && other != name
+        {
+            // Plans are made for the claimed name only: anything else is a defect, never written.
+            return Err(crate::ownership::unclaimed(other, name));
+        }
         tracing::info!(load_balancer = name, ?change, "applying");
         ctx.run(change).await?;
     }

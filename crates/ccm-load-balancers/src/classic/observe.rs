@@ -16,6 +16,7 @@ use super::{
 };
 use crate::{
     Error, LoadBalancerConfig,
+    ownership::{self, Claim, Claimant, Purpose},
     shared::{self, GroupRef},
 };
 
@@ -220,12 +221,7 @@ pub async fn observe<E: Ec2, L: Elb>(
         },
     );
     if let Some((tags, attributes, policies)) = details? {
-        // Another cluster's (or, unless adoption is configured, an untagged) load balancer under our name is
-        // never touched: refuse before anything is planned.
-        crate::ownership::check(config, &desired.name, &tags)?;
-        if desired.name_chosen {
-            crate::ownership::check_claim(config, &desired.name, &tags, &desired.service)?;
-        }
+        // Whose it is, the provider decides from these tags (`ownership::claim`) before anything is applied.
         observed.owned = Some(config.cluster.is_owned(&tags));
         observed.tags = tags;
         observed.attributes = Some(attributes);
@@ -429,33 +425,40 @@ pub struct DeleteObserved {
 /// and the node rules from a source group the cluster does not own (the load balancer's first group, else
 /// `source`: the Service's first given group or `ElbSecurityGroup`). Shared and untagged groups,
 /// `ElbSecurityGroup`, groups named by annotation and groups made for other Services are never deleted.
+///
+/// The claim comes with it: the load balancer's when it is the claimant's ([`ownership::claim`] for deletion),
+/// else a vacant one (none, or not ours: left alone with the groups it uses, only our leftovers found by name).
 pub async fn observe_delete<E: Ec2, L: Elb>(
     ec2: &E,
     elb: &L,
     config: &LoadBalancerConfig,
-    name: &str,
-    service_key: &str,
+    claimant: &Claimant,
     keep: &BTreeSet<String>,
     source: Option<&SecurityGroupId>,
-) -> Result<DeleteObserved, Error> {
+) -> Result<(DeleteObserved, Claim), Error> {
     let context = "reading the load balancer to delete";
+    let name = claimant.load_balancer.as_str();
     let mut load_balancer = elb.load_balancer(name).await.map_err(Error::aws(context))?;
     let mut foreign = false;
+    let mut tags = None;
     if load_balancer.is_some() {
-        let tags = elb.tags(name).await.map_err(Error::aws(context))?;
-        if let Err(refused) = crate::ownership::check(config, name, &tags) {
-            // Not ours: left alone with the groups it uses; our own leftovers are still found by name below.
-            tracing::warn!(load_balancer = name, %refused, "not deleting a load balancer this cluster does not own");
+        tags = Some(elb.tags(name).await.map_err(Error::aws(context))?);
+    }
+    let claim = match ownership::claim(config, claimant, tags.as_ref(), Purpose::Delete) {
+        Ok(claim) => claim,
+        Err(refused) => {
+            tracing::warn!(load_balancer = name, %refused, "not deleting a load balancer this Service does not own");
             load_balancer = None;
             foreign = true;
+            ownership::claim(config, claimant, None, Purpose::Delete)?
         }
-    }
+    };
     let source = match &load_balancer {
         Some(lb) => lb.security_groups.first(),
         None => source.filter(|_| !foreign),
     }
     .cloned();
-    let groups = owned_groups(ec2, config, name, service_key, keep, load_balancer.as_ref()).await?;
+    let groups = owned_groups(ec2, config, claimant, keep, load_balancer.as_ref()).await?;
     let mut references = Vec::new();
     if !groups.is_empty() {
         let referencing = ec2
@@ -493,23 +496,29 @@ pub async fn observe_delete<E: Ec2, L: Elb>(
         }
         None => None,
     };
-    Ok(DeleteObserved {
+    let observed = DeleteObserved {
         load_balancer,
         groups,
         references,
         given_source,
-    })
+    };
+    Ok((observed, claim))
 }
 
 /// The groups this controller made for the load balancer (see [`observe_delete`]).
 async fn owned_groups<E: Ec2>(
     ec2: &E,
     config: &LoadBalancerConfig,
-    name: &str,
-    service_key: &str,
+    claimant: &Claimant,
     keep: &BTreeSet<String>,
     load_balancer: Option<&ClassicLoadBalancer>,
 ) -> Result<Vec<SecurityGroupId>, Error> {
+    let (name, service_key) = (claimant.load_balancer.as_str(), claimant.service.as_str());
+    // A group tagged for another incarnation of the Service (re-created under a chosen name) is that one's.
+    let this_incarnation = |tags: &Tags| {
+        tags.get(shared::SERVICE_UID_TAG)
+            .is_none_or(|uid| *uid == claimant.uid)
+    };
     let mut candidates: BTreeSet<SecurityGroupId> = load_balancer
         .map(|lb| lb.security_groups.iter().cloned().collect())
         .unwrap_or_default();
@@ -518,7 +527,10 @@ async fn owned_groups<E: Ec2>(
         candidates.remove(&managed.id);
         // One naming another Service is that Service's (under a name it chose first).
         let service = managed.tags.get(shared::SERVICE_NAME_TAG);
-        if config.cluster.is_owned(&managed.tags) && service.is_none_or(|s| s == service_key) {
+        if config.cluster.is_owned(&managed.tags)
+            && service.is_none_or(|s| s == service_key)
+            && this_incarnation(&managed.tags)
+        {
             groups.push(managed.id);
         }
     }
@@ -537,6 +549,7 @@ async fn owned_groups<E: Ec2>(
                 .filter(|g| {
                     config.cluster.is_owned(&g.tags)
                         && g.tags.get(shared::SERVICE_NAME_TAG).map(String::as_str) == Some(service_key)
+                        && this_incarnation(&g.tags)
                 })
                 .map(|g| g.id),
         );

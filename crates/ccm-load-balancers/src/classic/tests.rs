@@ -212,7 +212,7 @@ fn desired_model_of_a_default_service() {
         "managed_group": {
             "name": format!("k8s-elb-{NAME}"),
             "description": format!("Security group for Kubernetes ELB {NAME} (prod/web)"),
-            "tags": {"kubernetes.io/cluster/c1": "owned", "kubernetes.io/service-name": "prod/web"},
+            "tags": {"kubernetes.io/cluster/c1": "owned", "kubernetes.io/service-name": "prod/web", "kubernetes.io/service-uid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"},
             "ingress": [
                 {"protocol": "icmp", "from_port": 3, "to_port": 4, "source": "0.0.0.0/0"},
                 {"protocol": "tcp", "from_port": 80, "to_port": 80, "source": "0.0.0.0/0"},
@@ -233,7 +233,7 @@ fn desired_model_of_a_default_service() {
         "proxy_protocol": false,
         "ssl_negotiation_policy": null,
         "instances": ["i-1", "i-2"],
-        "tags": {"kubernetes.io/cluster/c1": "owned", "kubernetes.io/service-name": "prod/web"},
+        "tags": {"kubernetes.io/cluster/c1": "owned", "kubernetes.io/service-name": "prod/web", "kubernetes.io/service-uid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"},
         "manage_node_rules": true,
         "allow_recreation": false
     });
@@ -274,7 +274,7 @@ fn plan_for_a_new_service_creates_everything_in_order() {
             "change": "create_load_balancer", "name": NAME, "internal": false,
             "subnets": ["subnet-a", "subnet-b"], "security_groups": ["Managed"],
             "listeners": [{"protocol": "TCP", "port": 80, "instance_protocol": "TCP", "instance_port": 30080, "ssl_certificate_id": null}],
-            "tags": {"kubernetes.io/cluster/c1": "owned", "kubernetes.io/service-name": "prod/web"}
+            "tags": {"kubernetes.io/cluster/c1": "owned", "kubernetes.io/service-name": "prod/web", "kubernetes.io/service-uid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"}
         })
     );
     assert_eq!(

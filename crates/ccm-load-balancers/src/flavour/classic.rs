@@ -1,12 +1,13 @@
 //! The Classic ELB as a [`LoadBalancerFlavour`] and a [`HostMemoryFlavour`].
 
-use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
+use ccm_aws_api::{Ec2, Elb, Elbv2, SubnetId, Tags};
 use k8s_openapi::api::core::v1::Node;
 
 use super::{HostMemoryFlavour, LoadBalancerFlavour, Ports, Scope};
 use crate::{
     Error, LoadBalancerConfig, classic,
     dry_run::{Changes, DesiredModel, DryRun},
+    ownership::Claim,
     memory::{self, ClassicMemory, Facts, Learnt, Remembered},
     spec::ServiceSpec,
 };
@@ -37,8 +38,8 @@ impl LoadBalancerFlavour for Classic {
         &desired.name
     }
 
-    fn claimant(desired: &Self::Desired) -> Option<&str> {
-        desired.name_chosen.then_some(desired.service.as_str())
+    fn found(observed: &Self::Observed) -> Option<&Tags> {
+        observed.load_balancer.as_ref().map(|_| &observed.tags)
     }
 
     async fn observe<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
@@ -59,12 +60,12 @@ impl LoadBalancerFlavour for Classic {
 
     async fn apply<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
         ports: &Ports<'_, E, L, V>,
-        name: &str,
+        claim: &Claim,
         observed: &Self::Observed,
         changes: &[Self::Change],
     ) -> Result<Self::Applied, Error> {
         let managed = observed.managed_group.as_ref().map(|g| g.id.clone());
-        classic::apply(ports.ec2, ports.elb, ports.config, name, managed, changes).await
+        classic::apply(ports.ec2, ports.elb, ports.config, claim, managed, changes).await
     }
 
     fn hostname(observed: Self::Observed, applied: Self::Applied) -> Result<String, Error> {
@@ -82,14 +83,6 @@ impl LoadBalancerFlavour for Classic {
             .await
             .map_err(Error::aws("reading the NLB"))?
             .is_some_and(|lb| lb.lb_type == "network"))
-    }
-
-    async fn tags<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
-        ports: &Ports<'_, E, L, V>,
-        name: &str,
-        _observed: &Self::Observed,
-    ) -> Result<Tags, AwsError> {
-        ports.elb.tags(name).await
     }
 
     fn dry_run(spec: ServiceSpec, desired: Self::Desired, changes: Vec<Self::Change>) -> DryRun {

@@ -1,12 +1,13 @@
 //! The NLB as a [`LoadBalancerFlavour`] and a [`HostMemoryFlavour`].
 
-use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
+use ccm_aws_api::{Ec2, Elb, Elbv2, SubnetId, Tags};
 use k8s_openapi::api::core::v1::Node;
 
 use super::{HostMemoryFlavour, LoadBalancerFlavour, Ports, Scope};
 use crate::{
     Error, LoadBalancerConfig,
     dry_run::{Changes, DesiredModel, DryRun},
+    ownership::Claim,
     memory::{self, Facts, Learnt, NetworkMemory, Remembered},
     nlb,
     spec::ServiceSpec,
@@ -45,8 +46,10 @@ impl LoadBalancerFlavour for Network {
         &desired.name
     }
 
-    fn claimant(desired: &Self::Desired) -> Option<&str> {
-        desired.name_chosen.then_some(desired.service.as_str())
+    fn found(observed: &Self::Observed) -> Option<&Tags> {
+        static UNTAGGED: Tags = Tags::new();
+        let lb = observed.load_balancer.as_ref()?;
+        Some(observed.tags.get(&lb.arn).unwrap_or(&UNTAGGED))
     }
 
     async fn observe<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
@@ -67,11 +70,11 @@ impl LoadBalancerFlavour for Network {
 
     async fn apply<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
         ports: &Ports<'_, E, L, V>,
-        name: &str,
+        claim: &Claim,
         observed: &Self::Observed,
         changes: &[Self::Change],
     ) -> Result<Self::Applied, Error> {
-        nlb::apply(ports.ec2, ports.elbv2, ports.config, name, observed, changes).await
+        nlb::apply(ports.ec2, ports.elbv2, ports.config, claim, observed, changes).await
     }
 
     fn hostname(observed: Self::Observed, applied: Self::Applied) -> Result<String, Error> {
@@ -91,19 +94,6 @@ impl LoadBalancerFlavour for Network {
             .await
             .map_err(Error::aws("reading the load balancer"))?
             .is_some())
-    }
-
-    async fn tags<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
-        ports: &Ports<'_, E, L, V>,
-        _name: &str,
-        observed: &Self::Observed,
-    ) -> Result<Tags, AwsError> {
-        let Some(lb) = &observed.load_balancer else {
-            return Ok(Tags::new());
-        };
-        let arns = [lb.arn.clone()];
-        let mut tags = ports.elbv2.tags(&arns).await?;
-        Ok(tags.remove(&arns[0]).unwrap_or_default())
     }
 
     fn dry_run(spec: ServiceSpec, desired: Self::Desired, changes: Vec<Self::Change>) -> DryRun {

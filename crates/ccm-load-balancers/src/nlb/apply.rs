@@ -15,6 +15,7 @@ use ccm_aws_api::{
 use super::{Change, Observed, node_rules};
 use crate::{
     Error, LoadBalancerConfig,
+    ownership::Claim,
     shared::{self, GroupRef, Rule},
     spec::IpAddressType,
 };
@@ -36,6 +37,8 @@ struct Context<'a, E, V> {
     elbv2: &'a V,
     config: &'a LoadBalancerConfig,
     name: &'a str,
+    /// The claim the run writes under; a create that finds the name taken claims what it found afresh.
+    claim: Claim,
     lb_arn: Option<String>,
     target_groups: BTreeMap<String, String>,
     managed: Option<SecurityGroupId>,
@@ -330,11 +333,7 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                     .await;
                 let lb = match created {
                     Ok(lb) => lb,
-                    Err(e) if e.is_already_exists() => elbv2
-                        .load_balancer(name)
-                        .await
-                        .map_err(Error::aws("adopting the NLB"))?
-                        .ok_or_else(|| Error::aws("creating the NLB")(e))?,
+                    Err(e) if e.is_already_exists() => self.adopt(name, e).await?,
                     Err(e) => return Err(Error::aws("creating the NLB")(e)),
                 };
                 self.lb_arn = Some(lb.arn.clone());
@@ -343,6 +342,27 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
             _ => {}
         }
         Ok(())
+    }
+
+    /// `CreateLoadBalancer` answered that the name is taken (`DuplicateLoadBalancerName`: a create of a crashed
+    /// run, or anyone else's load balancer of any type, since ELBv2 names are unique across types). What is there
+    /// is read again and claimed like any load balancer found under the name: an NLB this Service may have is
+    /// adopted; anything else (an ALB, another Service's or cluster's NLB) is refused before anything is written
+    /// to it.
+    async fn adopt(&mut self, name: &str, refused: ccm_aws_api::AwsError) -> Result<LoadBalancerV2, Error> {
+        let context = "adopting the NLB";
+        let Some(lb) = self.elbv2.load_balancer(name).await.map_err(Error::aws(context))? else {
+            return Err(Error::aws("creating the NLB")(refused));
+        };
+        if lb.lb_type != "network" {
+            return Err(crate::ownership::other_type(name, &lb.lb_type));
+        }
+        let arns = [lb.arn.clone()];
+        let mut tags = self.elbv2.tags(&arns).await.map_err(Error::aws(context))?;
+        let tags = tags.remove(&lb.arn).unwrap_or_default();
+        self.claim = self.claim.confirm(self.config, &tags)?;
+        tracing::info!(load_balancer = name, "adopting the NLB a create found under its name");
+        Ok(lb)
     }
 
     /// The load balancer's subnets, address type, groups, attributes and tags (other kinds of change are not
@@ -469,21 +489,25 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
     }
 }
 
-/// Runs `changes` in order against AWS (the only function that mutates). `observed` seeds the ARNs and the
-/// managed group's ID. Stops at the first failure; re-observing and re-planning then completes the work.
+/// Runs `changes` in order against AWS (the only function that mutates), under `claim` (made only by
+/// [`crate::ownership::claim`]: the NLB is this Service's, or nothing is under its name). `observed` seeds the
+/// ARNs and the managed group's ID. Stops at the first failure; re-observing and re-planning then completes the
+/// work.
 pub async fn apply<E: Ec2, V: Elbv2>(
     ec2: &E,
     elbv2: &V,
     config: &LoadBalancerConfig,
-    name: &str,
+    claim: &Claim,
     observed: &Observed,
     changes: &[Change],
 ) -> Result<Applied, Error> {
+    let name = claim.name();
     let mut ctx = Context {
         ec2,
         elbv2,
         config,
         name,
+        claim: claim.clone(),
         lb_arn: observed.load_balancer.as_ref().map(|lb| lb.arn.clone()),
         target_groups: observed
             .target_groups
@@ -494,6 +518,12 @@ pub async fn apply<E: Ec2, V: Elbv2>(
         applied: Applied::default(),
     };
     for change in changes {
+        if let Change::CreateLoadBalancer { name: other, .. } = change
+            && other != name
+        {
+            // Plans are made for the claimed name only: anything else is a defect, never written.
+            return Err(crate::ownership::unclaimed(other, name));
+        }
         tracing::info!(load_balancer = name, ?change, "applying");
         ctx.run(change).await?;
     }

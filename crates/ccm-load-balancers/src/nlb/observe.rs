@@ -14,7 +14,12 @@ use super::{
     node_rules::{self, NodeAccess},
     successor_target_group_name,
 };
-use crate::{Error, LoadBalancerConfig, annotations::DELETION_PROTECTION, shared};
+use crate::{
+    Error, LoadBalancerConfig,
+    annotations::DELETION_PROTECTION,
+    ownership::{self, Claim, Claimant, Purpose},
+    shared,
+};
 
 pub use crate::flavour::Scope;
 
@@ -140,7 +145,15 @@ pub async fn observe<E: Ec2, V: Elbv2>(
     scope: Scope,
 ) -> Result<Observed, Error> {
     let full = scope == Scope::Full;
-    let load_balancer = network_load_balancer(elbv2, &desired.name, CONTEXT).await?;
+    let load_balancer = elbv2
+        .load_balancer(&desired.name)
+        .await
+        .map_err(Error::aws(CONTEXT))?;
+    // ELBv2 names are unique across types: an ALB (or a gateway load balancer) under the name is someone
+    // else's, and no NLB can be made under it. Refused before anything is made (a managed group, target groups).
+    if let Some(lb) = load_balancer.as_ref().filter(|lb| lb.lb_type != "network") {
+        return Err(crate::ownership::other_type(&desired.name, &lb.lb_type));
+    }
     let mut observed = Observed::default();
     let mut groups = Vec::new();
     if let Some(lb) = &load_balancer {
@@ -160,7 +173,7 @@ pub async fn observe<E: Ec2, V: Elbv2>(
     if full {
         observed.tags = tags(elbv2, load_balancer.as_ref(), &observed).await?;
     }
-    check_ownership(config, desired, load_balancer.as_ref(), &observed, full)?;
+    check_ownership(config, load_balancer.as_ref(), &observed)?;
     if full {
         managed_group(ec2, config, desired, &mut observed).await?;
     }
@@ -319,22 +332,13 @@ async fn tags<V: Elbv2>(
     elbv2.tags(&arns).await.map_err(Error::aws(CONTEXT))
 }
 
-/// Another cluster's (or, unless adoption is configured, an untagged) NLB under this name is never touched; nor
-/// is an unattached target group of another cluster.
+/// An unattached target group of another cluster is never touched. (Whose the NLB is, the provider decides from
+/// the tags read here: `ownership::claim`.)
 fn check_ownership(
     config: &LoadBalancerConfig,
-    desired: &Desired,
     load_balancer: Option<&LoadBalancerV2>,
     observed: &Observed,
-    full: bool,
 ) -> Result<(), Error> {
-    if full && let Some(lb) = load_balancer {
-        let tags = observed.tags.get(&lb.arn).cloned().unwrap_or_default();
-        crate::ownership::check(config, &lb.name, &tags)?;
-        if desired.name_chosen {
-            crate::ownership::check_claim(config, &lb.name, &tags, &desired.service)?;
-        }
-    }
     for g in &observed.target_groups {
         let tags = observed.tags.get(&g.group.arn);
         let attached = load_balancer.is_some_and(|lb| g.group.load_balancer_arns.contains(&lb.arn));
@@ -369,53 +373,72 @@ async fn managed_group<E: Ec2>(
     Ok(())
 }
 
-/// Reads what deletion of NLB `name` of Service `(namespace, name)` needs. `target_group_names` are the names
-/// the Service's current ports give; `managed_group_name` is the managed group's name (`None` when unknown). Only
-/// resources owned by this cluster are deleted; groups given by annotation never are.
+/// Reads what deletion of the claimant's NLB needs. `target_group_names` are the names the Service's current
+/// ports give; `managed_group_name` is the managed group's name (`None` when unknown). Only resources owned by
+/// this cluster and tagged for no other incarnation of the Service are deleted; groups given by annotation never
+/// are. The claim comes with it: the NLB's when it is the claimant's ([`ownership::claim`] for deletion), else a
+/// vacant one (none, or not ours: left alone with the target groups attached to it).
 pub async fn observe_delete<E: Ec2, V: Elbv2>(
     ec2: &E,
     elbv2: &V,
     config: &LoadBalancerConfig,
-    name: &str,
-    service: (&str, &str),
+    claimant: &Claimant,
     target_group_names: &[String],
     managed_group_name: Option<&str>,
-) -> Result<DeleteObserved, Error> {
+) -> Result<(DeleteObserved, Claim), Error> {
     let context = "reading the NLB to delete";
+    let name = claimant.load_balancer.as_str();
     let mut load_balancer = network_load_balancer(elbv2, name, context).await?;
-    let (namespace, service_name) = service;
+    let (namespace, service_name) = claimant
+        .service
+        .split_once('/')
+        .unwrap_or(("", claimant.service.as_str()));
     // The successor names too: this Service may have taken them while its predecessor's NLB held the others.
     let names: Vec<String> = target_group_names
         .iter()
         .flat_map(|n| [n.clone(), successor_target_group_name(n, name)])
         .collect();
-    let (mut groups, by_prefix) =
-        leftover_target_groups(elbv2, (name, load_balancer.as_ref()), service, &names).await?;
-    let key = format!("{namespace}/{service_name}");
+    let (mut groups, by_prefix) = leftover_target_groups(
+        elbv2,
+        (name, load_balancer.as_ref()),
+        (namespace, service_name),
+        &names,
+    )
+    .await?;
+    let key = claimant.service.as_str();
     let arns: Vec<String> = load_balancer
         .iter()
         .map(|lb| lb.arn.clone())
         .chain(groups.iter().map(|g| g.arn.clone()))
         .collect();
-    if !arns.is_empty() {
-        let tags = elbv2.tags(&arns).await.map_err(Error::aws(context))?;
-        // A prefix is shared by Services whose names agree on 8 characters: those groups must name this one.
-        groups.retain(|g| {
-            tags.get(&g.arn).is_some_and(|t| {
-                config.cluster.is_owned(t)
-                    && (!by_prefix.contains(&g.arn) || t.get(shared::SERVICE_NAME_TAG) == Some(&key))
-            })
-        });
-        // An NLB under this name that is not ours (another cluster's, or untagged without adoption configured)
-        // is left alone.
-        if let Some(lb) = &load_balancer
-            && let Err(refused) =
-                crate::ownership::check(config, name, &tags.get(&lb.arn).cloned().unwrap_or_default())
-        {
-            tracing::warn!(load_balancer = name, %refused, "not deleting a load balancer this cluster does not own");
-            load_balancer = None;
+    let tags = if arns.is_empty() {
+        BTreeMap::new()
+    } else {
+        elbv2.tags(&arns).await.map_err(Error::aws(context))?
+    };
+    let lb_tags = load_balancer
+        .as_ref()
+        .map(|lb| tags.get(&lb.arn).cloned().unwrap_or_default());
+    let claim = match ownership::claim(config, claimant, lb_tags.as_ref(), Purpose::Delete) {
+        Ok(claim) => claim,
+        Err(refused) => {
+            tracing::warn!(load_balancer = name, %refused, "not deleting a load balancer this Service does not own");
+            // Nor the target groups it uses.
+            if let Some(lb) = load_balancer.take() {
+                groups.retain(|g| !g.load_balancer_arns.contains(&lb.arn));
+            }
+            ownership::claim(config, claimant, None, Purpose::Delete)?
         }
-    }
+    };
+    // A prefix is shared by Services whose names agree on 8 characters: those groups must name this one. A
+    // group tagged for another incarnation (the Service re-created under a chosen name) is that one's.
+    groups.retain(|g| {
+        tags.get(&g.arn).is_some_and(|t| {
+            config.cluster.is_owned(t)
+                && (!by_prefix.contains(&g.arn) || t.get(shared::SERVICE_NAME_TAG).map(String::as_str) == Some(key))
+                && t.get(shared::SERVICE_UID_TAG).is_none_or(|uid| *uid == claimant.uid)
+        })
+    });
     let mut observed = DeleteObserved {
         target_groups: groups,
         ..DeleteObserved::default()
@@ -431,6 +454,10 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
     if let Some(group_name) = managed_group_name
         && let Some(group) = shared::find_group(ec2, config, group_name).await?
         && config.cluster.is_owned(&group.tags)
+        && group
+            .tags
+            .get(shared::SERVICE_UID_TAG)
+            .is_none_or(|uid| *uid == claimant.uid)
     {
         observed.references = references(ec2, config, &group.id).await?;
         observed.managed_group = Some(group.id);
@@ -438,7 +465,7 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
     observed.node_rules =
         deleted_node_rules(ec2, elbv2, config, name, load_balancer.as_ref(), &observed).await?;
     observed.load_balancer = load_balancer;
-    Ok(observed)
+    Ok((observed, claim))
 }
 
 /// The target groups deletion considers, from one listing of the region's groups: those the NLB uses, those

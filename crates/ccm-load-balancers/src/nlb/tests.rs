@@ -458,6 +458,7 @@ fn security_groups_by_mode() {
 }
 
 mod apply;
+mod gate;
 mod attributes;
 mod node_source;
 mod plan;

@@ -15,6 +15,7 @@ use crate::{
     Error,
     flavour::{HostMemoryFlavour, LoadBalancerFlavour, PlannedChange, Scope},
     memory::{Entry, Ticket},
+    ownership::Claim,
     shared,
     spec::ServiceSpec,
 };
@@ -35,6 +36,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     pub(super) async fn update_with<F: HostMemoryFlavour>(
         &self,
         cluster_name: &str,
+        claim: &Claim,
         spec: ServiceSpec,
         nodes: &[&Node],
     ) -> Result<(), CloudError> {
@@ -54,7 +56,11 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             Some(plan) => plan,
             None => Box::pin(self.observe_hosts::<F>(&desired)).await?,
         };
-        let applied = Box::pin(F::apply(&ports, name, &plan.observed, &plan.changes)).await?;
+        if claim.name() != name {
+            // Planned for another name than the one claimed (the spec changed since): a full sync decides.
+            return Err(Error::NotFound(name.to_owned()).into());
+        }
+        let applied = Box::pin(F::apply(&ports, claim, &plan.observed, &plan.changes)).await?;
         self.settle::<F>(ticket, fingerprint, &desired, &plan, &applied);
         Ok(())
     }
@@ -91,8 +97,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         }))
     }
 
-    /// The host plan from reads: the load balancer (which must exist and be ours), its targets and the nodes'
-    /// groups.
+    /// The host plan from reads: the load balancer (which must exist; the caller holds its claim), its targets and
+    /// the nodes' groups.
     async fn observe_hosts<F: LoadBalancerFlavour>(
         &self,
         desired: &F::Desired,
@@ -104,8 +110,6 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         if !F::exists(&observed) {
             return Err(Error::NotFound(name.to_owned()));
         }
-        self.ours(name, F::claimant(desired), F::tags(&ports, name, &observed))
-            .await?;
         let changes = host_changes::<F>(desired, &observed);
         Ok(HostPlan {
             observed,

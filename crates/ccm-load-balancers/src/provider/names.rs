@@ -9,7 +9,9 @@ use k8s_openapi::api::core::v1::Service;
 use super::AwsLoadBalancers;
 pub(super) use crate::shared::{all_names, wanted_name};
 use crate::{
-    Error, ownership, shared,
+    Error,
+    ownership::{self, Claimant, Purpose},
+    shared,
     spec::{Flavour, ServiceSpec},
 };
 
@@ -22,8 +24,8 @@ pub(super) struct Rename {
     pub(super) reason: String,
     /// Whether the Service consents to the recreation.
     pub(super) consent: bool,
-    /// With consent, the old names to delete, each with whether it is a chosen one.
-    pub(super) leftovers: Vec<(bool, String)>,
+    /// With consent, the old names to delete.
+    pub(super) leftovers: Vec<String>,
 }
 
 /// What is under a load balancer name.
@@ -38,16 +40,15 @@ pub(super) enum Probe {
 }
 
 impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoadBalancers<E, L, V> {
-    /// What is under `name` for the Service `service` (`namespace/name`); `chosen`: the name is not its UID
-    /// name, so the load balancer must name the Service too ([`ownership::check_claim`]).
-    pub(super) async fn probe(&self, name: &str, service: &str, chosen: bool) -> Result<Probe, Error> {
+    /// What is under the claimant's name, for `purpose`: its claim decides ([`ownership::claim`]). An ELBv2 load
+    /// balancer of another type (an ALB) is not looked at: the Classic ELB namespace is a separate one, and an
+    /// NLB's ensure refuses it ([`ownership::other_type`]).
+    pub(super) async fn probe(&self, claimant: &Claimant, purpose: Purpose) -> Result<Probe, Error> {
         let context = "reading a load balancer by name";
-        let check = |tags: &Tags| -> Result<(), Error> {
-            ownership::check(&self.config, name, tags)?;
-            if chosen {
-                ownership::check_claim(&self.config, name, tags, service)?;
-            }
-            Ok(())
+        let name = claimant.load_balancer.as_str();
+        let decide = |tags: &Tags, flavour| match ownership::claim(&self.config, claimant, Some(tags), purpose) {
+            Ok(_) => Probe::Ours(flavour),
+            Err(refused) => Probe::Taken(refused),
         };
         let network = self
             .elbv2
@@ -58,7 +59,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             let arns = [lb.arn.clone()];
             let tags = self.elbv2.tags(&arns).await.map_err(Error::aws(context))?;
             let tags = tags.get(&lb.arn).cloned().unwrap_or_default();
-            return Ok(check(&tags).map_or_else(Probe::Taken, |()| Probe::Ours(Flavour::Network)));
+            return Ok(decide(&tags, Flavour::Network));
         }
         if self
             .elb
@@ -70,7 +71,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             return Ok(Probe::Absent);
         }
         let tags = self.elb.tags(name).await.map_err(Error::aws(context))?;
-        Ok(check(&tags).map_or_else(Probe::Taken, |()| Probe::Ours(Flavour::Classic)))
+        Ok(decide(&tags, Flavour::Classic))
     }
 
     /// A name change of the Service's load balancer (its status shows another name than the wanted one), read
@@ -88,13 +89,13 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         }
         let uid_name = shared::load_balancer_name(&spec.uid)?;
         let key = spec.key();
-        match self.probe(&wanted, &key, wanted != uid_name).await? {
+        match self.probe(&Claimant::new(&wanted, &key, &spec.uid), Purpose::Serve).await? {
             Probe::Taken(refused) => return Err(refused),
             // Made already (the old one was deleted before): ensure it as usual.
             Probe::Ours(_) => return Ok((spec, None)),
             Probe::Absent => {}
         }
-        let serving = self.serving(&old, &key, &uid_name).await?;
+        let serving = self.serving(&old, &key, &spec.uid).await?;
         let consent = spec.allow_recreation || self.config.allow_recreation;
         if !consent {
             let Some(from) = serving else {
@@ -116,7 +117,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             reason: format!("the load balancer name {from} -> {wanted}"),
             from,
             consent,
-            leftovers: old.into_iter().map(|n| (n != uid_name, n)).collect(),
+            leftovers: old,
         };
         Ok((spec, Some(rename)))
     }
@@ -144,8 +145,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
                 Some(Notice::warning("LoadBalancerRecreationRequired", message)),
             ));
         }
-        for (chosen, name) in &rename.leftovers {
-            self.delete_guarded(cluster_name, service, name, *chosen).await?;
+        for name in &rename.leftovers {
+            self.delete_guarded(cluster_name, service, name).await?;
         }
         let message = shared::recreation_notice("load balancer", &rename.from, &rename.reason);
         tracing::warn!(service = %key, load_balancer = %rename.from, %message, "renaming the load balancer");
@@ -153,9 +154,9 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     }
 
     /// The first of `names` under which this Service's load balancer exists.
-    async fn serving(&self, names: &[String], key: &str, uid_name: &str) -> Result<Option<String>, Error> {
+    async fn serving(&self, names: &[String], key: &str, uid: &str) -> Result<Option<String>, Error> {
         for name in names {
-            match self.probe(name, key, name != uid_name).await? {
+            match self.probe(&Claimant::new(name, key, uid), Purpose::Serve).await? {
                 Probe::Ours(_) => return Ok(Some(name.clone())),
                 Probe::Taken(refused) => {
                     tracing::warn!(service = %key, load_balancer = %name, %refused, "not this Service's load balancer");

@@ -14,6 +14,10 @@ use crate::{
 /// The tag naming the Service of a load balancer.
 pub const SERVICE_NAME_TAG: &str = "kubernetes.io/service-name";
 
+/// The tag naming the UID of the Service incarnation a resource was made (or last claimed) for: it tells a
+/// Service from an earlier incarnation of the same name (see [`crate::ownership`]).
+pub const SERVICE_UID_TAG: &str = "kubernetes.io/service-uid";
+
 /// The load balancer name of a Service, as upstream's `DefaultLoadBalancerName`: `a` followed by the UID without
 /// dashes, cut to 32 characters. Stable for the Service's lifetime, so lookups by name are idempotent. Only ASCII
 /// alphanumerics are kept (a UUID loses only its dashes, as upstream): a UID of any other shape must neither make a
@@ -134,7 +138,7 @@ pub fn security_group_description(lb_name: &str, spec: &ServiceSpec) -> String {
 /// later process, and tags added by hand never are.
 pub const ANNOTATION_TAGS_MARKER: &str = "kubernetes.io/additional-resource-tags";
 
-/// The tags of a load balancer: the additional tags with their marker, the Service name and the cluster
+/// The tags of a load balancer: the additional tags with their marker, the Service name and UID and the cluster
 /// ownership tags (which win).
 pub fn load_balancer_tags(cluster: &ClusterTags, spec: &ServiceSpec) -> Tags {
     let mut additional = spec.additional_tags.clone();
@@ -142,6 +146,7 @@ pub fn load_balancer_tags(cluster: &ClusterTags, spec: &ServiceSpec) -> Tags {
         additional.insert(ANNOTATION_TAGS_MARKER.to_owned(), marker);
     }
     additional.insert(SERVICE_NAME_TAG.to_owned(), spec.key());
+    additional.insert(SERVICE_UID_TAG.to_owned(), spec.uid.clone());
     cluster.creation_tags(&additional)
 }
 
@@ -190,7 +195,7 @@ pub fn dropped_tags(current: &Tags, desired: &Tags) -> Vec<String> {
     let mut dropped: Vec<String> = applied
         .split(' ')
         .filter(|k| !k.is_empty() && current.contains_key(*k) && !desired.contains_key(*k))
-        .filter(|k| !ccm_tagging::is_ownership_key(k) && *k != SERVICE_NAME_TAG)
+        .filter(|k| !ccm_tagging::is_ownership_key(k) && *k != SERVICE_NAME_TAG && *k != SERVICE_UID_TAG)
         .map(str::to_owned)
         .collect();
     if !desired.contains_key(ANNOTATION_TAGS_MARKER) {

@@ -305,16 +305,15 @@ pub struct ManagedGroup {
 /// What brings the observed managed group to [`ManagedGroup`]: both flavours plan it the same way.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GroupDiff {
-    /// The group is missing: create it (with its tags). The tags of an existing group another controller made
-    /// (the Go controller tags it with the cluster tag only) are left as they are: it is taken over without a
-    /// write, and found for deletion by its name and cluster tag.
+    /// The group is missing: create it (with its tags).
     pub create: bool,
     /// Rules to add.
     pub authorize: Vec<Rule>,
     /// Rules to remove.
     pub revoke: Vec<Rule>,
-    /// Tags to add or overwrite on an existing group this controller made (it names the Service; one the Go
-    /// controller made is left as it is, see `create`).
+    /// Tags to add or overwrite on the existing group. One another controller made (the Go controller tags it
+    /// with the cluster tag only, or none when it ran without a cluster ID) gets this Service's tags when it is
+    /// taken over: its Service name and UID, and the cluster tag `owned` that lets its deletion find it.
     pub add_tags: Tags,
     /// Tag keys to remove from it: those dropped from the annotation ([`super::dropped_tags`]).
     pub remove_tags: Vec<String>,
@@ -329,9 +328,9 @@ impl ManagedGroup {
             None => (true, BTreeSet::new()),
             Some(group) => (false, observed_rules(group)),
         };
-        // Only a group this controller made (it names the Service) has its tags kept in step: one the Go
-        // controller made is taken over without a write.
-        let tracked = observed.filter(|g| g.tags.contains_key(super::SERVICE_NAME_TAG));
+        // Every group found under the managed name (the caller refused another cluster's and a `shared` one):
+        // one taken over untagged would otherwise outlive its Service, since deletion deletes owned groups only.
+        let tracked = observed;
         GroupDiff {
             create,
             authorize: self.ingress.difference(&current).cloned().collect(),

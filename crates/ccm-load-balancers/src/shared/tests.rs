@@ -299,6 +299,7 @@ fn tags_carry_service_and_ownership_and_additional() {
             ("kubernetes.io/additional-resource-tags", "team"),
             ("kubernetes.io/cluster/c1", "owned"),
             ("kubernetes.io/service-name", "prod/web"),
+            ("kubernetes.io/service-uid", "u-1"),
             ("team", "a")
         ]),
         "the Service's and the ownership tags with the additional ones"

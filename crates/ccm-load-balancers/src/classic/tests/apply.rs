@@ -1,6 +1,8 @@
 //! Tests of observing and applying a Classic ELB against mocked ports.
 
 use super::*;
+use crate::flavour::LoadBalancerFlavour;
+use crate::ownership::{Claim, Claimant, Purpose, claim};
 use crate::Error;
 use crate::shared::Rule;
 use ccm_aws_api::Filter;
@@ -55,7 +57,7 @@ async fn apply_creates_the_group_first_and_uses_its_id() {
         .in_sequence(&mut seq)
         .withf(|n, ids| n == NAME && ids == [InstanceId::new("i-1")])
         .returning(|_, _| Box::pin(async { Ok(()) }));
-    let applied = apply(&ec2, &elb, &config(), NAME, None, &changes).await.unwrap();
+    let applied = apply(&ec2, &elb, &config(), &Claim::assumed(NAME), None, &changes).await.unwrap();
     assert_eq!(
         applied.created_dns_name.as_deref(),
         Some("new.us-east-1.elb.amazonaws.com")
@@ -130,7 +132,7 @@ async fn apply_adopts_a_group_created_by_a_crashed_run_and_tolerates_duplicates(
     elb.expect_create_policy()
         .times(1)
         .returning(|_, _| Box::pin(async { Err(err(ErrorKind::AlreadyExists)) }));
-    apply(&ec2, &elb, &config(), "x", None, &changes).await.unwrap();
+    apply(&ec2, &elb, &config(), &Claim::assumed("x"), None, &changes).await.unwrap();
 }
 
 #[tokio::test]
@@ -151,7 +153,7 @@ async fn apply_stops_at_the_first_failure_and_reports_a_group_in_use_as_retry() 
     ec2.expect_delete_security_group()
         .times(1)
         .returning(|_| Box::pin(async { Err(err(ErrorKind::Conflict).with_code("DependencyViolation")) }));
-    let e = apply(&ec2, &elb, &config(), "x", None, &changes)
+    let e = apply(&ec2, &elb, &config(), &Claim::assumed("x"), None, &changes)
         .await
         .unwrap_err();
     assert!(matches!(e, Error::GroupInUse { .. }), "{e}");
@@ -210,7 +212,7 @@ async fn observe_reads_only_the_policies_it_wants() {
 }
 
 #[tokio::test]
-async fn observe_refuses_a_load_balancer_of_another_cluster_before_planning() {
+async fn the_gate_refuses_a_load_balancer_of_another_cluster_that_observe_found() {
     let mut desired = desired_for(&[], &[(80, 30080)], &[]);
     desired.manage_node_rules = false;
     let (ec2, mut elb) = observing_mocks("owned");
@@ -227,9 +229,13 @@ async fn observe_refuses_a_load_balancer_of_another_cluster_before_planning() {
         .returning(|_| Box::pin(async { Ok(ClassicAttributes::default()) }));
     elb.expect_policies()
         .returning(|_, _| Box::pin(async { Ok(Vec::new()) }));
-    let e = observe(&ec2, &elb, &config(), &desired, Scope::Full)
+    let observed = observe(&ec2, &elb, &config(), &desired, Scope::Full)
         .await
-        .unwrap_err();
+        .unwrap();
+    // Observe reads; the claim made from what it found refuses (no plan can be applied without one).
+    let found = crate::flavour::Classic::found(&observed);
+    let claimant = Claimant::new(&desired.name, "prod/web", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+    let e = claim(&config(), &claimant, found, Purpose::Serve).unwrap_err();
     assert!(matches!(e, crate::Error::NotOurs(_)), "{e}");
     assert!(e.to_string().contains("kubernetes.io/cluster/c2=owned"), "{e}");
 }
@@ -352,7 +358,7 @@ async fn apply_resolves_the_managed_group_to_the_observed_id() {
         &ec2,
         &elb,
         &config(),
-        "x",
+        &Claim::assumed("x"),
         Some(SecurityGroupId::new("sg-m")),
         &changes,
     )
@@ -368,7 +374,7 @@ async fn apply_resolves_the_managed_group_to_the_observed_id() {
         &MockEc2::new(),
         &MockElb::new(),
         &config(),
-        "x",
+        &Claim::assumed("x"),
         None,
         &changes[..1],
     )
@@ -463,12 +469,23 @@ fn without_consent_a_scheme_change_keeps_the_classic_elb_and_applies_the_rest() 
 }
 
 #[test]
-fn a_managed_group_made_by_another_controller_is_taken_over_without_a_write() {
-    // The Go controller tags its groups with the cluster tag only: no service-name tag is added.
+fn a_managed_group_made_by_another_controller_gets_this_services_tags_when_taken_over() {
+    // The Go controller tags its groups with the cluster tag only (none without a cluster ID): taken over, the
+    // group is tagged for the Service, and an untagged one `owned`, so that its deletion finds it.
     let desired = desired_for(&[], &[(80, 30080)], &["i-1"]);
-    let mut observed = converged(&desired);
-    let group = observed.managed_group.as_mut().unwrap();
-    group.tags.retain(|k, _| k.starts_with("kubernetes.io/cluster/"));
-    assert_eq!(group.tags.len(), 1);
-    assert_eq!(plan(&desired, &observed), []);
+    for keep_cluster_tag in [true, false] {
+        let mut observed = converged(&desired);
+        let group = observed.managed_group.as_mut().unwrap();
+        group
+            .tags
+            .retain(|k, _| keep_cluster_tag && k.starts_with("kubernetes.io/cluster/"));
+        let changes = plan(&desired, &observed);
+        let [Change::TagSecurityGroup { add, remove }] = changes.as_slice() else {
+            panic!("one tagging of the group: {changes:?}");
+        };
+        assert!(remove.is_empty());
+        assert_eq!(add["kubernetes.io/service-name"], "prod/web");
+        assert_eq!(add["kubernetes.io/service-uid"], "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+        assert_eq!(add.get("kubernetes.io/cluster/c1").is_some(), !keep_cluster_tag, "{add:?}");
+    }
 }

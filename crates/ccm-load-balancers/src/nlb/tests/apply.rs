@@ -2,6 +2,8 @@
 
 use super::*;
 use crate::Error;
+use crate::flavour::LoadBalancerFlavour;
+use crate::ownership::{Claim, Claimant};
 use crate::spec::IpAddressType;
 use ccm_aws_api::SubnetId;
 use ccm_aws_api::Tags;
@@ -60,7 +62,7 @@ async fn apply_adopts_a_target_group_created_by_a_crashed_run_and_uses_created_a
         &MockEc2::new(),
         &elbv2,
         &config(),
-        NAME,
+        &Claim::assumed(NAME),
         &Observed::default(),
         &changes,
     )
@@ -109,7 +111,7 @@ async fn a_refused_listener_fails_the_apply_and_only_a_duplicate_is_done() {
             &MockEc2::new(),
             &elbv2,
             &config(),
-            NAME,
+            &Claim::assumed(NAME),
             &Observed::default(),
             &changes,
         )
@@ -140,7 +142,7 @@ async fn a_managed_group_still_in_use_is_retried_later() {
         &ec2,
         &MockElbv2::new(),
         &config(),
-        NAME,
+        &Claim::assumed(NAME),
         &Observed::default(),
         &[Change::DeleteSecurityGroup { group: "sg-m".into() }],
     )
@@ -167,7 +169,7 @@ async fn a_target_group_still_in_use_is_waited_for() {
         &MockEc2::new(),
         &elbv2,
         &config(),
-        NAME,
+        &Claim::assumed(NAME),
         &Observed::default(),
         &[Change::DeleteTargetGroup {
             name: "k8s-tg".into(),
@@ -330,9 +332,12 @@ async fn another_clusters_nlb_is_neither_adopted_nor_deleted() {
         });
         elbv2
     };
-    let e = observe(&MockEc2::new(), &mocks(), &config(), &d, Scope::Full)
+    let observed = observe(&MockEc2::new(), &mocks(), &config(), &d, Scope::Full)
         .await
-        .unwrap_err();
+        .unwrap();
+    let found = crate::flavour::Network::found(&observed);
+    let claimant = Claimant::new(&d.name, &d.service, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+    let e = crate::ownership::claim(&config(), &claimant, found, crate::ownership::Purpose::Serve).unwrap_err();
     assert!(matches!(e, Error::NotOurs(_)), "{e}");
     assert!(e.to_string().contains("kubernetes.io/cluster/other=owned"), "{e}");
     let mut c = config();
@@ -341,13 +346,13 @@ async fn another_clusters_nlb_is_neither_adopted_nor_deleted() {
         &MockEc2::new(),
         &mocks(),
         &c,
-        NAME,
-        ("prod", "web"),
+        &Claimant::new(NAME, "prod/web", "uid-web"),
         &["k8s-prod-web-x".into()],
         None,
     )
     .await
-    .unwrap();
+    .unwrap()
+    .0;
     assert!(observed.load_balancer.is_none());
     assert_eq!(plan_delete(NAME, &observed), []);
 }
@@ -496,7 +501,7 @@ async fn apply_sets_the_ip_address_type_and_creates_with_it() {
         .withf(|arn, t| arn == "arn:lb" && t == "dualstack")
         .times(1)
         .returning(|_, _| Box::pin(async { Ok(()) }));
-    let applied = apply(&MockEc2::new(), &elbv2, &config(), NAME, &observed, &changes)
+    let applied = apply(&MockEc2::new(), &elbv2, &config(), &Claim::assumed(NAME), &observed, &changes)
         .await
         .unwrap();
     assert_eq!(applied.mutations, 1);
@@ -520,7 +525,7 @@ async fn apply_sets_the_ip_address_type_and_creates_with_it() {
             &MockEc2::new(),
             &elbv2,
             &config(),
-            NAME,
+            &Claim::assumed(NAME),
             &Observed::default(),
             &changes,
         )
@@ -576,7 +581,7 @@ async fn apply_sets_the_subnets() {
         .withf(|arn, s| arn == "arn:lb" && s == [SubnetId::new("subnet-a"), SubnetId::new("subnet-b")])
         .times(1)
         .returning(|_, _| Box::pin(async { Ok(()) }));
-    let applied = apply(&MockEc2::new(), &elbv2, &config(), NAME, &observed, &changes)
+    let applied = apply(&MockEc2::new(), &elbv2, &config(), &Claim::assumed(NAME), &observed, &changes)
         .await
         .unwrap();
     assert_eq!(applied.mutations, 1);
@@ -597,6 +602,10 @@ async fn deletion_sweeps_the_services_unattached_target_groups_and_nothing_else(
     ]);
     let mut untagged_service = owned.clone();
     untagged_service.remove("kubernetes.io/service-name");
+    // The re-created Service's group (same namespace and name, another UID): never its predecessor's to delete.
+    let mut successor = owned.clone();
+    successor.insert(crate::shared::SERVICE_UID_TAG.into(), "uid-successor".into());
+    let uid = owned[crate::shared::SERVICE_UID_TAG].clone();
     let groups = [
         // (ARN, name, tags, deleted)
         (
@@ -609,6 +618,7 @@ async fn deletion_sweeps_the_services_unattached_target_groups_and_nothing_else(
         ("arn:canary", "k8s-prod-web-abcdef0123", other_service, false),
         ("arn:foreign", "k8s-prod-web-fedcba9876", foreign, false),
         ("arn:unprefixed", "k8s-prod-api-0123456789", owned.clone(), false),
+        ("arn:successor", "k8s-prod-web-1111111111", successor, false),
         (
             "arn:untagged-prefix",
             "k8s-prod-web-5555555555",
@@ -646,13 +656,13 @@ async fn deletion_sweeps_the_services_unattached_target_groups_and_nothing_else(
         &MockEc2::new(),
         &elbv2,
         &c,
-        NAME,
-        ("prod", "web"),
+        &Claimant::new(NAME, "prod/web", &uid),
         &["k8s-prod-web-current".into()],
         None,
     )
     .await
-    .unwrap();
+    .unwrap()
+    .0;
     let deleted: Vec<&str> = observed.target_groups.iter().map(|g| g.arn.as_str()).collect();
     let wanted: Vec<&str> = groups.iter().filter(|g| g.3).map(|g| g.0).collect();
     assert_eq!(deleted, wanted);
