@@ -346,3 +346,37 @@ async fn a_classic_elb_outlives_no_type_change() {
     );
     lbs.ensure_load_balancer_deleted("k", &svc).await.unwrap();
 }
+
+/// Story 1 of the ownership gate: a tenant Service naming another Service's live Classic ELB, with target
+/// labels no node has. Its ensure is refused; its host update (a Node change after the refusal) must not
+/// deregister the victim's instances either: this process holds no claim of the tenant's, so the update runs
+/// the full ensure, refused again. The mocks expect no write at all (any would panic); the refusal names the
+/// holder.
+#[tokio::test]
+async fn a_host_update_of_a_service_whose_ensure_was_refused_writes_nothing() {
+    let victim = service(&[(Key::LoadBalancerName, "shop")], &[(80, 30080)]);
+    let n = node("i-1");
+    let spec = crate::parse_service(&victim).unwrap();
+    let mut c = config();
+    c.manage_node_security_groups = false;
+    let desired = crate::classic::build(&spec, &[&n], &c, &[SubnetId::new("subnet-a")]).unwrap();
+    let (ec2, elb) = steady_classic_ports(&desired);
+    let lbs = AwsLoadBalancers::new(ec2, elb, MockElbv2::new(), c);
+    // The victim's ensure: this process holds its claim now.
+    lbs.ensure_load_balancer("k", &victim, &[&n]).await.unwrap();
+
+    let mut thief = service(
+        &[(Key::LoadBalancerName, "shop"), (Key::TargetNodeLabels, "nope=nope")],
+        &[(80, 30080)],
+    );
+    thief.metadata.namespace = Some("tenant".into());
+    thief.metadata.uid = Some("11111111-2222-3333-4444-555555555555".into());
+    for _ in 0..2 {
+        let e = lbs.ensure_load_balancer("k", &thief, &[&n]).await.unwrap_err();
+        assert!(e.to_string().contains("belongs to Service prod/web"), "{e}");
+        let e = lbs.update_load_balancer("k", &thief, &[&n]).await.unwrap_err();
+        assert!(e.to_string().contains("belongs to Service prod/web"), "{e}");
+    }
+    // Nor does the victim's claim serve anyone else: its own host update still plans from memory.
+    lbs.update_load_balancer("k", &victim, &[&n]).await.unwrap();
+}
