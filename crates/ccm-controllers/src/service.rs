@@ -8,8 +8,10 @@
 
 mod cleanup;
 mod drift;
+mod ensure;
 mod node_sync;
 mod patches;
+mod plans;
 mod predecessor;
 mod predicates;
 mod state;
@@ -22,7 +24,7 @@ use std::{
     time::Duration,
 };
 
-use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer, LoadBalancerStatus};
+use ccm_cloud_provider::{CloudProvider, LoadBalancer, LoadBalancerStatus};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{
     Client,
@@ -400,59 +402,6 @@ fn shared_host_set<P: CloudProvider>(ctx: &Ctx<P>, nodes: &[&Node]) -> Arc<BTree
     latest.clone()
 }
 
-/// A dry run's sync of a Service that wants a load balancer: the provider's plan goes to `sink`, nothing is
-/// written (no finalizer, Event or status).
-async fn plan_only<P: CloudProvider>(
-    ctx: &Ctx<P>,
-    lb: &P::LoadBalancer,
-    svc: &Service,
-    key: &str,
-    sink: &dyn crate::DryRunSink,
-) -> Result<Op, Error> {
-    let nodes = stable_nodes(ctx);
-    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
-    // The host set planned with: a node sync that finds it changed plans again (see `node_sync`).
-    let hosts = shared_host_set(ctx, &refs);
-    ctx.states.update(key, |s| s.hosts = Some(hosts));
-    ctx.config.metrics.provider_call();
-    match lb.plan_load_balancer(&ctx.config.cluster_name, svc, &refs).await {
-        Ok(plan) => sink.load_balancer(key, plan),
-        Err(CloudError::ImplementedElsewhere) => {}
-        Err(e) => return Err(Error::cloud("failed to plan load balancer", key, e)),
-    }
-    Ok(Op::Ensure)
-}
-
-/// A dry run's sync of a Service whose load balancer goes: what the deletion would do goes to `sink`, nothing
-/// is done.
-async fn plan_deletion<P: CloudProvider>(
-    ctx: &Ctx<P>,
-    lb: &P::LoadBalancer,
-    svc: &Service,
-    key: &str,
-    sink: &dyn crate::DryRunSink,
-) -> Result<Op, Error> {
-    ctx.config.metrics.provider_call();
-    let exists = lb
-        .get_load_balancer(&ctx.config.cluster_name, svc)
-        .await
-        .map_err(|e| Error::cloud("failed to check if load balancer exists before cleanup", key, e))?
-        .is_some();
-    let mut changes = Vec::new();
-    if exists {
-        changes.push(format!("delete the load balancer of {key}"));
-    }
-    if has_finalizer(svc) {
-        changes.push(format!(
-            "remove the finalizer {} from {key}",
-            crate::keys::FINALIZER_LB_CLEANUP
-        ));
-    }
-    let plan = (!changes.is_empty()).then(|| ccm_cloud_provider::LoadBalancerPlan::new(changes, false));
-    sink.load_balancer(key, plan);
-    Ok(Op::Delete)
-}
-
 /// Upstream `syncLoadBalancerIfNeeded`.
 async fn sync_load_balancer_if_needed<P: CloudProvider>(
     ctx: &Ctx<P>,
@@ -464,9 +413,9 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
     if let Some(sink) = &ctx.config.plans {
         // A dry run: planned, never applied.
         return if goes {
-            plan_deletion(ctx, lb, svc, &key, sink.as_ref()).await
+            plans::deletion(ctx, lb, svc, &key, sink.as_ref()).await
         } else {
-            plan_only(ctx, lb, svc, &key, sink.as_ref()).await
+            plans::ensure(ctx, lb, svc, &key, sink.as_ref()).await
         };
     }
     let reference = service_reference(svc);
@@ -502,69 +451,11 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
         }
         (Op::Delete, LoadBalancerStatus::default())
     } else {
-        ctx.states.update(&key, |s| s.wait = None);
-        ctx.recorder
-            .publish(
-                &reference,
-                EventType::Normal,
-                "EnsuringLoadBalancer",
-                "Ensuring load balancer",
-            )
-            .await;
-        if !has_finalizer(svc) {
-            patch_finalizer(ctx, svc, true).await?;
+        match ensure::ensure(ctx, lb, svc, &key, &reference).await? {
+            Some(status) => (Op::Ensure, status),
+            // Served by another controller: its status is not ours to write.
+            None => return Ok(Op::Ensure),
         }
-        let nodes = stable_nodes(ctx);
-        if nodes.is_empty() {
-            let message = "There are no available nodes for LoadBalancer";
-            ctx.recorder
-                .publish(&reference, EventType::Warning, "UnAvailableLoadBalancer", message)
-                .await;
-        }
-        let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
-        let hosts = shared_host_set(ctx, &refs);
-        ctx.states.update(&key, |s| s.hosts = Some(hosts));
-        ctx.config.metrics.provider_call();
-        let ensured = match lb.ensure_load_balancer_reporting(cluster, svc, &refs).await {
-            Ok(ensured) => ensured,
-            Err(CloudError::ImplementedElsewhere) => {
-                the_rest::left_behind(ctx, lb, svc, &reference).await;
-                return Ok(Op::Ensure);
-            }
-            Err(e) => return Err(Error::cloud("failed to ensure load balancer", &key, e)),
-        };
-        drift::settled(ctx, &key);
-        for notice in &ensured.notices {
-            let kind = if notice.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            };
-            // A notice about a Node (a target the provider skipped) goes on that Node, if it is still there.
-            let about = match &notice.node {
-                None => Some(reference.clone()),
-                Some(node) => ctx
-                    .nodes
-                    .get(&ObjectRef::new(node))
-                    .map(|n| crate::events::node_reference(&n)),
-            };
-            if let Some(about) = about {
-                ctx.recorder
-                    .publish(&about, kind, &notice.reason, &notice.message)
-                    .await;
-            }
-        }
-        let status = ensured.status;
-        ctx.recorder
-            .publish(
-                &reference,
-                EventType::Normal,
-                "EnsuredLoadBalancer",
-                "Ensured load balancer",
-            )
-            .await;
-        drift::repaired(ctx, &key, svc).await;
-        (Op::Ensure, status)
     };
     if !ingress_equal(previous.as_ref(), status.ingress.as_ref()) {
         patch_status(ctx, svc, &status).await?;

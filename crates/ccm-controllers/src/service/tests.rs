@@ -10,6 +10,7 @@ use kube::runtime::reflector;
 
 use super::*;
 use crate::keys::{FINALIZER_LB_CLEANUP, LABEL_EXCLUDE_FROM_LB, TAINT_TO_BE_DELETED};
+use ccm_cloud_provider::CloudError;
 use ccm_testing::fixtures::{NodeBuilder, ServiceBuilder};
 use serde_json::json;
 

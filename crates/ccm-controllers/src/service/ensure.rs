@@ -1,0 +1,91 @@
+//! A Service's load balancer ensured (the branch of upstream `syncLoadBalancerIfNeeded` that keeps one): the
+//! finalizer first, then the provider's ensure with the stable nodes, and what the provider has to tell as
+//! Events.
+
+use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer, LoadBalancerStatus, Notice};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
+use kube::runtime::reflector::ObjectRef;
+
+use super::{Ctx, drift, has_finalizer, patch_finalizer, shared_host_set, stable_nodes, the_rest};
+use crate::{Error, events::EventType};
+
+/// Ensures the load balancer of `svc` (work-queue key `key`, Events on `reference`): the status to write, or
+/// `None` when another controller serves the Service (`ImplementedElsewhere`).
+pub(super) async fn ensure<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    lb: &P::LoadBalancer,
+    svc: &Service,
+    key: &str,
+    reference: &ObjectReference,
+) -> Result<Option<LoadBalancerStatus>, Error> {
+    ctx.states.update(key, |s| s.wait = None);
+    ctx.recorder
+        .publish(
+            reference,
+            EventType::Normal,
+            "EnsuringLoadBalancer",
+            "Ensuring load balancer",
+        )
+        .await;
+    if !has_finalizer(svc) {
+        patch_finalizer(ctx, svc, true).await?;
+    }
+    let nodes = stable_nodes(ctx);
+    if nodes.is_empty() {
+        let message = "There are no available nodes for LoadBalancer";
+        ctx.recorder
+            .publish(reference, EventType::Warning, "UnAvailableLoadBalancer", message)
+            .await;
+    }
+    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+    let hosts = shared_host_set(ctx, &refs);
+    ctx.states.update(key, |s| s.hosts = Some(hosts));
+    ctx.config.metrics.provider_call();
+    let ensured = match lb
+        .ensure_load_balancer_reporting(&ctx.config.cluster_name, svc, &refs)
+        .await
+    {
+        Ok(ensured) => ensured,
+        Err(CloudError::ImplementedElsewhere) => {
+            the_rest::left_behind(ctx, lb, svc, reference).await;
+            return Ok(None);
+        }
+        Err(e) => return Err(Error::cloud("failed to ensure load balancer", key, e)),
+    };
+    drift::settled(ctx, key);
+    publish_notices(ctx, reference, &ensured.notices).await;
+    ctx.recorder
+        .publish(
+            reference,
+            EventType::Normal,
+            "EnsuredLoadBalancer",
+            "Ensured load balancer",
+        )
+        .await;
+    drift::repaired(ctx, key, svc).await;
+    Ok(Some(ensured.status))
+}
+
+/// The provider's notices, each an Event on the Service (`reference`) or on the Node it is about.
+async fn publish_notices<P: CloudProvider>(ctx: &Ctx<P>, reference: &ObjectReference, notices: &[Notice]) {
+    for notice in notices {
+        let kind = if notice.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        // A notice about a Node (a target the provider skipped) goes on that Node, if it is still there.
+        let about = match &notice.node {
+            None => Some(reference.clone()),
+            Some(node) => ctx
+                .nodes
+                .get(&ObjectRef::new(node))
+                .map(|n| crate::events::node_reference(&n)),
+        };
+        if let Some(about) = about {
+            ctx.recorder
+                .publish(&about, kind, &notice.reason, &notice.message)
+                .await;
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! The service controller's dry run (`ServiceConfig::plans`): what a sync would do goes to the sink, and
+//! nothing is written (no finalizer, Event, status or load balancer).
+
+use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer, LoadBalancerPlan};
+use k8s_openapi::api::core::v1::{Node, Service};
+
+use super::{Ctx, Op, has_finalizer, shared_host_set, stable_nodes};
+use crate::{DryRunSink, Error};
+
+/// The sync of a Service that wants a load balancer: the provider's plan goes to `sink`.
+pub(super) async fn ensure<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    lb: &P::LoadBalancer,
+    svc: &Service,
+    key: &str,
+    sink: &dyn DryRunSink,
+) -> Result<Op, Error> {
+    let nodes = stable_nodes(ctx);
+    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+    // The host set planned with: a node sync that finds it changed plans again (see `node_sync`).
+    let hosts = shared_host_set(ctx, &refs);
+    ctx.states.update(key, |s| s.hosts = Some(hosts));
+    ctx.config.metrics.provider_call();
+    match lb.plan_load_balancer(&ctx.config.cluster_name, svc, &refs).await {
+        Ok(plan) => sink.load_balancer(key, plan),
+        Err(CloudError::ImplementedElsewhere) => {}
+        Err(e) => return Err(Error::cloud("failed to plan load balancer", key, e)),
+    }
+    Ok(Op::Ensure)
+}
+
+/// The sync of a Service whose load balancer goes: what the deletion would do goes to `sink`.
+pub(super) async fn deletion<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    lb: &P::LoadBalancer,
+    svc: &Service,
+    key: &str,
+    sink: &dyn DryRunSink,
+) -> Result<Op, Error> {
+    ctx.config.metrics.provider_call();
+    let exists = lb
+        .get_load_balancer(&ctx.config.cluster_name, svc)
+        .await
+        .map_err(|e| Error::cloud("failed to check if load balancer exists before cleanup", key, e))?
+        .is_some();
+    let mut changes = Vec::new();
+    if exists {
+        changes.push(format!("delete the load balancer of {key}"));
+    }
+    if has_finalizer(svc) {
+        changes.push(format!(
+            "remove the finalizer {} from {key}",
+            crate::keys::FINALIZER_LB_CLEANUP
+        ));
+    }
+    let plan = (!changes.is_empty()).then(|| LoadBalancerPlan::new(changes, false));
+    sink.load_balancer(key, plan);
+    Ok(Op::Delete)
+}
