@@ -88,13 +88,30 @@ pub fn status_names(service: &Service) -> Vec<String> {
 }
 
 /// Whether the Service's status shows a load balancer under another name than `wanted` (its name changed since
-/// it was made, and the change is not yet applied): the old names, else none.
+/// it was made, and the change is not yet applied): the old names, else none. Without a status naming `wanted`,
+/// the names the service controller recorded before earlier ensures count too
+/// ([`ccm_cloud_provider::ANNOTATION_LOAD_BALANCER_NAMES`]): a load balancer made by an ensure that failed later
+/// is renamed like one the status shows, not left behind.
 pub fn renamed_from(service: &k8s_openapi::api::core::v1::Service, wanted: &str) -> Vec<String> {
-    let old = status_names(service);
+    let mut old = status_names(service);
     if old.iter().any(|n| n == wanted) {
         return Vec::new();
     }
+    for name in recorded_names(service) {
+        if name != wanted && !old.contains(&name) {
+            old.push(name);
+        }
+    }
     old
+}
+
+/// The names recorded on the Service that are valid load balancer names (anything else is ignored: the
+/// annotation can be edited by the Service's author, and every name is claimed before anything is done to it).
+fn recorded_names(service: &Service) -> Vec<String> {
+    ccm_cloud_provider::recorded_load_balancer_names(service)
+        .into_iter()
+        .filter(|n| is_load_balancer_name(n))
+        .collect()
 }
 
 /// The name the Service's load balancer should have now (`None` without a UID).
@@ -107,13 +124,14 @@ pub fn wanted_name(service: &Service) -> Option<String> {
 }
 
 /// Every name a load balancer of the Service may have, the wanted one first, then those its status shows, then
-/// the UID name; without duplicates.
+/// those recorded before its ensures, then the UID name; without duplicates.
 pub fn all_names(service: &Service) -> Vec<String> {
     let uid = load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default()).ok();
     let mut names: Vec<String> = Vec::new();
     for name in wanted_name(service)
         .into_iter()
         .chain(status_names(service))
+        .chain(recorded_names(service))
         .chain(uid)
     {
         if !names.contains(&name) {
@@ -173,12 +191,17 @@ fn annotation_tags_marker(additional: &Tags) -> Option<String> {
 }
 
 /// The tags to add or overwrite on a resource tagged `current` to reach `desired` ([`ccm_tagging::additions`]);
-/// but a resource without a record of the annotation's keys gets one only along with another change, so that
-/// a load balancer taken over from the Go controller (or made before records) is not written to for the
-/// record alone. Its annotation keys are recorded with the next change of its tags.
+/// but a resource without a record of the annotation's keys, or without a Service UID, gets them only along with
+/// another change of its tags, so that a load balancer taken over from the Go controller (or made before records
+/// and UIDs) is not written to for them alone: the takeover writes nothing but the nodes' rules. Such load
+/// balancers are under their Service's UID name, which carries the UID already; the ownership claim takes a
+/// missing UID tag as this Service's ([`crate::ownership`]). A UID of another incarnation is overwritten at once
+/// (the re-created Service took the load balancer over).
 pub fn tag_additions(current: &Tags, desired: &Tags) -> Tags {
     let add = ccm_tagging::additions(current, desired);
-    if !current.contains_key(ANNOTATION_TAGS_MARKER) && add.keys().all(|k| k == ANNOTATION_TAGS_MARKER) {
+    let deferred =
+        |k: &String| (k == ANNOTATION_TAGS_MARKER || k == SERVICE_UID_TAG) && !current.contains_key(k.as_str());
+    if add.keys().all(deferred) {
         return Tags::new();
     }
     add

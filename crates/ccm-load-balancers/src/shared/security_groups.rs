@@ -311,9 +311,10 @@ pub struct GroupDiff {
     pub authorize: Vec<Rule>,
     /// Rules to remove.
     pub revoke: Vec<Rule>,
-    /// Tags to add or overwrite on the existing group. One another controller made (the Go controller tags it
-    /// with the cluster tag only, or none when it ran without a cluster ID) gets this Service's tags when it is
-    /// taken over: its Service name and UID, and the cluster tag `owned` that lets its deletion find it.
+    /// Tags to add or overwrite on an existing group this controller made (it names the Service). One the Go
+    /// controller made with its cluster tag is taken over without a write (found for deletion by its name and
+    /// cluster tag); an untagged one (a Go controller without a cluster ID) gets this Service's tags, the cluster
+    /// tag `owned` included, so that its deletion finds it.
     pub add_tags: Tags,
     /// Tag keys to remove from it: those dropped from the annotation ([`super::dropped_tags`]).
     pub remove_tags: Vec<String>,
@@ -328,9 +329,12 @@ impl ManagedGroup {
             None => (true, BTreeSet::new()),
             Some(group) => (false, observed_rules(group)),
         };
-        // Every group found under the managed name (the caller refused another cluster's and a `shared` one):
-        // one taken over untagged would otherwise outlive its Service, since deletion deletes owned groups only.
-        let tracked = observed;
+        // A group this controller made (it names the Service), and an untagged one taken over (the caller refused
+        // another cluster's and a `shared` one), which would otherwise outlive its Service since deletion deletes
+        // owned groups only. One the Go controller made with its cluster tag is taken over without a write.
+        let tracked = observed.filter(|g| {
+            g.tags.contains_key(super::SERVICE_NAME_TAG) || !g.tags.keys().any(|k| ccm_tagging::is_ownership_key(k))
+        });
         GroupDiff {
             create,
             authorize: self.ingress.difference(&current).cloned().collect(),

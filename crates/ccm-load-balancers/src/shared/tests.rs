@@ -496,6 +496,20 @@ fn an_unrecorded_resource_gets_its_record_only_with_another_change() {
     );
 }
 
+/// The Service UID tag as the record: a resource taken over without one (the Go controller's, always under the
+/// UID name) gets it only with another change of its tags; another incarnation's UID is replaced at once.
+#[test]
+fn a_resource_without_a_uid_gets_it_with_another_change_another_uid_at_once() {
+    use crate::shared::{SERVICE_UID_TAG, tag_additions};
+    let desired = tags(&[(SERVICE_UID_TAG, "u-2"), ("kubernetes.io/service-name", "ns/a")]);
+    let go_made = tags(&[("kubernetes.io/service-name", "ns/a")]);
+    assert_eq!(tag_additions(&go_made, &desired), Tags::new());
+    let renamed = tags(&[("kubernetes.io/service-name", "ns/b")]);
+    assert_eq!(tag_additions(&renamed, &desired), desired);
+    let predecessor = tags(&[(SERVICE_UID_TAG, "u-1"), ("kubernetes.io/service-name", "ns/a")]);
+    assert_eq!(tag_additions(&predecessor, &desired), tags(&[(SERVICE_UID_TAG, "u-2")]));
+}
+
 #[test]
 fn a_chosen_name_or_the_uid_name() {
     let svc =
