@@ -41,6 +41,7 @@ mod load_balancer;
 mod object_key;
 mod provider;
 mod provider_id;
+mod recorded_names;
 mod registry;
 mod routes;
 mod types;
@@ -53,6 +54,9 @@ pub use load_balancer::{Drift, Ensured, LoadBalancer, LoadBalancerPlan, Notice};
 pub use object_key::{namespaced_key, object_key};
 pub use provider::{CloudProvider, Unsupported};
 pub use provider_id::{ProviderIdError, format_provider_id, split_provider_id};
+pub use recorded_names::{
+    ANNOTATION_LOAD_BALANCER_NAMES, default_load_balancer_name, recorded_load_balancer_names, load_balancer_names_with,
+};
 pub use registry::{BoxError, ProviderRegistry, RegistryError};
 pub use routes::Routes;
 pub use types::{InstanceMetadata, NodeAddress, NodeAddressType, Route, Zone};
