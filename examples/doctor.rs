@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! doctor --cloud-config /etc/kubernetes/cloud.conf --kubeconfig ~/.kube/config [--json] [--delete]
+//!        [--allow-empty-cluster]
 //! ```
 //! Exit status: 0 when nothing is found (or `--delete` removed everything), 1 when something is found or left,
 //! 2 on error. See docs/operations.md.
@@ -12,7 +13,7 @@ use std::{process::ExitCode, time::SystemTime};
 
 use ccm_aws::{
     AwsCloud, CloudConfig,
-    doctor::{self, Ports, Scope, Snapshot},
+    doctor::{self, EmptyCluster, Ports, Scope, Snapshot},
 };
 use ccm_aws_api::RouteTableId;
 use ccm_aws_sdk::AdapterOptions;
@@ -45,6 +46,11 @@ struct Cli {
     /// Remove the leaked resources that a fresh listing still finds leaked.
     #[arg(long)]
     delete: bool,
+    /// With --delete: go on when no Node names an EC2 instance, or when no Service is the one any owned load
+    /// balancer names (its kubernetes.io/service-name tag or its name): what another cluster's kubeconfig looks
+    /// like. Only when the cluster really has no Node on EC2, or no LoadBalancer Service left.
+    #[arg(long, requires = "delete")]
+    allow_empty_cluster: bool,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -99,7 +105,12 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         return Ok(!report.is_clean());
     }
     // The apiserver is listed again inside, after AWS is read: never the report's snapshot.
-    let outcome = doctor::delete(ports, &scope, &report, || snapshot(&client)).await?;
+    let empty = if cli.allow_empty_cluster {
+        EmptyCluster::Allow
+    } else {
+        EmptyCluster::Refuse
+    };
+    let outcome = doctor::delete(ports, &scope, &report, empty, || snapshot(&client)).await?;
     if cli.json {
         let both = serde_json::json!({ "report": report, "delete": outcome });
         println!("{}", serde_json::to_string_pretty(&both)?);

@@ -4,7 +4,9 @@
 //! `--namespace` keep other tests' Nodes and Services out of the Node and Service checks.
 //!
 //! Clean: exit 0. Planted leaks of a Service that does not exist: exit 1, listed in text and in JSON. `--delete`
-//! removes them (a `shared` group named for the same Service survives), exit 0; then clean again.
+//! refuses (exit 2, nothing removed): no Service of the apiserver is the one the cluster's only load balancer
+//! names, which is what another cluster's kubeconfig looks like. `--delete --allow-empty-cluster` removes them (a
+//! `shared` group named for the same Service survives), exit 0; then clean again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -126,7 +128,22 @@ async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
     kinds.sort_unstable();
     assert_eq!(kinds, ["classic-load-balancer", "security-group", "target-group"]);
 
-    let deleted = common::doctor(&world, &config, &["--delete"]);
+    let refused = common::doctor(&world, &config, &["--delete"]);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "{}",
+        common::output_text(&refused)
+    );
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("refusing to delete") && err.contains("--allow-empty-cluster"),
+        "{}",
+        common::output_text(&refused)
+    );
+    assert!(adapter.elb().load_balancer(&lb).await.unwrap().is_some());
+
+    let deleted = common::doctor(&world, &config, &["--delete", "--allow-empty-cluster"]);
     assert_eq!(
         deleted.status.code(),
         Some(0),

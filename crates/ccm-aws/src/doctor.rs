@@ -27,8 +27,10 @@
 //! that reference leaked groups and stale NLB rules, groups, routes. A group AWS still holds
 //! (`DependencyViolation`: a deleted load balancer's interfaces drain for minutes) is [`Outcome::InUse`], to be
 //! retried later, never a failure of the rest. Before it removes anything it checks that the apiserver is the
-//! cloud config's cluster: when Nodes name EC2 instances and none of those carries the cluster tag, it refuses
-//! (against another cluster's apiserver, every load balancer of this one would look leaked).
+//! cloud config's cluster (against another cluster's apiserver, every load balancer of this one would look
+//! leaked): when Nodes name EC2 instances and none of those carries the cluster tag, it refuses; when no Node
+//! names an EC2 instance, or the cluster owns load balancers and not one Service of the apiserver is the one any
+//! of them names ([`Doubt`]), it refuses unless told [`EmptyCluster::Allow`]. The report warns of both doubts.
 
 mod analyze;
 mod classic_rules;
@@ -51,6 +53,33 @@ pub use remove::{DeleteOutcome, Outcome, Removal};
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 /// The finalizer the service controller keeps on a Service until its load balancer is deleted.
 pub const LOAD_BALANCER_CLEANUP_FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+
+/// What [`delete`] does when nothing shows that the apiserver is the cloud config's cluster (a [`Doubt`]):
+/// `doctor`'s `--allow-empty-cluster`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EmptyCluster {
+    /// Refuse with [`DoctorError::Unverified`], removing nothing.
+    #[default]
+    Refuse,
+    /// Go on (with a warning in the log): the cluster really has no EC2 Node, or none of its load balancers'
+    /// Services is left.
+    Allow,
+}
+
+/// Why nothing shows that the apiserver is the cloud config's cluster: what a kind cluster's kubeconfig beside
+/// the production cloud config looks like, and what makes every owned load balancer look leaked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Doubt {
+    /// No Node names an EC2 instance (`aws:///<zone>/i-...`): nothing to compare the cluster tag with.
+    NoEc2Nodes,
+    /// The cluster owns these load balancers (with a `kubernetes.io/service-name` tag) and not one Service of the
+    /// apiserver is the one any of them names, by that tag or by the load balancer's name.
+    NoServiceMatches {
+        /// The load balancers' names.
+        load_balancers: Vec<String>,
+    },
+}
 
 /// The AWS ports the report reads (and [`delete`] writes) through.
 #[derive(Debug)]
@@ -99,6 +128,9 @@ pub struct Snapshot {
 pub struct Report {
     /// The cluster ID the report is about.
     pub cluster_id: String,
+    /// Why the findings may not be this cluster's to judge ([`Doubt`]s), one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// The findings, leaked AWS resources first.
     pub findings: Vec<Finding>,
 }
@@ -199,6 +231,15 @@ pub enum DoctorError {
         /// The clusters the Nodes' instances are tagged for instead.
         tagged_for: Vec<String>,
     },
+    /// [`delete`] refused: nothing shows that the apiserver is the cloud config's cluster, and
+    /// [`EmptyCluster::Allow`] was not given.
+    #[error("{}", same_cluster::refusal(.cluster, .doubt))]
+    Unverified {
+        /// The cloud config's cluster ID (or `--cluster-id`).
+        cluster: String,
+        /// Why (the first doubt found).
+        doubt: Doubt,
+    },
 }
 
 /// The report: reads AWS (a handful of paged listings, see `docs/operations.md`) and compares with `snapshot`.
@@ -215,8 +256,13 @@ where
     let mut inventory = observe::aws(ports, scope).await?;
     inventory.node_instances = observe::node_instances(ports.ec2, snapshot, &inventory.instances).await?;
     let lookups = observe::uninitialized_nodes(ports.ec2, scope, snapshot).await?;
+    let cluster = scope.cluster.id();
     Ok(Report {
-        cluster_id: scope.cluster.id().to_owned(),
+        cluster_id: cluster.to_owned(),
+        warnings: same_cluster::doubts(scope, &inventory, snapshot)
+            .iter()
+            .map(|doubt| same_cluster::warning(cluster, doubt))
+            .collect(),
         findings: analyze::findings(scope, &inventory, snapshot, &lookups),
     })
 }
@@ -224,12 +270,15 @@ where
 /// Removes the deletable findings of `report` that are still leaked: AWS is read again first, then `fresh` lists
 /// the cluster (after the AWS reading, so that a Service created meanwhile is seen), and only findings of `report`
 /// that this fresh look still finds deletable are removed. Nothing is removed, and the call fails with
-/// [`DoctorError::OtherCluster`], when the fresh Nodes' instances show that the apiserver is another cluster's.
-/// Per-finding failures are in the outcome; only the readings and that check fail the call.
+/// [`DoctorError::OtherCluster`], when the fresh Nodes' instances show that the apiserver is another cluster's,
+/// and with [`DoctorError::Unverified`] when nothing shows it is this one's (a [`Doubt`]) unless `empty` is
+/// [`EmptyCluster::Allow`]. Per-finding failures are in the outcome; only the readings and those checks fail the
+/// call.
 pub async fn delete<E, L, V, F, Fut, SE>(
     ports: Ports<'_, E, L, V>,
     scope: &Scope,
     report: &Report,
+    empty: EmptyCluster,
     fresh: F,
 ) -> Result<DeleteOutcome, DoctorError>
 where
@@ -244,11 +293,19 @@ where
     let snapshot = fresh().await.map_err(|e| DoctorError::Snapshot(e.into()))?;
     // Read only to tell which cluster the apiserver is: they make no finding deletable.
     inventory.node_instances = observe::node_instances(ports.ec2, &snapshot, &inventory.instances).await?;
-    if same_cluster::check(scope, &inventory, &snapshot)? == same_cluster::SameCluster::NoNodes {
+    same_cluster::check(scope, &inventory, &snapshot)?;
+    let cluster = scope.cluster.id();
+    for doubt in same_cluster::doubts(scope, &inventory, &snapshot) {
+        if empty == EmptyCluster::Refuse {
+            return Err(DoctorError::Unverified {
+                cluster: cluster.to_owned(),
+                doubt,
+            });
+        }
         tracing::warn!(
-            cluster = scope.cluster.id(),
-            "no Node names an EC2 instance (aws:///<zone>/i-...): cannot check that the kubeconfig is the cloud \
-             config's cluster; deleting anyway"
+            cluster,
+            doubt = %same_cluster::warning(cluster, &doubt),
+            "deleting anyway: allowed by --allow-empty-cluster"
         );
     }
     let current = analyze::findings(scope, &inventory, &snapshot, &BTreeMap::new());

@@ -6,7 +6,7 @@ mod doctor_support;
 
 use std::convert::Infallible;
 
-use ccm_aws::doctor::{self, Kind, Outcome, Ports, Scope, Snapshot};
+use ccm_aws::doctor::{self, EmptyCluster, Kind, Outcome, Ports, Scope, Snapshot};
 use ccm_aws_api::{Ec2, Filter, SubnetId, VpcId};
 use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits};
 use ccm_tagging::ClusterTags;
@@ -135,7 +135,7 @@ async fn routes_to_terminated_instances_and_stuck_nodes_are_listed() {
         "{report}"
     );
 
-    let outcome = doctor::delete(w.ports(), &scope, &report, || async {
+    let outcome = doctor::delete(w.ports(), &scope, &report, EmptyCluster::Refuse, || async {
         Ok::<_, Infallible>(w.snapshot().await)
     })
     .await

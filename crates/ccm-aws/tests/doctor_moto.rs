@@ -9,7 +9,7 @@ mod doctor_support;
 
 use std::{collections::BTreeSet, convert::Infallible};
 
-use ccm_aws::doctor::{self, Kind, Outcome, Scope};
+use ccm_aws::doctor::{self, EmptyCluster, Kind, Outcome, Scope};
 use ccm_aws_api::{
     Ec2, Elb, Elbv2, Filter, SubnetId, VpcId,
     ec2::{IpPermission, IpRange},
@@ -175,7 +175,8 @@ async fn planted_leaks_are_listed_and_deleted_and_nothing_else() {
         [format!("rule of {node_sg}: all traffic from {leak_sg}")]
     );
 
-    let outcome = doctor::delete(w.ports(), &scope, &report, || async {
+    // Without Nodes (see `snapshot_without_nodes`) nothing shows that the apiserver is the cluster's: allowed.
+    let outcome = doctor::delete(w.ports(), &scope, &report, EmptyCluster::Allow, || async {
         Ok::<_, Infallible>(w.snapshot_without_nodes().await)
     })
     .await
@@ -269,6 +270,7 @@ async fn resources_aws_still_holds_are_in_use_and_go_on_the_next_run() {
 
     let scope =
         Scope::new(ClusterTags::new(&cluster_id, false).unwrap(), now()).with_vpc_id(Some(w.vpc.clone()));
+    // Without Nodes, and without the Service of the cluster's only load balancer: allowed.
     let fresh = || async { Ok::<_, Infallible>(w.snapshot_without_nodes().await) };
     let report = doctor::inspect(w.ports(), &scope, &w.snapshot_without_nodes().await)
         .await
@@ -281,7 +283,9 @@ async fn resources_aws_still_holds_are_in_use_and_go_on_the_next_run() {
         ccm_testing::Fault::error(400, "ResourceInUse"),
         1,
     );
-    let outcome = doctor::delete(w.ports(), &scope, &report, fresh).await.unwrap();
+    let outcome = doctor::delete(w.ports(), &scope, &report, EmptyCluster::Allow, fresh)
+        .await
+        .unwrap();
     let summary: Vec<(Kind, &str, Outcome)> = outcome
         .removals
         .iter()
@@ -309,7 +313,9 @@ async fn resources_aws_still_holds_are_in_use_and_go_on_the_next_run() {
         .await
         .unwrap();
     assert_eq!(report.deletable().count(), 2, "{report}");
-    let outcome = doctor::delete(w.ports(), &scope, &report, fresh).await.unwrap();
+    let outcome = doctor::delete(w.ports(), &scope, &report, EmptyCluster::Allow, fresh)
+        .await
+        .unwrap();
     assert!(
         outcome.removals.iter().all(|r| r.outcome == Outcome::Deleted),
         "{outcome}"

@@ -8,19 +8,24 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let cluster = &self.cluster_id;
         if self.findings.is_empty() {
-            return writeln!(
+            writeln!(
                 f,
                 "cluster {cluster}: nothing leaked, no Node stuck, no load balancer failing"
-            );
+            )?;
+        } else {
+            let leaked = self.findings.iter().filter(|x| x.kind.is_aws()).count();
+            let removable = self.deletable().count();
+            let others = self.findings.len() - leaked;
+            writeln!(
+                f,
+                "cluster {cluster}: {leaked} leaked AWS resource(s) ({removable} removable with --delete), \
+                 {others} Node(s)/Service(s) to look at"
+            )?;
         }
-        let leaked = self.findings.iter().filter(|x| x.kind.is_aws()).count();
-        let removable = self.deletable().count();
-        let others = self.findings.len() - leaked;
-        writeln!(
-            f,
-            "cluster {cluster}: {leaked} leaked AWS resource(s) ({removable} removable with --delete), \
-             {others} Node(s)/Service(s) to look at"
-        )?;
+        // Right under the summary: they say whether the findings can be trusted at all.
+        for warning in &self.warnings {
+            writeln!(f, "warning: {warning}")?;
+        }
         for finding in &self.findings {
             writeln!(f)?;
             write!(f, "{finding}")?;

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use ccm_testing::fixtures::{NodeBuilder, ServiceBuilder};
+use ccm_testing::fixtures::ServiceBuilder;
 use std::{
     collections::BTreeMap,
     time::{Duration, SystemTime},
@@ -17,9 +17,10 @@ use k8s_openapi::api::core::v1::{Event, Node, Service};
 use serde_json::json;
 
 use super::{
-    DoctorError, Kind, NodeLookup, Ports, Report, Scope, Snapshot, analyze, delete, observe::Inventory,
-    remove, remove::Outcome, same_cluster, same_cluster::SameCluster,
+    Kind, NodeLookup, Ports, Report, Scope, Snapshot, analyze, observe::Inventory, remove, remove::Outcome,
 };
+
+mod guard;
 
 const UID: &str = "11111111-2222-3333-4444-555555555555";
 const LIVE_LB: &str = "a1111111122223333444455555555555";
@@ -489,6 +490,7 @@ async fn delete_goes_in_dependency_order_and_reports_groups_in_use() {
     };
     let report = Report {
         cluster_id: "c1".into(),
+        warnings: Vec::new(),
         findings: analyze::findings(&scope(), &inventory, &Snapshot::default(), &BTreeMap::new()),
     };
     assert_eq!(report.deletable().count(), 4);
@@ -688,215 +690,4 @@ fn classic_node_rules_wide_and_stale_are_reported() {
         ],
         "{found:#?}"
     );
-}
-
-fn node_of(name: &str, provider_id: &str) -> Node {
-    NodeBuilder::new(name).provider_id(provider_id).build()
-}
-
-fn instance(id: &str, tags: Tags) -> Instance {
-    let mut i = Instance::new(InstanceId::new(id), InstanceState::Running);
-    i.tags = tags;
-    i
-}
-
-fn by_id(instances: impl IntoIterator<Item = Instance>) -> BTreeMap<InstanceId, Instance> {
-    instances.into_iter().map(|i| (i.id.clone(), i)).collect()
-}
-
-/// One Node whose instance carries the cluster tag is enough, whichever map holds it; none, and the error names
-/// the cluster the instances are tagged for and counts those AWS does not know.
-#[test]
-fn the_nodes_instances_tell_whether_the_apiserver_is_the_clusters() {
-    let inventory = Inventory {
-        instances: by_id([instance("i-own", tags(&[("kubernetes.io/cluster/c1", "shared")]))]),
-        node_instances: by_id([
-            instance("i-legacy", tags(&[("KubernetesCluster", "c1")])),
-            instance("i-c2", tags(&[("kubernetes.io/cluster/c2", "owned")])),
-            instance("i-c3", tags(&[("KubernetesCluster", "c3")])),
-            instance("i-bare", Tags::new()),
-        ]),
-        ..Inventory::default()
-    };
-    let nodes = |ids: &[&str]| Snapshot {
-        nodes: ids
-            .iter()
-            .map(|id| node_of(id, &format!("aws:///us-east-1a/{id}")))
-            .collect(),
-        ..Snapshot::default()
-    };
-    let check = |snapshot: &Snapshot| same_cluster::check(&scope(), &inventory, snapshot);
-    assert_eq!(check(&nodes(&["i-c2", "i-own"])).unwrap(), SameCluster::Tagged);
-    assert_eq!(
-        check(&nodes(&["i-bare", "i-legacy"])).unwrap(),
-        SameCluster::Tagged
-    );
-    // No Node at all, or none naming an EC2 instance: nothing to compare with.
-    assert_eq!(check(&Snapshot::default()).unwrap(), SameCluster::NoNodes);
-    let fargate = Snapshot {
-        nodes: vec![
-            node_of("f", "aws:///us-east-1a/fargate-ip-10-0-0-1"),
-            serde_json::from_value(json!({ "metadata": { "name": "bare" } })).unwrap(),
-        ],
-        ..Snapshot::default()
-    };
-    assert_eq!(check(&fargate).unwrap(), SameCluster::NoNodes);
-    let err = check(&nodes(&["i-c2", "i-c3", "i-bare", "i-gone"])).unwrap_err();
-    let DoctorError::OtherCluster {
-        cluster,
-        nodes: n,
-        not_found,
-        tagged_for,
-    } = &err
-    else {
-        panic!("{err:?}");
-    };
-    assert_eq!((cluster.as_str(), *n, *not_found), ("c1", 4, 1));
-    assert_eq!(tagged_for, &["c2", "c3"]);
-    let message = err.to_string();
-    for part in [
-        "refusing to delete",
-        "cluster c1's (the cloud config's)",
-        "its 4 Node(s)",
-        "kubernetes.io/cluster/c1",
-        "they are tagged for cluster c2, c3",
-        "1 of the instances do not exist",
-        "--kubeconfig and --cloud-config",
-    ] {
-        assert!(message.contains(part), "{part:?} not in {message}");
-    }
-    // Untagged and unknown instances only: no other cluster to name.
-    let message = check(&nodes(&["i-bare"])).unwrap_err().to_string();
-    assert!(!message.contains("tagged for"), "{message}");
-}
-
-/// The read-only ports of a fresh reading: one Classic ELB that cluster c1 owns and whose Service
-/// `default/gone` no apiserver has, the cluster's instances `cluster` and the instances Nodes name `others`.
-fn reading_ports(
-    cluster: Vec<Instance>,
-    others: Vec<Instance>,
-) -> (ccm_aws_api::ec2::MockEc2, MockElb, MockElbv2) {
-    let (mut ec2, mut elb, mut elbv2) = (ccm_aws_api::ec2::MockEc2::new(), MockElb::new(), MockElbv2::new());
-    elb.expect_all_load_balancers()
-        .returning(|| Box::pin(async { Ok(vec![classic(OLD_LB, &[])]) }));
-    elb.expect_tags_of()
-        .returning(|_| Box::pin(async { Ok(BTreeMap::from([(OLD_LB.to_owned(), owned("default/gone"))])) }));
-    elbv2
-        .expect_all_load_balancers()
-        .returning(|| Box::pin(async { Ok(Vec::new()) }));
-    elbv2
-        .expect_all_target_groups()
-        .returning(|| Box::pin(async { Ok(Vec::new()) }));
-    ec2.expect_security_groups()
-        .returning(|_| Box::pin(async { Ok(Vec::new()) }));
-    ec2.expect_route_tables()
-        .returning(|_| Box::pin(async { Ok(Vec::new()) }));
-    ec2.expect_instances().returning(move |_| {
-        let found = cluster.clone();
-        Box::pin(async move { Ok(found) })
-    });
-    ec2.expect_instances_by_id().returning(move |ids| {
-        let found: Vec<Instance> = others.iter().filter(|i| ids.contains(&i.id)).cloned().collect();
-        Box::pin(async move { Ok(found) })
-    });
-    (ec2, elb, elbv2)
-}
-
-/// The report of [`reading_ports`]: its Classic ELB, deletable.
-fn leaked_classic_report() -> Report {
-    let inventory = Inventory {
-        classic: vec![(classic(OLD_LB, &[]), owned("default/gone"))],
-        ..Inventory::default()
-    };
-    let report = Report {
-        cluster_id: "c1".into(),
-        findings: analyze::findings(&scope(), &inventory, &Snapshot::default(), &BTreeMap::new()),
-    };
-    assert_eq!(ids(&report.findings), [(Kind::ClassicLoadBalancer, OLD_LB)]);
-    report
-}
-
-/// A kubeconfig of cluster c2 with the cloud config of c1: c1's load balancer has no Service there, but the
-/// Nodes' instances are c2's, so `--delete` refuses and calls nothing that writes.
-#[tokio::test]
-async fn delete_refuses_when_the_apiserver_is_another_clusters() {
-    let c2 = || tags(&[("kubernetes.io/cluster/c2", "owned")]);
-    let (mut ec2, mut elb, mut elbv2) =
-        reading_ports(Vec::new(), vec![instance("i-a", c2()), instance("i-b", c2())]);
-    elb.expect_delete_load_balancer().times(0);
-    elbv2.expect_delete_load_balancer().times(0);
-    elbv2.expect_delete_target_group().times(0);
-    ec2.expect_revoke_ingress().times(0);
-    ec2.expect_delete_security_group().times(0);
-    ec2.expect_delete_route().times(0);
-    let ports = Ports {
-        ec2: &ec2,
-        elb: &elb,
-        elbv2: &elbv2,
-    };
-    let fresh = Snapshot {
-        nodes: vec![
-            node_of("a", "aws:///us-east-1a/i-a"),
-            node_of("b", "aws:///us-east-1b/i-b"),
-        ],
-        ..Snapshot::default()
-    };
-    let result = delete(ports, &scope(), &leaked_classic_report(), || async {
-        Ok::<_, std::io::Error>(fresh)
-    })
-    .await;
-    let err = result.unwrap_err();
-    let DoctorError::OtherCluster {
-        cluster, tagged_for, ..
-    } = &err
-    else {
-        panic!("{err:?}");
-    };
-    assert_eq!(
-        (cluster.as_str(), tagged_for.as_slice()),
-        ("c1", ["c2".to_owned()].as_slice())
-    );
-}
-
-/// The same leak with the cluster's apiserver (one Node's instance tagged c1, another's not): removed. With no
-/// Node at all, nothing to compare with: removed too.
-#[tokio::test]
-async fn delete_goes_on_when_a_nodes_instance_is_the_clusters() {
-    let fresh_nodes = [
-        vec![
-            node_of("own", "aws:///us-east-1a/i-own"),
-            node_of("db", "aws:///us-east-1a/i-db"),
-        ],
-        Vec::new(),
-    ];
-    for nodes in fresh_nodes {
-        let (ec2, mut elb, elbv2) = reading_ports(
-            vec![instance("i-own", tags(&[("kubernetes.io/cluster/c1", "owned")]))],
-            vec![instance("i-db", tags(&[("Name", "database")]))],
-        );
-        elb.expect_delete_load_balancer()
-            .withf(|n| n == OLD_LB)
-            .times(1)
-            .returning(|_| Box::pin(async { Ok(()) }));
-        let ports = Ports {
-            ec2: &ec2,
-            elb: &elb,
-            elbv2: &elbv2,
-        };
-        let fresh = Snapshot {
-            nodes,
-            ..Snapshot::default()
-        };
-        let outcome = delete(ports, &scope(), &leaked_classic_report(), || async {
-            Ok::<_, std::io::Error>(fresh)
-        })
-        .await
-        .unwrap();
-        let summary: Vec<(&str, Outcome)> = outcome
-            .removals
-            .iter()
-            .map(|r| (r.id.as_str(), r.outcome))
-            .collect();
-        assert_eq!(summary, [(OLD_LB, Outcome::Deleted)]);
-    }
 }
