@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
-    InstanceId, ProviderId, SecurityGroupId,
+    InstanceId, ProviderId, SecurityGroupId, Tags,
     ec2::{Instance, InstanceState, IpPermission, RouteTable, SecurityGroup},
 };
 use ccm_load_balancers::{
@@ -24,9 +24,21 @@ use super::{
 const CLASSIC_GROUP_PREFIX: &str = "k8s-elb-";
 /// Routes that are never a pod CIDR's.
 const DEFAULT_ROUTES: [&str; 2] = ["0.0.0.0/0", "::/0"];
+/// The tag naming the UID of the Service a load balancer (and its group) was made for. ccm-load-balancers is
+/// adding it as `shared::SERVICE_UID_TAG`; spelled out here until that lands. The value is what counts: it is
+/// what AWS holds, and load balancers made before it have none.
+const SERVICE_UID_TAG: &str = "kubernetes.io/service-uid";
 
 /// The Services by `namespace/name`.
 type Services<'a> = BTreeMap<String, &'a Service>;
+
+/// The Kubernetes side of ownership.
+struct Owners<'a> {
+    services: Services<'a>,
+    /// Every name a Service that wants a load balancer may give it (chosen, in its status, its UID's): a load
+    /// balancer or a Classic group under one of them is never leaked, whatever Service its tags name.
+    wanted: BTreeSet<String>,
+}
 
 /// The leaked load balancers, by Classic name, NLB name and NLB ARN.
 #[derive(Debug, Default)]
@@ -47,10 +59,16 @@ pub(super) fn findings(
         .iter()
         .map(|s| (ccm_cloud_provider::object_key(&s.metadata), s))
         .collect();
+    let wanted = services
+        .values()
+        .filter(|s| wants_load_balancer(s))
+        .flat_map(|s| shared::all_names(s))
+        .collect();
+    let owners = Owners { services, wanted };
     let mut out = Vec::new();
-    let leaked = load_balancers(scope, inventory, &services, &mut out);
-    target_groups(scope, inventory, &services, &leaked, &mut out);
-    security_groups(scope, inventory, &services, &leaked, &mut out);
+    let leaked = load_balancers(scope, inventory, &owners, &mut out);
+    target_groups(scope, inventory, &owners.services, &leaked, &mut out);
+    security_groups(scope, inventory, &owners, &leaked, &mut out);
     node_rules(scope, inventory, &leaked, &mut out);
     routes(scope, inventory, snapshot, &mut out);
     objects::nodes(scope, snapshot, lookups, &mut out);
@@ -61,7 +79,7 @@ pub(super) fn findings(
 
 // --- load balancers, target groups, groups ---
 
-fn load_balancers(scope: &Scope, inv: &Inventory, services: &Services<'_>, out: &mut Vec<Finding>) -> Leaked {
+fn load_balancers(scope: &Scope, inv: &Inventory, owners: &Owners<'_>, out: &mut Vec<Finding>) -> Leaked {
     let mut leaked = Leaked::default();
     for (lb, tags) in &inv.classic {
         let Some(key) = tags
@@ -70,7 +88,7 @@ fn load_balancers(scope: &Scope, inv: &Inventory, services: &Services<'_>, out: 
         else {
             continue;
         };
-        if let Some(reason) = load_balancer_reason(services, key, &lb.name) {
+        if let Some(reason) = load_balancer_reason(owners, key, &lb.name, tags) {
             leaked.names.insert(lb.name.clone());
             out.push(
                 Finding::new(Kind::ClassicLoadBalancer, &lb.name, reason)
@@ -87,7 +105,7 @@ fn load_balancers(scope: &Scope, inv: &Inventory, services: &Services<'_>, out: 
         else {
             continue;
         };
-        if let Some(reason) = load_balancer_reason(services, key, &lb.name) {
+        if let Some(reason) = load_balancer_reason(owners, key, &lb.name, tags) {
             leaked.names.insert(lb.name.clone());
             leaked.arns.insert(lb.arn.clone());
             let mut finding = Finding::new(Kind::NetworkLoadBalancer, &lb.arn, reason)
@@ -101,19 +119,44 @@ fn load_balancers(scope: &Scope, inv: &Inventory, services: &Services<'_>, out: 
     leaked
 }
 
-/// Why a load balancer named `lb_name` of Service `key` is leaked, or `None` when its Service still owns it.
-fn load_balancer_reason(services: &Services<'_>, key: &str, lb_name: &str) -> Option<String> {
-    let service = match owner(services, key) {
+/// Why a load balancer named `lb_name`, tagged `tags` for Service `key`, is leaked, or `None` when a live Service
+/// owns or wants it.
+fn load_balancer_reason(owners: &Owners<'_>, key: &str, lb_name: &str, tags: &Tags) -> Option<String> {
+    if owners.wanted.contains(lb_name) {
+        return None;
+    }
+    let service = match owner(&owners.services, key) {
         Ok(service) => service,
         Err(reason) => return Some(reason),
     };
+    if is_generated_name(lb_name) {
+        return recreated(service, key, lb_name);
+    }
+    recreated_leftover(service, key, lb_name, tags)
+}
+
+/// The reason of a load balancer (or Classic group) under a UID name that its Service `key`, whose names do not
+/// include it, no longer has: the Service was deleted and re-created. `None` without a UID.
+fn recreated(service: &Service, key: &str, lb_name: &str) -> Option<String> {
     let uid = service.metadata.uid.as_deref().unwrap_or_default();
     let expected = shared::load_balancer_name(uid).ok()?;
-    // Its own under any name it has (chosen with `aws-load-balancer-name`, or in its status).
-    let own = shared::all_names(service).iter().any(|n| n == lb_name);
-    (is_generated_name(lb_name) && !own).then(|| {
-        format!("Service {key} was recreated: its UID {uid} names load balancer {expected}, not {lb_name}")
-    })
+    Some(format!(
+        "Service {key} was recreated: its UID {uid} names load balancer {expected}, not {lb_name}"
+    ))
+}
+
+/// Why a load balancer under a chosen name (or its Classic group), tagged `tags` for Service `key` whose names do
+/// not include it, is that Service's leftover from before it was deleted and re-created: its UID tag names
+/// another UID than the Service's. A chosen name carries no UID, so without the tag (made before it existed)
+/// nothing tells a leftover from a load balancer the Service still owns, and `None` leaves it alone.
+fn recreated_leftover(service: &Service, key: &str, lb_name: &str, tags: &Tags) -> Option<String> {
+    let uid = service.metadata.uid.as_deref().filter(|uid| !uid.is_empty())?;
+    let made_for = tags.get(SERVICE_UID_TAG).filter(|made_for| *made_for != uid)?;
+    let wanted = shared::wanted_name(service).unwrap_or_default();
+    Some(format!(
+        "Service {key} was recreated: load balancer {lb_name} was made for UID {made_for}, the Service has UID \
+         {uid} and wants load balancer {wanted}"
+    ))
 }
 
 fn target_groups(
@@ -157,7 +200,7 @@ fn target_groups(
 fn security_groups(
     scope: &Scope,
     inv: &Inventory,
-    services: &Services<'_>,
+    owners: &Owners<'_>,
     leaked: &Leaked,
     out: &mut Vec<Finding>,
 ) {
@@ -188,7 +231,7 @@ fn security_groups(
         {
             continue;
         }
-        let Some(reason) = group_reason(services, key, classic_name, &live_classic) else {
+        let Some(reason) = group_reason(owners, leaked, &live_classic, group) else {
             continue;
         };
         let referencing = references(&inv.groups, &group.id);
@@ -208,37 +251,39 @@ fn security_groups(
 }
 
 /// Why a load balancer group is leaked: its Service's verdict when it names one, else whether its Classic load
-/// balancer exists.
+/// balancer exists. A Classic group under a name a live Service wants never is.
 fn group_reason(
-    services: &Services<'_>,
-    key: Option<&String>,
-    classic_name: Option<&str>,
+    owners: &Owners<'_>,
+    leaked: &Leaked,
     live_classic: &BTreeSet<&str>,
+    group: &SecurityGroup,
 ) -> Option<String> {
-    match (key, classic_name) {
+    let classic_name = group.name.strip_prefix(CLASSIC_GROUP_PREFIX);
+    if classic_name.is_some_and(|lb| owners.wanted.contains(lb)) {
+        return None;
+    }
+    match (group.tags.get(SERVICE_NAME_TAG), classic_name) {
         (Some(key), classic_name) => {
-            match owner(services, key) {
-                Err(reason) => Some(reason),
-                Ok(service) => {
-                    let lb = classic_name.filter(|n| is_generated_name(n))?;
-                    let uid = service.metadata.uid.as_deref().unwrap_or_default();
-                    let expected = shared::load_balancer_name(uid).ok()?;
-                    (!shared::all_names(service).iter().any(|n| n == lb)).then(|| {
-                    format!("Service {key} was recreated: its UID {uid} names load balancer {expected}, not {lb}")
-                })
-                }
+            let service = match owner(&owners.services, key) {
+                Ok(service) => service,
+                Err(reason) => return Some(reason),
+            };
+            let lb = classic_name?;
+            if is_generated_name(lb) {
+                return recreated(service, key, lb);
             }
-        }
-        (None, Some(lb)) => {
-            let wanted = services
-                .values()
-                .filter(|s| wants_load_balancer(s))
-                .flat_map(|s| shared::all_names(s))
-                .any(|n| n == lb);
-            (!live_classic.contains(lb) && !wanted).then(|| {
-                format!("load balancer {lb} does not exist and no Service's load balancer has that name")
+            // By the group's own UID tag, which still tells once its load balancer is gone (removed by an earlier
+            // --delete while AWS held the group); else by its load balancer's verdict in this reading.
+            recreated_leftover(service, key, lb, &group.tags).or_else(|| {
+                leaked
+                    .names
+                    .contains(lb)
+                    .then(|| format!("its load balancer {lb} is leaked"))
             })
         }
+        (None, Some(lb)) => (!live_classic.contains(lb)).then(|| {
+            format!("load balancer {lb} does not exist and no Service's load balancer has that name")
+        }),
         (None, None) => None,
     }
 }

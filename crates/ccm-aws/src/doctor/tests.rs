@@ -20,6 +20,7 @@ use super::{
     Kind, NodeLookup, Ports, Report, Scope, Snapshot, analyze, observe::Inventory, remove, remove::Outcome,
 };
 
+mod chosen_names;
 mod guard;
 
 const UID: &str = "11111111-2222-3333-4444-555555555555";
