@@ -9,7 +9,7 @@ use ccm_aws_api::{
 };
 use ccm_load_balancers::{
     nlb::node_rules::{CLIENT_RULE_PREFIX, HEALTH_RULE_PREFIX},
-    shared::{self, SERVICE_NAME_TAG},
+    shared::{self, SERVICE_NAME_TAG, SERVICE_UID_TAG},
 };
 use k8s_openapi::api::core::v1::Service;
 
@@ -24,10 +24,6 @@ use super::{
 const CLASSIC_GROUP_PREFIX: &str = "k8s-elb-";
 /// Routes that are never a pod CIDR's.
 const DEFAULT_ROUTES: [&str; 2] = ["0.0.0.0/0", "::/0"];
-/// The tag naming the UID of the Service a load balancer (and its group) was made for. ccm-load-balancers is
-/// adding it as `shared::SERVICE_UID_TAG`; spelled out here until that lands. The value is what counts: it is
-/// what AWS holds, and load balancers made before it have none.
-const SERVICE_UID_TAG: &str = "kubernetes.io/service-uid";
 
 /// The Services by `namespace/name`.
 type Services<'a> = BTreeMap<String, &'a Service>;
