@@ -166,6 +166,13 @@ pub trait DynLoadBalancer: Send + Sync {
     ) -> Result<()>;
     /// [`LoadBalancer::ensure_load_balancer_deleted`].
     async fn ensure_load_balancer_deleted(&self, cluster_name: &str, service: &Service) -> Result<()>;
+    /// [`LoadBalancer::ensure_predecessor_load_balancer_deleted`].
+    async fn ensure_predecessor_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        predecessor: &Service,
+        successor: &Service,
+    ) -> Result<()>;
     /// [`LoadBalancer::drifted`].
     async fn drifted(&self, cluster_name: &str, services: &[&Service], nodes: &[&Node])
     -> Result<Vec<Drift>>;
@@ -208,6 +215,15 @@ impl<T: LoadBalancer> DynLoadBalancer for T {
     }
     async fn ensure_load_balancer_deleted(&self, cluster_name: &str, service: &Service) -> Result<()> {
         LoadBalancer::ensure_load_balancer_deleted(self, cluster_name, service).await
+    }
+    async fn ensure_predecessor_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        predecessor: &Service,
+        successor: &Service,
+    ) -> Result<()> {
+        LoadBalancer::ensure_predecessor_load_balancer_deleted(self, cluster_name, predecessor, successor)
+            .await
     }
     async fn drifted(
         &self,
@@ -499,6 +515,16 @@ impl LoadBalancer for DynProvider {
     async fn ensure_load_balancer_deleted(&self, cluster_name: &str, service: &Service) -> Result<()> {
         self.lb()?
             .ensure_load_balancer_deleted(cluster_name, service)
+            .await
+    }
+    async fn ensure_predecessor_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        predecessor: &Service,
+        successor: &Service,
+    ) -> Result<()> {
+        self.lb()?
+            .ensure_predecessor_load_balancer_deleted(cluster_name, predecessor, successor)
             .await
     }
     async fn drifted(

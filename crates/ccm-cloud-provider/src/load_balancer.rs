@@ -73,6 +73,30 @@ pub trait LoadBalancer: Send + Sync {
         service: &Service,
     ) -> impl Future<Output = Result<()>> + Send;
 
+    /// Deletes the load balancer of `predecessor`, an earlier incarnation of `successor` (the same namespace and
+    /// name, another UID: deleted and re-created while its cleanup was pending), never touching what `successor`
+    /// wants. The service controller calls it instead of [`LoadBalancer::ensure_load_balancer_deleted`] for such
+    /// a predecessor whenever `successor` is in the cluster (whatever its type: the provider judges what it
+    /// wants), with the same rules: `Ok` only once all of the predecessor's is gone,
+    /// [`CloudError::Waiting`](crate::CloudError::Waiting) while the cloud still holds something. Names derived
+    /// from the UID alone never collide; a name both incarnations share (chosen by annotation) does, and deleting
+    /// it would take the successor's load balancer. The default deletes the predecessor's load balancer unless
+    /// `load_balancer_name` gives both the same name, in which case the successor has it and nothing is deleted.
+    fn ensure_predecessor_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        predecessor: &Service,
+        successor: &Service,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            let name = self.load_balancer_name(cluster_name, predecessor);
+            if name == self.load_balancer_name(cluster_name, successor) {
+                return Ok(());
+            }
+            self.ensure_load_balancer_deleted(cluster_name, predecessor).await
+        }
+    }
+
     /// Drift detection: of `services` (each already ensured with `nodes`), those whose load balancer no longer
     /// looks as the last ensure left it (changed by hand in the cloud), each with what differs. The service
     /// controller calls it every `--load-balancer-resync-period` and re-ensures only those. A provider should read
@@ -205,5 +229,79 @@ impl Notice {
             node: Some(node.into()),
             ..Self::warning(reason, message)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        pin::pin,
+        sync::Mutex,
+        task::{Context, Poll, Waker},
+    };
+
+    use super::*;
+
+    /// Load balancers named by the annotation `name` when there is one, else by UID; deletions recorded by UID.
+    #[derive(Default)]
+    struct Named(Mutex<Vec<String>>);
+
+    impl LoadBalancer for Named {
+        async fn get_load_balancer(&self, _: &str, _: &Service) -> Result<Option<LoadBalancerStatus>> {
+            Ok(None)
+        }
+        fn load_balancer_name(&self, _: &str, service: &Service) -> String {
+            let chosen = service.metadata.annotations.as_ref().and_then(|a| a.get("name"));
+            chosen
+                .cloned()
+                .unwrap_or_else(|| format!("a{}", service.metadata.uid.as_deref().unwrap_or_default()))
+        }
+        async fn ensure_load_balancer(
+            &self,
+            _: &str,
+            _: &Service,
+            _: &[&Node],
+        ) -> Result<LoadBalancerStatus> {
+            Ok(LoadBalancerStatus::default())
+        }
+        async fn update_load_balancer(&self, _: &str, _: &Service, _: &[&Node]) -> Result<()> {
+            Ok(())
+        }
+        async fn ensure_load_balancer_deleted(&self, _: &str, service: &Service) -> Result<()> {
+            let uid = service.metadata.uid.clone().unwrap_or_default();
+            self.0.lock().unwrap().push(uid);
+            Ok(())
+        }
+    }
+
+    fn service(uid: &str, name: Option<&str>) -> Service {
+        let mut svc = Service::default();
+        svc.metadata.uid = Some(uid.to_owned());
+        svc.metadata.annotations = name.map(|n| [("name".to_owned(), n.to_owned())].into());
+        svc
+    }
+
+    /// The default methods here never wait.
+    fn ready<T>(future: impl Future<Output = T>) -> T {
+        match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(out) => out,
+            Poll::Pending => panic!("the default waited"),
+        }
+    }
+
+    #[test]
+    fn a_predecessor_is_deleted_unless_its_successor_has_the_same_name() {
+        let lbs = Named::default();
+        let delete = |old: &Service, new: &Service| {
+            ready(lbs.ensure_predecessor_load_balancer_deleted("k", old, new)).unwrap();
+        };
+        delete(&service("1", None), &service("2", None));
+        delete(&service("3", Some("web")), &service("4", None));
+        delete(&service("5", Some("web")), &service("6", Some("web")));
+        assert_eq!(
+            *lbs.0.lock().unwrap(),
+            ["1", "3"],
+            "the successor's `web` is left alone"
+        );
     }
 }

@@ -77,6 +77,11 @@ pub enum Method {
     UpdateLoadBalancer,
     /// `LoadBalancer::ensure_load_balancer_deleted`.
     EnsureLoadBalancerDeleted,
+    /// `LoadBalancer::ensure_predecessor_load_balancer_deleted` (its subject the predecessor's `namespace/name`;
+    /// both UIDs are in [`FakeProvider::predecessor_deletions`]).
+    EnsurePredecessorLoadBalancerDeleted,
+    /// `LoadBalancer::plan_load_balancer` (a dry run's).
+    PlanLoadBalancer,
     /// `LoadBalancer::drifted` (recorded with the number of Services asked about).
     DriftedLoadBalancers,
     /// `Routes::list_routes`.
@@ -174,6 +179,8 @@ struct State {
     notices: Vec<Notice>,
     /// What `drifted` reports per Service key until the next ensure repairs it.
     drift: BTreeMap<String, Vec<String>>,
+    /// The UIDs of each `ensure_predecessor_load_balancer_deleted`: (predecessor, successor).
+    predecessor_deletions: Vec<(String, String)>,
 }
 
 // === impl FakeInstance ===
@@ -469,6 +476,12 @@ impl FakeProvider {
     /// The load balancers, keyed by `namespace/name`.
     pub fn load_balancers(&self) -> BTreeMap<String, FakeLoadBalancer> {
         self.state().load_balancers.clone()
+    }
+
+    /// The UIDs of every `ensure_predecessor_load_balancer_deleted` call so far, in order: (predecessor,
+    /// successor).
+    pub fn predecessor_deletions(&self) -> Vec<(String, String)> {
+        self.state().predecessor_deletions.clone()
     }
 
     /// Adds a load balancer as if an earlier ensure had made it.

@@ -96,6 +96,17 @@ impl<B: LoadBalancer, E: Ec2 + Send + Sync> LoadBalancer for MemberLoadBalancers
             .await
     }
 
+    async fn ensure_predecessor_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        predecessor: &Service,
+        successor: &Service,
+    ) -> Result<()> {
+        self.inner
+            .ensure_predecessor_load_balancer_deleted(cluster_name, predecessor, successor)
+            .await
+    }
+
     async fn drifted(
         &self,
         cluster_name: &str,

@@ -239,6 +239,18 @@ impl Zones for FakeProvider {
     }
 }
 
+impl FakeProvider {
+    /// Deletes the load balancer under `key` if `service` made it. Load balancers are named by UID: a re-created
+    /// Service's is not its predecessor's to delete.
+    fn delete_own(&self, key: &str, service: &Service) {
+        let uid = service.metadata.uid.clone().unwrap_or_default();
+        let mut s = self.state();
+        if s.load_balancers.get(key).is_some_and(|lb| lb.service_uid == uid) {
+            s.load_balancers.remove(key);
+        }
+    }
+}
+
 fn zone_of(i: &FakeInstance) -> Zone {
     i.metadata
         .as_ref()
@@ -269,6 +281,7 @@ impl LoadBalancer for FakeProvider {
         nodes: &[&Node],
     ) -> Result<Option<ccm_cloud_provider::LoadBalancerPlan>, CloudError> {
         let key = service_key(service);
+        self.record(Method::PlanLoadBalancer, &key, nodes.len()).await?;
         let exists = self.state().load_balancers.contains_key(&key);
         let changes = if exists {
             Vec::new()
@@ -363,11 +376,28 @@ impl LoadBalancer for FakeProvider {
     ) -> Result<(), CloudError> {
         let key = service_key(service);
         self.record(Method::EnsureLoadBalancerDeleted, &key, 1).await?;
-        // Load balancers are named by UID: a re-created Service's is not its predecessor's to delete.
-        let uid = service.metadata.uid.clone().unwrap_or_default();
-        let mut s = self.state();
-        if s.load_balancers.get(&key).is_some_and(|lb| lb.service_uid == uid) {
-            s.load_balancers.remove(&key);
+        self.delete_own(&key, service);
+        Ok(())
+    }
+
+    /// The contract's default, recorded as one call of its own with both UIDs.
+    async fn ensure_predecessor_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        predecessor: &Service,
+        successor: &Service,
+    ) -> Result<(), CloudError> {
+        let key = service_key(predecessor);
+        let uid = |s: &Service| s.metadata.uid.clone().unwrap_or_default();
+        self.state()
+            .predecessor_deletions
+            .push((uid(predecessor), uid(successor)));
+        self.record(Method::EnsurePredecessorLoadBalancerDeleted, &key, 1)
+            .await?;
+        if self.load_balancer_name(cluster_name, predecessor)
+            != self.load_balancer_name(cluster_name, successor)
+        {
+            self.delete_own(&key, predecessor);
         }
         Ok(())
     }
