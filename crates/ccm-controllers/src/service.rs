@@ -4,7 +4,8 @@
 //! the load balancer before releasing the finalizer.
 //!
 //! Node changes are coalesced: node events arriving within `node_sync_window` (and during a pass) lead to one
-//! pass, which calls `update_load_balancer` once per Service whose host set actually changed.
+//! pass, which calls `update_load_balancer` once per Service whose host set actually changed, among those whose
+//! last ensure succeeded.
 
 mod cleanup;
 mod drift;
@@ -288,6 +289,7 @@ fn forget_service<P: CloudProvider>(ctx: &Ctx<P>, key: &str) {
     ctx.states.update(key, |s| {
         s.cached = None;
         s.hosts = None;
+        s.tried_hosts = None;
     });
 }
 

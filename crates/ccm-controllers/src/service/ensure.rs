@@ -18,7 +18,11 @@ pub(super) async fn ensure<P: CloudProvider>(
     key: &str,
     reference: &ObjectReference,
 ) -> Result<Option<LoadBalancerStatus>, Error> {
-    ctx.states.update(key, |s| s.wait = None);
+    // No host update until this ensure succeeded (see `ServiceState::hosts`).
+    ctx.states.update(key, |s| {
+        s.wait = None;
+        s.hosts = None;
+    });
     ctx.recorder
         .publish(
             reference,
@@ -39,12 +43,22 @@ pub(super) async fn ensure<P: CloudProvider>(
     }
     let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
     let hosts = shared_host_set(ctx, &refs);
-    ctx.states.update(key, |s| s.hosts = Some(hosts));
     ctx.config.metrics.provider_call();
-    let ensured = match lb
+    let result = lb
         .ensure_load_balancer_reporting(&ctx.config.cluster_name, svc, &refs)
-        .await
-    {
+        .await;
+    // Host updates only for what was served. Those of a Service served elsewhere cost nothing (the provider
+    // answers them with `ImplementedElsewhere` too): it keeps them, as before.
+    let served = matches!(result, Ok(_) | Err(CloudError::ImplementedElsewhere));
+    ctx.states.update(key, |s| {
+        if served {
+            s.hosts = Some(hosts);
+            s.tried_hosts = None;
+        } else {
+            s.tried_hosts = Some(hosts);
+        }
+    });
+    let ensured = match result {
         Ok(ensured) => ensured,
         Err(CloudError::ImplementedElsewhere) => {
             the_rest::left_behind(ctx, lb, svc, reference).await;

@@ -1,7 +1,10 @@
 //! Node syncs: node changes collected for `node_sync_window` lead to one pass, which updates only the load
-//! balancers whose host set changed (upstream `syncNodes` and `lockedUpdateLoadBalancerHosts`).
+//! balancers whose host set changed (upstream `syncNodes` and `lockedUpdateLoadBalancerHosts`). A Service whose
+//! last ensure failed gets a full sync instead. Upstream updates its hosts all the same, and so did this
+//! controller: for a Service refused because the load balancer it names is another Service's, that rewrote the
+//! other Service's targets.
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc};
 
 use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer};
 use futures::{StreamExt, stream};
@@ -9,7 +12,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 
 use kube::runtime::reflector::ObjectRef;
 
-use super::{Ctx, drift, key_of, shared_host_set, stable_nodes, wants_load_balancer};
+use super::{Ctx, drift, key_of, shared_host_set, stable_nodes, state::ServiceState, wants_load_balancer};
 use crate::{
     ErrorChain,
     events::{EventType, service_reference},
@@ -52,7 +55,7 @@ pub(super) async fn sync_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
 }
 
 /// The host update of `svc` (under its key's lock): only when its host set changed since its load balancer was
-/// last given one.
+/// last given one, and only for a load balancer this process served (see [`step`]).
 async fn sync_hosts<P: CloudProvider>(ctx: &Ctx<P>, lb: &P::LoadBalancer, key: &str, svc: &Service) {
     if !still_served(ctx, key, svc) {
         return;
@@ -60,14 +63,13 @@ async fn sync_hosts<P: CloudProvider>(ctx: &Ctx<P>, lb: &P::LoadBalancer, key: &
     let nodes = stable_nodes(ctx);
     let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
     let hosts = shared_host_set(ctx, &refs);
-    // Not ensured yet (or being ensured): that sync uses the current nodes.
-    let old = ctx.states.update(key, |s| {
-        let old = s.hosts.clone()?;
-        s.hosts = Some(hosts.clone());
-        Some(old)
-    });
-    if old.is_none_or(|old| old == hosts) {
-        return;
+    match ctx.states.update(key, |s| step(s, &hosts)) {
+        Step::Nothing => return,
+        Step::FullSync => {
+            ctx.queue.add(key);
+            return;
+        }
+        Step::HostUpdate => {}
     }
     if ctx.config.plans.is_some() {
         // A dry run: a plan against the new host set, from the Service's own sync.
@@ -83,6 +85,37 @@ async fn sync_hosts<P: CloudProvider>(ctx: &Ctx<P>, lb: &P::LoadBalancer, key: &
         drift::settled(ctx, key);
     } else {
         ctx.queue.add(key);
+    }
+}
+
+/// What a node sync does for one Service.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// Its nodes did not change.
+    Nothing,
+    /// Its load balancer gets the new host set.
+    HostUpdate,
+    /// It gets a full sync, whose ensure decides again.
+    FullSync,
+}
+
+/// The step for the Service whose state is `s`, now that its host set is `hosts`, recorded in `s`. The key's
+/// lock is held, so no ensure of it is in flight.
+fn step(s: &mut ServiceState, hosts: &Arc<BTreeMap<String, String>>) -> Step {
+    match &s.hosts {
+        Some(old) if old == hosts => Step::Nothing,
+        Some(_) => {
+            s.hosts = Some(hosts.clone());
+            Step::HostUpdate
+        }
+        // Not served by this process: its last ensure failed (refused, say, because the load balancer it names
+        // is another Service's), so the host update of that load balancer is not its to ask for. The node
+        // change is a reason to try the ensure again, and not before its nodes changed.
+        None if s.tried_hosts.as_ref() == Some(hosts) => Step::Nothing,
+        None => {
+            s.tried_hosts = Some(hosts.clone());
+            Step::FullSync
+        }
     }
 }
 

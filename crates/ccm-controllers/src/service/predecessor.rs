@@ -36,6 +36,7 @@ pub(super) fn hand_over<P: CloudProvider>(ctx: &Ctx<P>, service_key: &str, old: 
     );
     let wait = ctx.states.update(service_key, |s| {
         s.hosts = None;
+        s.tried_hosts = None;
         s.wait.take()
     });
     ctx.states.update(&key, |s| {

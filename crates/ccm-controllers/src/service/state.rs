@@ -24,9 +24,14 @@ pub(super) struct ServiceState {
     pub(super) cached: Option<Arc<Service>>,
     /// For a previous incarnation's key: the old Service whose load balancer is being deleted.
     pub(super) predecessor: Option<Arc<Service>>,
-    /// The host set its load balancer was last given (shared, see `shared_host_set`); `None` while it was
-    /// never ensured or is being ensured (that sync uses the current nodes).
+    /// The host set its load balancer was last given (shared, see `shared_host_set`) by an ensure that
+    /// succeeded in this process, and by the host updates since: only such a load balancer gets host updates.
+    /// `None` while it is being ensured (that sync uses the current nodes) and after an ensure failed: one
+    /// refused because the load balancer is another Service's must not have its targets written either.
     pub(super) hosts: Option<Arc<BTreeMap<String, String>>>,
+    /// While `hosts` is `None`: the host set its last ensure was given, or the last node sync queued a full
+    /// sync for, so that only a change of the nodes since queues another (see `node_sync`).
+    pub(super) tried_hosts: Option<Arc<BTreeMap<String, String>>>,
     /// The load balancer's deletion waiting on the cloud.
     pub(super) wait: Option<Wait>,
     /// The number of the last change (ensure or host update) that left the load balancer as wanted, none of
@@ -41,6 +46,7 @@ impl ServiceState {
         self.cached.is_none()
             && self.predecessor.is_none()
             && self.hosts.is_none()
+            && self.tried_hosts.is_none()
             && self.wait.is_none()
             && self.settled.is_none()
             && self.drift.is_none()

@@ -1112,4 +1112,6 @@ mod scripted {
         );
         drop(h.services);
     }
+
+    mod ownership;
 }

@@ -1,0 +1,71 @@
+//! What a Service may have written for it on paths other than its own successful ensure: host updates only for
+//! load balancers this process served.
+
+use super::*;
+
+/// Syncs every key queued now, as the workers would.
+async fn drain(h: &Harness) -> Vec<String> {
+    let mut synced = Vec::new();
+    while !h.ctx.queue.is_empty() {
+        for key in h.ctx.queue.next_batch(10, Duration::ZERO).await.unwrap() {
+            let _ = sync_service(&h.ctx, &key).await;
+            h.ctx.queue.done(&key);
+            synced.push(key);
+        }
+    }
+    synced
+}
+
+/// A Service whose ensure failed (refused: its annotation names another Service's load balancer) is never
+/// handed to `update_load_balancer` by a node change, whether it was served before or never was: the node
+/// change queues a full sync of it instead, whose ensure decides again. A served Service still gets its host
+/// update.
+#[tokio::test]
+async fn a_service_whose_ensure_failed_gets_no_host_update() {
+    let mut h = harness(
+        |_| None,
+        vec![svc("served"), svc("refused"), svc("fresh")],
+        vec![named_node("n1")],
+    );
+    sync_service(&h.ctx, "ns/served").await.unwrap();
+    sync_service(&h.ctx, "ns/refused").await.unwrap();
+    let refusal = || CloudError::other("load balancer a1 belongs to Service ns/other");
+    h.provider
+        .fail_for(Method::EnsureLoadBalancer, "ns/refused", Some(1), refusal);
+    h.provider
+        .fail_for(Method::EnsureLoadBalancer, "ns/fresh", Some(1), refusal);
+    sync_service(&h.ctx, "ns/refused").await.expect_err("refused");
+    sync_service(&h.ctx, "ns/fresh").await.expect_err("refused");
+    h.provider.clear_calls();
+
+    h.nodes
+        .apply_watcher_event(&watcher::Event::Apply(named_node("n2")));
+    node_sync::sync_nodes(&h.ctx).await;
+    let updated: Vec<(Method, String)> = h
+        .provider
+        .calls()
+        .into_iter()
+        .map(|c| (c.method, c.subject))
+        .collect();
+    assert_eq!(
+        updated,
+        [(Method::UpdateLoadBalancer, "ns/served".to_owned())],
+        "a host update only for the load balancer that was served"
+    );
+
+    h.provider.clear_calls();
+    let mut synced = drain(&h).await;
+    synced.sort();
+    assert_eq!(synced, ["ns/fresh", "ns/refused"], "a full sync of each instead");
+    assert_eq!(h.provider.count(Method::EnsureLoadBalancer), 2);
+    assert_eq!(h.provider.count(Method::UpdateLoadBalancer), 0);
+
+    // Ensured now: the next node change is a host update again, and nothing else is queued.
+    h.provider.clear_calls();
+    h.nodes
+        .apply_watcher_event(&watcher::Event::Apply(named_node("n3")));
+    node_sync::sync_nodes(&h.ctx).await;
+    assert_eq!(h.provider.count(Method::UpdateLoadBalancer), 3);
+    assert_eq!(h.ctx.queue.len(), 0);
+    drop(h.services);
+}
