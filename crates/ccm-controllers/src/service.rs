@@ -352,23 +352,25 @@ async fn process_service_deletion<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> 
         return Ok(());
     }
     if let Some(lb) = ctx.provider.load_balancer() {
-        delete_cached_load_balancer(ctx, lb, &cached, key).await?;
+        delete_cached_load_balancer(ctx, lb, &cached, None, key).await?;
     }
     forget_service(ctx, key);
     Ok(())
 }
 
-/// Deletes the load balancer of `svc`, a Service no longer in the cluster, under the work queue key `key`.
+/// Deletes the load balancer of `svc`, a Service no longer in the cluster, under the work queue key `key`; for
+/// a predecessor, leaving alone what its live `successor` wants.
 async fn delete_cached_load_balancer<P: CloudProvider>(
     ctx: &Ctx<P>,
     lb: &P::LoadBalancer,
     svc: &Service,
+    successor: Option<&Service>,
     key: &str,
 ) -> Result<(), Error> {
     if !wants_load_balancer(svc) {
         return Ok(());
     }
-    match cleanup::delete_load_balancer(ctx, lb, svc, key).await {
+    match cleanup::delete_load_balancer(ctx, lb, svc, successor, key).await {
         Err(e @ Error::Cloud { .. }) => {
             let message = format!("Error deleting load balancer: {}", ErrorChain(&e));
             ctx.recorder
@@ -440,7 +442,7 @@ async fn sync_load_balancer_if_needed<P: CloudProvider>(
                 .is_some()
         };
         if ours {
-            cleanup::delete_load_balancer(ctx, lb, svc, &key).await?;
+            cleanup::delete_load_balancer(ctx, lb, svc, None, &key).await?;
         }
         if has_finalizer(svc) {
             // The status first: once the finalizer is gone the object may be too, and a Service that stays

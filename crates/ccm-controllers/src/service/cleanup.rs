@@ -39,11 +39,13 @@ pub(super) struct Wait {
 /// Asks the provider to delete `svc`'s load balancer and what belongs to it, posting `DeletingLoadBalancer`
 /// and `DeletedLoadBalancer`. `Err(Error::Waiting)` while the provider waits on the cloud; the caller must then
 /// keep the finalizer. Failures are returned without an Event: the caller names them in its own. `key` is the
-/// work queue's key of this deletion: the Service's, or its predecessor's (see `predecessor`).
+/// work queue's key of this deletion: the Service's, or its predecessor's (see `predecessor`), whose live
+/// `successor` the provider is then given so that it leaves alone what the successor wants.
 pub(super) async fn delete_load_balancer<P: CloudProvider>(
     ctx: &Ctx<P>,
     lb: &P::LoadBalancer,
     svc: &Service,
+    successor: Option<&Service>,
     key: &str,
 ) -> Result<(), Error> {
     use ccm_cloud_provider::LoadBalancer as _;
@@ -60,10 +62,15 @@ pub(super) async fn delete_load_balancer<P: CloudProvider>(
             .await;
     }
     ctx.config.metrics.provider_call();
-    match lb
-        .ensure_load_balancer_deleted(&ctx.config.cluster_name, svc)
-        .await
-    {
+    let cluster = &ctx.config.cluster_name;
+    let deleted = match successor {
+        Some(successor) => {
+            lb.ensure_predecessor_load_balancer_deleted(cluster, svc, successor)
+                .await
+        }
+        None => lb.ensure_load_balancer_deleted(cluster, svc).await,
+    };
+    match deleted {
         Ok(()) | Err(CloudError::ImplementedElsewhere) => {}
         Err(CloudError::Waiting { waiting_for, after }) => {
             let after = wait(ctx, &key, &reference, &waiting_for, after).await;

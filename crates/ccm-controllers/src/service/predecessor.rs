@@ -1,12 +1,18 @@
 //! A Service deleted and re-created under the same name while its load balancer's deletion was still going on
 //! (the usual trigger: an operator strips a stuck cleanup finalizer and applies the manifest again). The two are
-//! different objects with different load balancers (the provider names them by UID): the new one is ensured at
-//! once, and the old one's cleanup goes on beside it under a key of its own, `<namespace>/<name>@<uid>`, with
-//! its own backoff, wait accounting and Events (on the old object, which is what they are about).
+//! different objects: the new one is ensured at once, and the old one's cleanup goes on beside it under a key of
+//! its own, `<namespace>/<name>@<uid>`, with its own backoff, wait accounting and Events (on the old object,
+//! which is what they are about).
+//!
+//! Their load balancers differ when the provider names them by UID, but not when the name is chosen (by an
+//! annotation both incarnations carry): then the old one's plain deletion would delete the new one's load
+//! balancer. So while the new one is in the cluster, the cleanup asks the provider with it
+//! (`LoadBalancer::ensure_predecessor_load_balancer_deleted`), which leaves alone what it wants.
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
+use kube::runtime::reflector::ObjectRef;
 
 use super::{Ctx, delete_cached_load_balancer};
 use crate::Error;
@@ -55,7 +61,10 @@ pub(super) async fn sync<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<()
     let guard = held.lock().await;
     let old = ctx.states.read(key, |s| s.predecessor.clone());
     let result = match (old, ctx.provider.load_balancer()) {
-        (Some(old), Some(lb)) => delete_cached_load_balancer(ctx, lb, &old, key).await,
+        (Some(old), Some(lb)) => {
+            let successor = successor(ctx, key, &old);
+            delete_cached_load_balancer(ctx, lb, &old, successor.as_deref(), key).await
+        }
         _ => Ok(()),
     };
     // (The deletion itself forgets its wait record once done.)
@@ -65,4 +74,15 @@ pub(super) async fn sync<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<()
     drop(guard);
     ctx.states.release(key, held);
     result
+}
+
+/// The Service in the cluster now under the name of `old`, whose cleanup is queued under `key`, if it is
+/// another incarnation. The cleanup was handed over when the informer showed that successor, so it is missing
+/// only once it was deleted too.
+fn successor<P: CloudProvider>(ctx: &Ctx<P>, key: &str, old: &Service) -> Option<Arc<Service>> {
+    let service_key = key.split_once('@').map_or(key, |(service_key, _)| service_key);
+    let (namespace, name) = service_key.split_once('/').unwrap_or(("", service_key));
+    ctx.services
+        .get(&ObjectRef::new(name).within(namespace))
+        .filter(|live| live.metadata.uid != old.metadata.uid)
 }

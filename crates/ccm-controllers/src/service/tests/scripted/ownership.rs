@@ -1,5 +1,5 @@
 //! What a Service may have written for it on paths other than its own successful ensure: host updates only for
-//! load balancers this process served.
+//! load balancers this process served, and a predecessor's cleanup that leaves its successor's alone.
 
 use super::*;
 
@@ -14,6 +14,13 @@ async fn drain(h: &Harness) -> Vec<String> {
         }
     }
     synced
+}
+
+/// `svc`, deleted and re-created under the same name: the same Service with UID `uid-new`.
+fn recreated(svc: &Service) -> Service {
+    let mut new = svc.clone();
+    new.metadata.uid = Some("uid-new".into());
+    new
 }
 
 /// A Service whose ensure failed (refused: its annotation names another Service's load balancer) is never
@@ -68,4 +75,45 @@ async fn a_service_whose_ensure_failed_gets_no_host_update() {
     assert_eq!(h.provider.count(Method::UpdateLoadBalancer), 3);
     assert_eq!(h.ctx.queue.len(), 0);
     drop(h.services);
+}
+
+/// A predecessor's cleanup asks the provider to delete the predecessor's load balancer next to the live
+/// successor (a provider naming load balancers by annotation gives both the same one), and the plain deletion
+/// only once the successor is gone too.
+#[tokio::test]
+async fn a_predecessors_cleanup_names_its_live_successor() {
+    let old = with(finalized);
+    let mut h = harness(|_| None, vec![old.clone()], vec![named_node("n1")]);
+    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    let new = recreated(&old);
+    h.services
+        .apply_watcher_event(&watcher::Event::Apply(new.clone()));
+    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    h.provider.clear_calls();
+    // The cleanup waits on the cloud once, so it runs again after the successor is gone.
+    h.provider
+        .fail(Method::EnsurePredecessorLoadBalancerDeleted, Some(1), || {
+            CloudError::waiting("security group sg-1", Duration::from_secs(10))
+        });
+
+    assert_eq!(drain(&h).await, ["ns/svc@uid-1"]);
+    assert_eq!(
+        h.provider.predecessor_deletions(),
+        [("uid-1".to_owned(), "uid-new".to_owned())]
+    );
+    assert_eq!(h.provider.count(Method::EnsureLoadBalancerDeleted), 0);
+    assert_eq!(
+        h.provider.load_balancers()["ns/svc"].service_uid,
+        "uid-new",
+        "the successor's load balancer is left alone"
+    );
+
+    h.services.apply_watcher_event(&watcher::Event::Delete(new));
+    sync_service(&h.ctx, "ns/svc@uid-1").await.unwrap();
+    assert_eq!(h.provider.count(Method::EnsurePredecessorLoadBalancerDeleted), 1);
+    assert_eq!(h.provider.count(Method::EnsureLoadBalancerDeleted), 1);
+    assert!(
+        !h.ctx.states.any(|s| s.predecessor.is_some()),
+        "forgotten once done"
+    );
 }
