@@ -4,7 +4,7 @@
 use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer, LoadBalancerPlan};
 use k8s_openapi::api::core::v1::{Node, Service};
 
-use super::{Ctx, Op, has_finalizer, shared_host_set, stable_nodes};
+use super::{Ctx, Op, has_finalizer, key_of, shared_host_set, stable_nodes, wants_load_balancer};
 use crate::{DryRunSink, Error};
 
 /// The sync of a Service that wants a load balancer: the provider's plan goes to `sink`.
@@ -23,7 +23,8 @@ pub(super) async fn ensure<P: CloudProvider>(
     ctx.config.metrics.provider_call();
     match lb.plan_load_balancer(&ctx.config.cluster_name, svc, &refs).await {
         Ok(plan) => sink.load_balancer(key, plan),
-        Err(CloudError::ImplementedElsewhere) => {}
+        // Another controller's now (type `external`): nothing is pending here, and the last plan is stale.
+        Err(CloudError::ImplementedElsewhere) => sink.load_balancer(key, None),
         Err(e) => return Err(Error::cloud("failed to plan load balancer", key, e)),
     }
     Ok(Op::Ensure)
@@ -56,4 +57,19 @@ pub(super) async fn deletion<P: CloudProvider>(
     let plan = (!changes.is_empty()).then(|| LoadBalancerPlan::new(changes, false));
     sink.load_balancer(key, plan);
     Ok(Op::Delete)
+}
+
+/// The cleanup of `old`, a previous incarnation queued under `key` (see `predecessor`): what it would delete goes
+/// to `sink` under that key. A real run asks the provider whether or not it still finds the load balancer (see
+/// `cleanup`), so the plan does not ask either.
+pub(super) fn predecessor(key: &str, old: &Service, sink: &dyn DryRunSink) {
+    let plan = wants_load_balancer(old).then(|| {
+        let line = format!(
+            "delete the load balancer of the previous incarnation {} (UID {})",
+            key_of(old),
+            old.metadata.uid.as_deref().unwrap_or_default()
+        );
+        LoadBalancerPlan::new(vec![line], false)
+    });
+    sink.load_balancer(key, plan);
 }

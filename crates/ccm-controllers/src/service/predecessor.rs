@@ -7,14 +7,15 @@
 //! Their load balancers differ when the provider names them by UID, but not when the name is chosen (by an
 //! annotation both incarnations carry): then the old one's plain deletion would delete the new one's load
 //! balancer. So while the new one is in the cluster, the cleanup asks the provider with it
-//! (`LoadBalancer::ensure_predecessor_load_balancer_deleted`), which leaves alone what it wants.
+//! (`LoadBalancer::ensure_predecessor_load_balancer_deleted`), which leaves alone what it wants. A dry run
+//! deletes nothing: it reports the cleanup as a plan.
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::reflector::ObjectRef;
 
-use super::{Ctx, delete_cached_load_balancer};
+use super::{Ctx, delete_cached_load_balancer, plans};
 use crate::Error;
 use ccm_cloud_provider::CloudProvider;
 
@@ -55,16 +56,22 @@ pub(super) fn hand_over<P: CloudProvider>(ctx: &Ctx<P>, service_key: &str, old: 
 }
 
 /// Deletes the load balancer of the previous incarnation queued under `key`; forgotten once the provider is
-/// done (a wait or a failure is retried under the same key).
+/// done (a wait or a failure is retried under the same key), or once a dry run reported it.
 pub(super) async fn sync<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
     let held = ctx.states.lock_of(key);
     let guard = held.lock().await;
     let old = ctx.states.read(key, |s| s.predecessor.clone());
     let result = match (old, ctx.provider.load_balancer()) {
-        (Some(old), Some(lb)) => {
-            let successor = successor(ctx, key, &old);
-            delete_cached_load_balancer(ctx, lb, &old, successor.as_deref(), key).await
-        }
+        (Some(old), Some(lb)) => match &ctx.config.plans {
+            Some(sink) => {
+                plans::predecessor(key, &old, sink.as_ref());
+                Ok(())
+            }
+            None => {
+                let successor = successor(ctx, key, &old);
+                delete_cached_load_balancer(ctx, lb, &old, successor.as_deref(), key).await
+            }
+        },
         _ => Ok(()),
     };
     // (The deletion itself forgets its wait record once done.)

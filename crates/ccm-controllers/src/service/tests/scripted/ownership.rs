@@ -1,7 +1,36 @@
 //! What a Service may have written for it on paths other than its own successful ensure: host updates only for
-//! load balancers this process served, and a predecessor's cleanup that leaves its successor's alone.
+//! load balancers this process served, a predecessor's cleanup that leaves its successor's alone, and dry runs
+//! that delete nothing and keep no stale plan.
+
+use std::collections::BTreeMap;
+
+use ccm_cloud_provider::LoadBalancerPlan;
 
 use super::*;
+
+/// The plans a dry run reported, by key.
+#[derive(Debug, Default)]
+struct Plans(Mutex<BTreeMap<String, LoadBalancerPlan>>);
+
+impl crate::DryRunSink for Plans {
+    fn load_balancer(&self, key: &str, plan: Option<LoadBalancerPlan>) {
+        let mut plans = lock(&self.0);
+        match plan {
+            Some(plan) => plans.insert(key.to_owned(), plan),
+            None => plans.remove(key),
+        };
+    }
+    fn routes(&self, _: BTreeMap<String, Vec<String>>) {}
+    fn changes(&self, _: &str, _: &str, _: Vec<String>) {}
+}
+
+/// A harness whose controller runs as a dry run, reporting to the returned plans.
+fn dry_run(services: Vec<Service>) -> (Harness, Arc<Plans>) {
+    let mut h = harness(|_| None, services, vec![named_node("n1")]);
+    let plans = Arc::new(Plans::default());
+    h.ctx.config.plans = Some(plans.clone());
+    (h, plans)
+}
 
 /// Syncs every key queued now, as the workers would.
 async fn drain(h: &Harness) -> Vec<String> {
@@ -116,4 +145,46 @@ async fn a_predecessors_cleanup_names_its_live_successor() {
         !h.ctx.states.any(|s| s.predecessor.is_some()),
         "forgotten once done"
     );
+}
+
+/// A dry run deletes nothing for a predecessor: its cleanup is reported as a plan under its own key, and the
+/// predecessor is forgotten.
+#[tokio::test]
+async fn a_dry_run_plans_a_predecessors_cleanup() {
+    let old = with(finalized);
+    let (mut h, plans) = dry_run(vec![old.clone()]);
+    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    h.services
+        .apply_watcher_event(&watcher::Event::Apply(recreated(&old)));
+    sync_service(&h.ctx, "ns/svc").await.unwrap();
+
+    assert_eq!(drain(&h).await, ["ns/svc@uid-1"]);
+    let deleting = [
+        Method::EnsureLoadBalancerDeleted,
+        Method::EnsurePredecessorLoadBalancerDeleted,
+    ];
+    let calls = h.provider.calls();
+    assert!(calls.iter().all(|c| !deleting.contains(&c.method)), "{calls:?}");
+    let plan = lock(&plans.0).get("ns/svc@uid-1").cloned().expect("a plan");
+    assert_eq!(
+        plan.changes,
+        ["delete the load balancer of the previous incarnation ns/svc (UID uid-1)"]
+    );
+    assert!(!h.ctx.states.any(|s| s.predecessor.is_some()), "forgotten");
+    drop(h.services);
+}
+
+/// A dry run whose provider answers `ImplementedElsewhere` (the Service moved to type `external`) drops the
+/// Service's plan: nothing is pending for it here any more.
+#[tokio::test]
+async fn a_dry_run_drops_the_plan_of_a_service_served_elsewhere() {
+    let (h, plans) = dry_run(vec![with(finalized)]);
+    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    assert!(lock(&plans.0).contains_key("ns/svc"), "planned");
+
+    h.provider.fail(Method::PlanLoadBalancer, None, || {
+        CloudError::ImplementedElsewhere
+    });
+    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    assert_eq!(*lock(&plans.0), BTreeMap::new(), "no stale plan");
 }
