@@ -253,3 +253,50 @@ async fn a_rename_waits_for_consent_then_replaces_the_load_balancer() {
         assert!(!exists(&w, &name).await);
     }
 }
+
+/// A chosen name the status never showed (the ensure that made its load balancer failed later), recorded by the
+/// service controller before that ensure: a later change of the name renames it like one the status shows (kept
+/// without consent, deleted with it), and the Service's deletion finds it. Before names were recorded, it was
+/// left behind for good.
+#[tokio::test]
+async fn a_recorded_name_the_status_never_showed_is_renamed_and_deleted() {
+    let w = lb_support::world::world(176, "recorded", false).await;
+    let lbs = w.lbs(w.config.clone());
+    for nlb in [false, true] {
+        let uid = uid();
+        let first = chosen("first");
+        let svc = service("web", &uid, nlb, &[(Key::LoadBalancerName, &first)]);
+        // Made, but no status written (as after an ensure that failed past the create).
+        ensure(&lbs, &w, &svc).await.unwrap();
+        assert!(exists(&w, &first).await);
+        let second = chosen("second");
+        let recorded = |annotations: &[(Key, &str)]| {
+            let mut svc = service("web", &uid, nlb, annotations);
+            svc.metadata.annotations.get_or_insert_default().insert(
+                ccm_cloud_provider::ANNOTATION_LOAD_BALANCER_NAMES.to_owned(),
+                format!("{first},{second}"),
+            );
+            svc
+        };
+        // Without consent the first one serves on; with it, it goes and the second is made.
+        let kept = ensure(&lbs, &w, &recorded(&[(Key::LoadBalancerName, &second)]))
+            .await
+            .unwrap();
+        assert!(hostname(&kept.status).starts_with(&first), "{:?}", kept.status);
+        assert!(!exists(&w, &second).await);
+        let consenting = recorded(&[(Key::LoadBalancerName, &second), (Key::AllowRecreation, "true")]);
+        let made = ensure(&lbs, &w, &consenting).await.unwrap();
+        assert!(hostname(&made.status).starts_with(&second), "{:?}", made.status);
+        assert!(
+            !exists(&w, &first).await,
+            "the first name's load balancer is deleted"
+        );
+
+        // Made again under the first name (as by a crash), then the Service deleted without a status: both go.
+        ensure(&lbs, &w, &svc).await.unwrap();
+        lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &consenting)
+            .await
+            .unwrap();
+        assert!(!exists(&w, &first).await && !exists(&w, &second).await);
+    }
+}

@@ -55,7 +55,8 @@ pub use object_key::{namespaced_key, object_key};
 pub use provider::{CloudProvider, Unsupported};
 pub use provider_id::{ProviderIdError, format_provider_id, split_provider_id};
 pub use recorded_names::{
-    ANNOTATION_LOAD_BALANCER_NAMES, default_load_balancer_name, recorded_load_balancer_names, load_balancer_names_with,
+    ANNOTATION_LOAD_BALANCER_NAMES, default_load_balancer_name, load_balancer_names_with,
+    recorded_load_balancer_names,
 };
 pub use registry::{BoxError, ProviderRegistry, RegistryError};
 pub use routes::Routes;

@@ -59,7 +59,8 @@ mod tests {
         Service {
             metadata: ObjectMeta {
                 uid: Some("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0".into()),
-                annotations: recorded.map(|r| [(ANNOTATION_LOAD_BALANCER_NAMES.to_owned(), r.to_owned())].into()),
+                annotations: recorded
+                    .map(|r| [(ANNOTATION_LOAD_BALANCER_NAMES.to_owned(), r.to_owned())].into()),
                 ..ObjectMeta::default()
             },
             ..Service::default()
@@ -69,13 +70,25 @@ mod tests {
     #[test]
     fn names_other_than_the_default_are_recorded_once_in_order() {
         let fresh = service(None);
-        assert_eq!(default_load_balancer_name(&fresh), "a0f1e2d3c4b5a69788796a5b4c3d2e1f");
-        assert_eq!(load_balancer_names_with(&fresh, "a0f1e2d3c4b5a69788796a5b4c3d2e1f"), None);
+        assert_eq!(
+            default_load_balancer_name(&fresh),
+            "a0f1e2d3c4b5a69788796a5b4c3d2e1f"
+        );
+        assert_eq!(
+            load_balancer_names_with(&fresh, "a0f1e2d3c4b5a69788796a5b4c3d2e1f"),
+            None
+        );
         assert_eq!(load_balancer_names_with(&fresh, ""), None);
         assert_eq!(load_balancer_names_with(&fresh, "shop").as_deref(), Some("shop"));
         let one = service(Some("shop"));
         assert_eq!(load_balancer_names_with(&one, "shop"), None);
-        assert_eq!(load_balancer_names_with(&one, "store").as_deref(), Some("shop,store"));
-        assert_eq!(recorded_load_balancer_names(&service(Some(" shop, ,store"))), ["shop", "store"]);
+        assert_eq!(
+            load_balancer_names_with(&one, "store").as_deref(),
+            Some("shop,store")
+        );
+        assert_eq!(
+            recorded_load_balancer_names(&service(Some(" shop, ,store"))),
+            ["shop", "store"]
+        );
     }
 }

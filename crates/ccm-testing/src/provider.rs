@@ -117,6 +117,10 @@ pub struct FakeInstance {
     pub shutdown: bool,
 }
 
+/// The annotation whose value the fake gives as a Service's load balancer name (`load_balancer_name`), instead of
+/// upstream's default name: a name the Service chose.
+pub const CHOSEN_NAME_ANNOTATION: &str = "fake.ccm-testing/load-balancer-name";
+
 /// A load balancer the fake holds, keyed by the Service's `namespace/name`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FakeLoadBalancer {

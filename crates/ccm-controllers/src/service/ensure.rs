@@ -6,7 +6,9 @@ use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer, LoadBalancerSt
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
 use kube::runtime::reflector::ObjectRef;
 
-use super::{Ctx, drift, has_finalizer, patch_finalizer, shared_host_set, stable_nodes, the_rest};
+use super::{
+    Ctx, drift, has_finalizer, patches::patch_before_ensure, shared_host_set, stable_nodes, the_rest,
+};
 use crate::{Error, events::EventType};
 
 /// Ensures the load balancer of `svc` (work-queue key `key`, Events on `reference`): the status to write, or
@@ -31,8 +33,12 @@ pub(super) async fn ensure<P: CloudProvider>(
             "Ensuring load balancer",
         )
         .await;
-    if !has_finalizer(svc) {
-        patch_finalizer(ctx, svc, true).await?;
+    // The provider's name for the load balancer is recorded before it may create under it (none for the default
+    // name, which follows from the UID).
+    let name = lb.load_balancer_name(&ctx.config.cluster_name, svc);
+    let record = ccm_cloud_provider::load_balancer_names_with(svc, &name);
+    if !has_finalizer(svc) || record.is_some() {
+        patch_before_ensure(ctx, svc, record.as_deref()).await?;
     }
     let nodes = stable_nodes(ctx);
     if nodes.is_empty() {

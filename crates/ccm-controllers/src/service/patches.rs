@@ -65,6 +65,36 @@ pub(super) async fn patch_status<P: CloudProvider>(
     }
 }
 
+/// Before an ensure: our finalizer and, when `record` is given, the recorded load balancer names
+/// ([`ccm_cloud_provider::ANNOTATION_LOAD_BALANCER_NAMES`]) in one patch, so that whatever the provider creates
+/// under a name other than the default one is found by the deletion the finalizer guards, whatever happens to
+/// the status (an ensure that fails after the create, then a change of the name).
+pub(super) async fn patch_before_ensure<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    svc: &Service,
+    record: Option<&str>,
+) -> Result<(), Error> {
+    let Some(names) = record else {
+        return patch_finalizer(ctx, svc, true).await;
+    };
+    let api: Api<Service> = Api::namespaced(
+        ctx.client.clone(),
+        svc.metadata.namespace.as_deref().unwrap_or_default(),
+    );
+    ctx.config.metrics.api_write();
+    let mut patch = finalizer_patch(true);
+    patch["metadata"]["annotations"] = json!({ ccm_cloud_provider::ANNOTATION_LOAD_BALANCER_NAMES: names });
+    let patch = with_uid_precondition(patch, svc.metadata.uid.as_deref());
+    api.patch_status(
+        svc.metadata.name.as_deref().unwrap_or_default(),
+        &PatchParams::default(),
+        &Patch::Strategic(&patch),
+    )
+    .await
+    .map(drop)
+    .map_err(|e| Error::kube("failed to record the load balancer's name", key_of(svc), e))
+}
+
 /// The strategic-merge patch that adds or removes only our finalizer.
 pub fn finalizer_patch(add: bool) -> serde_json::Value {
     if add {

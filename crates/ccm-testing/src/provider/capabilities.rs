@@ -292,6 +292,15 @@ impl LoadBalancer for FakeProvider {
     }
 
     fn load_balancer_name(&self, _cluster_name: &str, service: &Service) -> String {
+        // A name chosen by the test's annotation, as a provider may let a Service choose one.
+        if let Some(chosen) = service
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(super::CHOSEN_NAME_ANNOTATION))
+        {
+            return chosen.clone();
+        }
         // Upstream's DefaultLoadBalancerName: "a" + UID without dashes, at most 32 characters.
         let uid = service
             .metadata

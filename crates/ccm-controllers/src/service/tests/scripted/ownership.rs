@@ -188,3 +188,61 @@ async fn a_dry_run_drops_the_plan_of_a_service_served_elsewhere() {
     sync_service(&h.ctx, "ns/svc").await.unwrap();
     assert_eq!(*lock(&plans.0), BTreeMap::new(), "no stale plan");
 }
+
+/// A name other than the default one is recorded on the Service before the ensure that may create under it,
+/// in the finalizer's patch (one write), and again only when it changes: a deletion then finds a load balancer
+/// made by an ensure that failed after its create, whatever the status shows.
+#[tokio::test]
+async fn a_chosen_name_is_recorded_before_the_ensure_that_may_create_under_it() {
+    use ccm_testing::provider::CHOSEN_NAME_ANNOTATION;
+    let names = ccm_cloud_provider::ANNOTATION_LOAD_BALANCER_NAMES;
+    let chosen = |name: &str| {
+        let mut s = svc("svc");
+        s.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(CHOSEN_NAME_ANNOTATION.to_owned(), name.to_owned());
+        s
+    };
+    let h = harness(|_| None, vec![chosen("shop")], vec![named_node("n1")]);
+    let refusal = || CloudError::other("failed after the create");
+    h.provider
+        .fail_for(Method::EnsureLoadBalancer, "ns/svc", Some(1), refusal);
+    sync_service(&h.ctx, "ns/svc")
+        .await
+        .expect_err("the ensure fails");
+    let recorded = patches(&h.api);
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(recorded[0].1["metadata"]["annotations"][names], "shop");
+    assert_eq!(
+        recorded[0].1["metadata"]["finalizers"],
+        json!([crate::keys::FINALIZER_LB_CLEANUP])
+    );
+
+    // Recorded already (and finalized): no write before the ensure. The default name is never recorded.
+    let mut known = chosen("shop");
+    known.metadata.finalizers = Some(vec![crate::keys::FINALIZER_LB_CLEANUP.to_owned()]);
+    known
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(names.to_owned(), "shop".to_owned());
+    let h = harness(|_| None, vec![known.clone()], vec![named_node("n1")]);
+    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    assert!(
+        patches(&h.api).iter().all(|(_, p)| p.get("metadata").is_none()),
+        "{:?}",
+        patches(&h.api)
+    );
+    // Renamed: the new name joins the record.
+    let mut renamed = known;
+    renamed
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(CHOSEN_NAME_ANNOTATION.to_owned(), "store".to_owned());
+    let h = harness(|_| None, vec![renamed], vec![named_node("n1")]);
+    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    let recorded = patches(&h.api);
+    assert_eq!(recorded[0].1["metadata"]["annotations"][names], "shop,store");
+}
