@@ -100,7 +100,11 @@ impl Claimant {
     pub fn of_service(load_balancer: &str, service: &Service) -> Self {
         let (namespace, name) = crate::spec::namespace_and_name(service);
         let key = ccm_cloud_provider::namespaced_key(namespace, name);
-        Self::new(load_balancer, &key, service.metadata.uid.as_deref().unwrap_or_default())
+        Self::new(
+            load_balancer,
+            &key,
+            service.metadata.uid.as_deref().unwrap_or_default(),
+        )
     }
 }
 
@@ -318,7 +322,10 @@ mod tests {
             let held_by = taken_by(claim(&c, &me, Some(&foreign), purpose));
             assert!(held_by.contains("kubernetes.io/cluster/c2=owned"), "{held_by}");
             let nameless = tags(&[("kubernetes.io/cluster/c1", "owned")]);
-            assert_eq!(taken_by(claim(&c, &me, Some(&nameless), purpose)), "nothing of this cluster");
+            assert_eq!(
+                taken_by(claim(&c, &me, Some(&nameless), purpose)),
+                "nothing of this cluster"
+            );
         }
         let e = claim(&c, &me, Some(&owned("ns/b", None)), Purpose::Serve).unwrap_err();
         assert!(e.to_string().contains("aws-load-balancer-name"), "{e}");
@@ -357,7 +364,12 @@ mod tests {
     fn a_duplicate_is_confirmed_like_any_load_balancer_found() {
         let c = config(false);
         let vacant = claim(&c, &Claimant::new("web", "ns/a", UID), None, Purpose::Serve).unwrap();
-        assert!(vacant.confirm(&c, &owned("ns/a", Some(UID))).unwrap().holds_load_balancer());
+        assert!(
+            vacant
+                .confirm(&c, &owned("ns/a", Some(UID)))
+                .unwrap()
+                .holds_load_balancer()
+        );
         assert_eq!(taken_by(vacant.confirm(&c, &owned("ns/b", None))), "Service ns/b");
         let e = other_type("web", "application");
         assert!(e.to_string().contains("type application, not an NLB"), "{e}");
@@ -385,7 +397,10 @@ mod tests {
                 let e = claim(&c, &me, Some(&foreign), purpose).unwrap_err();
                 assert!(matches!(e, Error::NotOurs(_)), "{e}");
                 assert!(e.to_string().contains("kubernetes.io/cluster/c2=owned"), "{e}");
-                assert!(e.to_string().contains(&format!("load balancer {UID_NAME}")), "{e}");
+                assert!(
+                    e.to_string().contains(&format!("load balancer {UID_NAME}")),
+                    "{e}"
+                );
                 let e = claim(&c, &me, Some(&shared), purpose).unwrap_err();
                 assert!(e.to_string().contains("kubernetes.io/cluster/c1=shared"), "{e}");
             }

@@ -365,8 +365,12 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         }
         let result = match spec.flavour {
             Flavour::External => Err(CloudError::ImplementedElsewhere),
-            Flavour::Network => Box::pin(self.update_with::<Network>(cluster_name, &claim, spec, nodes)).await,
-            Flavour::Classic => Box::pin(self.update_with::<Classic>(cluster_name, &claim, spec, nodes)).await,
+            Flavour::Network => {
+                Box::pin(self.update_with::<Network>(cluster_name, &claim, spec, nodes)).await
+            }
+            Flavour::Classic => {
+                Box::pin(self.update_with::<Classic>(cluster_name, &claim, spec, nodes)).await
+            }
         };
         self.memory.settle_targets(uid, result.is_ok().then_some(targets));
         result
@@ -380,7 +384,10 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             let mut network_first = nlb_first;
             if name != uid_name {
                 // A chosen name proves nothing: only this Service's load balancer under it is its status.
-                match self.probe(&Claimant::of_service(&name, service), Purpose::Serve).await? {
+                match self
+                    .probe(&Claimant::of_service(&name, service), Purpose::Serve)
+                    .await?
+                {
                     names::Probe::Ours(flavour) => network_first = flavour == Flavour::Network,
                     _ => continue,
                 }

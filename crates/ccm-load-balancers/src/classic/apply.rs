@@ -9,8 +9,8 @@ use ccm_aws_api::{
 
 use super::{Change, Listener, node_rules};
 use crate::{
-    ownership::Claim,
     Error, LoadBalancerConfig,
+    ownership::Claim,
     shared::{self, GroupRef, Rule},
 };
 

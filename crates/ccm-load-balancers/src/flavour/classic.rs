@@ -7,8 +7,8 @@ use super::{HostMemoryFlavour, LoadBalancerFlavour, Ports, Scope};
 use crate::{
     Error, LoadBalancerConfig, classic,
     dry_run::{Changes, DesiredModel, DryRun},
-    ownership::Claim,
     memory::{self, ClassicMemory, Facts, Learnt, Remembered},
+    ownership::Claim,
     spec::ServiceSpec,
 };
 

@@ -7,9 +7,9 @@ use super::{HostMemoryFlavour, LoadBalancerFlavour, Ports, Scope};
 use crate::{
     Error, LoadBalancerConfig,
     dry_run::{Changes, DesiredModel, DryRun},
-    ownership::Claim,
     memory::{self, Facts, Learnt, NetworkMemory, Remembered},
     nlb,
+    ownership::Claim,
     spec::ServiceSpec,
 };
 

@@ -351,7 +351,12 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
     /// to it.
     async fn adopt(&mut self, name: &str, refused: ccm_aws_api::AwsError) -> Result<LoadBalancerV2, Error> {
         let context = "adopting the NLB";
-        let Some(lb) = self.elbv2.load_balancer(name).await.map_err(Error::aws(context))? else {
+        let Some(lb) = self
+            .elbv2
+            .load_balancer(name)
+            .await
+            .map_err(Error::aws(context))?
+        else {
             return Err(Error::aws("creating the NLB")(refused));
         };
         if lb.lb_type != "network" {
@@ -361,7 +366,10 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
         let mut tags = self.elbv2.tags(&arns).await.map_err(Error::aws(context))?;
         let tags = tags.remove(&lb.arn).unwrap_or_default();
         self.claim = self.claim.confirm(self.config, &tags)?;
-        tracing::info!(load_balancer = name, "adopting the NLB a create found under its name");
+        tracing::info!(
+            load_balancer = name,
+            "adopting the NLB a create found under its name"
+        );
         Ok(lb)
     }
 

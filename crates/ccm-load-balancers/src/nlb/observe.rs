@@ -435,8 +435,10 @@ pub async fn observe_delete<E: Ec2, V: Elbv2>(
     groups.retain(|g| {
         tags.get(&g.arn).is_some_and(|t| {
             config.cluster.is_owned(t)
-                && (!by_prefix.contains(&g.arn) || t.get(shared::SERVICE_NAME_TAG).map(String::as_str) == Some(key))
-                && t.get(shared::SERVICE_UID_TAG).is_none_or(|uid| *uid == claimant.uid)
+                && (!by_prefix.contains(&g.arn)
+                    || t.get(shared::SERVICE_NAME_TAG).map(String::as_str) == Some(key))
+                && t.get(shared::SERVICE_UID_TAG)
+                    .is_none_or(|uid| *uid == claimant.uid)
         })
     });
     let mut observed = DeleteObserved {

@@ -458,7 +458,7 @@ fn security_groups_by_mode() {
 }
 
 mod apply;
-mod gate;
 mod attributes;
+mod gate;
 mod node_source;
 mod plan;

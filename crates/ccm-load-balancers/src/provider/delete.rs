@@ -42,7 +42,16 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         successor: &Service,
     ) -> Result<(), CloudError> {
         shared::load_balancer_name(predecessor.metadata.uid.as_deref().unwrap_or_default())?;
-        let wanted = super::names::all_names(successor);
+        // A successor that wants no load balancer (of another type now) keeps no name from its predecessor.
+        let wants = successor
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.type_.as_deref() == Some("LoadBalancer"));
+        let wanted = if wants {
+            super::names::all_names(successor)
+        } else {
+            Vec::new()
+        };
         for name in super::names::all_names(predecessor) {
             if wanted.contains(&name) {
                 tracing::info!(load_balancer = %name, "left to the re-created Service, which wants its name");

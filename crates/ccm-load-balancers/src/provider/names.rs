@@ -46,10 +46,11 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     pub(super) async fn probe(&self, claimant: &Claimant, purpose: Purpose) -> Result<Probe, Error> {
         let context = "reading a load balancer by name";
         let name = claimant.load_balancer.as_str();
-        let decide = |tags: &Tags, flavour| match ownership::claim(&self.config, claimant, Some(tags), purpose) {
-            Ok(_) => Probe::Ours(flavour),
-            Err(refused) => Probe::Taken(refused),
-        };
+        let decide =
+            |tags: &Tags, flavour| match ownership::claim(&self.config, claimant, Some(tags), purpose) {
+                Ok(_) => Probe::Ours(flavour),
+                Err(refused) => Probe::Taken(refused),
+            };
         let network = self
             .elbv2
             .load_balancer(name)
@@ -89,7 +90,10 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         }
         let uid_name = shared::load_balancer_name(&spec.uid)?;
         let key = spec.key();
-        match self.probe(&Claimant::new(&wanted, &key, &spec.uid), Purpose::Serve).await? {
+        match self
+            .probe(&Claimant::new(&wanted, &key, &spec.uid), Purpose::Serve)
+            .await?
+        {
             Probe::Taken(refused) => return Err(refused),
             // Made already (the old one was deleted before): ensure it as usual.
             Probe::Ours(_) => return Ok((spec, None)),

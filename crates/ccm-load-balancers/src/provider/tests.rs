@@ -366,7 +366,10 @@ async fn a_host_update_of_a_service_whose_ensure_was_refused_writes_nothing() {
     lbs.ensure_load_balancer("k", &victim, &[&n]).await.unwrap();
 
     let mut thief = service(
-        &[(Key::LoadBalancerName, "shop"), (Key::TargetNodeLabels, "nope=nope")],
+        &[
+            (Key::LoadBalancerName, "shop"),
+            (Key::TargetNodeLabels, "nope=nope"),
+        ],
         &[(80, 30080)],
     );
     thief.metadata.namespace = Some("tenant".into());

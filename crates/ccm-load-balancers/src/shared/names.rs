@@ -199,8 +199,9 @@ fn annotation_tags_marker(additional: &Tags) -> Option<String> {
 /// (the re-created Service took the load balancer over).
 pub fn tag_additions(current: &Tags, desired: &Tags) -> Tags {
     let add = ccm_tagging::additions(current, desired);
-    let deferred =
-        |k: &String| (k == ANNOTATION_TAGS_MARKER || k == SERVICE_UID_TAG) && !current.contains_key(k.as_str());
+    let deferred = |k: &String| {
+        (k == ANNOTATION_TAGS_MARKER || k == SERVICE_UID_TAG) && !current.contains_key(k.as_str())
+    };
     if add.keys().all(deferred) {
         return Tags::new();
     }

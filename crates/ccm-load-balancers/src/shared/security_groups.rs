@@ -333,7 +333,8 @@ impl ManagedGroup {
         // another cluster's and a `shared` one), which would otherwise outlive its Service since deletion deletes
         // owned groups only. One the Go controller made with its cluster tag is taken over without a write.
         let tracked = observed.filter(|g| {
-            g.tags.contains_key(super::SERVICE_NAME_TAG) || !g.tags.keys().any(|k| ccm_tagging::is_ownership_key(k))
+            g.tags.contains_key(super::SERVICE_NAME_TAG)
+                || !g.tags.keys().any(|k| ccm_tagging::is_ownership_key(k))
         });
         GroupDiff {
             create,

@@ -507,7 +507,10 @@ fn a_resource_without_a_uid_gets_it_with_another_change_another_uid_at_once() {
     let renamed = tags(&[("kubernetes.io/service-name", "ns/b")]);
     assert_eq!(tag_additions(&renamed, &desired), desired);
     let predecessor = tags(&[(SERVICE_UID_TAG, "u-1"), ("kubernetes.io/service-name", "ns/a")]);
-    assert_eq!(tag_additions(&predecessor, &desired), tags(&[(SERVICE_UID_TAG, "u-2")]));
+    assert_eq!(
+        tag_additions(&predecessor, &desired),
+        tags(&[(SERVICE_UID_TAG, "u-2")])
+    );
 }
 
 #[test]

@@ -1,9 +1,9 @@
 //! Tests of observing and applying a Classic ELB against mocked ports.
 
 use super::*;
+use crate::Error;
 use crate::flavour::LoadBalancerFlavour;
 use crate::ownership::{Claim, Claimant, Purpose, claim};
-use crate::Error;
 use crate::shared::Rule;
 use ccm_aws_api::Filter;
 use ccm_aws_api::InstanceId;
@@ -57,7 +57,9 @@ async fn apply_creates_the_group_first_and_uses_its_id() {
         .in_sequence(&mut seq)
         .withf(|n, ids| n == NAME && ids == [InstanceId::new("i-1")])
         .returning(|_, _| Box::pin(async { Ok(()) }));
-    let applied = apply(&ec2, &elb, &config(), &Claim::assumed(NAME), None, &changes).await.unwrap();
+    let applied = apply(&ec2, &elb, &config(), &Claim::assumed(NAME), None, &changes)
+        .await
+        .unwrap();
     assert_eq!(
         applied.created_dns_name.as_deref(),
         Some("new.us-east-1.elb.amazonaws.com")
@@ -132,7 +134,9 @@ async fn apply_adopts_a_group_created_by_a_crashed_run_and_tolerates_duplicates(
     elb.expect_create_policy()
         .times(1)
         .returning(|_, _| Box::pin(async { Err(err(ErrorKind::AlreadyExists)) }));
-    apply(&ec2, &elb, &config(), &Claim::assumed("x"), None, &changes).await.unwrap();
+    apply(&ec2, &elb, &config(), &Claim::assumed("x"), None, &changes)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -486,6 +490,9 @@ fn a_managed_group_made_by_another_controller_is_taken_over_without_a_write_unle
     };
     assert!(remove.is_empty());
     assert_eq!(add["kubernetes.io/service-name"], "prod/web");
-    assert_eq!(add["kubernetes.io/service-uid"], "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+    assert_eq!(
+        add["kubernetes.io/service-uid"],
+        "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+    );
     assert_eq!(add["kubernetes.io/cluster/c1"], "owned");
 }

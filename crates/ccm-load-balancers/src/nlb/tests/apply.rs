@@ -337,7 +337,8 @@ async fn another_clusters_nlb_is_neither_adopted_nor_deleted() {
         .unwrap();
     let found = crate::flavour::Network::found(&observed);
     let claimant = Claimant::new(&d.name, &d.service, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
-    let e = crate::ownership::claim(&config(), &claimant, found, crate::ownership::Purpose::Serve).unwrap_err();
+    let e =
+        crate::ownership::claim(&config(), &claimant, found, crate::ownership::Purpose::Serve).unwrap_err();
     assert!(matches!(e, Error::NotOurs(_)), "{e}");
     assert!(e.to_string().contains("kubernetes.io/cluster/other=owned"), "{e}");
     let mut c = config();
@@ -501,9 +502,16 @@ async fn apply_sets_the_ip_address_type_and_creates_with_it() {
         .withf(|arn, t| arn == "arn:lb" && t == "dualstack")
         .times(1)
         .returning(|_, _| Box::pin(async { Ok(()) }));
-    let applied = apply(&MockEc2::new(), &elbv2, &config(), &Claim::assumed(NAME), &observed, &changes)
-        .await
-        .unwrap();
+    let applied = apply(
+        &MockEc2::new(),
+        &elbv2,
+        &config(),
+        &Claim::assumed(NAME),
+        &observed,
+        &changes,
+    )
+    .await
+    .unwrap();
     assert_eq!(applied.mutations, 1);
 
     // Created with the type (and the AWS default left implicit).
@@ -581,9 +589,16 @@ async fn apply_sets_the_subnets() {
         .withf(|arn, s| arn == "arn:lb" && s == [SubnetId::new("subnet-a"), SubnetId::new("subnet-b")])
         .times(1)
         .returning(|_, _| Box::pin(async { Ok(()) }));
-    let applied = apply(&MockEc2::new(), &elbv2, &config(), &Claim::assumed(NAME), &observed, &changes)
-        .await
-        .unwrap();
+    let applied = apply(
+        &MockEc2::new(),
+        &elbv2,
+        &config(),
+        &Claim::assumed(NAME),
+        &observed,
+        &changes,
+    )
+    .await
+    .unwrap();
     assert_eq!(applied.mutations, 1);
 }
 

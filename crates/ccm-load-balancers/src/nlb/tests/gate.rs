@@ -10,8 +10,12 @@ use ccm_aws_api::{AwsError, ErrorKind, Tags, ec2::MockEc2};
 const UID: &str = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
 
 fn duplicate() -> AwsError {
-    AwsError::new(ErrorKind::AlreadyExists, "elasticloadbalancingv2", "CreateLoadBalancer")
-        .with_code("DuplicateLoadBalancerName")
+    AwsError::new(
+        ErrorKind::AlreadyExists,
+        "elasticloadbalancingv2",
+        "CreateLoadBalancer",
+    )
+    .with_code("DuplicateLoadBalancerName")
 }
 
 /// Only the `CreateLoadBalancer` of a plan, under a vacant claim of `name` for `prod/web`.
@@ -28,7 +32,15 @@ async fn create_under(elbv2: &MockElbv2, name: &str) -> Result<Applied, Error> {
         Purpose::Serve,
     )
     .unwrap();
-    apply(&MockEc2::new(), elbv2, &config(), &vacant, &Observed::default(), &changes).await
+    apply(
+        &MockEc2::new(),
+        elbv2,
+        &config(),
+        &vacant,
+        &Observed::default(),
+        &changes,
+    )
+    .await
 }
 
 /// A mock whose create answers `DuplicateLoadBalancerName` and whose read finds `lb` tagged `tags`; nothing
@@ -108,6 +120,10 @@ async fn an_alb_under_the_name_is_refused_before_anything_is_made() {
     let e = observe(&MockEc2::new(), &elbv2, &config(), &d, Scope::Full)
         .await
         .unwrap_err();
-    assert!(e.to_string().contains(&format!("load balancer name {NAME} is taken")), "{e}");
+    assert!(
+        e.to_string()
+            .contains(&format!("load balancer name {NAME} is taken")),
+        "{e}"
+    );
     assert!(e.to_string().contains("type application"), "{e}");
 }
