@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use ccm_aws_api::{Ec2, Elb, Elbv2, SubnetId, Tags};
+use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
 use k8s_openapi::api::core::v1::Node;
 use serde::Serialize;
 
@@ -145,6 +145,14 @@ pub(crate) trait LoadBalancerFlavour {
         ports: &Ports<'_, E, L, V>,
         name: &str,
     ) -> impl Future<Output = Result<bool, Error>> + Send;
+
+    /// The existing load balancer's tags, for the claim of a host update this process holds none for (a
+    /// host-scope observation reads none).
+    fn load_balancer_tags<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        name: &str,
+        observed: &Self::Observed,
+    ) -> impl Future<Output = Result<Tags, AwsError>> + Send;
 
     /// The dry run's result.
     fn dry_run(spec: ServiceSpec, desired: Self::Desired, changes: Vec<Self::Change>) -> DryRun;

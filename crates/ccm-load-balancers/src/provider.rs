@@ -350,11 +350,6 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             return self.ensure(cluster_name, service, nodes).await.map(drop);
         }
         let claimant = ownership::Claimant::new(&wanted, &spec.key(), &spec.uid);
-        let Some(claim) = self.memory.claim_of(&claimant) else {
-            // Host updates only for what this process served: a full ensure (which claims the name) instead.
-            tracing::info!(load_balancer = %wanted, "no ensure of this Service succeeded here yet: ensuring it");
-            return self.ensure(cluster_name, service, nodes).await.map(drop);
-        };
         let targets = shared::target_instances(nodes, &spec.target_node_labels);
         if self.memory.same_targets(uid, &targets) {
             tracing::debug!(
@@ -366,10 +361,10 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let result = match spec.flavour {
             Flavour::External => Err(CloudError::ImplementedElsewhere),
             Flavour::Network => {
-                Box::pin(self.update_with::<Network>(cluster_name, &claim, spec, nodes)).await
+                Box::pin(self.update_with::<Network>(cluster_name, &claimant, spec, nodes)).await
             }
             Flavour::Classic => {
-                Box::pin(self.update_with::<Classic>(cluster_name, &claim, spec, nodes)).await
+                Box::pin(self.update_with::<Classic>(cluster_name, &claimant, spec, nodes)).await
             }
         };
         self.memory.settle_targets(uid, result.is_ok().then_some(targets));

@@ -1,6 +1,6 @@
 //! The Classic ELB as a [`LoadBalancerFlavour`] and a [`HostMemoryFlavour`].
 
-use ccm_aws_api::{Ec2, Elb, Elbv2, SubnetId, Tags};
+use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
 use k8s_openapi::api::core::v1::Node;
 
 use super::{HostMemoryFlavour, LoadBalancerFlavour, Ports, Scope};
@@ -83,6 +83,14 @@ impl LoadBalancerFlavour for Classic {
             .await
             .map_err(Error::aws("reading the NLB"))?
             .is_some_and(|lb| lb.lb_type == "network"))
+    }
+
+    async fn load_balancer_tags<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        name: &str,
+        _observed: &Self::Observed,
+    ) -> Result<Tags, AwsError> {
+        ports.elb.tags(name).await
     }
 
     fn dry_run(spec: ServiceSpec, desired: Self::Desired, changes: Vec<Self::Change>) -> DryRun {

@@ -1,6 +1,6 @@
 //! The NLB as a [`LoadBalancerFlavour`] and a [`HostMemoryFlavour`].
 
-use ccm_aws_api::{Ec2, Elb, Elbv2, SubnetId, Tags};
+use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
 use k8s_openapi::api::core::v1::Node;
 
 use super::{HostMemoryFlavour, LoadBalancerFlavour, Ports, Scope};
@@ -94,6 +94,19 @@ impl LoadBalancerFlavour for Network {
             .await
             .map_err(Error::aws("reading the load balancer"))?
             .is_some())
+    }
+
+    async fn load_balancer_tags<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+        ports: &Ports<'_, E, L, V>,
+        _name: &str,
+        observed: &Self::Observed,
+    ) -> Result<Tags, AwsError> {
+        let Some(lb) = &observed.load_balancer else {
+            return Ok(Tags::new());
+        };
+        let arns = [lb.arn.clone()];
+        let mut tags = ports.elbv2.tags(&arns).await?;
+        Ok(tags.remove(&arns[0]).unwrap_or_default())
     }
 
     fn dry_run(spec: ServiceSpec, desired: Self::Desired, changes: Vec<Self::Change>) -> DryRun {

@@ -15,7 +15,7 @@ use crate::{
     Error,
     flavour::{HostMemoryFlavour, LoadBalancerFlavour, PlannedChange, Scope},
     memory::{Entry, Ticket},
-    ownership::Claim,
+    ownership::{self, Claim, Claimant, Purpose},
     shared,
     spec::ServiceSpec,
 };
@@ -31,12 +31,13 @@ struct HostPlan<F: LoadBalancerFlavour> {
 
 impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoadBalancers<E, L, V> {
     /// Node changes for one flavour: the targets and the nodes' rules only (no subnet discovery: built without
-    /// subnets, with the controller's cluster name as ensure). Planned from memory when there is one; the
-    /// writes alone are made then.
+    /// subnets, with the controller's cluster name as ensure). Planned from memory when this process holds the
+    /// claim of `claimant` (its ensure or update succeeded here) and remembers the load balancer; the writes alone
+    /// are made then. Otherwise from reads, the claim made from the load balancer's tags read now.
     pub(super) async fn update_with<F: HostMemoryFlavour>(
         &self,
         cluster_name: &str,
-        claim: &Claim,
+        claimant: &Claimant,
         spec: ServiceSpec,
         nodes: &[&Node],
     ) -> Result<(), CloudError> {
@@ -44,23 +45,25 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let spec = F::hosts_spec(spec);
         let desired = F::build(&spec, nodes, &self.config, cluster_name, &[])?;
         let name = F::name(&desired);
+        if claimant.load_balancer != name {
+            // Built for another name than the one to claim (never: both come from the spec).
+            return Err(ownership::unclaimed(name, &claimant.load_balancer).into());
+        }
         let fingerprint = F::fingerprint(&desired);
+        let held = self.memory.claim_of(claimant);
         let ticket = self.memory.begin(name);
         // Each step boxed: their futures are large, and nested inline they overflowed a worker's stack in
         // debug builds.
         let remembered = match ticket.entry.as_ref().filter(|e| e.fingerprint == fingerprint) {
-            Some(entry) => Box::pin(self.recall::<F>(&desired, entry)).await?,
-            None => None,
+            Some(entry) if held.is_some() => Box::pin(self.recall::<F>(&desired, entry)).await?,
+            _ => None,
         };
-        let plan = match remembered {
-            Some(plan) => plan,
-            None => Box::pin(self.observe_hosts::<F>(&desired)).await?,
+        let (plan, claim) = match (remembered, held) {
+            (Some(plan), Some(claim)) => (plan, claim),
+            (_, held) => Box::pin(self.observe_hosts::<F>(&desired, claimant, held)).await?,
         };
-        if claim.name() != name {
-            // Planned for another name than the one claimed (the spec changed since): a full sync decides.
-            return Err(Error::NotFound(name.to_owned()).into());
-        }
-        let applied = Box::pin(F::apply(&ports, claim, &plan.observed, &plan.changes)).await?;
+        let applied = Box::pin(F::apply(&ports, &claim, &plan.observed, &plan.changes)).await?;
+        self.memory.hold(claim);
         self.settle::<F>(ticket, fingerprint, &desired, &plan, &applied);
         Ok(())
     }
@@ -97,12 +100,14 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         }))
     }
 
-    /// The host plan from reads: the load balancer (which must exist; the caller holds its claim), its targets and
-    /// the nodes' groups.
+    /// The host plan from reads: the load balancer (which must exist), its targets and the nodes' groups; with
+    /// the claim `held` by this process, else one made from the load balancer's tags, read now.
     async fn observe_hosts<F: LoadBalancerFlavour>(
         &self,
         desired: &F::Desired,
-    ) -> Result<HostPlan<F>, Error> {
+        claimant: &Claimant,
+        held: Option<Claim>,
+    ) -> Result<(HostPlan<F>, Claim), Error> {
         let ports = self.ports();
         let name = F::name(desired);
         let read_at = Instant::now();
@@ -110,13 +115,23 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         if !F::exists(&observed) {
             return Err(Error::NotFound(name.to_owned()));
         }
+        let claim = match held {
+            Some(claim) => claim,
+            None => {
+                let tags = F::load_balancer_tags(&ports, name, &observed)
+                    .await
+                    .map_err(Error::aws("reading the load balancer's tags"))?;
+                ownership::claim(&self.config, claimant, Some(&tags), Purpose::Serve)?
+            }
+        };
         let changes = host_changes::<F>(desired, &observed);
-        Ok(HostPlan {
+        let plan = HostPlan {
             observed,
             changes,
             read_at,
             fresh: true,
-        })
+        };
+        Ok((plan, claim))
     }
 
     /// The fingerprint a host update of this Service would find: of the load balancer built as a host update

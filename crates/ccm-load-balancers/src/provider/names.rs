@@ -37,12 +37,15 @@ pub(super) enum Probe {
     Ours(Flavour),
     /// A load balancer this Service must not touch: why.
     Taken(Error),
+    /// Only an ELBv2 load balancer of another type (an ALB, of that type): no Classic ELB can be ours here, and
+    /// no NLB can be made under the name ([`ownership::other_type`]).
+    OtherType(String),
 }
 
 impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoadBalancers<E, L, V> {
     /// What is under the claimant's name, for `purpose`: its claim decides ([`ownership::claim`]). An ELBv2 load
-    /// balancer of another type (an ALB) is not looked at: the Classic ELB namespace is a separate one, and an
-    /// NLB's ensure refuses it ([`ownership::other_type`]).
+    /// balancer of another type (an ALB) is never claimed: the Classic ELB namespace is a separate one, so a
+    /// Classic ELB under the name is still looked for; without one, [`Probe::OtherType`].
     pub(super) async fn probe(&self, claimant: &Claimant, purpose: Purpose) -> Result<Probe, Error> {
         let context = "reading a load balancer by name";
         let name = claimant.load_balancer.as_str();
@@ -56,12 +59,16 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             .load_balancer(name)
             .await
             .map_err(Error::aws(context))?;
-        if let Some(lb) = network.filter(|lb| lb.lb_type == "network") {
-            let arns = [lb.arn.clone()];
-            let tags = self.elbv2.tags(&arns).await.map_err(Error::aws(context))?;
-            let tags = tags.get(&lb.arn).cloned().unwrap_or_default();
-            return Ok(decide(&tags, Flavour::Network));
-        }
+        let other_type = match network {
+            Some(lb) if lb.lb_type == "network" => {
+                let arns = [lb.arn.clone()];
+                let tags = self.elbv2.tags(&arns).await.map_err(Error::aws(context))?;
+                let tags = tags.get(&lb.arn).cloned().unwrap_or_default();
+                return Ok(decide(&tags, Flavour::Network));
+            }
+            Some(lb) => Some(lb.lb_type),
+            None => None,
+        };
         if self
             .elb
             .load_balancer(name)
@@ -69,7 +76,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             .map_err(Error::aws(context))?
             .is_none()
         {
-            return Ok(Probe::Absent);
+            return Ok(other_type.map_or(Probe::Absent, Probe::OtherType));
         }
         let tags = self.elb.tags(name).await.map_err(Error::aws(context))?;
         Ok(decide(&tags, Flavour::Classic))
@@ -95,9 +102,13 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             .await?
         {
             Probe::Taken(refused) => return Err(refused),
+            // Refused before the old load balancer goes: the new name can never be an NLB's.
+            Probe::OtherType(lb_type) if spec.flavour == Flavour::Network => {
+                return Err(ownership::other_type(&wanted, &lb_type));
+            }
             // Made already (the old one was deleted before): ensure it as usual.
             Probe::Ours(_) => return Ok((spec, None)),
-            Probe::Absent => {}
+            Probe::Absent | Probe::OtherType(_) => {}
         }
         let serving = self.serving(&old, &key, &spec.uid).await?;
         let consent = spec.allow_recreation || self.config.allow_recreation;
@@ -165,7 +176,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
                 Probe::Taken(refused) => {
                     tracing::warn!(service = %key, load_balancer = %name, %refused, "not this Service's load balancer");
                 }
-                Probe::Absent => {}
+                Probe::Absent | Probe::OtherType(_) => {}
             }
         }
         Ok(None)
