@@ -63,7 +63,14 @@ async fn dropped_keys_leave_the_nlb_its_listener_target_group_and_managed_group(
         .create_tags(std::slice::from_ref(&managed), &by_hand)
         .await
         .unwrap();
-    let all = ["by-hand", "env", RECORD, "kubernetes.io/service-name", "team"];
+    let all = [
+        "by-hand",
+        "env",
+        RECORD,
+        "kubernetes.io/service-name",
+        "kubernetes.io/service-uid",
+        "team",
+    ];
     for tags in elbv2.tags(&arns).await.unwrap().values() {
         assert_eq!(keys(tags), all);
         assert_eq!(tags[RECORD], "env team");
@@ -71,7 +78,13 @@ async fn dropped_keys_leave_the_nlb_its_listener_target_group_and_managed_group(
 
     // `env` dropped: gone everywhere, `team` changed, the hand tag kept.
     ensure(&lbs, &service(&uid, true, Some("team=b")), &w).await;
-    let kept = ["by-hand", RECORD, "kubernetes.io/service-name", "team"];
+    let kept = [
+        "by-hand",
+        RECORD,
+        "kubernetes.io/service-name",
+        "kubernetes.io/service-uid",
+        "team",
+    ];
     for tags in elbv2.tags(&arns).await.unwrap().values() {
         assert_eq!(
             (keys(tags), tags["team"].as_str(), tags[RECORD].as_str()),
@@ -84,7 +97,11 @@ async fn dropped_keys_leave_the_nlb_its_listener_target_group_and_managed_group(
     // The annotation gone: its keys and the record go; steady afterwards.
     let plain = service(&uid, true, None);
     ensure(&lbs, &plain, &w).await;
-    let left = ["by-hand", "kubernetes.io/service-name"];
+    let left = [
+        "by-hand",
+        "kubernetes.io/service-name",
+        "kubernetes.io/service-uid",
+    ];
     for tags in elbv2.tags(&arns).await.unwrap().values() {
         assert_eq!(keys(tags), left);
     }
@@ -119,7 +136,13 @@ async fn dropped_keys_leave_the_classic_elb_and_its_group() {
         .unwrap();
 
     ensure(&lbs, &service(&uid, false, Some("team=b")), &w).await;
-    let kept = ["by-hand", RECORD, "kubernetes.io/service-name", "team"];
+    let kept = [
+        "by-hand",
+        RECORD,
+        "kubernetes.io/service-name",
+        "kubernetes.io/service-uid",
+        "team",
+    ];
     let tags = elb.tags(&name).await.unwrap();
     assert_eq!((keys(&tags), tags["team"].as_str()), (kept.to_vec(), "b"));
     let tags = group_tags(&w, group.as_str()).await;
@@ -127,7 +150,11 @@ async fn dropped_keys_leave_the_classic_elb_and_its_group() {
 
     let plain = service(&uid, false, None);
     ensure(&lbs, &plain, &w).await;
-    let left = ["by-hand", "kubernetes.io/service-name"];
+    let left = [
+        "by-hand",
+        "kubernetes.io/service-name",
+        "kubernetes.io/service-uid",
+    ];
     assert_eq!(keys(&elb.tags(&name).await.unwrap()), left);
     assert_eq!(keys(&group_tags(&w, group.as_str()).await), left);
     lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &plain)

@@ -315,9 +315,11 @@ async fn a_recreated_service_is_served_while_its_predecessor_is_deleted() {
 
     // Its deletion waits on the cloud; the operator strips the finalizer and applies the manifest again.
     let key = format!("default/{group}");
-    cloud.fail_for(Method::EnsureLoadBalancerDeleted, &key, None, || {
-        ccm_cloud_provider::CloudError::waiting("network interfaces of sg-1", Duration::from_millis(200))
-    });
+    let waiting =
+        || ccm_cloud_provider::CloudError::waiting("network interfaces of sg-1", Duration::from_millis(200));
+    cloud.fail_for(Method::EnsureLoadBalancerDeleted, &key, None, waiting);
+    // Once the Service is re-created, the predecessor's cleanup is told its successor.
+    cloud.fail_for(Method::EnsurePredecessorLoadBalancerDeleted, &key, None, waiting);
     services.delete(&group, &DeleteParams::default()).await.unwrap();
     eventually("the deletion waiting", async || {
         reasons(&events, &group)
@@ -344,24 +346,32 @@ async fn a_recreated_service_is_served_while_its_predecessor_is_deleted() {
     })
     .await;
     assert_eq!(cloud.load_balancers()[&key].service_uid, second_uid);
-    let attempts = cloud.count(Method::EnsureLoadBalancerDeleted);
+    let predecessor = Method::EnsurePredecessorLoadBalancerDeleted;
+    let attempts = cloud.count(predecessor);
     eventually("the predecessor's deletion still retried", async || {
-        cloud.count(Method::EnsureLoadBalancerDeleted) > attempts
+        cloud.count(predecessor) > attempts
     })
     .await;
+    assert!(
+        cloud
+            .predecessor_deletions()
+            .contains(&(first_uid.clone(), second_uid.clone())),
+        "the predecessor's cleanup is told its successor: {:?}",
+        cloud.predecessor_deletions()
+    );
 
     // The cloud lets the old deletion finish: the new load balancer stays, and so does the new Service's status.
     cloud.clear_failures();
-    let attempts = cloud.count(Method::EnsureLoadBalancerDeleted);
+    let attempts = cloud.count(predecessor);
     eventually("the predecessor's deletion finished", async || {
-        cloud.count(Method::EnsureLoadBalancerDeleted) > attempts
+        cloud.count(predecessor) > attempts
     })
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let deletions = cloud.count(Method::EnsureLoadBalancerDeleted);
+    let deletions = cloud.count(predecessor);
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(
-        cloud.count(Method::EnsureLoadBalancerDeleted),
+        cloud.count(predecessor),
         deletions,
         "finished: not retried any more"
     );
