@@ -70,6 +70,11 @@ const KNOWN_FROM_NOTHING: &[Known] = &[
         change: "added",
         reason: "the record of the keys additional-resource-tags applied, so that a dropped key is removed",
     },
+    Known {
+        key: "* * tag kubernetes.io/service-uid",
+        change: "added",
+        reason: "everything created names its Service's UID, which tells incarnations apart (the ownership claim)",
+    },
 ];
 
 #[tokio::test]
