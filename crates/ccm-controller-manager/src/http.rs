@@ -2,7 +2,6 @@
 //! `--tls-cert-file`/`--tls-private-key-file`, from `--cert-dir`, or self-signed in memory (as upstream).
 
 use std::{
-    convert::Infallible,
     net::SocketAddr,
     path::Path,
     sync::{Arc, RwLock},
@@ -14,24 +13,21 @@ use hyper::{
     body::{Bytes, Incoming},
     header::CONTENT_TYPE,
 };
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
 use rustls::{
     ServerConfig,
     pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
 };
-use tokio::{
-    net::{TcpListener, TcpStream},
-    sync::OwnedSemaphorePermit,
-};
-use tokio_rustls::{TlsAcceptor, server::TlsStream};
-use tokio_util::sync::CancellationToken;
+use tokio::net::TcpListener;
 
 use crate::{Error, auth::Denied};
 
+mod accept;
 mod limits;
 mod metrics;
-use limits::{Activity, PeerSlot, Peers};
+#[cfg(test)]
+mod tests;
+pub(crate) use accept::start;
 pub(crate) use metrics::RuntimeMetrics;
 
 /// Longest TLS handshake: the port is unauthenticated (and, with `hostNetwork`, reachable from every pod), so a
@@ -39,20 +35,36 @@ pub(crate) use metrics::RuntimeMetrics;
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 /// Longest wait for a request's headers, and for requests in flight at a connection's end.
 const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-/// The most connections served at once; more are closed as they arrive (Prometheus and the kubelet's probes
-/// need a handful).
+/// The most connections peers hold at once (Prometheus needs one or two). When they hold that many, a new one
+/// from a peer holding fewer than the heaviest closes the heaviest's longest-idle connection (see
+/// [`limits::Admission::admit`]); otherwise it is closed as it arrives.
 pub(crate) const MAX_CONNECTIONS: usize = 256;
-/// The most connections one peer address may hold, and how many of them may still be in their TLS handshake:
-/// beyond either, its new connections are closed as they arrive, so that one address (a pod flooding the port
-/// with idle connects) can never take the slots the kubelet's probes and Prometheus need. With the global cap,
-/// it takes 16 addresses to fill the server.
+/// The most connections one peer (an IPv4 address, an IPv6 /64) may hold, and how many of them may still be in
+/// their TLS handshake: beyond either, its new connections are closed as they arrive, so that one address (a pod
+/// flooding the port with idle connects) can never take more than its share.
 pub(crate) const MAX_CONNECTIONS_PER_PEER: usize = 16;
 pub(crate) const MAX_HANDSHAKES_PER_PEER: usize = 4;
+/// Connections only the node itself may hold, beyond [`MAX_CONNECTIONS`] (see [`limits::from_node`]): the
+/// kubelet opens one per probe (liveness, readiness, startup), each closed after its answer, so no number of
+/// peers, however many connections they hold, can refuse a probe (issue #55). A handful would do; 32 leaves room
+/// for a node-local scraper beside the probes.
+pub(crate) const NODE_CONNECTIONS: usize = 32;
+/// The kernel's queue of connections not yet accepted. When it is full the kernel drops new SYNs, and the client
+/// sends its SYN again only after a second, which is the kubelet's whole probe timeout: a burst of connects (say
+/// 50 peers reconnecting at once) must not fill it. The kernel caps it at `net.core.somaxconn` (4096 by default
+/// since Linux 5.4; Go's listeners ask for that value too), tokio's `TcpListener::bind` asks for 1024.
+const ACCEPT_BACKLOG: u32 = 4096;
 /// A connection with no request in flight for this long is closed (HTTP/2 keeps a connection alive with pings
 /// alone; HTTP/1's header timeout already closes an idle one sooner).
 const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// The most concurrent HTTP/2 streams per connection.
 const MAX_STREAMS: u32 = 32;
+/// The largest request head (request line and headers) either protocol takes: with a bearer token, a request
+/// here needs a few KiB. It bounds what a connection that trickles a request buffers.
+const MAX_REQUEST_HEAD: u32 = 16 * 1024;
+/// HTTP/2 flow-control windows, for a stream and for the connection: the request body a connection may
+/// buffer.
+const H2_WINDOW: u32 = 64 * 1024;
 /// HTTP/2 keep-alive: a ping after this much silence, and the connection closed if it is not answered within
 /// [`KEEP_ALIVE_TIMEOUT`] (a dead peer holds no connection slot).
 const KEEP_ALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
@@ -212,156 +224,24 @@ fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     }
 }
 
-/// Binds the listener (so that a port conflict is an error at start, not later).
+/// Binds the listener (so that a port conflict is an error at start, not later), with an accept queue of
+/// [`ACCEPT_BACKLOG`].
 pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
-    TcpListener::bind(addr).await.map_err(|e| {
+    let listen = || {
+        let socket = match addr {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        // As `TcpListener::bind`: a restarted process may bind while the old one's connections linger.
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(ACCEPT_BACKLOG)
+    };
+    listen().map_err(|e| {
         Error::Serving(format!(
             "cannot listen on {addr} (--bind-address/--secure-port): {e}"
         ))
     })
-}
-
-/// Serves until `shutdown`.
-pub(crate) async fn serve(
-    listener: TcpListener,
-    tls: ServerConfig,
-    state: State,
-    shutdown: CancellationToken,
-) {
-    let acceptor = TlsAcceptor::from(Arc::new(tls));
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let peers = Peers::default();
-    loop {
-        // Biased: once shutdown is asked for, no further connection is taken, even one already waiting.
-        let (stream, peer) = tokio::select! {
-            biased;
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
-        };
-        let Some(peer_slot) = peers.admit(peer.ip()) else {
-            tracing::debug!(%peer, "too many connections from this address; closing the new one");
-            drop(stream);
-            continue;
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::debug!(%peer, limit = MAX_CONNECTIONS, "too many connections; closing the new one");
-            drop(stream);
-            continue;
-        };
-        tokio::spawn(connection(
-            stream,
-            peer,
-            peer_slot,
-            slot,
-            acceptor.clone(),
-            state.clone(),
-            shutdown.clone(),
-        ));
-    }
-}
-
-/// Serves one admitted connection until the peer leaves, the connection ages out or goes idle, or `shutdown`.
-/// It holds its server-wide slot (`_slot`) and its peer's slot until then, so that the caps count open
-/// connections, not accepts.
-async fn connection(
-    stream: TcpStream,
-    peer: SocketAddr,
-    mut peer_slot: PeerSlot,
-    _slot: OwnedSemaphorePermit,
-    acceptor: TlsAcceptor,
-    state: State,
-    shutdown: CancellationToken,
-) {
-    let Some(tls) = handshake(&acceptor, stream, peer, &mut peer_slot).await else {
-        return;
-    };
-    let activity = Activity::default();
-    let seen = activity.clone();
-    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-        let state = state.clone();
-        let request = seen.begin();
-        async move {
-            let _request = request;
-            Ok::<_, Infallible>(respond(&state, &req).await)
-        }
-    });
-    // The protocol is the one ALPN chose: left to sniff the first bytes, the builder would wait for them
-    // without any timeout, so a client that connects and sends nothing would hold a slot for good.
-    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-    let builder = connection_builder(h2);
-    let conn = builder.serve_connection(TokioIo::new(tls), service);
-    tokio::pin!(conn);
-    // Biased: a connection woken by shutdown and a request at once closes instead of answering it (an
-    // unbiased select serves it half the time, after the runtime has returned).
-    tokio::select! {
-        biased;
-        () = shutdown.cancelled() => {}
-        () = tokio::time::sleep(MAX_CONNECTION_AGE) => {
-            // Finish what is in flight, then close.
-            conn.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(HEADER_TIMEOUT, conn).await;
-        }
-        () = activity.idle_for(IDLE_TIMEOUT) => {
-            tracing::debug!(%peer, "closing an idle connection");
-            conn.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(HEADER_TIMEOUT, conn).await;
-        }
-        result = conn.as_mut() => if let Err(e) = result {
-            tracing::debug!(%peer, error = %e, "connection error");
-        },
-    }
-}
-
-/// The TLS handshake, or `None` (logged) when it fails or times out. Either way the peer's handshake count
-/// drops as soon as it is over, since a peer may only have a few under way.
-async fn handshake(
-    acceptor: &TlsAcceptor,
-    stream: TcpStream,
-    peer: SocketAddr,
-    peer_slot: &mut PeerSlot,
-) -> Option<TlsStream<TcpStream>> {
-    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
-    peer_slot.handshake_done();
-    match handshake {
-        Ok(Ok(tls)) => Some(tls),
-        Ok(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-            None
-        }
-        Err(_) => {
-            tracing::debug!(%peer, "TLS handshake timed out");
-            None
-        }
-    }
-}
-
-/// A connection builder for the one protocol ALPN chose, with this server's timeouts and limits.
-fn connection_builder(h2: bool) -> hyper_util::server::conn::auto::Builder<TokioExecutor> {
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder = if h2 {
-        builder.http2_only()
-    } else {
-        builder.http1_only()
-    };
-    // HTTP/1: keep-alive, and the header read timeout also closes a connection idle between requests.
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .keep_alive(true)
-        .header_read_timeout(HEADER_TIMEOUT);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(MAX_STREAMS)
-        .keep_alive_interval(KEEP_ALIVE_INTERVAL)
-        .keep_alive_timeout(KEEP_ALIVE_TIMEOUT);
-    builder
 }
 
 /// Answers one request once the delegated authentication and authorization let it through.

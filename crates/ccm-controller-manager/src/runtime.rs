@@ -329,7 +329,8 @@ impl Runtime {
             configz: Arc::new(crate::configz::render(o)),
             dry_run: ctx.dry_run.clone(),
         };
-        tokio::spawn(http::serve(listener, tls, state, stop));
+        // The server's own thread runs until `stop`; nothing waits for it.
+        http::start(listener, tls, state, stop)?;
         Ok(())
     }
 

@@ -1,13 +1,94 @@
-//! The secure port's limits per peer address and per connection: how many connections one address may hold (and
-//! keep in their TLS handshake), and when a connection without requests is idle.
+//! Which connections the secure port holds, and which one it closes to make room for a new one.
+//!
+//! Two pools. Peers share [`MAX_CONNECTIONS`], at most [`MAX_CONNECTIONS_PER_PEER`] each (an IPv4 address, or an
+//! IPv6 /64: one host may hold a whole /64), of which at most [`MAX_HANDSHAKES_PER_PEER`] in their TLS
+//! handshake. The node itself (the kubelet's probes) has [`NODE_CONNECTIONS`] of its own that no peer can take,
+//! without per-peer caps (the kubelet shares the node's addresses with every `hostNetwork` pod, so a cap on them
+//! would let one such pod lock the probes out). When a pool is full, the newcomer does not wait for a slot: the
+//! longest-idle connection of the peer holding the most is closed for it, so that idle and slow connections,
+//! however many peers hold them, can never keep out a probe (issue #55).
 
-use std::sync::{Arc, Mutex};
+use std::{
+    cmp::Reverse,
+    collections::HashMap,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+};
 
-use super::{MAX_CONNECTIONS_PER_PEER, MAX_HANDSHAKES_PER_PEER};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
-/// Connections per peer address (see [`MAX_CONNECTIONS_PER_PEER`]); an address with none has no entry.
+use super::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, MAX_HANDSHAKES_PER_PEER, NODE_CONNECTIONS};
+
+#[cfg(test)]
+mod tests;
+
+/// The connections the server holds, shared by the accept loop and every connection's task.
 #[derive(Clone, Default)]
-pub(super) struct Peers(Arc<Mutex<std::collections::HashMap<std::net::IpAddr, PeerCount>>>);
+pub(super) struct Admission(Arc<Mutex<Table>>);
+
+/// Why a new connection is closed as it arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Refused {
+    /// The peer is at [`MAX_CONNECTIONS_PER_PEER`] or [`MAX_HANDSHAKES_PER_PEER`].
+    #[error("too many connections from this peer")]
+    PeerCap,
+    /// The pool is full, and no connection of a heavier peer is idle.
+    #[error("the server is full and no heavier peer has an idle connection")]
+    Full,
+}
+
+/// The two pools a connection may take a slot in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Pool {
+    /// [`MAX_CONNECTIONS`], for every peer.
+    Peers,
+    /// [`NODE_CONNECTIONS`], for the node's own addresses only.
+    Node,
+}
+
+/// A peer as the caps count it: an IPv4 address, or the /64 prefix of an IPv6 one (an IPv4-mapped IPv6 address
+/// is its IPv4 address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum PeerKey {
+    V4(Ipv4Addr),
+    V6([u16; 4]),
+}
+
+/// One admitted connection: counted until dropped or evicted.
+pub(super) struct Slot {
+    conn: Conn,
+    pool: Pool,
+    evicted: CancellationToken,
+}
+
+/// A handle on an admitted connection's entry, for its requests and its idle timeout.
+#[derive(Clone)]
+pub(super) struct Conn {
+    admission: Admission,
+    id: u64,
+}
+
+/// A request in flight on a connection (which is not idle, and so never evicted, meanwhile); ends when dropped.
+pub(super) struct InFlight(Conn);
+
+#[derive(Default)]
+struct Table {
+    next_id: u64,
+    entries: HashMap<u64, Entry>,
+    peers: HashMap<(Pool, PeerKey), PeerCount>,
+    open: HashMap<Pool, usize>,
+}
+
+struct Entry {
+    pool: Pool,
+    peer: PeerKey,
+    handshaking: bool,
+    in_flight: usize,
+    /// When the last request ended, or the connection was accepted.
+    idle_since: Instant,
+    evict: CancellationToken,
+}
 
 #[derive(Default)]
 struct PeerCount {
@@ -15,155 +96,235 @@ struct PeerCount {
     handshaking: usize,
 }
 
-/// One admitted connection of a peer: counted until dropped, and as handshaking until [`PeerSlot::handshake_done`].
-pub(super) struct PeerSlot {
-    peers: Peers,
-    ip: std::net::IpAddr,
-    handshaking: bool,
+impl PeerKey {
+    pub(super) fn of(ip: IpAddr) -> Self {
+        match ip.to_canonical() {
+            IpAddr::V4(v4) => Self::V4(v4),
+            IpAddr::V6(v6) => {
+                let s = v6.segments();
+                Self::V6([s[0], s[1], s[2], s[3]])
+            }
+        }
+    }
 }
 
-impl Peers {
-    fn counts(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<std::net::IpAddr, PeerCount>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+impl Pool {
+    fn capacity(self) -> usize {
+        match self {
+            Self::Peers => MAX_CONNECTIONS,
+            Self::Node => NODE_CONNECTIONS,
+        }
+    }
+}
+
+/// Whether a connection comes from the node itself. A client on the node that connects to one of the node's
+/// addresses gets that address as its source (unless it binds another), so a peer address equal to the local
+/// address the connection reached is the node, whichever address the probe names; so are `127.0.0.1` and `::1`
+/// (a probe of `localhost` reaching a listener on another address). Other 127.0.0.0/8 sources are ordinary peers:
+/// only a client that binds one on purpose has it.
+pub(super) fn from_node(peer: IpAddr, local: Option<IpAddr>) -> bool {
+    let peer = peer.to_canonical();
+    local.is_some_and(|l| l.to_canonical() == peer)
+        || peer == IpAddr::V4(Ipv4Addr::LOCALHOST)
+        || peer == IpAddr::V6(Ipv6Addr::LOCALHOST)
+}
+
+impl Admission {
+    fn table(&self) -> MutexGuard<'_, Table> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A slot for a new connection from `ip`, unless that address is at one of its caps.
-    pub(super) fn admit(&self, ip: std::net::IpAddr) -> Option<PeerSlot> {
-        let mut counts = self.counts();
-        let count = counts.entry(ip).or_default();
-        if count.open >= MAX_CONNECTIONS_PER_PEER || count.handshaking >= MAX_HANDSHAKES_PER_PEER {
-            return None;
+    /// A slot for a new connection from `peer` that reached the local address `local`, closing another
+    /// connection for it when its pool is full; or why it is refused.
+    ///
+    /// The node takes its own pool first, closing there when full the longest-idle connection of the node
+    /// address holding the most, and the peers' pool only when every connection in its own has a request in
+    /// flight. A peer takes the peers' pool, and
+    /// when it is full closes the longest-idle connection of the peer holding the most there, provided that peer
+    /// holds more than the newcomer's does: a peer never gains at another's expense beyond an even share, so a
+    /// flood settles instead of closing connections round and round.
+    pub(super) fn admit(&self, peer: IpAddr, local: Option<IpAddr>) -> Result<Slot, Refused> {
+        let key = PeerKey::of(peer);
+        let mut table = self.table();
+        if from_node(peer, local) {
+            if table.make_room(Pool::Node, None) {
+                return Ok(self.insert(&mut table, Pool::Node, key));
+            }
+        } else {
+            let count = table.count(Pool::Peers, key);
+            if count.open >= MAX_CONNECTIONS_PER_PEER || count.handshaking >= MAX_HANDSHAKES_PER_PEER {
+                return Err(Refused::PeerCap);
+            }
         }
+        let held = table.count(Pool::Peers, key).open;
+        if table.make_room(Pool::Peers, Some(held)) {
+            Ok(self.insert(&mut table, Pool::Peers, key))
+        } else {
+            Err(Refused::Full)
+        }
+    }
+
+    fn insert(&self, table: &mut Table, pool: Pool, peer: PeerKey) -> Slot {
+        let id = table.next_id;
+        table.next_id += 1;
+        let evict = CancellationToken::new();
+        table.entries.insert(
+            id,
+            Entry {
+                pool,
+                peer,
+                handshaking: true,
+                in_flight: 0,
+                idle_since: Instant::now(),
+                evict: evict.clone(),
+            },
+        );
+        *table.open.entry(pool).or_default() += 1;
+        let count = table.peers.entry((pool, peer)).or_default();
         count.open += 1;
         count.handshaking += 1;
-        Some(PeerSlot {
-            peers: self.clone(),
-            ip,
-            handshaking: true,
-        })
+        Slot {
+            conn: Conn {
+                admission: self.clone(),
+                id,
+            },
+            pool,
+            evicted: evict,
+        }
+    }
+
+    /// Connections held in `pool`.
+    #[cfg(test)]
+    pub(super) fn open(&self, pool: Pool) -> usize {
+        self.table().open.get(&pool).copied().unwrap_or(0)
     }
 }
 
-impl PeerSlot {
-    /// The handshake is over (done, failed or timed out).
-    pub(super) fn handshake_done(&mut self) {
-        if std::mem::take(&mut self.handshaking)
-            && let Some(count) = self.peers.counts().get_mut(&self.ip)
-        {
+impl Table {
+    fn count(&self, pool: Pool, peer: PeerKey) -> &PeerCount {
+        static NONE: PeerCount = PeerCount {
+            open: 0,
+            handshaking: 0,
+        };
+        self.peers.get(&(pool, peer)).unwrap_or(&NONE)
+    }
+
+    /// Whether `pool` has a free slot, after closing a connection if need be: the longest-idle one (no request
+    /// in flight; a handshake counts as idle since the accept) of the peer that holds the most in `pool`, and
+    /// only of a peer holding more than `heavier_than` when given.
+    fn make_room(&mut self, pool: Pool, heavier_than: Option<usize>) -> bool {
+        if self.open.get(&pool).copied().unwrap_or(0) < pool.capacity() {
+            return true;
+        }
+        let victim = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.pool == pool && e.in_flight == 0)
+            .map(|(id, e)| (self.count(pool, e.peer).open, Reverse(e.idle_since), Reverse(*id)))
+            .filter(|(held, ..)| heavier_than.is_none_or(|n| *held > n))
+            .max();
+        match victim.and_then(|(_, _, Reverse(id))| self.remove(id)) {
+            Some(entry) => {
+                entry.evict.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forgets a connection (closed, or evicted: whichever comes first).
+    fn remove(&mut self, id: u64) -> Option<Entry> {
+        let entry = self.entries.remove(&id)?;
+        if let Some(open) = self.open.get_mut(&entry.pool) {
+            *open -= 1;
+        }
+        let key = (entry.pool, entry.peer);
+        if let Some(count) = self.peers.get_mut(&key) {
+            count.open -= 1;
+            count.handshaking -= usize::from(entry.handshaking);
+            if count.open == 0 {
+                self.peers.remove(&key);
+            }
+        }
+        Some(entry)
+    }
+}
+
+impl Slot {
+    /// The connection's handle, for its requests and idle timeout.
+    pub(super) fn conn(&self) -> Conn {
+        self.conn.clone()
+    }
+
+    /// The pool the connection holds a slot in.
+    pub(super) fn pool(&self) -> Pool {
+        self.pool
+    }
+
+    /// Cancelled when the connection is closed to make room for another: its task then drops it at once.
+    pub(super) fn evicted(&self) -> CancellationToken {
+        self.evicted.clone()
+    }
+
+    /// The handshake is over (done, failed or timed out): the peer's handshake count drops at once, since it
+    /// may only have a few under way.
+    pub(super) fn handshake_done(&self) {
+        let mut table = self.conn.admission.table();
+        let Some(entry) = table.entries.get_mut(&self.conn.id) else {
+            return;
+        };
+        if !std::mem::take(&mut entry.handshaking) {
+            return;
+        }
+        let key = (entry.pool, entry.peer);
+        if let Some(count) = table.peers.get_mut(&key) {
             count.handshaking -= 1;
         }
     }
 }
 
-impl Drop for PeerSlot {
+impl Drop for Slot {
     fn drop(&mut self) {
-        self.handshake_done();
-        let mut counts = self.peers.counts();
-        if let Some(count) = counts.get_mut(&self.ip) {
-            count.open -= 1;
-            if count.open == 0 {
-                counts.remove(&self.ip);
-            }
-        }
+        self.conn.admission.table().remove(self.conn.id);
     }
 }
 
-/// A connection's requests in flight and when the last one ended, for the idle timeout of `super::serve`.
-#[derive(Clone)]
-pub(super) struct Activity(Arc<Mutex<(usize, tokio::time::Instant)>>);
-
-/// A request in flight; ends when dropped.
-pub(super) struct InFlight(Activity);
-
-impl Default for Activity {
-    fn default() -> Self {
-        Self(Arc::new(Mutex::new((0, tokio::time::Instant::now()))))
-    }
-}
-
-impl Activity {
-    fn state(&self) -> std::sync::MutexGuard<'_, (usize, tokio::time::Instant)> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
+impl Conn {
+    /// Marks a request in flight until the returned guard is dropped.
     pub(super) fn begin(&self) -> InFlight {
-        self.state().0 += 1;
+        if let Some(entry) = self.admission.table().entries.get_mut(&self.id) {
+            entry.in_flight += 1;
+        }
         InFlight(self.clone())
     }
 
-    /// Returns once no request has been in flight for `limit`.
+    /// Returns once no request has been in flight for `limit` (at once when the connection was evicted).
     pub(super) async fn idle_for(&self, limit: std::time::Duration) {
         loop {
-            let (in_flight, since) = *self.state();
+            let Some((in_flight, since)) = self
+                .admission
+                .table()
+                .entries
+                .get(&self.id)
+                .map(|e| (e.in_flight, e.idle_since))
+            else {
+                return;
+            };
             let deadline = since + limit;
-            if in_flight == 0 && tokio::time::Instant::now() >= deadline {
+            if in_flight == 0 && Instant::now() >= deadline {
                 return;
             }
             // A request in flight is bounded by the connection's age; look again after a while.
-            tokio::time::sleep_until(deadline.max(tokio::time::Instant::now() + limit / 4)).await;
+            tokio::time::sleep_until(deadline.max(Instant::now() + limit / 4)).await;
         }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let mut state = self.0.state();
-        state.0 -= 1;
-        state.1 = tokio::time::Instant::now();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::net::IpAddr;
-
-    use super::*;
-
-    #[test]
-    fn one_address_is_capped_and_its_slots_come_back() {
-        let peers = Peers::default();
-        let a: IpAddr = "127.0.0.2".parse().unwrap();
-        let b: IpAddr = "127.0.0.1".parse().unwrap();
-        let mut handshaking: Vec<PeerSlot> = (0..MAX_HANDSHAKES_PER_PEER)
-            .map(|_| peers.admit(a).unwrap())
-            .collect();
-        assert!(
-            peers.admit(a).is_none(),
-            "at most {MAX_HANDSHAKES_PER_PEER} in their handshake"
-        );
-        assert!(peers.admit(b).is_some(), "another address is not affected");
-        for slot in &mut handshaking {
-            slot.handshake_done();
+        if let Some(entry) = self.0.admission.table().entries.get_mut(&self.0.id) {
+            entry.in_flight -= 1;
+            entry.idle_since = Instant::now();
         }
-        let mut open = handshaking;
-        while open.len() < MAX_CONNECTIONS_PER_PEER {
-            let mut slot = peers.admit(a).expect("room for established connections");
-            slot.handshake_done();
-            open.push(slot);
-        }
-        assert!(
-            peers.admit(a).is_none(),
-            "at most {MAX_CONNECTIONS_PER_PEER} open"
-        );
-        open.pop();
-        assert!(peers.admit(a).is_some(), "a closed connection frees its slot");
-        drop(open);
-        assert!(
-            peers.counts().is_empty(),
-            "an address without connections has no entry"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_connection_is_idle_only_without_requests_for_the_limit() {
-        let activity = Activity::default();
-        let request = activity.begin();
-        let limit = std::time::Duration::from_secs(60);
-        let idle = tokio::time::timeout(limit * 3, activity.idle_for(limit)).await;
-        assert!(idle.is_err(), "a request in flight keeps the connection");
-        drop(request);
-        let started = tokio::time::Instant::now();
-        activity.idle_for(limit).await;
-        assert!(started.elapsed() >= limit, "{:?}", started.elapsed());
     }
 }
