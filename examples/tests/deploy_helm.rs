@@ -38,6 +38,7 @@ fn every_global_key() -> Value {
         "SupportedTopologyInstanceTypePattern": "^p[0-9]+\\.",
         "NLBSecurityGroupMode": "Managed",
         "AdoptUntaggedLoadBalancers": true,
+        "ExtraLoadBalancerAttributeKeys": "new.key.enabled, other.key",
     })
 }
 
@@ -124,6 +125,10 @@ fn cloud_config_is_a_config_map_the_binary_reads_and_mounts() {
     assert_eq!(g.shared_health_probe_port, 10257);
     assert_eq!(g.shared_health_probe_path, "/livez");
     assert!(g.disable_security_group_ingress && g.adopt_untagged_load_balancers);
+    assert_eq!(
+        g.extra_load_balancer_attribute_keys,
+        ["new.key.enabled", "other.key"]
+    );
     assert_eq!(g.supported_topology_instance_type_pattern, "^p[0-9]+\\.");
     let names: Vec<&str> = parsed.service_overrides.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(names, ["ec2", "elb \"quoted\""]);

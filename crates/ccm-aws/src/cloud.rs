@@ -326,6 +326,7 @@ fn load_balancer_config(config: &CloudConfig, env: &Environment, vpc: VpcId) -> 
             global.nlb_security_group_mode == cloud_config::NlbSecurityGroupMode::Managed,
         )
         .with_adopt_untagged(global.adopt_untagged_load_balancers)
+        .with_extra_attribute_keys(&global.extra_load_balancer_attribute_keys)
 }
 
 /// Finds the cluster and VPC: from the config where it says, else from the instance `self_id` (one

@@ -1,6 +1,7 @@
 //! `aws-load-balancer-attributes` on NLBs against moto, which refuses to delete a protected NLB as AWS does
 //! (scripts/moto-server.py): attributes set in place, deletion kept back by deletion protection until the
-//! Service turns it off, AWS's refusal of an attribute quoted, and the TCP idle timeout of a listener.
+//! Service turns it off, an unknown attribute key refused before any write (AWS's refusal of one the operator
+//! allows quoted), and the TCP idle timeout of a listener.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod lb_support;
@@ -143,10 +144,29 @@ async fn deletion_protection_keeps_the_nlb_until_the_service_turns_it_off() {
 }
 
 #[tokio::test]
-async fn an_attribute_aws_refuses_is_reported_with_its_words() {
+async fn an_unknown_key_is_refused_before_any_write_and_one_aws_refuses_is_reported_with_its_words() {
     let w = lb_support::world::world(163, "attr", true).await;
     let lbs = w.lbs(w.config.clone());
     let svc = service(&uid(), "routing.bogus.enabled=true");
+    let groups = target_groups(&w).await;
+    let e = ensure(&lbs, &svc, &w.nodes()).await.unwrap_err();
+    assert!(
+        e.contains("\"routing.bogus.enabled\" is unknown") && e.contains("ExtraLoadBalancerAttributeKeys"),
+        "refused by the annotation check: {e}"
+    );
+    let name = lbs.load_balancer_name(CLUSTER_NAME, &svc);
+    assert_eq!(
+        attribute(&w, &name, "deletion_protection.enabled").await,
+        None,
+        "no NLB made"
+    );
+    assert_eq!(target_groups(&w).await, groups, "no target group made");
+    // A key the operator allows reaches AWS, whose refusal is quoted.
+    let lbs = w.lbs(
+        w.config
+            .clone()
+            .with_extra_attribute_keys(["routing.bogus.enabled"]),
+    );
     let e = ensure(&lbs, &svc, &w.nodes()).await.unwrap_err();
     assert!(
         e.contains("routing.bogus.enabled") && e.contains("not valid"),

@@ -79,6 +79,10 @@ pub struct GlobalConfig {
     /// `AdoptUntaggedLoadBalancers` (this implementation's own key, default false): a load balancer under a
     /// Service's name that carries no cluster tag is adopted instead of refused.
     pub adopt_untagged_load_balancers: bool,
+    /// `ExtraLoadBalancerAttributeKeys` (this implementation's own key, comma-separated, default none): NLB,
+    /// listener and target group attribute keys the attribute annotations accept beside those AWS documents
+    /// (for keys AWS added after this controller's list).
+    pub extra_load_balancer_attribute_keys: Vec<String>,
 }
 
 /// An IP family of node addresses.
@@ -191,6 +195,7 @@ pub const GLOBAL_KEYS: &[&str] = &[
     "SupportedTopologyInstanceTypePattern",
     "NLBSecurityGroupMode",
     "AdoptUntaggedLoadBalancers",
+    "ExtraLoadBalancerAttributeKeys",
 ];
 /// The keys of a `[ServiceOverride "<n>"]` section the parser accepts (matched ignoring case).
 pub const OVERRIDE_KEYS: &[&str] = &[
@@ -293,6 +298,7 @@ impl Default for GlobalConfig {
             supported_topology_instance_type_pattern: DEFAULT_TOPOLOGY_PATTERN.to_owned(),
             nlb_security_group_mode: NlbSecurityGroupMode::Off,
             adopt_untagged_load_balancers: false,
+            extra_load_balancer_attribute_keys: Vec::new(),
         }
     }
 }

@@ -245,6 +245,7 @@ impl Parser {
                     g.supported_topology_instance_type_pattern = value;
                 }
             }
+            "ExtraLoadBalancerAttributeKeys" => self.extra_attribute_keys(line, &field, &value),
             "NLBSecurityGroupMode" => match value.as_str() {
                 "" => g.nlb_security_group_mode = NlbSecurityGroupMode::Off,
                 "Managed" => g.nlb_security_group_mode = NlbSecurityGroupMode::Managed,
@@ -387,6 +388,32 @@ impl Parser {
                 seen.push(key);
             }
         }
+    }
+
+    /// `ExtraLoadBalancerAttributeKeys`: comma-separated ELBv2 attribute keys, each in the form the annotations
+    /// accept (lower case, digits, `_` and `.`, with a `.`), so that a typo here is reported here.
+    fn extra_attribute_keys(&mut self, line: usize, field: &str, value: &str) {
+        let keys: Vec<String> = value
+            .split(',')
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let well_formed = |k: &String| {
+            k.contains('.')
+                && k.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '.')
+        };
+        if let Some(bad) = keys.iter().find(|k| !well_formed(k)) {
+            self.error(
+                Some(line),
+                field,
+                &format!("{bad:?} is not an attribute key"),
+                Some("comma-separated ELBv2 attribute keys (lower case, digits, '_' and '.', e.g. tcp.idle_timeout.seconds)"),
+            );
+            return;
+        }
+        self.config.global.extra_load_balancer_attribute_keys = keys;
     }
 
     fn note_repeat(&mut self, line: usize, field: &str, canonical: &str) {

@@ -103,6 +103,13 @@ fn every_global_field() {
         ("SupportedTopologyInstanceTypePattern = \"^p5\\\\..*$\"", |g| {
             g.supported_topology_instance_type_pattern == "^p5\\..*$"
         }),
+        (
+            "ExtraLoadBalancerAttributeKeys = new.key.enabled, other_key.seconds",
+            |g| g.extra_load_balancer_attribute_keys == ["new.key.enabled", "other_key.seconds"],
+        ),
+        ("ExtraLoadBalancerAttributeKeys =", |g| {
+            g.extra_load_balancer_attribute_keys.is_empty()
+        }),
         ("NLBSecurityGroupMode = Managed", |g| {
             g.nlb_security_group_mode == NlbSecurityGroupMode::Managed
         }),
@@ -181,6 +188,11 @@ fn bad_values_name_the_field_and_the_accepted_values() {
             "NLBSecurityGroupMode = managed",
             "Global.NLBSecurityGroupMode",
             Some("Managed, or empty"),
+        ),
+        (
+            "ExtraLoadBalancerAttributeKeys = Idle Timeout",
+            "Global.ExtraLoadBalancerAttributeKeys",
+            Some("comma-separated ELBv2 attribute keys"),
         ),
         ("RoleARN = my-role", "Global.RoleARN", Some("arn:<partition>")),
         (

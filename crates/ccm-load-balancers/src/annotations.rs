@@ -12,8 +12,9 @@ mod markdown;
 mod values;
 
 pub use attributes::{
-    ALPN_POLICIES, DELETION_PROTECTION, LISTENER_ATTRIBUTES_PREFIX, LISTENER_PROTOCOLS, NLB_ATTRIBUTES,
-    TCP_IDLE_TIMEOUT,
+    ALPN_POLICIES, AttributeKeys, AttributeKind, DELETION_PROTECTION, LISTENER_ATTRIBUTES_PREFIX,
+    LISTENER_PROTOCOLS, NLB_ATTRIBUTE_KEYS, NLB_ATTRIBUTES, NLB_LISTENER_ATTRIBUTE_KEYS,
+    NLB_TARGET_GROUP_ATTRIBUTE_KEYS, TCP_IDLE_TIMEOUT,
 };
 pub use go_compat::Warning;
 pub use markdown::render_markdown;
@@ -86,11 +87,14 @@ pub enum ValueType {
     TagList,
     /// `k1=v1,k2=,k3`: node labels (empty value matches any value).
     LabelList,
-    /// `preserve_client_ip.enabled=true|false,proxy_protocol_v2.enabled=true|false`.
+    /// `preserve_client_ip.enabled=true|false,proxy_protocol_v2.enabled=true|false`: keys of
+    /// [`NLB_TARGET_GROUP_ATTRIBUTE_KEYS`] (others skipped, as Go did) or the operator's extra keys.
     TargetGroupAttributes,
-    /// `deletion_protection.enabled=true|false,...`: NLB attributes ([`NLB_ATTRIBUTES`] checked, others passed).
+    /// `deletion_protection.enabled=true|false,...`: NLB attributes, keys of [`NLB_ATTRIBUTE_KEYS`] or the
+    /// operator's extra keys ([`AttributeKeys`]); the values of [`NLB_ATTRIBUTES`] checked, others passed.
     LoadBalancerAttributes,
-    /// `tcp.idle_timeout.seconds=60..6000,...`: the attributes of one NLB listener.
+    /// `tcp.idle_timeout.seconds=60..6000`: the attributes of one NLB listener, keys of
+    /// [`NLB_LISTENER_ATTRIBUTE_KEYS`] or the operator's extra keys.
     ListenerAttributes,
     /// A load balancer name as AWS accepts it ([`crate::shared::is_load_balancer_name`]).
     LoadBalancerName,
@@ -458,7 +462,9 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         default: "unchanged",
         applies: Applies::NlbRejectedOnClb,
         doc: "`preserve_client_ip.enabled` and `proxy_protocol_v2.enabled` (true/false) on every target group. \
-              Client IP preservation cannot be disabled with UDP ports. An error on Classic ELB.",
+              Client IP preservation cannot be disabled with UDP ports. A key that is no target group attribute \
+              AWS documents for NLBs is skipped with a warning, as the Go controller did (unless the cloud \
+              config's `ExtraLoadBalancerAttributeKeys` names it). An error on Classic ELB.",
     },
     AnnotationDef {
         key: Key::AllowRecreation,
@@ -496,7 +502,10 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
               `load_balancing.cross_zone.enabled` is the cross-zone annotation's attribute: both with \
               different values is an error; likewise `access_logs.s3.*` beside the access log annotations. \
               A key removed from the annotation leaves its attribute as it is in AWS (but those two, which \
-              go back to their annotations' values). Same key and format as the AWS Load Balancer \
+              go back to their annotations' values). A key AWS does not document for NLBs (an ALB's \
+              `idle_timeout.timeout_seconds`, a typo) is an error before anything is made, naming the accepted \
+              keys; keys AWS added since can be allowed with the cloud config's \
+              `ExtraLoadBalancerAttributeKeys`. Same key and format as the AWS Load Balancer \
               Controller (its origin).",
     },
     AnnotationDef {
@@ -507,7 +516,8 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         applies: Applies::NlbRejectedOnClb,
         doc: "Attributes of the NLB listener of that protocol and port (`TCP-80`), set in place with \
               `ModifyListenerAttributes`: `tcp.idle_timeout.seconds` (TCP listeners, 60 to 6000; AWS's default \
-              350). Naming a listener the Service does not have is an error; a key removed from the \
+              350). Naming a listener the Service does not have is an error, as is another key (unless the \
+              cloud config's `ExtraLoadBalancerAttributeKeys` names it); a key removed from the \
               annotation leaves its attribute as it is in AWS. Same keys and format as the AWS Load Balancer \
               Controller (its origin).",
     },

@@ -23,7 +23,7 @@ use crate::{
     Error, LoadBalancerConfig,
     classic::{self, GroupRef},
     nlb, shared,
-    spec::{Flavour, ServiceSpec, parse_service},
+    spec::{Flavour, ServiceSpec, parse_service_with},
 };
 
 /// The drifted load balancers among `services` (see the module doc). Invalid Services and those of other
@@ -37,10 +37,11 @@ pub async fn drifted<L: Elb, V: Elbv2>(
     nodes: &[&Node],
 ) -> Result<Vec<Drift>, Error> {
     let (mut classics, mut networks) = (Vec::new(), Vec::new());
-    for (service, spec) in services
-        .iter()
-        .filter_map(|s| parse_service(s).ok().map(|spec| (s, spec)))
-    {
+    for (service, spec) in services.iter().filter_map(|s| {
+        parse_service_with(s, &config.attribute_keys)
+            .ok()
+            .map(|spec| (s, spec))
+    }) {
         // A name change waiting for consent: its load balancer keeps the old name, and its next full ensure
         // (not a bulk read) knows which one serves.
         if shared::service_load_balancer_name(&spec)

@@ -80,7 +80,7 @@ pub use dry_run::{Changes, DesiredModel, DryRun, Recreation};
 pub use error::Error;
 pub use provider::{AwsLoadBalancers, DEFAULT_CLUSTER_NAME, PlanForError, plan_for};
 pub use shared::{HealthProbeMode, LoadBalancerConfig};
-pub use spec::{Flavour, InvalidService, ServiceSpec, parse_service};
+pub use spec::{Flavour, InvalidService, ServiceSpec, parse_service, parse_service_with};
 
 #[cfg(test)]
 mod docs_tests;

@@ -16,7 +16,7 @@ use crate::{
     ownership::{self, Claimant, Purpose},
     recent_instances::RecentInstances,
     shared,
-    spec::{Flavour, ServiceSpec, flavour_change, parse_service},
+    spec::{Flavour, ServiceSpec, flavour_change, parse_service_with},
 };
 
 /// The controller manager's `--cluster-name` default, for dry runs told no other (`lb-plan --cluster-name`).
@@ -194,7 +194,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         service: &Service,
         nodes: &[&Node],
     ) -> Result<DryRun, Error> {
-        let spec = parse_service(service)?;
+        let spec = parse_service_with(service, &self.config.attribute_keys)?;
         let (spec, rename) = if spec.flavour == Flavour::External {
             (spec, None)
         } else {
@@ -240,7 +240,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         nodes: &[&Node],
     ) -> Result<Ensured, CloudError> {
         let uid = service.metadata.uid.as_deref();
-        let spec = parse_service(service)
+        let spec = parse_service_with(service, &self.config.attribute_keys)
             .map_err(Error::from)
             .inspect_err(|_| self.memory.settle_targets(uid, None))?;
         let result = if spec.flavour == Flavour::External {
@@ -341,7 +341,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
     async fn update(&self, cluster_name: &str, service: &Service, nodes: &[&Node]) -> Result<(), CloudError> {
         let uid = service.metadata.uid.as_deref();
-        let spec = parse_service(service)
+        let spec = parse_service_with(service, &self.config.attribute_keys)
             .map_err(Error::from)
             .inspect_err(|_| self.memory.settle_targets(uid, None))?;
         let wanted = shared::service_load_balancer_name(&spec)?;

@@ -14,7 +14,7 @@ use ccm_aws_api::Tags;
 use k8s_openapi::api::core::v1::Service;
 use serde::Serialize;
 
-use crate::annotations::{Annotations, Key, Problem, Warning};
+use crate::annotations::{Annotations, AttributeKeys, Key, Problem, Warning};
 
 pub use flavour::Flavour;
 pub use flavour_change::{ExistingFlavour, existing_flavour};
@@ -194,11 +194,18 @@ pub(crate) struct Findings {
     warnings: Vec<Warning>,
 }
 
-/// Parses and validates a Service; every problem is collected.
+/// Parses and validates a Service; every problem is collected. Attribute keys are checked against the keys AWS
+/// documents only: a controller with a cloud config uses [`parse_service_with`].
 pub fn parse_service(service: &Service) -> Result<ServiceSpec, InvalidService> {
+    parse_service_with(service, &AttributeKeys::default())
+}
+
+/// [`parse_service`], the attribute annotations accepting `keys` (the documented keys and the cloud config's
+/// `[Global] ExtraLoadBalancerAttributeKeys`, [`crate::LoadBalancerConfig::attribute_keys`]).
+pub fn parse_service_with(service: &Service, keys: &AttributeKeys) -> Result<ServiceSpec, InvalidService> {
     let empty = BTreeMap::new();
     let raw = service.metadata.annotations.as_ref().unwrap_or(&empty);
-    let a = Annotations::parse(raw);
+    let a = Annotations::parse_with(raw, keys);
     let k8s_default = Default::default();
     let k8s = service.spec.as_ref().unwrap_or(&k8s_default);
     let mut found = Findings {

@@ -21,7 +21,7 @@ use std::{collections::BTreeMap, fmt};
 
 use serde::Serialize;
 
-use super::{Key, parse_value};
+use super::{AttributeKeys, AttributeKind, Key, parse_value};
 
 /// A value served with the Go controller's meaning, which is probably not what its author meant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -40,35 +40,15 @@ impl fmt::Display for Warning {
     }
 }
 
-/// The target group attributes of NLB TCP/UDP/TLS target groups (AWS's list): Go applied any attribute the
-/// target group has, so these pass through (AWS validates their values).
-const NLB_TARGET_GROUP_ATTRIBUTES: &[&str] = &[
-    "deregistration_delay.timeout_seconds",
-    "deregistration_delay.connection_termination.enabled",
-    "preserve_client_ip.enabled",
-    "proxy_protocol_v2.enabled",
-    "stickiness.enabled",
-    "stickiness.type",
-    "load_balancing.cross_zone.enabled",
-    "target_health_state.unhealthy.connection_termination.enabled",
-    "target_health_state.unhealthy.draining_interval_seconds",
-    "target_group_health.dns_failover.minimum_healthy_targets.count",
-    "target_group_health.dns_failover.minimum_healthy_targets.percentage",
-    "target_group_health.unhealthy_state_routing.minimum_healthy_targets.count",
-    "target_group_health.unhealthy_state_routing.minimum_healthy_targets.percentage",
-];
-
-/// The target group attributes the table checks itself (the others pass through unchecked).
-pub(crate) fn is_passthrough_attribute(key: &str) -> bool {
-    NLB_TARGET_GROUP_ATTRIBUTES.contains(&key)
-}
-
 /// What Go made of a raw value: `None` when Go treated it as absent, else the value for the table (possibly
-/// rewritten to the one with Go's meaning), and a warning when that meaning is surprising.
+/// rewritten to the one with Go's meaning), and a warning when that meaning is surprising. Go applied any
+/// target group attribute an NLB target group has (AWS's list, [`AttributeKeys`]) and skipped the others; the
+/// operator's extra keys count as ones it has.
 pub(crate) fn go_value(
     key: Key,
     raw: &str,
     all: &BTreeMap<String, String>,
+    keys: &AttributeKeys,
 ) -> (Option<String>, Option<String>) {
     let trimmed = raw.trim();
     // getSGListFromAnnotation drops empty items: a list of nothing is no list.
@@ -82,7 +62,7 @@ pub(crate) fn go_value(
         Key::Internal => internal_value(trimmed),
         Key::BackendProtocol => backend_protocol_value(trimmed, all),
         Key::AdditionalResourceTags | Key::TargetNodeLabels | Key::TargetGroupAttributes => {
-            pairs_value(key, raw)
+            pairs_value(key, raw, keys)
         }
         Key::SslPorts => ssl_ports_value(raw),
         _ => (Some(raw.to_owned()), None),
@@ -166,13 +146,14 @@ fn backend_protocol_value(v: &str, all: &BTreeMap<String, String>) -> (Option<St
     )
 }
 
-fn pairs_value(key: Key, raw: &str) -> (Option<String>, Option<String>) {
+fn pairs_value(key: Key, raw: &str, keys: &AttributeKeys) -> (Option<String>, Option<String>) {
     let mut kept = Vec::new();
     let mut dropped = Vec::new();
     let mut truncated = Vec::new();
     for item in raw.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         let k = item.split('=').next().unwrap_or("").trim();
-        if k.is_empty() || (key == Key::TargetGroupAttributes && !is_passthrough_attribute(k)) {
+        if k.is_empty() || (key == Key::TargetGroupAttributes && !keys.accepts(AttributeKind::TargetGroup, k))
+        {
             dropped.push(item);
         } else {
             if key == Key::AdditionalResourceTags && item.matches('=').count() > 1 {

@@ -269,7 +269,7 @@ fn bad_values_name_what_is_accepted() {
         ),
         (
             Key::TargetGroupAttributes,
-            "bogus.attribute=true",
+            "Bogus Attribute=true",
             "preserve_client_ip.enabled",
         ),
         (
@@ -363,5 +363,82 @@ fn markdown_has_a_row_per_annotation() {
             "{}",
             def.name
         );
+    }
+}
+
+/// Attribute keys are checked against the keys AWS documents for NLBs, their listeners and target groups (and
+/// the operator's extra keys), with the other annotation values: an unknown key is a problem naming it and the
+/// accepted keys; an unknown target group key is skipped with a warning, as the Go controller did.
+#[test]
+fn attribute_keys_are_those_aws_documents_for_nlbs_or_the_operators() {
+    let raw: BTreeMap<String, String> = [
+        (
+            Key::LoadBalancerAttributes.name().to_owned(),
+            "deletion_protection.enabled=true,routing.http2.enabled=true".to_owned(),
+        ),
+        (
+            format!("{LISTENER_ATTRIBUTES_PREFIX}TCP-80"),
+            "tcp.idle_timeout.seconds=600,future.key=1".to_owned(),
+        ),
+        (
+            Key::TargetGroupAttributes.name().to_owned(),
+            "stickiness.enabled=true,future.key=1".to_owned(),
+        ),
+    ]
+    .into();
+    let parsed = Annotations::parse(&raw);
+    let problems: Vec<(&str, &str)> = parsed
+        .problems
+        .iter()
+        .map(|p| (p.field.as_str(), p.value.as_str()))
+        .collect();
+    let listener = format!("{LISTENER_ATTRIBUTES_PREFIX}TCP-80");
+    assert_eq!(
+        problems,
+        [
+            (Key::LoadBalancerAttributes.name(), "routing.http2.enabled=true"),
+            (listener.as_str(), "future.key=1"),
+        ]
+    );
+    assert!(
+        parsed.problems[0]
+            .accepted
+            .contains("the key \"routing.http2.enabled\" is unknown")
+            && parsed.problems[0]
+                .accepted
+                .contains(&NLB_ATTRIBUTE_KEYS.join(", ")),
+        "{}",
+        parsed.problems[0]
+    );
+    assert!(
+        parsed.warnings[0].message.contains("ignored future.key=1"),
+        "{:?}",
+        parsed.warnings
+    );
+    assert_eq!(
+        parsed.pairs(Key::TargetGroupAttributes),
+        Some(&[("stickiness.enabled".to_owned(), "true".to_owned())][..])
+    );
+
+    // The operator's extra keys are accepted in all three.
+    let keys = AttributeKeys::with_extra([" future.key ", "routing.http2.enabled", ""]);
+    let parsed = Annotations::parse_with(&raw, &keys);
+    assert_eq!(parsed.problems, []);
+    assert_eq!(parsed.warnings, []);
+    assert_eq!(parsed.pairs(Key::TargetGroupAttributes).map(<[_]>::len), Some(2));
+}
+
+#[test]
+fn the_checked_attribute_values_are_of_documented_keys() {
+    for (key, _) in NLB_ATTRIBUTES {
+        assert!(NLB_ATTRIBUTE_KEYS.contains(key), "{key}");
+    }
+    assert!(NLB_LISTENER_ATTRIBUTE_KEYS.contains(&TCP_IDLE_TIMEOUT.0));
+    for key in [
+        "preserve_client_ip.enabled",
+        "proxy_protocol_v2.enabled",
+        "deregistration_delay.timeout_seconds",
+    ] {
+        assert!(NLB_TARGET_GROUP_ATTRIBUTE_KEYS.contains(&key), "{key}");
     }
 }

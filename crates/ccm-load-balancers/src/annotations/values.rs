@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, net::Ipv4Addr};
 
-use super::{Key, Problem, ValueType, Warning, go_compat};
+use super::{AttributeKeys, Key, Problem, ValueType, Warning, go_compat};
 
 /// A parsed annotation value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,15 +53,15 @@ impl ValueType {
                     .to_owned()
             }
             Self::LabelList => "comma-separated key=value node labels (value may be empty)".to_owned(),
-            Self::TargetGroupAttributes => "comma-separated preserve_client_ip.enabled=true|false, \
-                                            proxy_protocol_v2.enabled=true|false, \
-                                            deregistration_delay.timeout_seconds=0..3600, or another \
-                                            attribute of NLB target groups (stickiness.enabled=true, ...), \
-                                            each key once"
-                .to_owned(),
+            Self::TargetGroupAttributes => format!(
+                "comma-separated preserve_client_ip.enabled=true|false, proxy_protocol_v2.enabled=true|false, \
+                 deregistration_delay.timeout_seconds=0..3600, or another attribute of NLB target groups that \
+                 AWS documents ({}; AWS checks its value), each key once; {EXTRA_KEYS}",
+                others(super::NLB_TARGET_GROUP_ATTRIBUTE_KEYS, CHECKED_TARGET_GROUP_KEYS)
+            ),
             Self::ListenerAttributes => format!(
-                "comma-separated key=value listener attributes, each key once: {}={}..{} (TCP listeners), or \
-                 another attribute of NLB listeners (AWS checks its value)",
+                "comma-separated key=value listener attributes, each key once: {}={}..{} (TCP listeners; the \
+                 only key AWS documents for NLB listeners); {EXTRA_KEYS}",
                 super::TCP_IDLE_TIMEOUT.0,
                 super::TCP_IDLE_TIMEOUT.2.start(),
                 super::TCP_IDLE_TIMEOUT.2.end()
@@ -71,15 +71,39 @@ impl ValueType {
                 .to_owned(),
             Self::LoadBalancerAttributes => format!(
                 "comma-separated key=value NLB attributes, each key once: {}, or another attribute of NLBs \
-                 (AWS checks its value)",
+                 that AWS documents ({}; AWS checks its value); {EXTRA_KEYS}",
                 super::NLB_ATTRIBUTES
                     .iter()
                     .map(|(k, values)| format!("{k}={}", values.join("|")))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                others(
+                    super::NLB_ATTRIBUTE_KEYS,
+                    &super::NLB_ATTRIBUTES.iter().map(|(k, _)| *k).collect::<Vec<_>>()
+                )
             ),
         }
     }
+}
+
+/// How the attribute annotations' texts name the escape hatch for keys AWS adds later.
+const EXTRA_KEYS: &str = "other keys only when the cloud config allows them ([Global] \
+                          ExtraLoadBalancerAttributeKeys)";
+
+/// The target group attributes whose values the table checks itself.
+const CHECKED_TARGET_GROUP_KEYS: &[&str] = &[
+    "preserve_client_ip.enabled",
+    "proxy_protocol_v2.enabled",
+    "deregistration_delay.timeout_seconds",
+];
+
+/// The keys of `all` but `checked`, comma-separated.
+fn others(all: &[&str], checked: &[&str]) -> String {
+    all.iter()
+        .filter(|k| !checked.contains(k))
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Parses Go's `strconv.ParseBool` forms.
@@ -240,8 +264,9 @@ fn pairs_value(ty: ValueType, raw: &str) -> Option<Value> {
                 "preserve_client_ip.enabled" | "proxy_protocol_v2.enabled" => matches!(v, "true" | "false"),
                 // AWS's range; the default is 300 s.
                 "deregistration_delay.timeout_seconds" => v.parse::<u16>().is_ok_and(|s| s <= 3600),
-                // The other attributes of NLB target groups, which the Go controller applied too; AWS checks them.
-                k => go_compat::is_passthrough_attribute(k) && !v.is_empty(),
+                // Any other well-formed key: whether AWS knows it is the question of `AttributeKeys::check`
+                // (which knows the operator's extra keys); AWS checks the value.
+                k => is_attribute_key(k) && !v.is_empty(),
             };
             // A key given twice is refused (upstream #1452): one of the two values would win silently.
             let mut seen = std::collections::BTreeSet::new();
@@ -335,14 +360,22 @@ pub struct Annotations {
 
 impl Annotations {
     /// Validates every table annotation present in `raw`, read first as the Go controller read it (an empty
-    /// value is usually no annotation; see the `go_compat` module).
+    /// value is usually no annotation; see the `go_compat` module). Attribute keys are checked against the keys
+    /// AWS documents only: [`Annotations::parse_with`] takes the operator's extra keys too.
     pub fn parse(raw: &BTreeMap<String, String>) -> Self {
+        Self::parse_with(raw, &AttributeKeys::default())
+    }
+
+    /// [`Annotations::parse`], the attribute annotations accepting the keys of `keys` (the documented ones and
+    /// `[Global] ExtraLoadBalancerAttributeKeys`): an unknown key is a problem like a bad value, before any call
+    /// to AWS (which would refuse it only after making the security group, target groups and the NLB).
+    pub fn parse_with(raw: &BTreeMap<String, String>, keys: &AttributeKeys) -> Self {
         let mut out = Self::default();
         for key in Key::ALL {
             let Some(value) = raw.get(key.name()) else {
                 continue;
             };
-            let (served, warning) = go_compat::go_value(*key, value, raw);
+            let (served, warning) = go_compat::go_value(*key, value, raw, keys);
             if let Some(message) = warning {
                 out.warnings.push(Warning {
                     field: key.name().to_owned(),
@@ -375,6 +408,8 @@ impl Annotations {
                 }),
             }
         }
+        let unknown_keys = keys.check(&out);
+        out.problems.extend(unknown_keys);
         out
     }
 

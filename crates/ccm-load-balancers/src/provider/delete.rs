@@ -12,7 +12,7 @@ use crate::{
     classic, nlb,
     ownership::{Claimant, Purpose},
     shared,
-    spec::parse_service,
+    spec::parse_service_with,
 };
 
 impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoadBalancers<E, L, V> {
@@ -145,7 +145,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     ) -> Result<(), CloudError> {
         let uid = service.metadata.uid.as_deref().unwrap_or_default();
         let (namespace, service_name) = crate::spec::namespace_and_name(service);
-        let target_groups: Vec<String> = parse_service(service)
+        let target_groups: Vec<String> = parse_service_with(service, &self.config.attribute_keys)
             .map(|spec| {
                 nlb::listeners(&spec, &self.config)
                     .into_iter()

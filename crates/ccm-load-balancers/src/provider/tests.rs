@@ -383,3 +383,5 @@ async fn a_host_update_of_a_service_whose_ensure_was_refused_writes_nothing() {
     // Nor does the victim's claim serve anyone else: its own host update still plans from memory.
     lbs.update_load_balancer("k", &victim, &[&n]).await.unwrap();
 }
+
+mod before_writes;

@@ -4,6 +4,8 @@
 use ccm_aws_api::{SecurityGroupId, SubnetId, VpcId};
 use ccm_tagging::ClusterTags;
 
+use crate::annotations::AttributeKeys;
+
 /// How health checks of `externalTrafficPolicy: Cluster` Services probe the nodes
 /// (`ClusterServiceLoadBalancerHealthProbeMode`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -42,6 +44,9 @@ pub struct LoadBalancerConfig {
     /// `[Global] NLBSecurityGroupMode = Managed`: new NLBs get a managed security group (or the groups of the
     /// `security-groups` annotation).
     pub nlb_managed_security_groups: bool,
+    /// The keys the attribute annotations accept: AWS's documented ones and `[Global]
+    /// ExtraLoadBalancerAttributeKeys` (see [`AttributeKeys`]).
+    pub attribute_keys: AttributeKeys,
     /// `[Global] AdoptUntaggedLoadBalancers`: a load balancer under a Service's name that carries no cluster tag
     /// at all is adopted (tagged `owned`, then managed and deleted) instead of refused. Off by default: this
     /// controller tags everything it creates, so an untagged one was most likely made by someone else.
@@ -66,6 +71,7 @@ impl LoadBalancerConfig {
             manage_node_security_groups: true,
             health_probe: HealthProbeMode::ServiceNodePort,
             nlb_managed_security_groups: false,
+            attribute_keys: AttributeKeys::default(),
             adopt_untagged: false,
             allow_recreation: false,
         }
@@ -96,6 +102,18 @@ impl LoadBalancerConfig {
     #[must_use]
     pub fn with_nlb_managed_security_groups(mut self, managed: bool) -> Self {
         self.nlb_managed_security_groups = managed;
+        self
+    }
+
+    /// Sets `[Global] ExtraLoadBalancerAttributeKeys`: attribute keys AWS added after this controller's list,
+    /// accepted in the attribute annotations beside the documented ones.
+    #[must_use]
+    pub fn with_extra_attribute_keys<I, S>(mut self, keys: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.attribute_keys = AttributeKeys::with_extra(keys);
         self
     }
 
