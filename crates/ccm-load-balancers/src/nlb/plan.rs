@@ -1,8 +1,8 @@
 //! The ordered plan of an NLB from the observed to the desired state ([`plan`], pure): one small planner per
 //! resource kind, each returning its changes, run in the order AWS needs them (security group, recreation,
 //! target groups and targets, the load balancer, listeners, tags, unwanted target groups, a released managed
-//! group, node rules). Only owned fields are compared: a steady Service plans nothing. Target groups go by the
-//! names observation settled on ([`Observed::renamed`]).
+//! group, node rules), the load balancer's attributes last. Only owned fields are compared: a steady Service
+//! plans nothing. Target groups go by the names observation settled on ([`Observed::renamed`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -51,7 +51,7 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
     // 2. Target groups, their health checks, attributes and targets (before the listeners that use them).
     let mut tag_arns = Vec::new();
     changes.extend(target_groups(desired, observed, &mut tag_arns));
-    // 3. The load balancer, its groups, tags and attributes.
+    // 3. The load balancer, its groups and tags.
     changes.extend(load_balancer(desired, observed, lb, groupless, &mut tag_arns));
     // 4. The tags missing anywhere, then the listeners, keyed by port: the hardened IAM policy lets the
     //    controller change or delete only listeners that carry the cluster's tag, and Go-era ones carry none.
@@ -75,6 +75,10 @@ pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
     let released = released_group(desired, observed, &node_changes);
     changes.extend(node_changes.into_iter().map(Change::NodeRules));
     changes.extend(released);
+    // 8. The load balancer's attributes, last: AWS checks some only when they are set (an access log bucket's
+    //    policy, a value out of range), and such a refusal must not hold up what serves traffic (listeners, tags,
+    //    the nodes' rules) on every retry. Repeating the step after a crash sets what still differs.
+    changes.extend(attributes(desired, observed, lb));
     without_stopped_targets(changes, observed)
 }
 
@@ -254,8 +258,7 @@ fn existing_target_group(desired: &Desired, tg: &TargetGroupSpec, o: &ObservedTa
     changes
 }
 
-/// The load balancer: created, or changed in place (subnets, IP address type, groups, tags); then its
-/// attributes.
+/// The load balancer: created, or changed in place (subnets, IP address type, groups, tags).
 fn load_balancer(
     desired: &Desired,
     observed: &Observed,
@@ -263,26 +266,31 @@ fn load_balancer(
     groupless: bool,
     tag_arns: &mut Vec<String>,
 ) -> Vec<Change> {
-    let fresh_attributes = default_attributes();
-    let (mut changes, current_attributes) = match lb {
-        None => (vec![create_load_balancer(desired)], &fresh_attributes),
+    match lb {
+        None => vec![create_load_balancer(desired)],
         Some(current) => {
-            let changes = in_place(desired, observed, current, groupless);
             tag_if_missing(tag_arns, observed, &current.arn, desired);
-            (changes, &observed.attributes)
+            in_place(desired, observed, current, groupless)
         }
-    };
+    }
+}
+
+/// The attributes of the load balancer that differ (`lb` is `None` when it is made in this plan: a fresh NLB
+/// has AWS's defaults).
+fn attributes(desired: &Desired, observed: &Observed, lb: Option<&LoadBalancerV2>) -> Option<Change> {
     let defaults = default_attributes();
+    let current = if lb.is_some() {
+        &observed.attributes
+    } else {
+        &defaults
+    };
     let attributes: BTreeMap<String, String> = desired
         .attributes
         .iter()
-        .filter(|(k, v)| current_attributes.get(*k).or_else(|| defaults.get(*k)) != Some(*v))
+        .filter(|(k, v)| current.get(*k).or_else(|| defaults.get(*k)) != Some(*v))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    if !attributes.is_empty() {
-        changes.push(Change::ModifyAttributes { attributes });
-    }
-    changes
+    (!attributes.is_empty()).then_some(Change::ModifyAttributes { attributes })
 }
 
 /// The groups the NLB is created with or set to (`None`: not managed).

@@ -33,8 +33,8 @@ fn plan_for_a_new_service_creates_everything_in_order() {
             "modify_target_group_attributes",
             "register_targets",
             "create_load_balancer",
-            "modify_attributes",
             "create_listener",
+            "modify_attributes",
         ]
     );
     let Change::CreateLoadBalancer { security_groups, .. } = &changes[5] else {
@@ -290,15 +290,15 @@ fn tags_and_attributes_are_reconciled_without_removing_others() {
     o.attributes
         .insert("deletion_protection.enabled".into(), "true".into());
     let changes = plan(&d, &o);
-    assert_eq!(kinds(&changes), ["modify_attributes", "add_tags"]);
-    let Change::ModifyAttributes { attributes } = &changes[0] else {
+    assert_eq!(kinds(&changes), ["add_tags", "modify_attributes"]);
+    let Change::ModifyAttributes { attributes } = &changes[1] else {
         panic!()
     };
     assert_eq!(
         attributes,
         &BTreeMap::from([(CROSS_ZONE_ATTRIBUTE.to_owned(), "false".to_owned())])
     );
-    let Change::AddTags { arns, tags } = &changes[1] else {
+    let Change::AddTags { arns, tags } = &changes[0] else {
         panic!()
     };
     assert_eq!(
@@ -311,6 +311,35 @@ fn tags_and_attributes_are_reconciled_without_removing_others() {
     let mut o = converged(&d);
     o.attributes.clear();
     assert_eq!(plan(&d, &o), []);
+}
+
+/// An attribute AWS refuses when it is set (an access log bucket without its policy, say) fails only the last
+/// step: the listeners, tags and nodes' rules of an existing NLB are planned before its attributes.
+#[test]
+fn attributes_of_an_existing_nlb_are_set_after_its_listeners_tags_and_rules() {
+    let before = desired(&[], &[(80, 30080)]);
+    let after = desired(
+        &[
+            (Key::AdditionalResourceTags, "team=a"),
+            (Key::LoadBalancerAttributes, "deletion_protection.enabled=true"),
+        ],
+        &[(80, 30080), (443, 30443)],
+    );
+    let changes = plan(&after, &converged(&before));
+    let kinds = kinds(&changes);
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("modify_attributes"),
+        "{kinds:?}"
+    );
+    let attributes_at = kinds.len() - 1;
+    for earlier in ["create_listener", "add_tags", "register_targets"] {
+        let at = kinds.iter().position(|k| k == earlier);
+        assert!(
+            at.is_some_and(|at| at < attributes_at),
+            "{earlier} before the attributes: {kinds:?}"
+        );
+    }
 }
 
 #[test]
