@@ -262,28 +262,33 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         spec: ServiceSpec,
         nodes: &[&Node],
     ) -> Result<Ensured, CloudError> {
-        let (spec, renamed) = self.renaming(cluster_name, service, spec).await?;
+        let (spec, rename) = self.rename_of(service, spec).await?;
         // Boxed: the NLB path's state (large with the SDK adapter's futures) lives on the heap.
-        let mut ensured = if spec.flavour == Flavour::Network {
-            Box::pin(self.ensure_with::<Network>(cluster_name, &spec, nodes)).await?
+        if spec.flavour == Flavour::Network {
+            Box::pin(self.ensure_with::<Network>(cluster_name, service, &spec, rename, nodes)).await
         } else {
-            Box::pin(self.ensure_with::<Classic>(cluster_name, &spec, nodes)).await?
-        };
-        ensured.notices.extend(renamed);
-        Ok(ensured)
+            Box::pin(self.ensure_with::<Classic>(cluster_name, service, &spec, rename, nodes)).await
+        }
     }
 
-    /// Ensure for one flavour: build, observe, plan, apply; the status and the Warning notices.
+    /// Ensure for one flavour: build, (a pending rename), observe, plan, apply; the status and the Warning
+    /// notices.
     async fn ensure_with<F: HostMemoryFlavour>(
         &self,
         cluster_name: &str,
+        service: &Service,
         spec: &ServiceSpec,
+        rename: Option<names::Rename>,
         nodes: &[&Node],
     ) -> Result<Ensured, CloudError> {
         let ports = self.ports();
         let (spec, subnets) = self.subnets_or_ipv4(spec).await?;
         let spec = &*spec;
         let desired = F::build(spec, nodes, &self.config, cluster_name, &subnets)?;
+        // Only now may a consented rename delete the old load balancer: the new one's subnets are resolved and
+        // its model built, so a Service that cannot get one (a subnet that does not exist, an address outside
+        // its subnet) keeps the one it has.
+        let renamed = self.renaming(cluster_name, service, &spec.key(), rename).await?;
         let name = F::name(&desired);
         // Taken out now: an ensure that fails or is abandoned leaves no memory behind.
         let ticket = self.memory.begin(name);
@@ -335,6 +340,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         self.keep(ticket, fingerprint, &outcome);
         // A failed NLB fails the ensure: nothing is remembered of it.
         let hostname = F::hostname(observed, applied).inspect_err(|_| self.memory.forget(name))?;
+        notices.extend(renamed);
         Ok(Ensured::new(status(&hostname), notices))
     }
 

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
 use kube::runtime::reflector::ObjectRef;
 
 use super::{
-    Ctx, drift, has_finalizer, patches::patch_before_ensure, shared_host_set, stable_nodes, the_rest,
+    Ctx, cleanup, drift, has_finalizer, patches::patch_before_ensure, shared_host_set, stable_nodes, the_rest,
 };
 use crate::{Error, events::EventType};
 
@@ -70,6 +70,9 @@ pub(super) async fn ensure<P: CloudProvider>(
             the_rest::left_behind(ctx, lb, svc, reference).await;
             return Ok(None);
         }
+        Err(CloudError::Waiting { waiting_for, after }) => {
+            return Err(waiting(ctx, key, reference, waiting_for, after).await);
+        }
         Err(e) => return Err(Error::cloud("failed to ensure load balancer", key, e)),
     };
     drift::settled(ctx, key);
@@ -84,6 +87,36 @@ pub(super) async fn ensure<P: CloudProvider>(
         .await;
     drift::repaired(ctx, key, svc).await;
     Ok(Some(ensured.status))
+}
+
+/// An ensure that waits on the cloud (a rename whose old load balancer's security group AWS still holds): not a
+/// failure, so a Normal `LoadBalancerEnsurePending` Event (one, counted on every retry: its message names only
+/// what is waited for) instead of a `SyncLoadBalancerFailed` Warning each time, and a retry after the
+/// provider's delay grown by the key's backoff up to [`cleanup::PENDING_RETRY_CAP`].
+async fn waiting<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    key: &str,
+    reference: &ObjectReference,
+    waiting_for: String,
+    after: std::time::Duration,
+) -> Error {
+    let cap = cleanup::PENDING_RETRY_CAP.max(after);
+    let delay = ctx.backoff.next(key).clamp(after, cap);
+    tracing::info!(service = key, %waiting_for, ?delay, "load balancer ensure waits on the cloud");
+    let message = format!("Waiting for {waiting_for}; the load balancer is ensured once it is released");
+    ctx.recorder
+        .publish(
+            reference,
+            EventType::Normal,
+            "LoadBalancerEnsurePending",
+            &message,
+        )
+        .await;
+    Error::Waiting {
+        object: key.to_owned(),
+        waiting_for,
+        after: delay,
+    }
 }
 
 /// The provider's notices, each an Event on the Service (`reference`) or on the Node it is about.

@@ -1114,4 +1114,5 @@ mod scripted {
     }
 
     mod ownership;
+    mod waiting;
 }

@@ -137,35 +137,41 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         Ok((spec, Some(rename)))
     }
 
-    /// What a name change does in an ensure: without consent the load balancer keeps its name (the spec of
-    /// [`rename_of`](Self::rename_of) names it) with a `LoadBalancerRecreationRequired` Warning; with consent
-    /// the old one is deleted (all of it, before the new one is made: each step is then safe to repeat) with a
-    /// `RecreatingLoadBalancer` Warning.
+    /// What a name change of [`rename_of`](Self::rename_of) does in an ensure, once the new load balancer's
+    /// desired state is built (its subnets resolved, every value checked): without consent the load balancer
+    /// keeps its name (the spec `rename_of` gave names it) with a `LoadBalancerRecreationRequired` Warning; with
+    /// consent the old one is deleted (all of it, before the new one is made: each step is then safe to repeat)
+    /// with a `RecreatingLoadBalancer` Warning. A deletion that waits on AWS (the old one's security group
+    /// still held) is [`CloudError::Waiting`], naming the rename: progress, reported as such, not a failure.
     pub(super) async fn renaming(
         &self,
         cluster_name: &str,
         service: &Service,
-        spec: ServiceSpec,
-    ) -> Result<(ServiceSpec, Option<Notice>), CloudError> {
-        let (spec, rename) = self.rename_of(service, spec).await?;
+        key: &str,
+        rename: Option<Rename>,
+    ) -> Result<Option<Notice>, CloudError> {
         let Some(rename) = rename else {
-            return Ok((spec, None));
+            return Ok(None);
         };
-        let key = spec.key();
         if !rename.consent {
             let message = shared::recreation_withheld_notice("load balancer", &rename.from, &rename.reason);
             tracing::warn!(service = %key, load_balancer = %rename.from, %message, "load balancer rename withheld");
-            return Ok((
-                spec,
-                Some(Notice::warning("LoadBalancerRecreationRequired", message)),
-            ));
+            return Ok(Some(Notice::warning("LoadBalancerRecreationRequired", message)));
         }
         for name in &rename.leftovers {
-            self.delete_guarded(cluster_name, service, name).await?;
+            self.delete_guarded(cluster_name, service, name)
+                .await
+                .map_err(|e| match e {
+                    CloudError::Waiting { waiting_for, after } => CloudError::waiting(
+                        format!("{waiting_for}, before the rename ({}) goes on", rename.reason),
+                        after,
+                    ),
+                    other => other,
+                })?;
         }
         let message = shared::recreation_notice("load balancer", &rename.from, &rename.reason);
         tracing::warn!(service = %key, load_balancer = %rename.from, %message, "renaming the load balancer");
-        Ok((spec, Some(Notice::warning("RecreatingLoadBalancer", message))))
+        Ok(Some(Notice::warning("RecreatingLoadBalancer", message)))
     }
 
     /// The first of `names` under which this Service's load balancer exists.

@@ -1,7 +1,8 @@
-//! Bad input is refused before any write (#55, item 4): an attribute key AWS does not know. The mocks expect no
-//! write (an unexpected call panics).
+//! Bad input is refused before any write (#55, item 4): an attribute key AWS does not know, and a consented
+//! rename whose new load balancer cannot be built. The mocks expect no write (an unexpected call panics).
 
 use super::*;
+use ccm_aws_api::elb::ClassicLoadBalancer;
 
 /// Unknown attribute keys in every attribute annotation of an NLB are refused with the Service's other
 /// problems, each naming the key and the keys accepted; not one AWS call is made (AWS would refuse such a key
@@ -98,4 +99,58 @@ async fn an_extra_key_of_the_cloud_config_is_accepted() {
         Some("true"),
         "kept, not skipped as Go skipped unknown target group attributes"
     );
+}
+
+/// A consented rename resolves the new load balancer's subnets and builds it before the old one goes: a
+/// Service whose new load balancer cannot be made (its subnet does not exist) keeps the old one.
+#[tokio::test]
+async fn a_rename_whose_new_load_balancer_cannot_be_built_keeps_the_old_one() {
+    let old = crate::shared::load_balancer_name("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0").unwrap();
+    let mut ec2 = MockEc2::new();
+    let mut elb = MockElb::new();
+    let mut elbv2 = MockElbv2::new();
+    elbv2
+        .expect_load_balancer()
+        .returning(|_| Box::pin(async { Ok(None) }));
+    let serving = old.clone();
+    elb.expect_load_balancer().returning(move |name| {
+        let lb = (name == serving).then(|| ClassicLoadBalancer::new(name, "old.us-east-1.elb.amazonaws.com"));
+        Box::pin(async move { Ok(lb) })
+    });
+    elb.expect_tags().returning(|_| {
+        let ours: Tags = [
+            ("kubernetes.io/cluster/c1".to_owned(), "owned".to_owned()),
+            ("kubernetes.io/service-name".to_owned(), "prod/web".to_owned()),
+        ]
+        .into();
+        Box::pin(async move { Ok(ours) })
+    });
+    // The subnets annotation names a subnet that does not exist.
+    ec2.expect_subnets().returning(|_| Box::pin(async { Ok(vec![]) }));
+    ec2.expect_security_groups()
+        .returning(|_| Box::pin(async { Ok(vec![]) }));
+    elb.expect_delete_load_balancer().never();
+    let lbs = AwsLoadBalancers::new(ec2, elb, elbv2, config());
+    let mut svc = service(
+        &[
+            (Key::LoadBalancerName, "shop"),
+            (Key::AllowRecreation, "true"),
+            (Key::Subnets, "subnet-gone"),
+        ],
+        &[(80, 30080)],
+    );
+    svc.status = Some(k8s_openapi::api::core::v1::ServiceStatus {
+        load_balancer: Some(LoadBalancerStatus {
+            ingress: Some(vec![LoadBalancerIngress {
+                hostname: Some(format!("{old}-1234567890.us-east-1.elb.amazonaws.com")),
+                ..LoadBalancerIngress::default()
+            }]),
+        }),
+        ..Default::default()
+    });
+    let e = lbs
+        .ensure_load_balancer("k", &svc, &[&node("i-1")])
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("subnet-gone"), "{e}");
 }
