@@ -61,6 +61,12 @@ pub const SPAM_BURST: u32 = 25;
 /// How often the spam filter lets one more Event through once the burst is spent (client-go's
 /// `defaultSpamQPS`, 1/300).
 pub const SPAM_REFILL: Duration = Duration::from_secs(300);
+/// The longest Event message posted, in bytes (1 KiB, [`CUT_MARKER`] included). Messages quote what Service
+/// authors wrote (an annotation value of any length, up to the object's 256 KiB of annotations) and each
+/// Event is kept for an hour: an Event says what is wrong, `kubectl get svc -o yaml` shows all of it.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+/// What ends a message cut to [`MAX_MESSAGE_BYTES`].
+pub const CUT_MARKER: &str = "... [message cut at 1 KiB]";
 
 /// What a recorder remembers.
 #[derive(Default)]
@@ -90,6 +96,19 @@ enum Decision {
     Patch { name: String, count: i32 },
     /// Seen, and its create is still in flight: counted, sent with the next patch.
     Pending,
+}
+
+/// `message`, or, when longer than [`MAX_MESSAGE_BYTES`], its start (cut on a character boundary) followed by
+/// [`CUT_MARKER`], at most [`MAX_MESSAGE_BYTES`] in all.
+pub fn capped_message(message: &str) -> std::borrow::Cow<'_, str> {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return std::borrow::Cow::Borrowed(message);
+    }
+    let mut end = MAX_MESSAGE_BYTES - CUT_MARKER.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}{CUT_MARKER}", &message[..end]))
 }
 
 /// The `involvedObject` of an Event about `node`.
@@ -219,8 +238,10 @@ impl EventRecorder {
         }
     }
 
-    /// Posts one Event, or counts it on the identical one posted before; errors are logged.
+    /// Posts one Event, or counts it on the identical one posted before; errors are logged. The message is
+    /// capped at [`MAX_MESSAGE_BYTES`] ([`capped_message`]).
     pub async fn publish(&self, object: &ObjectReference, type_: EventType, reason: &str, message: &str) {
+        let message = &*capped_message(message);
         let namespace = object
             .namespace
             .clone()

@@ -147,3 +147,43 @@ fn the_caches_are_bounded() {
     }
     assert!(c.events.len() <= CACHE_SIZE && c.buckets.len() <= CACHE_SIZE);
 }
+
+/// A Warning quoting an annotation value of any length (the apiserver allows 256 KiB of annotations) posts at
+/// most 1 KiB of message, cut on a character boundary and saying so.
+#[tokio::test]
+async fn long_messages_are_cut_at_one_kib_on_a_char_boundary() {
+    let api = mock_api(|_| None);
+    let rec = recorder(&api);
+    // Two-byte characters after an odd prefix: a cut at a fixed byte count would split one.
+    let value = "é".repeat(100_000);
+    let message = format!("Error syncing load balancer: x={value:?}: an integer from 1 to 4000");
+    rec.publish(
+        &service("a"),
+        EventType::Warning,
+        "SyncLoadBalancerFailed",
+        &message,
+    )
+    .await;
+    rec.publish(
+        &service("a"),
+        EventType::Warning,
+        "SyncLoadBalancerFailed",
+        "short",
+    )
+    .await;
+    let requests = api.requests();
+    let posted = requests[0].body["message"].as_str().unwrap();
+    assert!(posted.len() <= 1024, "{} bytes", posted.len());
+    assert!(
+        posted.len() > 1000,
+        "as much as fits is kept: {} bytes",
+        posted.len()
+    );
+    assert!(posted.ends_with("[message cut at 1 KiB]"), "{posted}");
+    let kept = posted.trim_end_matches("... [message cut at 1 KiB]");
+    assert!(message.starts_with(kept), "the start of the message is kept");
+    assert_eq!(
+        requests[1].body["message"], "short",
+        "a short message is as it was"
+    );
+}
