@@ -327,6 +327,19 @@ fn load_balancer_config(config: &CloudConfig, env: &Environment, vpc: VpcId) -> 
         )
         .with_adopt_untagged(global.adopt_untagged_load_balancers)
         .with_extra_attribute_keys(&global.extra_load_balancer_attribute_keys)
+        .with_allowed_health_check_ports(allowed_health_check_ports(global))
+}
+
+/// The ports a Service may name as its health-check port beside its own: `AllowedHealthCheckPorts`, and the
+/// shared health probe's port (kube-proxy's health endpoint, which every node serves), whatever the probe mode.
+fn allowed_health_check_ports(global: &cloud_config::GlobalConfig) -> Vec<(i32, i32)> {
+    let shared = i32::from(global.shared_health_probe_port);
+    global
+        .allowed_health_check_ports
+        .iter()
+        .map(|(from, to)| (i32::from(*from), i32::from(*to)))
+        .chain([(shared, shared)])
+        .collect()
 }
 
 /// Finds the cluster and VPC: from the config where it says, else from the instance `self_id` (one

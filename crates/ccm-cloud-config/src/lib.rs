@@ -83,6 +83,11 @@ pub struct GlobalConfig {
     /// listener and target group attribute keys the attribute annotations accept beside those AWS documents
     /// (for keys AWS added after this controller's list).
     pub extra_load_balancer_attribute_keys: Vec<String>,
+    /// `AllowedHealthCheckPorts` (this implementation's own key, comma-separated ports and inclusive ranges such as
+    /// `8080, 9000-9100`, default none): ports a Service may name in `aws-load-balancer-healthcheck-port` beside
+    /// its own node ports, its `healthCheckNodePort` and the shared probe port (the health-check port is opened on
+    /// every target node).
+    pub allowed_health_check_ports: Vec<(u16, u16)>,
 }
 
 /// An IP family of node addresses.
@@ -196,6 +201,7 @@ pub const GLOBAL_KEYS: &[&str] = &[
     "NLBSecurityGroupMode",
     "AdoptUntaggedLoadBalancers",
     "ExtraLoadBalancerAttributeKeys",
+    "AllowedHealthCheckPorts",
 ];
 /// The keys of a `[ServiceOverride "<n>"]` section the parser accepts (matched ignoring case).
 pub const OVERRIDE_KEYS: &[&str] = &[
@@ -299,6 +305,7 @@ impl Default for GlobalConfig {
             nlb_security_group_mode: NlbSecurityGroupMode::Off,
             adopt_untagged_load_balancers: false,
             extra_load_balancer_attribute_keys: Vec::new(),
+            allowed_health_check_ports: Vec::new(),
         }
     }
 }

@@ -246,6 +246,7 @@ impl Parser {
                 }
             }
             "ExtraLoadBalancerAttributeKeys" => self.extra_attribute_keys(line, &field, &value),
+            "AllowedHealthCheckPorts" => self.allowed_health_check_ports(line, &field, &value),
             "NLBSecurityGroupMode" => match value.as_str() {
                 "" => g.nlb_security_group_mode = NlbSecurityGroupMode::Off,
                 "Managed" => g.nlb_security_group_mode = NlbSecurityGroupMode::Managed,
@@ -414,6 +415,28 @@ impl Parser {
             return;
         }
         self.config.global.extra_load_balancer_attribute_keys = keys;
+    }
+
+    /// `AllowedHealthCheckPorts`: comma-separated ports (1 to 65535) and inclusive ranges (`9000-9100`).
+    fn allowed_health_check_ports(&mut self, line: usize, field: &str, value: &str) {
+        let mut ranges = Vec::new();
+        for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (from, to) = item.split_once('-').unwrap_or((item, item));
+            let port = |p: &str| p.trim().parse::<u16>().ok().filter(|p| *p > 0);
+            match (port(from), port(to)) {
+                (Some(from), Some(to)) if from <= to => ranges.push((from, to)),
+                _ => {
+                    self.error(
+                        Some(line),
+                        field,
+                        &format!("{item:?} is not a port or a range of ports"),
+                        Some("comma-separated ports from 1 to 65535 and ranges such as 9000-9100"),
+                    );
+                    return;
+                }
+            }
+        }
+        self.config.global.allowed_health_check_ports = ranges;
     }
 
     fn note_repeat(&mut self, line: usize, field: &str, canonical: &str) {

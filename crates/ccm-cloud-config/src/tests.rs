@@ -72,6 +72,12 @@ fn every_global_field() {
         ("AdoptUntaggedLoadBalancers = no", |g| {
             !g.adopt_untagged_load_balancers
         }),
+        ("AllowedHealthCheckPorts = 8080, 9000-9100", |g| {
+            g.allowed_health_check_ports == [(8080, 8080), (9000, 9100)]
+        }),
+        ("AllowedHealthCheckPorts =", |g| {
+            g.allowed_health_check_ports.is_empty()
+        }),
         ("ElbSecurityGroup = sg-1", |g| {
             g.elb_security_group.as_deref() == Some("sg-1")
         }),
@@ -163,6 +169,16 @@ fn bad_values_name_the_field_and_the_accepted_values() {
             "NodeIPFamilies = ipv5",
             "Global.NodeIPFamilies",
             Some("ipv4, ipv6"),
+        ),
+        (
+            "AllowedHealthCheckPorts = 9100-9000",
+            "Global.AllowedHealthCheckPorts",
+            Some("comma-separated ports from 1 to 65535 and ranges such as 9000-9100"),
+        ),
+        (
+            "AllowedHealthCheckPorts = ssh",
+            "Global.AllowedHealthCheckPorts",
+            Some("comma-separated ports from 1 to 65535 and ranges such as 9000-9100"),
         ),
         (
             "ClusterServiceLoadBalancerHealthProbeMode = shared",

@@ -108,6 +108,19 @@ pub enum Error {
         /// What holds it (`Service ns/name`, or `nothing of this cluster`).
         held_by: String,
     },
+    /// The annotated health-check port is none of the ports a Service may open on its nodes: nothing was written.
+    #[error(
+        "service.beta.kubernetes.io/aws-load-balancer-healthcheck-port={port} is refused: the health-check port is \
+         opened on every target node, so it must be one of this Service's node ports, its healthCheckNodePort, \
+         the shared health probe's port or a port the cloud config allows ([Global] AllowedHealthCheckPorts); \
+         allowed here: {allowed}"
+    )]
+    HealthCheckPortRefused {
+        /// The refused port.
+        port: i32,
+        /// The ports allowed for this Service, comma-separated.
+        allowed: String,
+    },
     /// The load balancer to update does not exist (yet): the next full sync creates it.
     #[error("load balancer {0} not found")]
     NotFound(String),

@@ -112,7 +112,7 @@ pub struct Desired {
     pub allow_recreation: bool,
     /// Whether the name is not the Service's UID name (`aws-load-balancer-name`, or one kept from before a
     /// rename): a name anyone may choose proves nothing, so a load balancer under it must also name this
-    /// Service in its `kubernetes.io/service-name` tag ([`crate::ownership::check_claim`]).
+    /// Service in its `kubernetes.io/service-name` tag ([`crate::ownership::claim`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub name_chosen: bool,
 }
@@ -186,6 +186,7 @@ pub fn build(
     config: &LoadBalancerConfig,
     subnets: &[SubnetId],
 ) -> Result<Desired, Error> {
+    config.check_health_check_port(spec)?;
     let name = shared::service_load_balancer_name(spec)?;
     let name_chosen = name != shared::load_balancer_name(&spec.uid)?;
     let listeners: Vec<Listener> = spec.ports.iter().map(|p| listener(spec, p)).collect();

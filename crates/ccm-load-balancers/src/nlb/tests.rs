@@ -374,9 +374,58 @@ fn health_checks_follow_traffic_policy_probe_mode_and_annotations() {
         (hc.protocol.as_str(), hc.port.as_str(), hc.path.as_deref()),
         ("HTTPS", "8443", Some("/ready"))
     );
-    // A numeric health check port is the only health port of the node rules.
-    let d = build_with(&[(Key::HealthcheckPort, "8443")], &[(80, 30080)], &config()).unwrap();
+    // A numeric health check port is the only health port of the node rules, once the operator allows it.
+    let allowed = config().with_allowed_health_check_ports(vec![(8000, 8999)]);
+    let d = build_with(&[(Key::HealthcheckPort, "8443")], &[(80, 30080)], &allowed).unwrap();
     assert_eq!(d.node_access.unwrap().health_ports, BTreeSet::from([8443]));
+}
+
+/// A Service author names which port is opened on every target node through the health-check port: only the
+/// Service's own node ports, its `healthCheckNodePort`, the shared probe's port and the operator's ranges are
+/// accepted; the kubelet's 10250 (or SSH, an exporter) is refused before anything is built, naming the key and
+/// the ports allowed. Both flavours.
+#[test]
+fn a_health_check_port_outside_the_services_own_is_refused() {
+    let refused = build_with(&[(Key::HealthcheckPort, "10250")], &[(80, 30080)], &config()).unwrap_err();
+    let message = refused.to_string();
+    assert!(
+        matches!(refused, Error::HealthCheckPortRefused { port: 10250, .. }),
+        "{message}"
+    );
+    assert!(
+        message.contains("aws-load-balancer-healthcheck-port=10250"),
+        "{message}"
+    );
+    assert!(message.contains("allowed here: 30080"), "{message}");
+    let classic = crate::classic::build(
+        &parse_service(&crate::classic::tests::service(
+            &[(Key::HealthcheckPort, "22")],
+            &[(80, 30080)],
+        ))
+        .unwrap(),
+        &[],
+        &config(),
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        classic.to_string().contains("healthcheck-port=22 is refused"),
+        "{classic}"
+    );
+    // Its own node port, the shared probe's port, the operator's range: accepted.
+    assert!(build_with(&[(Key::HealthcheckPort, "30080")], &[(80, 30080)], &config()).is_ok());
+    let shared = config().with_health_probe(HealthProbeMode::Shared {
+        port: 10256,
+        path: "/healthz".into(),
+    });
+    assert!(build_with(&[(Key::HealthcheckPort, "10256")], &[(80, 30080)], &shared).is_ok());
+    let ranges = config().with_allowed_health_check_ports(vec![(9000, 9100), (10250, 10250)]);
+    assert!(build_with(&[(Key::HealthcheckPort, "10250")], &[(80, 30080)], &ranges).is_ok());
+    let e = build_with(&[(Key::HealthcheckPort, "9101")], &[(80, 30080)], &ranges).unwrap_err();
+    assert!(
+        e.to_string().contains("allowed here: 30080, 9000-9100, 10250"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -55,6 +55,11 @@ pub struct LoadBalancerConfig {
     /// change can only be applied to a new one, as if annotated `aws-load-balancer-allow-recreation: "true"`.
     /// Off by default: a serving load balancer is never replaced unasked.
     pub allow_recreation: bool,
+    /// Ports a Service may name in `aws-load-balancer-healthcheck-port` beside its own node ports, its
+    /// `healthCheckNodePort` and the shared health probe's port (`[Global] AllowedHealthCheckPorts`, inclusive
+    /// ranges; empty by default). The health-check port is opened on every target node: see
+    /// [`LoadBalancerConfig::check_health_check_port`].
+    pub allowed_health_check_ports: Vec<(i32, i32)>,
 }
 
 // === impl LoadBalancerConfig ===
@@ -74,6 +79,7 @@ impl LoadBalancerConfig {
             attribute_keys: AttributeKeys::default(),
             adopt_untagged: false,
             allow_recreation: false,
+            allowed_health_check_ports: Vec::new(),
         }
     }
 
@@ -123,6 +129,53 @@ impl LoadBalancerConfig {
     pub fn with_adopt_untagged(mut self, adopt: bool) -> Self {
         self.adopt_untagged = adopt;
         self
+    }
+
+    /// Sets `[Global] AllowedHealthCheckPorts`: inclusive port ranges a Service may use as its health-check port
+    /// (see [`LoadBalancerConfig::check_health_check_port`]).
+    #[must_use]
+    pub fn with_allowed_health_check_ports(mut self, ranges: Vec<(i32, i32)>) -> Self {
+        self.allowed_health_check_ports = ranges;
+        self
+    }
+
+    /// The check of an annotated health-check port (`aws-load-balancer-healthcheck-port`), before anything is
+    /// built: the port is opened on every target node (from the load balancer's group, or for a default NLB from
+    /// its subnets' CIDRs), so a Service author may name only one of the Service's node ports, its
+    /// `healthCheckNodePort`, the shared health probe's port (kube-proxy's, with
+    /// `ClusterServiceLoadBalancerHealthProbeMode = Shared`) or a port the operator allows
+    /// (`allowed_health_check_ports`). Anything else (the kubelet's 10250, SSH, an exporter) is refused, naming
+    /// the key and the ports allowed; nothing is written.
+    pub fn check_health_check_port(&self, spec: &crate::ServiceSpec) -> Result<(), crate::Error> {
+        let Some(Some(port)) = spec.health_check.port else {
+            return Ok(());
+        };
+        let mut own: Vec<i32> = spec.ports.iter().map(|p| p.node_port).collect();
+        own.extend(spec.health_check_node_port);
+        if let HealthProbeMode::Shared { port: shared, .. } = &self.health_probe {
+            own.push(*shared);
+        }
+        let allowed_range = self
+            .allowed_health_check_ports
+            .iter()
+            .any(|(from, to)| (*from..=*to).contains(&port));
+        if own.contains(&port) || allowed_range {
+            return Ok(());
+        }
+        own.sort_unstable();
+        own.dedup();
+        let mut allowed: Vec<String> = own.iter().map(ToString::to_string).collect();
+        allowed.extend(self.allowed_health_check_ports.iter().map(|(from, to)| {
+            if from == to {
+                from.to_string()
+            } else {
+                format!("{from}-{to}")
+            }
+        }));
+        Err(crate::Error::HealthCheckPortRefused {
+            port,
+            allowed: allowed.join(", "),
+        })
     }
 
     /// Sets `--allow-load-balancer-recreation`: consent to recreation for every Service (see
