@@ -19,6 +19,7 @@ use iam::*;
 use serde_json::{Value, json};
 
 const HARDENED: &str = "control-plane-hardened.json";
+const TAKEOVER: &str = "control-plane-hardened-listener-takeover.json";
 const RESOURCE_TAG: &str = "aws:ResourceTag/kubernetes.io/cluster/CLUSTER_ID";
 const REQUEST_TAG: &str = "aws:RequestTag/kubernetes.io/cluster/CLUSTER_ID";
 
@@ -109,10 +110,11 @@ fn violation(action: &str, statement: &Value) -> Option<String> {
         }
         "elasticloadbalancing:AddTags" => {
             owned_only
-                // The owned tag on an NLB listener: tag-on-create, and the read-repair of Go-era listeners (which
-                // carry no tags) before the controller changes them under `ChangeOwnedNetworkLoadBalancerListeners`.
+                // The owned tag on an NLB listener, on create only: tagging an existing listener `owned` would
+                // open it to `ChangeOwnedNetworkLoadBalancerListeners` (the Go-era takeover tag is opt-in, in
+                // `control-plane-hardened-listener-takeover.json`).
                 || (request_tag == ["owned"]
-                    && create_action.is_empty()
+                    && create_action == ["CreateListener"]
                     && resources == ["arn:aws:elasticloadbalancing:*:*:listener/net/*"])
                 || (request_tag == ["owned"]
                     && create_action
@@ -206,7 +208,7 @@ type Loosening = (&'static str, fn(&mut Value));
 fn a_loosened_statement_is_caught() {
     // The check must be able to fail: drop or weaken conditions one at a time and expect a violation.
     let statements = policy_statements(HARDENED);
-    let loosen: [Loosening; 7] = [
+    let loosen: [Loosening; 8] = [
         ("ChangeOwnedLoadBalancersAndTargetGroups", |st| {
             st.as_object_mut().unwrap().remove("Condition");
         }),
@@ -225,11 +227,18 @@ fn a_loosened_statement_is_caught() {
         ("ChangeOwnedNetworkLoadBalancerListeners", |st| {
             st.as_object_mut().unwrap().remove("Condition");
         }),
-        ("TagNetworkLoadBalancerListenersAsOwned", |st| {
+        ("TagNetworkLoadBalancerListenersOnCreate", |st| {
             st["Resource"] = json!("*")
         }),
-        ("TagNetworkLoadBalancerListenersAsOwned", |st| {
-            st["Condition"]["StringEquals"] = json!({REQUEST_TAG: ["owned", "shared"]});
+        ("TagNetworkLoadBalancerListenersOnCreate", |st| {
+            st["Condition"]["StringEquals"] = json!({REQUEST_TAG: ["owned", "shared"], "elasticloadbalancing:CreateAction": "CreateListener"});
+        }),
+        // The opt-in takeover statement's shape inside the main policy: any listener could be tagged `owned`.
+        ("TagNetworkLoadBalancerListenersOnCreate", |st| {
+            st["Condition"]["StringEquals"]
+                .as_object_mut()
+                .unwrap()
+                .remove("elasticloadbalancing:CreateAction");
         }),
     ];
     for (sid, change) in loosen {
@@ -241,6 +250,33 @@ fn a_loosened_statement_is_caught() {
         change(st);
         assert!(!violations(&changed).is_empty(), "loosening {sid} went unnoticed");
     }
+}
+
+/// The Go-era listener takeover is a separate, opt-in policy: one statement, AddTags of the `owned` tag on NLB
+/// listeners only, which the main hardened policy alone does not grant (checked above).
+#[test]
+fn the_listener_takeover_is_an_opt_in_policy_of_one_statement() {
+    let statements = policy_statements(TAKEOVER);
+    assert_eq!(statements.len(), 1, "{TAKEOVER}: one statement");
+    let st = &statements[0];
+    assert_eq!(strings(&st["Action"]), ["elasticloadbalancing:AddTags"]);
+    assert_eq!(
+        strings(&st["Resource"]),
+        ["arn:aws:elasticloadbalancing:*:*:listener/net/*"]
+    );
+    assert_eq!(equals(st, REQUEST_TAG), ["owned"]);
+    // Within the main policy it would be a violation: that is why it is apart.
+    let mut with = policy_statements(HARDENED);
+    with.push(st.clone());
+    assert!(
+        !violations(&with).is_empty(),
+        "the takeover statement passes as a hardened one"
+    );
+    let doc = fs::read_to_string(repo().join("docs/iam.md")).unwrap();
+    assert!(
+        doc.contains(&format!("deploy/iam/{TAKEOVER}")),
+        "docs/iam.md does not explain {TAKEOVER}"
+    );
 }
 
 #[test]
