@@ -26,6 +26,7 @@ use crate::{
 use listing::ClusterListing;
 use lookup::Reuse;
 pub use lookup::{INSTANCES_PER_PAGE, LISTING_REUSE};
+use regions::Away;
 
 /// The zone ID label (`use1-az1`), the same physical zone in every account.
 pub const ZONE_ID_LABEL: &str = "topology.k8s.aws/zone-id";
@@ -186,8 +187,13 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     /// `network_interfaces` per 200 Fargate IPs; zone IDs cost one
     /// `availability_zones` when a zone is not cached yet; topology one `instance_topology` per batch.
     pub async fn metadata(&self, nodes: &[&Node]) -> Vec<Result<Option<InstanceMetadata>, InstancesError>> {
-        // Another Region's Node is another controller's to initialize: no metadata, so it is left as it is.
-        self.in_region_only(nodes, || None, |here| self.metadata_here(here))
+        // Another Region's Node is another controller's to initialize: no metadata, so it is left as it is. A
+        // Region that does not exist has no instance: not found, as an unknown instance of this Region.
+        let away = |node: &Node, away: &Away| match away {
+            Away::OtherRegion(_) => Ok(None),
+            Away::NoRegion(_) => Err(not_found(node)),
+        };
+        self.in_region_only(nodes, away, |here| self.metadata_here(here))
             .await
     }
 
@@ -317,9 +323,10 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     /// Whether each node's instance exists: `false` only for terminated instances and for none found. A
     /// malformed instance ID is an error, never "gone" (see `well_formed`).
     /// A Node of another Region exists as far as this controller knows (it cannot see that Region's
-    /// instances), so it is never deleted.
+    /// instances), so it is never deleted; one whose zone is of no Region of the partition does not.
     pub async fn exists(&self, nodes: &[&Node]) -> Vec<Result<bool, InstancesError>> {
-        self.in_region_only(nodes, || true, |here| self.exists_here(here))
+        let away = |_: &Node, away: &Away| Ok(matches!(away, Away::OtherRegion(_)));
+        self.in_region_only(nodes, away, |here| self.exists_here(here))
             .await
     }
 
@@ -340,9 +347,10 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
 
     /// Whether each node's instance is shut down: `true` for stopped and stopping instances only. Fargate pods
     /// never are (no call is made for them); a missing instance is not shut down (it does not exist).
-    /// A Node of another Region is not shut down as far as this controller knows.
+    /// A Node of another Region is not shut down as far as this controller knows (nor one of no Region: it
+    /// does not exist).
     pub async fn shutdown(&self, nodes: &[&Node]) -> Vec<Result<bool, InstancesError>> {
-        self.in_region_only(nodes, || false, |here| self.shutdown_here(here))
+        self.in_region_only(nodes, |_, _| Ok(false), |here| self.shutdown_here(here))
             .await
     }
 
