@@ -512,10 +512,14 @@ fn forget_membership<P: CloudProvider>(ctx: &Ctx<P>, name: &str) {
     }
 }
 
+/// The periodic address refresh: a first pass at once (as upstream's `wait.Until`), then one every
+/// `node_status_update_frequency` after the last. The first pass shows the provider every initialized Node right
+/// after a start or a fail-over, those that no other controller hands it included (a Node excluded from load
+/// balancers): a provider that refuses a Node naming an older Node's instance must know the older one.
 async fn status_loop<P: CloudProvider>(ctx: &Ctx<P>) {
     loop {
-        tokio::time::sleep(ctx.config.node_status_update_frequency).await;
         update_node_status(ctx).await;
+        tokio::time::sleep(ctx.config.node_status_update_frequency).await;
     }
 }
 

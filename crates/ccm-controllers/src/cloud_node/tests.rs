@@ -367,3 +367,25 @@ async fn a_node_outside_the_cluster_is_warned_about_once_and_counted_while_it_is
     assert_eq!(counted(&ctx), 0, "deleted");
     assert_eq!(api.requests().len(), events(), "nothing but Events");
 }
+
+/// The first address refresh runs at start, not a period later: the provider sees every initialized Node (one it
+/// refuses a newer Node for, issue #55 item 6) right after a restart.
+#[tokio::test(start_paused = true)]
+async fn the_first_address_refresh_runs_at_start() {
+    use ccm_testing::provider::{FakeInstance, FakeProvider, Method};
+
+    let api = crate::mock_api::mock_api(|_| None);
+    let cloud = FakeProvider::new();
+    cloud.add_instance(FakeInstance::new("node0", "fake://12345"));
+    let (store, mut writer) = reflector::store();
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(node(
+        Some("fake://12345"),
+        vec![],
+    )));
+    let ctx = test_ctx(&api, cloud.clone(), store, CloudNodeConfig::default());
+    tokio::select! {
+        () = status_loop(&ctx) => panic!("the loop ended"),
+        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+    }
+    assert_eq!(cloud.batch_sizes(Method::InstanceMetadataBatch), vec![1]);
+}
