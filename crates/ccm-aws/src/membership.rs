@@ -11,7 +11,13 @@
 //! instance. Membership is learnt from every instance the instances provider reads ([`MemberInstances`]: node
 //! initialization and the periodic address refresh describe each instance anyway), otherwise from one
 //! `DescribeInstances` for the unknown instances of a call (the adapter coalesces concurrent callers). Members
-//! are remembered for [`MEMBER_TTL`], others for [`OUTSIDER_TTL`] (an instance may be tagged just after launch).
+//! are remembered for [`MEMBER_TTL`], others for [`OUTSIDER_TTL`] (an instance may be tagged just after launch),
+//! and an instance EC2 does not show (a made-up ID, one of a Region that does not exist or of another Region) for
+//! [`ABSENT_TTL`]: a forged Node naming one costs one lookup, not one per ensure, host update and drift pass.
+//!
+//! A member instance is still only its own Node's: a Node naming an instance that an older Node names is refused
+//! like a Node of an outsider ([`Elder`], the claims in `claims`), and the older Node's labels (its exclusion from
+//! load balancers) decide.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -20,7 +26,7 @@ use std::{
 };
 
 use ccm_aws_api::{AwsError, Ec2, InstanceId};
-use ccm_cloud_provider::{CloudError, InstanceMetadata, InstancesV2, Result as CloudResult};
+use ccm_cloud_provider::{CloudError, InstanceMetadata, InstancesV2, Notice, Result as CloudResult};
 use ccm_instances::AwsInstances;
 use ccm_load_balancers::shared::node_instance_id;
 use ccm_tagging::ClusterTags;
@@ -28,8 +34,10 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 use tokio::time::Instant;
 
+mod claims;
 mod wrappers;
 
+pub use claims::{CLAIM_TTL, Elder};
 pub use wrappers::{MemberLoadBalancers, MemberRoutes};
 
 /// How long an instance found to carry the cluster tag is trusted without reading it again.
@@ -38,12 +46,31 @@ pub const MEMBER_TTL: Duration = Duration::from_secs(3600);
 /// How long an instance found without the cluster tag stays refused without reading it again.
 pub const OUTSIDER_TTL: Duration = Duration::from_secs(60);
 
+/// How long an instance EC2 does not show stays absent without asking again. Instance IDs are never reused, so
+/// only a brand-new instance (EC2 reads are eventually consistent) could be absent wrongly, and the cloud-node
+/// controller's read at its Node's initialization teaches its membership at once.
+pub const ABSENT_TTL: Duration = Duration::from_secs(600);
+
+/// The Event reason of a Node refused by the load balancers or the cloud-node controller (the same as for an
+/// instance without the cluster tag: nothing is done for the Node either way, and one alert covers both).
+pub const REFUSED_NODE_REASON: &str = "InstanceNotInCluster";
+
 /// The membership of instances in the cluster, remembered (cheap to share behind an [`Arc`]).
 #[derive(Debug)]
 pub struct Membership<E> {
     ec2: E,
     cluster: ClusterTags,
-    known: Mutex<HashMap<InstanceId, (bool, Instant)>>,
+    known: Mutex<HashMap<InstanceId, (Standing, Instant)>>,
+    claims: Mutex<claims::Claims>,
+}
+
+/// What a read of an instance showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Standing {
+    Member,
+    Outsider,
+    /// EC2 did not show it.
+    Absent,
 }
 
 // === impl Membership ===
@@ -55,6 +82,7 @@ impl<E: Ec2 + Send + Sync> Membership<E> {
             ec2,
             cluster,
             known: Mutex::new(HashMap::new()),
+            claims: Mutex::default(),
         }
     }
 
@@ -68,7 +96,24 @@ impl<E: Ec2 + Send + Sync> Membership<E> {
         self.known
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(instance, (member, Instant::now()));
+            .insert(instance, (Standing::of(member), Instant::now()));
+    }
+
+    /// Records which instance each of `nodes` names (see [`Elder`]).
+    pub fn observe(&self, nodes: &[&Node]) {
+        self.claims
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .observe(nodes);
+    }
+
+    /// The older Node naming the instance of the Node `name` (seen before through [`Membership::observe`]): the
+    /// instance is that Node's, and nothing is done for this one.
+    pub fn elder(&self, name: &str) -> Option<Elder> {
+        self.claims
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .elder(name)
     }
 
     /// The members among `ids`: remembered answers, then one lookup of the rest. An instance EC2 does not know
@@ -83,7 +128,7 @@ impl<E: Ec2 + Send + Sync> Membership<E> {
     }
 
     /// Whether each of `ids` is a member: remembered answers, then one lookup of the rest; the instances EC2
-    /// does not show are absent.
+    /// does not show are absent (and remembered so for [`ABSENT_TTL`]).
     pub async fn answers(&self, ids: &[InstanceId]) -> Result<BTreeMap<InstanceId, bool>, AwsError> {
         let mut answers = BTreeMap::new();
         let mut unknown = BTreeSet::new();
@@ -91,8 +136,10 @@ impl<E: Ec2 + Send + Sync> Membership<E> {
             let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
             for id in ids {
                 match known.get(id) {
-                    Some((member, at)) if at.elapsed() < ttl(*member) => {
-                        answers.insert(id.clone(), *member);
+                    Some((standing, at)) if at.elapsed() < standing.ttl() => {
+                        if *standing != Standing::Absent {
+                            answers.insert(id.clone(), *standing == Standing::Member);
+                        }
                     }
                     _ => {
                         unknown.insert(id.clone());
@@ -108,26 +155,52 @@ impl<E: Ec2 + Send + Sync> Membership<E> {
         let now = Instant::now();
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         // Only here, where something new is learnt: what expired goes, so the map holds recent instances only.
-        known.retain(|_, (member, at)| at.elapsed() < ttl(*member));
-        for instance in found.iter().filter(|i| unknown.contains(&i.id)) {
+        known.retain(|_, (standing, at)| at.elapsed() < standing.ttl());
+        for instance in found.iter().filter(|i| unknown.remove(&i.id)) {
             let why = self
                 .cluster
                 .not_member(&format!("instance {}", instance.id), &instance.tags);
             if let Some(why) = &why {
                 tracing::warn!(instance = %instance.id, reason = why.as_str(), "not acting for an instance outside the cluster");
             }
-            known.insert(instance.id.clone(), (why.is_none(), now));
+            known.insert(instance.id.clone(), (Standing::of(why.is_none()), now));
             answers.insert(instance.id.clone(), why.is_none());
+        }
+        // Not shown: a made-up ID (a forged Node's), another Region's, or long terminated.
+        for id in unknown {
+            tracing::debug!(instance = %id, "instance not found; not asking again for a while");
+            known.insert(id, (Standing::Absent, now));
         }
         Ok(answers)
     }
 
-    /// `nodes` without those whose EC2 instance is not a member. Nodes without an EC2 provider ID (Fargate,
-    /// none yet) are kept: nothing acts for them through an instance.
+    /// `nodes` without those whose EC2 instance is not a member and those whose instance an older Node names
+    /// (see [`Membership::targets`]).
     pub async fn member_nodes<'a>(&self, nodes: &[&'a Node]) -> CloudResult<Vec<&'a Node>> {
-        let ids: Vec<InstanceId> = nodes.iter().filter_map(|n| node_instance_id(n)).collect();
+        Ok(self.targets(nodes).await?.0)
+    }
+
+    /// `nodes` without those whose EC2 instance is not a member, and without those whose instance an older Node
+    /// names (all of `nodes` and every Node seen before are considered), with a Warning notice on each of the
+    /// latter. Nodes without an EC2 provider ID (Fargate, none yet) are kept: nothing acts for them through an
+    /// instance.
+    pub async fn targets<'a>(&self, nodes: &[&'a Node]) -> CloudResult<(Vec<&'a Node>, Vec<Notice>)> {
+        self.observe(nodes);
+        let mut notices = Vec::new();
+        let mut claimed = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            match self.elder(name) {
+                Some(elder) => {
+                    tracing::warn!(node = name, instance = %elder.instance, elder = elder.node.as_str(), "not serving a Node whose instance an older Node names");
+                    notices.push(Notice::warning_on_node(name, REFUSED_NODE_REASON, elder.reason()));
+                }
+                None => claimed.push(*node),
+            }
+        }
+        let ids: Vec<InstanceId> = claimed.iter().filter_map(|n| node_instance_id(n)).collect();
         if ids.is_empty() {
-            return Ok(nodes.to_vec());
+            return Ok((claimed, notices));
         }
         let members = self.members(&ids).await.map_err(|e| {
             CloudError::with_source(
@@ -135,11 +208,11 @@ impl<E: Ec2 + Send + Sync> Membership<E> {
                 e,
             )
         })?;
-        Ok(nodes
-            .iter()
-            .copied()
+        let kept = claimed
+            .into_iter()
             .filter(|n| node_instance_id(n).is_none_or(|id| members.contains(&id)))
-            .collect())
+            .collect();
+        Ok((kept, notices))
     }
 }
 
@@ -151,6 +224,13 @@ pub trait Members: Send + Sync {
         &'a self,
         ids: &'a [InstanceId],
     ) -> BoxFuture<'a, Result<BTreeMap<InstanceId, bool>, AwsError>>;
+
+    /// The older Node naming the instance of the Node `node`, when that Node is refused for it (see
+    /// [`Membership::elder`]). `None` by default: a member instance is acted for whichever Node names it.
+    fn elder(&self, node: &str) -> Option<Elder> {
+        let _ = node;
+        None
+    }
 }
 
 impl<E: Ec2 + Send + Sync> Members for Membership<E> {
@@ -160,14 +240,31 @@ impl<E: Ec2 + Send + Sync> Members for Membership<E> {
     ) -> BoxFuture<'a, Result<BTreeMap<InstanceId, bool>, AwsError>> {
         Box::pin(Membership::answers(self, ids))
     }
+
+    fn elder(&self, node: &str) -> Option<Elder> {
+        Membership::elder(self, node)
+    }
 }
 
-fn ttl(member: bool) -> Duration {
-    if member { MEMBER_TTL } else { OUTSIDER_TTL }
+// === impl Standing ===
+
+impl Standing {
+    fn of(member: bool) -> Self {
+        if member { Self::Member } else { Self::Outsider }
+    }
+
+    fn ttl(self) -> Duration {
+        match self {
+            Self::Member => MEMBER_TTL,
+            Self::Outsider => OUTSIDER_TTL,
+            Self::Absent => ABSENT_TTL,
+        }
+    }
 }
 
 /// The instances provider, teaching [`Membership`] what every read shows (the provider reports
-/// [`InstanceMetadata::not_in_cluster`] from the instance's tags).
+/// [`InstanceMetadata::not_in_cluster`] from the instance's tags) and which instance each Node names; a Node whose
+/// instance an older Node names is reported not in the cluster (the cloud-node controller warns about it).
 #[derive(Debug)]
 pub struct MemberInstances<E> {
     inner: AwsInstances<E>,
@@ -185,41 +282,60 @@ impl<E: Ec2 + Send + Sync> MemberInstances<E> {
         &self.inner
     }
 
-    fn learn(&self, node: &Node, result: &CloudResult<Option<InstanceMetadata>>) {
-        if let (Some(id), Ok(Some(meta))) = (node_instance_id(node), result) {
+    /// Learns the instance's membership from what the read showed, then refuses the Node if an older Node
+    /// names its instance (after learning: the instance itself is a member all the same).
+    fn learn(&self, node: &Node, result: &mut CloudResult<Option<InstanceMetadata>>) {
+        let Ok(Some(meta)) = result else {
+            return;
+        };
+        if let Some(id) = node_instance_id(node) {
             self.membership.learn(id, meta.not_in_cluster.is_none());
+        }
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        if let Some(elder) = self
+            .membership
+            .elder(name)
+            .filter(|_| meta.not_in_cluster.is_none())
+        {
+            meta.not_in_cluster = Some(elder.reason());
         }
     }
 }
 
 impl<E: Ec2 + Send + Sync> InstancesV2 for MemberInstances<E> {
     async fn instance_exists(&self, node: &Node) -> CloudResult<bool> {
+        self.membership.observe(&[node]);
         self.inner.instance_exists(node).await
     }
 
     async fn instance_shutdown(&self, node: &Node) -> CloudResult<bool> {
+        self.membership.observe(&[node]);
         self.inner.instance_shutdown(node).await
     }
 
     async fn instance_metadata(&self, node: &Node) -> CloudResult<Option<InstanceMetadata>> {
-        let result = self.inner.instance_metadata(node).await;
-        self.learn(node, &result);
+        self.membership.observe(&[node]);
+        let mut result = self.inner.instance_metadata(node).await;
+        self.learn(node, &mut result);
         result
     }
 
     async fn instance_metadata_batch(&self, nodes: &[&Node]) -> Vec<CloudResult<Option<InstanceMetadata>>> {
-        let results = self.inner.instance_metadata_batch(nodes).await;
-        for (node, result) in nodes.iter().zip(&results) {
+        self.membership.observe(nodes);
+        let mut results = self.inner.instance_metadata_batch(nodes).await;
+        for (node, result) in nodes.iter().zip(&mut results) {
             self.learn(node, result);
         }
         results
     }
 
     async fn instance_exists_batch(&self, nodes: &[&Node]) -> Vec<CloudResult<bool>> {
+        self.membership.observe(nodes);
         self.inner.instance_exists_batch(nodes).await
     }
 
     async fn instance_shutdown_batch(&self, nodes: &[&Node]) -> Vec<CloudResult<bool>> {
+        self.membership.observe(nodes);
         self.inner.instance_shutdown_batch(nodes).await
     }
 }

@@ -13,10 +13,13 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
 use super::*;
 
 const OWN: &str = "i-0000000000000000a";
+const WORKER: &str = "i-0000000000000000c";
 const FOREIGN: &str = "i-0000000000000000f";
 const GONE: &str = "i-00000000000000009";
+const NOWHERE: &str = "i-0000000000000000e";
 
-/// EC2 showing OWN (tagged for cluster `prod`) and FOREIGN (another system's), counting lookups.
+/// EC2 showing OWN and WORKER (tagged for cluster `prod`) and FOREIGN (another system's), not GONE nor NOWHERE,
+/// counting lookups.
 fn ec2(lookups: &Arc<AtomicUsize>) -> MockEc2 {
     let mut ec2 = MockEc2::new();
     let lookups = lookups.clone();
@@ -24,10 +27,10 @@ fn ec2(lookups: &Arc<AtomicUsize>) -> MockEc2 {
         lookups.fetch_add(1, Ordering::SeqCst);
         let found: Vec<Instance> = ids
             .iter()
-            .filter(|id| id.as_str() != GONE)
+            .filter(|id| ![GONE, NOWHERE].contains(&id.as_str()))
             .map(|id| {
                 let mut i = Instance::new(id.clone(), InstanceState::Running);
-                if id.as_str() == OWN {
+                if [OWN, WORKER].contains(&id.as_str()) {
                     i.tags.insert("kubernetes.io/cluster/prod".into(), "owned".into());
                 } else {
                     i.tags.insert("Name".into(), "database".into());
@@ -227,4 +230,194 @@ async fn routes_never_point_at_an_instance_outside_the_cluster() {
         .await
         .unwrap();
     assert_eq!(routes.inner().0.load(Ordering::SeqCst), 2);
+}
+
+fn count(lookups: &Arc<AtomicUsize>) -> usize {
+    lookups.load(Ordering::SeqCst)
+}
+
+/// Issue #55, item 5: a Node whose instance EC2 does not show (a made-up ID, or a zone of no Region) was looked up
+/// again by every ensure, host update and drift pass.
+#[tokio::test]
+async fn a_node_whose_instance_is_not_found_costs_one_lookup() {
+    let lookups = Arc::new(AtomicUsize::new(0));
+    let lbs = MemberLoadBalancers::new(Recorder::default(), membership(&lookups));
+    let own = node("own", Some(&format!("aws:///us-east-1a/{OWN}")));
+    let ghost = node("ghost", Some(&format!("aws:///us-east-1a/{GONE}")));
+    let fake = node("fake", Some(&format!("aws:///zz-fake-1a/{NOWHERE}")));
+    let nodes = [&own, &ghost, &fake];
+    let service = Service::default();
+    lbs.ensure_load_balancer("k", &service, &nodes).await.unwrap();
+    lbs.ensure_load_balancer_reporting("k", &service, &nodes)
+        .await
+        .unwrap();
+    lbs.update_load_balancer("k", &service, &nodes).await.unwrap();
+    lbs.drifted("k", &[&service], &nodes).await.unwrap();
+    let seen = lbs.inner().0.lock().unwrap().clone();
+    assert_eq!(seen, vec![vec!["own".to_owned()]; 4]);
+    assert_eq!(count(&lookups), 1, "the first answer, remembered");
+}
+
+/// EC2 showing every instance (OWN and WORKER tagged for `prod`), for the instances provider.
+fn instances(membership: &Arc<Membership<MockEc2>>) -> MemberInstances<MockEc2> {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let config = ccm_instances::InstancesConfig::new("us-east-1");
+    MemberInstances::new(AwsInstances::new(ec2(&reads), config), membership.clone())
+}
+
+const EXCLUDE: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+
+/// The control plane's Node (created first, kept out of load balancers: the service controller never gives it to
+/// them), a worker, and a Node forged later naming the control plane's instance (in another zone's form).
+fn control_plane_worker_forged() -> (Node, Node, Node) {
+    let cp = NodeBuilder::new("cp")
+        .created_at(1_000)
+        .label(EXCLUDE, "true")
+        .provider_id(&format!("aws:///us-east-1a/{OWN}"))
+        .build();
+    let worker = NodeBuilder::new("worker")
+        .created_at(2_000)
+        .provider_id(&format!("aws:///us-east-1a/{WORKER}"))
+        .build();
+    let forged = NodeBuilder::new("forged")
+        .created_at(3_000)
+        .provider_id(&format!("aws:///us-east-1b/{OWN}"))
+        .build();
+    (cp, worker, forged)
+}
+
+/// Issue #55, item 6: a Node naming the instance of an older Node (the control plane's, excluded from load
+/// balancers by its own Node's label) got it registered and opened.
+#[tokio::test]
+async fn a_node_naming_an_older_nodes_instance_is_no_target() {
+    let lookups = Arc::new(AtomicUsize::new(0));
+    let m = membership(&lookups);
+    let (cp, worker, forged) = control_plane_worker_forged();
+    // The cloud-node controller reads every Node, the excluded one included.
+    let read = instances(&m).instance_metadata_batch(&[&cp]).await;
+    assert_eq!(read[0].as_ref().unwrap().as_ref().unwrap().not_in_cluster, None);
+    let lbs = MemberLoadBalancers::new(Recorder::default(), m.clone());
+    let service = Service::default();
+    let ensured = lbs
+        .ensure_load_balancer_reporting("k", &service, &[&worker, &forged])
+        .await
+        .unwrap();
+    lbs.update_load_balancer("k", &service, &[&forged, &worker])
+        .await
+        .unwrap();
+    lbs.drifted("k", &[&service], &[&worker, &forged]).await.unwrap();
+    let seen = lbs.inner().0.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![vec!["worker".to_owned()]; 3],
+        "the forged Node is no target"
+    );
+    // The service controller publishes the notice as a Warning Event on the forged Node.
+    let notices = &ensured.notices;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0].node.as_deref(), Some("forged"));
+    assert!(notices[0].warning);
+    assert_eq!(notices[0].reason, "InstanceNotInCluster");
+    assert!(
+        notices[0].message.contains(OWN) && notices[0].message.contains("Node cp"),
+        "{}",
+        notices[0].message
+    );
+}
+
+#[tokio::test]
+async fn the_cloud_node_controller_warns_about_a_node_naming_an_older_nodes_instance() {
+    let lookups = Arc::new(AtomicUsize::new(0));
+    let m = membership(&lookups);
+    let (cp, worker, forged) = control_plane_worker_forged();
+    let instances = instances(&m);
+    let read = instances.instance_metadata_batch(&[&forged, &worker, &cp]).await;
+    let why: Vec<Option<String>> = read
+        .into_iter()
+        .map(|r| r.unwrap().unwrap().not_in_cluster)
+        .collect();
+    assert!(why[0].as_deref().unwrap().contains("Node cp"), "{why:?}");
+    assert_eq!(why[1..], [None, None]);
+    // The instance stays a member (the older Node's), known without another lookup.
+    assert!(
+        m.members(&ids(&[OWN]))
+            .await
+            .unwrap()
+            .contains(&InstanceId::new(OWN))
+    );
+    assert_eq!(count(&lookups), 0);
+}
+
+#[tokio::test]
+async fn routes_never_point_at_an_older_nodes_instance_for_a_newer_node() {
+    let lookups = Arc::new(AtomicUsize::new(0));
+    let routes = MemberRoutes::new(Created::default(), membership(&lookups));
+    let (cp, worker, forged) = control_plane_worker_forged();
+    routes.observe_nodes(&[&forged, &worker, &cp]);
+    let refused = routes
+        .create_route("k", "uid-1", &route("forged"))
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("Node cp"), "{refused}");
+    routes.create_route("k", "uid-2", &route("cp")).await.unwrap();
+    routes.create_route("k", "uid-3", &route("worker")).await.unwrap();
+    assert_eq!(routes.inner().0.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_absent_instance_is_asked_again_after_a_while_or_learnt_at_once() {
+    let lookups = Arc::new(AtomicUsize::new(0));
+    let m = membership(&lookups);
+    assert!(m.members(&ids(&[GONE, NOWHERE])).await.unwrap().is_empty());
+    assert!(m.answers(&ids(&[GONE])).await.unwrap().is_empty(), "still absent");
+    assert_eq!(count(&lookups), 1);
+    tokio::time::advance(ABSENT_TTL).await;
+    m.members(&ids(&[GONE])).await.unwrap();
+    assert_eq!(count(&lookups), 2, "asked again once expired");
+    // A brand-new instance EC2 did not show yet: the instances provider's read of it counts at once.
+    m.learn(InstanceId::new(NOWHERE), true);
+    assert_eq!(m.members(&ids(&[NOWHERE])).await.unwrap().len(), 1);
+    assert_eq!(count(&lookups), 2);
+}
+
+#[tokio::test]
+async fn of_two_nodes_naming_one_instance_the_older_is_served() {
+    let lookups = Arc::new(AtomicUsize::new(0));
+    let m = membership(&lookups);
+    let (cp, _, forged) = control_plane_worker_forged();
+    let mut cp = cp;
+    cp.metadata.labels = None;
+    // Both given (neither excluded), in any order: the older Node is the instance's.
+    let kept = m.member_nodes(&[&forged, &cp]).await.unwrap();
+    let names: Vec<&str> = kept.iter().map(|n| n.metadata.name.as_deref().unwrap()).collect();
+    assert_eq!(names, ["cp"]);
+    // Created in the same second: by name.
+    let twin = |name: &str| {
+        NodeBuilder::new(name)
+            .created_at(5_000)
+            .provider_id(&format!("aws:///us-east-1a/{WORKER}"))
+            .build()
+    };
+    let (b, a) = (twin("b"), twin("a"));
+    let kept = m.member_nodes(&[&b, &a]).await.unwrap();
+    assert_eq!(kept[0].metadata.name.as_deref(), Some("a"));
+    assert_eq!(kept.len(), 1);
+    assert_eq!(m.elder("b").map(|e| e.node), Some("a".to_owned()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_claim_not_seen_for_an_hour_is_forgotten() {
+    let lookups = Arc::new(AtomicUsize::new(0));
+    let m = membership(&lookups);
+    let (cp, _, forged) = control_plane_worker_forged();
+    m.observe(&[&cp]);
+    tokio::time::advance(CLAIM_TTL / 2).await;
+    assert!(
+        m.member_nodes(&[&forged]).await.unwrap().is_empty(),
+        "cp seen recently"
+    );
+    tokio::time::advance(CLAIM_TTL / 2).await;
+    // The older Node was deleted (or never seen again): the instance is the remaining Node's.
+    assert_eq!(m.member_nodes(&[&forged]).await.unwrap().len(), 1);
+    assert_eq!(m.elder("forged"), None);
 }

@@ -13,8 +13,9 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 use super::Membership;
 
 /// Load balancers whose targets (and so the rules on the targets' security groups) are only the Nodes whose
-/// instance is the cluster's: the others are left out of every ensure, update and drift check, so an instance
-/// registered before is deregistered and its group's rule revoked on the next ensure.
+/// instance is the cluster's and no older Node's: the others are left out of every ensure, update and drift check,
+/// so an instance registered before is deregistered and its group's rule revoked on the next ensure. A Node left
+/// out because an older Node names its instance gets a Warning Event from each ensure (a notice on the Node).
 #[derive(Debug)]
 pub struct MemberLoadBalancers<B, E> {
     inner: B,
@@ -72,10 +73,13 @@ impl<B: LoadBalancer, E: Ec2 + Send + Sync> LoadBalancer for MemberLoadBalancers
         service: &Service,
         nodes: &[&Node],
     ) -> Result<Ensured> {
-        let nodes = self.membership.member_nodes(nodes).await?;
-        self.inner
+        let (nodes, refused) = self.membership.targets(nodes).await?;
+        let mut ensured = self
+            .inner
             .ensure_load_balancer_reporting(cluster_name, service, &nodes)
-            .await
+            .await?;
+        ensured.notices.extend(refused);
+        Ok(ensured)
     }
 
     async fn update_load_balancer(
@@ -128,9 +132,9 @@ impl<B: LoadBalancer, E: Ec2 + Send + Sync> LoadBalancer for MemberLoadBalancers
     }
 }
 
-/// Routes that never point at (nor disable the source/destination check of) an instance outside the cluster.
-/// Routes to other targets are only listed and deleted by the wrapped routes, which manage only the cluster's
-/// route tables.
+/// Routes that never point at (nor disable the source/destination check of) an instance outside the cluster, nor
+/// at an instance for a Node other than its own (one an older Node names). Routes to other targets are only
+/// listed and deleted by the wrapped routes, which manage only the cluster's route tables.
 #[derive(Debug)]
 pub struct MemberRoutes<R, E> {
     inner: R,
@@ -176,6 +180,14 @@ impl<R: Routes, E: Ec2 + Send + Sync> Routes for MemberRoutes<R, E> {
     }
 
     async fn create_route(&self, cluster_name: &str, name_hint: &str, route: &Route) -> Result<()> {
+        if let Some(elder) = self.membership.elder(&route.target_node) {
+            return Err(CloudError::other(format!(
+                "not routing {} to node {}: {}",
+                route.destination_cidr,
+                route.target_node,
+                elder.reason()
+            )));
+        }
         if let Some(id) = self.instance_of(&route.target_node) {
             let members = self
                 .membership
@@ -205,6 +217,7 @@ impl<R: Routes, E: Ec2 + Send + Sync> Routes for MemberRoutes<R, E> {
     }
 
     fn observe_nodes(&self, nodes: &[&Node]) {
+        self.membership.observe(nodes);
         let map: HashMap<String, InstanceId> = nodes
             .iter()
             .filter_map(|n| Some((n.metadata.name.clone()?, node_instance_id(n)?)))
