@@ -35,6 +35,12 @@ fn service(annotations: &[(Key, &str)]) -> Service {
     svc
 }
 
+/// The configuration with the Services' health check port (32000, not a node port) allowed, as an operator
+/// allows one in `[Global] AllowedHealthCheckPorts`.
+fn allowed(config: ccm_load_balancers::LoadBalancerConfig) -> ccm_load_balancers::LoadBalancerConfig {
+    config.with_allowed_health_check_ports(vec![(32000, 32000)])
+}
+
 async fn ensure(lbs: &Lbs, svc: &Service, nodes: &[Node]) {
     let nodes: Vec<&Node> = nodes.iter().collect();
     lbs.ensure_load_balancer(CLUSTER_NAME, svc, &nodes).await.unwrap();
@@ -84,7 +90,7 @@ fn group_rules(group: &str, name: &str) -> BTreeSet<(String, i32, String, String
 #[tokio::test]
 async fn node_rules_reference_the_managed_group_and_go_with_it() {
     let w = lb_support::world::world(160, "grp", true).await;
-    let lbs = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
+    let lbs = w.lbs(allowed(w.config.clone()).with_nlb_managed_security_groups(true));
     let svc = service(&[]);
     let name = lbs.load_balancer_name(CLUSTER_NAME, &svc);
     ensure(&lbs, &svc, &w.nodes()).await;
@@ -114,7 +120,7 @@ async fn node_rules_reference_the_managed_group_and_go_with_it() {
 async fn an_nlb_moves_from_cidr_rules_to_its_group_and_given_groups_are_referenced() {
     let w = lb_support::world::world(161, "grp", true).await;
     // Without groups first (an NLB of the CIDR era): CIDR rules, 3 ports x 4 ranges + 1 x 2 subnets, MTU rules.
-    let lbs = w.lbs(w.config.clone());
+    let lbs = w.lbs(allowed(w.config.clone()));
     let given = w.byo_group().await;
     let svc = service(&[]);
     let name = lbs.load_balancer_name(CLUSTER_NAME, &svc);
@@ -127,7 +133,7 @@ async fn an_nlb_moves_from_cidr_rules_to_its_group_and_given_groups_are_referenc
     );
     assert_eq!(cidr_era.iter().filter(|r| r.3 == MTU_RULE).count(), 4);
     // Managed mode now: an NLB created without groups never gets any, so its rules stay as they are.
-    let managed = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
+    let managed = w.lbs(allowed(w.config.clone()).with_nlb_managed_security_groups(true));
     ensure(&managed, &svc, &w.nodes()).await;
     assert_eq!(rules(&w, &w.node_group).await, cidr_era);
     managed

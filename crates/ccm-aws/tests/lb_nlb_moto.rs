@@ -964,7 +964,12 @@ async fn dualstack_is_created_steady_and_switched_back_in_place() {
 #[tokio::test]
 async fn a_pinned_subnet_in_a_new_zone_is_added_in_place() {
     let w = world(132).await;
-    let lbs = w.lbs(w.config.clone());
+    // kube-proxy's health port, as the controller allows it from the cloud config.
+    let lbs = w.lbs(
+        w.config
+            .clone()
+            .with_allowed_health_check_ports(vec![(10256, 10256)]),
+    );
     let metrics = w.adapter.metrics().clone();
     let elbv2 = w.adapter.elbv2();
     let uid = uid();
