@@ -74,12 +74,11 @@ pub enum Purpose {
 }
 
 /// The proof that a Service may write under a load balancer name: made only by [`claim`], required by every
-/// apply. A vacant claim (nothing was under the name) lets the apply create the load balancer; everything
-/// else it touches is found by this Service's names and tags.
+/// apply. Claimed with nothing under the name, it lets the apply create the load balancer; everything else it
+/// touches is found by this Service's names and tags.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
     claimant: Claimant,
-    holds: bool,
 }
 
 // === impl Claimant ===
@@ -121,17 +120,6 @@ impl Claim {
         &self.claimant
     }
 
-    /// Whether a load balancer was under the name when claimed (else the apply may create one).
-    pub fn holds_load_balancer(&self) -> bool {
-        self.holds
-    }
-
-    /// The claim after the apply created the load balancer under it.
-    pub(crate) fn created(mut self) -> Self {
-        self.holds = true;
-        self
-    }
-
     /// A create answered that the name is taken (`DuplicateLoadBalancerName`, a create beside ours): the load
     /// balancer found is claimed afresh, its type and tags read again, before anything is written to it.
     pub(crate) fn confirm(&self, config: &LoadBalancerConfig, tags: &Tags) -> Result<Self, Error> {
@@ -143,7 +131,6 @@ impl Claim {
     pub(crate) fn assumed(name: &str) -> Self {
         Self {
             claimant: Claimant::new(name, "ns/svc", "uid-1"),
-            holds: true,
         }
     }
 }
@@ -157,12 +144,11 @@ pub fn claim(
     found: Option<&Tags>,
     purpose: Purpose,
 ) -> Result<Claim, Error> {
-    let granted = |holds| Claim {
+    let granted = || Claim {
         claimant: claimant.clone(),
-        holds,
     };
     let Some(tags) = found else {
-        return Ok(granted(false));
+        return Ok(granted());
     };
     let name = claimant.load_balancer.as_str();
     let taken = |held_by: String| Error::NameTaken {
@@ -191,9 +177,9 @@ pub fn claim(
         Some(uid) if *uid != claimant.uid => {
             tracing::info!(load_balancer = name, service = %claimant.service, previous = %uid, uid = %claimant.uid,
                 "taking over the load balancer of a previous incarnation of the Service");
-            Ok(granted(true))
+            Ok(granted())
         }
-        _ => Ok(granted(true)),
+        _ => Ok(granted()),
     }
 }
 
@@ -309,7 +295,6 @@ mod tests {
         assert!(me.chosen);
         for purpose in [Purpose::Serve, Purpose::Delete] {
             let mine = claim(&c, &me, Some(&owned("ns/a", Some(UID))), purpose).unwrap();
-            assert!(mine.holds_load_balancer());
             assert_eq!(mine.name(), "web");
             let held_by = taken_by(claim(&c, &me, Some(&owned("ns/b", Some("u2"))), purpose));
             assert_eq!(held_by, "Service ns/b");
@@ -354,8 +339,6 @@ mod tests {
     fn nothing_under_the_name_is_a_vacant_claim() {
         let me = Claimant::new("web", "ns/a", UID);
         let vacant = claim(&config(false), &me, None, Purpose::Serve).unwrap();
-        assert!(!vacant.holds_load_balancer());
-        assert!(vacant.clone().created().holds_load_balancer());
         assert_eq!(vacant.claimant(), &me);
     }
 
@@ -364,12 +347,8 @@ mod tests {
     fn a_duplicate_is_confirmed_like_any_load_balancer_found() {
         let c = config(false);
         let vacant = claim(&c, &Claimant::new("web", "ns/a", UID), None, Purpose::Serve).unwrap();
-        assert!(
-            vacant
-                .confirm(&c, &owned("ns/a", Some(UID)))
-                .unwrap()
-                .holds_load_balancer()
-        );
+        let confirmed = vacant.confirm(&c, &owned("ns/a", Some(UID))).unwrap();
+        assert_eq!(confirmed.name(), "web");
         assert_eq!(taken_by(vacant.confirm(&c, &owned("ns/b", None))), "Service ns/b");
         let e = other_type("web", "application");
         assert!(e.to_string().contains("type application, not an NLB"), "{e}");

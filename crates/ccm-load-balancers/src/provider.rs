@@ -327,7 +327,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
                 Some(reason) => recreation_failed(F::KIND, reason, e),
                 None => e.into(),
             })?;
-        self.memory.hold(claim.created());
+        self.memory.hold(claim);
         let outcome = hosts::Outcome::<F> {
             desired: &desired,
             observed: &observed,

@@ -26,6 +26,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     /// Service is left alone with all that its name finds.
     #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
     pub(super) async fn delete(&self, cluster_name: &str, service: &Service) -> Result<(), CloudError> {
+        // A Service without a UID has no name of its own: refused, naming why.
         shared::load_balancer_name(service.metadata.uid.as_deref().unwrap_or_default())?;
         for name in super::names::all_names(service) {
             self.delete_guarded(cluster_name, service, &name).await?;
@@ -41,6 +42,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         predecessor: &Service,
         successor: &Service,
     ) -> Result<(), CloudError> {
+        // A Service without a UID has no name of its own: refused, naming why.
         shared::load_balancer_name(predecessor.metadata.uid.as_deref().unwrap_or_default())?;
         // A successor that wants no load balancer (of another type now) keeps no name from its predecessor.
         let wants = successor
