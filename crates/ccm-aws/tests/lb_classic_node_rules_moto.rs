@@ -301,3 +301,77 @@ async fn health_rules(w: &World) -> BTreeSet<String> {
         .map(|r| r.description)
         .collect()
 }
+
+/// One group given to a Classic ELB and to an NLB, with kube-proxy's shared health port: both need `tcp 10256`
+/// from that group on the nodes' group, which AWS keeps once, under the description of the load balancer that
+/// made it. Whichever flavour goes first, the rule is handed over to the other (described with its name), not
+/// revoked; it goes with the last.
+#[tokio::test]
+async fn classic_and_nlb_sharing_a_given_group_hand_over_the_health_rule() {
+    let w = world_with(107, "lbrules", false, |b, _| b.security_group(&[])).await;
+    let (nodes_group, given) = (w.groups[0].clone(), w.groups[1].clone());
+    // NLBs with security groups (`NLBSecurityGroupMode = Managed`), so that the NLB takes the given group.
+    let config = w
+        .config
+        .clone()
+        .with_nlb_managed_security_groups(true)
+        .with_health_probe(HealthProbeMode::Shared {
+            port: 10256,
+            path: "/healthz".into(),
+        });
+    let lbs = w.lbs(config);
+    let nodes = w.nodes_in(&nodes_group, &[]).await;
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let elb = |n: &str| format!("kubernetes.io/rule/elb={n}");
+    let nlb = |n: &str| format!("kubernetes.io/rule/nlb/health={n}");
+    // Each order: the first load balancer made the shared rule, and goes first.
+    for classic_first in [true, false] {
+        let classic = service(&uid(), &[(80, 30500)], &[(Key::SecurityGroups, &given)]);
+        let network = service(
+            &uid(),
+            &[(80, 30600)],
+            &[(Key::Type, "nlb"), (Key::SecurityGroups, &given)],
+        );
+        let (classic_rule, network_rule) = (
+            elb(&lbs.load_balancer_name("kubernetes", &classic)),
+            nlb(&lbs.load_balancer_name("kubernetes", &network)),
+        );
+        let ((first, first_rule), (second, second_rule)) = if classic_first {
+            ((&classic, classic_rule), (&network, network_rule))
+        } else {
+            ((&network, network_rule), (&classic, classic_rule))
+        };
+        lbs.ensure_load_balancer("kubernetes", first, &refs).await.unwrap();
+        lbs.ensure_load_balancer("kubernetes", second, &refs).await.unwrap();
+        let shared = || w.descriptions_on(&nodes_group, &given, 10256);
+        assert_eq!(shared().await, [first_rule].into(), "made once, by the first");
+
+        lbs.ensure_load_balancer_deleted("kubernetes", first).await.unwrap();
+        assert_eq!(
+            shared().await,
+            [second_rule.clone()].into(),
+            "classic first: {classic_first}: handed over, not revoked"
+        );
+        lbs.ensure_load_balancer("kubernetes", second, &refs).await.unwrap();
+        assert_eq!(shared().await, [second_rule.clone()].into(), "steady");
+        lbs.ensure_load_balancer_deleted("kubernetes", second).await.unwrap();
+        assert_eq!(shared().await, BTreeSet::new(), "gone with the last");
+    }
+}
+
+impl World {
+    /// The descriptions of the rules on `port` of `group` whose source is `source`.
+    async fn descriptions_on(&self, group: &str, source: &str, port: i32) -> BTreeSet<String> {
+        let found = self
+            .adapter
+            .ec2()
+            .security_groups(&[Filter::new("group-id", [group])])
+            .await
+            .unwrap();
+        source_rules(&found[0], &SecurityGroupId::new(source))
+            .into_iter()
+            .filter(|r| r.port() == Some(port))
+            .map(|r| r.description.unwrap_or_default())
+            .collect()
+    }
+}

@@ -75,7 +75,9 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
             Change::RegisterInstances { .. } | Change::DeregisterInstances { .. } => {
                 self.instances(change).await
             }
-            Change::AuthorizeNodeAccess { .. } | Change::RevokeNodeAccess { .. } => {
+            Change::AuthorizeNodeAccess { .. }
+            | Change::RevokeNodeAccess { .. }
+            | Change::HandOverNodeAccess { .. } => {
                 self.node_access(change).await
             }
             Change::RecreationWithheld { .. } => Ok(()),
@@ -286,6 +288,20 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
                 let context = "revoking the load balancer's node rules";
                 shared::revoke_idempotent(self.ec2, &SecurityGroupId::new(group.clone()), &perms, context)
                     .await
+            }
+            Change::HandOverNodeAccess {
+                group,
+                from,
+                rules,
+                heirs,
+            } => {
+                // Revoked as found, then authorized under the heir's name: AWS refuses the same rule twice.
+                let (source, group) = (self.group(from)?, SecurityGroupId::new(group.clone()));
+                let found: Vec<IpPermission> = rules.iter().map(|r| r.to_permission(&source)).collect();
+                let handed: Vec<IpPermission> = heirs.iter().map(|r| r.to_permission(&source)).collect();
+                let context = "handing node rules over to the load balancer that needs them";
+                shared::revoke_idempotent(self.ec2, &group, &found, context).await?;
+                shared::authorize_idempotent(self.ec2, &group, &handed, context).await
             }
             _ => Ok(()),
         }

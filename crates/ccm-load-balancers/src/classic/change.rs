@@ -158,6 +158,19 @@ pub enum Change {
         /// The rules.
         rules: Vec<SourceRule>,
     },
+    /// Hand narrow rules this load balancer no longer needs over to an NLB using the same source group that
+    /// does (AWS keeps such a rule once, under one description): revoke `rules` as found, then authorize
+    /// `heirs`, the same rules described as the NLB's own.
+    HandOverNodeAccess {
+        /// The node group.
+        group: String,
+        /// The load balancer's group.
+        from: GroupRef,
+        /// The rules as found.
+        rules: Vec<SourceRule>,
+        /// The same rules, described with their heirs' names.
+        heirs: Vec<SourceRule>,
+    },
     /// Delete the load balancer.
     DeleteLoadBalancer {
         /// Its name.
@@ -192,6 +205,7 @@ impl PlannedChange for Change {
                 | Change::DeregisterInstances { .. }
                 | Change::AuthorizeNodeAccess { .. }
                 | Change::RevokeNodeAccess { .. }
+                | Change::HandOverNodeAccess { .. }
         )
     }
 

@@ -17,14 +17,20 @@
 //!   attached to an instance (a bastion's or a VPN's group: its wide rules may be an operator's own).
 //! - Rules from the source with another protocol, a port range or a foreign description are never touched.
 //!
+//! - A narrow rule no Classic ELB needs but an NLB using the same source group does (one group given to both
+//!   flavours, with kube-proxy's shared health port: AWS keeps `tcp 10256` from it once, under the description
+//!   of whichever load balancer made it) is handed over: revoked and authorized again at once, described as
+//!   that NLB's own ([`NodeGroups::heirs`]), so that the NLB revokes it when it no longer needs it.
+//!
 //! Nothing is revoked while the other load balancers' needs are unknown: they are read (all Classic ELBs, and
-//! the groups of their instances this observation did not read already) only when a revocation is possible and
-//! the source is not the managed group, which no other load balancer uses.
+//! the groups of their instances this observation did not read already; the NLBs whose rules from the source
+//! name them, [`network_heirs`]) only when a revocation is possible and the source is not the managed group,
+//! which no other load balancer uses.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
-    Ec2, Elb, Filter, InstanceId, SecurityGroupId,
+    Ec2, Elb, Elbv2, Filter, InstanceId, SecurityGroupId,
     ec2::{InstanceState, IpPermission, SecurityGroup, SourceGroup},
     elb::ClassicLoadBalancer,
 };
@@ -63,6 +69,9 @@ pub struct NodeGroups {
     /// The ports other load balancers using the same source group need, per node group (`None`: not read, so
     /// nothing is revoked; the managed group is used by no other load balancer).
     pub others: Option<BTreeMap<SecurityGroupId, BTreeSet<i32>>>,
+    /// Per node group and port, the description of the rule an NLB using the same source needs there
+    /// ([`network_heirs`]): a narrow rule no Classic ELB needs is handed over to it instead of revoked.
+    pub heirs: BTreeMap<(SecurityGroupId, i32), String>,
     /// What the observation learnt about the target instances (kept by the provider's host memory).
     pub instances: super::Known,
 }
@@ -171,12 +180,21 @@ pub fn plan(from: &GroupRef, ports: &BTreeSet<i32>, groups: &NodeGroups) -> Vec<
         };
         let present: BTreeSet<i32> = rules.iter().filter_map(SourceRule::port).collect();
         let add: Vec<i32> = mine.difference(&present).copied().collect();
-        let revoke = stale(group, rules, mine, &present, &add, groups);
+        let (revoke, heirs) = handed_over(group, stale(group, rules, mine, &present, &add, groups), groups);
         if !add.is_empty() {
             changes.push(Change::AuthorizeNodeAccess {
                 group: group.to_string(),
                 from: from.clone(),
                 ports: add,
+            });
+        }
+        if !heirs.is_empty() {
+            let (rules, heirs) = heirs.into_iter().unzip();
+            changes.push(Change::HandOverNodeAccess {
+                group: group.to_string(),
+                from: from.clone(),
+                rules,
+                heirs,
             });
         }
         if !revoke.is_empty() {
@@ -188,6 +206,33 @@ pub fn plan(from: &GroupRef, ports: &BTreeSet<i32>, groups: &NodeGroups) -> Vec<
         }
     }
     changes
+}
+
+/// Splits the stale rules of `group` into those revoked and those an NLB needs (each with its heir's rule).
+fn handed_over(
+    group: &SecurityGroupId,
+    stale: Vec<SourceRule>,
+    groups: &NodeGroups,
+) -> (Vec<SourceRule>, Vec<(SourceRule, SourceRule)>) {
+    let mut revoke = Vec::new();
+    let mut handed = Vec::new();
+    for rule in stale {
+        let heir = rule
+            .port()
+            .filter(|_| rule.is_ours())
+            .and_then(|port| groups.heirs.get(&(group.clone(), port)));
+        match heir {
+            Some(description) => {
+                let to = SourceRule {
+                    description: Some(description.clone()),
+                    ..rule.clone()
+                };
+                handed.push((rule, to));
+            }
+            None => revoke.push(rule),
+        }
+    }
+    (revoke, handed)
 }
 
 /// The rules of one group to revoke: our narrow rules whose port nobody needs there, and the wide rule once
@@ -316,6 +361,73 @@ async fn instance_groups<E: Ec2>(
         out.insert(instance.id.clone(), groups);
     }
     Ok(out)
+}
+
+/// At most this many NLBs are read for one Classic ELB's handover (a bound on the calls; an NLB left unseen
+/// gets its rule back at its next reconcile).
+const MAX_NETWORK_HEIRS: usize = 20;
+
+/// The narrow rules from `source` that NLBs need on the groups of `groups.rules` ([`NodeGroups::heirs`]). The
+/// candidates on a group are the NLBs that rules from `source` there name: an NLB targeting the group keeps its
+/// client rules there under its own name (node ports are unique in a cluster). One `DescribeLoadBalancers` and
+/// one `DescribeTargetGroups` per candidate, none without one.
+pub async fn network_heirs<V: Elbv2>(
+    elbv2: &V,
+    source: &SecurityGroupId,
+    groups: &NodeGroups,
+) -> Result<BTreeMap<(SecurityGroupId, i32), String>, Error> {
+    let mut candidates: BTreeMap<&SecurityGroupId, BTreeSet<&str>> = BTreeMap::new();
+    for (group, rules) in &groups.rules {
+        let named = rules
+            .iter()
+            .filter_map(|r| crate::nlb::node_rules::rule_owner(r.description.as_deref()?));
+        candidates.entry(group).or_default().extend(named);
+    }
+    let names: BTreeSet<&str> = candidates
+        .values()
+        .flatten()
+        .copied()
+        .take(MAX_NETWORK_HEIRS)
+        .collect();
+    if names.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let needs = crate::nlb::node_rules::needs_from_group(elbv2, source, &names).await?;
+    let mut heirs = BTreeMap::new();
+    for (group, names) in candidates {
+        for (port, description) in names.iter().filter_map(|n| needs.get(*n)).flatten() {
+            heirs
+                .entry((group.clone(), *port))
+                .or_insert_with(|| description.clone());
+        }
+    }
+    Ok(heirs)
+}
+
+/// What the Classic ELBs named `names` need on their nodes: per one that exists, the group its node rules come
+/// from (its first) and the ports it sends to. One `DescribeLoadBalancers` per name.
+pub(crate) async fn needs_of<L: Elb>(
+    elb: &L,
+    names: &BTreeSet<&str>,
+) -> Result<BTreeMap<String, (SecurityGroupId, BTreeSet<i32>)>, Error> {
+    let mut needs = BTreeMap::new();
+    for name in names {
+        let found = elb
+            .load_balancer(name)
+            .await
+            .map_err(Error::aws("reading the Classic ELBs that use the nodes' groups"))?;
+        if let Some(lb) = found
+            && let Some(source) = lb.security_groups.first()
+        {
+            needs.insert((*name).to_owned(), (source.clone(), load_balancer_ports(&lb)));
+        }
+    }
+    Ok(needs)
+}
+
+/// The Classic ELB a node rule's description names.
+pub(crate) fn rule_owner(description: &str) -> Option<&str> {
+    description.strip_prefix(NODE_RULE_PREFIX)
 }
 
 /// Whether `group` is attached to any instance (one `DescribeNetworkInterfaces`): then it is not a load

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
-    Ec2, Elb, Filter, InstanceId, SecurityGroupId, Tags,
+    Ec2, Elb, Elbv2, Filter, InstanceId, SecurityGroupId, Tags,
     ec2::SecurityGroup,
     elb::{ClassicAttributes, ClassicLoadBalancer},
 };
@@ -16,6 +16,7 @@ use super::{
 };
 use crate::{
     Error, LoadBalancerConfig,
+    flavour::Ports,
     ownership::{self, Claim, Claimant, Purpose},
     shared::{self, GroupRef},
 };
@@ -176,9 +177,10 @@ async fn policies<L: Elb>(elb: &L, desired: &Desired) -> Result<BTreeSet<String>
 
 /// Reads what the plan needs (no mutation), in two rounds of concurrent calls. Errors when the managed group
 /// found by name belongs to another cluster.
-pub async fn observe<E: Ec2, L: Elb>(
+pub async fn observe<E: Ec2, L: Elb, V: Elbv2>(
     ec2: &E,
     elb: &L,
+    elbv2: &V,
     config: &LoadBalancerConfig,
     desired: &Desired,
     scope: Scope,
@@ -235,9 +237,12 @@ pub async fn observe<E: Ec2, L: Elb>(
         match &source {
             Some((source, _)) => {
                 settle_revocations(
-                    ec2,
-                    elb,
-                    config,
+                    &Ports {
+                        ec2,
+                        elb,
+                        elbv2,
+                        config,
+                    },
                     &desired.name,
                     source,
                     managed,
@@ -373,17 +378,15 @@ fn node_groups(
 /// What revocations need before they are planned: for a source other than the managed group, the other load
 /// balancers' needs (read only when a plan against `ports` could revoke anything), and for a group given by
 /// annotation, that it serves no instance before any of its wide rules goes.
-#[allow(clippy::too_many_arguments)]
-async fn settle_revocations<E: Ec2, L: Elb>(
-    ec2: &E,
-    elb: &L,
-    config: &LoadBalancerConfig,
+async fn settle_revocations<E: Ec2, L: Elb, V: Elbv2>(
+    aws: &Ports<'_, E, L, V>,
     name: &str,
     source: &SecurityGroupId,
     managed: bool,
     ports: &BTreeSet<i32>,
     groups: &mut NodeGroups,
 ) -> Result<(), Error> {
+    let (ec2, config) = (aws.ec2, aws.config);
     if managed {
         groups.others = Some(BTreeMap::new());
         return Ok(());
@@ -398,8 +401,12 @@ async fn settle_revocations<E: Ec2, L: Elb>(
         groups.revocable.clear();
     }
     if node_rules::may_revoke(ports, groups) {
-        let others = node_rules::others(ec2, elb, config, name, source, &groups.instances).await?;
-        groups.others = Some(others);
+        let (others, heirs) = tokio::join!(
+            node_rules::others(ec2, aws.elb, config, name, source, &groups.instances),
+            node_rules::network_heirs(aws.elbv2, source, groups),
+        );
+        groups.heirs = heirs?;
+        groups.others = Some(others?);
     }
     Ok(())
 }
@@ -428,9 +435,10 @@ pub struct DeleteObserved {
 ///
 /// The claim comes with it: the load balancer's when it is the claimant's ([`ownership::claim`] for deletion),
 /// else a vacant one (none, or not ours: left alone with the groups it uses, only our leftovers found by name).
-pub async fn observe_delete<E: Ec2, L: Elb>(
+pub async fn observe_delete<E: Ec2, L: Elb, V: Elbv2>(
     ec2: &E,
     elb: &L,
+    elbv2: &V,
     config: &LoadBalancerConfig,
     claimant: &Claimant,
     keep: &BTreeSet<String>,
@@ -482,9 +490,12 @@ pub async fn observe_delete<E: Ec2, L: Elb>(
             let referenced = referencing(ec2, &source).await?;
             let mut nodes = node_groups(config, BTreeSet::new(), referenced, false);
             settle_revocations(
-                ec2,
-                elb,
-                config,
+                &Ports {
+                    ec2,
+                    elb,
+                    elbv2,
+                    config,
+                },
                 name,
                 &source,
                 false,

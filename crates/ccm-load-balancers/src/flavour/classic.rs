@@ -47,7 +47,7 @@ impl LoadBalancerFlavour for Classic {
         desired: &Self::Desired,
         scope: Scope,
     ) -> Result<Self::Observed, Error> {
-        classic::observe(ports.ec2, ports.elb, ports.config, desired, scope).await
+        classic::observe(ports.ec2, ports.elb, ports.elbv2, ports.config, desired, scope).await
     }
 
     fn exists(observed: &Self::Observed) -> bool {

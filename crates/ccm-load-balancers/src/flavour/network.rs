@@ -57,7 +57,7 @@ impl LoadBalancerFlavour for Network {
         desired: &Self::Desired,
         scope: Scope,
     ) -> Result<Self::Observed, Error> {
-        nlb::observe(ports.ec2, ports.elbv2, ports.config, desired, scope).await
+        nlb::observe(ports.ec2, ports.elb, ports.elbv2, ports.config, desired, scope).await
     }
 
     fn exists(observed: &Self::Observed) -> bool {

@@ -62,6 +62,7 @@ mod heirs;
 mod observe;
 
 pub use heirs::find as find_heirs;
+pub(crate) use heirs::{needs_from_group, rule_owner};
 pub use observe::observe;
 
 /// The description prefix of client rules: `kubernetes.io/rule/nlb/client=<load balancer name>`.
@@ -120,8 +121,8 @@ pub struct Observed {
     /// Target instances whose group cannot be chosen (several tagged for the cluster, or several untagged),
     /// with why: neither registered nor given rules, and a Warning on their Node.
     pub skipped: BTreeMap<String, String>,
-    /// Health rules this load balancer gives up that another NLB on the same group needs, with that NLB's name
-    /// ([`find_heirs`]): handed over (described with its name) instead of revoked.
+    /// Health rules this load balancer gives up that another load balancer on the same group needs, with the
+    /// description that one's own rule has ([`find_heirs`]): handed over (described so) instead of revoked.
     pub heirs: BTreeMap<(SecurityGroupId, Rule), String>,
 }
 
@@ -476,7 +477,7 @@ fn group_changes(
             let heir = heirs.get(&(group.id.clone(), r.rule.clone()))?;
             (r.description == health).then(|| DescribedRule {
                 rule: r.rule.clone(),
-                description: format!("{HEALTH_RULE_PREFIX}{heir}"),
+                description: heir.clone(),
             })
         })
         .collect();

@@ -124,6 +124,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let (observed, claim) = classic::observe_delete(
             &self.ec2,
             &self.elb,
+            &self.elbv2,
             &self.config,
             claimant,
             keep,
@@ -158,6 +159,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let managed = nlb::managed_group_name(cluster_name, namespace, service_name, uid);
         let (observed, claim) = Box::pin(nlb::observe_delete(
             &self.ec2,
+            &self.elb,
             &self.elbv2,
             &self.config,
             claimant,

@@ -13,6 +13,7 @@ use ccm_aws_api::Tags;
 use ccm_aws_api::ec2::SecurityGroup;
 use ccm_aws_api::elb::ClassicAttributes;
 use ccm_aws_api::elb::ClassicLoadBalancer;
+use ccm_aws_api::elbv2::MockElbv2;
 
 /// The kinds of `changes`, as their JSON names them (`delete_load_balancer`, ...).
 fn kinds(changes: &[Change]) -> Vec<String> {
@@ -207,7 +208,7 @@ async fn observe_reads_only_the_policies_it_wants() {
         .times(1)
         .withf(|_, names| names == [PROXY_PROTOCOL_POLICY.to_owned()])
         .returning(|_, _| Box::pin(async { Err(err(ErrorKind::NotFound)) }));
-    let observed = observe(&ec2, &elb, &config(), &desired, Scope::Full)
+    let observed = observe(&ec2, &elb, &MockElbv2::new(), &config(), &desired, Scope::Full)
         .await
         .unwrap();
     assert!(observed.policies.is_empty());
@@ -233,7 +234,7 @@ async fn the_gate_refuses_a_load_balancer_of_another_cluster_that_observe_found(
         .returning(|_| Box::pin(async { Ok(ClassicAttributes::default()) }));
     elb.expect_policies()
         .returning(|_, _| Box::pin(async { Ok(Vec::new()) }));
-    let observed = observe(&ec2, &elb, &config(), &desired, Scope::Full)
+    let observed = observe(&ec2, &elb, &MockElbv2::new(), &config(), &desired, Scope::Full)
         .await
         .unwrap();
     // Observe reads; the claim made from what it found refuses (no plan can be applied without one).
@@ -249,7 +250,7 @@ async fn observe_refuses_a_group_of_another_cluster() {
     let mut desired = desired_for(&[], &[(80, 30080)], &[]);
     desired.manage_node_rules = false;
     let (ec2, elb) = observing_mocks("other");
-    let e = observe(&ec2, &elb, &config(), &desired, Scope::Full)
+    let e = observe(&ec2, &elb, &MockElbv2::new(), &config(), &desired, Scope::Full)
         .await
         .unwrap_err();
     assert!(matches!(e, crate::Error::ForeignGroup { .. }), "{e}");

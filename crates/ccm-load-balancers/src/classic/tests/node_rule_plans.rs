@@ -126,3 +126,97 @@ fn foreign_rules_from_the_source_are_never_touched() {
     assert_eq!(node_rules::plan(&from(), &ports(&[30080]), &g), []);
     assert_eq!(node_rules::plan(&from(), &BTreeSet::new(), &g), []);
 }
+
+#[test]
+fn a_rule_only_an_nlb_needs_is_handed_over_not_revoked() {
+    let listener = SourceRule::narrow(30500, NAME);
+    let health = SourceRule::narrow(10256, NAME);
+    let by_hand = SourceRule {
+        description: Some("kube-proxy health from the load balancers".into()),
+        ..SourceRule::narrow(10257, NAME)
+    };
+    let mut g = groups(
+        &[("sg-node", vec![listener.clone(), health.clone(), by_hand])],
+        &[],
+        &["sg-node"],
+    );
+    let heir = "kubernetes.io/rule/nlb/health=nlb-b".to_owned();
+    g.heirs = [
+        ((SecurityGroupId::new("sg-node"), 10256), heir.clone()),
+        ((SecurityGroupId::new("sg-node"), 10257), heir.clone()),
+    ]
+    .into();
+    // Deleting: the listener's rule goes; the shared health rule is the NLB's from now on; a rule described by
+    // somebody else is never touched, whoever needs its port.
+    assert_eq!(
+        node_rules::plan(&from(), &BTreeSet::new(), &g),
+        [
+            Change::HandOverNodeAccess {
+                group: "sg-node".into(),
+                from: from(),
+                rules: vec![health.clone()],
+                heirs: vec![SourceRule {
+                    description: Some(heir),
+                    ..health
+                }],
+            },
+            Change::RevokeNodeAccess {
+                group: "sg-node".into(),
+                from: from(),
+                rules: vec![listener]
+            },
+        ]
+    );
+    // While this load balancer still sends to 10256 there, nothing is handed over.
+    g.wanted = [SecurityGroupId::new("sg-node")].into();
+    assert_eq!(
+        node_rules::plan(&from(), &ports(&[10256]), &g),
+        [Change::RevokeNodeAccess {
+            group: "sg-node".into(),
+            from: from(),
+            rules: vec![SourceRule::narrow(30500, NAME)]
+        }]
+    );
+}
+
+#[tokio::test]
+async fn nlbs_named_by_rules_from_the_source_are_the_heirs() {
+    use ccm_aws_api::elbv2::{LoadBalancerV2, MockElbv2, TargetGroup};
+    let client = |name: &str| SourceRule {
+        description: Some(format!("kubernetes.io/rule/nlb/client={name}")),
+        ..SourceRule::narrow(30600, NAME)
+    };
+    let g = groups(
+        &[("sg-node", vec![client("nlb-b"), client("nlb-other-source")])],
+        &[],
+        &[],
+    );
+    let mut elbv2 = MockElbv2::new();
+    elbv2.expect_load_balancer().returning(|name| {
+        let mut lb = LoadBalancerV2::new(&format!("arn:{name}"), name, "dns");
+        if name == "nlb-b" {
+            lb.security_groups = vec![SecurityGroupId::new("sg-lb")];
+        }
+        Box::pin(async move { Ok(Some(lb)) })
+    });
+    elbv2.expect_target_groups().times(1).returning(|_| {
+        let mut traffic = TargetGroup::new("arn:tg", "tg", "TCP", 30600);
+        traffic.health_check.port = Some("10256".into());
+        let mut udp = TargetGroup::new("arn:tg-udp", "tg-udp", "UDP", 30601);
+        udp.health_check.port = Some("10256".into());
+        Box::pin(async move { Ok(vec![traffic, udp]) })
+    });
+    let heirs = node_rules::network_heirs(&elbv2, &SecurityGroupId::new("sg-lb"), &g)
+        .await
+        .unwrap();
+    let node = SecurityGroupId::new("sg-node");
+    assert_eq!(
+        heirs,
+        [
+            ((node.clone(), 10256), "kubernetes.io/rule/nlb/health=nlb-b".to_owned()),
+            ((node, 30600), "kubernetes.io/rule/nlb/client=nlb-b".to_owned()),
+        ]
+        .into(),
+        "an NLB's TCP traffic ports and health ports (not UDP's 30601); one using another group needs nothing"
+    );
+}

@@ -5,25 +5,31 @@
 //! again at once, described with the other NLB's name, which then owns it (and revokes it when it does not need it
 //! after all).
 //!
-//! Who may need it: the NLBs with client rules on the same group (their descriptions name them). Their needs are
-//! read only when this NLB has a health rule to give up on a group that another NLB uses: one
-//! `DescribeLoadBalancers` and one `DescribeTargetGroups` per such NLB, one `DescribeSubnets` for their subnets.
+//! A Classic ELB may need it too: one group given to both flavours, with kube-proxy's shared health port, makes
+//! both need `tcp 10256` from that group. Then the rule is handed over to the Classic ELB (described as its
+//! narrow rule, `kubernetes.io/rule/elb=<name>`).
+//!
+//! Who may need it: the NLBs with client rules on the same group and the Classic ELBs with rules from the rule's
+//! source group there (their descriptions name them). Their needs are read only when this NLB has a health rule
+//! to give up on a group that another load balancer uses: one `DescribeLoadBalancers` per such load balancer,
+//! one `DescribeTargetGroups` per such NLB, one `DescribeSubnets` for their subnets.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ccm_aws_api::{Ec2, Elbv2, Filter, SecurityGroupId, SubnetId};
+use ccm_aws_api::{Ec2, Elb, Elbv2, Filter, SecurityGroupId, SubnetId, elbv2::TargetGroup};
 
-use super::{CLIENT_RULE_PREFIX, NodeAccess, Observed, described_rules};
-use crate::{Error, shared::Rule};
+use super::{CLIENT_RULE_PREFIX, HEALTH_RULE_PREFIX, NodeAccess, Observed, described_rules};
+use crate::{Error, classic::node_rules as classic, shared::Rule};
 
 /// At most this many other NLBs are read for one load balancer's handover (a bound on the calls; the rest of
 /// their needs then go unseen, and their next reconcile restores a revoked rule).
 const MAX_HEIRS: usize = 20;
 
 /// Fills `observed.heirs`: for each health rule of `access`'s load balancer that it no longer needs on a group,
-/// the other NLB on that group that needs it (see the module documentation).
-pub async fn find<E: Ec2, V: Elbv2>(
+/// the description of the rule another load balancer on that group needs it as (see the module documentation).
+pub async fn find<E: Ec2, L: Elb, V: Elbv2>(
     ec2: &E,
+    elb: &L,
     elbv2: &V,
     access: &NodeAccess,
     observed: &mut Observed,
@@ -33,34 +39,116 @@ pub async fn find<E: Ec2, V: Elbv2>(
         return Ok(());
     }
     let mut candidates: BTreeMap<&SecurityGroupId, BTreeSet<String>> = BTreeMap::new();
+    // (group, source) -> the Classic ELBs with rules from that source on that group.
+    let mut classics: BTreeMap<(&SecurityGroupId, String), BTreeSet<String>> = BTreeMap::new();
     let mine = access.client_description();
     for group in observed.groups.iter().filter(|g| given_up.contains_key(&g.id)) {
-        let others = described_rules(group)
-            .into_iter()
-            .filter(|r| r.description != mine)
-            .filter_map(|r| r.description.strip_prefix(CLIENT_RULE_PREFIX).map(str::to_owned));
-        candidates.entry(&group.id).or_default().extend(others);
+        for r in described_rules(group).into_iter().filter(|r| r.description != mine) {
+            if let Some(name) = r.description.strip_prefix(CLIENT_RULE_PREFIX) {
+                candidates.entry(&group.id).or_default().insert(name.to_owned());
+            } else if let Some(name) = classic::rule_owner(&r.description) {
+                let users = classics.entry((&group.id, r.rule.source.clone())).or_default();
+                users.insert(name.to_owned());
+            }
+        }
     }
     let names: BTreeSet<&String> = candidates.values().flatten().take(MAX_HEIRS).collect();
-    if names.is_empty() {
+    let classic_names: BTreeSet<&str> = classics
+        .values()
+        .flatten()
+        .map(String::as_str)
+        .take(MAX_HEIRS)
+        .collect();
+    if names.is_empty() && classic_names.is_empty() {
         return Ok(());
     }
     let needs = needs(ec2, elbv2, &names).await?;
+    let classic_needs = classic::needs_of(elb, &classic_names).await?;
     let mut heirs = BTreeMap::new();
     for (group, rules) in &given_up {
         for rule in rules {
-            let heir = candidates
+            let network = candidates
                 .get(group)
                 .into_iter()
                 .flatten()
-                .find(|name| needs.get(*name).is_some_and(|n| n.contains(rule)));
+                .find(|name| needs.get(*name).is_some_and(|n| n.contains(rule)))
+                .map(|name| format!("{HEALTH_RULE_PREFIX}{name}"));
+            let heir = network.or_else(|| {
+                let users = classics.get(&(group, rule.source.clone()))?;
+                users
+                    .iter()
+                    .find(|name| classic_needs.get(*name).is_some_and(|n| classic_needs_rule(n, rule)))
+                    .map(|name| format!("{}{name}", classic::NODE_RULE_PREFIX))
+            });
             if let Some(heir) = heir {
-                heirs.insert((group.clone(), rule.clone()), heir.clone());
+                heirs.insert((group.clone(), rule.clone()), heir);
             }
         }
     }
     observed.heirs = heirs;
     Ok(())
+}
+
+/// Whether a Classic ELB with node rules from `source` on `ports` needs `rule` (a `tcp` rule on one port from
+/// that group).
+fn classic_needs_rule((source, ports): &(SecurityGroupId, BTreeSet<i32>), rule: &Rule) -> bool {
+    rule.protocol == "tcp"
+        && rule.from_port == rule.to_port
+        && rule.source == source.as_str()
+        && ports.contains(&rule.from_port)
+}
+
+/// The NLB a node rule's description names (a client or a health rule's).
+pub(crate) fn rule_owner(description: &str) -> Option<&str> {
+    description
+        .strip_prefix(CLIENT_RULE_PREFIX)
+        .or_else(|| description.strip_prefix(HEALTH_RULE_PREFIX))
+}
+
+/// What the NLBs named `names` need from their security group `source` on the nodes, for Classic ELBs using the
+/// same group ([`classic::network_heirs`]): per NLB that exists and uses `source`, each `tcp` port with the
+/// description of its rule (client ports as client rules, other health check ports as health rules). One
+/// `DescribeLoadBalancers` and one `DescribeTargetGroups` per name.
+pub(crate) async fn needs_from_group<V: Elbv2>(
+    elbv2: &V,
+    source: &SecurityGroupId,
+    names: &BTreeSet<&str>,
+) -> Result<BTreeMap<String, BTreeMap<i32, String>>, Error> {
+    let context = "reading the NLBs that use the same security group";
+    let mut out = BTreeMap::new();
+    for name in names {
+        let Some(lb) = elbv2.load_balancer(name).await.map_err(Error::aws(context))? else {
+            continue;
+        };
+        if lb.lb_type != "network" || !lb.security_groups.contains(source) {
+            continue;
+        }
+        let groups = elbv2.target_groups(&lb.arn).await.map_err(Error::aws(context))?;
+        let mut ports = BTreeMap::new();
+        for tg in groups.iter().filter(|tg| carries_tcp(&tg.protocol)) {
+            ports.insert(tg.port, format!("{CLIENT_RULE_PREFIX}{name}"));
+        }
+        for port in groups.iter().filter_map(health_port) {
+            ports
+                .entry(port)
+                .or_insert_with(|| format!("{HEALTH_RULE_PREFIX}{name}"));
+        }
+        out.insert((*name).to_owned(), ports);
+    }
+    Ok(out)
+}
+
+/// Whether a target group's protocol reaches the nodes over TCP.
+fn carries_tcp(protocol: &str) -> bool {
+    matches!(protocol.to_ascii_uppercase().as_str(), "TCP" | "TLS" | "TCP_UDP")
+}
+
+/// The port a target group's health check probes.
+fn health_port(tg: &TargetGroup) -> Option<i32> {
+    match tg.health_check.port.as_deref() {
+        None | Some("traffic-port") => Some(tg.port),
+        Some(port) => port.parse().ok(),
+    }
 }
 
 /// The health rules of `access`'s load balancer on each group that it will not keep there.
@@ -107,13 +195,7 @@ async fn needs<E: Ec2, V: Elbv2>(
             continue;
         };
         let groups = elbv2.target_groups(&lb.arn).await.map_err(Error::aws(context))?;
-        let health: BTreeSet<i32> = groups
-            .iter()
-            .filter_map(|tg| match tg.health_check.port.as_deref() {
-                None | Some("traffic-port") => Some(tg.port),
-                Some(port) => port.parse().ok(),
-            })
-            .collect();
+        let health: BTreeSet<i32> = groups.iter().filter_map(health_port).collect();
         let subnets = lb
             .availability_zones
             .iter()

@@ -7,6 +7,7 @@ use crate::ownership::{Claim, Claimant};
 use crate::spec::IpAddressType;
 use ccm_aws_api::SubnetId;
 use ccm_aws_api::Tags;
+use ccm_aws_api::elb::MockElb;
 use ccm_aws_api::elbv2::ListenerV2;
 use ccm_aws_api::elbv2::LoadBalancerV2;
 use ccm_aws_api::elbv2::SubnetMapping;
@@ -223,7 +224,7 @@ async fn observe_of_a_steady_nlb_reads_once_per_item_and_refuses_a_failed_one() 
         Box::pin(async move { Ok(t) })
     });
     // No target_group(name) lookup: the wanted group is attached. No EC2 call with groups unmanaged.
-    let observed = observe(&MockEc2::new(), &elbv2, &config(), &d, Scope::Full)
+    let observed = observe(&MockEc2::new(), &MockElb::new(), &elbv2, &config(), &d, Scope::Full)
         .await
         .unwrap();
     assert_eq!(plan(&d, &observed), []);
@@ -235,7 +236,7 @@ async fn observe_of_a_steady_nlb_reads_once_per_item_and_refuses_a_failed_one() 
         let lb = failed.clone();
         Box::pin(async move { Ok(Some(lb)) })
     });
-    let e = observe(&MockEc2::new(), &elbv2, &config(), &d, Scope::Full)
+    let e = observe(&MockEc2::new(), &MockElb::new(), &elbv2, &config(), &d, Scope::Full)
         .await
         .unwrap_err();
     assert!(matches!(e, Error::LoadBalancerFailed(_)), "{e}");
@@ -332,7 +333,7 @@ async fn another_clusters_nlb_is_neither_adopted_nor_deleted() {
         });
         elbv2
     };
-    let observed = observe(&MockEc2::new(), &mocks(), &config(), &d, Scope::Full)
+    let observed = observe(&MockEc2::new(), &MockElb::new(), &mocks(), &config(), &d, Scope::Full)
         .await
         .unwrap();
     let found = crate::flavour::Network::found(&observed);
@@ -345,6 +346,7 @@ async fn another_clusters_nlb_is_neither_adopted_nor_deleted() {
     c.manage_node_security_groups = false;
     let observed = observe_delete(
         &MockEc2::new(),
+        &MockElb::new(),
         &mocks(),
         &c,
         &Claimant::new(NAME, "prod/web", "uid-web"),
@@ -669,6 +671,7 @@ async fn deletion_sweeps_the_services_unattached_target_groups_and_nothing_else(
     c.manage_node_security_groups = false;
     let observed = observe_delete(
         &MockEc2::new(),
+        &MockElb::new(),
         &elbv2,
         &c,
         &Claimant::new(NAME, "prod/web", &uid),

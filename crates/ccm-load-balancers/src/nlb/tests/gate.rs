@@ -4,6 +4,7 @@
 use super::*;
 use crate::flavour::Scope;
 use crate::ownership::{Claimant, Purpose, claim};
+use ccm_aws_api::elb::MockElb;
 use ccm_aws_api::elbv2::MockElbv2;
 use ccm_aws_api::{AwsError, ErrorKind, Tags, ec2::MockEc2};
 
@@ -117,7 +118,7 @@ async fn an_alb_under_the_name_is_refused_before_anything_is_made() {
         alb.lb_type = "application".into();
         Box::pin(async move { Ok(Some(alb)) })
     });
-    let e = observe(&MockEc2::new(), &elbv2, &config(), &d, Scope::Full)
+    let e = observe(&MockEc2::new(), &MockElb::new(), &elbv2, &config(), &d, Scope::Full)
         .await
         .unwrap_err();
     assert!(
