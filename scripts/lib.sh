@@ -5,10 +5,13 @@
 CCM_CACHE_DIR="${CCM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/aws-ccm-rs}"
 # Pinned versions: bump deliberately, the cache paths include them.
 MOTO_VERSION="5.2.5"
+# The second AWS emulator (EC2, ELBv2, ECR, STS; no Classic ELB): see docs/testing.md, "Two emulators".
+MINISTACK_VERSION="1.5.33"
 KUBE_DEB_VERSION="1.20.5+really1.20.2-1.1+deb12u1"
 KUBE_ORIG_VERSION="1.20.5+really1.20.2"
 
 MOTO_VENV="$CCM_CACHE_DIR/moto-$MOTO_VERSION"
+MINISTACK_VENV="$CCM_CACHE_DIR/ministack-$MINISTACK_VERSION"
 # Both built by build-kubernetes.sh from one source download.
 KUBE_BIN_DIR="$CCM_CACHE_DIR/kubernetes-$KUBE_ORIG_VERSION"
 KUBE_APISERVER_BIN="$KUBE_BIN_DIR/kube-apiserver"

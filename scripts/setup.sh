@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything the test command needs, idempotently; cheap after the first run on a machine:
-#   - the environment: moto (pinned) in a virtualenv under the cache directory, etcd and the Go toolchain from
+#   - the environment: moto and ministack (pinned) in virtualenvs under the cache directory, etcd and the Go toolchain from
 #     Debian, kube-apiserver 1.20.2 and the Go cloud controller manager 1.20.2 (the peer), both built from
 #     Debian's kubernetes source package (see build-kubernetes.sh);
 #   - the test tools (skipped with --environment, which is all the sandbox needs): cargo-nextest, cargo-deny and
@@ -45,6 +45,15 @@ if [ ! -f "$MOTO_VENV/.complete" ]; then
   touch "$MOTO_VENV/.complete"
 fi
 
+if [ ! -f "$MINISTACK_VENV/.complete" ]; then
+  log "installing ministack==$MINISTACK_VERSION into $MINISTACK_VENV"
+  rm -rf "$MINISTACK_VENV"
+  python3 -m venv "$MINISTACK_VENV" || die "python3 -m venv failed (is python3-venv installed?)"
+  "$MINISTACK_VENV/bin/pip" install -q --disable-pip-version-check "ministack==$MINISTACK_VERSION" \
+    || { rm -rf "$MINISTACK_VENV"; die "pip install ministack==$MINISTACK_VERSION failed"; }
+  touch "$MINISTACK_VENV/.complete"
+fi
+
 # The Kubernetes build is the longest step and needs nothing else here: it starts first, in the background.
 "$here/build-kubernetes.sh" &
 kube_build=$!
@@ -69,4 +78,4 @@ if [ "$tools" -eq 1 ]; then
 fi
 
 wait "$kube_build" || die "building Kubernetes failed (see the messages above)"
-log "setup complete: moto $MOTO_VERSION, $(etcd --version | head -n1), kube-apiserver $("$KUBE_APISERVER_BIN" --version), the Go cloud controller manager $("$GO_CCM_BIN" --version)"
+log "setup complete: moto $MOTO_VERSION, ministack $MINISTACK_VERSION, $(etcd --version | head -n1), kube-apiserver $("$KUBE_APISERVER_BIN" --version), the Go cloud controller manager $("$GO_CCM_BIN" --version)"

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Starts and stops the real test environment on free 127.0.0.1 ports:
-#   etcd + kube-apiserver (token authentication, RBAC) and moto in server mode.
+#   etcd + kube-apiserver (token authentication, RBAC), moto in server mode and ministack (the second AWS
+#   emulator: EC2, ELBv2, ECR and STS; docs/testing.md, "Two emulators").
 #
 #   scripts/testenv.sh up      start everything; prints the state directory, whose `env` file exports
 #                              CCM_TEST_* variables for the tests (source it)
 #   scripts/testenv.sh down DIR  stop what `up` started in DIR
-#   scripts/testenv.sh reset-aws DIR  wipe all moto state (about 0.25 s)
+#   scripts/testenv.sh reset-aws DIR  wipe all moto and ministack state (about 0.3 s)
 #
 # Run scripts/setup.sh first (scripts/test.sh does both).
 set -euo pipefail
@@ -39,14 +40,16 @@ start() { # name logfile cmd...: runs cmd in its own session, records its pid
 up() {
   [ -x "$KUBE_APISERVER_BIN" ] || die "kube-apiserver missing at $KUBE_APISERVER_BIN: run scripts/setup.sh"
   [ -f "$MOTO_VENV/.complete" ] || die "moto missing in $MOTO_VENV: run scripts/setup.sh"
+  [ -f "$MINISTACK_VENV/.complete" ] || die "ministack missing in $MINISTACK_VENV: run scripts/setup.sh"
   command -v etcd >/dev/null 2>&1 || die "etcd missing: run scripts/setup.sh"
   dir="${CCM_TESTENV_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/ccm-testenv.XXXXXX")}"
   mkdir -p "$dir/certs"
   # If anything below fails (die exits), stop what was started so that no server outlives a failed start.
   trap 'rc=$?; if [ $rc -ne 0 ]; then down_dir "$dir" >/dev/null 2>&1 || true; fi; exit $rc' EXIT
 
-  local etcd_port etcd_peer api_port moto_port token
+  local etcd_port etcd_peer api_port moto_port ministack_port token
   etcd_port=$(free_port); etcd_peer=$(free_port); api_port=$(free_port); moto_port=$(free_port)
+  ministack_port=$(free_port)
   token=$(python3 -c 'import secrets; print(secrets.token_hex(24))')
 
   start etcd "$dir/etcd.log" etcd --name testenv --data-dir "$dir/etcd" \
@@ -58,6 +61,10 @@ up() {
   # DescribeInstances listings (see the file).
   start moto "$dir/moto.log" env MOTO_ALLOW_NONEXISTENT_REGION=false "$MOTO_VENV/bin/python3" "$here/moto-server.py" \
     -H 127.0.0.1 -p "$moto_port"
+  # ministack as shipped (no patch: it is the emulator nobody here tuned), only the services the tests use, on
+  # 127.0.0.1; its PID file goes to the state directory (TMPDIR).
+  start ministack "$dir/ministack.log" env BIND_HOST=127.0.0.1 GATEWAY_PORT="$ministack_port" TMPDIR="$dir" \
+    SERVICES=ec2,elasticloadbalancing,ecr,sts LOG_LEVEL=WARNING "$MINISTACK_VENV/bin/ministack"
   wait_http etcd "http://127.0.0.1:$etcd_port/health" 30 "$dir/etcd.pid" "$dir/etcd.log"
 
   openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null || die "openssl could not make the service-account key"
@@ -80,6 +87,8 @@ up() {
     --enable-priority-and-fairness=false --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
     ${CCM_TESTENV_APISERVER_FLAGS:-}
   wait_http moto "http://127.0.0.1:$moto_port/moto-api/reset" 30 "$dir/moto.pid" "$dir/moto.log" -X POST
+  wait_http ministack "http://127.0.0.1:$ministack_port/_ministack/health" 30 "$dir/ministack.pid" \
+    "$dir/ministack.log"
   wait_http kube-apiserver "https://127.0.0.1:$api_port/readyz" 90 "$dir/kube-apiserver.pid" \
     "$dir/kube-apiserver.log" -k -H "Authorization: Bearer $token"
 
@@ -106,6 +115,8 @@ export CCM_TEST_KUBECONFIG='$dir/kubeconfig'
 export CCM_TEST_KUBE_APISERVER='https://127.0.0.1:$api_port'
 export CCM_TEST_AWS_ENDPOINT='http://127.0.0.1:$moto_port'
 export CCM_TEST_AWS_REGION='us-east-1'
+# The second emulator: a test group runs with CCM_TEST_AWS_ENDPOINT set to it and CCM_TEST_AWS_EMULATOR=ministack.
+export CCM_TEST_MINISTACK_ENDPOINT='http://127.0.0.1:$ministack_port'
 # Nothing in a test may reach the real instance metadata service.
 export AWS_EC2_METADATA_DISABLED=true
 ENV
@@ -115,19 +126,20 @@ ENV
     printf "export CCM_TEST_GO_CCM='%s'\n" "$GO_CCM_BIN" >>"$dir/env"
   fi
   trap - EXIT
-  log "up: kube-apiserver https://127.0.0.1:$api_port (etcd :$etcd_port), moto http://127.0.0.1:$moto_port; state in $dir"
+  log "up: kube-apiserver https://127.0.0.1:$api_port (etcd :$etcd_port), moto http://127.0.0.1:$moto_port," \
+    "ministack http://127.0.0.1:$ministack_port; state in $dir"
   echo "$dir"
 }
 
 down_dir() {
   local d=$1 name pid
-  for name in kube-apiserver moto etcd; do
+  for name in kube-apiserver moto ministack etcd; do
     [ -f "$d/$name.pid" ] || continue
     pid=$(cat "$d/$name.pid")
     # setsid made each server a session leader: signal its whole process group.
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
   done
-  for name in kube-apiserver moto etcd; do
+  for name in kube-apiserver moto ministack etcd; do
     [ -f "$d/$name.pid" ] || continue
     pid=$(cat "$d/$name.pid")
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -146,6 +158,8 @@ case "${1:-}" in
     . "$2/env"
     code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$CCM_TEST_AWS_ENDPOINT/moto-api/reset")
     [ "$code" = 200 ] || die "moto reset at $CCM_TEST_AWS_ENDPOINT answered HTTP $code"
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$CCM_TEST_MINISTACK_ENDPOINT/_ministack/reset")
+    [ "$code" = 200 ] || die "ministack reset at $CCM_TEST_MINISTACK_ENDPOINT answered HTTP $code"
     ;;
   *) die "usage: testenv.sh up | down DIR | reset-aws DIR" ;;
 esac

@@ -75,6 +75,7 @@ impl OwnEnv {
             kube_apiserver: var("CCM_TEST_KUBE_APISERVER"),
             aws_endpoint: var("CCM_TEST_AWS_ENDPOINT"),
             aws_region: var("CCM_TEST_AWS_REGION"),
+            emulator: ccm_testing::Emulator::Moto,
         }
     }
 

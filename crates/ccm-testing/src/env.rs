@@ -24,10 +24,10 @@ pub enum EnvError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// moto did not accept a request.
-    #[error("moto at {endpoint} failed: {detail}")]
+    /// The AWS emulator did not accept a request.
+    #[error("the AWS emulator at {endpoint} failed: {detail}")]
     Moto {
-        /// moto's endpoint.
+        /// The emulator's endpoint.
         endpoint: String,
         /// What happened.
         detail: String,
@@ -42,10 +42,52 @@ pub struct TestEnv {
     pub kubeconfig: PathBuf,
     /// The apiserver's URL.
     pub kube_apiserver: String,
-    /// moto's endpoint, for every AWS service.
+    /// The AWS emulator's endpoint, for every AWS service.
     pub aws_endpoint: String,
     /// The region the tests use.
     pub aws_region: String,
+    /// Which emulator answers at `aws_endpoint` (`CCM_TEST_AWS_EMULATOR`, moto when unset).
+    pub emulator: Emulator,
+}
+
+/// The AWS emulators the tests run against (docs/testing.md, "Two emulators").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Emulator {
+    /// moto in server mode, with the answers `scripts/moto-server.py` changes: every AWS service the
+    /// controller uses.
+    Moto,
+    /// ministack as shipped: EC2, ELBv2, ECR and STS (no Classic ELB).
+    Ministack,
+}
+
+// === impl Emulator ===
+
+impl Emulator {
+    /// The emulator named by `CCM_TEST_AWS_EMULATOR` (`moto` or `ministack`; moto when unset or empty).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "" | "moto" => Some(Self::Moto),
+            "ministack" => Some(Self::Ministack),
+            _ => None,
+        }
+    }
+
+    /// The path of the request that wipes all of the emulator's state.
+    fn reset_path(self) -> &'static str {
+        match self {
+            Self::Moto => "/moto-api/reset",
+            Self::Ministack => "/_ministack/reset",
+        }
+    }
+
+    /// The path of a read that answers 200 while the emulator serves.
+    fn health_path(self) -> &'static str {
+        match self {
+            Self::Moto => "/moto-api/",
+            Self::Ministack => "/_ministack/health",
+        }
+    }
 }
 
 // === impl TestEnv ===
@@ -59,11 +101,17 @@ impl TestEnv {
                 .filter(|v| !v.is_empty())
                 .ok_or(EnvError::Missing { var })
         }
+        let emulator = std::env::var("CCM_TEST_AWS_EMULATOR").unwrap_or_default();
+        let emulator = Emulator::from_name(&emulator).ok_or(EnvError::Moto {
+            endpoint: String::new(),
+            detail: format!("CCM_TEST_AWS_EMULATOR={emulator:?} is neither \"moto\" nor \"ministack\""),
+        })?;
         Ok(Self {
             kubeconfig: var("CCM_TEST_KUBECONFIG")?.into(),
             kube_apiserver: var("CCM_TEST_KUBE_APISERVER")?,
             aws_endpoint: var("CCM_TEST_AWS_ENDPOINT")?,
             aws_region: var("CCM_TEST_AWS_REGION").unwrap_or_else(|_| "us-east-1".to_owned()),
+            emulator,
         })
     }
 
@@ -106,10 +154,10 @@ impl TestEnv {
             .await
     }
 
-    /// Wipes all of moto's state (about 0.25 s). Only for test groups that own the environment: tests that share
+    /// Wipes all of the emulator's state (about 0.25 s). Only for test groups that own the environment: tests that share
     /// it isolate themselves by names and tags instead.
     pub async fn reset_aws(&self) -> Result<(), EnvError> {
-        let status = self.moto_request("POST", "/moto-api/reset").await?;
+        let status = self.moto_request("POST", self.emulator.reset_path()).await?;
         if status == 200 {
             Ok(())
         } else {
@@ -117,15 +165,15 @@ impl TestEnv {
         }
     }
 
-    /// Checks that moto answers, without touching its state.
+    /// Checks that the emulator answers, without touching its state.
     pub async fn aws_reachable(&self) -> Result<(), EnvError> {
-        match self.moto_request("GET", "/moto-api/").await? {
+        match self.moto_request("GET", self.emulator.health_path()).await? {
             200 => Ok(()),
             status => Err(self.moto_err(format!("dashboard answered HTTP {status}"))),
         }
     }
 
-    /// A bare HTTP/1.1 request returning the status; moto's control API needs nothing more, and this keeps an
+    /// A bare HTTP/1.1 request returning the status; the emulators' control APIs needs nothing more, and this keeps an
     /// HTTP client out of the dependencies.
     async fn moto_request(&self, method: &str, path: &str) -> Result<u16, EnvError> {
         let authority = self

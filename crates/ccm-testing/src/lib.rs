@@ -45,7 +45,7 @@ mod tcp_proxy;
 #[cfg(feature = "aws")]
 pub mod world;
 
-pub use env::{EnvError, TestEnv};
+pub use env::{Emulator, EnvError, TestEnv};
 pub use fault_proxy::{Chaos, ChaosKind, Fault, FaultProxy, counts_since};
 pub use go_ccm::{GO_CCM_VAR, GoCcm, GoCcmError, GoCcmOptions, GoCloudConfig};
 pub use imds::ImdsEmulator;
