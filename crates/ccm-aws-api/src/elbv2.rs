@@ -350,7 +350,9 @@ pub trait Elbv2 {
         targets: &[Target],
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// The tags of each resource (load balancers, target groups, listeners), by ARN.
+    /// The tags of each resource (load balancers, target groups, listeners), by ARN; resources deleted
+    /// meanwhile are absent, never an error (AWS fails a whole `DescribeTags` for one of them: the adapter then
+    /// asks for each alone).
     fn tags(&self, arns: &[String]) -> impl Future<Output = Result<BTreeMap<String, Tags>>> + Send;
 
     /// Adds or overwrites tags on resources.

@@ -4,7 +4,7 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use aws_sdk_elasticloadbalancingv2::types as sdk;
 use ccm_aws_api::{
-    Elbv2, InstanceId, Result, SecurityGroupId, SubnetId, Tags, VpcId,
+    Elbv2, ErrorKind, InstanceId, Result, SecurityGroupId, SubnetId, Tags, VpcId,
     elbv2::{
         ListenerChange, ListenerV2, LoadBalancerV2, LoadBalancerZone, NewListener, NewNetworkLoadBalancer,
         NewTargetGroup, SubnetMapping, Target, TargetGroup, TargetGroupHealthCheck, TargetHealth,
@@ -65,6 +65,30 @@ pub struct AwsElbv2 {
 impl AwsElbv2 {
     pub(crate) fn new(client: aws_sdk_elasticloadbalancingv2::Client, rt: Arc<Runtime>) -> Self {
         Self { client, rt }
+    }
+
+    /// One `DescribeTags` of at most [`ARNS_PER_TAG_CALL`] resources.
+    async fn describe_tags(&self, arns: &[String]) -> Result<BTreeMap<String, Tags>> {
+        let page = self
+            .rt
+            .call(DESCRIBE_TAGS, || {
+                self.client
+                    .describe_tags()
+                    .set_resource_arns(Some(arns.to_vec()))
+                    .send()
+            })
+            .await?;
+        let mut out = BTreeMap::new();
+        for d in page.tag_descriptions() {
+            let Some(arn) = d.resource_arn() else { continue };
+            let tags: Tags = d
+                .tags()
+                .iter()
+                .filter_map(|t| Some((t.key()?.to_owned(), t.value().unwrap_or_default().to_owned())))
+                .collect();
+            out.insert(arn.to_owned(), tags);
+        }
+        Ok(out)
     }
 
     /// `DescribeTargetGroups` of one load balancer, or of the whole region, every page.
@@ -482,23 +506,20 @@ impl Elbv2 for AwsElbv2 {
     async fn tags(&self, arns: &[String]) -> Result<BTreeMap<String, Tags>> {
         let mut out = BTreeMap::new();
         for chunk in arns.chunks(ARNS_PER_TAG_CALL) {
-            let page = self
-                .rt
-                .call(DESCRIBE_TAGS, || {
-                    self.client
-                        .describe_tags()
-                        .set_resource_arns(Some(chunk.to_vec()))
-                        .send()
-                })
-                .await?;
-            for d in page.tag_descriptions() {
-                let Some(arn) = d.resource_arn() else { continue };
-                let tags: Tags = d
-                    .tags()
-                    .iter()
-                    .filter_map(|t| Some((t.key()?.to_owned(), t.value().unwrap_or_default().to_owned())))
-                    .collect();
-                out.insert(arn.to_owned(), tags);
+            match self.describe_tags(chunk).await {
+                Ok(found) => out.extend(found),
+                // One resource deleted since it was listed fails the whole call (`TargetGroupNotFound`,
+                // `LoadBalancerNotFound`): each is asked alone, and those gone are left out.
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    for arn in chunk.iter().filter(|_| chunk.len() > 1) {
+                        match self.describe_tags(std::slice::from_ref(arn)).await {
+                            Ok(found) => out.extend(found),
+                            Err(e) if e.kind() == ErrorKind::NotFound => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                }
+                Err(e) => return Err(e),
             }
         }
         Ok(out)

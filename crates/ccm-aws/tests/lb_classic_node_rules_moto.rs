@@ -31,7 +31,10 @@ impl World {
             .security_groups(&[Filter::new("group-id", [group])])
             .await
             .unwrap();
-        source_rules(&found[0], &SecurityGroupId::new(source))
+        // Picked by id: ministack 1.5.33 ignores the `group-id` filter of DescribeSecurityGroups (AWS
+        // documents it) and answers every group.
+        let found = found.iter().find(|g| g.id.as_str() == group).unwrap();
+        source_rules(found, &SecurityGroupId::new(source))
             .into_iter()
             .map(|r| {
                 let ours = r
@@ -295,7 +298,10 @@ async fn health_rules(w: &World) -> BTreeSet<String> {
         .security_groups(&[Filter::new("group-id", [w.node_group.as_str()])])
         .await
         .unwrap();
-    ccm_load_balancers::nlb::node_rules::described_rules(&found[0])
+    // Picked by id: ministack 1.5.33 ignores the `group-id` filter of DescribeSecurityGroups (AWS documents
+    // it) and answers every group.
+    let found = found.iter().find(|g| g.id.as_str() == w.node_group).unwrap();
+    ccm_load_balancers::nlb::node_rules::described_rules(found)
         .into_iter()
         .filter(|r| r.rule.from_port == 10256)
         .map(|r| r.description)
@@ -341,20 +347,30 @@ async fn classic_and_nlb_sharing_a_given_group_hand_over_the_health_rule() {
         } else {
             ((&network, network_rule), (&classic, classic_rule))
         };
-        lbs.ensure_load_balancer("kubernetes", first, &refs).await.unwrap();
-        lbs.ensure_load_balancer("kubernetes", second, &refs).await.unwrap();
+        lbs.ensure_load_balancer("kubernetes", first, &refs)
+            .await
+            .unwrap();
+        lbs.ensure_load_balancer("kubernetes", second, &refs)
+            .await
+            .unwrap();
         let shared = || w.descriptions_on(&nodes_group, &given, 10256);
         assert_eq!(shared().await, [first_rule].into(), "made once, by the first");
 
-        lbs.ensure_load_balancer_deleted("kubernetes", first).await.unwrap();
+        lbs.ensure_load_balancer_deleted("kubernetes", first)
+            .await
+            .unwrap();
         assert_eq!(
             shared().await,
             [second_rule.clone()].into(),
             "classic first: {classic_first}: handed over, not revoked"
         );
-        lbs.ensure_load_balancer("kubernetes", second, &refs).await.unwrap();
+        lbs.ensure_load_balancer("kubernetes", second, &refs)
+            .await
+            .unwrap();
         assert_eq!(shared().await, [second_rule.clone()].into(), "steady");
-        lbs.ensure_load_balancer_deleted("kubernetes", second).await.unwrap();
+        lbs.ensure_load_balancer_deleted("kubernetes", second)
+            .await
+            .unwrap();
         assert_eq!(shared().await, BTreeSet::new(), "gone with the last");
     }
 }
@@ -368,7 +384,10 @@ impl World {
             .security_groups(&[Filter::new("group-id", [group])])
             .await
             .unwrap();
-        source_rules(&found[0], &SecurityGroupId::new(source))
+        // Picked by id: ministack 1.5.33 ignores the `group-id` filter of DescribeSecurityGroups (AWS
+        // documents it) and answers every group.
+        let found = found.iter().find(|g| g.id.as_str() == group).unwrap();
+        source_rules(found, &SecurityGroupId::new(source))
             .into_iter()
             .filter(|r| r.port() == Some(port))
             .map(|r| r.description.unwrap_or_default())

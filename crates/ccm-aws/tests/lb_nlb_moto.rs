@@ -422,12 +422,7 @@ async fn managed_to_byo_and_back() {
     assert_eq!(groups.len(), 1);
     let managed = groups[0].clone();
     assert_ne!(managed, byo);
-    let group = &w
-        .adapter
-        .ec2()
-        .security_groups(&[Filter::new("group-id", [managed.as_str()])])
-        .await
-        .unwrap()[0];
+    let group = &w.group(&managed).await.unwrap();
     assert_eq!(group.description, "[k8s] Managed SecurityGroup for LoadBalancer");
     assert!(group.name.starts_with("k8s-moto-web-"), "{}", group.name);
     let before = mutation_counts(&metrics);
@@ -562,12 +557,7 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
         let lb = elbv2.load_balancer(&name).await.unwrap().unwrap();
         assert_eq!(lb.security_groups.len(), 1, "crash before mutation {k}");
         let managed = lb.security_groups[0].to_string();
-        let group = &w
-            .adapter
-            .ec2()
-            .security_groups(&[Filter::new("group-id", [managed.as_str()])])
-            .await
-            .unwrap()[0];
+        let group = &w.group(&managed).await.unwrap();
         let same_name = w
             .adapter
             .ec2()
@@ -632,13 +622,8 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
         }
         assert!(!w.group_exists(&managed).await, "crash in deletion at {k}");
         let described = format!("={name}");
-        let node_group = w
-            .adapter
-            .ec2()
-            .security_groups(&[Filter::new("group-id", [w.node_group.as_str()])])
-            .await
-            .unwrap();
-        let left: Vec<String> = node_group[0]
+        let node_group = w.group(&w.node_group).await.unwrap();
+        let left: Vec<String> = node_group
             .ingress
             .iter()
             .flat_map(|p| p.ip_ranges.iter().chain(&p.ipv6_ranges))
@@ -862,13 +847,8 @@ async fn a_recreation_crashed_at_any_call_converges() {
 
 /// A group's CIDR rules as sorted (protocol, from port, CIDR).
 async fn cidr_rules(w: &World, group: &str) -> Vec<(String, i32, String)> {
-    let groups = w
-        .adapter
-        .ec2()
-        .security_groups(&[Filter::new("group-id", [group])])
-        .await
-        .unwrap();
-    let mut rules: Vec<(String, i32, String)> = groups[0]
+    let found = w.group(group).await.unwrap();
+    let mut rules: Vec<(String, i32, String)> = found
         .ingress
         .iter()
         .flat_map(|p| {

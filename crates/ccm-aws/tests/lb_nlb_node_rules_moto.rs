@@ -151,8 +151,15 @@ impl World {
             .send()
             .await
             .unwrap();
+        // Picked by id: ministack 1.5.33 ignores the `group-id` filter of DescribeSecurityGroups (AWS
+        // documents it) and answers every group.
+        let found = out
+            .security_groups()
+            .iter()
+            .find(|g| g.group_id() == Some(group))
+            .unwrap();
         let mut rules = BTreeSet::new();
-        for p in out.security_groups()[0].ip_permissions() {
+        for p in found.ip_permissions() {
             let proto = p.ip_protocol().unwrap().to_owned();
             let (from, to) = (p.from_port().unwrap(), p.to_port().unwrap());
             let ranges = p
@@ -353,8 +360,13 @@ async fn a_half_applied_batch_is_completed_by_the_next_run() {
         .security_groups(&[Filter::new("group-id", [w.nodes.as_str()])])
         .await
         .unwrap();
-    assert_eq!(groups[0].id, SecurityGroupId::new(&w.nodes));
-    assert_eq!(node_rules::described_rules(&groups[0]), w.rules(&w.nodes).await);
+    // Picked by id: ministack 1.5.33 ignores the `group-id` filter of DescribeSecurityGroups (AWS documents
+    // it) and answers every group.
+    let nodes = groups
+        .iter()
+        .find(|g| g.id == SecurityGroupId::new(&w.nodes))
+        .unwrap();
+    assert_eq!(node_rules::described_rules(nodes), w.rules(&w.nodes).await);
     // Deleting twice: the second pass finds the rules gone and is not an error.
     let gone = NodeAccess::none(&w.lb);
     let last = NodeAccess {

@@ -358,3 +358,66 @@ async fn a_predecessors_cleanup_leaves_the_successors_load_balancer() {
     eprintln!("passed: {passed:#?}");
     assert!(failed.is_empty(), "failed: {failed:#?}");
 }
+
+/// An ALB another tool makes under the chosen name after the NLB's observation, before its create: ELBv2 names
+/// are unique across types, so AWS answers `DuplicateLoadBalancerName` (ministack natively, moto through
+/// scripts/moto-server.py). The adopt-on-duplicate path claims what it then finds like any load balancer under
+/// the name: the ALB is refused, naming its type, and nothing is written to it. Runs on both emulators.
+#[tokio::test]
+async fn an_alb_made_between_the_observation_and_the_create_is_refused() {
+    use ccm_aws_api::SubnetId;
+    use ccm_load_balancers::{
+        flavour::Scope,
+        nlb, ownership,
+        ownership::{Claimant, Purpose},
+        parse_service,
+    };
+    let w = lb_support::world::world(176, "gaterace", false).await;
+    let name = chosen("race");
+    let uid = uid();
+    let svc = service(
+        "moto",
+        "web",
+        &uid,
+        Kind::Network,
+        &[(Key::LoadBalancerName, name.as_str())],
+    );
+    let spec = parse_service(&svc).unwrap();
+    let subnets: Vec<SubnetId> = w.subnets.iter().map(SubnetId::new).collect();
+    let desired = nlb::build(&spec, &[], &w.config, CLUSTER, &subnets).unwrap();
+    let (ec2, elb, elbv2) = (w.adapter.ec2(), w.adapter.elb(), w.adapter.elbv2());
+    let observed = nlb::observe(ec2, elb, elbv2, &w.config, &desired, Scope::Full)
+        .await
+        .unwrap();
+    assert!(observed.load_balancer.is_none(), "nothing under the name yet");
+    let claim = ownership::claim(
+        &w.config,
+        &Claimant::new(&name, "moto/web", &uid),
+        None,
+        Purpose::Serve,
+    )
+    .unwrap();
+    let changes = nlb::plan(&desired, &observed);
+
+    let cluster = w.config.cluster.id().to_owned();
+    lb_gate::plant_alb(&w, &name, &[("elbv2.k8s.aws/cluster", cluster.as_str())]).await;
+    let lb = elbv2.load_balancer(&name).await.unwrap().unwrap();
+    let victim = Victim {
+        what: "alb",
+        kind: Kind::Application,
+        hostname: lb.dns_name,
+        service: None,
+        ours: false,
+        holder: "a load balancer of type application, not an NLB".to_owned(),
+        name: name.clone(),
+    };
+    let before = seen(&w, &victim).await;
+    let refused = nlb::apply(ec2, elbv2, &w.config, &claim, &observed, &changes)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("type application"),
+        "the refusal names what holds the name: {refused}"
+    );
+    assert_eq!(seen(&w, &victim).await, before, "nothing written to the ALB");
+}

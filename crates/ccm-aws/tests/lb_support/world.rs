@@ -236,14 +236,15 @@ impl World {
         }
     }
 
-    /// The security group `id`, if it exists (read through the adapter).
+    /// The security group `id`, if it exists (read through the adapter). Picked by id: ministack 1.5.33
+    /// ignores the `group-id` filter of DescribeSecurityGroups (AWS documents it) and answers every group.
     pub async fn group(&self, id: &str) -> Option<ccm_aws_api::ec2::SecurityGroup> {
         let groups = self
             .adapter
             .ec2()
             .security_groups(&[ccm_aws_api::Filter::new("group-id", [id])])
             .await;
-        groups.unwrap().into_iter().next()
+        groups.unwrap().into_iter().find(|g| g.id.as_str() == id)
     }
 
     /// Whether the security group `id` exists.

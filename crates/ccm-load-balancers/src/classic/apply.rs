@@ -77,9 +77,7 @@ impl<E: Ec2, L: Elb> Context<'_, E, L> {
             }
             Change::AuthorizeNodeAccess { .. }
             | Change::RevokeNodeAccess { .. }
-            | Change::HandOverNodeAccess { .. } => {
-                self.node_access(change).await
-            }
+            | Change::HandOverNodeAccess { .. } => self.node_access(change).await,
             Change::RecreationWithheld { .. } => Ok(()),
         }
     }

@@ -213,7 +213,10 @@ async fn nlbs_named_by_rules_from_the_source_are_the_heirs() {
     assert_eq!(
         heirs,
         [
-            ((node.clone(), 10256), "kubernetes.io/rule/nlb/health=nlb-b".to_owned()),
+            (
+                (node.clone(), 10256),
+                "kubernetes.io/rule/nlb/health=nlb-b".to_owned()
+            ),
             ((node, 30600), "kubernetes.io/rule/nlb/client=nlb-b".to_owned()),
         ]
         .into(),

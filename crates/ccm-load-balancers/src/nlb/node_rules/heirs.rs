@@ -43,7 +43,10 @@ pub async fn find<E: Ec2, L: Elb, V: Elbv2>(
     let mut classics: BTreeMap<(&SecurityGroupId, String), BTreeSet<String>> = BTreeMap::new();
     let mine = access.client_description();
     for group in observed.groups.iter().filter(|g| given_up.contains_key(&g.id)) {
-        for r in described_rules(group).into_iter().filter(|r| r.description != mine) {
+        for r in described_rules(group)
+            .into_iter()
+            .filter(|r| r.description != mine)
+        {
             if let Some(name) = r.description.strip_prefix(CLIENT_RULE_PREFIX) {
                 candidates.entry(&group.id).or_default().insert(name.to_owned());
             } else if let Some(name) = classic::rule_owner(&r.description) {
@@ -77,7 +80,11 @@ pub async fn find<E: Ec2, L: Elb, V: Elbv2>(
                 let users = classics.get(&(group, rule.source.clone()))?;
                 users
                     .iter()
-                    .find(|name| classic_needs.get(*name).is_some_and(|n| classic_needs_rule(n, rule)))
+                    .find(|name| {
+                        classic_needs
+                            .get(*name)
+                            .is_some_and(|n| classic_needs_rule(n, rule))
+                    })
                     .map(|name| format!("{}{name}", classic::NODE_RULE_PREFIX))
             });
             if let Some(heir) = heir {

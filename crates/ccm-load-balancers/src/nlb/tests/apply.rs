@@ -224,9 +224,16 @@ async fn observe_of_a_steady_nlb_reads_once_per_item_and_refuses_a_failed_one() 
         Box::pin(async move { Ok(t) })
     });
     // No target_group(name) lookup: the wanted group is attached. No EC2 call with groups unmanaged.
-    let observed = observe(&MockEc2::new(), &MockElb::new(), &elbv2, &config(), &d, Scope::Full)
-        .await
-        .unwrap();
+    let observed = observe(
+        &MockEc2::new(),
+        &MockElb::new(),
+        &elbv2,
+        &config(),
+        &d,
+        Scope::Full,
+    )
+    .await
+    .unwrap();
     assert_eq!(plan(&d, &observed), []);
 
     let mut failed = LoadBalancerV2::new("arn", NAME, "x");
@@ -236,9 +243,16 @@ async fn observe_of_a_steady_nlb_reads_once_per_item_and_refuses_a_failed_one() 
         let lb = failed.clone();
         Box::pin(async move { Ok(Some(lb)) })
     });
-    let e = observe(&MockEc2::new(), &MockElb::new(), &elbv2, &config(), &d, Scope::Full)
-        .await
-        .unwrap_err();
+    let e = observe(
+        &MockEc2::new(),
+        &MockElb::new(),
+        &elbv2,
+        &config(),
+        &d,
+        Scope::Full,
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(e, Error::LoadBalancerFailed(_)), "{e}");
 }
 
@@ -333,9 +347,16 @@ async fn another_clusters_nlb_is_neither_adopted_nor_deleted() {
         });
         elbv2
     };
-    let observed = observe(&MockEc2::new(), &MockElb::new(), &mocks(), &config(), &d, Scope::Full)
-        .await
-        .unwrap();
+    let observed = observe(
+        &MockEc2::new(),
+        &MockElb::new(),
+        &mocks(),
+        &config(),
+        &d,
+        Scope::Full,
+    )
+    .await
+    .unwrap();
     let found = crate::flavour::Network::found(&observed);
     let claimant = Claimant::new(&d.name, &d.service, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
     let e =

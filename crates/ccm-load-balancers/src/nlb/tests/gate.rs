@@ -118,9 +118,16 @@ async fn an_alb_under_the_name_is_refused_before_anything_is_made() {
         alb.lb_type = "application".into();
         Box::pin(async move { Ok(Some(alb)) })
     });
-    let e = observe(&MockEc2::new(), &MockElb::new(), &elbv2, &config(), &d, Scope::Full)
-        .await
-        .unwrap_err();
+    let e = observe(
+        &MockEc2::new(),
+        &MockElb::new(),
+        &elbv2,
+        &config(),
+        &d,
+        Scope::Full,
+    )
+    .await
+    .unwrap_err();
     assert!(
         e.to_string()
             .contains(&format!("load balancer name {NAME} is taken")),
