@@ -66,3 +66,19 @@ start_testenv() {
   . "$TESTENV_DIR/env"
   set +a
 }
+
+# The nextest filter of the ministack group: the moto-test binaries (`*_moto`, and `paging`) less the tests
+# listed in FILE (`binary` or `binary::test` first on each line; `#` starts a comment line).
+ministack_filter() {
+  local expr='(binary(/_moto$/) | binary(=paging))' entry name
+  while read -r entry _; do
+    case "$entry" in '' | '#'*) continue ;; esac
+    name=${entry%%::*}
+    if [ "$entry" = "$name" ]; then
+      expr+=" - binary(=$name)"
+    else
+      expr+=" - (binary(=$name) & test(=${entry#*::}))"
+    fi
+  done <"$1"
+  printf '%s' "$expr"
+}

@@ -45,6 +45,32 @@ AWS refuses DeleteLoadBalancer (ELBv2) with OperationNotPermitted while the load
 moto 5.2.5 has no DescribeInstanceTopology (it answers HTTP 500, which a client retries). AWS answers it with
 the instances whose types have a topology (accelerated types such as p4d or trn1) and leaves the others out;
 the test environment's instances are all of other types, so the answer here is AWS's for them: no instance.
+
+Each change, the AWS documentation it follows, and what ministack 1.5.33 (the second emulator, run as shipped:
+docs/testing.md, "Two emulators") answers:
+- ELBv2 creates answered as idempotent: https://docs.aws.amazon.com/elasticloadbalancing/latest/APIReference/
+  API_CreateLoadBalancer.html (API_CreateTargetGroup.html, API_CreateListener.html). ministack disagrees: an
+  identical retry answers DuplicateLoadBalancerName; a name another type holds answers it too, as AWS does.
+- A Classic ELB's default health check, draining timeout, desync mitigation mode and listener InstanceProtocol:
+  https://docs.aws.amazon.com/elasticloadbalancing/latest/classic/elb-healthchecks.html,
+  https://docs.aws.amazon.com/elasticloadbalancing/2012-06-01/APIReference/API_LoadBalancerAttributes.html.
+  ministack has no Classic ELB.
+- An instance's default group in DescribeInstances' SecurityGroups:
+  https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_RunInstances.html (SecurityGroupIds: "If you
+  don't specify a security group ID, we use the default security group"). ministack agrees.
+- DescribeInstances paged by instance: https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+  API_DescribeInstances.html (MaxResults). ministack disagrees: it ignores MaxResults and NextToken.
+- access_logs.s3.enabled=false, scheme internet-facing by default, no SslPolicy on TCP listeners:
+  https://docs.aws.amazon.com/elasticloadbalancing/latest/APIReference/API_LoadBalancerAttribute.html,
+  API_CreateLoadBalancer.html (Scheme), API_Listener.html (SslPolicy: HTTPS and TLS listeners only). ministack
+  agrees with all three.
+- ModifyListener applies AlpnPolicy: https://docs.aws.amazon.com/elasticloadbalancing/latest/APIReference/
+  API_ModifyListener.html. ministack keeps no AlpnPolicy at all.
+- DeleteLoadBalancer refused under deletion protection: https://docs.aws.amazon.com/elasticloadbalancing/latest/
+  network/network-load-balancers.html#deletion-protection. ministack disagrees: it deletes the load balancer.
+- DescribeInstanceTopology answers no instance for types without a topology:
+  https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstanceTopology.html. ministack agrees
+  (an empty list).
 """
 
 import copy

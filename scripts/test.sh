@@ -31,6 +31,22 @@ log "group 2: end-to-end tests (the binaries against moto and the apiserver, one
 "$here/testenv.sh" reset-aws "$TESTENV_DIR"
 # End-to-end tests live in test files named e2e*.rs and drive whole binaries against the shared environment.
 cargo nextest run --workspace --lib --bins --tests --profile ci -E 'binary(/^e2e/)' --test-threads 1
+# The second emulator (docs/testing.md, "Two emulators"): every test of the moto-test binaries again, against
+# ministack as shipped, but those scripts/moto-only.txt lists with their reasons (Classic ELBs, which ministack
+# lacks, and answers it gives against AWS's documents); then the end-to-end tests whose AWS it serves.
+log "group 3: the EC2, ELBv2, ECR and STS tests against ministack (all but scripts/moto-only.txt)"
+"$here/testenv.sh" reset-aws "$TESTENV_DIR"
+CCM_TEST_AWS_ENDPOINT="$CCM_TEST_MINISTACK_ENDPOINT" CCM_TEST_AWS_EMULATOR=ministack \
+  cargo nextest run --workspace --tests --profile ci -E "$(ministack_filter "$here/moto-only.txt")"
+# Those whose AWS ministack serves (EC2, ELBv2, ECR, STS): the others need Classic ELBs or the Go controller (which
+# makes them), routes (no ModifyInstanceAttribute), ACM (e2e_nlbs_with_managed_security_groups) or paged
+# listings (e2e_node_burst: ministack answers every instance in one page). docs/testing.md, "Two emulators".
+ministack_e2e='binary(=e2e_testenv_smoke) | binary(=e2e_ecr_credential_provider) | binary(=e2e_aws_ccm_nodes)
+  | binary(=e2e_aws_ccm_leader_fence) | (binary(=e2e_aws_ccm_nlb) - test(=e2e_nlbs_with_managed_security_groups))'
+log "group 4: end-to-end tests against ministack, one at a time"
+"$here/testenv.sh" reset-aws "$TESTENV_DIR"
+CCM_TEST_AWS_ENDPOINT="$CCM_TEST_MINISTACK_ENDPOINT" CCM_TEST_AWS_EMULATOR=ministack \
+  cargo nextest run --workspace --tests --profile ci --test-threads 1 -E "$ministack_e2e"
 # The scale harness's smoke run (docs/performance.md): 10 Nodes, 2 then 3 Services, a 10 s steady window, this CCM
 # and the Go controller one after the other; fails when a phase never completes, never on a figure (a membership
 # lag longer than 30 s is recorded as such: Go may never register a Node that joined uninitialized).

@@ -167,19 +167,19 @@ async fn start_world(config: &str, nodes: i32) -> (World, Vec<String>, Api<Servi
     let env = TestEnv::get();
     let world = World::new(config).await;
     public_subnet(&world).await;
-    let launched: Vec<String> = world.launch(nodes).await.into_iter().map(|l| l.id).collect();
     // The nodes' own group, untagged as in many clusters: the NLB's node rules go there (moto would otherwise put
-    // every instance in one group shared with other tests).
+    // every instance in one group shared with other tests). The instances are launched in it: ministack has no
+    // ModifyInstanceAttribute to move them there afterwards.
     let node_group = security_group(&world, &unique_name("nodes"), None).await;
+    let launched: Vec<String> = world
+        .network
+        .launch_in(nodes, &node_group, &[(&world.cluster_key(), "owned")])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.id)
+        .collect();
     for id in &launched {
-        world
-            .raw
-            .modify_instance_attribute()
-            .instance_id(id)
-            .groups(&node_group)
-            .send()
-            .await
-            .unwrap();
         world.register_node(id, None).await;
     }
     let client = env.kube_client().await.unwrap();

@@ -13,10 +13,11 @@
 use std::{
     io::Write,
     process::{Command, Output, Stdio},
+    time::Duration,
 };
 
 use base64::Engine as _;
-use ccm_testing::TestEnv;
+use ccm_testing::{Emulator, TestEnv};
 
 /// The binary under test.
 fn bin() -> String {
@@ -26,6 +27,34 @@ fn bin() -> String {
 
 /// moto's default account, which issues tokens `AWS:<account>-auth-token` valid "until 2015".
 const MOTO_ACCOUNT: &str = "123456789012";
+
+/// An ECR token's lifetime on AWS (API_GetAuthorizationToken: "valid for 12 hours"); ministack's tokens have it.
+const TOKEN_LIFETIME: Duration = Duration::from_secs(12 * 3600);
+
+/// The lifetime of credentials from AssumeRoleWithWebIdentity without DurationSeconds (AWS's default, one hour).
+const ROLE_LIFETIME: Duration = Duration::from_secs(3600);
+
+/// `1h2m3s`, `29m59s`, `0s` (the response's Go duration) in whole seconds.
+fn go_duration(text: &str) -> Duration {
+    let mut total = 0;
+    let mut number = String::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => panic!("unexpected duration {text:?}"),
+        };
+        total += number.parse::<u64>().unwrap() * unit;
+        number.clear();
+    }
+    assert!(number.is_empty(), "unexpected duration {text:?}");
+    Duration::from_secs(total)
+}
 
 fn request(image: &str) -> String {
     serde_json::json!({
@@ -65,8 +94,10 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// The response must be v1, registry-keyed, and hold `AWS` and the password moto's token decodes to.
-fn assert_credentials(output: &Output, host: &str, account: &str) {
+/// The response must be v1, registry-keyed, and hold `AWS` and the password the emulator's token decodes to
+/// (moto's names `account`); it is cached for half of `lifetime`, the shortest of the token's and the
+/// credentials' lifetimes, on an emulator whose tokens expire as AWS's do.
+fn assert_credentials(output: &Output, host: &str, account: &str, lifetime: Duration) {
     let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
     assert_eq!(
         output.status.code(),
@@ -78,19 +109,30 @@ fn assert_credentials(output: &Output, host: &str, account: &str) {
     assert_eq!(response["apiVersion"], "credentialprovider.kubelet.k8s.io/v1");
     assert_eq!(response["kind"], "CredentialProviderResponse");
     assert_eq!(response["cacheKeyType"], "Registry");
-    // moto's tokens expired in 2015: the kubelet must not cache them.
-    assert_eq!(response["cacheDuration"], "0s", "{stdout}");
+    // The token's password is opaque on AWS (API_AuthorizationData: base64 of `user:password`). moto's names
+    // the account whose credentials asked for it, and its tokens expired in 2015: the kubelet must not cache
+    // them. ministack's is always `ministack-auth-token`, valid 12 hours as on AWS: cached for half the
+    // lifetime left (whole seconds, so a second or so short of half).
+    let (cached, expected_password) = match TestEnv::get().emulator {
+        Emulator::Ministack => (lifetime / 2, "ministack-auth-token".to_owned()),
+        _ => (Duration::ZERO, format!("{account}-auth-token")),
+    };
+    let duration = go_duration(response["cacheDuration"].as_str().unwrap());
+    assert!(
+        duration <= cached && duration + Duration::from_secs(60) >= cached,
+        "cached for {duration:?}, expected about {cached:?}: {stdout}"
+    );
     let auth = response["auth"].as_object().unwrap();
     assert_eq!(auth.keys().collect::<Vec<_>>(), [host], "{stdout}");
     let username = auth[host]["username"].as_str().unwrap();
     let password = auth[host]["password"].as_str().unwrap();
     assert_eq!(username, "AWS");
-    assert_eq!(password, format!("{account}-auth-token"), "{stdout}");
+    assert_eq!(password, expected_password, "{stdout}");
     // The pair is exactly what the registry's basic auth will carry.
     let basic = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
     assert_eq!(
         text(&base64::engine::general_purpose::STANDARD.decode(basic).unwrap()),
-        format!("AWS:{account}-auth-token")
+        format!("AWS:{expected_password}")
     );
 }
 
@@ -115,7 +157,7 @@ fn assert_refused(output: &Output, expected: &[&str]) {
 fn e2e_ecr_credential_provider_answers_with_a_token_from_moto() {
     let host = format!("{MOTO_ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com");
     let output = run(&request(&format!("{host}/team/app:1.0")), &[]);
-    assert_credentials(&output, &host, MOTO_ACCOUNT);
+    assert_credentials(&output, &host, MOTO_ACCOUNT, TOKEN_LIFETIME);
 }
 
 #[test]
@@ -123,13 +165,14 @@ fn e2e_ecr_credential_provider_asks_the_registry_region() {
     // The port is dropped from the auth key; the region comes from the host (moto signs per region).
     let host = format!("{MOTO_ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com");
     let output = run(&request(&format!("https://{host}:443/app@sha256:abc")), &[]);
-    assert_credentials(&output, &host, MOTO_ACCOUNT);
+    assert_credentials(&output, &host, MOTO_ACCOUNT, TOKEN_LIFETIME);
 }
 
 #[test]
 fn e2e_ecr_credential_provider_assumes_the_service_account_role() {
     // moto issues ECR tokens per account: a token for the role's account proves ECR was called with the
-    // credentials AssumeRoleWithWebIdentity returned, not the ambient ones.
+    // credentials AssumeRoleWithWebIdentity returned, not the ambient ones. ministack's tokens name no account;
+    // there a cache of half the role credentials' hour (not of the token's 12 hours) shows they were used.
     let role_account = "210987654321";
     let host = format!("{MOTO_ACCOUNT}.dkr.ecr.us-west-2.amazonaws.com");
     let input = serde_json::json!({
@@ -142,7 +185,7 @@ fn e2e_ecr_credential_provider_assumes_the_service_account_role() {
         },
     })
     .to_string();
-    assert_credentials(&run(&input, &[]), &host, role_account);
+    assert_credentials(&run(&input, &[]), &host, role_account, ROLE_LIFETIME);
 
     // Without the annotation, AWS_ECR_ROLE_ARN names the role.
     let env_account = "310987654321";
@@ -154,7 +197,12 @@ fn e2e_ecr_credential_provider_assumes_the_service_account_role() {
     })
     .to_string();
     let role = format!("arn:aws:iam::{env_account}:role/from-env");
-    assert_credentials(&run(&input, &[("AWS_ECR_ROLE_ARN", &role)]), &host, env_account);
+    assert_credentials(
+        &run(&input, &[("AWS_ECR_ROLE_ARN", &role)]),
+        &host,
+        env_account,
+        ROLE_LIFETIME,
+    );
 }
 
 #[test]

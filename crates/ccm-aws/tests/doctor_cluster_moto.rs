@@ -128,10 +128,15 @@ async fn routes_to_terminated_instances_and_stuck_nodes_are_listed() {
         report.findings[0].reason,
         format!("instance {} is terminated", launched[0].id)
     );
+    // ministack 1.5.33 ignores DescribeInstances' `private-dns-name` filter (AWS documents it: API_DescribeInstances)
+    // and answers every instance, so the reason names them all; the Node is still listed as stuck.
+    let expected_reason = if TestEnv::get().emulator == ccm_testing::Emulator::Ministack {
+        "uninitialized: ".to_owned()
+    } else {
+        format!("uninitialized: no instance has private DNS name {stuck}")
+    };
     assert!(
-        report.findings[1].reason.starts_with(&format!(
-            "uninitialized: no instance has private DNS name {stuck}"
-        )),
+        report.findings[1].reason.starts_with(&expected_reason),
         "{report}"
     );
 
@@ -144,7 +149,10 @@ async fn routes_to_terminated_instances_and_stuck_nodes_are_listed() {
     assert_eq!(outcome.removals[0].outcome, Outcome::Deleted, "{outcome}");
     let filter = Filter::new("route-table-id", [table.as_str()]);
     let tables = w.adapter.ec2().route_tables(&[filter]).await.unwrap();
-    let cidrs: Vec<_> = tables[0]
+    // Found by ID: ministack 1.5.33 ignores the `route-table-id` filter AWS documents (API_DescribeRouteTables)
+    // and answers every table.
+    let ours = tables.iter().find(|t| t.id.as_str() == table).unwrap();
+    let cidrs: Vec<_> = ours
         .routes
         .iter()
         .filter_map(|r| r.destination_cidr.as_deref())

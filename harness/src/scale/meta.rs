@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::Context;
-use ccm_testing::TestEnv;
+use ccm_testing::{Emulator, TestEnv};
 
 use crate::scale::Params;
 
@@ -22,6 +22,12 @@ pub fn env_file(path: &Path) -> anyhow::Result<TestEnv> {
         kube_apiserver: get("CCM_TEST_KUBE_APISERVER")?,
         aws_endpoint: get("CCM_TEST_AWS_ENDPOINT")?,
         aws_region: get("CCM_TEST_AWS_REGION").unwrap_or_else(|_| "us-east-1".to_owned()),
+        // moto when the file names no emulator, as `TestEnv::get` does for an unset variable.
+        emulator: match get("CCM_TEST_AWS_EMULATOR") {
+            Ok(name) => Emulator::from_name(&name)
+                .with_context(|| format!("unknown CCM_TEST_AWS_EMULATOR {name:?} in {}", path.display()))?,
+            Err(_) => Emulator::Moto,
+        },
     })
 }
 
