@@ -10,13 +10,14 @@
 mod cleanup;
 mod drift;
 mod ensure;
+mod key;
+mod left_alone;
 mod node_sync;
 mod patches;
 mod plans;
 mod predecessor;
 mod predicates;
 mod state;
-mod the_rest;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -27,9 +28,10 @@ use std::{
 
 use ccm_cloud_provider::{CloudProvider, LoadBalancer, LoadBalancerStatus};
 use k8s_openapi::api::core::v1::{Node, Service};
+use key::ServiceKey;
 use kube::{
     Client,
-    runtime::{reflector::ObjectRef, reflector::Store, watcher},
+    runtime::{reflector::Store, watcher},
 };
 pub use patches::{finalizer_patch, status_patch, with_uid_precondition};
 use patches::{patch_finalizer, patch_status};
@@ -117,8 +119,8 @@ struct Ctx<P: CloudProvider> {
     config: ServiceConfig,
     services: Store<Service>,
     nodes: Store<Node>,
-    queue: WorkQueue,
-    backoff: Backoff,
+    queue: WorkQueue<ServiceKey>,
+    backoff: Backoff<ServiceKey>,
     recorder: EventRecorder,
     /// Everything kept about each Service (and each previous incarnation's cleanup), by work-queue key.
     states: state::ServiceStates,
@@ -131,10 +133,6 @@ struct Ctx<P: CloudProvider> {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn key_of(svc: &Service) -> String {
-    ccm_cloud_provider::object_key(&svc.metadata)
 }
 
 /// Runs the service controller until `shutdown` completes.
@@ -176,50 +174,8 @@ pub async fn run<P: CloudProvider>(
         node_sync: Notify::new(),
     });
 
-    let mut seen_services: HashMap<String, Service> = HashMap::new();
-    let queue = ctx.queue.clone();
-    let watch_services = service_informer.run(move |event| match event {
-        watcher::Event::Apply(svc) | watcher::Event::InitApply(svc) => {
-            let key = key_of(&svc);
-            let enqueue = match seen_services.get(&key) {
-                None => wants_load_balancer(&svc) || needs_cleanup(&svc),
-                // A Service being cleaned up is queued once, when that starts: its deletion retries on its
-                // own, and its later updates (our status patch) would only repeat the provider's delete.
-                Some(old) => needs_update(old, &svc) || (needs_cleanup(&svc) && !needs_cleanup(old)),
-            };
-            seen_services.insert(key.clone(), svc);
-            if enqueue {
-                queue.add(&key);
-            }
-        }
-        watcher::Event::Delete(svc) => {
-            let key = key_of(&svc);
-            seen_services.remove(&key);
-            queue.add(&key);
-        }
-        _ => {}
-    });
-    let mut seen_nodes: HashMap<String, NodeSummary> = HashMap::new();
-    let node_ctx = ctx.clone();
-    let watch_nodes = node_informer.run(move |event| {
-        let changed = match event {
-            watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
-                let summary = NodeSummary::of(&node);
-                let name = node.metadata.name.unwrap_or_default();
-                seen_nodes
-                    .insert(name, summary.clone())
-                    .is_none_or(|old| should_sync_updated_node(&old, &summary))
-            }
-            watcher::Event::Delete(node) => {
-                seen_nodes.remove(node.metadata.name.as_deref().unwrap_or_default());
-                true
-            }
-            _ => false,
-        };
-        if changed {
-            node_ctx.node_sync.notify_one();
-        }
-    });
+    let watch_services = service_informer.run(on_service_event(ctx.queue.clone()));
+    let watch_nodes = node_informer.run(on_node_event(ctx.clone()));
     let work = async {
         if ctx.services.wait_until_ready().await.is_err() || ctx.nodes.wait_until_ready().await.is_err() {
             return;
@@ -239,6 +195,57 @@ pub async fn run<P: CloudProvider>(
     Ok(())
 }
 
+/// What the Service watch does with each event: queues the Services whose load balancer has something to do.
+fn on_service_event(queue: WorkQueue<ServiceKey>) -> impl FnMut(watcher::Event<Service>) + Send {
+    let mut seen_services: HashMap<ServiceKey, Service> = HashMap::new();
+    move |event| match event {
+        watcher::Event::Apply(svc) | watcher::Event::InitApply(svc) => {
+            let key = ServiceKey::of(&svc);
+            let enqueue = match seen_services.get(&key) {
+                None => wants_load_balancer(&svc) || needs_cleanup(&svc),
+                // A Service being cleaned up is queued once, when that starts: its deletion retries on its
+                // own, and its later updates (our status patch) would only repeat the provider's delete.
+                Some(old) => needs_update(old, &svc) || (needs_cleanup(&svc) && !needs_cleanup(old)),
+            };
+            seen_services.insert(key.clone(), svc);
+            if enqueue {
+                queue.add(&key);
+            }
+        }
+        watcher::Event::Delete(svc) => {
+            let key = ServiceKey::of(&svc);
+            seen_services.remove(&key);
+            queue.add(&key);
+        }
+        _ => {}
+    }
+}
+
+/// What the Node watch does with each event: wakes the node sync when a change can move any load balancer's
+/// hosts.
+fn on_node_event<P: CloudProvider>(ctx: Arc<Ctx<P>>) -> impl FnMut(watcher::Event<Node>) + Send {
+    let mut seen_nodes: HashMap<String, NodeSummary> = HashMap::new();
+    move |event| {
+        let changed = match event {
+            watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
+                let summary = NodeSummary::of(&node);
+                let name = node.metadata.name.unwrap_or_default();
+                seen_nodes
+                    .insert(name, summary.clone())
+                    .is_none_or(|old| should_sync_updated_node(&old, &summary))
+            }
+            watcher::Event::Delete(node) => {
+                seen_nodes.remove(node.metadata.name.as_deref().unwrap_or_default());
+                true
+            }
+            _ => false,
+        };
+        if changed {
+            ctx.node_sync.notify_one();
+        }
+    }
+}
+
 async fn service_worker<P: CloudProvider>(ctx: &Ctx<P>) {
     while let Some(batch) = ctx.queue.next_batch(1, Duration::ZERO).await {
         for key in batch {
@@ -249,8 +256,8 @@ async fn service_worker<P: CloudProvider>(ctx: &Ctx<P>) {
                 Err(Error::Waiting { after, .. }) => ctx.queue.add_after(&key, after),
                 Err(error) => {
                     ctx.config.metrics.error();
-                    let delay = error.retry_delay(&ctx.backoff, key.as_str());
-                    tracing::warn!(service = key, error = %ErrorChain(&error), ?delay, "failed to sync service; retrying");
+                    let delay = error.retry_delay(&ctx.backoff, &key);
+                    tracing::warn!(service = %key, error = %ErrorChain(&error), ?delay, "failed to sync service; retrying");
                     ctx.queue.add_after(&key, delay);
                 }
             }
@@ -260,7 +267,7 @@ async fn service_worker<P: CloudProvider>(ctx: &Ctx<P>) {
 }
 
 /// [`sync_service`], abandoned (an error, retried with backoff) when it outlasts the reconcile deadline.
-async fn sync_within_deadline<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
+async fn sync_within_deadline<P: CloudProvider>(ctx: &Ctx<P>, key: &ServiceKey) -> Result<(), Error> {
     let deadline = ctx.config.reconcile_deadline;
     tokio::time::timeout(deadline, sync_service(ctx, key))
         .await
@@ -270,8 +277,8 @@ async fn sync_within_deadline<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Resu
         }))
 }
 
-async fn sync_service<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
-    if predecessor::is_key(key) {
+async fn sync_service<P: CloudProvider>(ctx: &Ctx<P>, key: &ServiceKey) -> Result<(), Error> {
+    if let ServiceKey::Predecessor { .. } = key {
         return predecessor::sync(ctx, key).await;
     }
     let held = ctx.states.lock_of(key);
@@ -285,23 +292,18 @@ async fn sync_service<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), E
 
 /// Forgets the processed version of `key` and the host set its load balancer was given: the load balancer is
 /// gone, or no longer this controller's.
-fn forget_service<P: CloudProvider>(ctx: &Ctx<P>, key: &str) {
-    ctx.states.update(key, |s| {
-        s.cached = None;
-        s.hosts = None;
-        s.tried_hosts = None;
-    });
+fn forget_service<P: CloudProvider>(ctx: &Ctx<P>, key: &ServiceKey) {
+    ctx.states.update(key, state::ServiceState::forget_service);
 }
 
-async fn sync_service_locked<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
-    let (namespace, name) = key.split_once('/').unwrap_or(("", key));
-    let Some(svc) = ctx.services.get(&ObjectRef::new(name).within(namespace)) else {
+async fn sync_service_locked<P: CloudProvider>(ctx: &Ctx<P>, key: &ServiceKey) -> Result<(), Error> {
+    let Some(svc) = ctx.services.get(&key.object_ref()) else {
         return process_service_deletion(ctx, key).await;
     };
     let Some(lb) = ctx.provider.load_balancer() else {
         return Ok(());
     };
-    let cached = ctx.states.read(key, |s| s.cached.clone());
+    let cached = ctx.states.read(key, state::ServiceState::cached);
     if let Some(cached) = cached
         && cached.metadata.uid != svc.metadata.uid
     {
@@ -309,7 +311,7 @@ async fn sync_service_locked<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Resul
         // is deleted under a key of its own, and never holds up the new one.
         predecessor::hand_over(ctx, key, cached);
     }
-    ctx.states.update(key, |s| s.cached = Some(svc.clone()));
+    ctx.states.update(key, |s| s.remember_processed(svc.clone()));
     match sync_load_balancer_if_needed(ctx, lb, &svc).await {
         Ok(Op::Delete) => {
             forget_service(ctx, key);
@@ -334,18 +336,18 @@ async fn sync_service_locked<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Resul
 
 /// The Service is gone from the cluster: delete the load balancer of the version we processed last (upstream
 /// `processServiceDeletion`; with the finalizer this only happens for Services created before it existed).
-async fn process_service_deletion<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
+async fn process_service_deletion<P: CloudProvider>(ctx: &Ctx<P>, key: &ServiceKey) -> Result<(), Error> {
     if let Some(sink) = &ctx.config.plans {
         // A dry run: the Service is gone, so nothing is pending for it any more.
-        sink.load_balancer(key, None);
+        sink.load_balancer(&key.to_string(), None);
         forget_service(ctx, key);
         return Ok(());
     }
-    let cached = ctx.states.read(key, |s| s.cached.clone());
+    let cached = ctx.states.read(key, state::ServiceState::cached);
     let Some(cached) = cached else { return Ok(()) };
-    if ctx.config.service_selector.is_some() && the_rest::left_the_selection(ctx, &cached).await? {
+    if ctx.config.service_selector.is_some() && left_alone::left_the_selection(ctx, &cached).await? {
         tracing::info!(
-            service = key,
+            service = %key,
             "the Service left the controller's selector: its load balancer is left alone"
         );
         forget_service(ctx, key);
@@ -365,7 +367,7 @@ async fn delete_cached_load_balancer<P: CloudProvider>(
     lb: &P::LoadBalancer,
     svc: &Service,
     successor: Option<&Service>,
-    key: &str,
+    key: &ServiceKey,
 ) -> Result<(), Error> {
     if !wants_load_balancer(svc) {
         return Ok(());
@@ -406,65 +408,99 @@ fn shared_host_set<P: CloudProvider>(ctx: &Ctx<P>, nodes: &[&Node]) -> Arc<BTree
     latest.clone()
 }
 
-/// Upstream `syncLoadBalancerIfNeeded`.
+/// Upstream `syncLoadBalancerIfNeeded`: the load balancer of `svc` ensured, or deleted when the Service no
+/// longer wants it; in a dry run, planned instead.
 async fn sync_load_balancer_if_needed<P: CloudProvider>(
     ctx: &Ctx<P>,
     lb: &P::LoadBalancer,
     svc: &Service,
 ) -> Result<Op, Error> {
-    let key = key_of(svc);
+    let key = ServiceKey::of(svc);
     let goes = !wants_load_balancer(svc) || needs_cleanup(svc);
-    if let Some(sink) = &ctx.config.plans {
+    match (&ctx.config.plans, goes) {
         // A dry run: planned, never applied.
-        return if goes {
-            plans::deletion(ctx, lb, svc, &key, sink.as_ref()).await
-        } else {
-            plans::ensure(ctx, lb, svc, &key, sink.as_ref()).await
-        };
+        (Some(sink), true) => plans::deletion(ctx, lb, svc, &key, sink.as_ref()).await,
+        (Some(sink), false) => plans::ensure(ctx, lb, svc, &key, sink.as_ref()).await,
+        (None, true) => {
+            release_load_balancer(ctx, lb, svc, &key).await?;
+            Ok(Op::Delete)
+        }
+        (None, false) => {
+            ensure_load_balancer(ctx, lb, svc, &key).await?;
+            Ok(Op::Ensure)
+        }
     }
-    let reference = service_reference(svc);
-    let cluster = &ctx.config.cluster_name;
-    let previous = svc
+}
+
+/// The load balancer of `svc` ensured and its status written.
+async fn ensure_load_balancer<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    lb: &P::LoadBalancer,
+    svc: &Service,
+    key: &ServiceKey,
+) -> Result<(), Error> {
+    match ensure::ensure(ctx, lb, svc, key).await? {
+        Some(status) => update_status(ctx, svc, &status).await,
+        // Served by another controller: its status is not ours to write.
+        None => Ok(()),
+    }
+}
+
+/// The load balancer of `svc`, which no longer wants it, deleted if it is ours; then its status cleared and our
+/// finalizer released.
+async fn release_load_balancer<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    lb: &P::LoadBalancer,
+    svc: &Service,
+    key: &ServiceKey,
+) -> Result<(), Error> {
+    if is_ours(ctx, lb, svc, key).await? {
+        cleanup::delete_load_balancer(ctx, lb, svc, None, key).await?;
+    }
+    // The status first: once the finalizer is gone the object may be too, and a Service that stays (its type
+    // changed) must not show an address that no longer exists.
+    update_status(ctx, svc, &LoadBalancerStatus::default()).await?;
+    if has_finalizer(svc) {
+        patch_finalizer(ctx, svc, false).await?;
+    }
+    Ok(())
+}
+
+/// Whether the provider is asked to delete the load balancer of `svc`. With our finalizer it always is, even
+/// when the load balancer is gone: its groups and target groups may not be (upstream asks only when
+/// `GetLoadBalancer` finds it, and so leaks them). Without it (a Service from before finalizers, or never ours)
+/// upstream's check decides.
+async fn is_ours<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    lb: &P::LoadBalancer,
+    svc: &Service,
+    key: &ServiceKey,
+) -> Result<bool, Error> {
+    if has_finalizer(svc) {
+        return Ok(true);
+    }
+    ctx.config.metrics.provider_call();
+    lb.get_load_balancer(&ctx.config.cluster_name, svc)
+        .await
+        .map(|found| found.is_some())
+        .map_err(|e| Error::cloud("failed to check if load balancer exists before cleanup", key, e))
+}
+
+/// Writes `status` unless the Service shows it already.
+async fn update_status<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    svc: &Service,
+    status: &LoadBalancerStatus,
+) -> Result<(), Error> {
+    let shown = svc
         .status
         .as_ref()
         .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|l| l.ingress.clone());
-    let (op, status) = if goes {
-        // With our finalizer the provider is always asked, even when the load balancer is gone: its groups and
-        // target groups may not be (upstream asks only when `GetLoadBalancer` finds it, and so leaks them). The
-        // finalizer goes only after. Without it (a Service from before finalizers, or never ours) upstream's
-        // check decides.
-        let ours = has_finalizer(svc) || {
-            ctx.config.metrics.provider_call();
-            lb.get_load_balancer(cluster, svc)
-                .await
-                .map_err(|e| Error::cloud("failed to check if load balancer exists before cleanup", &key, e))?
-                .is_some()
-        };
-        if ours {
-            cleanup::delete_load_balancer(ctx, lb, svc, None, &key).await?;
-        }
-        if has_finalizer(svc) {
-            // The status first: once the finalizer is gone the object may be too, and a Service that stays
-            // (its type changed) must not show an address that no longer exists.
-            if !ingress_equal(previous.as_ref(), None) {
-                patch_status(ctx, svc, &LoadBalancerStatus::default()).await?;
-            }
-            patch_finalizer(ctx, svc, false).await?;
-            return Ok(Op::Delete);
-        }
-        (Op::Delete, LoadBalancerStatus::default())
-    } else {
-        match ensure::ensure(ctx, lb, svc, &key, &reference).await? {
-            Some(status) => (Op::Ensure, status),
-            // Served by another controller: its status is not ours to write.
-            None => return Ok(Op::Ensure),
-        }
-    };
-    if !ingress_equal(previous.as_ref(), status.ingress.as_ref()) {
-        patch_status(ctx, svc, &status).await?;
+        .and_then(|l| l.ingress.as_ref());
+    if ingress_equal(shown, status.ingress.as_ref()) {
+        return Ok(());
     }
-    Ok(op)
+    patch_status(ctx, svc, status).await
 }
 
 #[cfg(test)]

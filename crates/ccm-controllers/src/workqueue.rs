@@ -1,6 +1,7 @@
 //! A de-duplicating work queue with delayed adds, in the manner of client-go's: a key added while it is being
-//! processed is processed again afterwards, never twice at once. Keys are strings (`namespace/name`) for the
-//! generic controllers, or any small value type (the tagging controller queues `(action, node, instance)`).
+//! processed is processed again afterwards, never twice at once. Keys are strings (`namespace/name`) for most
+//! generic controllers, or any small value type with a text for the metrics (the service controller queues its
+//! typed Service keys, the tagging controller `(action, node, instance)`).
 //!
 //! Delays come from [`Backoff`] (per key, after failures) and, for a queue-wide rate limit, a
 //! [`TokenBucket`](crate::TokenBucket): the queue only waits.

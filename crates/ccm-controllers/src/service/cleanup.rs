@@ -16,7 +16,7 @@ use ccm_cloud_provider::{CloudError, CloudProvider};
 use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use tokio::time::Instant;
 
-use super::Ctx;
+use super::{Ctx, key::ServiceKey};
 use crate::{
     Error,
     events::{EventType, service_reference},
@@ -24,17 +24,6 @@ use crate::{
 
 /// The longest delay between two attempts while a deletion is within its patience.
 pub const PENDING_RETRY_CAP: Duration = Duration::from_secs(60);
-
-/// A deletion that waits on the cloud.
-#[derive(Debug, Clone)]
-pub(super) struct Wait {
-    /// When the first attempt was told to wait (this process's view: a new leader starts its own count).
-    since: Instant,
-    /// What the last Event said was waited for.
-    reported: String,
-    /// Whether the Warning was posted.
-    stuck: bool,
-}
 
 /// Asks the provider to delete `svc`'s load balancer and what belongs to it, posting `DeletingLoadBalancer`
 /// and `DeletedLoadBalancer`. `Err(Error::Waiting)` while the provider waits on the cloud; the caller must then
@@ -46,12 +35,11 @@ pub(super) async fn delete_load_balancer<P: CloudProvider>(
     lb: &P::LoadBalancer,
     svc: &Service,
     successor: Option<&Service>,
-    key: &str,
+    key: &ServiceKey,
 ) -> Result<(), Error> {
     use ccm_cloud_provider::LoadBalancer as _;
-    let key = key.to_owned();
     let reference = service_reference(svc);
-    if ctx.states.read(&key, |s| s.wait.is_none()) {
+    if !ctx.states.read(key, |s| s.is_waiting()) {
         ctx.recorder
             .publish(
                 &reference,
@@ -73,16 +61,16 @@ pub(super) async fn delete_load_balancer<P: CloudProvider>(
     match deleted {
         Ok(()) | Err(CloudError::ImplementedElsewhere) => {}
         Err(CloudError::Waiting { waiting_for, after }) => {
-            let after = wait(ctx, &key, &reference, &waiting_for, after).await;
+            let after = wait(ctx, key, &reference, &waiting_for, after).await;
             return Err(Error::Waiting {
-                object: key,
+                object: key.into(),
                 waiting_for,
                 after,
             });
         }
         Err(e) => return Err(Error::cloud("failed to delete load balancer", key, e)),
     }
-    ctx.states.update(&key, |s| s.wait = None);
+    ctx.states.update(key, |s| s.end_wait());
     ctx.recorder
         .publish(
             &reference,
@@ -99,7 +87,7 @@ pub(super) async fn delete_load_balancer<P: CloudProvider>(
 /// patience, then `max_retry_delay`.
 async fn wait<P: CloudProvider>(
     ctx: &Ctx<P>,
-    key: &str,
+    key: &ServiceKey,
     reference: &ObjectReference,
     waiting_for: &str,
     after: Duration,
@@ -107,12 +95,7 @@ async fn wait<P: CloudProvider>(
     let now = Instant::now();
     let patience = ctx.config.deletion_patience;
     let (event, delay) = ctx.states.update(key, |s| {
-        let state = s.wait.get_or_insert_with(|| Wait {
-            since: now,
-            reported: String::new(),
-            stuck: false,
-        });
-        let waited = now.saturating_duration_since(state.since);
+        let waited = s.keep_waiting(now);
         if waited >= patience {
             let delay = ctx.config.max_retry_delay.max(after);
             let message = format!(
@@ -121,16 +104,14 @@ async fn wait<P: CloudProvider>(
                 human(waited),
                 human(delay)
             );
-            state.stuck = true;
-            state.reported = waiting_for.to_owned();
+            s.report_wait(waiting_for);
             (
                 Some((EventType::Warning, "LoadBalancerDeletionStuck", message)),
                 delay,
             )
         } else {
             let delay = ctx.backoff.next(key).clamp(after, PENDING_RETRY_CAP.max(after));
-            let event = (state.reported != waiting_for).then(|| {
-                state.reported = waiting_for.to_owned();
+            let event = s.report_wait(waiting_for).then(|| {
                 let message = format!(
                     "Waiting for {waiting_for}; retrying in {} (AWS can take over 10 minutes). The cleanup \
                      finalizer stays until everything is gone",
@@ -142,7 +123,7 @@ async fn wait<P: CloudProvider>(
         }
     });
     tracing::info!(
-        service = key,
+        service = %key,
         waiting_for,
         ?delay,
         "load balancer deletion waits on the cloud"

@@ -17,7 +17,7 @@ use std::{
 use ccm_cloud_provider::{CloudProvider, LoadBalancer};
 use k8s_openapi::api::core::v1::{Node, Service};
 
-use super::{Ctx, stable_nodes, wants_load_balancer};
+use super::{Ctx, key::ServiceKey, stable_nodes, wants_load_balancer};
 use crate::{
     ErrorChain,
     events::{EventType, service_reference},
@@ -50,7 +50,7 @@ pub(super) async fn detect<P: CloudProvider>(ctx: &Ctx<P>) {
         }
         return;
     }
-    let mut judged: HashMap<String, u64> = HashMap::new();
+    let mut judged: HashMap<ServiceKey, u64> = HashMap::new();
     let services: Vec<Arc<Service>> = ctx
         .states
         .cached()
@@ -85,34 +85,38 @@ pub(super) async fn detect<P: CloudProvider>(ctx: &Ctx<P>) {
         "drift detection pass"
     );
     for drift in drifts {
-        if ctx.states.read(&drift.service, |s| s.settled) != judged.get(&drift.service).copied() {
-            tracing::debug!(
-                service = drift.service,
-                "changed during the drift pass; not judged"
-            );
+        let key = match drift.service.parse::<ServiceKey>() {
+            Ok(key) => key,
+            Err(error) => {
+                tracing::warn!(%error, what = ?drift.what, "the provider named a drifted load balancer by a bad key");
+                continue;
+            }
+        };
+        if ctx.states.read(&key, |s| s.settled()) != judged.get(&key).copied() {
+            tracing::debug!(service = %key, "changed during the drift pass; not judged");
             continue;
         }
-        tracing::info!(service = drift.service, what = ?drift.what, "load balancer drifted; re-ensuring it");
+        tracing::info!(service = %key, what = ?drift.what, "load balancer drifted; re-ensuring it");
         ctx.states
-            .update(&drift.service, |s| s.drift = Some(drift.what.join("; ")));
-        ctx.queue.add(&drift.service);
+            .update(&key, |s| s.remember_drift(drift.what.join("; ")));
+        ctx.queue.add(&key);
     }
 }
 
 /// Before a sync or host update of `key`: it is not judged until [`settled`] again.
-pub(super) fn unsettle<P: CloudProvider>(ctx: &Ctx<P>, key: &str) {
-    ctx.states.update(key, |s| s.settled = None);
+pub(super) fn unsettle<P: CloudProvider>(ctx: &Ctx<P>, key: &ServiceKey) {
+    ctx.states.update(key, |s| s.unsettle());
 }
 
 /// After an ensure or host update of `key` succeeded: judged from the next pass on.
-pub(super) fn settled<P: CloudProvider>(ctx: &Ctx<P>, key: &str) {
+pub(super) fn settled<P: CloudProvider>(ctx: &Ctx<P>, key: &ServiceKey) {
     let change = ctx.changes.fetch_add(1, Ordering::Relaxed);
-    ctx.states.update(key, |s| s.settled = Some(change));
+    ctx.states.update(key, |s| s.settle(change));
 }
 
 /// After a successful ensure of `svc`: the Event for the drift it repaired, if it was queued for one.
-pub(super) async fn repaired<P: CloudProvider>(ctx: &Ctx<P>, key: &str, svc: &Service) {
-    let Some(what) = ctx.states.update(key, |s| s.drift.take()) else {
+pub(super) async fn repaired<P: CloudProvider>(ctx: &Ctx<P>, key: &ServiceKey, svc: &Service) {
+    let Some(what) = ctx.states.update(key, |s| s.take_drift()) else {
         return;
     };
     let message = format!("Repaired the load balancer, changed outside the cluster: {what}");

@@ -7,24 +7,25 @@ use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
 use kube::runtime::reflector::ObjectRef;
 
 use super::{
-    Ctx, cleanup, drift, has_finalizer, patches::patch_before_ensure, shared_host_set, stable_nodes, the_rest,
+    Ctx, cleanup, drift, has_finalizer, key::ServiceKey, left_alone, patches::patch_before_ensure,
+    shared_host_set, stable_nodes,
 };
-use crate::{Error, events::EventType};
+use crate::{
+    Error,
+    events::{EventType, service_reference},
+};
 
-/// Ensures the load balancer of `svc` (work-queue key `key`, Events on `reference`): the status to write, or
-/// `None` when another controller serves the Service (`ImplementedElsewhere`).
+/// Ensures the load balancer of `svc` (work-queue key `key`): the status to write, or `None` when another
+/// controller serves the Service (`ImplementedElsewhere`).
 pub(super) async fn ensure<P: CloudProvider>(
     ctx: &Ctx<P>,
     lb: &P::LoadBalancer,
     svc: &Service,
-    key: &str,
-    reference: &ObjectReference,
+    key: &ServiceKey,
 ) -> Result<Option<LoadBalancerStatus>, Error> {
+    let reference = &service_reference(svc);
     // No host update until this ensure succeeded (see `ServiceState::hosts`).
-    ctx.states.update(key, |s| {
-        s.wait = None;
-        s.hosts = None;
-    });
+    ctx.states.update(key, |s| s.start_ensure());
     ctx.recorder
         .publish(
             reference,
@@ -58,16 +59,15 @@ pub(super) async fn ensure<P: CloudProvider>(
     let served = matches!(result, Ok(_) | Err(CloudError::ImplementedElsewhere));
     ctx.states.update(key, |s| {
         if served {
-            s.hosts = Some(hosts);
-            s.tried_hosts = None;
+            s.remember_ensured(hosts);
         } else {
-            s.tried_hosts = Some(hosts);
+            s.remember_tried(hosts);
         }
     });
     let ensured = match result {
         Ok(ensured) => ensured,
         Err(CloudError::ImplementedElsewhere) => {
-            the_rest::left_behind(ctx, lb, svc, reference).await;
+            left_alone::left_behind(ctx, lb, svc, reference).await;
             return Ok(None);
         }
         Err(CloudError::Waiting { waiting_for, after }) => {
@@ -95,14 +95,14 @@ pub(super) async fn ensure<P: CloudProvider>(
 /// provider's delay grown by the key's backoff up to [`cleanup::PENDING_RETRY_CAP`].
 async fn waiting<P: CloudProvider>(
     ctx: &Ctx<P>,
-    key: &str,
+    key: &ServiceKey,
     reference: &ObjectReference,
     waiting_for: String,
     after: std::time::Duration,
 ) -> Error {
     let cap = cleanup::PENDING_RETRY_CAP.max(after);
     let delay = ctx.backoff.next(key).clamp(after, cap);
-    tracing::info!(service = key, %waiting_for, ?delay, "load balancer ensure waits on the cloud");
+    tracing::info!(service = %key, %waiting_for, ?delay, "load balancer ensure waits on the cloud");
     let message = format!("Waiting for {waiting_for}; the load balancer is ensured once it is released");
     ctx.recorder
         .publish(
@@ -113,7 +113,7 @@ async fn waiting<P: CloudProvider>(
         )
         .await;
     Error::Waiting {
-        object: key.to_owned(),
+        object: key.into(),
         waiting_for,
         after: delay,
     }

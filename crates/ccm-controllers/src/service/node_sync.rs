@@ -10,9 +10,9 @@ use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Node, Service};
 
-use kube::runtime::reflector::ObjectRef;
-
-use super::{Ctx, drift, key_of, shared_host_set, stable_nodes, state::ServiceState, wants_load_balancer};
+use super::{
+    Ctx, drift, key::ServiceKey, shared_host_set, stable_nodes, state::ServiceState, wants_load_balancer,
+};
 use crate::{
     ErrorChain,
     events::{EventType, service_reference},
@@ -42,7 +42,7 @@ pub(super) async fn sync_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
         .for_each_concurrent(ctx.config.concurrent_service_syncs.max(1), |svc| async move {
             // The nodes as they are now, not when the pass began: a slow pass must not push an older host set
             // over a Service sync that ran meanwhile (upstream `TestSlowNodeSync`).
-            let key = key_of(&svc);
+            let key = ServiceKey::of(&svc);
             // Never beside or after the deletion of this Service's load balancer: wait for its sync, then
             // skip a Service that is gone, re-created or being deleted (its sync owns it now).
             let held = ctx.states.lock_of(&key);
@@ -56,7 +56,7 @@ pub(super) async fn sync_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
 
 /// The host update of `svc` (under its key's lock): only when its host set changed since its load balancer was
 /// last given one, and only for a load balancer this process served (see [`step`]).
-async fn sync_hosts<P: CloudProvider>(ctx: &Ctx<P>, lb: &P::LoadBalancer, key: &str, svc: &Service) {
+async fn sync_hosts<P: CloudProvider>(ctx: &Ctx<P>, lb: &P::LoadBalancer, key: &ServiceKey, svc: &Service) {
     if !still_served(ctx, key, svc) {
         return;
     }
@@ -102,18 +102,18 @@ enum Step {
 /// The step for the Service whose state is `s`, now that its host set is `hosts`, recorded in `s`. The key's
 /// lock is held, so no ensure of it is in flight.
 fn step(s: &mut ServiceState, hosts: &Arc<BTreeMap<String, String>>) -> Step {
-    match &s.hosts {
+    match s.hosts() {
         Some(old) if old == hosts => Step::Nothing,
         Some(_) => {
-            s.hosts = Some(hosts.clone());
+            s.remember_hosts(hosts.clone());
             Step::HostUpdate
         }
         // Not served by this process: its last ensure failed (refused, say, because the load balancer it names
         // is another Service's), so the host update of that load balancer is not its to ask for. The node
         // change is a reason to try the ensure again, and not before its nodes changed.
-        None if s.tried_hosts.as_ref() == Some(hosts) => Step::Nothing,
+        None if s.tried(hosts) => Step::Nothing,
         None => {
-            s.tried_hosts = Some(hosts.clone());
+            s.remember_tried(hosts.clone());
             Step::FullSync
         }
     }
@@ -121,19 +121,16 @@ fn step(s: &mut ServiceState, hosts: &Arc<BTreeMap<String, String>>) -> Step {
 
 /// Whether `svc`, taken from the cache when the pass began, is still the processed version of `key` and still
 /// wants its load balancer (not deleted, not being deleted, still of type LoadBalancer).
-fn still_served<P: CloudProvider>(ctx: &Ctx<P>, key: &str, svc: &Service) -> bool {
-    let cached = ctx.states.read(key, |s| s.cached.clone());
+fn still_served<P: CloudProvider>(ctx: &Ctx<P>, key: &ServiceKey, svc: &Service) -> bool {
+    let cached = ctx.states.read(key, ServiceState::cached);
     if cached.is_none_or(|c| c.metadata.uid != svc.metadata.uid) {
         return false;
     }
-    let (namespace, name) = key.split_once('/').unwrap_or(("", key));
-    ctx.services
-        .get(&ObjectRef::new(name).within(namespace))
-        .is_some_and(|current| {
-            current.metadata.uid == svc.metadata.uid
-                && current.metadata.deletion_timestamp.is_none()
-                && wants_load_balancer(&current)
-        })
+    ctx.services.get(&key.object_ref()).is_some_and(|current| {
+        current.metadata.uid == svc.metadata.uid
+            && current.metadata.deletion_timestamp.is_none()
+            && wants_load_balancer(&current)
+    })
 }
 
 /// Upstream `lockedUpdateLoadBalancerHosts`; `false` means "retry with a full sync".

@@ -1,7 +1,7 @@
 //! The service controller's writes to a Service: its status and our finalizer, each only onto the object whose UID
 //! the sync read.
 
-use ccm_cloud_provider::{CloudProvider, LoadBalancerStatus};
+use ccm_cloud_provider::{CloudProvider, LoadBalancerStatus, object_key};
 use k8s_openapi::api::core::v1::Service;
 use kube::{
     Api,
@@ -9,7 +9,7 @@ use kube::{
 };
 use serde_json::json;
 
-use super::{Ctx, key_of};
+use super::Ctx;
 use crate::{Error, error::is_not_found, keys::FINALIZER_LB_CLEANUP};
 
 /// `patch` made to apply only to the object with `uid`: the apiserver refuses it (`422 Invalid` on
@@ -59,7 +59,7 @@ pub(super) async fn patch_status<P: CloudProvider>(
         Err(e) if is_not_found(&e) || is_replaced(&e) => Ok(()),
         Err(e) => Err(Error::kube(
             "failed to update load balancer status",
-            key_of(svc),
+            object_key(&svc.metadata),
             e,
         )),
     }
@@ -92,7 +92,13 @@ pub(super) async fn patch_before_ensure<P: CloudProvider>(
     )
     .await
     .map(drop)
-    .map_err(|e| Error::kube("failed to record the load balancer's name", key_of(svc), e))
+    .map_err(|e| {
+        Error::kube(
+            "failed to record the load balancer's name",
+            object_key(&svc.metadata),
+            e,
+        )
+    })
 }
 
 /// The strategic-merge patch that adds or removes only our finalizer.
@@ -134,7 +140,7 @@ pub(super) async fn patch_finalizer<P: CloudProvider>(
             } else {
                 "failed to remove load balancer cleanup finalizer"
             };
-            Err(Error::kube(context, key_of(svc), e))
+            Err(Error::kube(context, object_key(&svc.metadata), e))
         }
     }
 }

@@ -1,10 +1,10 @@
 //! The service controller's dry run (`ServiceConfig::plans`): what a sync would do goes to the sink, and
 //! nothing is written (no finalizer, Event, status or load balancer).
 
-use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer, LoadBalancerPlan};
+use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer, LoadBalancerPlan, object_key};
 use k8s_openapi::api::core::v1::{Node, Service};
 
-use super::{Ctx, Op, has_finalizer, key_of, shared_host_set, stable_nodes, wants_load_balancer};
+use super::{Ctx, Op, has_finalizer, key::ServiceKey, shared_host_set, stable_nodes, wants_load_balancer};
 use crate::{DryRunSink, Error};
 
 /// The sync of a Service that wants a load balancer: the provider's plan goes to `sink`.
@@ -12,19 +12,19 @@ pub(super) async fn ensure<P: CloudProvider>(
     ctx: &Ctx<P>,
     lb: &P::LoadBalancer,
     svc: &Service,
-    key: &str,
+    key: &ServiceKey,
     sink: &dyn DryRunSink,
 ) -> Result<Op, Error> {
     let nodes = stable_nodes(ctx);
     let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
     // The host set planned with: a node sync that finds it changed plans again (see `node_sync`).
     let hosts = shared_host_set(ctx, &refs);
-    ctx.states.update(key, |s| s.hosts = Some(hosts));
+    ctx.states.update(key, |s| s.remember_hosts(hosts));
     ctx.config.metrics.provider_call();
     match lb.plan_load_balancer(&ctx.config.cluster_name, svc, &refs).await {
-        Ok(plan) => sink.load_balancer(key, plan),
+        Ok(plan) => sink.load_balancer(&key.to_string(), plan),
         // Another controller's now (type `external`): nothing is pending here, and the last plan is stale.
-        Err(CloudError::ImplementedElsewhere) => sink.load_balancer(key, None),
+        Err(CloudError::ImplementedElsewhere) => sink.load_balancer(&key.to_string(), None),
         Err(e) => return Err(Error::cloud("failed to plan load balancer", key, e)),
     }
     Ok(Op::Ensure)
@@ -35,7 +35,7 @@ pub(super) async fn deletion<P: CloudProvider>(
     ctx: &Ctx<P>,
     lb: &P::LoadBalancer,
     svc: &Service,
-    key: &str,
+    key: &ServiceKey,
     sink: &dyn DryRunSink,
 ) -> Result<Op, Error> {
     ctx.config.metrics.provider_call();
@@ -55,21 +55,21 @@ pub(super) async fn deletion<P: CloudProvider>(
         ));
     }
     let plan = (!changes.is_empty()).then(|| LoadBalancerPlan::new(changes, false));
-    sink.load_balancer(key, plan);
+    sink.load_balancer(&key.to_string(), plan);
     Ok(Op::Delete)
 }
 
 /// The cleanup of `old`, a previous incarnation queued under `key` (see `predecessor`): what it would delete goes
 /// to `sink` under that key. A real run asks the provider whether or not it still finds the load balancer (see
 /// `cleanup`), so the plan does not ask either.
-pub(super) fn predecessor(key: &str, old: &Service, sink: &dyn DryRunSink) {
+pub(super) fn predecessor(key: &ServiceKey, old: &Service, sink: &dyn DryRunSink) {
     let plan = wants_load_balancer(old).then(|| {
         let line = format!(
             "delete the load balancer of the previous incarnation {} (UID {})",
-            key_of(old),
+            object_key(&old.metadata),
             old.metadata.uid.as_deref().unwrap_or_default()
         );
         LoadBalancerPlan::new(vec![line], false)
     });
-    sink.load_balancer(key, plan);
+    sink.load_balancer(&key.to_string(), plan);
 }

@@ -1,8 +1,8 @@
 //! A Service deleted and re-created under the same name while its load balancer's deletion was still going on
 //! (the usual trigger: an operator strips a stuck cleanup finalizer and applies the manifest again). The two are
 //! different objects: the new one is ensured at once, and the old one's cleanup goes on beside it under a key of
-//! its own, `<namespace>/<name>@<uid>`, with its own backoff, wait accounting and Events (on the old object,
-//! which is what they are about).
+//! its own (`ServiceKey::Predecessor`, `<namespace>/<name>@<uid>`), with its own backoff, wait accounting and
+//! Events (on the old object, which is what they are about).
 //!
 //! Their load balancers differ when the provider names them by UID, but not when the name is chosen (by an
 //! annotation both incarnations carry): then the old one's plain deletion would delete the new one's load
@@ -13,54 +13,31 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
-use kube::runtime::reflector::ObjectRef;
 
-use super::{Ctx, delete_cached_load_balancer, plans};
+use super::{Ctx, delete_cached_load_balancer, key::ServiceKey, plans, state::ServiceState};
 use crate::Error;
 use ccm_cloud_provider::CloudProvider;
 
-/// The key of the cleanup of a previous incarnation of a Service.
-pub(super) fn key(service_key: &str, svc: &Service) -> String {
-    format!(
-        "{service_key}@{}",
-        svc.metadata.uid.as_deref().unwrap_or_default()
-    )
-}
-
-/// Whether `key` is such a cleanup's key (Service names and namespaces never contain `@`).
-pub(super) fn is_key(key: &str) -> bool {
-    key.contains('@')
-}
-
 /// `old`, the incarnation processed last under `service_key`, was replaced: its cleanup is queued under its own
 /// key, taking along the wait already recorded for it, so the caller can ensure the new one at once.
-pub(super) fn hand_over<P: CloudProvider>(ctx: &Ctx<P>, service_key: &str, old: Arc<Service>) {
-    let key = key(service_key, &old);
+pub(super) fn hand_over<P: CloudProvider>(ctx: &Ctx<P>, service_key: &ServiceKey, old: Arc<Service>) {
+    let key = service_key.predecessor(&old);
     tracing::info!(
-        service = service_key,
-        cleanup = key,
+        service = %service_key,
+        cleanup = %key,
         "the Service was deleted and re-created: its previous load balancer is deleted beside the new one"
     );
-    let wait = ctx.states.update(service_key, |s| {
-        s.hosts = None;
-        s.tried_hosts = None;
-        s.wait.take()
-    });
-    ctx.states.update(&key, |s| {
-        s.predecessor = Some(old);
-        if wait.is_some() {
-            s.wait = wait;
-        }
-    });
+    let wait = ctx.states.update(service_key, ServiceState::hand_over);
+    ctx.states.update(&key, |s| s.take_over(old, wait));
     ctx.queue.add(&key);
 }
 
 /// Deletes the load balancer of the previous incarnation queued under `key`; forgotten once the provider is
 /// done (a wait or a failure is retried under the same key), or once a dry run reported it.
-pub(super) async fn sync<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<(), Error> {
+pub(super) async fn sync<P: CloudProvider>(ctx: &Ctx<P>, key: &ServiceKey) -> Result<(), Error> {
     let held = ctx.states.lock_of(key);
     let guard = held.lock().await;
-    let old = ctx.states.read(key, |s| s.predecessor.clone());
+    let old = ctx.states.read(key, ServiceState::predecessor);
     let result = match (old, ctx.provider.load_balancer()) {
         (Some(old), Some(lb)) => match &ctx.config.plans {
             Some(sink) => {
@@ -76,7 +53,7 @@ pub(super) async fn sync<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<()
     };
     // (The deletion itself forgets its wait record once done.)
     if result.is_ok() {
-        ctx.states.update(key, |s| s.predecessor = None);
+        ctx.states.update(key, ServiceState::forget_predecessor);
     }
     drop(guard);
     ctx.states.release(key, held);
@@ -86,10 +63,8 @@ pub(super) async fn sync<P: CloudProvider>(ctx: &Ctx<P>, key: &str) -> Result<()
 /// The Service in the cluster now under the name of `old`, whose cleanup is queued under `key`, if it is
 /// another incarnation. The cleanup was handed over when the informer showed that successor, so it is missing
 /// only once it was deleted too.
-fn successor<P: CloudProvider>(ctx: &Ctx<P>, key: &str, old: &Service) -> Option<Arc<Service>> {
-    let service_key = key.split_once('@').map_or(key, |(service_key, _)| service_key);
-    let (namespace, name) = service_key.split_once('/').unwrap_or(("", service_key));
+fn successor<P: CloudProvider>(ctx: &Ctx<P>, key: &ServiceKey, old: &Service) -> Option<Arc<Service>> {
     ctx.services
-        .get(&ObjectRef::new(name).within(namespace))
+        .get(&key.object_ref())
         .filter(|live| live.metadata.uid != old.metadata.uid)
 }

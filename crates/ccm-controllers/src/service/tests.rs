@@ -14,6 +14,11 @@ use ccm_cloud_provider::CloudError;
 use ccm_testing::fixtures::{NodeBuilder, ServiceBuilder};
 use serde_json::json;
 
+/// The work-queue key written `text`.
+fn key(text: &str) -> ServiceKey {
+    text.parse().expect("a service key")
+}
+
 fn lb_service() -> Service {
     ServiceBuilder::new("ns", "svc")
         .uid("uid-1")
@@ -554,7 +559,7 @@ mod scripted {
                 vec![with(finalized)],
                 vec![named_node("n1")],
             );
-            let result = sync_service(&h.ctx, "ns/svc").await;
+            let result = sync_service(&h.ctx, &key("ns/svc")).await;
             assert_eq!(
                 patches(&h.api),
                 vec![(MERGE.to_owned(), status_body(Some("192.0.2.10")))],
@@ -581,7 +586,7 @@ mod scripted {
                     ]
                 );
                 assert!(
-                    h.ctx.states.read("ns/svc", |s| s.cached.is_some()),
+                    h.ctx.states.read(&key("ns/svc"), |s| s.cached().is_some()),
                     "still tracked for node syncs"
                 );
             } else {
@@ -599,7 +604,7 @@ mod scripted {
             vec![lb_service()],
             vec![named_node("n1")],
         );
-        let error = sync_service(&h.ctx, "ns/svc").await.expect_err("conflict");
+        let error = sync_service(&h.ctx, &key("ns/svc")).await.expect_err("conflict");
         assert!(
             ErrorChain(&error)
                 .to_string()
@@ -871,7 +876,7 @@ mod scripted {
             h.api.event_reasons().last().map(String::as_str),
             Some("DeletedLoadBalancer")
         );
-        assert!(!h.ctx.states.any(|s| s.wait.is_some()));
+        assert!(!h.ctx.states.any(|s| s.is_waiting()));
     }
 
     /// A drift pass asks the provider once about every ensured Service, re-ensures only the drifted one, and
@@ -879,8 +884,8 @@ mod scripted {
     #[tokio::test]
     async fn drift_detection_re_ensures_only_drifted_load_balancers() {
         let h = harness(|_| None, vec![svc("svc1"), svc("svc2")], vec![named_node("n1")]);
-        sync_service(&h.ctx, "ns/svc1").await.unwrap();
-        sync_service(&h.ctx, "ns/svc2").await.unwrap();
+        sync_service(&h.ctx, &key("ns/svc1")).await.unwrap();
+        sync_service(&h.ctx, &key("ns/svc2")).await.unwrap();
         h.provider.clear_calls();
 
         drift::detect(&h.ctx).await;
@@ -895,7 +900,7 @@ mod scripted {
             .set_drift("ns/svc2", vec!["listener 443 missing".into()]);
         drift::detect(&h.ctx).await;
         let queued = h.ctx.queue.next_batch(10, Duration::ZERO).await.unwrap();
-        assert_eq!(queued, ["ns/svc2"]);
+        assert_eq!(queued, [key("ns/svc2")]);
         for key in &queued {
             sync_service(&h.ctx, key).await.unwrap();
             h.ctx.queue.done(key);
@@ -935,12 +940,13 @@ mod scripted {
     #[tokio::test(start_paused = true)]
     async fn drift_detection_leaves_out_load_balancers_being_changed() {
         let h = harness(|_| None, vec![svc("svc1"), svc("svc2")], vec![named_node("n1")]);
-        sync_service(&h.ctx, "ns/svc1").await.unwrap();
+        sync_service(&h.ctx, &key("ns/svc1")).await.unwrap();
         h.provider.clear_calls();
 
         // svc2's first ensure is in flight when the pass begins: only svc1 is asked about.
         h.provider.set_delay(Duration::from_secs(10));
-        let ensure = sync_service(&h.ctx, "ns/svc2");
+        let svc2 = key("ns/svc2");
+        let ensure = sync_service(&h.ctx, &svc2);
         let pass = async {
             tokio::time::sleep(Duration::from_secs(1)).await;
             drift::detect(&h.ctx).await;
@@ -956,12 +962,12 @@ mod scripted {
         let pass = drift::detect(&h.ctx);
         let ensure = async {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            sync_service(&h.ctx, "ns/svc1").await.unwrap();
+            sync_service(&h.ctx, &key("ns/svc1")).await.unwrap();
         };
         tokio::join!(pass, ensure);
         assert_eq!(h.provider.batch_sizes(Method::DriftedLoadBalancers), [2]);
         assert_eq!(h.ctx.queue.len(), 0, "nothing queued");
-        assert!(!h.ctx.states.any(|s| s.drift.is_some()), "no repair to tell of");
+        assert!(!h.ctx.states.any(|s| s.has_drift()), "no repair to tell of");
 
         // Settled again: the next pass judges both.
         h.provider.set_delay(Duration::ZERO);
@@ -979,9 +985,14 @@ mod scripted {
     #[tokio::test]
     async fn services_given_the_same_nodes_share_one_host_set() {
         let mut h = harness(|_| None, vec![svc("svc1"), svc("svc2")], vec![named_node("n1")]);
-        sync_service(&h.ctx, "ns/svc1").await.unwrap();
-        sync_service(&h.ctx, "ns/svc2").await.unwrap();
-        let hosts = |h: &Harness, key: &str| h.ctx.states.read(key, |s| s.hosts.clone()).expect("ensured");
+        sync_service(&h.ctx, &key("ns/svc1")).await.unwrap();
+        sync_service(&h.ctx, &key("ns/svc2")).await.unwrap();
+        let hosts = |h: &Harness, k: &str| {
+            h.ctx
+                .states
+                .read(&key(k), |s| s.hosts().cloned())
+                .expect("ensured")
+        };
         let shared = |h: &Harness| Arc::ptr_eq(&hosts(h, "ns/svc1"), &hosts(h, "ns/svc2"));
         assert!(shared(&h), "after their ensures");
 
@@ -1000,7 +1011,7 @@ mod scripted {
         let h = harness(|_| None, vec![with(finalized)], vec![named_node("n1")]);
         h.provider.set_delay(Duration::from_secs(3600));
         let started = tokio::time::Instant::now();
-        let result = sync_within_deadline(&h.ctx, "ns/svc").await;
+        let result = sync_within_deadline(&h.ctx, &key("ns/svc")).await;
         assert!(
             matches!(
                 result,
@@ -1013,7 +1024,7 @@ mod scripted {
         );
         assert_eq!(started.elapsed(), h.ctx.config.reconcile_deadline);
         h.provider.set_delay(Duration::ZERO);
-        sync_within_deadline(&h.ctx, "ns/svc").await.unwrap();
+        sync_within_deadline(&h.ctx, &key("ns/svc")).await.unwrap();
     }
 
     /// Upstream `TestSlowNodeSync`: while a node-sync pass is stuck in a slow `UpdateLoadBalancer`, a Service
@@ -1022,10 +1033,16 @@ mod scripted {
     #[tokio::test(start_paused = true)]
     async fn slow_node_sync_neither_blocks_nor_loses_later_changes() {
         let mut h = harness(|_| None, vec![svc("svc1"), svc("svc2")], vec![named_node("n1")]);
-        sync_service(&h.ctx, "ns/svc1").await.unwrap();
-        sync_service(&h.ctx, "ns/svc2").await.unwrap();
+        sync_service(&h.ctx, &key("ns/svc1")).await.unwrap();
+        sync_service(&h.ctx, &key("ns/svc2")).await.unwrap();
         // The pass visits the services in this order (the cache is not modified in between).
-        let order: Vec<String> = h.ctx.states.cached().into_iter().map(|(key, ..)| key).collect();
+        let order: Vec<String> = h
+            .ctx
+            .states
+            .cached()
+            .into_iter()
+            .map(|(key, ..)| key.to_string())
+            .collect();
         let (first, impacted) = (order[0].clone(), order[1].clone());
         h.provider.clear_calls();
 
@@ -1038,7 +1055,7 @@ mod scripted {
             h.nodes
                 .apply_watcher_event(&watcher::Event::Apply(named_node("n3")));
             // Runs while the pass is inside the first service's update (it started at 0 s and takes 10 s).
-            sync_service(&h.ctx, &impacted).await.unwrap();
+            sync_service(&h.ctx, &key(&impacted)).await.unwrap();
         };
         tokio::join!(pass, meanwhile);
         let calls: Vec<(Method, String, usize)> = h
@@ -1086,7 +1103,7 @@ mod scripted {
     #[tokio::test(start_paused = true)]
     async fn a_host_update_never_runs_beside_or_after_the_deletion() {
         let mut h = harness(|_| None, vec![with(finalized)], vec![named_node("n1")]);
-        sync_service(&h.ctx, "ns/svc").await.unwrap();
+        sync_service(&h.ctx, &key("ns/svc")).await.unwrap();
         h.provider.clear_calls();
 
         h.services.apply_watcher_event(&watcher::Event::Apply(with(|s| {
@@ -1096,7 +1113,8 @@ mod scripted {
         h.nodes
             .apply_watcher_event(&watcher::Event::Apply(named_node("n2")));
         h.provider.set_delay(Duration::from_secs(10));
-        let deletion = sync_service(&h.ctx, "ns/svc");
+        let deleting = key("ns/svc");
+        let deletion = sync_service(&h.ctx, &deleting);
         let pass = async {
             // Starts while the deletion is inside the provider (it takes 10 s).
             tokio::time::sleep(Duration::from_secs(1)).await;

@@ -39,7 +39,7 @@ async fn drain(h: &Harness) -> Vec<String> {
         for key in h.ctx.queue.next_batch(10, Duration::ZERO).await.unwrap() {
             let _ = sync_service(&h.ctx, &key).await;
             h.ctx.queue.done(&key);
-            synced.push(key);
+            synced.push(key.to_string());
         }
     }
     synced
@@ -63,15 +63,17 @@ async fn a_service_whose_ensure_failed_gets_no_host_update() {
         vec![svc("served"), svc("refused"), svc("fresh")],
         vec![named_node("n1")],
     );
-    sync_service(&h.ctx, "ns/served").await.unwrap();
-    sync_service(&h.ctx, "ns/refused").await.unwrap();
+    sync_service(&h.ctx, &key("ns/served")).await.unwrap();
+    sync_service(&h.ctx, &key("ns/refused")).await.unwrap();
     let refusal = || CloudError::other("load balancer a1 belongs to Service ns/other");
     h.provider
         .fail_for(Method::EnsureLoadBalancer, "ns/refused", Some(1), refusal);
     h.provider
         .fail_for(Method::EnsureLoadBalancer, "ns/fresh", Some(1), refusal);
-    sync_service(&h.ctx, "ns/refused").await.expect_err("refused");
-    sync_service(&h.ctx, "ns/fresh").await.expect_err("refused");
+    sync_service(&h.ctx, &key("ns/refused"))
+        .await
+        .expect_err("refused");
+    sync_service(&h.ctx, &key("ns/fresh")).await.expect_err("refused");
     h.provider.clear_calls();
 
     h.nodes
@@ -113,11 +115,11 @@ async fn a_service_whose_ensure_failed_gets_no_host_update() {
 async fn a_predecessors_cleanup_names_its_live_successor() {
     let old = with(finalized);
     let mut h = harness(|_| None, vec![old.clone()], vec![named_node("n1")]);
-    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    sync_service(&h.ctx, &key("ns/svc")).await.unwrap();
     let new = recreated(&old);
     h.services
         .apply_watcher_event(&watcher::Event::Apply(new.clone()));
-    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    sync_service(&h.ctx, &key("ns/svc")).await.unwrap();
     h.provider.clear_calls();
     // The cleanup waits on the cloud once, so it runs again after the successor is gone.
     h.provider
@@ -138,11 +140,11 @@ async fn a_predecessors_cleanup_names_its_live_successor() {
     );
 
     h.services.apply_watcher_event(&watcher::Event::Delete(new));
-    sync_service(&h.ctx, "ns/svc@uid-1").await.unwrap();
+    sync_service(&h.ctx, &key("ns/svc@uid-1")).await.unwrap();
     assert_eq!(h.provider.count(Method::EnsurePredecessorLoadBalancerDeleted), 1);
     assert_eq!(h.provider.count(Method::EnsureLoadBalancerDeleted), 1);
     assert!(
-        !h.ctx.states.any(|s| s.predecessor.is_some()),
+        !h.ctx.states.any(|s| s.predecessor().is_some()),
         "forgotten once done"
     );
 }
@@ -153,10 +155,10 @@ async fn a_predecessors_cleanup_names_its_live_successor() {
 async fn a_dry_run_plans_a_predecessors_cleanup() {
     let old = with(finalized);
     let (mut h, plans) = dry_run(vec![old.clone()]);
-    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    sync_service(&h.ctx, &key("ns/svc")).await.unwrap();
     h.services
         .apply_watcher_event(&watcher::Event::Apply(recreated(&old)));
-    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    sync_service(&h.ctx, &key("ns/svc")).await.unwrap();
 
     assert_eq!(drain(&h).await, ["ns/svc@uid-1"]);
     let deleting = [
@@ -170,7 +172,7 @@ async fn a_dry_run_plans_a_predecessors_cleanup() {
         plan.changes,
         ["delete the load balancer of the previous incarnation ns/svc (UID uid-1)"]
     );
-    assert!(!h.ctx.states.any(|s| s.predecessor.is_some()), "forgotten");
+    assert!(!h.ctx.states.any(|s| s.predecessor().is_some()), "forgotten");
     drop(h.services);
 }
 
@@ -179,13 +181,13 @@ async fn a_dry_run_plans_a_predecessors_cleanup() {
 #[tokio::test]
 async fn a_dry_run_drops_the_plan_of_a_service_served_elsewhere() {
     let (h, plans) = dry_run(vec![with(finalized)]);
-    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    sync_service(&h.ctx, &key("ns/svc")).await.unwrap();
     assert!(lock(&plans.0).contains_key("ns/svc"), "planned");
 
     h.provider.fail(Method::PlanLoadBalancer, None, || {
         CloudError::ImplementedElsewhere
     });
-    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    sync_service(&h.ctx, &key("ns/svc")).await.unwrap();
     assert_eq!(*lock(&plans.0), BTreeMap::new(), "no stale plan");
 }
 
@@ -208,7 +210,7 @@ async fn a_chosen_name_is_recorded_before_the_ensure_that_may_create_under_it() 
     let refusal = || CloudError::other("failed after the create");
     h.provider
         .fail_for(Method::EnsureLoadBalancer, "ns/svc", Some(1), refusal);
-    sync_service(&h.ctx, "ns/svc")
+    sync_service(&h.ctx, &key("ns/svc"))
         .await
         .expect_err("the ensure fails");
     let recorded = patches(&h.api);
@@ -228,7 +230,7 @@ async fn a_chosen_name_is_recorded_before_the_ensure_that_may_create_under_it() 
         .get_or_insert_default()
         .insert(names.to_owned(), "shop".to_owned());
     let h = harness(|_| None, vec![known.clone()], vec![named_node("n1")]);
-    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    sync_service(&h.ctx, &key("ns/svc")).await.unwrap();
     assert!(
         patches(&h.api).iter().all(|(_, p)| p.get("metadata").is_none()),
         "{:?}",
@@ -242,7 +244,7 @@ async fn a_chosen_name_is_recorded_before_the_ensure_that_may_create_under_it() 
         .get_or_insert_default()
         .insert(CHOSEN_NAME_ANNOTATION.to_owned(), "store".to_owned());
     let h = harness(|_| None, vec![renamed], vec![named_node("n1")]);
-    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    sync_service(&h.ctx, &key("ns/svc")).await.unwrap();
     let recorded = patches(&h.api);
     assert_eq!(recorded[0].1["metadata"]["annotations"][names], "shop,store");
 }

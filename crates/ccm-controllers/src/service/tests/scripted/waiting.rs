@@ -13,7 +13,7 @@ async fn an_ensure_waiting_on_the_cloud_is_a_normal_event_not_a_warning_each_ret
     });
     let mut delays = Vec::new();
     for _ in 0..3 {
-        match sync_service(&h.ctx, "ns/svc").await {
+        match sync_service(&h.ctx, &key("ns/svc")).await {
             Err(Error::Waiting {
                 after, waiting_for, ..
             }) => {
@@ -40,7 +40,7 @@ async fn an_ensure_waiting_on_the_cloud_is_a_normal_event_not_a_warning_each_ret
 
     // Released: the ensure succeeds and writes the status.
     tokio::time::advance(Duration::from_secs(20)).await;
-    sync_service(&h.ctx, "ns/svc").await.unwrap();
+    sync_service(&h.ctx, &key("ns/svc")).await.unwrap();
     assert_eq!(status_patches(&h), 1, "the status");
 }
 

@@ -1,5 +1,6 @@
-//! What the service controller leaves alone and says so: a load balancer left behind when the Service moved to
-//! another controller, and a Service that left the controller's selector.
+//! What the service controller leaves alone: the load balancer of a Service now served by another controller,
+//! left behind with a Warning Event saying so ([`left_behind`]), and a Service that left the controller's
+//! selector, whose load balancer is not deleted when it drops out of the watch ([`left_the_selection`]).
 
 use ccm_cloud_provider::{CloudProvider, LoadBalancer};
 use k8s_openapi::api::core::v1::Service;
