@@ -41,10 +41,8 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-async fn run(client: &Client, nodes: usize, latency: Duration, batching: bool) -> Outcome {
-    let api: Api<Node> = Api::all(client.clone());
-    let group = unique_name(if batching { "bench-batched" } else { "bench-naive" });
-    let names: Vec<String> = (0..nodes).map(|i| format!("{group}-{i}")).collect();
+/// The fake provider with one instance per name, each call waiting `latency`.
+fn provider(names: &[String], latency: Duration, batching: bool) -> FakeProvider {
     let mut cloud = FakeProvider::new();
     if !batching {
         cloud = cloud.without_batching();
@@ -61,6 +59,74 @@ async fn run(client: &Client, nodes: usize, latency: Duration, batching: bool) -
                 )]),
         );
     }
+    cloud
+}
+
+/// Creates the uninitialized Nodes `names` of `group`, 32 at a time.
+async fn create_nodes(api: &Api<Node>, names: &[String], group: &str) {
+    stream::iter(names.iter())
+        .map(|name| {
+            let api = api.clone();
+            async move {
+                let node: Node = serde_json::from_value(json!({
+                    "metadata": { "name": name, "labels": { "ccm-test/group": group } },
+                    "spec": { "taints": [{ "key": keys::TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule" }] },
+                }))
+                .unwrap();
+                api.create(&PostParams::default(), &node).await.map(|_| ())
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap();
+}
+
+/// Waits until all `nodes` Nodes of `group` are initialized (untainted, with a provider ID).
+async fn wait_initialized(api: &Api<Node>, group: &str, nodes: usize, start: Instant) {
+    let selector = ListParams::default().labels(&format!("ccm-test/group={group}"));
+    loop {
+        let list = api.list(&selector).await.unwrap();
+        let pending = list
+            .items
+            .iter()
+            .filter(|n| {
+                n.spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|t| t.iter().any(|t| t.key == keys::TAINT_UNINITIALIZED))
+                    || n.spec.as_ref().and_then(|s| s.provider_id.as_ref()).is_none()
+            })
+            .count();
+        if list.items.len() == nodes && pending == 0 {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "not initialized after 10 minutes: {pending} pending"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Deletes the Nodes `names`, 32 at a time.
+async fn delete_nodes(api: &Api<Node>, names: &[String]) {
+    stream::iter(names.iter())
+        .map(|name| {
+            let api = api.clone();
+            async move { api.delete(name, &DeleteParams::default()).await.map(|_| ()) }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap();
+}
+
+async fn run(client: &Client, nodes: usize, latency: Duration, batching: bool) -> Outcome {
+    let api: Api<Node> = Api::all(client.clone());
+    let group = unique_name(if batching { "bench-batched" } else { "bench-naive" });
+    let names: Vec<String> = (0..nodes).map(|i| format!("{group}-{i}")).collect();
+    let cloud = provider(&names, latency, batching);
     let mut config = cloud_node::CloudNodeConfig::default();
     config.node_selector = Some(format!("ccm-test/group={group}"));
     let metrics = config.metrics.clone();
@@ -77,46 +143,8 @@ async fn run(client: &Client, nodes: usize, latency: Duration, batching: bool) -
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let start = Instant::now();
-    stream::iter(names.iter())
-        .map(|name| {
-            let api = api.clone();
-            let group = group.clone();
-            async move {
-                let node: Node = serde_json::from_value(json!({
-                    "metadata": { "name": name, "labels": { "ccm-test/group": group } },
-                    "spec": { "taints": [{ "key": keys::TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule" }] },
-                }))
-                .unwrap();
-                api.create(&PostParams::default(), &node).await.map(|_| ())
-            }
-        })
-        .buffer_unordered(32)
-        .try_collect::<Vec<()>>()
-        .await
-        .unwrap();
-    let selector = ListParams::default().labels(&format!("ccm-test/group={group}"));
-    loop {
-        let list = api.list(&selector).await.unwrap();
-        let pending = list
-            .items
-            .iter()
-            .filter(|n| {
-                n.spec
-                    .as_ref()
-                    .and_then(|s| s.taints.as_ref())
-                    .is_some_and(|t| t.iter().any(|t| t.key == keys::TAINT_UNINITIALIZED))
-                    || n.spec.as_ref().and_then(|s| s.provider_id.as_ref()).is_none()
-            })
-            .count();
-        if list.items.len() == nodes && pending == 0 {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(600),
-            "not initialized after 10 minutes: {pending} pending"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    create_nodes(&api, &names, &group).await;
+    wait_initialized(&api, &group, nodes, start).await;
     let wall = start.elapsed();
     stop.send(()).unwrap();
     task.await.unwrap().unwrap();
@@ -127,15 +155,7 @@ async fn run(client: &Client, nodes: usize, latency: Duration, batching: bool) -
         batches: cloud.batch_sizes(Method::InstanceMetadataBatch),
         api_writes: metrics.snapshot().api_writes,
     };
-    stream::iter(names.iter())
-        .map(|name| {
-            let api = api.clone();
-            async move { api.delete(name, &DeleteParams::default()).await.map(|_| ()) }
-        })
-        .buffer_unordered(32)
-        .try_collect::<Vec<()>>()
-        .await
-        .unwrap();
+    delete_nodes(&api, &names).await;
     outcome
 }
 

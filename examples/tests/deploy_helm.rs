@@ -4,7 +4,7 @@
 //! with a message naming them; without an image (none is published) the chart fails, saying how to build one;
 //! the metrics Service and ServiceMonitor select the pods' port; NOTES.txt renders; the chart README documents
 //! every value.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 #[path = "support/helm.rs"]
 mod helm;

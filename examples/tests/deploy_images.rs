@@ -7,7 +7,7 @@
 //!   system bundle), and user 65532, which is what the manifests run as;
 //! - `scripts/images.sh config` reads the same entrypoint and user from each Dockerfile, so the proven images and
 //!   the Dockerfiles cannot drift apart.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 #[path = "support/manifests.rs"]
 mod manifests;

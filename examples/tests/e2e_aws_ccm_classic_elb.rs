@@ -8,7 +8,7 @@
 //! mutation; deleting the Service removes the CLB, its security group and
 //! the finalizer, while a `shared`-tagged and an untagged group stay. Mutating calls are read from the CCM's
 //! /metrics.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
 

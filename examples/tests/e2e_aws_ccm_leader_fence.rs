@@ -5,7 +5,7 @@
 //! apiserver (a TCP proxy holding everything it sends). Its lease lapses and its controllers stop, but the
 //! process goes on as a candidate; from then on it must send no `CreateTags` at all, even once AWS answers again,
 //! while the other replica takes over and tags the instances.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
 

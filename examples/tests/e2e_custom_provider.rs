@@ -2,7 +2,7 @@
 //! registry, against the real kube-apiserver. A Node of one of its machines gets the provider ID, addresses and
 //! labels from the in-memory cloud and loses the uninitialized taint; a Node it does not know is left alone; an
 //! unknown `--cloud-provider` and a bad cloud config line are refused with errors naming what is accepted.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::{path::PathBuf, process::Command, time::Duration};
 

@@ -8,7 +8,7 @@
 //! ClusterRole from `clusterRoleRules`, one account, its own lease Role) under test names. The cloud-node,
 //! cloud-node-lifecycle, route, service and tagging controllers do their work, and nothing in the log is
 //! forbidden.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
 #[path = "support/helm.rs"]

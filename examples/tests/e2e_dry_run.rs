@@ -7,7 +7,7 @@
 //! cloud-node and route, the Service's load-balancer plan). Then the same cluster served by a normal run (load
 //! balancers made, Nodes initialized and tagged) and one Service edited since: the dry run reports exactly that
 //! Service's change, and nothing else of this cluster.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
 

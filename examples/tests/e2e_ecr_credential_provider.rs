@@ -8,7 +8,7 @@
 //! Each process gets a cleared environment: static credentials, moto as `AWS_ENDPOINT_URL`, IMDS disabled, an
 //! empty `HOME`, so nothing on the machine (profiles, real credentials, 169.254.169.254) is consulted.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::{
     io::Write,

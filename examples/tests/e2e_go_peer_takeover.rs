@@ -9,7 +9,7 @@
 //! made it (an edit Go ignores), keeps its load balancer with a `LoadBalancerRecreationRequired` Warning; deleting
 //! both Services with ours running leaves the VPC as it was
 //! before the Go controller made anything (load balancers, target groups, managed groups, node rules).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
 mod go_peer;

@@ -1,7 +1,7 @@
 //! End to end: `lb-plan` prints the plan for a Service manifest against moto, for a control plane outside AWS
 //! (Region, VPC, SubnetID and KubernetesClusterID in the cloud config, no IMDS), for a Classic ELB and an NLB,
 //! and writes nothing.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
 

@@ -7,7 +7,7 @@
 //! only, a `LoadBalancerIPv4Only` Warning) and an NLB in a VPC without IPv6 (IPv4, a Warning naming its
 //! subnets). Without the gates the
 //! apiserver refuses the first Service and drops the other two fields, and this test fails.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
 

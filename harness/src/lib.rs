@@ -7,6 +7,14 @@
 //! environment (`scripts/testenv.sh`). `cargo test --workspace --no-run`, the test command's first build, builds
 //! both packages' binaries into the same directory.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::too_many_lines,
+        reason = "the function limit is for code, not for tests"
+    )
+)]
+
 pub mod sandbox;
 pub mod scale;
 pub mod soak;

@@ -3,7 +3,7 @@
 //! of a change that changes nothing, the clean-up, `doctor` exiting 0, the CCM's peak memory and AWS calls by
 //! operation. While it is paused before the clean-up, moto is read directly: both load balancers with every
 //! instance and the routes to them; after it, moto has neither.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::{
     collections::BTreeMap,

@@ -1,6 +1,6 @@
 //! The `mock` feature gives usable mocks of every port, awaited through generic callers.
 #![cfg(feature = "mock")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use ccm_aws_api::{
     AwsError, Ec2, ErrorKind, InstanceId,

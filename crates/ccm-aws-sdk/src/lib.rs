@@ -20,6 +20,14 @@
 //! certificate types of their TLS stack), `tokio`, `tracing`. It is the only crate that names `aws-sdk-*` or
 //! `aws-config`.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::too_many_lines,
+        reason = "the function limit is for code, not for tests"
+    )
+)]
+
 mod batch;
 mod ec2;
 mod ecr;

@@ -250,16 +250,21 @@ impl CallMetrics {
     }
 
     /// Counts an error response by HTTP status, labelled with the SDK's service ID as the Go controller does.
-    pub(crate) fn record_status(&self, service: crate::Service, operation: &'static str, status: u16) {
+    pub(crate) fn record_status(
+        &self,
+        service: crate::limiter::Service,
+        operation: &'static str,
+        status: u16,
+    ) {
         if status < 400 {
             return;
         }
         let service = match service {
-            crate::Service::Ec2 => "EC2",
-            crate::Service::Elb => "Elastic Load Balancing",
-            crate::Service::Elbv2 => "Elastic Load Balancing v2",
-            crate::Service::Sts => "STS",
-            crate::Service::Ecr => "ECR",
+            crate::limiter::Service::Ec2 => "EC2",
+            crate::limiter::Service::Elb => "Elastic Load Balancing",
+            crate::limiter::Service::Elbv2 => "Elastic Load Balancing v2",
+            crate::limiter::Service::Sts => "STS",
+            crate::limiter::Service::Ecr => "ECR",
         };
         self.inner
             .upstream_statuses
@@ -314,8 +319,8 @@ mod tests {
         metrics.record("ec2", "DescribeInstances", "throttled", Duration::from_millis(3));
         metrics.record("ec2", "DescribeInstances", "ok", Duration::from_millis(5));
         metrics.record("ec2", "CreateTags", "ok", Duration::from_millis(5));
-        metrics.record_status(crate::Service::Ec2, "DescribeInstances", 503);
-        metrics.record_status(crate::Service::Ec2, "DescribeInstances", 200);
+        metrics.record_status(crate::limiter::Service::Ec2, "DescribeInstances", 503);
+        metrics.record_status(crate::limiter::Service::Ec2, "DescribeInstances", 200);
         assert_eq!(metrics.attempts("ec2", "DescribeInstances"), 2);
         assert_eq!(metrics.attempts_with("ec2", "DescribeInstances", "throttled"), 1);
         assert_eq!(metrics.total_attempts(), 3);

@@ -1,5 +1,5 @@
 //! The ECR and STS ports against moto (ECR Public, missing from moto, through the fault proxy's error path).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
 

@@ -1,6 +1,8 @@
 //! Proves the AWS half of the test environment is a working moto in server mode, reached with aws-sdk-rust
 //! exactly as the adapter will reach AWS: EC2 instances and a Classic ELB, asserting what moto stored.
 
+#![allow(clippy::too_many_lines)]
+
 use aws_sdk_ec2::types::{Filter, InstanceStateName, InstanceType, ResourceType, Tag, TagSpecification};
 use aws_sdk_elasticloadbalancing::types::Listener;
 use ccm_testing::{Emulator, TestEnv, unique_name};

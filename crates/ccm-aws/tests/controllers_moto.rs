@@ -2,7 +2,7 @@
 //! the real kube-apiserver: nodes named by private DNS name and by instance ID are initialized; a terminated
 //! instance's NotReady node is deleted; a stopped one is tainted, and untainted once Ready again. (The 1,000-node
 //! burst is in `e2e_node_burst.rs`, run alone because it loads moto with 1,000 instances.)
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
 

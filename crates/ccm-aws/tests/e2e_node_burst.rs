@@ -3,7 +3,7 @@
 //! most 2 DescribeInstances calls, counted by the adapter: the cluster (with the CCM's own instance) holds 1,001
 //! instances, two listing pages of 1,000, which also answer the Nodes named by ID. Prints the calls and the wall
 //! time. Named `e2e_*` so that it runs alone, after the parallel group: it loads moto with 1,000 instances.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
 

@@ -2,7 +2,7 @@
 //! provider ID; stop and terminate; the number of DescribeInstances calls per batch from the adapter's metrics.
 //! (the test environment's moto answers DescribeInstanceTopology with no instance, as AWS does for these instance
 //! types: the mocks in the unit tests cover instances with a topology.)
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use ccm_aws_api::VpcId;
 use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits, RetryPolicy};

@@ -1,7 +1,7 @@
 //! `aws-load-balancer-name` against moto, both flavours: a load balancer made, kept and deleted under the
 //! chosen name; a name another Service's load balancer holds refused and left alone (also by that Service's
 //! deletion); a name change withheld without consent and made, the old load balancer deleted, with it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod lb_support;
 

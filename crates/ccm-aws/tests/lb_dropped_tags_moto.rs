@@ -1,7 +1,7 @@
 //! Keys dropped from `aws-load-balancer-additional-resource-tags` are removed from every resource that got them
 //! (against moto, both flavours): the Classic ELB and its group, the NLB, its listener and target group and its
 //! managed group; tags added by hand, and the controller's own, stay.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod lb_support;
 

@@ -2,7 +2,7 @@
 //! (scripts/moto-server.py): attributes set in place, deletion kept back by deletion protection until the
 //! Service turns it off, an unknown attribute key refused before any write (AWS's refusal of one the operator
 //! allows quoted), and the TCP idle timeout of a listener.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod lb_support;
 

@@ -2,7 +2,7 @@
 //! descriptions (read back with the SDK itself), a steady second pass with nothing to do, a port change, a
 //! half-applied batch completed, and deletion leaving other load balancers' rules and hand-made rules in place.
 //! Each test has its own VPC, groups, instances and cluster ID.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -4,7 +4,7 @@
 //! leaves it as it was — and an untagged one is adopted (tagged `owned`) only with `AdoptUntaggedLoadBalancers`.
 //! A Service cannot hand out ownership either: the controller's own tag keys in `additional-resource-tags` are
 //! refused before anything is made.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod lb_support;
 

@@ -5,7 +5,7 @@
 //! retries), and its address once AWS accepts.
 //! Before, the code was classed `Conflict` and a `Conflict` from `CreateListener` read as "already exists": the
 //! Service got its address with no listener behind it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
 

@@ -3,7 +3,7 @@
 //! delete; the source/destination check (DescribeInstanceAttribute); AWS calls counted from the adapter's
 //! metrics; IPv6 pod routes of a dual-stack node next to its IPv4 ones. (moto never marks routes as blackholes:
 //! blackhole replacement is covered by the unit tests.)
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use aws_sdk_ec2::types::InstanceAttributeName;
 use ccm_aws_api::VpcId;

@@ -2,7 +2,7 @@
 //! and their instances are tagged in a handful of `CreateTags` calls; each Node gets the checksum label; a deleted
 //! Node's instance loses the tags; a restart with other tags retags every instance. The controller only watches
 //! this test's Nodes (label selector), since the apiserver is shared.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 

@@ -20,6 +20,14 @@
 //!
 //! May depend on: `regex`, `thiserror`. Nothing AWS, nothing Kubernetes, no workspace crate.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::too_many_lines,
+        reason = "the function limit is for code, not for tests"
+    )
+)]
+
 use std::fmt;
 
 use regex::Regex;

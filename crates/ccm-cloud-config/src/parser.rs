@@ -147,27 +147,37 @@ impl Parser {
             canonical,
             "DisableSecurityGroupIngress" | "AdoptUntaggedLoadBalancers"
         ) {
-            let g = &mut self.config.global;
-            let target = if canonical == "DisableSecurityGroupIngress" {
-                &mut g.disable_security_group_ingress
-            } else {
-                &mut g.adopt_untagged_load_balancers
-            };
-            match parse_bool(value.as_deref()) {
-                Some(b) => *target = b,
-                None => self.error(
-                    Some(line),
-                    &field,
-                    &format!("{:?} is not a boolean", value.unwrap_or_default()),
-                    Some(BOOL_VALUES),
-                ),
-            }
+            self.global_bool(line, canonical, &field, value);
             return;
         }
         let Some(value) = value else {
             self.error(Some(line), &field, "missing '= value'", None);
             return;
         };
+        self.global_value(line, canonical, &field, value);
+    }
+
+    /// `DisableSecurityGroupIngress` and `AdoptUntaggedLoadBalancers`: booleans, Go's `strconv.ParseBool`.
+    fn global_bool(&mut self, line: usize, canonical: &str, field: &str, value: Option<String>) {
+        let g = &mut self.config.global;
+        let target = if canonical == "DisableSecurityGroupIngress" {
+            &mut g.disable_security_group_ingress
+        } else {
+            &mut g.adopt_untagged_load_balancers
+        };
+        match parse_bool(value.as_deref()) {
+            Some(b) => *target = b,
+            None => self.error(
+                Some(line),
+                field,
+                &format!("{:?} is not a boolean", value.unwrap_or_default()),
+                Some(BOOL_VALUES),
+            ),
+        }
+    }
+
+    /// The other `[Global]` keys, each with its value.
+    fn global_value(&mut self, line: usize, canonical: &str, field: &str, value: String) {
         let g = &mut self.config.global;
         let opt = |v: String| Some(v).filter(|v| !v.is_empty());
         match canonical {
@@ -181,28 +191,70 @@ impl Parser {
             "KubernetesClusterTag" => g.kubernetes_cluster_tag = opt(value),
             "KubernetesClusterID" => g.kubernetes_cluster_id = opt(value),
             "ElbSecurityGroup" => g.elb_security_group = opt(value),
-            "NodeIPFamilies" => {
-                if !self.families_set {
-                    self.families_set = true;
-                    self.config.global.node_ip_families.clear();
-                }
-                match value.to_ascii_lowercase().as_str() {
-                    "ipv4" => self.config.global.node_ip_families.push(IpFamily::Ipv4),
-                    "ipv6" => self.config.global.node_ip_families.push(IpFamily::Ipv6),
-                    _ => self.error(
+            "NodeIPFamilies" => self.node_ip_family(line, field, &value),
+            "ClusterServiceLoadBalancerHealthProbeMode"
+            | "ClusterServiceSharedLoadBalancerHealthProbePort"
+            | "ClusterServiceSharedLoadBalancerHealthProbePath" => {
+                self.health_probe(line, canonical, field, value);
+            }
+            "SupportedTopologyInstanceTypePattern" => {
+                if value.is_empty() {
+                    g.supported_topology_instance_type_pattern = DEFAULT_TOPOLOGY_PATTERN.to_owned();
+                } else if let Err(e) = Regex::new(&value) {
+                    self.error(
                         Some(line),
-                        &field,
-                        &format!("unknown IP family {value:?} (one family per line)"),
-                        Some("ipv4, ipv6"),
-                    ),
+                        field,
+                        &format!("invalid regular expression: {e}"),
+                        Some("a regular expression"),
+                    );
+                } else {
+                    g.supported_topology_instance_type_pattern = value;
                 }
             }
+            "ExtraLoadBalancerAttributeKeys" => self.extra_attribute_keys(line, field, &value),
+            "AllowedHealthCheckPorts" => self.allowed_health_check_ports(line, field, &value),
+            "NLBSecurityGroupMode" => match value.as_str() {
+                "" => g.nlb_security_group_mode = NlbSecurityGroupMode::Off,
+                "Managed" => g.nlb_security_group_mode = NlbSecurityGroupMode::Managed,
+                _ => self.error(
+                    Some(line),
+                    field,
+                    &format!("invalid NLB security group mode {value:?}"),
+                    Some("Managed, or empty for none"),
+                ),
+            },
+            _ => {}
+        }
+    }
+
+    /// `NodeIPFamilies`: one family per line; the first line replaces the default.
+    fn node_ip_family(&mut self, line: usize, field: &str, value: &str) {
+        if !self.families_set {
+            self.families_set = true;
+            self.config.global.node_ip_families.clear();
+        }
+        match value.to_ascii_lowercase().as_str() {
+            "ipv4" => self.config.global.node_ip_families.push(IpFamily::Ipv4),
+            "ipv6" => self.config.global.node_ip_families.push(IpFamily::Ipv6),
+            _ => self.error(
+                Some(line),
+                field,
+                &format!("unknown IP family {value:?} (one family per line)"),
+                Some("ipv4, ipv6"),
+            ),
+        }
+    }
+
+    /// The shared health probe of the cluster's load balancers: its mode, port and path.
+    fn health_probe(&mut self, line: usize, canonical: &str, field: &str, value: String) {
+        let g = &mut self.config.global;
+        match canonical {
             "ClusterServiceLoadBalancerHealthProbeMode" => match value.as_str() {
                 "" | "ServiceNodePort" => g.health_probe_mode = HealthProbeMode::ServiceNodePort,
                 "Shared" => g.health_probe_mode = HealthProbeMode::Shared,
                 _ => self.error(
                     Some(line),
-                    &field,
+                    field,
                     &format!("unsupported health probe mode {value:?}"),
                     Some("ServiceNodePort (or empty), Shared"),
                 ),
@@ -212,7 +264,7 @@ impl Parser {
                 Ok(port) => g.shared_health_probe_port = port,
                 Err(_) => self.error(
                     Some(line),
-                    &field,
+                    field,
                     &format!("{value:?} is not a port number"),
                     Some("1 to 65535, or 0 for the default 10256"),
                 ),
@@ -225,38 +277,12 @@ impl Parser {
                 } else {
                     self.error(
                         Some(line),
-                        &field,
+                        field,
                         &format!("{value:?} is not an absolute path"),
                         Some("a path starting with '/'"),
                     );
                 }
             }
-            "SupportedTopologyInstanceTypePattern" => {
-                if value.is_empty() {
-                    g.supported_topology_instance_type_pattern = DEFAULT_TOPOLOGY_PATTERN.to_owned();
-                } else if let Err(e) = Regex::new(&value) {
-                    self.error(
-                        Some(line),
-                        &field,
-                        &format!("invalid regular expression: {e}"),
-                        Some("a regular expression"),
-                    );
-                } else {
-                    g.supported_topology_instance_type_pattern = value;
-                }
-            }
-            "ExtraLoadBalancerAttributeKeys" => self.extra_attribute_keys(line, &field, &value),
-            "AllowedHealthCheckPorts" => self.allowed_health_check_ports(line, &field, &value),
-            "NLBSecurityGroupMode" => match value.as_str() {
-                "" => g.nlb_security_group_mode = NlbSecurityGroupMode::Off,
-                "Managed" => g.nlb_security_group_mode = NlbSecurityGroupMode::Managed,
-                _ => self.error(
-                    Some(line),
-                    &field,
-                    &format!("invalid NLB security group mode {value:?}"),
-                    Some("Managed, or empty for none"),
-                ),
-            },
             _ => {}
         }
     }
@@ -337,6 +363,12 @@ impl Parser {
                 Some("set RoleARN too, or remove SourceARN"),
             );
         }
+        self.validate_overrides();
+    }
+
+    /// Each `[ServiceOverride "<name>"]`: its required keys, a known service, an http(s) URL, and at most one
+    /// override per service and region.
+    fn validate_overrides(&mut self) {
         let mut seen: Vec<(Option<OverrideService>, String, String)> = Vec::new();
         for o in self.config.service_overrides.clone() {
             let field = |f: &str| format!("ServiceOverride \"{}\".{f}", o.name);

@@ -308,79 +308,82 @@ fn handle(state: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match path {
         // /livez and /readyz answer from the same checks (the Go manager's default always-allowed paths).
         "/healthz" | "/healthz/" | "/livez" | "/livez/" | "/readyz" | "/readyz/" => {
-            let endpoint = path.trim_matches('/');
-            let results = state.health.run();
-            let ok = results.iter().all(|(_, r)| r.is_ok());
-            if ok && !verbose {
-                return text(StatusCode::OK, "ok".to_owned());
-            }
-            let mut body = String::new();
-            for (name, r) in &results {
-                match r {
-                    Ok(()) => body.push_str(&format!("[+]{name} ok\n")),
-                    Err(e) => body.push_str(&format!("[-]{name} failed: {e}\n")),
-                }
-            }
-            if ok {
-                body.push_str(&format!("{endpoint} check passed\n"));
-                text(StatusCode::OK, body)
-            } else {
-                body.push_str(&format!("{endpoint} check failed\n"));
-                text(StatusCode::INTERNAL_SERVER_ERROR, body)
-            }
+            health(state, path.trim_matches('/'), verbose)
         }
-        "/configz" => {
-            let mut r = text(StatusCode::OK, state.configz.to_string());
-            r.headers_mut().insert(
-                CONTENT_TYPE,
-                hyper::header::HeaderValue::from_static("application/json"),
-            );
-            r
-        }
+        "/configz" => typed(
+            text(StatusCode::OK, state.configz.to_string()),
+            "application/json",
+        ),
         "/dry-run" if state.dry_run.is_some() => {
             let report = state.dry_run.as_ref().map(|log| log.report()).unwrap_or_default();
-            let mut r = text(StatusCode::OK, format!("{report:#}\n"));
-            r.headers_mut().insert(
-                CONTENT_TYPE,
-                hyper::header::HeaderValue::from_static("application/json"),
-            );
-            r
+            typed(text(StatusCode::OK, format!("{report:#}\n")), "application/json")
         }
-        "/metrics" => {
-            let mut body = String::new();
-            match prometheus_client::encoding::text::encode(&mut body, &state.registry) {
-                Ok(()) => {
-                    let mut r = text(StatusCode::OK, body);
-                    r.headers_mut().insert(
-                        CONTENT_TYPE,
-                        hyper::header::HeaderValue::from_static(
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        ),
-                    );
-                    r
-                }
-                Err(e) => text(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("encoding metrics failed: {e}\n"),
-                ),
-            }
+        "/metrics" => metrics_page(state),
+        _ => match ["/healthz/", "/livez/", "/readyz/"]
+            .iter()
+            .find_map(|prefix| path.strip_prefix(prefix))
+        {
+            Some(name) => one_check(state, name),
+            None => text(StatusCode::NOT_FOUND, "404 page not found\n".to_owned()),
+        },
+    }
+}
+
+/// `response` with its `Content-Type`.
+fn typed(mut response: Response<Full<Bytes>>, content_type: &'static str) -> Response<Full<Bytes>> {
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(content_type),
+    );
+    response
+}
+
+/// `/healthz`, `/livez` or `/readyz` (`endpoint`): `ok`, or every check's result when one failed or `verbose`.
+fn health(state: &State, endpoint: &str, verbose: bool) -> Response<Full<Bytes>> {
+    let results = state.health.run();
+    let ok = results.iter().all(|(_, r)| r.is_ok());
+    if ok && !verbose {
+        return text(StatusCode::OK, "ok".to_owned());
+    }
+    let mut body = String::new();
+    for (name, r) in &results {
+        match r {
+            Ok(()) => body.push_str(&format!("[+]{name} ok\n")),
+            Err(e) => body.push_str(&format!("[-]{name} failed: {e}\n")),
         }
-        _ => {
-            if let Some(name) = ["/healthz/", "/livez/", "/readyz/"]
-                .iter()
-                .find_map(|prefix| path.strip_prefix(prefix))
-            {
-                match state.health.run().into_iter().find(|(n, _)| n == name) {
-                    Some((_, Ok(()))) => text(StatusCode::OK, "ok".to_owned()),
-                    Some((_, Err(e))) => text(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        format!("internal server error: {e}\n"),
-                    ),
-                    None => text(StatusCode::NOT_FOUND, format!("no health check named {name:?}\n")),
-                }
-            } else {
-                text(StatusCode::NOT_FOUND, "404 page not found\n".to_owned())
-            }
-        }
+    }
+    if ok {
+        body.push_str(&format!("{endpoint} check passed\n"));
+        text(StatusCode::OK, body)
+    } else {
+        body.push_str(&format!("{endpoint} check failed\n"));
+        text(StatusCode::INTERNAL_SERVER_ERROR, body)
+    }
+}
+
+/// `/healthz/<name>` and the like: the one check named.
+fn one_check(state: &State, name: &str) -> Response<Full<Bytes>> {
+    match state.health.run().into_iter().find(|(n, _)| n == name) {
+        Some((_, Ok(()))) => text(StatusCode::OK, "ok".to_owned()),
+        Some((_, Err(e))) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("internal server error: {e}\n"),
+        ),
+        None => text(StatusCode::NOT_FOUND, format!("no health check named {name:?}\n")),
+    }
+}
+
+/// `/metrics`, in the OpenMetrics text format.
+fn metrics_page(state: &State) -> Response<Full<Bytes>> {
+    let mut body = String::new();
+    match prometheus_client::encoding::text::encode(&mut body, &state.registry) {
+        Ok(()) => typed(
+            text(StatusCode::OK, body),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+        Err(e) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("encoding metrics failed: {e}\n"),
+        ),
     }
 }

@@ -5,7 +5,7 @@
 //! controllers stop, and the same identity leads again once the apiserver answers), and a Service created after
 //! the return gets its load balancer. How long that took is a figure, printed (and written into
 //! docs/reliability.md with `CCM_WRITE_DOCS=1`), never asserted.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::{
     path::{Path, PathBuf},

@@ -2,7 +2,7 @@
 //! left as it is, the write the cloud-node controller would have made is recorded under its name, the route
 //! controller reports the routes it would create, and the service controller plans (again when the Nodes
 //! change) instead of ensuring.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::{sync::Arc, time::Duration};
 

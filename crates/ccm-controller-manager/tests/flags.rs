@@ -1,7 +1,7 @@
 //! Flag tests: defaults, every validation error, `--controllers` semantics, the compatibility flags, and the exact
 //! argument lists of the Go cloud controller manager's Helm chart and kustomize DaemonSet.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! 20 s with the default 15 s / 10 s / 2 s timings; a graceful shutdown releases the lease and the successor
 //! takes over at once; a stolen lease stops the controllers and makes `run` fail.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::{
     sync::{

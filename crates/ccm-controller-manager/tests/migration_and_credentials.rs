@@ -2,7 +2,7 @@
 //! component never start) and `--use-service-account-credentials` (a controller's client is its own service
 //! account) against the real kube-apiserver.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::{
     collections::BTreeSet,

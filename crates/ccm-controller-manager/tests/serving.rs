@@ -1,7 +1,7 @@
 //! `/healthz` and `/metrics` over HTTPS (self-signed certificate) from a runtime that leads and runs the four
 //! built-in controllers (restricted by label selectors to objects of this test) against the real kube-apiserver.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::{sync::Arc, time::Duration};
 

@@ -2,7 +2,7 @@
 //! SETTINGS, and an HTTP/1.1 connection that sends nothing after the TLS handshake is closed by the header read
 //! timeout instead of being held for good.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::{sync::Arc, time::Duration};
 

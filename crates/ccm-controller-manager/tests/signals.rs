@@ -1,7 +1,7 @@
 //! `Runtime::run` stops gracefully on SIGTERM: controllers stopped, lease released, `Ok` returned. Alone in its
 //! test binary, since the signal goes to the whole process.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::{
     sync::{

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 
 use ccm_cloud_provider::LoadBalancerPlan;
-use k8s_openapi::api::core::v1::Node;
 
 /// Where a dry run's plans go (see `ServiceConfig::plans` and `RouteConfig::plans`).
 pub trait DryRunSink: Send + Sync + std::fmt::Debug {
@@ -20,39 +19,4 @@ pub trait DryRunSink: Send + Sync + std::fmt::Debug {
     /// The changes another controller (a provider's, such as AWS's `tagging`) would make to `object`;
     /// replaces those reported before for it, and an empty list means nothing is pending for it any more.
     fn changes(&self, controller: &str, object: &str, changes: Vec<String>);
-}
-
-/// A dry run's view of `plan`: the routes it would delete and create, and the `NetworkUnavailable` conditions
-/// it would write (as if every route were created), by Node.
-pub(crate) fn route_changes(
-    plan: &crate::route::RoutePlan,
-    nodes: &[&Node],
-    clock: &crate::Clock,
-) -> BTreeMap<String, Vec<String>> {
-    let mut changes: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for node in nodes {
-        let name = node.metadata.name.as_deref().unwrap_or_default();
-        let Some(&created) = plan.nodes.get(name) else {
-            continue;
-        };
-        if let Some(condition) = crate::route::network_condition(node, created, clock) {
-            let line = format!("set condition NetworkUnavailable={}", condition.status);
-            changes.entry(name.to_owned()).or_default().push(line);
-        }
-    }
-    for route in &plan.delete {
-        let key = if route.target_node.is_empty() {
-            format!("route {}", route.destination_cidr)
-        } else {
-            route.target_node.clone()
-        };
-        let line = format!("delete route {} -> {}", route.destination_cidr, route.target_node);
-        changes.entry(key).or_default().push(line);
-    }
-    for planned in &plan.create {
-        let route = &planned.route;
-        let line = format!("create route {} -> {}", route.destination_cidr, route.target_node);
-        changes.entry(route.target_node.clone()).or_default().push(line);
-    }
-    changes
 }

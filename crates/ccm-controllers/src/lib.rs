@@ -13,6 +13,14 @@
 //! May depend on: `ccm-cloud-provider`, `kube`, `kube-runtime`, `k8s-openapi`, `tokio`, `tracing`, metrics and
 //! HTTP crates. Never on anything AWS.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::too_many_lines,
+        reason = "the function limit is for code, not for tests"
+    )
+)]
+
 pub mod addresses;
 mod bootstrap;
 mod clock;

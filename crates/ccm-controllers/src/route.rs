@@ -2,19 +2,11 @@
 //! CIDR), deletes routes inside the cluster CIDRs that no node claims (and blackholes), and sets each node's
 //! `NetworkUnavailable` condition (`RouteCreated` / `NoRouteCreated`).
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    fmt,
-    future::Future,
-    net::IpAddr,
-    str::FromStr,
-    sync::Arc,
-    time::Duration,
-};
+use std::{collections::BTreeSet, future::Future, sync::Arc, time::Duration};
 
-use ccm_cloud_provider::{CloudProvider, NodeAddress, Route, Routes};
+use ccm_cloud_provider::{CloudProvider, Route, Routes};
 use futures::{StreamExt, stream};
-use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api, Client,
     api::{Patch, PatchParams},
@@ -24,18 +16,13 @@ use serde_json::json;
 
 use crate::{
     Bootstrap, Clock, ControllerMetrics, Error, ErrorChain,
-    addresses::node_addresses,
     events::{EventRecorder, EventType, node_reference},
-    keys::CONDITION_NETWORK_UNAVAILABLE,
     run_until,
 };
 
-/// An IP network such as `10.244.0.0/16` (host bits are cleared, as Go's `ParseCIDR` does).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    network: IpAddr,
-    prefix: u8,
-}
+mod planning;
+
+pub use planning::{Cidr, PlannedRoute, RoutePlan, network_condition};
 
 /// Settings of the route controller.
 #[derive(Debug, Clone)]
@@ -65,116 +52,6 @@ pub struct RouteConfig {
     /// A dry run's sink: with one, each pass's plan goes there and nothing is changed (no route, no
     /// `NetworkUnavailable` condition). Default: none.
     pub plans: Option<Arc<dyn crate::DryRunSink>>,
-}
-
-/// One route to create for a node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedRoute {
-    /// The node's UID, the provider's name hint.
-    pub name_hint: String,
-    /// The route (target node, its addresses, destination).
-    pub route: Route,
-}
-
-/// What a pass does (upstream `reconcile`, steps 1 to 4).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RoutePlan {
-    /// Routes to delete.
-    pub delete: Vec<Route>,
-    /// Routes to create (new, or replacing an outdated one).
-    pub create: Vec<PlannedRoute>,
-    /// Deletes must finish before creates (the provider tracks node addresses, so an update is
-    /// delete-then-create).
-    pub deletes_first: bool,
-    /// For each node the condition is written for: whether its routes exist once `create` succeeded. Nodes
-    /// without pod CIDRs but with routes pointing at them get `false`.
-    pub nodes: BTreeMap<String, bool>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Action {
-    Keep,
-    Add,
-    Update,
-}
-
-// === impl Cidr ===
-
-impl FromStr for Cidr {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || format!("{s:?} is not a CIDR such as 10.244.0.0/16 or fd00:10:244::/56");
-        let (ip, prefix) = s.trim().split_once('/').ok_or_else(bad)?;
-        let ip: IpAddr = ip.parse().map_err(|_| bad())?;
-        let prefix: u8 = prefix.parse().map_err(|_| bad())?;
-        let max = if ip.is_ipv4() { 32 } else { 128 };
-        if prefix > max {
-            return Err(bad());
-        }
-        Ok(Self {
-            network: mask(ip, prefix),
-            prefix,
-        })
-    }
-}
-
-impl fmt::Display for Cidr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.network, self.prefix)
-    }
-}
-
-fn bits(ip: IpAddr) -> (u128, u32) {
-    match ip {
-        IpAddr::V4(v4) => (u128::from(u32::from(v4)), 32),
-        IpAddr::V6(v6) => (u128::from(v6), 128),
-    }
-}
-
-fn from_bits(v: u128, v4: bool) -> IpAddr {
-    if v4 {
-        IpAddr::from(u32::try_from(v).unwrap_or(u32::MAX).to_be_bytes())
-    } else {
-        IpAddr::from(v.to_be_bytes())
-    }
-}
-
-fn host_mask(prefix: u8, width: u32) -> u128 {
-    let host = width - u32::from(prefix);
-    if host >= 128 {
-        u128::MAX
-    } else {
-        (1u128 << host) - 1
-    }
-}
-
-fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
-    let (v, width) = bits(ip);
-    from_bits(v & !host_mask(prefix, width), ip.is_ipv4())
-}
-
-impl Cidr {
-    /// Whether `ip` is inside this network.
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        ip.is_ipv4() == self.network.is_ipv4() && mask(ip, self.prefix) == self.network
-    }
-
-    /// The network address.
-    pub fn network(&self) -> IpAddr {
-        self.network
-    }
-
-    /// The last address.
-    pub fn last(&self) -> IpAddr {
-        let (v, width) = bits(self.network);
-        from_bits(v | host_mask(self.prefix, width), self.network.is_ipv4())
-    }
-
-    /// Whether this is an IPv4 network.
-    pub fn is_ipv4(&self) -> bool {
-        self.network.is_ipv4()
-    }
 }
 
 // === impl RouteConfig ===
@@ -222,112 +99,13 @@ impl RouteConfig {
 
     /// Whether this controller manages `route`: its network or last address lies in a cluster CIDR.
     pub fn is_responsible_for(&self, route: &Route) -> bool {
-        let Ok(cidr) = route.destination_cidr.parse::<Cidr>() else {
-            return false;
-        };
-        self.cluster_cidrs
-            .iter()
-            .any(|c| c.contains(cidr.network()) || c.contains(cidr.last()))
+        planning::responsible(&self.cluster_cidrs, route)
     }
-}
-
-fn pod_cidrs(node: &Node) -> Vec<String> {
-    let spec = node.spec.as_ref();
-    let mut cidrs = spec.and_then(|s| s.pod_cidrs.clone()).unwrap_or_default();
-    if cidrs.is_empty()
-        && let Some(c) = spec.and_then(|s| s.pod_cidr.clone())
-    {
-        cidrs.push(c);
-    }
-    cidrs
-}
-
-fn same_addresses(a: &[NodeAddress], b: &[NodeAddress]) -> bool {
-    a.len() == b.len() && a.iter().all(|x| b.contains(x))
 }
 
 /// Upstream `reconcile`'s decisions, without side effects.
 pub fn plan(config: &RouteConfig, nodes: &[&Node], routes: &[Route]) -> RoutePlan {
-    let mut by_node: BTreeMap<&str, Vec<&Route>> = BTreeMap::new();
-    for r in routes.iter().filter(|r| !r.target_node.is_empty()) {
-        by_node.entry(r.target_node.as_str()).or_default().push(r);
-    }
-    let mut actions: BTreeMap<(String, String), Action> = BTreeMap::new();
-    let mut out = RoutePlan::default();
-    for node in nodes {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let cidrs = pod_cidrs(node);
-        if cidrs.is_empty() {
-            if by_node.contains_key(name.as_str()) {
-                out.nodes.insert(name, false);
-            }
-            continue;
-        }
-        let addresses = node_addresses(node);
-        let existing = by_node.get(name.as_str()).cloned().unwrap_or_default();
-        for cidr in cidrs.iter().collect::<BTreeSet<_>>() {
-            let action = match existing.iter().find(|r| &r.destination_cidr == cidr) {
-                Some(r)
-                    if !r.enable_node_addresses || same_addresses(&r.target_node_addresses, &addresses) =>
-                {
-                    Action::Keep
-                }
-                Some(_) => Action::Update,
-                None => Action::Add,
-            };
-            if action != Action::Keep {
-                out.create.push(PlannedRoute {
-                    name_hint: node.metadata.uid.clone().unwrap_or_default(),
-                    route: Route {
-                        target_node: name.clone(),
-                        target_node_addresses: addresses.clone(),
-                        destination_cidr: cidr.clone(),
-                        ..Default::default()
-                    },
-                });
-            }
-            actions.insert((name.clone(), cidr.clone()), action);
-        }
-        out.nodes.insert(name, true);
-    }
-    for r in routes.iter().filter(|r| config.is_responsible_for(r)) {
-        let action = actions.get(&(r.target_node.clone(), r.destination_cidr.clone()));
-        if r.blackhole || !matches!(action, Some(Action::Keep | Action::Add)) {
-            out.delete.push(r.clone());
-        }
-    }
-    out.deletes_first = routes.first().is_some_and(|r| r.enable_node_addresses);
-    out
-}
-
-/// The `NetworkUnavailable` condition to write, or `None` when the node already has the equivalent one.
-pub fn network_condition(node: &Node, routes_created: bool, clock: &Clock) -> Option<NodeCondition> {
-    let existing = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_NETWORK_UNAVAILABLE));
-    let (status, reason, message) = if routes_created {
-        ("False", "RouteCreated", "RouteController created a route")
-    } else {
-        (
-            "True",
-            "NoRouteCreated",
-            "RouteController failed to create a route",
-        )
-    };
-    if existing.is_some_and(|c| c.status == status && c.reason.as_deref() == Some(reason)) {
-        return None;
-    }
-    let now = clock.now();
-    Some(NodeCondition {
-        type_: CONDITION_NETWORK_UNAVAILABLE.to_owned(),
-        status: status.to_owned(),
-        reason: Some(reason.to_owned()),
-        message: Some(message.to_owned()),
-        last_transition_time: Some(now.clone()),
-        last_heartbeat_time: Some(now),
-    })
+    planning::plan(&config.cluster_cidrs, nodes, routes)
 }
 
 struct Ctx<P: CloudProvider> {
@@ -479,7 +257,7 @@ async fn reconcile_routes<P: CloudProvider>(ctx: &Ctx<P>) -> Result<(), Error> {
         leave_the_rest_alone(ctx, &refs, &routes, &mut plan).await;
     }
     if let Some(sink) = &ctx.config.plans {
-        sink.routes(crate::dry_run::route_changes(&plan, &refs, &ctx.config.clock));
+        sink.routes(planning::route_changes(&plan, &refs, &ctx.config.clock));
         return Ok(());
     }
     let limit = ctx.config.max_concurrent_operations.max(1);

@@ -1,5 +1,5 @@
 //! The cloud-node controller against the real kube-apiserver with the fake provider.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::{sync::Arc, time::Duration};
 

@@ -1,6 +1,6 @@
 //! Event correlation against the real kube-apiserver: identical Events become one object whose count and
 //! lastTimestamp are patched; distinct messages are distinct objects.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use ccm_controllers::{
     Clock, ControllerMetrics,

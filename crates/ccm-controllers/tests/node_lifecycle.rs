@@ -1,6 +1,6 @@
 //! The node-lifecycle controller against the real kube-apiserver with the fake provider. No kubelet runs, so
 //! the tests set the Ready condition themselves.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::{sync::Arc, time::Duration};
 

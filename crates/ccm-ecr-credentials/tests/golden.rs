@@ -7,7 +7,7 @@
 //! one-hour credentials. Regenerate after an intended change with `UPDATE_GOLDEN=1 cargo test -p
 //! ccm-ecr-credentials --test golden`, then review the diff.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::{
     fs,

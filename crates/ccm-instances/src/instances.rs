@@ -15,17 +15,16 @@ use ccm_cloud_provider::{CloudError, InstanceMetadata, InstancesV2, Result as Cl
 use ccm_tagging::ClusterTags;
 use k8s_openapi::api::core::v1::Node;
 use regex::Regex;
-use tokio::time::Instant;
 
 use crate::{
     InstancesError,
     addresses::{IpFamily, fargate_addresses, instance_addresses},
-    topology::{NETWORK_NODE_LAYER_PREFIX, UnsupportedStore, network_node_labels, region_unsupported},
+    topology::{NETWORK_NODE_LAYER_PREFIX, UnsupportedStore, network_node_labels},
 };
 
 use listing::ClusterListing;
+pub use listing::{INSTANCES_PER_PAGE, LISTING_REUSE};
 use lookup::Reuse;
-pub use lookup::{INSTANCES_PER_PAGE, LISTING_REUSE};
 use regions::Away;
 
 /// The zone ID label (`use1-az1`), the same physical zone in every account.
@@ -410,98 +409,6 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             .filter_map(|z| cache.get(z).map(|id| (z.clone(), id.clone())))
             .collect())
     }
-
-    /// The network nodes of `candidates` (instance, type), one call for all; absent means no labels.
-    async fn topology(
-        &self,
-        candidates: Vec<(InstanceId, String)>,
-    ) -> HashMap<InstanceId, Result<Vec<String>, InstancesError>> {
-        let mut out = HashMap::new();
-        let now = Instant::now();
-        let candidates: Vec<(InstanceId, String)> = {
-            let mut store = self
-                .unsupported_topology
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            store.prune(now);
-            let mut seen = BTreeSet::new();
-            candidates
-                .into_iter()
-                .filter(|(id, ty)| !store.skip(now, id, ty) && seen.insert(id.clone()))
-                .collect()
-        };
-        if candidates.is_empty() {
-            return out;
-        }
-        let ids: Vec<InstanceId> = candidates.iter().map(|(id, _)| id.clone()).collect();
-        let pattern = &self.config.topology_instance_types;
-        // Only types matching the pattern need an answer (their errors fail initialization); for the others the
-        // labels are best effort, so a slow or retried call must not hold their initialization up.
-        let required = candidates.iter().any(|(_, ty)| pattern.is_match(ty));
-        let call = self.ec2.instance_topology(&ids);
-        let answer = if required {
-            call.await
-        } else {
-            match tokio::time::timeout(BEST_EFFORT_TOPOLOGY, call).await {
-                Ok(answer) => answer,
-                Err(_) => {
-                    tracing::warn!(
-                        instances = ids.len(),
-                        after = ?BEST_EFFORT_TOPOLOGY,
-                        "instance topology did not answer in time; initializing without network-node labels"
-                    );
-                    return out;
-                }
-            }
-        };
-        match answer {
-            Ok(list) => {
-                let mut nodes: HashMap<InstanceId, Vec<String>> = list
-                    .into_iter()
-                    .filter(|t| !t.network_nodes.is_empty())
-                    .map(|t| (t.instance_id, t.network_nodes))
-                    .collect();
-                let supported_types: BTreeSet<&str> = candidates
-                    .iter()
-                    .filter(|(id, _)| nodes.contains_key(id))
-                    .map(|(_, ty)| ty.as_str())
-                    .collect();
-                let mut store = self
-                    .unsupported_topology
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                for (id, ty) in &candidates {
-                    match nodes.remove(id) {
-                        Some(n) => {
-                            out.insert(id.clone(), Ok(n));
-                        }
-                        None if pattern.is_match(ty) => store.mark_id(now, id.clone()),
-                        None if !supported_types.contains(ty.as_str()) => store.mark_type(now, ty.clone()),
-                        None => {}
-                    }
-                }
-            }
-            Err(e) if region_unsupported(&e) => {
-                tracing::info!(error = %e, "instance topology is not available; not asking again for a day");
-                self.unsupported_topology
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .mark_region(now);
-            }
-            Err(e) => {
-                let e = Arc::new(e);
-                for (id, ty) in candidates {
-                    if pattern.is_match(&ty) {
-                        let what = format!("failed to get the topology of instance {id} ({ty})");
-                        out.insert(id, Err(InstancesError::aws(what, e.clone())));
-                    } else {
-                        tracing::warn!(instance = %id, error = %e, "could not get instance topology");
-                    }
-                }
-            }
-        }
-        out
-    }
 }
 
 impl<E: Ec2 + Send + Sync> InstancesV2 for AwsInstances<E> {
@@ -590,6 +497,7 @@ fn has_label(node: &Node, key: &str) -> bool {
 
 mod listing;
 mod lookup;
+mod network_nodes;
 mod regions;
 #[cfg(test)]
 mod tests;

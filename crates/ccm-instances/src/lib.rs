@@ -30,6 +30,14 @@
 //! [`ProviderId::parse`]: ccm_aws_api::ProviderId::parse
 //! [`InstanceRef::from_node_name`]: ccm_aws_api::InstanceRef::from_node_name
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::too_many_lines,
+        reason = "the function limit is for code, not for tests"
+    )
+)]
+
 mod addresses;
 mod error;
 mod instances;

@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod names;
+pub(crate) mod neighbours;
 pub mod security_groups;
 pub mod subnets;
 pub mod targets;

@@ -48,6 +48,14 @@
 //!
 //! May depend on: `std`, `thiserror`. Never on `kube`, `aws-sdk-*` or other domain crates.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::too_many_lines,
+        reason = "the function limit is for code, not for tests"
+    )
+)]
+
 use std::collections::BTreeMap;
 
 /// Resource tags: key to value.

@@ -25,6 +25,14 @@
 //! `aws-config` only behind the `aws` feature, which the crates whose tests talk to moto through the SDK enable
 //! (the adapter, the composition, the examples): the domain crates' tests never build the SDK.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::too_many_lines,
+        reason = "the function limit is for code, not for tests"
+    )
+)]
+
 #[cfg(feature = "aws")]
 pub mod ec2;
 mod env;

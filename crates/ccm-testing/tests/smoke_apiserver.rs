@@ -1,6 +1,8 @@
 //! Proves the Kubernetes half of the test environment is a real apiserver: create, list, watch and patch
 //! (merge and server-side apply, on the status subresource too) a Node, asserting what the server stored.
 
+#![allow(clippy::too_many_lines)]
+
 use std::time::Duration;
 
 use ccm_testing::{TestEnv, unique_name};

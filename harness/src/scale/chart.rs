@@ -12,7 +12,7 @@ use plotters::{
 
 use crate::scale::{
     ccm::total,
-    report::{Figures, Phase},
+    figures::{Figures, Phase},
 };
 
 /// One figure of both patterns.
@@ -122,6 +122,15 @@ const OURS: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 const GO: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
 const ROW_PX: u32 = 44;
 
+/// A tick of the logarithmic axis: fractions as they are, the rest without decimals.
+fn x_label(v: &f64) -> String {
+    if *v < 1.0 {
+        format!("{v}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
 /// Draws the chart of both patterns into `path` (SVG).
 pub fn write(path: &Path, ours: &Figures, go: &Figures, title: &str) -> anyhow::Result<()> {
     let rows = rows(ours, go);
@@ -147,13 +156,7 @@ pub fn write(path: &Path, ours: &Figures, go: &Figures, title: &str) -> anyhow::
         .configure_mesh()
         .disable_y_mesh()
         .y_labels(0)
-        .x_label_formatter(&|v| {
-            if *v < 1.0 {
-                format!("{v}")
-            } else {
-                format!("{v:.0}")
-            }
-        })
+        .x_label_formatter(&x_label)
         .x_desc("log scale: calls, seconds, MiB (shorter is better)")
         .draw()
         .map_err(err)?;

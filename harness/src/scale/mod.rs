@@ -12,6 +12,7 @@ mod aws;
 mod ccm;
 mod chart;
 mod cluster;
+mod figures;
 mod meta;
 mod phases;
 mod report;
@@ -143,8 +144,8 @@ pub async fn run() -> anyhow::Result<()> {
         },
         figures: Default::default(),
     };
-    let ours_report = |f: &report::Figures| progress.publish(0, f);
-    let up_report = |f: &report::Figures| progress.publish(1, f);
+    let ours_report = |f: &figures::Figures| progress.publish(0, f);
+    let up_report = |f: &figures::Figures| progress.publish(1, f);
     let (a, b) = match &up_env {
         Some(env) => tokio::join!(
             phases::run(&ours_env, &bin, &ours, &params, &ours_report),

@@ -14,7 +14,7 @@ use crate::scale::{
     aws::Fleet,
     ccm::{Calls, Ccm, diff},
     cluster::{self, Lb},
-    report::{Figures, Phase},
+    figures::{Figures, Phase},
 };
 
 /// Called with a pattern's figures after each of its phases.

@@ -1,76 +1,16 @@
-//! The figures of one call pattern, and the table of both that the harness writes into docs/performance.md
-//! between its markers (the rest of the page is prose, kept as it is).
+//! The table of both call patterns' figures that the harness writes into docs/performance.md between its
+//! markers (the rest of the page is prose, kept as it is).
 
 use std::{fmt::Write as _, path::Path};
 
-use crate::scale::ccm::{Calls, Memory, total};
+use crate::scale::{
+    ccm::{Calls, total},
+    figures::{Figures, Phase},
+};
 
 pub const BEGIN: &str =
     "<!-- BEGIN scale harness: written by `scale` (harness/src/scale/); do not edit by hand -->";
 pub const END: &str = "<!-- END scale harness -->";
-
-/// How far a pattern got, in order: figures of a phase not finished are shown as not reached, so that the page
-/// written while the run goes on (or after it stopped) never shows a zero for a figure that was not taken.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Phase {
-    #[default]
-    Started,
-    Burst,
-    Steady,
-    Join,
-    Leave,
-    Done,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct Figures {
-    pub label: String,
-    pub nodes: usize,
-    pub phase: Phase,
-    /// Write floor and node burst, seconds; the burst's AWS calls.
-    pub floor: f64,
-    pub burst: f64,
-    pub burst_calls: Calls,
-    /// Services, the seconds until all had load balancers (infinite: not within the run's limit), and how
-    /// many had one then.
-    pub ensure: Vec<(usize, f64, usize)>,
-    /// The steady window: its length, calls per hour by operation, CPU seconds in it.
-    pub steady_secs: f64,
-    pub steady: Calls,
-    pub steady_cpu: f64,
-    /// Load balancers targeting the joining Node's pool, and how many of them are NLBs.
-    pub affected: (usize, usize),
-    pub join: Calls,
-    pub join_init: f64,
-    pub join_lag: f64,
-    pub leave: Calls,
-    pub leave_lag: f64,
-    /// Peak RSS (KiB) after each Service count; CPU seconds of the whole run.
-    pub rss: Vec<(usize, u64)>,
-    /// The process's memory at the end of each phase: where the peak comes from.
-    pub memory: Vec<(String, Memory)>,
-    pub cpu_total: f64,
-}
-
-impl Figures {
-    pub fn new(label: &str, nodes: usize) -> Self {
-        Self {
-            label: label.to_owned(),
-            nodes,
-            ..Self::default()
-        }
-    }
-
-    fn get(calls: &Calls, ops: &[&str]) -> f64 {
-        ops.iter().map(|op| calls.get(*op).copied().unwrap_or(0.0)).sum()
-    }
-
-    /// (register calls, other load-balancer calls) of the join; (deregister, other) of the leave.
-    fn membership(calls: &Calls, ops: &[&str]) -> (f64, f64) {
-        let own = Self::get(calls, ops);
-        (own, total(calls) - own - Self::get(calls, &["DescribeInstances"]))
-    }
-}
 
 /// P1: the burst's wall time at most this many times the write floor.
 const P1_FLOOR_RATIO: f64 = 1.2;
@@ -191,6 +131,16 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
     let mut row = |name: String, a: String, b: String, r: String, goal: String| {
         let _ = writeln!(t, "| {name} | {a} | {b} | {r} | {goal} |");
     };
+    burst_rows(&mut row, ours, up);
+    steady_rows(&mut row, ours, up);
+    churn_rows(&mut row, ours, up);
+    ensure_rows(&mut row, ours, up);
+    footprint_rows(&mut row, ours, up);
+    t
+}
+
+/// The node burst: its DescribeInstances calls (P1), all its calls, its wall time against the floor (P1).
+fn burst_rows(row: &mut impl FnMut(String, String, String, String, String), ours: &Figures, up: &Figures) {
     let di = |f: &Figures| Figures::get(&f.burst_calls, &["DescribeInstances"]);
     let p1_calls = if ours.nodes > 1000 { 6.0 } else { 2.0 };
     let b = Phase::Burst;
@@ -244,6 +194,10 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
             ),
         ),
     );
+}
+
+/// The steady window's calls per hour (P2), in all and by operation.
+fn steady_rows(row: &mut impl FnMut(String, String, String, String, String), ours: &Figures, up: &Figures) {
     let st = Phase::Steady;
     let (a, b) = (total(&ours.steady), total(&up.steady));
     row(
@@ -276,7 +230,10 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
             String::new(),
         );
     }
-    churn_rows(&mut row, ours, up);
+}
+
+/// How long until each count of Services had load balancers.
+fn ensure_rows(row: &mut impl FnMut(String, String, String, String, String), ours: &Figures, up: &Figures) {
     let longest = if ours.ensure.len() >= up.ensure.len() {
         &ours.ensure
     } else {
@@ -297,8 +254,6 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
             String::new(),
         );
     }
-    footprint_rows(&mut row, ours, up);
-    t
 }
 
 fn churn_rows(row: &mut impl FnMut(String, String, String, String, String), ours: &Figures, up: &Figures) {
@@ -505,6 +460,7 @@ pub fn write(path: &Path, table: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scale::ccm::Memory;
 
     #[test]
     fn the_table_shows_where_the_memory_is_and_the_raised_goals() {

@@ -212,6 +212,19 @@ impl Foreign {
             tags: tags(&other, "owned"),
         };
         world.aws.elbv2().create_target_group(&tg).await?;
+        let subnets = Self::plant_subnets(world).await?;
+        Ok(Self {
+            groups: vec![foreign_sg.to_string(), untagged.to_string(), shared.to_string()],
+            subnets,
+            load_balancer: lb,
+            target_group,
+            byo_group: untagged.to_string(),
+        })
+    }
+
+    /// Two subnets of the run's VPC the CCM may read but never change: one `shared` with this cluster and
+    /// tagged for ELBs, one untagged.
+    async fn plant_subnets(world: &World) -> anyhow::Result<Vec<String>> {
         let octet = ec2::octet_for(&world.id);
         let mut subnets = Vec::new();
         for (k, (zone, tag)) in [("us-east-1b", Some("shared")), ("us-east-1c", None)]
@@ -237,17 +250,15 @@ impl Foreign {
                     ("kubernetes.io/role/elb".to_owned(), "1".to_owned()),
                 ]
                 .into();
-                ec2.create_tags(std::slice::from_ref(&subnet), &tags).await?;
+                world
+                    .aws
+                    .ec2()
+                    .create_tags(std::slice::from_ref(&subnet), &tags)
+                    .await?;
             }
             subnets.push(subnet);
         }
-        Ok(Self {
-            groups: vec![foreign_sg.to_string(), untagged.to_string(), shared.to_string()],
-            subnets,
-            load_balancer: lb,
-            target_group,
-            byo_group: untagged.to_string(),
-        })
+        Ok(subnets)
     }
 
     /// Every foreign resource as text, by ID; anything that changes it changes its text.

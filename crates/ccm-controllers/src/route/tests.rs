@@ -1,9 +1,13 @@
-use ccm_cloud_provider::NodeAddressType::InternalIp;
+use std::collections::BTreeMap;
+
+use ccm_cloud_provider::{NodeAddress, NodeAddressType::InternalIp};
+use k8s_openapi::api::core::v1::NodeCondition;
 use k8s_openapi::jiff::Timestamp;
 
 use kube::runtime::reflector;
 
 use super::*;
+use crate::keys::CONDITION_NETWORK_UNAVAILABLE;
 use ccm_testing::fixtures::NodeBuilder;
 
 fn config() -> RouteConfig {

@@ -13,7 +13,11 @@
 //! the second appears: the name is then never answered from the listing again (a warning says so), and a Node
 //! already answered keeps the first instance, as it would with the Go controller's first match.
 
-use std::{collections::HashMap, sync::PoisonError, time::SystemTime};
+use std::{
+    collections::HashMap,
+    sync::PoisonError,
+    time::{Duration, SystemTime},
+};
 
 use ccm_aws_api::{
     Ec2, Filter, InstanceId,
@@ -21,11 +25,30 @@ use ccm_aws_api::{
 };
 use tokio::time::Instant;
 
-use super::{
-    AwsInstances, Found, LIVE_STATES, Lookup,
-    lookup::{CREATED_MARGIN, INSTANCES_PER_PAGE, LISTING_REUSE, wall_clock},
-};
+use super::{AwsInstances, Found, LIVE_STATES, Lookup};
 use crate::{InstancesError, VALUES_PER_FILTER};
+
+/// How long a cluster-wide listing answers the initialization lookups of later batches. Only instances it saw
+/// running, with a name no other live instance had, are answered from it. Five minutes, the default
+/// `--node-status-update-frequency`: a Node's addresses are as old as that between refreshes anyway, and what
+/// else initialization takes (ID, type, zone) does not change while an instance runs. It must outlast a burst:
+/// 5,000 Nodes take the controller's Kubernetes writes about two and a half minutes at `--kube-api-qps=100`,
+/// and a one-minute window made the burst list the cluster twice.
+pub const LISTING_REUSE: Duration = Duration::from_secs(300);
+
+/// Instances per page of a `DescribeInstances` listing (its `MaxResults` ceiling).
+pub const INSTANCES_PER_PAGE: usize = 1000;
+
+/// The wall clock, compared with the apiserver's creation stamps (tests date their Nodes relative to it).
+#[allow(clippy::disallowed_methods)]
+pub(super) fn wall_clock() -> SystemTime {
+    SystemTime::now()
+}
+
+/// How long after a Node's creation (as the apiserver stamped it, to the second) a listing must be taken to
+/// answer it without confirmation: the stamp's truncation. A recycled address needs the old instance gone and a
+/// new one booted before its Node can exist, tens of seconds at least, far more than any clock skew this hides.
+pub(super) const CREATED_MARGIN: Duration = Duration::from_secs(1);
 
 /// What the listing holds for one private DNS name.
 #[derive(Debug)]
@@ -300,6 +323,22 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             .add_page(token.as_deref(), &tagged, next, wall_clock());
         listed.extend(tagged);
         Ok(())
+    }
+
+    /// Lists the cluster's live instances, every page at once (a fresh answer for existence checks), and keeps
+    /// the listing for later batches.
+    pub(super) async fn list_cluster(&self) -> ccm_aws_api::Result<Vec<Instance>> {
+        let Some(cluster) = &self.config.cluster else {
+            return Ok(Vec::new());
+        };
+        let instances = self.ec2.instances(&cluster_filters(cluster)).await?;
+        let tagged: Vec<Instance> = instances
+            .into_iter()
+            .filter(|i| cluster.is_tagged(&i.tags))
+            .collect();
+        tracing::debug!(instances = tagged.len(), "listed the cluster's instances");
+        self.lock_listing().replace(&tagged, wall_clock());
+        Ok(tagged)
     }
 
     pub(super) fn lock_listing(&self) -> std::sync::MutexGuard<'_, ClusterListing> {

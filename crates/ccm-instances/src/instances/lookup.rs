@@ -3,7 +3,8 @@
 //! Nodes named by private DNS name (kubelets without a provider ID) are the costly case: beyond 200 names the
 //! only single request is a listing of the whole cluster (its tag). A burst of new Nodes arrives in several
 //! batches, and each batch would list the whole cluster again; so the last listing answers later batches for
-//! [`LISTING_REUSE`], and names it does not hold are asked by name when that is fewer calls than a new listing.
+//! [`LISTING_REUSE`](crate::LISTING_REUSE), and names it does not hold are asked by name when that is fewer
+//! calls than a new listing.
 //! Until a listing has shown the cluster's size, only the first batch is asked by name: a burst's first batches
 //! are small (the Nodes registered before the controller looked), and asking each by name would cost a call
 //! apiece on top of the listing the burst needs anyway.
@@ -19,7 +20,7 @@ use std::{
     collections::{BTreeSet, HashMap, HashSet},
     net::IpAddr,
     sync::Arc,
-    time::{Duration, SystemTime},
+    time::SystemTime,
 };
 
 use ccm_aws_api::{
@@ -27,41 +28,19 @@ use ccm_aws_api::{
     ec2::{Instance, InstanceState, NetworkInterface},
 };
 
-use super::{AwsInstances, Found, LIVE_STATES, Lookup, Target, listing};
+use super::{AwsInstances, Found, LIVE_STATES, Lookup, Target, listing::wall_clock};
 use crate::{IDS_PER_LOOKUP, InstancesError, VALUES_PER_FILTER};
-
-/// How long a cluster-wide listing answers the initialization lookups of later batches. Only instances it saw
-/// running, with a name no other live instance had, are answered from it. Five minutes, the default
-/// `--node-status-update-frequency`: a Node's addresses are as old as that between refreshes anyway, and what
-/// else initialization takes (ID, type, zone) does not change while an instance runs. It must outlast a burst:
-/// 5,000 Nodes take the controller's Kubernetes writes about two and a half minutes at `--kube-api-qps=100`,
-/// and a one-minute window made the burst list the cluster twice.
-pub const LISTING_REUSE: Duration = Duration::from_secs(300);
-
-/// Instances per page of a `DescribeInstances` listing (its `MaxResults` ceiling).
-pub const INSTANCES_PER_PAGE: usize = 1000;
 
 /// Whether a lookup may be answered from the last cluster-wide listing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Reuse<'a> {
-    /// Initialization: a running instance seen within [`LISTING_REUSE`] is good enough, if the listing was
-    /// taken after the Node was created (creation times by Node name; a Node without one counts as old), else
-    /// once confirmed by ID.
+    /// Initialization: a running instance seen within [`LISTING_REUSE`](crate::LISTING_REUSE) is good enough,
+    /// if the listing was taken after the Node was created (creation times by Node name; a Node without one
+    /// counts as old), else once confirmed by ID.
     Recent(&'a HashMap<String, SystemTime>),
     /// Existence and shutdown checks: only a fresh answer will do (they decide whether a Node is deleted).
     Never,
 }
-
-/// The wall clock, compared with the apiserver's creation stamps (tests date their Nodes relative to it).
-#[allow(clippy::disallowed_methods)]
-pub(super) fn wall_clock() -> SystemTime {
-    SystemTime::now()
-}
-
-/// How long after a Node's creation (as the apiserver stamped it, to the second) a listing must be taken to
-/// answer it without confirmation: the stamp's truncation. A recycled address needs the old instance gone and a
-/// new one booted before its Node can exist, tens of seconds at least, far more than any clock skew this hides.
-pub(super) const CREATED_MARGIN: Duration = Duration::from_secs(1);
 
 impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     /// Looks every target up, in as few calls as the limits allow.
@@ -221,22 +200,6 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             }
         }
         again
-    }
-
-    /// Lists the cluster's live instances, every page at once (a fresh answer for existence checks), and keeps
-    /// the listing for later batches.
-    async fn list_cluster(&self) -> ccm_aws_api::Result<Vec<Instance>> {
-        let Some(cluster) = &self.config.cluster else {
-            return Ok(Vec::new());
-        };
-        let instances = self.ec2.instances(&listing::cluster_filters(cluster)).await?;
-        let tagged: Vec<Instance> = instances
-            .into_iter()
-            .filter(|i| cluster.is_tagged(&i.tags))
-            .collect();
-        tracing::debug!(instances = tagged.len(), "listed the cluster's instances");
-        self.lock_listing().replace(&tagged, wall_clock());
-        Ok(tagged)
     }
 
     /// Answers `names` from one call's `answer`: the instance of each name, missing, or an error. Returns the

@@ -37,10 +37,12 @@ use ccm_aws_api::{
 use serde::Serialize;
 
 use super::{Change, HealthCheck, Listener};
-use crate::{Error, LoadBalancerConfig, shared, shared::GroupRef};
+use crate::{
+    Error, LoadBalancerConfig, shared,
+    shared::{GroupRef, neighbours},
+};
 
-/// The description prefix of the node rules: `kubernetes.io/rule/elb=<load balancer name>`.
-pub const NODE_RULE_PREFIX: &str = "kubernetes.io/rule/elb=";
+pub use crate::shared::neighbours::{NODE_RULE_PREFIX, load_balancer_ports};
 
 /// One rule whose source is the load balancer's group, as AWS reports it on a node group.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -145,21 +147,7 @@ pub fn source_rules(group: &SecurityGroup, source: &SecurityGroupId) -> Vec<Sour
 /// The ports a Classic ELB sends to on the nodes: its listeners' instance ports and its health check port.
 pub fn node_ports(listeners: &[Listener], health_check: &HealthCheck) -> BTreeSet<i32> {
     let mut ports: BTreeSet<i32> = listeners.iter().map(|l| l.instance_port).collect();
-    ports.extend(health_port(&health_check.target));
-    ports
-}
-
-/// The port of a health check target: `TCP:30080`, `HTTP:10256/healthz`.
-fn health_port(target: &str) -> Option<i32> {
-    let (_, rest) = target.split_once(':')?;
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
-
-/// The ports an observed Classic ELB sends to: its listeners' instance ports and its health check port.
-pub fn load_balancer_ports(lb: &ClassicLoadBalancer) -> BTreeSet<i32> {
-    let mut ports: BTreeSet<i32> = lb.listeners.iter().map(|l| l.instance_port).collect();
-    ports.extend(lb.health_check.as_ref().and_then(|h| health_port(&h.target)));
+    ports.extend(neighbours::classic_health_port(&health_check.target));
     ports
 }
 
@@ -380,7 +368,7 @@ pub async fn network_heirs<V: Elbv2>(
     for (group, rules) in &groups.rules {
         let named = rules
             .iter()
-            .filter_map(|r| crate::nlb::node_rules::rule_owner(r.description.as_deref()?));
+            .filter_map(|r| neighbours::network_owner(r.description.as_deref()?));
         candidates.entry(group).or_default().extend(named);
     }
     let names: BTreeSet<&str> = candidates
@@ -392,7 +380,7 @@ pub async fn network_heirs<V: Elbv2>(
     if names.is_empty() {
         return Ok(BTreeMap::new());
     }
-    let needs = crate::nlb::node_rules::needs_from_group(elbv2, source, &names).await?;
+    let needs = neighbours::network_needs_from(elbv2, source, &names).await?;
     let mut heirs = BTreeMap::new();
     for (group, names) in candidates {
         for (port, description) in names.iter().filter_map(|n| needs.get(*n)).flatten() {
@@ -402,32 +390,6 @@ pub async fn network_heirs<V: Elbv2>(
         }
     }
     Ok(heirs)
-}
-
-/// What the Classic ELBs named `names` need on their nodes: per one that exists, the group its node rules come
-/// from (its first) and the ports it sends to. One `DescribeLoadBalancers` per name.
-pub(crate) async fn needs_of<L: Elb>(
-    elb: &L,
-    names: &BTreeSet<&str>,
-) -> Result<BTreeMap<String, (SecurityGroupId, BTreeSet<i32>)>, Error> {
-    let mut needs = BTreeMap::new();
-    for name in names {
-        let found = elb
-            .load_balancer(name)
-            .await
-            .map_err(Error::aws("reading the Classic ELBs that use the nodes' groups"))?;
-        if let Some(lb) = found
-            && let Some(source) = lb.security_groups.first()
-        {
-            needs.insert((*name).to_owned(), (source.clone(), load_balancer_ports(&lb)));
-        }
-    }
-    Ok(needs)
-}
-
-/// The Classic ELB a node rule's description names.
-pub(crate) fn rule_owner(description: &str) -> Option<&str> {
-    description.strip_prefix(NODE_RULE_PREFIX)
 }
 
 /// Whether `group` is attached to any instance (one `DescribeNetworkInterfaces`): then it is not a load

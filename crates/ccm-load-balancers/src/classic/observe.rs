@@ -229,33 +229,15 @@ pub async fn observe<E: Ec2, L: Elb, V: Elbv2>(
         observed.attributes = Some(attributes);
         observed.policies = policies;
     }
-    if let Some((wanted, existing, known)) = targets {
-        let managed = matches!(desired.security_groups.first(), Some(GroupRef::Managed));
-        let mut groups = node_groups(config, wanted, referenced?.unwrap_or_default(), managed);
-        groups.instances = known;
-        let ports = node_rules::node_ports(&desired.listeners, &desired.health_check);
-        match &source {
-            Some((source, _)) => {
-                settle_revocations(
-                    &Ports {
-                        ec2,
-                        elb,
-                        elbv2,
-                        config,
-                    },
-                    &desired.name,
-                    source,
-                    managed,
-                    &ports,
-                    &mut groups,
-                )
-                .await?;
-            }
-            // The managed group is still to be made: no rule comes from it yet.
-            None => groups.others = Some(BTreeMap::new()),
-        }
-        observed.node_groups = Some(groups);
-        observed.existing_instances = Some(existing);
+    if let Some(targets) = targets {
+        let aws = Ports {
+            ec2,
+            elb,
+            elbv2,
+            config,
+        };
+        let referenced = referenced?.unwrap_or_default();
+        observe_node_groups(&aws, desired, source.as_ref(), targets, referenced, &mut observed).await?;
     }
     if let (Some(id), Some(refs)) = (orphan, orphan_refs?) {
         observed.orphaned_group = Some(OrphanedGroup {
@@ -268,6 +250,32 @@ pub async fn observe<E: Ec2, L: Elb, V: Elbv2>(
         });
     }
     Ok(observed)
+}
+
+/// The targets' node groups (the rules from the load balancer's `source` group there), with what settles their
+/// revocations; `referenced` are the groups with rules from `source`.
+async fn observe_node_groups<E: Ec2, L: Elb, V: Elbv2>(
+    aws: &Ports<'_, E, L, V>,
+    desired: &Desired,
+    source: Option<&(SecurityGroupId, bool)>,
+    (wanted, existing, known): Targets,
+    referenced: Vec<(SecurityGroup, Vec<SourceRule>)>,
+    observed: &mut Observed,
+) -> Result<(), Error> {
+    let managed = matches!(desired.security_groups.first(), Some(GroupRef::Managed));
+    let mut groups = node_groups(aws.config, wanted, referenced, managed);
+    groups.instances = known;
+    let ports = node_rules::node_ports(&desired.listeners, &desired.health_check);
+    match source {
+        Some((source, _)) => {
+            settle_revocations(aws, &desired.name, source, managed, &ports, &mut groups).await?;
+        }
+        // The managed group is still to be made: no rule comes from it yet.
+        None => groups.others = Some(BTreeMap::new()),
+    }
+    observed.node_groups = Some(groups);
+    observed.existing_instances = Some(existing);
+    Ok(())
 }
 
 const CONTEXT: &str = "reading the load balancer";

@@ -62,13 +62,9 @@ mod heirs;
 mod observe;
 
 pub use heirs::find as find_heirs;
-pub(crate) use heirs::{needs_from_group, rule_owner};
 pub use observe::observe;
 
-/// The description prefix of client rules: `kubernetes.io/rule/nlb/client=<load balancer name>`.
-pub const CLIENT_RULE_PREFIX: &str = "kubernetes.io/rule/nlb/client=";
-/// The description prefix of health check rules: `kubernetes.io/rule/nlb/health=<load balancer name>`.
-pub const HEALTH_RULE_PREFIX: &str = "kubernetes.io/rule/nlb/health=";
+pub use crate::shared::neighbours::{CLIENT_RULE_PREFIX, HEALTH_RULE_PREFIX};
 /// The description of the ICMP path MTU rules (shared by every NLB of the cluster).
 pub const MTU_RULE: &str = "kubernetes.io/rule/nlb/mtu";
 /// The source of rules referencing an NLB's managed group before the group exists (planned with its creation);

@@ -1,13 +1,17 @@
 //! The cost of lookups by private DNS name across the batches of a burst, and what the recent listing may
 //! answer.
 
-use std::sync::{Arc, Mutex};
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use ccm_aws_api::{Tags, ec2::MockEc2};
 
 use super::super::tests::{REGION, counted, instance, node, ok};
 use super::*;
 use crate::InstancesConfig;
+use crate::{INSTANCES_PER_PAGE, LISTING_REUSE};
 use ccm_tagging::ClusterTags;
 use k8s_openapi::api::core::v1::Node;
 

@@ -42,7 +42,6 @@ const NLB: &[(Key, &str)] = &[(Key::Type, "nlb")];
 /// One case: the annotation, its value, the other annotations beside it, what Go did.
 type Row = (Key, &'static str, &'static [(Key, &'static str)], Go);
 
-#[allow(clippy::too_many_lines)]
 fn table() -> Vec<Row> {
     vec![
         // type: isNLB is `== "nlb"`, isLBExternal `== "nlb-ip" || == "external"`, anything else Classic.

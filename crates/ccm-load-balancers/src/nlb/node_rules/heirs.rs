@@ -16,10 +16,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ccm_aws_api::{Ec2, Elb, Elbv2, Filter, SecurityGroupId, SubnetId, elbv2::TargetGroup};
+use ccm_aws_api::{Ec2, Elb, Elbv2, Filter, SecurityGroupId, SubnetId};
 
-use super::{CLIENT_RULE_PREFIX, HEALTH_RULE_PREFIX, NodeAccess, Observed, described_rules};
-use crate::{Error, classic::node_rules as classic, shared::Rule};
+use super::{NodeAccess, Observed, described_rules};
+use crate::{
+    Error,
+    shared::{
+        Rule,
+        neighbours::{self, CLIENT_RULE_PREFIX, HEALTH_RULE_PREFIX, NODE_RULE_PREFIX},
+    },
+};
 
 /// At most this many other NLBs are read for one load balancer's handover (a bound on the calls; the rest of
 /// their needs then go unseen, and their next reconcile restores a revoked rule).
@@ -49,7 +55,7 @@ pub async fn find<E: Ec2, L: Elb, V: Elbv2>(
         {
             if let Some(name) = r.description.strip_prefix(CLIENT_RULE_PREFIX) {
                 candidates.entry(&group.id).or_default().insert(name.to_owned());
-            } else if let Some(name) = classic::rule_owner(&r.description) {
+            } else if let Some(name) = neighbours::classic_owner(&r.description) {
                 let users = classics.entry((&group.id, r.rule.source.clone())).or_default();
                 users.insert(name.to_owned());
             }
@@ -66,7 +72,7 @@ pub async fn find<E: Ec2, L: Elb, V: Elbv2>(
         return Ok(());
     }
     let needs = needs(ec2, elbv2, &names).await?;
-    let classic_needs = classic::needs_of(elb, &classic_names).await?;
+    let classic_needs = neighbours::classic_needs(elb, &classic_names).await?;
     let mut heirs = BTreeMap::new();
     for (group, rules) in &given_up {
         for rule in rules {
@@ -85,7 +91,7 @@ pub async fn find<E: Ec2, L: Elb, V: Elbv2>(
                             .get(*name)
                             .is_some_and(|n| classic_needs_rule(n, rule))
                     })
-                    .map(|name| format!("{}{name}", classic::NODE_RULE_PREFIX))
+                    .map(|name| format!("{NODE_RULE_PREFIX}{name}"))
             });
             if let Some(heir) = heir {
                 heirs.insert((group.clone(), rule.clone()), heir);
@@ -103,59 +109,6 @@ fn classic_needs_rule((source, ports): &(SecurityGroupId, BTreeSet<i32>), rule: 
         && rule.from_port == rule.to_port
         && rule.source == source.as_str()
         && ports.contains(&rule.from_port)
-}
-
-/// The NLB a node rule's description names (a client or a health rule's).
-pub(crate) fn rule_owner(description: &str) -> Option<&str> {
-    description
-        .strip_prefix(CLIENT_RULE_PREFIX)
-        .or_else(|| description.strip_prefix(HEALTH_RULE_PREFIX))
-}
-
-/// What the NLBs named `names` need from their security group `source` on the nodes, for Classic ELBs using the
-/// same group ([`classic::network_heirs`]): per NLB that exists and uses `source`, each `tcp` port with the
-/// description of its rule (client ports as client rules, other health check ports as health rules). One
-/// `DescribeLoadBalancers` and one `DescribeTargetGroups` per name.
-pub(crate) async fn needs_from_group<V: Elbv2>(
-    elbv2: &V,
-    source: &SecurityGroupId,
-    names: &BTreeSet<&str>,
-) -> Result<BTreeMap<String, BTreeMap<i32, String>>, Error> {
-    let context = "reading the NLBs that use the same security group";
-    let mut out = BTreeMap::new();
-    for name in names {
-        let Some(lb) = elbv2.load_balancer(name).await.map_err(Error::aws(context))? else {
-            continue;
-        };
-        if lb.lb_type != "network" || !lb.security_groups.contains(source) {
-            continue;
-        }
-        let groups = elbv2.target_groups(&lb.arn).await.map_err(Error::aws(context))?;
-        let mut ports = BTreeMap::new();
-        for tg in groups.iter().filter(|tg| carries_tcp(&tg.protocol)) {
-            ports.insert(tg.port, format!("{CLIENT_RULE_PREFIX}{name}"));
-        }
-        for port in groups.iter().filter_map(health_port) {
-            ports
-                .entry(port)
-                .or_insert_with(|| format!("{HEALTH_RULE_PREFIX}{name}"));
-        }
-        out.insert((*name).to_owned(), ports);
-    }
-    Ok(out)
-}
-
-/// Whether a target group's protocol reaches the nodes over TCP.
-fn carries_tcp(protocol: &str) -> bool {
-    matches!(protocol.to_ascii_uppercase().as_str(), "TCP" | "TLS" | "TCP_UDP")
-}
-
-/// The port a target group's health check probes.
-fn health_port(tg: &TargetGroup) -> Option<i32> {
-    match tg.health_check.port.as_deref() {
-        None | Some("traffic-port") => Some(tg.port),
-        Some(port) => port.parse().ok(),
-    }
 }
 
 /// The health rules of `access`'s load balancer on each group that it will not keep there.
@@ -194,26 +147,11 @@ async fn needs<E: Ec2, V: Elbv2>(
     names: &BTreeSet<&String>,
 ) -> Result<BTreeMap<String, BTreeSet<Rule>>, Error> {
     let context = "reading the other NLBs that use the nodes' groups";
-    // Per NLB: its health check ports, its subnets, its security groups.
-    type Needs = (BTreeSet<i32>, Vec<SubnetId>, Vec<String>);
-    let mut ports: BTreeMap<String, Needs> = BTreeMap::new();
-    for name in names {
-        let Some(lb) = elbv2.load_balancer(name).await.map_err(Error::aws(context))? else {
-            continue;
-        };
-        let groups = elbv2.target_groups(&lb.arn).await.map_err(Error::aws(context))?;
-        let health: BTreeSet<i32> = groups.iter().filter_map(health_port).collect();
-        let subnets = lb
-            .availability_zones
-            .iter()
-            .filter_map(|z| z.subnet_id.clone())
-            .collect();
-        let groups = lb.security_groups.iter().map(ToString::to_string).collect();
-        ports.insert((*name).clone(), (health, subnets, groups));
-    }
-    let ids: BTreeSet<&str> = ports
+    let names: BTreeSet<&str> = names.iter().map(|n| n.as_str()).collect();
+    let found = neighbours::network_needs(elbv2, &names, None, context).await?;
+    let ids: BTreeSet<&str> = found
         .values()
-        .flat_map(|(_, s, _)| s.iter().map(SubnetId::as_str))
+        .flat_map(|n| n.subnets.iter().map(SubnetId::as_str))
         .collect();
     let cidrs: BTreeMap<SubnetId, String> = if ids.is_empty() {
         BTreeMap::new()
@@ -225,17 +163,19 @@ async fn needs<E: Ec2, V: Elbv2>(
             .filter_map(|s| Some((s.id, s.cidr_block?)))
             .collect()
     };
-    Ok(ports
+    Ok(found
         .into_iter()
-        .map(|(name, (health, subnets, groups))| {
+        .map(|(name, needs)| {
             // From its subnets, or from its own groups when its rules reference them.
-            let sources: Vec<String> = subnets
+            let sources: Vec<String> = needs
+                .subnets
                 .iter()
                 .filter_map(|s| cidrs.get(s))
                 .map(|cidr| super::canonical_cidr(cidr))
-                .chain(groups)
+                .chain(needs.security_groups.iter().map(ToString::to_string))
                 .collect();
-            let rules = health
+            let rules = needs
+                .health_ports
                 .iter()
                 .flat_map(|port| {
                     sources.iter().map(|source| Rule {

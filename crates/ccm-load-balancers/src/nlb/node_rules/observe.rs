@@ -63,29 +63,16 @@ pub async fn observe<E: Ec2>(
         },
     );
     let mut instances = instances.map_err(Error::aws(context))?;
-    let not_running: BTreeSet<String> = instances
-        .iter()
-        .filter(|i| {
-            matches!(
-                i.state,
-                InstanceState::Stopping
-                    | InstanceState::Stopped
-                    | InstanceState::ShuttingDown
-                    | InstanceState::Terminated
-            )
-        })
-        .map(|i| i.id.to_string())
-        .collect();
+    let not_running = not_running(&instances);
     instances.retain(|i| !matches!(i.state, InstanceState::Terminated));
     let mut groups: BTreeMap<SecurityGroupId, SecurityGroup> = BTreeMap::new();
     for g in tagged
         .map_err(Error::aws(context))?
         .into_iter()
         .chain(legacy.map_err(Error::aws(context))?)
+        .filter(|g| config.cluster.is_tagged(&g.tags))
     {
-        if config.cluster.is_tagged(&g.tags) {
-            groups.insert(g.id.clone(), g);
-        }
+        groups.insert(g.id.clone(), g);
     }
 
     let others = other_groups(ec2, &instances, &groups).await?;
@@ -110,6 +97,23 @@ pub async fn observe<E: Ec2>(
         skipped,
         heirs: BTreeMap::new(),
     })
+}
+
+/// The instances that cannot pass a health check (stopping, stopped or gone): not registered.
+fn not_running(instances: &[Instance]) -> BTreeSet<String> {
+    instances
+        .iter()
+        .filter(|i| {
+            matches!(
+                i.state,
+                InstanceState::Stopping
+                    | InstanceState::Stopped
+                    | InstanceState::ShuttingDown
+                    | InstanceState::Terminated
+            )
+        })
+        .map(|i| i.id.to_string())
+        .collect()
 }
 
 /// An instance with a cluster-tagged group gets the rules there (or is ambiguous) whatever its other groups are;
