@@ -12,6 +12,8 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
 
 use super::*;
 
+mod contract;
+
 const OWN: &str = "i-0000000000000000a";
 const WORKER: &str = "i-0000000000000000c";
 const FOREIGN: &str = "i-0000000000000000f";
