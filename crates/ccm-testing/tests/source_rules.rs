@@ -8,11 +8,14 @@
 
 #![allow(clippy::expect_used, clippy::too_many_lines)]
 
+mod common;
+
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::{Path, PathBuf},
-    process::Command,
 };
+
+use common::workspace_metadata;
 
 use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::Visit;
@@ -27,18 +30,7 @@ struct Target {
 }
 
 fn targets() -> Vec<Target> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run cargo metadata");
-    assert!(
-        out.status.success(),
-        "cargo metadata failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata json");
+    let meta = workspace_metadata();
     let mut targets = Vec::new();
     for package in meta["packages"].as_array().expect("packages") {
         for target in package["targets"].as_array().expect("targets") {

@@ -6,9 +6,11 @@
 
 #![allow(clippy::expect_used, clippy::too_many_lines)]
 
-use std::{collections::BTreeMap, process::Command};
+mod common;
 
-use serde_json::Value;
+use std::collections::BTreeMap;
+
+use common::workspace_metadata;
 
 const CRATES: &[&str] = &[
     "ccm-cloud-provider",
@@ -55,25 +57,9 @@ const SHIPPED_DEPS: &[&str] = &[
     "tracing-subscriber",
 ];
 
-/// `cargo metadata` of the workspace's members (no resolution).
-fn metadata() -> Value {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run cargo metadata");
-    assert!(
-        out.status.success(),
-        "cargo metadata failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("metadata json")
-}
-
 /// Member names, and every declared dependency of every member.
 fn dependencies() -> (Vec<String>, Vec<Dep>) {
-    let meta = metadata();
+    let meta = workspace_metadata();
     let mut names = Vec::new();
     let mut deps = Vec::new();
     for package in meta["packages"].as_array().expect("packages") {
@@ -218,7 +204,7 @@ const SDK_FREE_TESTS: &[&str] = &["ccm-instances", "ccm-routes", "ccm-load-balan
 
 #[test]
 fn domain_crate_tests_never_build_the_aws_sdk() {
-    let meta = metadata();
+    let meta = workspace_metadata();
     let mut violations = Vec::new();
     for package in meta["packages"].as_array().expect("packages") {
         let pkg = package["name"].as_str().expect("name");
@@ -229,7 +215,7 @@ fn domain_crate_tests_never_build_the_aws_sdk() {
             let name = dep["name"].as_str().expect("dep name");
             let features: Vec<&str> = dep["features"]
                 .as_array()
-                .map(|f| f.iter().filter_map(Value::as_str).collect())
+                .map(|f| f.iter().filter_map(serde_json::Value::as_str).collect())
                 .unwrap_or_default();
             let kind = dep["kind"].as_str().unwrap_or("normal");
             if is_aws_sdk(name)
