@@ -13,6 +13,9 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
 use super::*;
 
 mod contract;
+mod recording;
+
+use recording::{Recording, RecordingRoutes};
 
 const OWN: &str = "i-0000000000000000a";
 const WORKER: &str = "i-0000000000000000c";
@@ -112,55 +115,10 @@ async fn member_nodes_leave_out_other_systems_instances_only() {
     assert_eq!(names, ["own", "fargate", "new"]);
 }
 
-/// A load balancer recording the node names it was given.
-#[derive(Default)]
-struct Recorder(Mutex<Vec<Vec<String>>>);
-
-impl Recorder {
-    fn record(&self, nodes: &[&Node]) {
-        let names = nodes.iter().map(|n| n.metadata.name.clone().unwrap()).collect();
-        self.0.lock().unwrap().push(names);
-    }
-}
-
-impl LoadBalancer for Recorder {
-    async fn get_load_balancer(&self, _: &str, _: &Service) -> CloudResult<Option<LoadBalancerStatus>> {
-        Ok(None)
-    }
-    fn load_balancer_name(&self, _: &str, _: &Service) -> String {
-        String::new()
-    }
-    async fn ensure_load_balancer(
-        &self,
-        _: &str,
-        _: &Service,
-        nodes: &[&Node],
-    ) -> CloudResult<LoadBalancerStatus> {
-        self.record(nodes);
-        Ok(LoadBalancerStatus::default())
-    }
-    async fn update_load_balancer(&self, _: &str, _: &Service, nodes: &[&Node]) -> CloudResult<()> {
-        self.record(nodes);
-        Ok(())
-    }
-    async fn ensure_load_balancer_deleted(&self, _: &str, _: &Service) -> CloudResult<()> {
-        Ok(())
-    }
-    async fn drifted(
-        &self,
-        _: &str,
-        _: &[&Service],
-        nodes: &[&Node],
-    ) -> CloudResult<Vec<ccm_cloud_provider::Drift>> {
-        self.record(nodes);
-        Ok(Vec::new())
-    }
-}
-
 #[tokio::test]
 async fn load_balancers_are_given_member_nodes_only() {
     let lookups = Arc::new(AtomicUsize::new(0));
-    let lbs = MemberLoadBalancers::new(Recorder::default(), membership(&lookups));
+    let lbs = MemberLoadBalancers::new(Recording::default(), membership(&lookups));
     let own = node("own", Some(&format!("aws:///us-east-1a/{OWN}")));
     let forged = node("forged", Some(&format!("aws:///us-east-1a/{FOREIGN}")));
     let service = Service::default();
@@ -174,26 +132,9 @@ async fn load_balancers_are_given_member_nodes_only() {
         .await
         .unwrap();
     lbs.drifted("k", &[&service], &[&own, &forged]).await.unwrap();
-    let seen = lbs.inner().0.lock().unwrap().clone();
+    let seen = lbs.inner().nodes_given();
     assert_eq!(seen, vec![vec!["own".to_owned()]; 4]);
     assert_eq!(lookups.load(Ordering::SeqCst), 1);
-}
-
-/// Routes counting the routes they were asked to create.
-#[derive(Default)]
-struct Created(AtomicUsize);
-
-impl Routes for Created {
-    async fn list_routes(&self, _: &str) -> CloudResult<Vec<Route>> {
-        Ok(Vec::new())
-    }
-    async fn create_route(&self, _: &str, _: &str, _: &Route) -> CloudResult<()> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-    async fn delete_route(&self, _: &str, _: &Route) -> CloudResult<()> {
-        Ok(())
-    }
 }
 
 fn route(node: &str) -> Route {
@@ -207,7 +148,7 @@ fn route(node: &str) -> Route {
 #[tokio::test]
 async fn routes_never_point_at_an_instance_outside_the_cluster() {
     let lookups = Arc::new(AtomicUsize::new(0));
-    let routes = MemberRoutes::new(Created::default(), membership(&lookups));
+    let routes = MemberRoutes::new(RecordingRoutes::default(), membership(&lookups));
     let own = node("own", Some(&format!("aws:///us-east-1a/{OWN}")));
     let forged = node("forged", Some(&format!("aws:///us-east-1a/{FOREIGN}")));
     routes.observe_nodes(&[&own, &forged]);
@@ -231,7 +172,7 @@ async fn routes_never_point_at_an_instance_outside_the_cluster() {
         .create_route("k", "uid-4", &route("ip-10-0-0-1.ec2.internal"))
         .await
         .unwrap();
-    assert_eq!(routes.inner().0.load(Ordering::SeqCst), 2);
+    assert_eq!(routes.inner().created(), 2);
 }
 
 fn count(lookups: &Arc<AtomicUsize>) -> usize {
@@ -243,7 +184,7 @@ fn count(lookups: &Arc<AtomicUsize>) -> usize {
 #[tokio::test]
 async fn a_node_whose_instance_is_not_found_costs_one_lookup() {
     let lookups = Arc::new(AtomicUsize::new(0));
-    let lbs = MemberLoadBalancers::new(Recorder::default(), membership(&lookups));
+    let lbs = MemberLoadBalancers::new(Recording::default(), membership(&lookups));
     let own = node("own", Some(&format!("aws:///us-east-1a/{OWN}")));
     let ghost = node("ghost", Some(&format!("aws:///us-east-1a/{GONE}")));
     let fake = node("fake", Some(&format!("aws:///zz-fake-1a/{NOWHERE}")));
@@ -255,7 +196,7 @@ async fn a_node_whose_instance_is_not_found_costs_one_lookup() {
         .unwrap();
     lbs.update_load_balancer("k", &service, &nodes).await.unwrap();
     lbs.drifted("k", &[&service], &nodes).await.unwrap();
-    let seen = lbs.inner().0.lock().unwrap().clone();
+    let seen = lbs.inner().nodes_given();
     assert_eq!(seen, vec![vec!["own".to_owned()]; 4]);
     assert_eq!(count(&lookups), 1, "the first answer, remembered");
 }
@@ -298,7 +239,7 @@ async fn a_node_naming_an_older_nodes_instance_is_no_target() {
     // The cloud-node controller reads every Node, the excluded one included.
     let read = instances(&m).instance_metadata_batch(&[&cp]).await;
     assert_eq!(read[0].as_ref().unwrap().as_ref().unwrap().not_in_cluster, None);
-    let lbs = MemberLoadBalancers::new(Recorder::default(), m.clone());
+    let lbs = MemberLoadBalancers::new(Recording::default(), m.clone());
     let service = Service::default();
     let ensured = lbs
         .ensure_load_balancer_reporting("k", &service, &[&worker, &forged])
@@ -308,7 +249,7 @@ async fn a_node_naming_an_older_nodes_instance_is_no_target() {
         .await
         .unwrap();
     lbs.drifted("k", &[&service], &[&worker, &forged]).await.unwrap();
-    let seen = lbs.inner().0.lock().unwrap().clone();
+    let seen = lbs.inner().nodes_given();
     assert_eq!(
         seen,
         vec![vec!["worker".to_owned()]; 3],
@@ -353,7 +294,7 @@ async fn the_cloud_node_controller_warns_about_a_node_naming_an_older_nodes_inst
 #[tokio::test]
 async fn routes_never_point_at_an_older_nodes_instance_for_a_newer_node() {
     let lookups = Arc::new(AtomicUsize::new(0));
-    let routes = MemberRoutes::new(Created::default(), membership(&lookups));
+    let routes = MemberRoutes::new(RecordingRoutes::default(), membership(&lookups));
     let (cp, worker, forged) = control_plane_worker_forged();
     routes.observe_nodes(&[&forged, &worker, &cp]);
     let refused = routes
@@ -363,7 +304,7 @@ async fn routes_never_point_at_an_older_nodes_instance_for_a_newer_node() {
     assert!(refused.to_string().contains("Node cp"), "{refused}");
     routes.create_route("k", "uid-2", &route("cp")).await.unwrap();
     routes.create_route("k", "uid-3", &route("worker")).await.unwrap();
-    assert_eq!(routes.inner().0.load(Ordering::SeqCst), 2);
+    assert_eq!(routes.inner().created(), 2);
 }
 
 #[tokio::test(start_paused = true)]

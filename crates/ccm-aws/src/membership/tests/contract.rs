@@ -3,84 +3,12 @@
 //! body instead, and show up here as the calls that body makes), and those that take Nodes pass member Nodes
 //! only.
 
-use ccm_cloud_provider::{Drift, Ensured, LoadBalancerPlan};
-
 use super::*;
-
-/// A load balancer recording each call by method, with the Node names it was given.
-#[derive(Default)]
-struct Every(Mutex<Vec<(&'static str, Vec<String>)>>);
-
-impl Every {
-    fn record(&self, method: &'static str, nodes: &[&Node]) {
-        let names = nodes.iter().map(|n| n.metadata.name.clone().unwrap()).collect();
-        self.0.lock().unwrap().push((method, names));
-    }
-}
-
-impl LoadBalancer for Every {
-    async fn get_load_balancer(&self, _: &str, _: &Service) -> CloudResult<Option<LoadBalancerStatus>> {
-        self.record("get_load_balancer", &[]);
-        Ok(None)
-    }
-    fn load_balancer_name(&self, _: &str, _: &Service) -> String {
-        self.record("load_balancer_name", &[]);
-        "name".to_owned()
-    }
-    async fn ensure_load_balancer(
-        &self,
-        _: &str,
-        _: &Service,
-        nodes: &[&Node],
-    ) -> CloudResult<LoadBalancerStatus> {
-        self.record("ensure_load_balancer", nodes);
-        Ok(LoadBalancerStatus::default())
-    }
-    async fn ensure_load_balancer_reporting(
-        &self,
-        _: &str,
-        _: &Service,
-        nodes: &[&Node],
-    ) -> CloudResult<Ensured> {
-        self.record("ensure_load_balancer_reporting", nodes);
-        Ok(Ensured::new(LoadBalancerStatus::default(), Vec::new()))
-    }
-    async fn update_load_balancer(&self, _: &str, _: &Service, nodes: &[&Node]) -> CloudResult<()> {
-        self.record("update_load_balancer", nodes);
-        Ok(())
-    }
-    async fn ensure_load_balancer_deleted(&self, _: &str, _: &Service) -> CloudResult<()> {
-        self.record("ensure_load_balancer_deleted", &[]);
-        Ok(())
-    }
-    async fn ensure_predecessor_load_balancer_deleted(
-        &self,
-        _: &str,
-        _: &Service,
-        _: &Service,
-    ) -> CloudResult<()> {
-        self.record("ensure_predecessor_load_balancer_deleted", &[]);
-        Ok(())
-    }
-    async fn drifted(&self, _: &str, _: &[&Service], nodes: &[&Node]) -> CloudResult<Vec<Drift>> {
-        self.record("drifted", nodes);
-        Ok(Vec::new())
-    }
-    async fn plan_load_balancer(
-        &self,
-        _: &str,
-        _: &Service,
-        nodes: &[&Node],
-    ) -> CloudResult<Option<LoadBalancerPlan>> {
-        self.record("plan_load_balancer", nodes);
-        Ok(None)
-    }
-}
 
 #[tokio::test]
 async fn every_load_balancer_method_reaches_the_wrapped_one_with_member_nodes() {
     let lookups = Arc::new(AtomicUsize::new(0));
-    let lbs = MemberLoadBalancers::new(Every::default(), membership(&lookups));
+    let lbs = MemberLoadBalancers::new(Recording::default(), membership(&lookups));
     let own = node("own", Some(&format!("aws:///us-east-1a/{OWN}")));
     let forged = node("forged", Some(&format!("aws:///us-east-1a/{FOREIGN}")));
     let nodes = [&own, &forged];
@@ -110,44 +38,13 @@ async fn every_load_balancer_method_reaches_the_wrapped_one_with_member_nodes() 
         ("drifted", own_only()),
         ("plan_load_balancer", own_only()),
     ];
-    assert_eq!(*lbs.inner().0.lock().unwrap(), expected);
-}
-
-/// Routes recording each call by method.
-#[derive(Default)]
-struct EveryRoute(Mutex<Vec<String>>);
-
-impl Routes for EveryRoute {
-    async fn list_routes(&self, _: &str) -> CloudResult<Vec<Route>> {
-        self.0.lock().unwrap().push("list_routes".into());
-        Ok(Vec::new())
-    }
-    async fn create_route(&self, _: &str, _: &str, route: &Route) -> CloudResult<()> {
-        self.0
-            .lock()
-            .unwrap()
-            .push(format!("create_route {}", route.target_node));
-        Ok(())
-    }
-    async fn delete_route(&self, _: &str, route: &Route) -> CloudResult<()> {
-        self.0
-            .lock()
-            .unwrap()
-            .push(format!("delete_route {}", route.target_node));
-        Ok(())
-    }
-    fn observe_nodes(&self, nodes: &[&Node]) {
-        self.0
-            .lock()
-            .unwrap()
-            .push(format!("observe_nodes {}", nodes.len()));
-    }
+    assert_eq!(lbs.inner().calls(), expected);
 }
 
 #[tokio::test]
 async fn every_routes_method_reaches_the_wrapped_one_and_only_member_targets_are_created() {
     let lookups = Arc::new(AtomicUsize::new(0));
-    let routes = MemberRoutes::new(EveryRoute::default(), membership(&lookups));
+    let routes = MemberRoutes::new(RecordingRoutes::default(), membership(&lookups));
     let own = node("own", Some(&format!("aws:///us-east-1a/{OWN}")));
     let forged = node("forged", Some(&format!("aws:///us-east-1a/{FOREIGN}")));
     routes.observe_nodes(&[&own, &forged]);
@@ -164,5 +61,5 @@ async fn every_routes_method_reaches_the_wrapped_one_and_only_member_targets_are
         "create_route own",
         "delete_route forged",
     ];
-    assert_eq!(*routes.inner().0.lock().unwrap(), expected);
+    assert_eq!(routes.inner().calls(), expected);
 }
