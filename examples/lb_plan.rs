@@ -74,7 +74,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let (cloud, _adapter) = AwsCloud::connect(&config, AdapterOptions::default()).await?;
     let lbs = cloud
         .load_balancer()
-        .map(|lbs| lbs.inner())
         .ok_or_else(|| anyhow::anyhow!("no VPC known: set VPC in the cloud config"))?;
     // As the controller does: a Node whose instance lacks the cluster tag is no target.
     let refs: Vec<&Node> = nodes.iter().collect();

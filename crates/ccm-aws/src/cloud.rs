@@ -23,7 +23,7 @@ use crate::{
     CloudConfig, adapter_options,
     cloud_config::{self, IpFamily},
     cluster_id::{self, ClusterIdError},
-    membership::{MemberInstances, MemberLoadBalancers, MemberRoutes, Membership},
+    membership::{MemberInstances, Membership},
 };
 
 /// The provider name, for `--cloud-provider`; defined once, in `ccm-aws-api`.
@@ -35,15 +35,12 @@ pub struct AwsCloud<E = AwsEc2, L = AwsElb, V = AwsElbv2> {
     ec2: E,
     membership: Arc<Membership<E>>,
     instances: MemberInstances<E>,
-    routes: MemberRoutes<AwsRoutes<E, NodeIndex>, E>,
-    load_balancers: Option<LoadBalancers<E, L, V>>,
+    routes: AwsRoutes<E, NodeIndex>,
+    load_balancers: Option<AwsLoadBalancers<E, L, V>>,
     cluster: ClusterTags,
     region: String,
     vpc_id: Option<VpcId>,
 }
-
-/// The load balancers of [`AwsCloud`]: the domain crate (host updates planned from its memory), member Nodes only.
-pub type LoadBalancers<E, L, V> = MemberLoadBalancers<AwsLoadBalancers<E, L, V>, E>;
 
 /// What the CCM found out about where it runs, before any capability is built.
 #[derive(Debug, Clone)]
@@ -198,20 +195,19 @@ where
         // an instance is named by the Node that runs there, whatever the node-name scheme.
         // Nothing is changed for a Node whose instance lacks the cluster tag (crate::membership).
         let membership = Arc::new(Membership::new(ec2.clone(), env.cluster.clone()));
-        let routes = MemberRoutes::new(
-            AwsRoutes::new(ec2.clone(), routes_config).with_node_names(NodeIndex::new()),
-            membership.clone(),
-        );
+        let routes = AwsRoutes::new(ec2.clone(), routes_config)
+            .with_node_names(NodeIndex::new())
+            .with_route_targets(membership.clone());
         let load_balancers = match &env.vpc_id {
-            Some(vpc) => Some(MemberLoadBalancers::new(
+            Some(vpc) => Some(
                 AwsLoadBalancers::new(
                     ec2.clone(),
                     elb,
                     elbv2,
                     load_balancer_config(config, &env, vpc.clone()),
-                ),
-                membership.clone(),
-            )),
+                )
+                .with_node_targets(membership.clone()),
+            ),
             None => {
                 warn!(
                     "no VPC known (set VPC in the cloud config): Services of type LoadBalancer are not served"
@@ -241,7 +237,7 @@ where
     pub fn with_load_balancer_recreation(mut self, allowed: bool) -> Self {
         self.load_balancers = self
             .load_balancers
-            .map(|lbs| lbs.map(|inner| inner.with_recreation_allowed(allowed)));
+            .map(|lbs| lbs.with_recreation_allowed(allowed));
         self
     }
 
@@ -281,8 +277,8 @@ where
     type InstancesV2 = MemberInstances<E>;
     type Instances = Unsupported;
     type Zones = Unsupported;
-    type LoadBalancer = LoadBalancers<E, L, V>;
-    type Routes = MemberRoutes<AwsRoutes<E, NodeIndex>, E>;
+    type LoadBalancer = AwsLoadBalancers<E, L, V>;
+    type Routes = AwsRoutes<E, NodeIndex>;
 
     fn provider_name(&self) -> &str {
         PROVIDER_NAME

@@ -1,10 +1,11 @@
 //! Cluster membership of the instances behind Nodes: the guard that keeps a forged or foreign Node (one whose
 //! `spec.providerID` names an instance without this cluster's tag, as a leaked kubelet credential may create)
 //! from steering the controller to a resource the cluster does not own. Load balancer targets and the rules on
-//! the nodes' security groups ([`MemberLoadBalancers`]), routes and the source/destination check
-//! ([`MemberRoutes`]) and the tagging controller act only for members; reads (node initialization, addresses,
-//! existence) stay as they are, and the cloud-node controller warns about such Nodes (the instances provider
-//! reports [`InstanceMetadata::not_in_cluster`]).
+//! the nodes' security groups ([`Membership`] is the load balancers'
+//! [`NodeTargets`](ccm_load_balancers::NodeTargets) port), routes and the source/destination check (the routes'
+//! [`RouteTargets`](ccm_routes::RouteTargets) port) and the tagging controller act only for members; reads (node
+//! initialization, addresses, existence) stay as they are, and the cloud-node controller warns about such Nodes
+//! (the instances provider reports [`InstanceMetadata::not_in_cluster`]).
 //!
 //! A member carries the cluster tag `kubernetes.io/cluster/<id>` (`owned` or `shared`) or the legacy
 //! `KubernetesCluster=<id>` ([`ClusterTags::not_member`]), as docs/tagging-requirements.md asks of every
@@ -35,10 +36,9 @@ use k8s_openapi::api::core::v1::Node;
 use tokio::time::Instant;
 
 mod claims;
-mod wrappers;
+mod ports;
 
 pub use claims::{CLAIM_TTL, Elder};
-pub use wrappers::{MemberLoadBalancers, MemberRoutes};
 
 /// How long an instance found to carry the cluster tag is trusted without reading it again.
 pub const MEMBER_TTL: Duration = Duration::from_secs(3600);

@@ -13,7 +13,8 @@
 //!   which the provider's ensure, update and dry run are written once;
 //! - [`drift`]: which load balancers were changed by hand, from bulk listings;
 //! - [`ownership`]: which load balancers found under a Service's name this cluster may touch;
-//! - [`AwsLoadBalancers`]: the [`ccm_cloud_provider::LoadBalancer`] implementation; [`plan_for`]: a dry run;
+//! - [`AwsLoadBalancers`]: the [`ccm_cloud_provider::LoadBalancer`] implementation, serving only the Nodes its
+//!   [`NodeTargets`] port keeps; [`plan_for`]: a dry run;
 //!   [`Error`]: why a load balancer could not be ensured, updated or deleted. It remembers what each ensure and
 //!   host update left (its host memory), so that a node joining or leaving costs a load balancer only its
 //!   register or deregister calls (docs/load-balancers.md, "Node changes: host updates from memory").
@@ -83,12 +84,14 @@ mod provider;
 mod recent_instances;
 pub mod shared;
 pub mod spec;
+mod targets;
 
 pub use dry_run::{Changes, DesiredModel, DryRun, Recreation};
 pub use error::Error;
 pub use provider::{AwsLoadBalancers, DEFAULT_CLUSTER_NAME, PlanForError, plan_for};
 pub use shared::{HealthProbeMode, LoadBalancerConfig};
 pub use spec::{Flavour, InvalidService, ServiceSpec, parse_service, parse_service_with};
+pub use targets::{AllNodes, NodeTargets, TargetsFuture};
 
 #[cfg(test)]
 mod docs_tests;

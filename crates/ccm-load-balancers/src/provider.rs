@@ -17,6 +17,7 @@ use crate::{
     recent_instances::RecentInstances,
     shared,
     spec::{Flavour, ServiceSpec, flavour_change, parse_service_with},
+    targets::{NodeTargets, Targets},
 };
 
 /// The controller manager's `--cluster-name` default, for dry runs told no other (`lb-plan --cluster-name`).
@@ -36,6 +37,8 @@ pub struct AwsLoadBalancers<E, L, V> {
     /// given, what they and their instances looked like after the last ensure or update. Node changes then cost
     /// only their writes, and nothing for a load balancer whose targets they leave as they are.
     memory: HostMemory,
+    /// Which of the Nodes given may be targets: every method taking Nodes asks first.
+    targets: Targets,
 }
 
 /// The error of a recreation that failed part-way: what was being done, then the failure, keeping its retry
@@ -115,7 +118,15 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             config,
             zones: OnceCell::new(),
             memory: HostMemory::default(),
+            targets: Targets::default(),
         }
+    }
+
+    /// Serves only the Nodes that `targets` keeps (see [`NodeTargets`]; by default every Node given).
+    #[must_use]
+    pub fn with_node_targets(mut self, targets: impl NodeTargets + 'static) -> Self {
+        self.targets = Targets::new(targets);
+        self
     }
 
     /// Consent to recreation for every Service when `allowed` (`--allow-load-balancer-recreation`; see
@@ -188,6 +199,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
 
     /// The dry run: the desired model and the plan against the current AWS state, reading only. `cluster_name`
     /// is the controller's `--cluster-name`, as ensure is given it (it names an NLB's managed security group).
+    /// Plans for `nodes` as given; the contract's `plan_load_balancer` gives it only those [`NodeTargets`] keeps.
     pub async fn dry_run(
         &self,
         cluster_name: &str,
@@ -232,8 +244,22 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         Ok(F::dry_run(spec.into_owned(), desired, changes))
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
+    /// Ensure for the Nodes that may be targets, with the notices of those left out.
     async fn ensure(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> Result<Ensured, CloudError> {
+        let (nodes, refused) = self.targets.of(nodes).await?;
+        let mut ensured = self.ensure_targets(cluster_name, service, &nodes).await?;
+        ensured.notices.extend(refused);
+        Ok(ensured)
+    }
+
+    /// Ensure for `nodes`, all of which may be targets.
+    #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
+    async fn ensure_targets(
         &self,
         cluster_name: &str,
         service: &Service,
@@ -346,6 +372,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
 
     #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
     async fn update(&self, cluster_name: &str, service: &Service, nodes: &[&Node]) -> Result<(), CloudError> {
+        let (nodes, _) = self.targets.of(nodes).await?;
+        let nodes = nodes.as_slice();
         let uid = service.metadata.uid.as_deref();
         let spec = parse_service_with(service, &self.config.attribute_keys)
             .map_err(Error::from)
@@ -353,7 +381,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let wanted = shared::service_load_balancer_name(&spec)?;
         if !shared::renamed_from(service, &wanted).is_empty() {
             // A name change pending (or withheld): the full ensure knows which load balancer serves.
-            return self.ensure(cluster_name, service, nodes).await.map(drop);
+            return self.ensure_targets(cluster_name, service, nodes).await.map(drop);
         }
         let claimant = ownership::Claimant::new(&wanted, &spec.key(), &spec.uid);
         let targets = shared::target_instances(nodes, &spec.target_node_labels);
@@ -496,6 +524,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         services: &[&Service],
         nodes: &[&Node],
     ) -> ccm_cloud_provider::Result<Vec<ccm_cloud_provider::Drift>> {
+        let (nodes, _) = self.targets.of(nodes).await?;
+        let nodes = nodes.as_slice();
         let drifts = crate::drift::drifted(
             &self.elb,
             &self.elbv2,
@@ -516,7 +546,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         service: &Service,
         nodes: &[&Node],
     ) -> ccm_cloud_provider::Result<Option<ccm_cloud_provider::LoadBalancerPlan>> {
-        let run = Box::pin(self.dry_run(cluster_name, service, nodes)).await?;
+        let (nodes, _) = self.targets.of(nodes).await?;
+        let run = Box::pin(self.dry_run(cluster_name, service, &nodes)).await?;
         // lb-plan's lines, header included, when anything is pending; none when the Service is up to date.
         let pending = !run.changes.is_empty() || !run.waiting_ports.is_empty();
         let changes = if pending {

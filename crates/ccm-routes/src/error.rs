@@ -64,6 +64,17 @@ pub enum RoutesError {
         /// The instance the route should point at.
         wanted: InstanceId,
     },
+    /// The route would point at an instance that is not the cluster's, or not the Node's (an older Node names it):
+    /// refused before anything is written (see [`RouteTargets`](crate::RouteTargets)).
+    #[error("not routing {cidr} to node {node}: {reason}")]
+    Refused {
+        /// The destination.
+        cidr: String,
+        /// The node the route was to point at.
+        node: String,
+        /// Why the node's instance is no route target.
+        reason: String,
+    },
     /// An AWS call failed.
     #[error("{what}")]
     Aws {

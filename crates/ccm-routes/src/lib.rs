@@ -54,7 +54,9 @@
 mod error;
 mod names;
 mod routes;
+mod targets;
 
 pub use error::RoutesError;
 pub use names::{NoNodeNames, NodeIndex, NodeNames};
 pub use routes::{AwsRoutes, RoutesConfig};
+pub use targets::{AnyRouteTarget, RefusalFuture, RouteTargets};

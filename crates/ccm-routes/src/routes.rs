@@ -17,7 +17,7 @@ use ccm_tagging::{ClusterTags, LEGACY_CLUSTER_TAG};
 use k8s_openapi::api::core::v1::Node;
 use tokio::time::Instant;
 
-use crate::{NoNodeNames, NodeNames, RoutesError};
+use crate::{AnyRouteTarget, NoNodeNames, NodeNames, RouteTargets, RoutesError};
 
 /// Instance states a node's instance can be in (upstream's filter for name lookups; terminated ones excluded).
 const LIVE_STATES: [&str; 5] = ["pending", "running", "shutting-down", "stopping", "stopped"];
@@ -45,9 +45,11 @@ pub struct RoutesConfig {
 ///   [`NodeNames`], else the private DNS name of a cluster-tagged instance) and blackholed routes to instances or
 ///   network interfaces (name `<cluster>-<cidr>`, `blackhole: true`). Other routes are never reported, so the
 ///   route controller never deletes them.
-/// - `create_route` disables the instance's source/destination check once, then per table: nothing if the route
-///   is there, `ReplaceRoute` over a blackhole (never a moment without a route), `CreateRoute` otherwise; an
-///   active route to something else is a [`RoutesError::Conflict`] and left alone.
+/// - `create_route` asks [`RouteTargets`] (see [`AwsRoutes::with_route_targets`]) whether the Node's instance may
+///   be a target at all ([`RoutesError::Refused`] if not), then disables the instance's source/destination check
+///   once, then per table: nothing if the route is there, `ReplaceRoute` over a blackhole (never a moment without
+///   a route), `CreateRoute` otherwise; an active route to something else is a [`RoutesError::Conflict`] and left
+///   alone.
 /// - `delete_route` removes the CIDR's route from each table where it points at the listed instance (or, for a
 ///   blackhole, where it is blackholed); routes to gateways and other targets are never deleted.
 ///
@@ -57,6 +59,8 @@ pub struct RoutesConfig {
 pub struct AwsRoutes<E, N = NoNodeNames> {
     ec2: E,
     names: N,
+    /// Which instances a route may point at (see [`AwsRoutes::with_route_targets`]).
+    targets: Arc<dyn RouteTargets>,
     config: RoutesConfig,
     state: Mutex<State>,
     refresh: tokio::sync::Mutex<()>,
@@ -155,6 +159,7 @@ where
         Self {
             ec2,
             names: NoNodeNames,
+            targets: Arc::new(AnyRouteTarget),
             config,
             state: Mutex::new(State::default()),
             refresh: tokio::sync::Mutex::new(()),
@@ -174,6 +179,7 @@ where
         AwsRoutes {
             ec2: self.ec2,
             names,
+            targets: self.targets,
             config: self.config,
             state: self.state,
             refresh: self.refresh,
@@ -263,6 +269,7 @@ where
     /// Routes `route.destination_cidr` to the instance of `route.target_node` in every table of the cluster.
     pub async fn create(&self, cluster_name: &str, route: &Route) -> Result<(), RoutesError> {
         let (cidr, spelled) = parse_cidr(&route.destination_cidr)?;
+        self.refuse_foreign_target(route).await?;
         let instance = self.instance_of(&route.target_node).await?;
         self.disable_source_dest_check(&instance).await?;
         let lock = self.cidr_lock(cidr);
@@ -548,40 +555,6 @@ where
     }
 }
 
-impl<E, N> Routes for AwsRoutes<E, N>
-where
-    E: Ec2 + Send + Sync,
-    N: NodeNames,
-{
-    async fn list_routes(&self, cluster_name: &str) -> ccm_cloud_provider::Result<Vec<Route>> {
-        self.list(cluster_name).await.map_err(CloudError::from)
-    }
-
-    async fn create_route(
-        &self,
-        cluster_name: &str,
-        _name_hint: &str,
-        route: &Route,
-    ) -> ccm_cloud_provider::Result<()> {
-        self.create(cluster_name, route).await.map_err(CloudError::from)
-    }
-
-    async fn delete_route(&self, cluster_name: &str, route: &Route) -> ccm_cloud_provider::Result<()> {
-        self.delete(cluster_name, route).await.map_err(CloudError::from)
-    }
-
-    fn observe_nodes(&self, nodes: &[&Node]) {
-        let pairs: Vec<(&str, Option<&str>)> = nodes
-            .iter()
-            .filter_map(|n| {
-                let name = n.metadata.name.as_deref()?;
-                Some((name, n.spec.as_ref().and_then(|s| s.provider_id.as_deref())))
-            })
-            .collect();
-        self.names.observe(&pairs);
-    }
-}
-
 impl<E, N> fmt::Debug for AwsRoutes<E, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AwsRoutes")
@@ -590,6 +563,7 @@ impl<E, N> fmt::Debug for AwsRoutes<E, N> {
     }
 }
 
+mod contract;
 mod instances;
 mod rules;
 use rules::*;

@@ -2,20 +2,15 @@
 
 use ccm_testing::fixtures::NodeBuilder;
 use std::sync::{
-    Arc, Mutex,
+    Arc,
     atomic::{AtomicUsize, Ordering},
 };
 
 use ccm_aws_api::ec2::{Instance, InstanceState, MockEc2};
-use ccm_cloud_provider::{LoadBalancer, Route, Routes};
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
+use ccm_load_balancers::NodeTargets;
+use ccm_routes::RouteTargets;
 
 use super::*;
-
-mod contract;
-mod recording;
-
-use recording::{Recording, RecordingRoutes};
 
 const OWN: &str = "i-0000000000000000a";
 const WORKER: &str = "i-0000000000000000c";
@@ -115,64 +110,52 @@ async fn member_nodes_leave_out_other_systems_instances_only() {
     assert_eq!(names, ["own", "fargate", "new"]);
 }
 
+/// The names of the Nodes that `m` keeps as load-balancer targets, and the notices of those left out.
+async fn targets(m: &Membership<MockEc2>, nodes: &[&Node]) -> (Vec<String>, Vec<Notice>) {
+    let (kept, notices) = NodeTargets::targets(m, nodes).await.unwrap();
+    let names = kept.iter().map(|n| n.metadata.name.clone().unwrap()).collect();
+    (names, notices)
+}
+
 #[tokio::test]
-async fn load_balancers_are_given_member_nodes_only() {
+async fn load_balancer_targets_are_member_nodes_only() {
     let lookups = Arc::new(AtomicUsize::new(0));
-    let lbs = MemberLoadBalancers::new(Recording::default(), membership(&lookups));
+    let m = membership(&lookups);
     let own = node("own", Some(&format!("aws:///us-east-1a/{OWN}")));
     let forged = node("forged", Some(&format!("aws:///us-east-1a/{FOREIGN}")));
-    let service = Service::default();
-    lbs.ensure_load_balancer("k", &service, &[&own, &forged])
-        .await
-        .unwrap();
-    lbs.ensure_load_balancer_reporting("k", &service, &[&own, &forged])
-        .await
-        .unwrap();
-    lbs.update_load_balancer("k", &service, &[&forged, &own])
-        .await
-        .unwrap();
-    lbs.drifted("k", &[&service], &[&own, &forged]).await.unwrap();
-    let seen = lbs.inner().nodes_given();
-    assert_eq!(seen, vec![vec!["own".to_owned()]; 4]);
+    for nodes in [[&own, &forged], [&forged, &own]] {
+        let (kept, notices) = targets(&m, &nodes).await;
+        assert_eq!(kept, ["own"]);
+        assert_eq!(
+            notices,
+            [],
+            "an outsider's Node is warned about by the cloud-node controller"
+        );
+    }
     assert_eq!(lookups.load(Ordering::SeqCst), 1);
 }
 
-fn route(node: &str) -> Route {
-    Route {
-        target_node: node.into(),
-        destination_cidr: "10.244.1.0/24".into(),
-        ..Default::default()
-    }
+/// Why `m` refuses a route to Node `node` whose instance is `instance` (when the routes know it).
+async fn refusal(m: &Membership<MockEc2>, node: &str, instance: Option<&str>) -> Option<String> {
+    let instance = instance.map(InstanceId::new);
+    RouteTargets::refusal(m, node, instance.as_ref()).await.unwrap()
 }
 
 #[tokio::test]
 async fn routes_never_point_at_an_instance_outside_the_cluster() {
     let lookups = Arc::new(AtomicUsize::new(0));
-    let routes = MemberRoutes::new(RecordingRoutes::default(), membership(&lookups));
-    let own = node("own", Some(&format!("aws:///us-east-1a/{OWN}")));
-    let forged = node("forged", Some(&format!("aws:///us-east-1a/{FOREIGN}")));
-    routes.observe_nodes(&[&own, &forged]);
-    routes.create_route("k", "uid-1", &route("own")).await.unwrap();
-    let refused = routes
-        .create_route("k", "uid-2", &route("forged"))
-        .await
-        .unwrap_err();
-    let text = refused.to_string();
+    let m = membership(&lookups);
+    assert_eq!(refusal(&m, "own", Some(OWN)).await, None);
+    let refused = refusal(&m, "forged", Some(FOREIGN)).await.unwrap();
     assert!(
-        text.contains(FOREIGN) && text.contains("kubernetes.io/cluster/prod"),
-        "{text}"
+        refused.contains(FOREIGN) && refused.contains("kubernetes.io/cluster/prod"),
+        "{refused}"
     );
-    // An `i-...` node name without a Node is checked too.
-    routes
-        .create_route("k", "uid-3", &route(FOREIGN))
-        .await
-        .unwrap_err();
+    // An `i-...` node name without a Node is checked too (the routes pass the instance it names).
+    assert!(refusal(&m, FOREIGN, Some(FOREIGN)).await.is_some());
     // A private DNS name is left to the routes, which look it up among the cluster's instances only.
-    routes
-        .create_route("k", "uid-4", &route("ip-10-0-0-1.ec2.internal"))
-        .await
-        .unwrap();
-    assert_eq!(routes.inner().created(), 2);
+    assert_eq!(refusal(&m, "ip-10-0-0-1.ec2.internal", None).await, None);
+    assert_eq!(count(&lookups), 2, "one lookup of each instance, remembered");
 }
 
 fn count(lookups: &Arc<AtomicUsize>) -> usize {
@@ -184,20 +167,14 @@ fn count(lookups: &Arc<AtomicUsize>) -> usize {
 #[tokio::test]
 async fn a_node_whose_instance_is_not_found_costs_one_lookup() {
     let lookups = Arc::new(AtomicUsize::new(0));
-    let lbs = MemberLoadBalancers::new(Recording::default(), membership(&lookups));
+    let m = membership(&lookups);
     let own = node("own", Some(&format!("aws:///us-east-1a/{OWN}")));
     let ghost = node("ghost", Some(&format!("aws:///us-east-1a/{GONE}")));
     let fake = node("fake", Some(&format!("aws:///zz-fake-1a/{NOWHERE}")));
-    let nodes = [&own, &ghost, &fake];
-    let service = Service::default();
-    lbs.ensure_load_balancer("k", &service, &nodes).await.unwrap();
-    lbs.ensure_load_balancer_reporting("k", &service, &nodes)
-        .await
-        .unwrap();
-    lbs.update_load_balancer("k", &service, &nodes).await.unwrap();
-    lbs.drifted("k", &[&service], &nodes).await.unwrap();
-    let seen = lbs.inner().nodes_given();
-    assert_eq!(seen, vec![vec!["own".to_owned()]; 4]);
+    // Each ensure, host update, drift pass and plan asks once.
+    for _ in 0..4 {
+        assert_eq!(targets(&m, &[&own, &ghost, &fake]).await.0, ["own"]);
+    }
     assert_eq!(count(&lookups), 1, "the first answer, remembered");
 }
 
@@ -239,24 +216,10 @@ async fn a_node_naming_an_older_nodes_instance_is_no_target() {
     // The cloud-node controller reads every Node, the excluded one included.
     let read = instances(&m).instance_metadata_batch(&[&cp]).await;
     assert_eq!(read[0].as_ref().unwrap().as_ref().unwrap().not_in_cluster, None);
-    let lbs = MemberLoadBalancers::new(Recording::default(), m.clone());
-    let service = Service::default();
-    let ensured = lbs
-        .ensure_load_balancer_reporting("k", &service, &[&worker, &forged])
-        .await
-        .unwrap();
-    lbs.update_load_balancer("k", &service, &[&forged, &worker])
-        .await
-        .unwrap();
-    lbs.drifted("k", &[&service], &[&worker, &forged]).await.unwrap();
-    let seen = lbs.inner().nodes_given();
-    assert_eq!(
-        seen,
-        vec![vec!["worker".to_owned()]; 3],
-        "the forged Node is no target"
-    );
+    let (kept, notices) = targets(&m, &[&worker, &forged]).await;
+    assert_eq!(kept, ["worker"], "the forged Node is no target");
+    assert_eq!(targets(&m, &[&forged, &worker]).await.0, ["worker"]);
     // The service controller publishes the notice as a Warning Event on the forged Node.
-    let notices = &ensured.notices;
     assert_eq!(notices.len(), 1, "{notices:?}");
     assert_eq!(notices[0].node.as_deref(), Some("forged"));
     assert!(notices[0].warning);
@@ -294,17 +257,15 @@ async fn the_cloud_node_controller_warns_about_a_node_naming_an_older_nodes_inst
 #[tokio::test]
 async fn routes_never_point_at_an_older_nodes_instance_for_a_newer_node() {
     let lookups = Arc::new(AtomicUsize::new(0));
-    let routes = MemberRoutes::new(RecordingRoutes::default(), membership(&lookups));
+    let m = membership(&lookups);
     let (cp, worker, forged) = control_plane_worker_forged();
-    routes.observe_nodes(&[&forged, &worker, &cp]);
-    let refused = routes
-        .create_route("k", "uid-1", &route("forged"))
-        .await
-        .unwrap_err();
-    assert!(refused.to_string().contains("Node cp"), "{refused}");
-    routes.create_route("k", "uid-2", &route("cp")).await.unwrap();
-    routes.create_route("k", "uid-3", &route("worker")).await.unwrap();
-    assert_eq!(routes.inner().created(), 2);
+    RouteTargets::observe(&m, &[&forged, &worker, &cp]);
+    let refused = refusal(&m, "forged", Some(OWN)).await.unwrap();
+    assert!(refused.contains("Node cp"), "{refused}");
+    assert_eq!(refusal(&m, "cp", Some(OWN)).await, None);
+    assert_eq!(refusal(&m, "worker", Some(WORKER)).await, None);
+    // Whichever way the routes found the instance.
+    assert!(refusal(&m, "forged", None).await.is_some());
 }
 
 #[tokio::test(start_paused = true)]

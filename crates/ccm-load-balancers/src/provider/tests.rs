@@ -69,6 +69,23 @@ async fn invalid_services_and_other_flavours_make_no_aws_call() {
     );
 }
 
+/// The Classic ELB as `desired` (registering `i-1`), as the ELB port shows it.
+fn steady_classic_lb(desired: &crate::classic::Desired) -> ClassicLoadBalancer {
+    let mut lb = ClassicLoadBalancer::new(&desired.name, "steady.us-east-1.elb.amazonaws.com");
+    lb.subnets = vec![SubnetId::new("subnet-a")];
+    lb.security_groups = vec![SecurityGroupId::new("sg-lb")];
+    lb.listeners = vec![ccm_aws_api::elb::ClassicListener::new("TCP", 80, "TCP", 30080)];
+    lb.health_check = Some(ccm_aws_api::elb::ClassicHealthCheck {
+        target: "TCP:30080".into(),
+        interval: 10,
+        timeout: 5,
+        healthy_threshold: 2,
+        unhealthy_threshold: 6,
+    });
+    lb.instances = vec![ccm_aws_api::InstanceId::new("i-1")];
+    lb
+}
+
 /// EC2 and ELB mocks that answer with a Classic ELB exactly as `desired` (one subnet, routed to the internet):
 /// only reads are expected.
 fn steady_classic_ports(desired: &crate::classic::Desired) -> (MockEc2, MockElb) {
@@ -112,20 +129,9 @@ fn steady_classic_ports(desired: &crate::classic::Desired) -> (MockEc2, MockElb)
             .collect();
         Box::pin(async move { Ok(vec![g]) })
     });
-    let d = desired.clone();
+    let lb = steady_classic_lb(desired);
     elb.expect_load_balancer().returning(move |_| {
-        let mut lb = ClassicLoadBalancer::new(&d.name, "steady.us-east-1.elb.amazonaws.com");
-        lb.subnets = vec![SubnetId::new("subnet-a")];
-        lb.security_groups = vec![SecurityGroupId::new("sg-lb")];
-        lb.listeners = vec![ccm_aws_api::elb::ClassicListener::new("TCP", 80, "TCP", 30080)];
-        lb.health_check = Some(ccm_aws_api::elb::ClassicHealthCheck {
-            target: "TCP:30080".into(),
-            interval: 10,
-            timeout: 5,
-            healthy_threshold: 2,
-            unhealthy_threshold: 6,
-        });
-        lb.instances = vec![ccm_aws_api::InstanceId::new("i-1")];
+        let lb = lb.clone();
         Box::pin(async move { Ok(Some(lb)) })
     });
     let tags = desired.tags.clone();
@@ -385,3 +391,4 @@ async fn a_host_update_of_a_service_whose_ensure_was_refused_writes_nothing() {
 }
 
 mod before_writes;
+mod targets;

@@ -26,17 +26,49 @@ where
         Ok(())
     }
 
+    /// Refuses routes to instances that are not the cluster's or not the Node's: asks the [`RouteTargets`]
+    /// given to [`AwsRoutes::with_route_targets`] (the default refuses nothing).
+    pub fn with_route_targets(mut self, targets: impl RouteTargets + 'static) -> Self {
+        self.targets = Arc::new(targets);
+        self
+    }
+
+    /// Refuses `route` when its target may not have one (see [`RouteTargets`]), before anything is written.
+    pub(super) async fn refuse_foreign_target(&self, route: &Route) -> Result<(), RoutesError> {
+        let node = route.target_node.as_str();
+        let instance = self.named_instance(node);
+        let refusal = self.targets.refusal(node, instance.as_ref()).await.map_err(|e| {
+            let what = match &instance {
+                Some(id) => format!("failed to read whether instance {id} carries the cluster tag"),
+                None => format!("failed to read whether the instance of node {node} is the cluster's"),
+            };
+            RoutesError::aws(what, e)
+        })?;
+        match refusal {
+            None => Ok(()),
+            Some(reason) => Err(RoutesError::Refused {
+                cidr: route.destination_cidr.clone(),
+                node: node.to_owned(),
+                reason,
+            }),
+        }
+    }
+
     // --- names ---
+
+    /// The instance that Node `node` names: through [`NodeNames`], or an `i-...` name (text before the first dot).
+    fn named_instance(&self, node: &str) -> Option<InstanceId> {
+        self.names.instance_id(node).or_else(|| {
+            node.starts_with("i-")
+                .then(|| InstanceId::new(node.split('.').next().unwrap_or(node)))
+        })
+    }
 
     /// The instance of node `node`: from [`NodeNames`], from an `i-...` name (text before the first dot), or the
     /// one live, cluster-tagged instance with that private DNS name.
     pub(super) async fn instance_of(&self, node: &str) -> Result<InstanceId, RoutesError> {
-        if let Some(id) = self.names.instance_id(node) {
+        if let Some(id) = self.named_instance(node) {
             return Ok(id);
-        }
-        if node.starts_with("i-") {
-            let id = node.split('.').next().unwrap_or(node);
-            return Ok(InstanceId::new(id));
         }
         if node.is_empty() {
             return Err(RoutesError::InstanceNotFound { node: String::new() });

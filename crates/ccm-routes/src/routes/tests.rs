@@ -14,6 +14,8 @@ use ccm_aws_api::{
 
 use super::*;
 
+mod targets;
+
 const CLUSTER: &str = "kubernetes";
 const ID: &str = "c1";
 
