@@ -3,10 +3,10 @@
 //! from Cargo.lock, scripts/lib.sh and the chart), so bumping one of them without the README fails here.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-#[path = "support/manifests.rs"]
-mod manifests;
+mod support;
 
 use manifests::{repo, yaml_file};
+use support::manifests;
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(repo().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))

@@ -6,16 +6,14 @@
 //! every value.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-#[path = "support/helm.rs"]
-mod helm;
-#[path = "support/manifests.rs"]
-mod manifests;
+mod support;
 
 use ccm_aws::CloudConfig;
 use ccm_testing::TestEnv;
 use helm::{IMAGE_REPOSITORY, chart, object, template, template_exactly, values_file};
 use manifests::{assert_kept, dry_run_apply};
 use serde_json::{Value, json};
+use support::{helm, manifests};
 
 /// Every `[Global]` key the schema offers, with a valid value.
 fn every_global_key() -> Value {

@@ -9,10 +9,10 @@
 //!   the Dockerfiles cannot drift apart.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-#[path = "support/manifests.rs"]
-mod manifests;
+mod support;
 
 use std::process::Command;
+use support::manifests;
 
 use manifests::{kustomize, repo, yaml_file};
 

@@ -11,14 +11,14 @@
 //!   Rendering the chart: deploy_helm.rs.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-#[path = "support/manifests.rs"]
-mod manifests;
+mod support;
 
 use std::{
     collections::BTreeSet,
     path::{Path, PathBuf},
     process::Command,
 };
+use support::manifests;
 
 use ccm_testing::TestEnv;
 use manifests::*;

@@ -11,10 +11,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
-#[path = "support/helm.rs"]
-mod helm;
+mod support;
 
 use std::{path::Path, process::Command};
+use support::helm;
 
 use ccm_testing::TestEnv;
 use common::{
