@@ -225,6 +225,18 @@ async fn e2e_the_go_argument_lists_logs_metrics_and_annotation_values_work() {
             .is_some_and(|d| d.scheme() == Some("internal"))
     })
     .await;
+    // Its attributes are set after it is created: wait for the ensure to get that far.
+    ccm.wait_for("the Classic ELB's attributes", 30, async || {
+        elb.0
+            .describe_load_balancer_attributes()
+            .load_balancer_name(&lb)
+            .send()
+            .await
+            .ok()
+            .and_then(|a| a.load_balancer_attributes()?.cross_zone_load_balancing().cloned())
+            .is_some_and(|c| c.enabled())
+    })
+    .await;
     let attributes = elb
         .0
         .describe_load_balancer_attributes()
