@@ -2,7 +2,7 @@
 
 use std::{collections::BTreeMap, future::Future, time::SystemTime};
 
-use crate::{AwsError, ErrorKind, InstanceId, Result, SecurityGroupId, SubnetId, Tags, VpcId};
+use crate::{InstanceId, Result, SecurityGroupId, SubnetId, Tags, VpcId};
 
 /// A Classic Load Balancer as `DescribeLoadBalancers` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,125 +131,137 @@ pub struct NewClassicLoadBalancer {
     pub tags: Tags,
 }
 
-/// The Classic ELB operations the workspace needs. An unknown load balancer is
-/// [`ErrorKind::NotFound`] (`LoadBalancerNotFound`) except where a method returns
-/// an `Option`.
-#[cfg_attr(feature = "mock", mockall::automock)]
-pub trait Elb {
-    /// The load balancer named `name`, or `None`.
-    fn load_balancer(&self, name: &str) -> impl Future<Output = Result<Option<ClassicLoadBalancer>>> + Send;
+port! {
+    /// The Classic ELB operations the workspace needs. An unknown load balancer is
+    /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) (`LoadBalancerNotFound`) except where a method returns
+    /// an `Option`.
+    #[cfg_attr(feature = "mock", mockall::automock)]
+    pub trait Elb {
+        /// The load balancer named `name`, or `None`.
+        fn load_balancer(&self, name: &str) -> impl Future<Output = Result<Option<ClassicLoadBalancer>>> + Send;
 
-    /// Creates a load balancer; returns its DNS name.
-    fn create_load_balancer(
-        &self,
-        lb: &NewClassicLoadBalancer,
-    ) -> impl Future<Output = Result<String>> + Send;
+        /// Creates a load balancer; returns its DNS name.
+        #[doc(alias = "CreateLoadBalancer")]
+        fn create_load_balancer(
+            &self,
+            lb: &NewClassicLoadBalancer,
+        ) -> impl Future<Output = Result<String>> + Send;
 
-    /// Deletes a load balancer; deleting one that does not exist succeeds (AWS makes this idempotent).
-    fn delete_load_balancer(&self, name: &str) -> impl Future<Output = Result<()>> + Send;
+        /// Deletes a load balancer; deleting one that does not exist succeeds (AWS makes this idempotent).
+        #[doc(alias = "DeleteLoadBalancer")]
+        fn delete_load_balancer(&self, name: &str) -> impl Future<Output = Result<()>> + Send;
 
-    /// Adds listeners.
-    fn create_listeners(
-        &self,
-        name: &str,
-        listeners: &[ClassicListener],
-    ) -> impl Future<Output = Result<()>> + Send;
+        /// Adds listeners.
+        #[doc(alias = "CreateLoadBalancerListeners")]
+        fn create_listeners(
+            &self,
+            name: &str,
+            listeners: &[ClassicListener],
+        ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Removes the listeners on the given front-end ports.
-    fn delete_listeners(&self, name: &str, ports: &[i32]) -> impl Future<Output = Result<()>> + Send;
+        /// Removes the listeners on the given front-end ports.
+        #[doc(alias = "DeleteLoadBalancerListeners")]
+        fn delete_listeners(&self, name: &str, ports: &[i32]) -> impl Future<Output = Result<()>> + Send;
 
-    /// Sets the health check.
-    fn configure_health_check(
-        &self,
-        name: &str,
-        health_check: &ClassicHealthCheck,
-    ) -> impl Future<Output = Result<()>> + Send;
+        /// Sets the health check.
+        #[doc(alias = "ConfigureHealthCheck")]
+        fn configure_health_check(
+            &self,
+            name: &str,
+            health_check: &ClassicHealthCheck,
+        ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Registers instances.
-    fn register_instances(
-        &self,
-        name: &str,
-        instances: &[InstanceId],
-    ) -> impl Future<Output = Result<()>> + Send;
+        /// Registers instances.
+        #[doc(alias = "RegisterInstancesWithLoadBalancer")]
+        fn register_instances(
+            &self,
+            name: &str,
+            instances: &[InstanceId],
+        ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Deregisters instances.
-    fn deregister_instances(
-        &self,
-        name: &str,
-        instances: &[InstanceId],
-    ) -> impl Future<Output = Result<()>> + Send;
+        /// Deregisters instances.
+        #[doc(alias = "DeregisterInstancesFromLoadBalancer")]
+        fn deregister_instances(
+            &self,
+            name: &str,
+            instances: &[InstanceId],
+        ) -> impl Future<Output = Result<()>> + Send;
 
-    /// The managed attributes.
-    fn attributes(&self, name: &str) -> impl Future<Output = Result<ClassicAttributes>> + Send;
+        /// The managed attributes.
+        fn attributes(&self, name: &str) -> impl Future<Output = Result<ClassicAttributes>> + Send;
 
-    /// Sets the managed attributes (all of them).
-    fn modify_attributes(
-        &self,
-        name: &str,
-        attributes: &ClassicAttributes,
-    ) -> impl Future<Output = Result<()>> + Send;
+        /// Sets the managed attributes (all of them).
+        #[doc(alias = "ModifyLoadBalancerAttributes")]
+        fn modify_attributes(
+            &self,
+            name: &str,
+            attributes: &ClassicAttributes,
+        ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Replaces the load balancer's security groups.
-    fn apply_security_groups(
-        &self,
-        name: &str,
-        groups: &[SecurityGroupId],
-    ) -> impl Future<Output = Result<()>> + Send;
+        /// Replaces the load balancer's security groups.
+        #[doc(alias = "ApplySecurityGroupsToLoadBalancer")]
+        fn apply_security_groups(
+            &self,
+            name: &str,
+            groups: &[SecurityGroupId],
+        ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Attaches subnets.
-    fn attach_subnets(&self, name: &str, subnets: &[SubnetId]) -> impl Future<Output = Result<()>> + Send;
+        /// Attaches subnets.
+        #[doc(alias = "AttachLoadBalancerToSubnets")]
+        fn attach_subnets(&self, name: &str, subnets: &[SubnetId]) -> impl Future<Output = Result<()>> + Send;
 
-    /// Detaches subnets.
-    fn detach_subnets(&self, name: &str, subnets: &[SubnetId]) -> impl Future<Output = Result<()>> + Send;
+        /// Detaches subnets.
+        #[doc(alias = "DetachLoadBalancerFromSubnets")]
+        fn detach_subnets(&self, name: &str, subnets: &[SubnetId]) -> impl Future<Output = Result<()>> + Send;
 
-    /// The load balancer's tags.
-    fn tags(&self, name: &str) -> impl Future<Output = Result<Tags>> + Send;
+        /// The load balancer's tags.
+        fn tags(&self, name: &str) -> impl Future<Output = Result<Tags>> + Send;
 
-    /// Every Classic load balancer of the region, all pages (how the leak report finds what no Service names any
-    /// more). The default answers [`ErrorKind::Permanent`]: wrappers that never list need not implement it.
-    fn all_load_balancers(&self) -> impl Future<Output = Result<Vec<ClassicLoadBalancer>>> + Send {
-        std::future::ready(Err(unsupported("DescribeLoadBalancers")))
+        /// Every Classic load balancer of the region, all pages (how the leak report finds what no Service names any
+        /// more).
+        fn all_load_balancers(&self) -> impl Future<Output = Result<Vec<ClassicLoadBalancer>>> + Send;
+
+        /// The tags of each load balancer of `names`, by name (the adapter asks AWS for 20 names at a time, its
+        /// limit); load balancers deleted meanwhile are absent, never an error.
+        fn tags_of(&self, names: &[String]) -> impl Future<Output = Result<BTreeMap<String, Tags>>> + Send;
+
+        /// Adds or overwrites tags.
+        #[doc(alias = "AddTags")]
+        fn add_tags(&self, name: &str, tags: &Tags) -> impl Future<Output = Result<()>> + Send;
+
+        /// Removes the tags with these keys (absent keys are not an error).
+        #[doc(alias = "RemoveTags")]
+        fn remove_tags(&self, name: &str, keys: &[String]) -> impl Future<Output = Result<()>> + Send;
+
+        /// The named policies of the load balancer; an unknown policy is `NotFound` (`PolicyNotFound`).
+        fn policies(
+            &self,
+            name: &str,
+            policy_names: &[String],
+        ) -> impl Future<Output = Result<Vec<ClassicPolicy>>> + Send;
+
+        /// Creates a policy on the load balancer. An existing name is `AlreadyExists` (`DuplicatePolicyName`).
+        #[doc(alias = "CreateLoadBalancerPolicy")]
+        fn create_policy(&self, name: &str, policy: &ClassicPolicy) -> impl Future<Output = Result<()>> + Send;
+
+        /// Replaces the policies of the listener on `port`.
+        #[doc(alias = "SetLoadBalancerPoliciesOfListener")]
+        fn set_listener_policies(
+            &self,
+            name: &str,
+            port: i32,
+            policy_names: &[String],
+        ) -> impl Future<Output = Result<()>> + Send;
+
+        /// Replaces the policies of back-end `instance_port`.
+        #[doc(alias = "SetLoadBalancerPoliciesForBackendServer")]
+        fn set_backend_policies(
+            &self,
+            name: &str,
+            instance_port: i32,
+            policy_names: &[String],
+        ) -> impl Future<Output = Result<()>> + Send;
     }
-
-    /// The tags of each load balancer of `names`, by name (the adapter asks AWS for 20 names at a time, its
-    /// limit); load balancers deleted meanwhile are absent, never an error. The default answers
-    /// [`ErrorKind::Permanent`], like [`Elb::all_load_balancers`].
-    fn tags_of(&self, names: &[String]) -> impl Future<Output = Result<BTreeMap<String, Tags>>> + Send {
-        let _ = names;
-        std::future::ready(Err(unsupported("DescribeTags")))
-    }
-
-    /// Adds or overwrites tags.
-    fn add_tags(&self, name: &str, tags: &Tags) -> impl Future<Output = Result<()>> + Send;
-
-    /// Removes the tags with these keys (absent keys are not an error).
-    fn remove_tags(&self, name: &str, keys: &[String]) -> impl Future<Output = Result<()>> + Send;
-
-    /// The named policies of the load balancer; an unknown policy is `NotFound` (`PolicyNotFound`).
-    fn policies(
-        &self,
-        name: &str,
-        policy_names: &[String],
-    ) -> impl Future<Output = Result<Vec<ClassicPolicy>>> + Send;
-
-    /// Creates a policy on the load balancer. An existing name is `AlreadyExists` (`DuplicatePolicyName`).
-    fn create_policy(&self, name: &str, policy: &ClassicPolicy) -> impl Future<Output = Result<()>> + Send;
-
-    /// Replaces the policies of the listener on `port`.
-    fn set_listener_policies(
-        &self,
-        name: &str,
-        port: i32,
-        policy_names: &[String],
-    ) -> impl Future<Output = Result<()>> + Send;
-
-    /// Replaces the policies of back-end `instance_port`.
-    fn set_backend_policies(
-        &self,
-        name: &str,
-        instance_port: i32,
-        policy_names: &[String],
-    ) -> impl Future<Output = Result<()>> + Send;
 }
 
 // === impl ClassicLoadBalancer ===
@@ -272,12 +284,6 @@ impl ClassicLoadBalancer {
             created_time: None,
         }
     }
-}
-
-/// The answer of the listing methods' defaults.
-fn unsupported(operation: &'static str) -> AwsError {
-    AwsError::new(ErrorKind::Permanent, "elasticloadbalancing", operation)
-        .with_message("this implementation of the Elb port does not list load balancers")
 }
 
 // === impl ClassicListener ===

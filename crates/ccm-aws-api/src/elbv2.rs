@@ -2,7 +2,7 @@
 
 use std::{collections::BTreeMap, future::Future, time::SystemTime};
 
-use crate::{AwsError, ErrorKind, InstanceId, Result, SecurityGroupId, SubnetId, Tags, VpcId};
+use crate::{InstanceId, Result, SecurityGroupId, SubnetId, Tags, VpcId};
 
 /// A load balancer as ELBv2 `DescribeLoadBalancers` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,155 +211,167 @@ pub struct TargetHealth {
     pub reason: Option<String>,
 }
 
-/// The ELBv2 operations the workspace needs. Unknown resources are
-/// [`ErrorKind::NotFound`] (`LoadBalancerNotFound`, `TargetGroupNotFound`,
-/// `ListenerNotFound`) except where a method returns an `Option`.
-#[cfg_attr(feature = "mock", mockall::automock)]
-pub trait Elbv2 {
-    /// The load balancer named `name`, or `None`.
-    fn load_balancer(&self, name: &str) -> impl Future<Output = Result<Option<LoadBalancerV2>>> + Send;
+port! {
+    /// The ELBv2 operations the workspace needs. Unknown resources are
+    /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) (`LoadBalancerNotFound`, `TargetGroupNotFound`,
+    /// `ListenerNotFound`) except where a method returns an `Option`.
+    #[cfg_attr(feature = "mock", mockall::automock)]
+    pub trait Elbv2 {
+        /// The load balancer named `name`, or `None`.
+        fn load_balancer(&self, name: &str) -> impl Future<Output = Result<Option<LoadBalancerV2>>> + Send;
 
-    /// Creates a network load balancer.
-    fn create_load_balancer(
-        &self,
-        lb: &NewNetworkLoadBalancer,
-    ) -> impl Future<Output = Result<LoadBalancerV2>> + Send;
+        /// Creates a network load balancer.
+        #[doc(alias = "CreateLoadBalancer")]
+        fn create_load_balancer(
+            &self,
+            lb: &NewNetworkLoadBalancer,
+        ) -> impl Future<Output = Result<LoadBalancerV2>> + Send;
 
-    /// Deletes a load balancer.
-    fn delete_load_balancer(&self, arn: &str) -> impl Future<Output = Result<()>> + Send;
+        /// Deletes a load balancer.
+        #[doc(alias = "DeleteLoadBalancer")]
+        fn delete_load_balancer(&self, arn: &str) -> impl Future<Output = Result<()>> + Send;
 
-    /// Replaces the security groups.
-    fn set_security_groups(
-        &self,
-        arn: &str,
-        groups: &[SecurityGroupId],
-    ) -> impl Future<Output = Result<()>> + Send;
+        /// Replaces the security groups.
+        #[doc(alias = "SetSecurityGroups")]
+        fn set_security_groups(
+            &self,
+            arn: &str,
+            groups: &[SecurityGroupId],
+        ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Replaces the subnets (one per Availability Zone). On an NLB, AWS accepts subnets in additional zones;
-    /// callers must not rely on removing or swapping a zone's subnet in place.
-    fn set_subnets(&self, arn: &str, subnets: &[SubnetId]) -> impl Future<Output = Result<()>> + Send;
+        /// Replaces the subnets (one per Availability Zone). On an NLB, AWS accepts subnets in additional zones;
+        /// callers must not rely on removing or swapping a zone's subnet in place.
+        #[doc(alias = "SetSubnets")]
+        fn set_subnets(&self, arn: &str, subnets: &[SubnetId]) -> impl Future<Output = Result<()>> + Send;
 
-    /// Sets the IP address type (`ipv4` or `dualstack`; dualstack needs subnets with IPv6 CIDR blocks).
-    fn set_ip_address_type(
-        &self,
-        arn: &str,
-        ip_address_type: &str,
-    ) -> impl Future<Output = Result<()>> + Send;
+        /// Sets the IP address type (`ipv4` or `dualstack`; dualstack needs subnets with IPv6 CIDR blocks).
+        #[doc(alias = "SetIpAddressType")]
+        fn set_ip_address_type(
+            &self,
+            arn: &str,
+            ip_address_type: &str,
+        ) -> impl Future<Output = Result<()>> + Send;
 
-    /// The load balancer attributes (`load_balancing.cross_zone.enabled`, `access_logs.s3.enabled`, ...).
-    fn load_balancer_attributes(
-        &self,
-        arn: &str,
-    ) -> impl Future<Output = Result<BTreeMap<String, String>>> + Send;
+        /// The load balancer attributes (`load_balancing.cross_zone.enabled`, `access_logs.s3.enabled`, ...).
+        fn load_balancer_attributes(
+            &self,
+            arn: &str,
+        ) -> impl Future<Output = Result<BTreeMap<String, String>>> + Send;
 
-    /// Sets the given load balancer attributes.
-    fn modify_load_balancer_attributes(
-        &self,
-        arn: &str,
-        attributes: &BTreeMap<String, String>,
-    ) -> impl Future<Output = Result<()>> + Send;
+        /// Sets the given load balancer attributes.
+        #[doc(alias = "ModifyLoadBalancerAttributes")]
+        fn modify_load_balancer_attributes(
+            &self,
+            arn: &str,
+            attributes: &BTreeMap<String, String>,
+        ) -> impl Future<Output = Result<()>> + Send;
 
-    /// The listeners of a load balancer.
-    fn listeners(&self, load_balancer_arn: &str) -> impl Future<Output = Result<Vec<ListenerV2>>> + Send;
+        /// The listeners of a load balancer.
+        fn listeners(&self, load_balancer_arn: &str) -> impl Future<Output = Result<Vec<ListenerV2>>> + Send;
 
-    /// A listener's attributes (`tcp.idle_timeout.seconds` on an NLB's TCP listener).
-    fn listener_attributes(&self, arn: &str)
-    -> impl Future<Output = Result<BTreeMap<String, String>>> + Send;
+        /// A listener's attributes (`tcp.idle_timeout.seconds` on an NLB's TCP listener).
+        fn listener_attributes(&self, arn: &str)
+        -> impl Future<Output = Result<BTreeMap<String, String>>> + Send;
 
-    /// Sets the given listener attributes.
-    fn modify_listener_attributes(
-        &self,
-        arn: &str,
-        attributes: &BTreeMap<String, String>,
-    ) -> impl Future<Output = Result<()>> + Send;
+        /// Sets the given listener attributes.
+        #[doc(alias = "ModifyListenerAttributes")]
+        fn modify_listener_attributes(
+            &self,
+            arn: &str,
+            attributes: &BTreeMap<String, String>,
+        ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Creates a listener.
-    fn create_listener(&self, listener: &NewListener) -> impl Future<Output = Result<ListenerV2>> + Send;
+        /// Creates a listener.
+        #[doc(alias = "CreateListener")]
+        fn create_listener(&self, listener: &NewListener) -> impl Future<Output = Result<ListenerV2>> + Send;
 
-    /// Changes a listener.
-    fn modify_listener(&self, change: &ListenerChange) -> impl Future<Output = Result<()>> + Send;
+        /// Changes a listener.
+        #[doc(alias = "ModifyListener")]
+        fn modify_listener(&self, change: &ListenerChange) -> impl Future<Output = Result<()>> + Send;
 
-    /// Deletes a listener.
-    fn delete_listener(&self, arn: &str) -> impl Future<Output = Result<()>> + Send;
+        /// Deletes a listener.
+        #[doc(alias = "DeleteListener")]
+        fn delete_listener(&self, arn: &str) -> impl Future<Output = Result<()>> + Send;
 
-    /// The target groups of a load balancer.
-    fn target_groups(&self, load_balancer_arn: &str)
-    -> impl Future<Output = Result<Vec<TargetGroup>>> + Send;
+        /// The target groups of a load balancer.
+        fn target_groups(&self, load_balancer_arn: &str)
+        -> impl Future<Output = Result<Vec<TargetGroup>>> + Send;
 
-    /// Every target group of the region, paged: how a deletion finds groups no load balancer uses any more.
-    fn all_target_groups(&self) -> impl Future<Output = Result<Vec<TargetGroup>>> + Send;
+        /// Every target group of the region, paged: how a deletion finds groups no load balancer uses any more.
+        fn all_target_groups(&self) -> impl Future<Output = Result<Vec<TargetGroup>>> + Send;
 
-    /// Every load balancer of the region (every type), all pages: how the leak report finds what no Service
-    /// names any more. The default answers [`ErrorKind::Permanent`]: wrappers that never list need not
-    /// implement it.
-    fn all_load_balancers(&self) -> impl Future<Output = Result<Vec<LoadBalancerV2>>> + Send {
-        std::future::ready(Err(AwsError::new(
-            ErrorKind::Permanent,
-            "elasticloadbalancingv2",
-            "DescribeLoadBalancers",
-        )
-        .with_message("this implementation of the Elbv2 port does not list load balancers")))
+        /// Every load balancer of the region (every type), all pages: how the leak report finds what no Service
+        /// names any more.
+        fn all_load_balancers(&self) -> impl Future<Output = Result<Vec<LoadBalancerV2>>> + Send;
+
+        /// The target group named `name`, or `None` (found whether or not a load balancer uses it: crash-safe
+        /// adoption and cleanup go by the deterministic name).
+        fn target_group(&self, name: &str) -> impl Future<Output = Result<Option<TargetGroup>>> + Send;
+
+        /// Creates a target group.
+        #[doc(alias = "CreateTargetGroup")]
+        fn create_target_group(&self, group: &NewTargetGroup)
+        -> impl Future<Output = Result<TargetGroup>> + Send;
+
+        /// Changes a target group's health check (`None` fields are left alone).
+        #[doc(alias = "ModifyTargetGroup")]
+        fn modify_target_group(
+            &self,
+            arn: &str,
+            health_check: &TargetGroupHealthCheck,
+        ) -> impl Future<Output = Result<()>> + Send;
+
+        /// Deletes a target group; still in use is `Conflict` (`ResourceInUse`).
+        #[doc(alias = "DeleteTargetGroup")]
+        fn delete_target_group(&self, arn: &str) -> impl Future<Output = Result<()>> + Send;
+
+        /// The target group attributes (`preserve_client_ip.enabled`, `proxy_protocol_v2.enabled`, ...).
+        fn target_group_attributes(
+            &self,
+            arn: &str,
+        ) -> impl Future<Output = Result<BTreeMap<String, String>>> + Send;
+
+        /// Sets the given target group attributes.
+        #[doc(alias = "ModifyTargetGroupAttributes")]
+        fn modify_target_group_attributes(
+            &self,
+            arn: &str,
+            attributes: &BTreeMap<String, String>,
+        ) -> impl Future<Output = Result<()>> + Send;
+
+        /// The registered targets and their health.
+        fn target_health(&self, target_group_arn: &str)
+        -> impl Future<Output = Result<Vec<TargetHealth>>> + Send;
+
+        /// Registers targets (the adapter splits large lists).
+        #[doc(alias = "RegisterTargets")]
+        fn register_targets(
+            &self,
+            target_group_arn: &str,
+            targets: &[Target],
+        ) -> impl Future<Output = Result<()>> + Send;
+
+        /// Deregisters targets (the adapter splits large lists).
+        #[doc(alias = "DeregisterTargets")]
+        fn deregister_targets(
+            &self,
+            target_group_arn: &str,
+            targets: &[Target],
+        ) -> impl Future<Output = Result<()>> + Send;
+
+        /// The tags of each resource (load balancers, target groups, listeners), by ARN; resources deleted
+        /// meanwhile are absent, never an error (AWS fails a whole `DescribeTags` for one of them: the adapter then
+        /// asks for each alone).
+        fn tags(&self, arns: &[String]) -> impl Future<Output = Result<BTreeMap<String, Tags>>> + Send;
+
+        /// Adds or overwrites tags on resources.
+        #[doc(alias = "AddTags")]
+        fn add_tags(&self, arns: &[String], tags: &Tags) -> impl Future<Output = Result<()>> + Send;
+
+        /// Removes the tags with these keys from resources (absent keys are not an error).
+        #[doc(alias = "RemoveTags")]
+        fn remove_tags(&self, arns: &[String], keys: &[String]) -> impl Future<Output = Result<()>> + Send;
     }
-
-    /// The target group named `name`, or `None` (found whether or not a load balancer uses it: crash-safe
-    /// adoption and cleanup go by the deterministic name).
-    fn target_group(&self, name: &str) -> impl Future<Output = Result<Option<TargetGroup>>> + Send;
-
-    /// Creates a target group.
-    fn create_target_group(&self, group: &NewTargetGroup)
-    -> impl Future<Output = Result<TargetGroup>> + Send;
-
-    /// Changes a target group's health check (`None` fields are left alone).
-    fn modify_target_group(
-        &self,
-        arn: &str,
-        health_check: &TargetGroupHealthCheck,
-    ) -> impl Future<Output = Result<()>> + Send;
-
-    /// Deletes a target group; still in use is `Conflict` (`ResourceInUse`).
-    fn delete_target_group(&self, arn: &str) -> impl Future<Output = Result<()>> + Send;
-
-    /// The target group attributes (`preserve_client_ip.enabled`, `proxy_protocol_v2.enabled`, ...).
-    fn target_group_attributes(
-        &self,
-        arn: &str,
-    ) -> impl Future<Output = Result<BTreeMap<String, String>>> + Send;
-
-    /// Sets the given target group attributes.
-    fn modify_target_group_attributes(
-        &self,
-        arn: &str,
-        attributes: &BTreeMap<String, String>,
-    ) -> impl Future<Output = Result<()>> + Send;
-
-    /// The registered targets and their health.
-    fn target_health(&self, target_group_arn: &str)
-    -> impl Future<Output = Result<Vec<TargetHealth>>> + Send;
-
-    /// Registers targets (the adapter splits large lists).
-    fn register_targets(
-        &self,
-        target_group_arn: &str,
-        targets: &[Target],
-    ) -> impl Future<Output = Result<()>> + Send;
-
-    /// Deregisters targets (the adapter splits large lists).
-    fn deregister_targets(
-        &self,
-        target_group_arn: &str,
-        targets: &[Target],
-    ) -> impl Future<Output = Result<()>> + Send;
-
-    /// The tags of each resource (load balancers, target groups, listeners), by ARN; resources deleted
-    /// meanwhile are absent, never an error (AWS fails a whole `DescribeTags` for one of them: the adapter then
-    /// asks for each alone).
-    fn tags(&self, arns: &[String]) -> impl Future<Output = Result<BTreeMap<String, Tags>>> + Send;
-
-    /// Adds or overwrites tags on resources.
-    fn add_tags(&self, arns: &[String], tags: &Tags) -> impl Future<Output = Result<()>> + Send;
-
-    /// Removes the tags with these keys from resources (absent keys are not an error).
-    fn remove_tags(&self, arns: &[String], keys: &[String]) -> impl Future<Output = Result<()>> + Send;
 }
 
 // === impl LoadBalancerV2 ===

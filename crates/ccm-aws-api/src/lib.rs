@@ -18,7 +18,12 @@
 //! - methods are `async` with `Send` futures (`-> impl Future<Output = Result<T>> + Send`), so callers stay
 //!   generic and no trait object is needed;
 //! - list-returning methods return every page: callers never see paging;
-//! - inputs and outputs are plain domain types of this crate, never SDK types.
+//! - inputs and outputs are plain domain types of this crate, never SDK types;
+//! - the EC2, ELB and ELBv2 ports are declared with one macro that also implements them for `Arc<T>` and for
+//!   [`Intercept`] (a [`CallHook`] asked before every call), so no wrapper forwards a port by hand; a method that
+//!   changes something in AWS names its operation with `#[doc(alias = "...")]` (search the docs for
+//!   `CreateRoute` to find the method that calls it), and the hook is told that operation. No method has a
+//!   default body: an implementation that misses one does not compile.
 //!
 //! It also holds the AWS vocabulary every domain crate shares: [`ProviderId`] (a Node's `spec.providerID`, every
 //! accepted form, the written form, the instance and zone it names) and [`PROVIDER_NAME`].
@@ -39,6 +44,10 @@
     )
 )]
 
+// Declares the ports (`port!`), so it comes before them.
+#[macro_use]
+mod port;
+
 mod error;
 mod provider_id;
 mod types;
@@ -56,6 +65,7 @@ pub use elb::Elb;
 pub use elbv2::Elbv2;
 pub use error::{AwsError, ErrorKind, Result};
 pub use metadata::Metadata;
+pub use port::{CallHook, Intercept, PortCall};
 pub use provider_id::{
     ACCEPTED_FORMS, FARGATE_PREFIX, InstanceRef, PROVIDER_NAME, ProviderId, ProviderIdError, ProviderIdReason,
 };

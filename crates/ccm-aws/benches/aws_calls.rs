@@ -10,17 +10,14 @@
 //! (50) the NLBs whose rules are counted.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-#[path = "../tests/lb_support/mod.rs"]
-mod lb_support;
-
 use std::collections::BTreeMap;
 
 use ccm_aws_api::Ec2;
 use ccm_aws_sdk::CallMetrics;
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
+use ccm_testing::lb_world::{self as world, Lbs, World, service, uid};
 use k8s_openapi::api::core::v1::{Node, Service};
-use lb_support::world::{self, Lbs, World, service, uid};
 
 /// Calls per operation so far.
 fn calls(metrics: &CallMetrics) -> BTreeMap<&'static str, u64> {

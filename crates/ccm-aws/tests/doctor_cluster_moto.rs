@@ -8,7 +8,6 @@ use std::convert::Infallible;
 
 use ccm_aws::doctor::{self, EmptyCluster, Kind, Outcome, Ports, Scope, Snapshot};
 use ccm_aws_api::{Ec2, Filter, SubnetId, VpcId};
-use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits};
 use ccm_tagging::ClusterTags;
 use ccm_testing::{TestEnv, ec2, unique_name};
 use doctor_support::{World, now};
@@ -25,10 +24,7 @@ use serde_json::json;
 async fn routes_to_terminated_instances_and_stuck_nodes_are_listed() {
     let env = TestEnv::get();
     let sdk = env.aws_config().await;
-    let adapter = Adapter::new(
-        &sdk,
-        AdapterOptions::default().with_rate_limits(RateLimits::unlimited()),
-    );
+    let adapter = ccm_testing::ec2::adapter(&sdk, None);
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster_id = unique_name("doctor-rt");
     let key = format!("kubernetes.io/cluster/{cluster_id}");
@@ -225,10 +221,7 @@ async fn failing_load_balancer_services_are_listed_with_their_last_warning() {
     let scope = Scope::new(ClusterTags::new(unique_name("doctor-svc"), false).unwrap(), now())
         .with_service_namespace(Some(namespace.clone()));
     let sdk = env.aws_config().await;
-    let adapter = Adapter::new(
-        &sdk,
-        AdapterOptions::default().with_rate_limits(RateLimits::unlimited()),
-    );
+    let adapter = ccm_testing::ec2::adapter(&sdk, None);
     let ports = Ports {
         ec2: adapter.ec2(),
         elb: adapter.elb(),

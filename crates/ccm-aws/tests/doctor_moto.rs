@@ -31,10 +31,7 @@ use serde_json::json;
 async fn planted_leaks_are_listed_and_deleted_and_nothing_else() {
     let env = TestEnv::get();
     let sdk = env.aws_config().await;
-    let adapter = Adapter::new(
-        &sdk,
-        AdapterOptions::default().with_rate_limits(RateLimits::unlimited()),
-    );
+    let adapter = ccm_testing::ec2::adapter(&sdk, None);
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster_id = unique_name("doctor");
     let cluster_key = format!("kubernetes.io/cluster/{cluster_id}");

@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use ccm_aws_api::VpcId;
-use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits, RetryPolicy};
 use ccm_cloud_provider::{InstancesV2, NodeAddressType};
 use ccm_instances::{AwsInstances, InstancesConfig, ZONE_ID_LABEL};
 use ccm_tagging::ClusterTags;
@@ -23,13 +22,7 @@ fn node(name: &str, provider_id: Option<&str>) -> Node {
 async fn nodes_by_id_dns_name_and_provider_id_against_moto() {
     let env = TestEnv::get();
     let sdk = env.aws_config().await;
-    let adapter = Adapter::new(
-        &sdk,
-        AdapterOptions::default()
-            .with_rate_limits(RateLimits::unlimited())
-            // Faults are retried quickly.
-            .with_retry(RetryPolicy::quick(2)),
-    );
+    let adapter = ccm_testing::ec2::adapter(&sdk, Some(2));
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster_id = unique_name("inst");
     let cluster = ClusterTags::new(&cluster_id, false).unwrap();

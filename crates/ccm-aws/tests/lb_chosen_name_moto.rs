@@ -3,14 +3,12 @@
 //! deletion); a name change withheld without consent and made, the old load balancer deleted, with it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-mod lb_support;
-
 use ccm_aws_api::{Ec2, Elb, Elbv2, Filter};
 use ccm_cloud_provider::{LoadBalancer, LoadBalancerStatus};
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::fixtures::ServiceBuilder;
+use ccm_testing::lb_world::{Lbs, World, diff, mutation_counts, uid};
 use k8s_openapi::api::core::v1::{Node, Service, ServiceStatus};
-use lb_support::world::{Lbs, World, diff, mutation_counts, uid};
 
 const CLUSTER_NAME: &str = "kubernetes";
 
@@ -77,7 +75,7 @@ async fn ensure(
 
 #[tokio::test]
 async fn a_chosen_name_is_made_kept_and_deleted_in_both_flavours() {
-    let w = lb_support::world::world(168, "named", false).await;
+    let w = ccm_testing::lb_world::world(168, "named", false).await;
     let lbs = w.lbs(w.config.clone());
     for nlb in [false, true] {
         let name = chosen(if nlb { "nlb" } else { "clb" });
@@ -126,7 +124,7 @@ async fn a_chosen_name_is_made_kept_and_deleted_in_both_flavours() {
 /// and deleting his Service leaves that load balancer alone.
 #[tokio::test]
 async fn a_name_another_service_holds_is_refused_and_left_alone() {
-    let w = lb_support::world::world(169, "taken", false).await;
+    let w = ccm_testing::lb_world::world(169, "taken", false).await;
     let lbs = w.lbs(w.config.clone());
     for nlb in [false, true] {
         let name = chosen("held");
@@ -160,7 +158,7 @@ async fn a_name_another_service_holds_is_refused_and_left_alone() {
 /// with consent the old one goes with its group and the new one serves.
 #[tokio::test]
 async fn a_rename_waits_for_consent_then_replaces_the_load_balancer() {
-    let w = lb_support::world::world(170, "rename", false).await;
+    let w = ccm_testing::lb_world::world(170, "rename", false).await;
     let lbs = w.lbs(w.config.clone());
     for nlb in [false, true] {
         let uid = uid();
@@ -260,7 +258,7 @@ async fn a_rename_waits_for_consent_then_replaces_the_load_balancer() {
 /// left behind for good.
 #[tokio::test]
 async fn a_recorded_name_the_status_never_showed_is_renamed_and_deleted() {
-    let w = lb_support::world::world(176, "recorded", false).await;
+    let w = ccm_testing::lb_world::world(176, "recorded", false).await;
     let lbs = w.lbs(w.config.clone());
     for nlb in [false, true] {
         let uid = uid();

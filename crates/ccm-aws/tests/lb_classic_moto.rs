@@ -4,8 +4,6 @@
 //! k-th mutating call, for every k, is completed by the next run into exactly one load balancer and one group.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-mod lb_support;
-
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{Filter as SdkFilter, ResourceType, Tag, TagSpecification};
@@ -13,13 +11,13 @@ use ccm_aws_api::{Ec2, Elb, Filter, SecurityGroupId, ec2::SecurityGroup};
 use ccm_aws_sdk::CallMetrics;
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
+use ccm_testing::lb_world::{World, diff, mutation_counts, service, uid};
 use ccm_testing::unique_name;
 use k8s_openapi::api::core::v1::Node;
-use lb_support::world::{World, diff, mutation_counts, service, uid};
 
 /// Mutating calls so far (every operation that is not a `Describe*`).
 async fn world(cidr_second_octet: u8) -> World {
-    lb_support::world::world(cidr_second_octet, "lb", false).await
+    ccm_testing::lb_world::world(cidr_second_octet, "lb", false).await
 }
 
 fn mutations(metrics: &CallMetrics) -> u64 {
@@ -31,7 +29,14 @@ fn mutations(metrics: &CallMetrics) -> u64 {
         .sum()
 }
 
-impl World {
+/// What the tests here read and set up in a [`World`] beyond what it offers.
+trait ClassicWorld {
+    async fn groups_named(&self, name: &str) -> Vec<SecurityGroup>;
+    async fn node_group_sources(&self) -> Vec<String>;
+    async fn plain_group(&self, tags: &[(&str, &str)]) -> String;
+}
+
+impl ClassicWorld for World {
     async fn groups_named(&self, name: &str) -> Vec<SecurityGroup> {
         self.adapter
             .ec2()

@@ -5,8 +5,6 @@
 //! without `target-node-labels`; the last Service to go takes the rules with it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-mod lb_support;
-
 use std::collections::BTreeSet;
 
 use ccm_aws_api::{
@@ -14,17 +12,45 @@ use ccm_aws_api::{
     ec2::{IpPermission, SecurityGroup},
 };
 use ccm_cloud_provider::LoadBalancer;
-use ccm_load_balancers::{HealthProbeMode, annotations::Key, classic::node_rules::source_rules};
+use ccm_load_balancers::{
+    HealthProbeMode,
+    annotations::Key,
+    classic::node_rules::{SourceRule, source_rules},
+};
+use ccm_testing::lb_world::{World, node, service, uid, world_with};
 use k8s_openapi::api::core::v1::Node;
-use lb_support::world::{World, node, service, uid, world_with};
 
 /// A rule from the source group as the test compares it: protocol, port (`None`: all traffic), described as
 /// the load balancer's.
 type Seen = (String, Option<i32>, bool);
 
-impl World {
+/// What the tests here read and set up in a [`World`] beyond what it offers.
+trait RulesWorld {
+    async fn rules_from(&self, group: &str, source: &str) -> BTreeSet<Seen>;
+    async fn source_rules_on(&self, group: &str, source: &str) -> Vec<SourceRule>;
+    async fn allow_all(&self, group: &str, source: &str);
+    async fn nodes_in(&self, group: &str, labels: &[(&str, &str)]) -> Vec<Node>;
+    async fn descriptions_on(&self, group: &str, source: &str, port: i32) -> BTreeSet<String>;
+}
+
+impl RulesWorld for World {
     /// The rules on `group` whose source is `source`.
     async fn rules_from(&self, group: &str, source: &str) -> BTreeSet<Seen> {
+        self.source_rules_on(group, source)
+            .await
+            .into_iter()
+            .map(|r| {
+                let ours = r
+                    .description
+                    .as_deref()
+                    .is_some_and(|d| d.starts_with("kubernetes.io/rule/elb="));
+                (r.protocol, r.from_port, ours)
+            })
+            .collect()
+    }
+
+    /// The rules on `group` whose source is `source`, as the provider reads them (through the adapter).
+    async fn source_rules_on(&self, group: &str, source: &str) -> Vec<SourceRule> {
         let found: Vec<SecurityGroup> = self
             .adapter
             .ec2()
@@ -35,15 +61,6 @@ impl World {
         // documents it) and answers every group.
         let found = found.iter().find(|g| g.id.as_str() == group).unwrap();
         source_rules(found, &SecurityGroupId::new(source))
-            .into_iter()
-            .map(|r| {
-                let ours = r
-                    .description
-                    .as_deref()
-                    .is_some_and(|d| d.starts_with("kubernetes.io/rule/elb="));
-                (r.protocol, r.from_port, ours)
-            })
-            .collect()
     }
 
     /// Upstream's rule: all traffic from `source` into `group`.
@@ -66,6 +83,16 @@ impl World {
         let mut nodes: Vec<Node> = found.iter().map(|i| node(i.id.as_str(), labels)).collect();
         nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         nodes
+    }
+
+    /// The descriptions of the rules on `port` of `group` whose source is `source`.
+    async fn descriptions_on(&self, group: &str, source: &str, port: i32) -> BTreeSet<String> {
+        self.source_rules_on(group, source)
+            .await
+            .into_iter()
+            .filter(|r| r.port() == Some(port))
+            .map(|r| r.description.unwrap_or_default())
+            .collect()
     }
 }
 
@@ -372,25 +399,5 @@ async fn classic_and_nlb_sharing_a_given_group_hand_over_the_health_rule() {
             .await
             .unwrap();
         assert_eq!(shared().await, BTreeSet::new(), "gone with the last");
-    }
-}
-
-impl World {
-    /// The descriptions of the rules on `port` of `group` whose source is `source`.
-    async fn descriptions_on(&self, group: &str, source: &str, port: i32) -> BTreeSet<String> {
-        let found = self
-            .adapter
-            .ec2()
-            .security_groups(&[Filter::new("group-id", [group])])
-            .await
-            .unwrap();
-        // Picked by id: ministack 1.5.33 ignores the `group-id` filter of DescribeSecurityGroups (AWS
-        // documents it) and answers every group.
-        let found = found.iter().find(|g| g.id.as_str() == group).unwrap();
-        source_rules(found, &SecurityGroupId::new(source))
-            .into_iter()
-            .filter(|r| r.port() == Some(port))
-            .map(|r| r.description.unwrap_or_default())
-            .collect()
     }
 }

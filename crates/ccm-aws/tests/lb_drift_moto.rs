@@ -3,19 +3,17 @@
 //! next ensure repairs them and the following pass reports nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-mod lb_support;
-
 use ccm_aws_api::{Elb, Elbv2, InstanceId, elbv2::TargetGroupHealthCheck};
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
+use ccm_testing::lb_world::{service, uid};
 use k8s_openapi::api::core::v1::Node;
-use lb_support::world::{service, uid};
 
 const CLUSTER: &str = "kubernetes";
 
 #[tokio::test]
 async fn changes_by_hand_are_found_in_one_pass_and_repaired_by_an_ensure() {
-    let w = lb_support::world::world(113, "drift", false).await;
+    let w = ccm_testing::lb_world::world(113, "drift", false).await;
     let lbs = w.lbs(w.config.clone());
     let nodes: Vec<Node> = w.nodes();
     let refs: Vec<&Node> = nodes.iter().collect();

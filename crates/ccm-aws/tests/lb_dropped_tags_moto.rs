@@ -3,13 +3,11 @@
 //! managed group; tags added by hand, and the controller's own, stay.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-mod lb_support;
-
 use ccm_aws_api::{Ec2, Elb, Elbv2, SecurityGroupId, Tags};
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
+use ccm_testing::lb_world::{Lbs, World, uid};
 use k8s_openapi::api::core::v1::{Node, Service};
-use lb_support::world::{Lbs, World, uid};
 
 const CLUSTER_NAME: &str = "kubernetes";
 const RECORD: &str = "kubernetes.io/additional-resource-tags";
@@ -22,7 +20,7 @@ fn service(uid: &str, nlb: bool, tags: Option<&str>) -> Service {
     if let Some(t) = tags {
         annotations.push((Key::AdditionalResourceTags, t));
     }
-    lb_support::world::service(uid, &[(80, 30080)], &annotations)
+    ccm_testing::lb_world::service(uid, &[(80, 30080)], &annotations)
 }
 
 async fn ensure(lbs: &Lbs, svc: &Service, w: &World) {
@@ -45,7 +43,7 @@ fn keys(tags: &Tags) -> Vec<&str> {
 
 #[tokio::test]
 async fn dropped_keys_leave_the_nlb_its_listener_target_group_and_managed_group() {
-    let w = lb_support::world::world(166, "tags", true).await;
+    let w = ccm_testing::lb_world::world(166, "tags", true).await;
     let lbs = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
     let uid = uid();
     ensure(&lbs, &service(&uid, true, Some("team=a,env=prod")), &w).await;
@@ -106,10 +104,13 @@ async fn dropped_keys_leave_the_nlb_its_listener_target_group_and_managed_group(
         assert_eq!(keys(tags), left);
     }
     assert_eq!(keys(&group_tags(&w, &managed).await), left);
-    let before = lb_support::world::mutation_counts(w.adapter.metrics());
+    let before = ccm_testing::lb_world::mutation_counts(w.adapter.metrics());
     ensure(&lbs, &plain, &w).await;
     assert_eq!(
-        lb_support::world::diff(&lb_support::world::mutation_counts(w.adapter.metrics()), &before),
+        ccm_testing::lb_world::diff(
+            &ccm_testing::lb_world::mutation_counts(w.adapter.metrics()),
+            &before
+        ),
         Default::default()
     );
     lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &plain)
@@ -119,7 +120,7 @@ async fn dropped_keys_leave_the_nlb_its_listener_target_group_and_managed_group(
 
 #[tokio::test]
 async fn dropped_keys_leave_the_classic_elb_and_its_group() {
-    let w = lb_support::world::world(167, "tags", true).await;
+    let w = ccm_testing::lb_world::world(167, "tags", true).await;
     let lbs = w.lbs(w.config.clone());
     let uid = uid();
     ensure(&lbs, &service(&uid, false, Some("team=a,env=prod")), &w).await;

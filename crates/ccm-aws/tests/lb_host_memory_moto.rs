@@ -4,25 +4,17 @@
 //! call; after a failed apply, a drift report or in a fresh process the next host update reads again.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-mod lb_support;
-
-use std::{
-    collections::BTreeMap,
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
-};
+use std::collections::BTreeMap;
 
 use ccm_aws_api::{Elb, InstanceId};
 use ccm_aws_sdk::CallMetrics;
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::{AwsLoadBalancers, annotations::Key};
-use k8s_openapi::api::core::v1::{Node, Service};
-use lb_support::{
-    Faulty,
-    world::{self, World, diff, uid},
+use ccm_testing::{
+    crash::CrashAt,
+    lb_world::{self as world, World, diff, uid},
 };
+use k8s_openapi::api::core::v1::{Node, Service};
 
 const CLUSTER: &str = "kubernetes";
 
@@ -133,15 +125,11 @@ async fn a_join_and_a_leave_after_ensures_cost_only_the_writes() {
 #[tokio::test]
 async fn after_a_failed_apply_the_next_update_reads_again() {
     let w = world::world(151, "mem", false).await;
-    let count = Arc::new(AtomicUsize::new(0));
     // Only the ELB's mutating calls are counted; the 1000th fails.
+    let crash = CrashAt::new(1000);
     let lbs = AwsLoadBalancers::new(
         w.adapter.ec2().clone(),
-        Faulty {
-            inner: w.adapter.elb().clone(),
-            count: count.clone(),
-            fail_at: 1000,
-        },
+        crash.guard(w.adapter.elb().clone()),
         w.adapter.elbv2().clone(),
         w.config.clone().with_node_security_group_rules(false),
     );
@@ -159,7 +147,7 @@ async fn after_a_failed_apply_the_next_update_reads_again() {
     assert_eq!(join, ops(&[("RegisterInstancesWithLoadBalancer", 1)]));
 
     // The next mutating call (the ELB's) fails, as if the process died before it.
-    count.store(999, Ordering::SeqCst);
+    crash.fail_next();
     lbs.update_load_balancer(CLUSTER, &svc, &three).await.unwrap_err();
     let retry = counted(
         &w,

@@ -4,20 +4,18 @@
 //! allows quoted), and the TCP idle timeout of a listener.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-mod lb_support;
-
 use std::collections::BTreeSet;
 
 use ccm_aws_api::Elbv2;
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
+use ccm_testing::lb_world::{Lbs, World, uid};
 use k8s_openapi::api::core::v1::{Node, Service};
-use lb_support::world::{Lbs, World, uid};
 
 const CLUSTER_NAME: &str = "kubernetes";
 
 fn service(uid: &str, attributes: &str) -> Service {
-    lb_support::world::service(
+    ccm_testing::lb_world::service(
         uid,
         &[(80, 30080)],
         &[(Key::Type, "nlb"), (Key::LoadBalancerAttributes, attributes)],
@@ -75,7 +73,7 @@ async fn node_rule_count(w: &World) -> usize {
 
 #[tokio::test]
 async fn deletion_protection_keeps_the_nlb_until_the_service_turns_it_off() {
-    let w = lb_support::world::world(162, "attr", true).await;
+    let w = ccm_testing::lb_world::world(162, "attr", true).await;
     let lbs = w.lbs(w.config.clone());
     let uid = uid();
     let protected = service(
@@ -145,7 +143,7 @@ async fn deletion_protection_keeps_the_nlb_until_the_service_turns_it_off() {
 
 #[tokio::test]
 async fn an_unknown_key_is_refused_before_any_write_and_one_aws_refuses_is_reported_with_its_words() {
-    let w = lb_support::world::world(163, "attr", true).await;
+    let w = ccm_testing::lb_world::world(163, "attr", true).await;
     let lbs = w.lbs(w.config.clone());
     let svc = service(&uid(), "routing.bogus.enabled=true");
     let groups = target_groups(&w).await;
@@ -204,7 +202,7 @@ async fn idle_timeout(w: &World, name: &str) -> String {
 
 #[tokio::test]
 async fn the_tcp_idle_timeout_of_a_listener_is_set_in_place_and_left_once_unannotated() {
-    let w = lb_support::world::world(164, "attr", true).await;
+    let w = ccm_testing::lb_world::world(164, "attr", true).await;
     let lbs = w.lbs(w.config.clone());
     let metrics = w.adapter.metrics().clone();
     let uid = uid();
@@ -213,7 +211,7 @@ async fn the_tcp_idle_timeout_of_a_listener_is_set_in_place_and_left_once_unanno
         ccm_load_balancers::annotations::LISTENER_ATTRIBUTES_PREFIX
     );
     let with = |seconds: Option<&str>| {
-        let mut svc = lb_support::world::service(&uid, &[(80, 30080)], &[(Key::Type, "nlb")]);
+        let mut svc = ccm_testing::lb_world::service(&uid, &[(80, 30080)], &[(Key::Type, "nlb")]);
         if let Some(s) = seconds {
             let annotations = svc.metadata.annotations.get_or_insert_default();
             annotations.insert(key.clone(), format!("tcp.idle_timeout.seconds={s}"));
@@ -223,10 +221,10 @@ async fn the_tcp_idle_timeout_of_a_listener_is_set_in_place_and_left_once_unanno
     let name = lbs.load_balancer_name(CLUSTER_NAME, &with(None));
     ensure(&lbs, &with(Some("600")), &w.nodes()).await.unwrap();
     assert_eq!(idle_timeout(&w, &name).await, "600", "set on the new listener");
-    let before = lb_support::world::mutation_counts(&metrics);
+    let before = ccm_testing::lb_world::mutation_counts(&metrics);
     ensure(&lbs, &with(Some("600")), &w.nodes()).await.unwrap();
     assert_eq!(
-        lb_support::world::diff(&lb_support::world::mutation_counts(&metrics), &before),
+        ccm_testing::lb_world::diff(&ccm_testing::lb_world::mutation_counts(&metrics), &before),
         Default::default()
     );
     ensure(&lbs, &with(Some("1200")), &w.nodes()).await.unwrap();

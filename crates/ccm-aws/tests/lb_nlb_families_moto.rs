@@ -4,22 +4,20 @@
 //! place, and the `ip-address-type` annotation still wins.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-mod lb_support;
-
 use std::collections::BTreeMap;
 
 use ccm_aws_api::Elbv2;
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
+use ccm_testing::lb_world::{diff, mutation_counts, uid};
 use k8s_openapi::api::core::v1::{Node, Service};
-use lb_support::world::{diff, mutation_counts, uid};
 
 const CLUSTER_NAME: &str = "kubernetes";
 
 fn service(uid: &str, policy: &str, annotations: &[(Key, &str)]) -> Service {
     let mut all = annotations.to_vec();
     all.push((Key::Type, "nlb"));
-    let mut svc = lb_support::world::service(uid, &[(80, 30080)], &all);
+    let mut svc = ccm_testing::lb_world::service(uid, &[(80, 30080)], &all);
     let spec = svc.spec.as_mut().unwrap();
     spec.ip_families = Some(vec!["IPv4".to_owned(), "IPv6".to_owned()]);
     spec.ip_family_policy = Some(policy.to_owned());
@@ -28,7 +26,7 @@ fn service(uid: &str, policy: &str, annotations: &[(Key, &str)]) -> Service {
 
 #[tokio::test]
 async fn a_dual_stack_service_gets_what_its_subnets_allow_and_what_it_requires() {
-    let w = lb_support::world::world(165, "fam", true).await;
+    let w = ccm_testing::lb_world::world(165, "fam", true).await;
     let lbs = w.lbs(w.config.clone());
     let metrics = w.adapter.metrics().clone();
     let nodes = w.nodes();

@@ -3,8 +3,6 @@
 //! CIDR rules of an earlier version, NLBs without groups keeping CIDR rules, and deletion.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-mod lb_support;
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
@@ -16,8 +14,8 @@ use ccm_load_balancers::{
     annotations::Key,
     nlb::node_rules::{CLIENT_RULE_PREFIX, HEALTH_RULE_PREFIX, MTU_RULE},
 };
+use ccm_testing::lb_world::{Lbs, World, diff, mutation_counts, uid};
 use k8s_openapi::api::core::v1::{Node, Service};
-use lb_support::world::{Lbs, World, diff, mutation_counts, uid};
 
 const CLUSTER_NAME: &str = "kubernetes";
 
@@ -26,7 +24,7 @@ fn service(annotations: &[(Key, &str)]) -> Service {
     let mut all = annotations.to_vec();
     all.push((Key::Type, "nlb"));
     all.push((Key::HealthcheckPort, "32000"));
-    let mut svc = lb_support::world::service(&uid(), &[(80, 30080), (443, 30443), (8080, 30088)], &all);
+    let mut svc = ccm_testing::lb_world::service(&uid(), &[(80, 30080), (443, 30443), (8080, 30088)], &all);
     svc.spec.as_mut().unwrap().load_balancer_source_ranges = Some(
         ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "203.0.113.0/24"]
             .map(str::to_owned)
@@ -89,7 +87,7 @@ fn group_rules(group: &str, name: &str) -> BTreeSet<(String, i32, String, String
 
 #[tokio::test]
 async fn node_rules_reference_the_managed_group_and_go_with_it() {
-    let w = lb_support::world::world(160, "grp", true).await;
+    let w = ccm_testing::lb_world::world(160, "grp", true).await;
     let lbs = w.lbs(allowed(w.config.clone()).with_nlb_managed_security_groups(true));
     let svc = service(&[]);
     let name = lbs.load_balancer_name(CLUSTER_NAME, &svc);
@@ -118,7 +116,7 @@ async fn node_rules_reference_the_managed_group_and_go_with_it() {
 
 #[tokio::test]
 async fn an_nlb_moves_from_cidr_rules_to_its_group_and_given_groups_are_referenced() {
-    let w = lb_support::world::world(161, "grp", true).await;
+    let w = ccm_testing::lb_world::world(161, "grp", true).await;
     // Without groups first (an NLB of the CIDR era): CIDR rules, 3 ports x 4 ranges + 1 x 2 subnets, MTU rules.
     let lbs = w.lbs(allowed(w.config.clone()));
     let given = w.byo_group().await;

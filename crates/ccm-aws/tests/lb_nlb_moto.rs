@@ -4,8 +4,6 @@
 //! deletion (no owned resource left, a BYO group kept). Each test has its own VPC, instances and cluster ID.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-mod lb_support;
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
@@ -14,22 +12,22 @@ use ccm_aws_api::{
 };
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
+use ccm_testing::lb_world::{Lbs, World, diff, mutation_counts, node, uid};
 use ccm_testing::{TestEnv, unique_name};
 use k8s_openapi::api::core::v1::{Node, Service};
-use lb_support::world::{Lbs, World, diff, mutation_counts, node, uid};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const CLUSTER_NAME: &str = "kubernetes";
 
 async fn world(octet: u8) -> World {
-    lb_support::world::world(octet, "nlb", true).await
+    ccm_testing::lb_world::world(octet, "nlb", true).await
 }
 
-/// An NLB Service: [`lb_support::world::service`] with `aws-load-balancer-type: nlb`.
+/// An NLB Service: [`ccm_testing::lb_world::service`] with `aws-load-balancer-type: nlb`.
 fn service(uid: &str, ports: &[(i32, i32)], annotations: &[(Key, &str)]) -> Service {
     let mut all = annotations.to_vec();
     all.push((Key::Type, "nlb"));
-    lb_support::world::service(uid, ports, &all)
+    ccm_testing::lb_world::service(uid, ports, &all)
 }
 
 /// An ACM certificate from moto (JSON 1.1 `CertificateManager.RequestCertificate` over plain HTTP).

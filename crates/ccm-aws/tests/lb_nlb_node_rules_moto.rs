@@ -10,7 +10,7 @@ use aws_sdk_ec2::types::{
     Filter as SdkFilter, IpPermission as SdkPermission, IpRange as SdkRange, Ipv6Range,
 };
 use ccm_aws_api::{Ec2, Filter, SecurityGroupId, SubnetId, VpcId};
-use ccm_aws_sdk::{Adapter, AdapterOptions, CallMetrics, RateLimits, RetryPolicy};
+use ccm_aws_sdk::{Adapter, CallMetrics};
 use ccm_load_balancers::{
     LoadBalancerConfig,
     nlb::node_rules::{self, CLIENT_RULE_PREFIX, DescribedRule, HEALTH_RULE_PREFIX, NodeAccess, RuleChange},
@@ -42,12 +42,7 @@ struct World {
 async fn world() -> World {
     let env = TestEnv::get();
     let sdk = env.aws_config().await;
-    let adapter = Adapter::new(
-        &sdk,
-        AdapterOptions::default()
-            .with_rate_limits(RateLimits::unlimited())
-            .with_retry(RetryPolicy::quick(1)),
-    );
+    let adapter = ccm_testing::ec2::adapter(&sdk, Some(1));
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster_id = unique_name("nlbrules");
     let cluster = ClusterTags::new(&cluster_id, false).unwrap();

@@ -10,7 +10,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod lb_gate;
-mod lb_support;
 
 use std::future::Future;
 
@@ -19,13 +18,13 @@ use ccm_aws_api::{Elbv2, VpcId};
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::{LoadBalancerConfig, annotations::Key};
 use ccm_tagging::ClusterTags;
+use ccm_testing::lb_world::{Lbs, World, diff, mutation_counts, uid};
 use ccm_testing::unique_name;
 use k8s_openapi::api::core::v1::{Node, Service};
 use lb_gate::{
     Actor, CLUSTER, Kind, PATHS, Path, Seen, Victim, chosen, ensure, hostname, made, members, seen, service,
     status_of, with_status,
 };
-use lb_support::world::{Lbs, World, diff, mutation_counts, uid};
 
 /// The actor's Service for `path`, made ready (a rename's actor gets its own load balancer first: writes
 /// allowed, before the cell counts).
@@ -228,7 +227,7 @@ const ACTORS: [Actor; 3] = [Actor::SameNamespace, Actor::OtherNamespace, Actor::
 
 #[tokio::test]
 async fn a_classic_elb_under_a_chosen_name_is_never_touched_by_another_service() {
-    let w = lb_support::world::world(171, "gateclb", false).await;
+    let w = ccm_testing::lb_world::world(171, "gateclb", false).await;
     let lbs = w.lbs(w.config.clone());
     let victim = made(&lbs, &w, Kind::Classic, "clb", true).await;
     assert_eq!(
@@ -241,7 +240,7 @@ async fn a_classic_elb_under_a_chosen_name_is_never_touched_by_another_service()
 
 #[tokio::test]
 async fn an_nlb_under_a_chosen_name_is_never_touched_by_another_service() {
-    let w = lb_support::world::world(172, "gatenlb", false).await;
+    let w = ccm_testing::lb_world::world(172, "gatenlb", false).await;
     let lbs = w.lbs(w.config.clone());
     let victim = made(&lbs, &w, Kind::Network, "nlb", true).await;
     assert_eq!(
@@ -255,7 +254,7 @@ async fn an_nlb_under_a_chosen_name_is_never_touched_by_another_service() {
 /// Another cluster's NLB, in the same VPC (its subnets shared, the nodes' group tagged for both clusters).
 #[tokio::test]
 async fn another_clusters_nlb_is_never_touched_by_this_cluster() {
-    let w = lb_support::world::world(173, "gateforeign", false).await;
+    let w = ccm_testing::lb_world::world(173, "gateforeign", false).await;
     let other = ClusterTags::new(unique_name("gateother"), false).unwrap();
     for (resources, value) in [
         (w.subnets.clone(), "shared"),
@@ -284,7 +283,7 @@ async fn another_clusters_nlb_is_never_touched_by_this_cluster() {
 /// An ALB the AWS Load Balancer Controller made: an NLB Service naming it is refused before anything is made.
 #[tokio::test]
 async fn an_alb_of_another_tool_is_never_touched() {
-    let w = lb_support::world::world(174, "gatealb", false).await;
+    let w = ccm_testing::lb_world::world(174, "gatealb", false).await;
     let name = chosen("alb");
     let cluster = w.config.cluster.id().to_owned();
     let tags = [
@@ -311,7 +310,7 @@ async fn an_alb_of_another_tool_is_never_touched() {
 /// load balancer over: its UID tag names the successor), and the predecessor's plain deletion then leaves it too.
 #[tokio::test]
 async fn a_predecessors_cleanup_leaves_the_successors_load_balancer() {
-    let w = lb_support::world::world(175, "gatepred", false).await;
+    let w = ccm_testing::lb_world::world(175, "gatepred", false).await;
     let lbs = w.lbs(w.config.clone());
     let mut results = Vec::new();
     for (kind, what) in [(Kind::Classic, "pclb"), (Kind::Network, "pnlb")] {
@@ -372,7 +371,7 @@ async fn an_alb_made_between_the_observation_and_the_create_is_refused() {
         ownership::{Claimant, Purpose},
         parse_service,
     };
-    let w = lb_support::world::world(176, "gaterace", false).await;
+    let w = ccm_testing::lb_world::world(176, "gaterace", false).await;
     let name = chosen("race");
     let uid = uid();
     let svc = service(

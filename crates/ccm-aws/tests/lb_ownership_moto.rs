@@ -6,8 +6,6 @@
 //! refused before anything is made.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-mod lb_support;
-
 use ccm_aws_api::{
     Elb, Elbv2, SubnetId, Tags,
     elb::{ClassicListener, NewClassicLoadBalancer},
@@ -15,8 +13,8 @@ use ccm_aws_api::{
 };
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
+use ccm_testing::lb_world::{World, diff, mutation_counts, service, uid};
 use k8s_openapi::api::core::v1::{Node, Service};
-use lb_support::world::{World, diff, mutation_counts, service, uid};
 
 const CLUSTER: &str = "kubernetes";
 
@@ -99,7 +97,7 @@ fn lb_service(flavour: Flavour) -> Service {
 
 #[tokio::test]
 async fn load_balancers_of_others_under_our_name_are_never_touched() {
-    let w = lb_support::world::world(111, "own", false).await;
+    let w = ccm_testing::lb_world::world(111, "own", false).await;
     let lbs = w.lbs(w.config.clone());
     let metrics = w.adapter.metrics().clone();
     let nodes: Vec<Node> = w.nodes();
@@ -158,7 +156,7 @@ async fn load_balancers_of_others_under_our_name_are_never_touched() {
 
 #[tokio::test]
 async fn an_untagged_load_balancer_is_adopted_only_when_configured() {
-    let w = lb_support::world::world(112, "adopt", false).await;
+    let w = ccm_testing::lb_world::world(112, "adopt", false).await;
     let adopting = w.lbs(w.config.clone().with_adopt_untagged(true));
     let nodes: Vec<Node> = w.nodes();
     let refs: Vec<&Node> = nodes.iter().collect();
@@ -189,7 +187,7 @@ async fn an_untagged_load_balancer_is_adopted_only_when_configured() {
 
 #[tokio::test]
 async fn ownership_tags_in_additional_resource_tags_are_refused_and_nothing_is_made() {
-    let w = lb_support::world::world(114, "tagown", false).await;
+    let w = ccm_testing::lb_world::world(114, "tagown", false).await;
     let lbs = w.lbs(w.config.clone());
     let metrics = w.adapter.metrics().clone();
     let nodes: Vec<Node> = w.nodes();
@@ -242,7 +240,7 @@ async fn a_foreign_group_under_the_managed_name_is_never_touched() {
     };
     use ccm_load_balancers::{nlb, shared};
 
-    let w = lb_support::world::world(115, "fgrp", false).await;
+    let w = ccm_testing::lb_world::world(115, "fgrp", false).await;
     let lbs = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
     let metrics = w.adapter.metrics().clone();
     let nodes: Vec<Node> = w.nodes();

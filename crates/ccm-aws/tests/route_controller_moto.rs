@@ -8,7 +8,7 @@
 use std::{sync::Arc, time::Duration};
 
 use ccm_aws_api::VpcId;
-use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, RateLimits};
+use ccm_aws_sdk::AwsEc2;
 use ccm_cloud_provider::{CloudProvider, Unsupported};
 use ccm_controllers::route::{self, RouteConfig};
 use ccm_routes::{AwsRoutes, NodeIndex, RoutesConfig};
@@ -72,10 +72,7 @@ async fn launch(world: &World, key: &str, count: i32) -> Vec<(String, String)> {
 async fn route_controller_keeps_routes_in_every_tagged_table() {
     let env = TestEnv::get();
     let sdk = env.aws_config().await;
-    let adapter = Adapter::new(
-        &sdk,
-        AdapterOptions::default().with_rate_limits(RateLimits::unlimited()),
-    );
+    let adapter = ccm_testing::ec2::adapter(&sdk, None);
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let client = env.kube_client().await.unwrap();
     let nodes: Api<Node> = Api::all(client.clone());

@@ -7,7 +7,7 @@
 
 use aws_sdk_ec2::types::InstanceAttributeName;
 use ccm_aws_api::VpcId;
-use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits, RetryPolicy};
+use ccm_aws_sdk::Adapter;
 use ccm_cloud_provider::{Route, Routes};
 use ccm_routes::{AwsRoutes, RoutesConfig, RoutesError};
 use ccm_tagging::ClusterTags;
@@ -16,12 +16,7 @@ use ccm_testing::{TestEnv, unique_name, world::World};
 /// The adapter (no rate limits, quick retries) and a raw EC2 client, both on moto.
 async fn clients() -> (Adapter, aws_sdk_ec2::Client) {
     let sdk = TestEnv::get().aws_config().await;
-    let adapter = Adapter::new(
-        &sdk,
-        AdapterOptions::default()
-            .with_rate_limits(RateLimits::unlimited())
-            .with_retry(RetryPolicy::quick(2)),
-    );
+    let adapter = ccm_testing::ec2::adapter(&sdk, Some(2));
     (adapter, aws_sdk_ec2::Client::new(&sdk))
 }
 

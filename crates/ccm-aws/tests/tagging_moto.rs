@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use aws_sdk_ec2::types::{Filter, InstanceType};
 use ccm_aws::tagging::{CHECKSUM_LABEL, TaggingConfig, TaggingController, TaggingMetrics, tags_checksum};
-use ccm_aws_sdk::{Adapter, AdapterOptions, RateLimits};
+use ccm_aws_sdk::Adapter;
 use ccm_testing::{TestEnv, fixtures::NodeBuilder, unique_name};
 use k8s_openapi::api::core::v1::Node;
 use kube::{
@@ -83,10 +83,7 @@ fn start(
 async fn tags_joining_nodes_in_batches_untags_deleted_ones_and_retags_on_change() {
     let env = TestEnv::get();
     let sdk = env.aws_config().await;
-    let adapter = Adapter::new(
-        &sdk,
-        AdapterOptions::default().with_rate_limits(RateLimits::unlimited()),
-    );
+    let adapter = ccm_testing::ec2::adapter(&sdk, None);
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let client = env.kube_client().await.unwrap();
     let nodes: Api<Node> = Api::all(client.clone());

@@ -88,3 +88,15 @@ pub fn cloud_config(region: &str, aws_endpoint: &str, imds_endpoint: &str, globa
     }
     config
 }
+
+/// The real adapter (`ccm-aws-sdk`) as the moto tests use it: no rate limit (the emulator is local) and, with
+/// `quick_attempts`, that many attempts with millisecond back-offs for the faults a test injects (without, the
+/// adapter's default retry).
+pub fn adapter(sdk: &aws_config::SdkConfig, quick_attempts: Option<u32>) -> ccm_aws_sdk::Adapter {
+    let mut options =
+        ccm_aws_sdk::AdapterOptions::default().with_rate_limits(ccm_aws_sdk::RateLimits::unlimited());
+    if let Some(attempts) = quick_attempts {
+        options = options.with_retry(ccm_aws_sdk::RetryPolicy::quick(attempts));
+    }
+    ccm_aws_sdk::Adapter::new(sdk, options)
+}

@@ -14,16 +14,19 @@
 //! - behind the `aws` feature, moto fixtures built with the AWS SDK: `world` (the one network fixture: a
 //!   test's VPC, subnets, internet gateway, security groups, instances and route tables, from one builder, for
 //!   the moto tests, the end-to-end tests and the harnesses alike), `ec2` (the client, the AMI, octets and the
-//!   cloud config pointing the CCM at moto), `load_balancers` (reading load balancers back) and `metrics`
-//!   (scraping the CCM's `/metrics`).
+//!   cloud config pointing the CCM at moto), `load_balancers` (reading load balancers back), `metrics`
+//!   (scraping the CCM's `/metrics`), `lb_world` (the load balancers' moto world over the real adapter, for the
+//!   composition's moto tests and the `aws-calls` bench) and `crash` (a hook in front of the AWS ports that
+//!   refuses the k-th mutating call, as if the process died just before it).
 //!
 //! The environment is started by `scripts/testenv.sh up` (the README's test command does it) and reaches
 //! tests through `CCM_TEST_*` variables. A test that needs it and does not find it fails with a message that
 //! says what is missing: integration tests are never skipped silently.
 //!
-//! Depends on the contract (`ccm-cloud-provider`, for the fake), `kube` and `k8s-openapi`; the AWS SDK and
-//! `aws-config` only behind the `aws` feature, which the crates whose tests talk to moto through the SDK enable
-//! (the adapter, the composition, the examples): the domain crates' tests never build the SDK.
+//! Depends on the contract (`ccm-cloud-provider`, for the fake), `kube` and `k8s-openapi`; the AWS SDK,
+//! `aws-config`, the ports, the adapter and the load balancers only behind the `aws` feature, which the crates
+//! whose tests talk to moto through the SDK enable (the adapter, the composition, the examples): the domain
+//! crates' tests never build the SDK.
 
 #![cfg_attr(
     test,
@@ -34,12 +37,16 @@
 )]
 
 #[cfg(feature = "aws")]
+pub mod crash;
+#[cfg(feature = "aws")]
 pub mod ec2;
 mod env;
 mod fault_proxy;
 pub mod fixtures;
 mod go_ccm;
 mod imds;
+#[cfg(feature = "aws")]
+pub mod lb_world;
 #[cfg(feature = "aws")]
 pub mod load_balancers;
 #[cfg(feature = "aws")]

@@ -23,7 +23,7 @@
 //! Worlds never share a VPC, so tests running at the same time against one moto do not see each other's
 //! resources; the octet chooses the CIDR (and with it the instances' private DNS names). This is the one network
 //! fixture of the workspace: the moto tests, the end-to-end tests and the harnesses all build theirs here (the
-//! load-balancer tests of ccm-aws add the adapter and the provider on top, in their `lb_support`).
+//! load-balancer tests add the adapter and the provider on top, in [`crate::lb_world`]).
 
 use aws_sdk_ec2::{
     Client,

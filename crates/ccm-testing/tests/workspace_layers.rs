@@ -175,6 +175,20 @@ fn dependency_rules_hold() {
                 "the runtime depends on ccm-cloud-provider and ccm-controllers only, nothing AWS",
             );
         }
+        // The test support reaches the AWS crates (ports, adapter, load balancers) for its moto fixtures only
+        // behind its `aws` feature, so that a crate testing without the SDK never builds them through it.
+        if pkg == "ccm-testing"
+            && normal
+            && !optional
+            && dep.starts_with("ccm-")
+            && dep != "ccm-cloud-provider"
+        {
+            violation(
+                pkg,
+                dep,
+                "ccm-testing depends on the contract; the AWS crates only behind its `aws` feature",
+            );
+        }
         if dep == "ccm-testing" && normal && !["ccm-harness", "ccm-benches"].contains(&pkg.as_str()) {
             violation(
                 pkg,

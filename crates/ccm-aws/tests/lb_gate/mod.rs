@@ -17,7 +17,7 @@ use ccm_testing::{TestEnv, fixtures::ServiceBuilder};
 use k8s_openapi::api::core::v1::{Node, Service, ServiceStatus};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::lb_support::world::{Lbs, World, uid};
+use ccm_testing::lb_world::{Lbs, World, uid};
 
 /// The controller's `--cluster-name`.
 pub const CLUSTER: &str = "kubernetes";

@@ -1,18 +1,24 @@
-//! The moto world of the load balancer tests: a VPC with an internet gateway, two public subnets tagged for the
-//! cluster, a node group and three instances; Services and Nodes; mutating-call counts from the adapter.
+//! The moto world of the load balancer tests (the composition's moto tests and the `aws-calls` bench): a VPC with
+//! an internet gateway, two public subnets tagged for the cluster, a node group and three instances; the
+//! load-balancer provider over the real adapter, whole or crashing at a chosen call ([`crate::crash`]); Services
+//! and Nodes; mutating-call counts from the adapter.
+//!
+//! Its helpers panic where moto fails: they set a test up, and a failure there is the test's failure.
+#![allow(clippy::unwrap_used)]
 
-use ccm_testing::fixtures::{NodeBuilder, ServiceBuilder};
-use std::{
-    collections::BTreeMap,
-    sync::{Arc, atomic::AtomicUsize},
+use std::collections::BTreeMap;
+
+use crate::{
+    TestEnv,
+    crash::{CrashAt, Faulty},
+    fixtures::{NodeBuilder, ServiceBuilder},
+    unique_name,
+    world::WorldBuilder,
 };
-
-use super::Faulty;
 use ccm_aws_api::{Ec2, Elbv2, VpcId};
-use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, AwsElb, AwsElbv2, CallMetrics, RateLimits, RetryPolicy};
+use ccm_aws_sdk::{Adapter, AwsEc2, AwsElb, AwsElbv2, CallMetrics};
 use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
 use ccm_tagging::ClusterTags;
-use ccm_testing::{TestEnv, unique_name, world::WorldBuilder};
 use k8s_openapi::api::core::v1::{Node, Service};
 
 /// Mutating calls so far (every operation that is not a `Describe*`), by operation.
@@ -70,13 +76,21 @@ pub fn node(instance: &str, labels: &[(&str, &str)]) -> Node {
 
 /// One test's AWS world.
 pub struct World {
+    /// The real adapter against moto (unlimited rate, one quick retry); its metrics count the calls.
     pub adapter: Adapter,
+    /// An SDK client for what the ports do not offer (setting the world up, reading it back).
     pub raw: aws_sdk_ec2::Client,
+    /// The load balancers' configuration for this world's cluster and VPC.
     pub config: LoadBalancerConfig,
+    /// The VPC.
     pub vpc: String,
+    /// The two subnets, in us-east-1a and us-east-1b.
     pub subnets: Vec<String>,
+    /// The nodes' security group.
     pub node_group: String,
+    /// Every security group made, the nodes' first.
     pub groups: Vec<String>,
+    /// Every instance, sorted.
     pub instances: Vec<String>,
 }
 
@@ -97,12 +111,7 @@ pub async fn world_with(
 ) -> World {
     let env = TestEnv::get();
     let sdk = env.aws_config().await;
-    let adapter = Adapter::new(
-        &sdk,
-        AdapterOptions::default()
-            .with_rate_limits(RateLimits::unlimited())
-            .with_retry(RetryPolicy::quick(1)),
-    );
+    let adapter = crate::ec2::adapter(&sdk, Some(1));
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster = ClusterTags::new(unique_name(prefix), false).unwrap();
     let key = cluster.key();
@@ -110,7 +119,7 @@ pub async fn world_with(
     if internal_subnets {
         subnet_tags.push(("kubernetes.io/role/internal-elb", "1"));
     }
-    let builder = ccm_testing::world::World::builder(cidr_second_octet)
+    let builder = crate::world::World::builder(cidr_second_octet)
         .subnet("us-east-1a", &subnet_tags)
         .subnet("us-east-1b", &subnet_tags)
         .internet_gateway()
@@ -136,7 +145,7 @@ pub async fn world_with(
 /// The provider over the adapter.
 pub type Lbs = AwsLoadBalancers<AwsEc2, AwsElb, AwsElbv2>;
 
-/// The provider with its three ports sharing one [`Faulty`] count: the `fail_at`-th mutating call, whichever the
+/// The provider with its three ports behind one [`CrashAt`]: the `fail_at`-th mutating call, whichever the
 /// service, is refused as if the process died just before it.
 pub type FaultyLbs = AwsLoadBalancers<Faulty<AwsEc2>, Faulty<AwsElb>, Faulty<AwsElbv2>>;
 
@@ -153,23 +162,11 @@ impl World {
 
     /// The provider with `config` that refuses the `fail_at`-th mutating call.
     pub fn faulty_lbs(&self, config: LoadBalancerConfig, fail_at: usize) -> FaultyLbs {
-        let count = Arc::new(AtomicUsize::new(0));
+        let crash = CrashAt::new(fail_at);
         AwsLoadBalancers::new(
-            Faulty {
-                inner: self.adapter.ec2().clone(),
-                count: count.clone(),
-                fail_at,
-            },
-            Faulty {
-                inner: self.adapter.elb().clone(),
-                count: count.clone(),
-                fail_at,
-            },
-            Faulty {
-                inner: self.adapter.elbv2().clone(),
-                count,
-                fail_at,
-            },
+            crash.guard(self.adapter.ec2().clone()),
+            crash.guard(self.adapter.elb().clone()),
+            crash.guard(self.adapter.elbv2().clone()),
             config,
         )
     }
