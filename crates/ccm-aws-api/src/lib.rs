@@ -33,8 +33,11 @@
 //! ([`metadata::region_of_zone`]) and the IDs an `InvalidInstanceID.NotFound` message names
 //! ([`ec2::unknown_instance_ids`]).
 //!
-//! May depend on: `thiserror`, `serde_json`, `mockall` (feature `mock`). Never on `aws-sdk-*`: domain crates
-//! build against these ports in seconds.
+//! It holds the instance catalog too ([`InstanceCatalog`]): the one reader of EC2 instances every controller shares, kept
+//! here, beside the port it reads through, so that every domain crate can take it without importing another.
+//!
+//! May depend on: `thiserror`, `serde_json`, `tokio` (the catalog's clock and expiry), `mockall` (feature
+//! `mock`). Never on `aws-sdk-*`: domain crates build against these ports in seconds.
 
 #![cfg_attr(
     test,
@@ -52,6 +55,7 @@ mod error;
 mod provider_id;
 mod types;
 
+pub mod catalog;
 pub mod ec2;
 pub mod ecr;
 pub mod elb;
@@ -59,6 +63,7 @@ pub mod elbv2;
 pub mod metadata;
 pub mod sts;
 
+pub use catalog::{Catalog, CatalogInstance, CatalogLookup, Freshness, InstanceCatalog};
 pub use ec2::Ec2;
 pub use ecr::Ecr;
 pub use elb::Elb;

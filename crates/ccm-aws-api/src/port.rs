@@ -24,7 +24,8 @@ impl PortCall {
     }
 }
 
-/// What an [`Intercept`] asks before every call: an error refuses the call, which then never reaches the port.
+/// What an [`Intercept`] asks before every call (an error refuses the call, which then never reaches the port),
+/// and shows after it.
 pub trait CallHook {
     /// Lets `call` through (`Ok`) or refuses it with the error its caller gets.
     ///
@@ -32,6 +33,23 @@ pub trait CallHook {
     ///
     /// Whatever the hook decides the caller should see instead of the port's answer.
     fn before(&self, call: PortCall) -> Result<()>;
+
+    /// Sees the answer of a call it let through (the method's `Result`, to downcast: the instance catalog learns
+    /// from `Result<Vec<Instance>>` this way). Does nothing by default.
+    fn after(&self, call: PortCall, answer: &dyn std::any::Any) {
+        let _ = (call, answer);
+    }
+}
+
+/// A shared hook (the instance catalog in front of several ports).
+impl<H: CallHook + ?Sized> CallHook for std::sync::Arc<H> {
+    fn before(&self, call: PortCall) -> Result<()> {
+        (**self).before(call)
+    }
+
+    fn after(&self, call: PortCall, answer: &dyn std::any::Any) {
+        (**self).after(call, answer);
+    }
 }
 
 /// A port with a [`CallHook`] in front of it: every method asks the hook, then calls the port. Tests use it to
@@ -57,6 +75,11 @@ impl<T, H> Intercept<T, H> {
     /// The hook.
     pub fn hook(&self) -> &H {
         &self.hook
+    }
+
+    /// The port and the hook.
+    pub fn into_parts(self) -> (T, H) {
+        (self.inner, self.hook)
     }
 }
 
@@ -91,15 +114,15 @@ macro_rules! port {
             $(
                 fn $method(&self $(, $arg: $ty)*) -> impl ::core::future::Future<Output = $ret> + Send {
                     async move {
-                        $crate::CallHook::before(
-                            self.hook(),
-                            $crate::PortCall {
-                                port: stringify!($port),
-                                method: stringify!($method),
-                                mutation: port!(@mutation $($op)?),
-                            },
-                        )?;
-                        self.inner().$method($($arg),*).await
+                        let call = $crate::PortCall {
+                            port: stringify!($port),
+                            method: stringify!($method),
+                            mutation: port!(@mutation $($op)?),
+                        };
+                        $crate::CallHook::before(self.hook(), call)?;
+                        let answer = self.inner().$method($($arg),*).await;
+                        $crate::CallHook::after(self.hook(), call, &answer);
+                        answer
                     }
                 }
             )*

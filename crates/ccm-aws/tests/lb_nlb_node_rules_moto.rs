@@ -4,13 +4,16 @@
 //! Each test has its own VPC, groups, instances and cluster ID.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
 use aws_sdk_ec2::types::{
     Filter as SdkFilter, IpPermission as SdkPermission, IpRange as SdkRange, Ipv6Range,
 };
-use ccm_aws_api::{Ec2, Filter, SecurityGroupId, SubnetId, VpcId};
-use ccm_aws_sdk::{Adapter, CallMetrics};
+use ccm_aws_api::{Catalog, Ec2, Filter, InstanceCatalog, SecurityGroupId, SubnetId, VpcId};
+use ccm_aws_sdk::{Adapter, AwsEc2, CallMetrics};
 use ccm_load_balancers::{
     LoadBalancerConfig,
     nlb::node_rules::{self, CLIENT_RULE_PREFIX, DescribedRule, HEALTH_RULE_PREFIX, NodeAccess, RuleChange},
@@ -92,6 +95,11 @@ fn delta(
         .collect()
 }
 
+/// The port through a catalog of its own, fresh for each observation: every instance is read.
+fn uncached(ec2: &AwsEc2) -> Catalog<AwsEc2> {
+    Arc::new(InstanceCatalog::new()).over(ec2.clone())
+}
+
 fn rule(protocol: &str, port: i32, cidr: &str, description: &str) -> DescribedRule {
     DescribedRule {
         rule: Rule {
@@ -125,9 +133,10 @@ impl World {
     }
 
     async fn plan(&self, access: &NodeAccess, planned_for: &NodeAccess) -> Vec<RuleChange> {
-        let observed = node_rules::observe(self.adapter.ec2(), &self.config, access, &self.subnets)
-            .await
-            .unwrap();
+        let observed =
+            node_rules::observe(&uncached(self.adapter.ec2()), &self.config, access, &self.subnets)
+                .await
+                .unwrap();
         node_rules::plan(planned_for, &observed)
     }
 
@@ -239,7 +248,7 @@ async fn rules_are_applied_steady_changed_and_deleted_without_touching_anyone_el
         &[32000],
     );
     let before = counts(&metrics);
-    let observed = node_rules::observe(w.adapter.ec2(), &w.config, &access, &w.subnets)
+    let observed = node_rules::observe(&uncached(w.adapter.ec2()), &w.config, &access, &w.subnets)
         .await
         .unwrap();
     // One read each, plus one for the untagged group of the third instance.

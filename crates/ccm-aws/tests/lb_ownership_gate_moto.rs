@@ -11,10 +11,10 @@
 
 mod lb_gate;
 
-use std::future::Future;
+use std::{future::Future, sync::Arc};
 
 use aws_sdk_ec2::types::Tag;
-use ccm_aws_api::{Elbv2, VpcId};
+use ccm_aws_api::{Elbv2, InstanceCatalog, VpcId};
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::{LoadBalancerConfig, annotations::Key};
 use ccm_tagging::ClusterTags;
@@ -384,8 +384,9 @@ async fn an_alb_made_between_the_observation_and_the_create_is_refused() {
     let spec = parse_service(&svc).unwrap();
     let subnets: Vec<SubnetId> = w.subnets.iter().map(SubnetId::new).collect();
     let desired = nlb::build(&spec, &[], &w.config, CLUSTER, &subnets).unwrap();
-    let (ec2, elb, elbv2) = (w.adapter.ec2(), w.adapter.elb(), w.adapter.elbv2());
-    let observed = nlb::observe(ec2, elb, elbv2, &w.config, &desired, Scope::Full)
+    let ec2 = Arc::new(InstanceCatalog::new()).over(w.adapter.ec2().clone());
+    let (elb, elbv2) = (w.adapter.elb(), w.adapter.elbv2());
+    let observed = nlb::observe(&ec2, elb, elbv2, &w.config, &desired, Scope::Full)
         .await
         .unwrap();
     assert!(observed.load_balancer.is_none(), "nothing under the name yet");
@@ -411,7 +412,7 @@ async fn an_alb_made_between_the_observation_and_the_create_is_refused() {
         name: name.clone(),
     };
     let before = seen(&w, &victim).await;
-    let refused = nlb::apply(ec2, elbv2, &w.config, &claim, &observed, &changes)
+    let refused = nlb::apply(&ec2, elbv2, &w.config, &claim, &observed, &changes)
         .await
         .unwrap_err();
     assert!(

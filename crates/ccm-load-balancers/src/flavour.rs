@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
+use ccm_aws_api::{AwsError, CatalogLookup, Ec2, Elb, Elbv2, SubnetId, Tags};
 use k8s_openapi::api::core::v1::Node;
 use serde::Serialize;
 
@@ -117,7 +117,7 @@ pub(crate) trait LoadBalancerFlavour {
     fn found(observed: &Self::Observed) -> Option<&Tags>;
 
     /// Reads what the plan needs (no mutation).
-    fn observe<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+    fn observe<E: CatalogLookup + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
         ports: &Ports<'_, E, L, V>,
         desired: &Self::Desired,
         scope: Scope,

@@ -77,18 +77,21 @@ pub mod drift;
 mod dry_run;
 mod error;
 pub mod flavour;
+pub mod instance_reads;
 mod memory;
 pub mod nlb;
 pub mod ownership;
 mod provider;
-mod recent_instances;
 pub mod shared;
 pub mod spec;
 mod targets;
 
 pub use dry_run::{Changes, DesiredModel, DryRun, Recreation};
 pub use error::Error;
-pub use provider::{AwsLoadBalancers, DEFAULT_CLUSTER_NAME, PlanForError, plan_for};
+pub use provider::{
+    AwsLoadBalancers, DEFAULT_CLUSTER_NAME,
+    plan::{PlanForError, plan_for},
+};
 pub use shared::{HealthProbeMode, LoadBalancerConfig};
 pub use spec::{Flavour, InvalidService, ServiceSpec, parse_service, parse_service_with};
 pub use targets::{AllNodes, NodeTargets, TargetsFuture};

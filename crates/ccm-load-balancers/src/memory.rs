@@ -27,14 +27,14 @@ use std::{
 };
 
 use ccm_aws_api::{
-    Ec2, Filter, InstanceId, SecurityGroupId,
+    CatalogLookup, Filter, InstanceId, SecurityGroupId,
     ec2::{InstanceState, SecurityGroup},
 };
 
 use tokio::time::Instant;
 
 use crate::{
-    Error, LoadBalancerConfig,
+    Error, LoadBalancerConfig, instance_reads,
     ownership::{Claim, Claimant},
     shared,
 };
@@ -256,7 +256,7 @@ impl HostMemory {
 
     /// The facts of `ids`: remembered ones, and the others described (one `DescribeInstances`, and one
     /// `DescribeSecurityGroups` for groups not known yet).
-    pub(crate) async fn facts<E: Ec2>(
+    pub(crate) async fn facts<E: CatalogLookup>(
         &self,
         ec2: &E,
         config: &LoadBalancerConfig,
@@ -283,14 +283,18 @@ impl HostMemory {
     }
 
     /// Describes `ids` and their groups not known yet; remembers the running ones.
-    async fn describe<E: Ec2>(
+    async fn describe<E: CatalogLookup>(
         &self,
         ec2: &E,
         config: &LoadBalancerConfig,
         ids: &[InstanceId],
     ) -> Result<Facts, Error> {
         let context = "reading the nodes' instances";
-        let found = ec2.instances_by_id(ids).await.map_err(Error::aws(context))?;
+        let found = ec2
+            .lookup(ids, instance_reads::FRESHNESS)
+            .await
+            .map_err(Error::aws(context))?
+            .found;
         let missing: BTreeSet<&str> = {
             let groups = lock(&self.groups);
             found

@@ -1,7 +1,9 @@
 //! [`AwsLoadBalancers`]: the `LoadBalancer` capability over the EC2, Classic ELB and ELBv2 ports, and
 //! [`plan_for`], the dry run over the same code.
 
-use ccm_aws_api::{Ec2, Elb, Elbv2, ec2::AvailabilityZone};
+use std::{sync::Arc, time::Duration};
+
+use ccm_aws_api::{Catalog, Ec2, Elb, Elbv2, InstanceCatalog, ec2::AvailabilityZone};
 use ccm_cloud_provider::{CloudError, Ensured, LoadBalancer, LoadBalancerStatus, Notice};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, Service};
 use tokio::sync::OnceCell;
@@ -14,7 +16,6 @@ use crate::{
     memory::HostMemory,
     nlb,
     ownership::{self, Claimant, Purpose},
-    recent_instances::RecentInstances,
     shared,
     spec::{Flavour, ServiceSpec, flavour_change, parse_service_with},
     targets::{NodeTargets, Targets},
@@ -27,8 +28,9 @@ pub const DEFAULT_CLUSTER_NAME: &str = "kubernetes";
 /// elsewhere: the AWS Load Balancer Controller).
 #[derive(Debug)]
 pub struct AwsLoadBalancers<E, L, V> {
-    /// Instances read by one ensure answer the next ones for half a minute (see `recent_instances`).
-    ec2: RecentInstances<E>,
+    /// The EC2 port with the instance catalog in front: instances read by one ensure answer the next ones for
+    /// half a minute (see [`instance_reads`](crate::instance_reads)).
+    ec2: Catalog<E>,
     elb: L,
     elbv2: V,
     config: LoadBalancerConfig,
@@ -110,9 +112,16 @@ const IPV4_ONLY: &str = "LoadBalancerIPv4Only";
 
 impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoadBalancers<E, L, V> {
     /// Load balancers over the EC2, Classic ELB and ELBv2 ports.
+    ///
+    /// Their instance reads go through a catalog of their own, keeping instances for
+    /// [`REUSE_FOR`](crate::instance_reads::REUSE_FOR); give them the catalog every reader shares with
+    /// [`AwsLoadBalancers::with_instance_catalog`].
     pub fn new(ec2: E, elb: L, elbv2: V, config: LoadBalancerConfig) -> Self {
+        let catalog =
+            Arc::new(InstanceCatalog::new().with_retention(crate::instance_reads::REUSE_FOR, Duration::ZERO));
+        catalog.start_expiry();
         Self {
-            ec2: RecentInstances::new(ec2),
+            ec2: catalog.over(ec2),
             elb,
             elbv2,
             config,
@@ -120,6 +129,15 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             memory: HostMemory::default(),
             targets: Targets::default(),
         }
+    }
+
+    /// Reads instances through `catalog`, shared with the other controllers (which must keep instances for
+    /// [`REUSE_FOR`](crate::instance_reads::REUSE_FOR) at least), instead of a catalog of their own.
+    #[must_use]
+    pub fn with_instance_catalog(mut self, catalog: &Arc<InstanceCatalog>) -> Self {
+        let (ec2, _) = self.ec2.into_parts();
+        self.ec2 = catalog.over(ec2);
+        self
     }
 
     /// Serves only the Nodes that `targets` keeps (see [`NodeTargets`]; by default every Node given).
@@ -188,7 +206,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         Ok((std::borrow::Cow::Owned(ipv4), ids))
     }
 
-    fn ports(&self) -> Ports<'_, RecentInstances<E>, L, V> {
+    fn ports(&self) -> Ports<'_, Catalog<E>, L, V> {
         Ports {
             ec2: &self.ec2,
             elb: &self.elb,
@@ -560,34 +578,9 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
     }
 }
 
-/// Dry run for a Service manifest (JSON, as `kubectl get svc -o json` prints it) and nodes: the desired model
-/// and the plan an ensure with `cluster_name` (the controller's `--cluster-name`) would apply, reading AWS through the ports and writing nothing. `Display` prints
-/// one numbered change per line; `serde_json` gives the whole result.
-pub async fn plan_for<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync>(
-    load_balancers: &AwsLoadBalancers<E, L, V>,
-    cluster_name: &str,
-    service_json: &str,
-    nodes: &[Node],
-) -> Result<DryRun, PlanForError> {
-    let service: Service = serde_json::from_str(service_json).map_err(PlanForError::Manifest)?;
-    let nodes: Vec<&Node> = nodes.iter().collect();
-    Ok(load_balancers.dry_run(cluster_name, &service, &nodes).await?)
-}
-
-/// Why [`plan_for`] failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PlanForError {
-    /// The manifest is not a Service in JSON.
-    #[error("the manifest is not a JSON Service: {0}")]
-    Manifest(#[source] serde_json::Error),
-    /// Planning failed.
-    #[error(transparent)]
-    Plan(#[from] Error),
-}
-
 mod delete;
 mod hosts;
 mod names;
+pub(crate) mod plan;
 #[cfg(test)]
 mod tests;

@@ -30,7 +30,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
-    Ec2, Elb, Elbv2, Filter, InstanceId, SecurityGroupId,
+    CatalogLookup, Ec2, Elb, Elbv2, Filter, InstanceId, SecurityGroupId,
     ec2::{InstanceState, IpPermission, SecurityGroup, SourceGroup},
     elb::ClassicLoadBalancer,
 };
@@ -38,7 +38,7 @@ use serde::Serialize;
 
 use super::{Change, HealthCheck, Listener};
 use crate::{
-    Error, LoadBalancerConfig, shared,
+    Error, LoadBalancerConfig, instance_reads, shared,
     shared::{GroupRef, neighbours},
 };
 
@@ -264,7 +264,7 @@ pub(crate) fn may_revoke(ports: &BTreeSet<i32>, groups: &NodeGroups) -> bool {
 /// listeners' instance ports and health check port, on the group chosen for each of its registered instances.
 /// `known` holds the instances' groups read already; the others are read (one `DescribeInstances` and one
 /// `DescribeSecurityGroups` at most). An instance whose group is ambiguous counts for all its candidates.
-pub async fn others<E: Ec2, L: Elb>(
+pub async fn others<E: CatalogLookup, L: Elb>(
     ec2: &E,
     elb: &L,
     config: &LoadBalancerConfig,
@@ -304,7 +304,7 @@ pub async fn others<E: Ec2, L: Elb>(
 
 /// The candidate node groups of each of `ids` (the chosen one, or all candidates when several are), reading
 /// only groups `known` lacks.
-async fn instance_groups<E: Ec2>(
+async fn instance_groups<E: CatalogLookup>(
     ec2: &E,
     config: &LoadBalancerConfig,
     ids: &BTreeSet<&InstanceId>,
@@ -316,7 +316,11 @@ async fn instance_groups<E: Ec2>(
         return Ok(out);
     }
     let ids: Vec<InstanceId> = ids.iter().map(|i| (*i).clone()).collect();
-    let mut instances = ec2.instances_by_id(&ids).await.map_err(Error::aws(context))?;
+    let mut instances = ec2
+        .lookup(&ids, instance_reads::FRESHNESS)
+        .await
+        .map_err(Error::aws(context))?
+        .found;
     instances.retain(|i| !matches!(i.state, InstanceState::Terminated));
     let missing: BTreeSet<&str> = instances
         .iter()

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
-    Ec2, Elb, Elbv2, Filter, InstanceId, SecurityGroupId, Tags,
+    CatalogLookup, Ec2, Elb, Elbv2, Filter, InstanceId, SecurityGroupId, Tags,
     ec2::SecurityGroup,
     elb::{ClassicAttributes, ClassicLoadBalancer},
 };
@@ -17,6 +17,7 @@ use super::{
 use crate::{
     Error, LoadBalancerConfig,
     flavour::Ports,
+    instance_reads,
     ownership::{self, Claim, Claimant, Purpose},
     shared::{self, GroupRef},
 };
@@ -70,7 +71,7 @@ pub struct OrphanedGroup {
 }
 
 /// The group of each target instance that should allow the load balancer, and the targets that exist.
-async fn target_groups<E: Ec2>(
+async fn target_groups<E: CatalogLookup>(
     ec2: &E,
     config: &LoadBalancerConfig,
     instances: &[String],
@@ -83,7 +84,11 @@ async fn target_groups<E: Ec2>(
         return Ok((wanted, existing, known));
     }
     let ids: Vec<InstanceId> = instances.iter().map(|s| InstanceId::new(s.clone())).collect();
-    let mut found = ec2.instances_by_id(&ids).await.map_err(Error::aws(context))?;
+    let mut found = ec2
+        .lookup(&ids, instance_reads::FRESHNESS)
+        .await
+        .map_err(Error::aws(context))?
+        .found;
     // Terminated instances cannot be registered (nor do their groups matter).
     found.retain(|i| !matches!(i.state, ccm_aws_api::ec2::InstanceState::Terminated));
     existing.extend(found.iter().map(|i| i.id.to_string()));
@@ -177,7 +182,7 @@ async fn policies<L: Elb>(elb: &L, desired: &Desired) -> Result<BTreeSet<String>
 
 /// Reads what the plan needs (no mutation), in two rounds of concurrent calls. Errors when the managed group
 /// found by name belongs to another cluster.
-pub async fn observe<E: Ec2, L: Elb, V: Elbv2>(
+pub async fn observe<E: CatalogLookup, L: Elb, V: Elbv2>(
     ec2: &E,
     elb: &L,
     elbv2: &V,
@@ -254,7 +259,7 @@ pub async fn observe<E: Ec2, L: Elb, V: Elbv2>(
 
 /// The targets' node groups (the rules from the load balancer's `source` group there), with what settles their
 /// revocations; `referenced` are the groups with rules from `source`.
-async fn observe_node_groups<E: Ec2, L: Elb, V: Elbv2>(
+async fn observe_node_groups<E: CatalogLookup, L: Elb, V: Elbv2>(
     aws: &Ports<'_, E, L, V>,
     desired: &Desired,
     source: Option<&(SecurityGroupId, bool)>,
@@ -284,7 +289,7 @@ const CONTEXT: &str = "reading the load balancer";
 type Targets = (BTreeSet<SecurityGroupId>, BTreeSet<String>, Known);
 
 /// Round 1: the load balancer, the managed group (also when given groups replaced it), the targets.
-async fn first_round<E: Ec2, L: Elb>(
+async fn first_round<E: CatalogLookup, L: Elb>(
     ec2: &E,
     elb: &L,
     config: &LoadBalancerConfig,
@@ -386,7 +391,7 @@ fn node_groups(
 /// What revocations need before they are planned: for a source other than the managed group, the other load
 /// balancers' needs (read only when a plan against `ports` could revoke anything), and for a group given by
 /// annotation, that it serves no instance before any of its wide rules goes.
-async fn settle_revocations<E: Ec2, L: Elb, V: Elbv2>(
+async fn settle_revocations<E: CatalogLookup, L: Elb, V: Elbv2>(
     aws: &Ports<'_, E, L, V>,
     name: &str,
     source: &SecurityGroupId,
@@ -443,7 +448,7 @@ pub struct DeleteObserved {
 ///
 /// The claim comes with it: the load balancer's when it is the claimant's ([`ownership::claim`] for deletion),
 /// else a vacant one (none, or not ours: left alone with the groups it uses, only our leftovers found by name).
-pub async fn observe_delete<E: Ec2, L: Elb, V: Elbv2>(
+pub async fn observe_delete<E: CatalogLookup, L: Elb, V: Elbv2>(
     ec2: &E,
     elb: &L,
     elbv2: &V,

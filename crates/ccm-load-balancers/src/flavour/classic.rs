@@ -1,6 +1,6 @@
 //! The Classic ELB as a [`LoadBalancerFlavour`] and a [`HostMemoryFlavour`].
 
-use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
+use ccm_aws_api::{AwsError, CatalogLookup, Ec2, Elb, Elbv2, SubnetId, Tags};
 use k8s_openapi::api::core::v1::Node;
 
 use super::{HostMemoryFlavour, LoadBalancerFlavour, Ports, Scope};
@@ -42,7 +42,7 @@ impl LoadBalancerFlavour for Classic {
         observed.load_balancer.as_ref().map(|_| &observed.tags)
     }
 
-    async fn observe<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+    async fn observe<E: CatalogLookup + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
         ports: &Ports<'_, E, L, V>,
         desired: &Self::Desired,
         scope: Scope,

@@ -1,6 +1,6 @@
 //! The NLB as a [`LoadBalancerFlavour`] and a [`HostMemoryFlavour`].
 
-use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, SubnetId, Tags};
+use ccm_aws_api::{AwsError, CatalogLookup, Ec2, Elb, Elbv2, SubnetId, Tags};
 use k8s_openapi::api::core::v1::Node;
 
 use super::{HostMemoryFlavour, LoadBalancerFlavour, Ports, Scope};
@@ -52,7 +52,7 @@ impl LoadBalancerFlavour for Network {
         Some(observed.tags.get(&lb.arn).unwrap_or(&UNTAGGED))
     }
 
-    async fn observe<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
+    async fn observe<E: CatalogLookup + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
         ports: &Ports<'_, E, L, V>,
         desired: &Self::Desired,
         scope: Scope,

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
-    Ec2, Elb, Elbv2, Filter, SecurityGroupId, SubnetId, Tags,
+    CatalogLookup, Ec2, Elb, Elbv2, Filter, SecurityGroupId, SubnetId, Tags,
     ec2::SecurityGroup,
     elbv2::{ListenerV2, LoadBalancerV2, TargetGroup, TargetHealth},
 };
@@ -137,7 +137,7 @@ pub fn status_hostname(lb: &LoadBalancerV2) -> Result<Option<String>, Error> {
 /// to it are looked up by name, so a group created just before a crash is adopted), the wanted groups' targets
 /// (and attributes when some are owned), every tag in one call, the managed group (and, when it is being
 /// released, the rules referencing it) and the nodes' groups. A steady NLB costs one read per listed item.
-pub async fn observe<E: Ec2, L: Elb, V: Elbv2>(
+pub async fn observe<E: CatalogLookup, L: Elb, V: Elbv2>(
     ec2: &E,
     elb: &L,
     elbv2: &V,
@@ -379,7 +379,7 @@ async fn managed_group<E: Ec2>(
 /// this cluster and tagged for no other incarnation of the Service are deleted; groups given by annotation never
 /// are. The claim comes with it: the NLB's when it is the claimant's ([`ownership::claim`] for deletion), else a
 /// vacant one (none, or not ours: left alone with the target groups attached to it).
-pub async fn observe_delete<E: Ec2, L: Elb, V: Elbv2>(
+pub async fn observe_delete<E: CatalogLookup, L: Elb, V: Elbv2>(
     ec2: &E,
     elb: &L,
     elbv2: &V,
@@ -508,7 +508,7 @@ async fn leftover_target_groups<V: Elbv2>(
 
 /// The nodes' rules of a deleted NLB. They go first, so with neither the NLB nor a target group left there are
 /// none to find (and a Classic ELB's deletion, which sweeps here too, pays no read for them).
-async fn deleted_node_rules<E: Ec2, L: Elb, V: Elbv2>(
+async fn deleted_node_rules<E: CatalogLookup, L: Elb, V: Elbv2>(
     ec2: &E,
     elb: &L,
     elbv2: &V,

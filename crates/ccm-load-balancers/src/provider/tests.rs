@@ -1,4 +1,4 @@
-use super::*;
+use super::{plan::plan_for, *};
 use crate::{
     annotations::Key,
     classic::tests::{config, node, service},

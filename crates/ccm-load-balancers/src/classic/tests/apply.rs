@@ -208,9 +208,16 @@ async fn observe_reads_only_the_policies_it_wants() {
         .times(1)
         .withf(|_, names| names == [PROXY_PROTOCOL_POLICY.to_owned()])
         .returning(|_, _| Box::pin(async { Err(err(ErrorKind::NotFound)) }));
-    let observed = observe(&ec2, &elb, &MockElbv2::new(), &config(), &desired, Scope::Full)
-        .await
-        .unwrap();
+    let observed = observe(
+        &crate::instance_reads::uncached(ec2),
+        &elb,
+        &MockElbv2::new(),
+        &config(),
+        &desired,
+        Scope::Full,
+    )
+    .await
+    .unwrap();
     assert!(observed.policies.is_empty());
     assert_eq!(observed.managed_group.unwrap().id.as_str(), "sg-1");
     assert!(observed.node_groups.is_none());
@@ -234,9 +241,16 @@ async fn the_gate_refuses_a_load_balancer_of_another_cluster_that_observe_found(
         .returning(|_| Box::pin(async { Ok(ClassicAttributes::default()) }));
     elb.expect_policies()
         .returning(|_, _| Box::pin(async { Ok(Vec::new()) }));
-    let observed = observe(&ec2, &elb, &MockElbv2::new(), &config(), &desired, Scope::Full)
-        .await
-        .unwrap();
+    let observed = observe(
+        &crate::instance_reads::uncached(ec2),
+        &elb,
+        &MockElbv2::new(),
+        &config(),
+        &desired,
+        Scope::Full,
+    )
+    .await
+    .unwrap();
     // Observe reads; the claim made from what it found refuses (no plan can be applied without one).
     let found = crate::flavour::Classic::found(&observed);
     let claimant = Claimant::new(&desired.name, "prod/web", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
@@ -250,9 +264,16 @@ async fn observe_refuses_a_group_of_another_cluster() {
     let mut desired = desired_for(&[], &[(80, 30080)], &[]);
     desired.manage_node_rules = false;
     let (ec2, elb) = observing_mocks("other");
-    let e = observe(&ec2, &elb, &MockElbv2::new(), &config(), &desired, Scope::Full)
-        .await
-        .unwrap_err();
+    let e = observe(
+        &crate::instance_reads::uncached(ec2),
+        &elb,
+        &MockElbv2::new(),
+        &config(),
+        &desired,
+        Scope::Full,
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(e, crate::Error::ForeignGroup { .. }), "{e}");
     assert!(
         e.to_string().contains("kubernetes.io/cluster/c1=other"),

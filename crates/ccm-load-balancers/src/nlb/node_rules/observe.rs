@@ -1,21 +1,24 @@
 //! Reading what the node rules of an NLB start from: the target instances' groups, the cluster's groups that
 //! hold rules of the load balancer, and the CIDRs of its subnets (see the parent module for the calls made).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
 use ccm_aws_api::{
-    AwsError, Ec2, ErrorKind, Filter, InstanceId, SecurityGroupId, SubnetId,
-    ec2::{Instance, InstanceState, SecurityGroup, Subnet},
+    AwsError, CatalogInstance, CatalogLookup, Ec2, ErrorKind, Filter, InstanceId, SecurityGroupId, SubnetId,
+    ec2::{InstanceState, SecurityGroup, Subnet},
 };
 use ccm_tagging::LEGACY_CLUSTER_TAG;
 
 use super::{NodeAccess, Observed};
-use crate::{Error, LoadBalancerConfig, shared};
+use crate::{Error, LoadBalancerConfig, instance_reads, shared};
 
 /// Reads the groups that matter for `access`: the target instances' groups and the cluster's groups that hold
 /// rules of this load balancer; `lb_subnets` are the load balancer's subnets (health checks come from their
 /// CIDRs). See the module documentation for the calls made.
-pub async fn observe<E: Ec2>(
+pub async fn observe<E: CatalogLookup>(
     ec2: &E,
     config: &LoadBalancerConfig,
     access: &NodeAccess,
@@ -38,7 +41,9 @@ pub async fn observe<E: Ec2>(
             if ids.is_empty() {
                 Ok(Vec::new())
             } else {
-                ec2.instances_by_id(&ids).await
+                ec2.lookup(&ids, instance_reads::FRESHNESS)
+                    .await
+                    .map(|lookup| lookup.found)
             }
         },
         ec2.security_groups(&cluster_filters),
@@ -100,7 +105,7 @@ pub async fn observe<E: Ec2>(
 }
 
 /// The instances that cannot pass a health check (stopping, stopped or gone): not registered.
-fn not_running(instances: &[Instance]) -> BTreeSet<String> {
+fn not_running(instances: &[Arc<CatalogInstance>]) -> BTreeSet<String> {
     instances
         .iter()
         .filter(|i| {
@@ -120,7 +125,7 @@ fn not_running(instances: &[Instance]) -> BTreeSet<String> {
 /// the groups of the other instances are read (in one call) to find their only untagged one.
 async fn other_groups<E: Ec2>(
     ec2: &E,
-    instances: &[Instance],
+    instances: &[Arc<CatalogInstance>],
     groups: &BTreeMap<SecurityGroupId, SecurityGroup>,
 ) -> Result<BTreeMap<SecurityGroupId, SecurityGroup>, Error> {
     let missing: BTreeSet<&str> = instances
@@ -145,7 +150,7 @@ async fn other_groups<E: Ec2>(
 fn instance_groups(
     config: &LoadBalancerConfig,
     access: &NodeAccess,
-    instances: &[Instance],
+    instances: &[Arc<CatalogInstance>],
     groups: &mut BTreeMap<SecurityGroupId, SecurityGroup>,
     others: &BTreeMap<SecurityGroupId, SecurityGroup>,
     skipped: &mut BTreeMap<String, String>,

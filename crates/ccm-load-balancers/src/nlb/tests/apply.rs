@@ -225,7 +225,7 @@ async fn observe_of_a_steady_nlb_reads_once_per_item_and_refuses_a_failed_one() 
     });
     // No target_group(name) lookup: the wanted group is attached. No EC2 call with groups unmanaged.
     let observed = observe(
-        &MockEc2::new(),
+        &crate::instance_reads::uncached(MockEc2::new()),
         &MockElb::new(),
         &elbv2,
         &config(),
@@ -244,7 +244,7 @@ async fn observe_of_a_steady_nlb_reads_once_per_item_and_refuses_a_failed_one() 
         Box::pin(async move { Ok(Some(lb)) })
     });
     let e = observe(
-        &MockEc2::new(),
+        &crate::instance_reads::uncached(MockEc2::new()),
         &MockElb::new(),
         &elbv2,
         &config(),
@@ -348,7 +348,7 @@ async fn another_clusters_nlb_is_neither_adopted_nor_deleted() {
         elbv2
     };
     let observed = observe(
-        &MockEc2::new(),
+        &crate::instance_reads::uncached(MockEc2::new()),
         &MockElb::new(),
         &mocks(),
         &config(),
@@ -366,7 +366,7 @@ async fn another_clusters_nlb_is_neither_adopted_nor_deleted() {
     let mut c = config();
     c.manage_node_security_groups = false;
     let observed = observe_delete(
-        &MockEc2::new(),
+        &crate::instance_reads::uncached(MockEc2::new()),
         &MockElb::new(),
         &mocks(),
         &c,
@@ -691,7 +691,7 @@ async fn deletion_sweeps_the_services_unattached_target_groups_and_nothing_else(
     let mut c = config();
     c.manage_node_security_groups = false;
     let observed = observe_delete(
-        &MockEc2::new(),
+        &crate::instance_reads::uncached(MockEc2::new()),
         &MockElb::new(),
         &elbv2,
         &c,

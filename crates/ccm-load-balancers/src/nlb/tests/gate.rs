@@ -119,7 +119,7 @@ async fn an_alb_under_the_name_is_refused_before_anything_is_made() {
         Box::pin(async move { Ok(Some(alb)) })
     });
     let e = observe(
-        &MockEc2::new(),
+        &crate::instance_reads::uncached(MockEc2::new()),
         &MockElb::new(),
         &elbv2,
         &config(),

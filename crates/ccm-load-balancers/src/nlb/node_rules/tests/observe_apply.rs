@@ -73,7 +73,7 @@ async fn observe_reads_instances_cluster_groups_and_subnets_once_each() {
         &["i-2", "i-1", "i-3"],
     );
     let obs = observe(
-        &ec2,
+        &crate::instance_reads::uncached(ec2),
         &config(),
         &a,
         &[SubnetId::new("subnet-b"), SubnetId::new("subnet-a")],
@@ -126,9 +126,14 @@ async fn observe_reads_untagged_instance_groups_in_one_more_call_and_skips_forei
         });
     // Health covered by the clients: the subnets are not read.
     let a = access(&[("tcp", 30080)], &["0.0.0.0/0"], &[30080], &["i-1", "i-2"]);
-    let obs = observe(&ec2, &config(), &a, &[SubnetId::new("subnet-a")])
-        .await
-        .unwrap();
+    let obs = observe(
+        &crate::instance_reads::uncached(ec2),
+        &config(),
+        &a,
+        &[SubnetId::new("subnet-a")],
+    )
+    .await
+    .unwrap();
     let ids: Vec<&str> = obs.groups.iter().map(|g| g.id.as_str()).collect();
     assert_eq!(ids, ["sg-plain"]);
     assert_eq!(obs.instance_groups.len(), 2);
@@ -142,7 +147,7 @@ async fn observe_for_deletion_reads_only_the_cluster_groups() {
         .times(1)
         .returning(|_| Box::pin(async { Ok(vec![group("sg-n", tagged(), &[])]) }));
     let obs = observe(
-        &ec2,
+        &crate::instance_reads::uncached(ec2),
         &config(),
         &NodeAccess::none(LB),
         &[SubnetId::new("subnet-a")],
@@ -173,7 +178,14 @@ async fn observe_in_legacy_mode_also_reads_groups_with_the_legacy_tag() {
             })
         });
     let config = LoadBalancerConfig::new(ClusterTags::new("c1", true).unwrap(), VpcId::new("vpc-1"));
-    let obs = observe(&ec2, &config, &NodeAccess::none(LB), &[]).await.unwrap();
+    let obs = observe(
+        &crate::instance_reads::uncached(ec2),
+        &config,
+        &NodeAccess::none(LB),
+        &[],
+    )
+    .await
+    .unwrap();
     assert_eq!(obs.groups[0].id.as_str(), "sg-old");
 }
 
@@ -189,7 +201,9 @@ async fn an_instance_with_two_cluster_groups_is_skipped_naming_them() {
         .returning(|_| Box::pin(async { Ok(Vec::new()) }));
     let a = access(&[("tcp", 30080)], &["0.0.0.0/0"], &[30080], &["i-1"]);
     // Only the instance is skipped (not registered, no rule): the load balancer goes on.
-    let observed = observe(&ec2, &config(), &a, &[]).await.unwrap();
+    let observed = observe(&crate::instance_reads::uncached(ec2), &config(), &a, &[])
+        .await
+        .unwrap();
     assert!(observed.instance_groups.is_empty());
     assert!(observed.not_running.contains("i-1"));
     let why = &observed.skipped["i-1"];
@@ -207,7 +221,7 @@ async fn a_missing_load_balancer_subnet_is_an_error_not_a_revocation() {
         .returning(|_| Box::pin(async { Ok(vec![subnet("subnet-a", "10.1.1.0/24")]) }));
     let a = access(&[("tcp", 30080)], &["0.0.0.0/0"], &[32000], &["i-1"]);
     let err = observe(
-        &ec2,
+        &crate::instance_reads::uncached(ec2),
         &config(),
         &a,
         &[SubnetId::new("subnet-a"), SubnetId::new("subnet-gone")],
@@ -379,7 +393,9 @@ async fn instances_without_a_node_group_are_one_warning_per_load_balancer() {
         .returning(|_| Box::pin(async { Ok(vec![]) }));
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
     let a = access(&[("tcp", 30080)], &["0.0.0.0/0"], &[30080], &refs);
-    let obs = observe(&ec2, &config(), &a, &[]).await.unwrap();
+    let obs = observe(&crate::instance_reads::uncached(ec2), &config(), &a, &[])
+        .await
+        .unwrap();
     assert!(obs.instance_groups.is_empty());
 
     let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
