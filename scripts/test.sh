@@ -48,8 +48,9 @@ log "group 4: end-to-end tests against ministack, one at a time"
 CCM_TEST_AWS_ENDPOINT="$CCM_TEST_MINISTACK_ENDPOINT" CCM_TEST_AWS_EMULATOR=ministack \
   cargo nextest run --workspace --tests --profile ci --test-threads 1 -E "$ministack_e2e"
 # The scale harness's smoke run (docs/performance.md): 10 Nodes, 2 then 3 Services, a 10 s steady window, this CCM
-# and the Go controller one after the other; fails when a phase never completes, never on a figure (a membership
-# lag longer than 30 s is recorded as such: Go may never register a Node that joined uninitialized).
+# and the Go controller one after the other, both throttled as AWS (the default: "AWS's rate limits in the loop");
+# fails when a phase never completes, never on a figure (a membership lag longer than 30 s is recorded as such: Go
+# may never register a Node that joined uninitialized).
 # Both run the binaries the first build made for the end-to-end tests (`cargo test` builds every binary of a
 # package with tests: ccm-harness's harnesses and ccm-examples' binaries, which they run from the same directory):
 # a `cargo build -p ccm-harness -p ccm-examples` here would resolve features without the dev-dependencies
@@ -62,10 +63,11 @@ log "scale harness smoke run"
 # Its chart goes to a scratch file (a full run writes docs/performance.svg): checked to be an SVG of both columns.
 chart="$(mktemp --suffix .svg)"
 "$bin/scale" --nodes 10 --pool 5 --services 2,3 --steady-secs 10 --settle-secs 2 --quiet-secs 3 --limit-secs 180 \
-  --lag-limit-secs 30 --chart "$chart"
+  --lag-limit-secs 30 --chart "$chart" | tee "$chart.txt"
+grep -q '^| Figure (throttled as AWS) |' "$chart.txt" || die "the scale harness's smoke run was not throttled as AWS"
 grep -q '^<svg' "$chart" && grep -q 'Go 1.20.2' "$chart" && grep -q 'this CCM' "$chart" ||
   die "the scale harness's smoke run did not draw its chart ($chart)"
-rm -f "$chart"
+rm -f "$chart" "$chart.txt"
 # The library crates as their users get them (docs with warnings denied, packages, scratch consumers with each
 # Kubernetes API version, cargo deny; advisories need a network database and are left out, deny.toml), then the
 # doc tests. Both are compile-bound while the soak below mostly waits on moto and the apiserver and the fuzz smoke

@@ -8,6 +8,12 @@
 //! Besides faults queued per action, a seeded random mode ([`Chaos`]) answers a share of all other requests with
 //! a fault drawn from the seed, the action and the request's rank among that action's requests: the same seed
 //! gives the same faults to the same sequence of calls of each action, whatever the interleaving of actions.
+//!
+//! A throttling mode ([`Throttling`], [`FaultProxy::set_throttling`]) holds AWS's documented token buckets for
+//! one account, shared by every client of the proxy: a request finding a bucket empty gets the service's
+//! throttling error and never reaches moto; the throttled answers are counted per action
+//! ([`FaultProxy::throttled_by_action`]). It is checked before the queued faults, as AWS's front door comes
+//! before its answer: a throttled request uses no queued fault.
 
 use std::{
     collections::{BTreeMap, VecDeque},
@@ -16,13 +22,18 @@ use std::{
     time::Duration,
 };
 
+mod aws_limits;
 mod chaos;
+pub mod throttling;
 
 pub use chaos::{Chaos, ChaosKind};
+pub use throttling::Throttling;
+use throttling::{Api, Throttler};
 use tokio::{
     io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
     net::{TcpListener, TcpStream},
     task::JoinHandle,
+    time::Instant,
 };
 
 /// A fault to answer one request with.
@@ -81,6 +92,10 @@ struct State {
     chaos: Option<Chaos>,
     /// Faults injected by the random mode, per kind.
     chaos_faults: BTreeMap<ChaosKind, u64>,
+    /// The account's token buckets, when the throttling mode is on.
+    throttler: Option<Throttler>,
+    /// Requests answered with a throttling error by the throttling mode, per action.
+    throttled: BTreeMap<String, u64>,
 }
 
 /// One parsed HTTP/1.1 request.
@@ -172,6 +187,19 @@ impl FaultProxy {
         lock(&self.state).chaos_faults.clone()
     }
 
+    /// Turns the throttling mode on with these buckets, all full (`Some`), or off (`None`). Every client of the
+    /// proxy shares them, as the clients of one AWS account and Region do. The throttled answers counted so far
+    /// are kept.
+    pub fn set_throttling(&self, throttling: Option<Throttling>) {
+        lock(&self.state).throttler = throttling.map(Throttler::new);
+    }
+
+    /// Requests the throttling mode answered with the service's throttling error so far, per action (they are
+    /// counted in [`requests_by_action`](Self::requests_by_action) too).
+    pub fn throttled_by_action(&self) -> BTreeMap<String, u64> {
+        lock(&self.state).throttled.clone()
+    }
+
     /// Requests seen so far per action (faulted or forwarded).
     pub fn requests_by_action(&self) -> BTreeMap<String, u64> {
         lock(&self.state).seen.clone()
@@ -222,11 +250,20 @@ async fn serve(stream: TcpStream, upstream: &str, state: &Mutex<State>) -> std::
             None => forward(upstream, &request).await?,
         };
         reader.get_mut().write_all(&response).await?;
+        // A client that reads its answer to the end (as `forward` does when one proxy is another's upstream)
+        // waits for the close it asked for.
+        if request
+            .header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
+        {
+            return Ok(());
+        }
     }
     Ok(())
 }
 
-/// Counts the request and returns its fault: a queued one first, else one of the random mode.
+/// Counts the request and returns its fault: throttling first (when the account's buckets lack its tokens), then
+/// a queued one, else one of the random mode.
 fn record(state: &Mutex<State>, request: &Request, action: &str) -> Option<Fault> {
     let mut state = lock(state);
     let seen = state.seen.entry(action.to_owned()).or_default();
@@ -241,6 +278,18 @@ fn record(state: &Mutex<State>, request: &Request, action: &str) -> Option<Fault
     if state.keep_bodies {
         let body = String::from_utf8_lossy(&request.body).into_owned();
         state.bodies.entry(action.to_owned()).or_default().push(body);
+    }
+    if let Some(throttler) = state.throttler.as_mut()
+        && let Some(api) = request.api()
+        && !throttler.admit(
+            api,
+            action,
+            &String::from_utf8_lossy(&request.body),
+            Instant::now(),
+        )
+    {
+        *state.throttled.entry(action.to_owned()).or_default() += 1;
+        return Some(Fault::Throttle);
     }
     if let Some(fault) = state.faults.get_mut(action).and_then(VecDeque::pop_front) {
         return Some(fault);
@@ -387,9 +436,15 @@ impl Request {
     }
 
     fn is_ec2(&self) -> bool {
+        self.api() == Some(Api::Ec2)
+    }
+
+    /// The query API of the request, from its `Version` (`None` for JSON APIs and the APIs not throttled).
+    fn api(&self) -> Option<Api> {
         String::from_utf8_lossy(&self.body)
             .split('&')
-            .any(|p| p == "Version=2016-11-15")
+            .find_map(|pair| pair.strip_prefix("Version="))
+            .and_then(Api::from_version)
     }
 
     /// The service's error document: `fault` is (status, code), or throttling when `None`.

@@ -61,7 +61,7 @@ mod tcp_proxy;
 pub mod world;
 
 pub use env::{Emulator, EnvError, TestEnv};
-pub use fault_proxy::{Chaos, ChaosKind, Fault, FaultProxy, counts_since};
+pub use fault_proxy::{Chaos, ChaosKind, Fault, FaultProxy, Throttling, counts_since, throttling};
 pub use go_ccm::{GO_CCM_VAR, GoCcm, GoCcmError, GoCcmOptions, GoCloudConfig};
 pub use imds::ImdsEmulator;
 pub use names::unique_name;

@@ -11,8 +11,10 @@
 use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context;
+
+use crate::scale::ccm::Calls;
 use ccm_testing::{
-    Fault, FaultProxy, GoCloudConfig, TestEnv,
+    Fault, FaultProxy, GoCloudConfig, TestEnv, Throttling,
     ec2::{self, Launched},
     load_balancers::LoadBalancers,
     unique_name,
@@ -34,8 +36,9 @@ pub struct Fleet {
     /// Where the CCM logs.
     pub dir: PathBuf,
     lbs: LoadBalancers,
-    /// Between the CCM and moto: answers DescribeInstanceTopology, which moto lacks, and counts the Go
-    /// controller's calls (it has no per-operation metric of its own).
+    /// Between the CCM and moto: throttles the calls as AWS does (unless the run is unthrottled), answers
+    /// DescribeInstanceTopology, which moto lacks, and counts the Go controller's calls (it has no per-operation
+    /// metric of its own). One proxy per column: the buckets of one AWS account.
     proxy: Arc<FaultProxy>,
 }
 
@@ -46,8 +49,10 @@ const NO_TOPOLOGY: &str = "<DescribeInstanceTopologyResponse xmlns=\"http://ec2.
 
 impl Fleet {
     /// The VPC and `count` instances tagged `kubernetes.io/cluster/<id>=owned`, `pool` at a time, each pool in a
-    /// security group of its own (tagged for the cluster).
-    pub async fn create(env: &TestEnv, count: usize, pool: usize) -> anyhow::Result<Self> {
+    /// security group of its own (tagged for the cluster); the CCM's calls `throttled` as AWS does, or not.
+    /// The harness's own calls (these, and the membership reads) go to moto directly, never through the proxy:
+    /// they cost the CCM under measurement no tokens.
+    pub async fn create(env: &TestEnv, count: usize, pool: usize, throttled: bool) -> anyhow::Result<Self> {
         let raw = ec2::client(env).await;
         let id = unique_name("scale");
         let key = format!("kubernetes.io/cluster/{id}");
@@ -86,6 +91,9 @@ impl Fleet {
             body: NO_TOPOLOGY.to_owned(),
         };
         proxy.inject("DescribeInstanceTopology", answer, 100_000);
+        if throttled {
+            proxy.set_throttling(Some(Throttling::aws_documented()));
+        }
         // The control plane is outside the VPC: no IMDS is read, so its endpoint is never reached.
         let text = ec2::cloud_config(&env.aws_region, &proxy.url(), "http://127.0.0.1:9", &global);
         let config = dir.join("cloud.conf");
@@ -106,6 +114,13 @@ impl Fleet {
     /// The proxy every call of the CCM under measurement goes through.
     pub fn proxy(&self) -> Arc<FaultProxy> {
         self.proxy.clone()
+    }
+
+    /// The calls the proxy answered with a throttling error so far, by action.
+    #[allow(clippy::cast_precision_loss)]
+    pub fn throttled(&self) -> Calls {
+        let counts = self.proxy.throttled_by_action().into_iter();
+        counts.map(|(action, n)| (action, n as f64)).collect()
     }
 
     /// The Go controller's cloud config for this cluster, through the proxy.

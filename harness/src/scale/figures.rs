@@ -25,6 +25,10 @@ pub struct Figures {
     pub floor: f64,
     pub burst: f64,
     pub burst_calls: Calls,
+    /// The burst's calls that AWS's rate limits refused (the proxy's throttling answers), by action.
+    pub burst_throttled: Calls,
+    /// Every call AWS's rate limits refused so far in the run, by action.
+    pub throttled: Calls,
     /// Services, the seconds until all had load balancers (infinite: not within the run's limit), and how
     /// many had one then.
     pub ensure: Vec<(usize, f64, usize)>,

@@ -83,7 +83,7 @@ pub fn setup(p: &Params, bin: &Path, ours: &[String], flags: &[String], parallel
          every figure (no in-memory implementation was needed); Kubernetes: kube-apiserver 1.20.2 with etcd. \
          This CCM's flags: {ours}. The Go controller: 1.20.2 with its in-tree AWS provider, built from Debian's \
          source, its defaults (controllers cloud-node, cloud-node-lifecycle and service), its AWS calls counted \
-         by the proxy in front of moto; its write floor ran with `{}` (its Kubernetes pace). {}",
+         by the proxy in front of moto; its write floor ran with `{}` (its Kubernetes pace). {} {}",
         bin.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
         p.nodes,
         p.services,
@@ -95,6 +95,20 @@ pub fn setup(p: &Params, bin: &Path, ours: &[String], flags: &[String], parallel
             "Both patterns ran at the same time, each in its own environment (own moto and apiserver) on the same machine."
         } else {
             "The patterns ran one after the other in one environment."
-        }
+        },
+        throttling(p.throttled)
     )
+}
+
+/// What the page says of AWS's rate limits in the run.
+fn throttling(throttled: bool) -> &'static str {
+    if throttled {
+        "AWS's rate limits: **throttled as AWS**. Each column's calls went through a proxy holding AWS's \
+         documented token buckets for one account (docs/performance.md, \"AWS's rate limits in the loop\"), which \
+         answered a call finding its bucket empty with the service's throttling error instead of forwarding it; \
+         this CCM kept its client-side limiter, the Go controller retried as its SDK does."
+    } else {
+        "AWS's rate limits: **unthrottled** (`--unthrottled`): moto answered every call at once, which AWS never \
+         does, and this CCM ran without its client-side limiter."
+    }
 }

@@ -7,6 +7,11 @@
 //! environment) both run at once, else one after the other in this environment. `--write PAGE` puts the table
 //! into the page between its markers (docs/performance.md) and `--chart` (default: beside the page) draws both
 //! columns as an SVG chart. Figures are printed, never asserted.
+//!
+//! By default each column's AWS calls go through a proxy that throttles them as AWS does (its documented token
+//! buckets for one account, `ccm_testing::Throttling::aws_documented`), and this CCM runs with its client-side
+//! limiter; `--unthrottled` lets every call through to moto at once (the old run, for profiling) and turns this
+//! CCM's limiter off (`--aws-client-rate-limits-off`).
 
 mod aws;
 mod ccm;
@@ -74,7 +79,15 @@ struct Cli {
     /// memory run that creates its load balancers in minutes; the page names it.
     #[arg(long = "ccm-flag", value_name = "FLAG", allow_hyphen_values = true)]
     ccm_flags: Vec<String>,
+    /// Lets every AWS call through to moto, which never throttles (the run before AWS's rate limits were in the
+    /// loop, for profiling), and gives this CCM `--aws-client-rate-limits-off`. Default: both columns are
+    /// throttled as AWS documents it, and this CCM keeps its client-side limiter.
+    #[arg(long)]
+    unthrottled: bool,
 }
+
+/// This CCM's flag that turns its client-side AWS limiter off, given with `--unthrottled`.
+const LIMITER_OFF: &str = "--aws-client-rate-limits-off";
 
 /// The Kubernetes pace of the Go controller, for its write floor: client-go's default limits (20 QPS, burst 30),
 /// one Node at a time (its cloud-node controller initializes in the informer's handler), one service worker.
@@ -95,6 +108,8 @@ struct Params {
     quiet: Duration,
     limit: Duration,
     lag_limit: Duration,
+    /// Whether each column's calls are throttled as AWS does (else moto answers every call).
+    throttled: bool,
     /// Services and Nodes removed at the end (needed when the patterns share an environment).
     cleanup: bool,
 }
@@ -117,12 +132,17 @@ pub async fn run() -> anyhow::Result<()> {
         quiet: Duration::from_secs(cli.quiet_secs),
         limit: Duration::from_secs(cli.limit_secs),
         lag_limit: Duration::from_secs(cli.lag_limit_secs.unwrap_or(cli.limit_secs)),
+        throttled: !cli.unthrottled,
         cleanup: up_env.is_none(),
     };
     ccm_testing::GoCcm::binary().context("the Go controller (scripts/setup.sh builds it)")?;
+    let mut flags = cli.ccm_flags.clone();
+    if cli.unthrottled && !flags.iter().any(|f| f == LIMITER_OFF) {
+        flags.push(LIMITER_OFF.to_owned());
+    }
     let ours = Pattern {
         label: "this CCM",
-        flags: cli.ccm_flags.clone(),
+        flags,
         go: false,
     };
     let upstream = Pattern {
@@ -141,6 +161,7 @@ pub async fn run() -> anyhow::Result<()> {
             date: meta::command("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
             machine: meta::machine(),
             setup: meta::setup(&params, &bin, &ours.flags, &upstream.flags, up_env.is_some()),
+            throttled: params.throttled,
         },
         figures: Default::default(),
     };

@@ -45,7 +45,8 @@ pub async fn run(
     let (nodes, services): (Api<Node>, Api<Service>) =
         (Api::all(client.clone()), Api::namespaced(client, "default"));
     say(&format!("launching {} instances in moto", p.nodes));
-    let fleet = Fleet::create(env, p.nodes, p.pool).await?;
+    let fleet = Fleet::create(env, p.nodes, p.pool, p.throttled).await?;
+    let report = with_throttled(&fleet, report);
     let group = fleet.id.clone();
     let selector = ListParams::default().labels(&format!("scale={group}"));
     let pools = (p.nodes / p.pool.max(1)).max(1);
@@ -89,10 +90,11 @@ pub async fn run(
         pools,
         manifests(true)?,
         p,
-        report,
+        &report,
     )
     .await;
     f.cpu_total = ccm.cpu_secs();
+    f.throttled = fleet.throttled();
     if result.is_ok() {
         f.phase = Phase::Done;
         report(&f);
@@ -113,6 +115,15 @@ pub async fn run(
     cleaned?;
     anyhow::ensure!(alive, "the CCM exited during the run ({status})");
     Ok(f)
+}
+
+/// `report` with the calls AWS's rate limits refused so far: every page written says how many.
+fn with_throttled<'a>(fleet: &'a Fleet, report: Report<'a>) -> impl Fn(&Figures) + Sync + 'a {
+    move |f| {
+        let mut f = f.clone();
+        f.throttled = fleet.throttled();
+        report(&f);
+    }
 }
 
 /// The write floor: the same burst initialized by the same controllers with the same flags (write
@@ -171,18 +182,19 @@ async fn measure(
     let say = |what: String| println!("[{label}] {what}");
     let group = fleet.id.as_str();
     let selector = ListParams::default().labels(&format!("scale={group}"));
-    let before = ccm.calls().await?;
+    let (before, throttled) = (ccm.calls().await?, fleet.throttled());
     let started = Instant::now();
     cluster::create_nodes(nodes, burst).await?;
     cluster::wait_initialized(nodes, &selector, p.nodes, p.limit).await?;
     f.burst = started.elapsed().as_secs_f64();
     f.burst_calls = diff(&ccm.calls().await?, &before);
+    f.burst_throttled = diff(&fleet.throttled(), &throttled);
     f.phase = Phase::Burst;
     f.memory.push(("the Node burst".into(), ccm.memory()));
     report(f);
     say(format!(
-        "node burst {:.1} s, AWS calls {:?}",
-        f.burst, f.burst_calls
+        "node burst {:.1} s, AWS calls {:?}, throttled {:?}",
+        f.burst, f.burst_calls, f.burst_throttled
     ));
     let mut lbs = Vec::new();
     for (k, &count) in p.services.iter().enumerate() {

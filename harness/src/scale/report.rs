@@ -27,6 +27,8 @@ pub struct Meta {
     pub date: String,
     pub machine: String,
     pub setup: String,
+    /// Whether both columns' calls were throttled as AWS does (`scale` without `--unthrottled`).
+    pub throttled: bool,
 }
 
 fn ratio(ours: f64, upstream: f64) -> String {
@@ -123,20 +125,58 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
             ours.phase, up.phase
         );
     }
+    let limits = if meta.throttled {
+        "throttled as AWS"
+    } else {
+        "unthrottled: moto answered every call"
+    };
     let _ = writeln!(
         t,
-        "| Figure | this CCM | Go 1.20.2 | Go ÷ this | goal (this CCM) |"
+        "| Figure ({limits}) | this CCM | Go 1.20.2 | Go ÷ this | goal (this CCM) |"
     );
     let _ = writeln!(t, "| --- | ---: | ---: | ---: | --- |");
     let mut row = |name: String, a: String, b: String, r: String, goal: String| {
         let _ = writeln!(t, "| {name} | {a} | {b} | {r} | {goal} |");
     };
     burst_rows(&mut row, ours, up);
+    if meta.throttled {
+        throttled_row(
+            &mut row,
+            "Node burst: calls throttled by AWS's rate limits",
+            Phase::Burst,
+            ours,
+            up,
+            |f| &f.burst_throttled,
+        );
+    }
     steady_rows(&mut row, ours, up);
     churn_rows(&mut row, ours, up);
     ensure_rows(&mut row, ours, up);
     footprint_rows(&mut row, ours, up);
+    if meta.throttled {
+        let name = "Calls throttled by AWS's rate limits, whole run so far";
+        throttled_row(&mut row, name, Phase::Started, ours, up, |f| &f.throttled);
+    }
     t
+}
+
+/// The calls AWS's rate limits refused (the proxy's throttling answers, each a call that was retried or failed),
+/// by action, in each column.
+fn throttled_row(
+    row: &mut impl FnMut(String, String, String, String, String),
+    name: &str,
+    phase: Phase,
+    ours: &Figures,
+    up: &Figures,
+    calls: impl Fn(&Figures) -> &Calls,
+) {
+    row(
+        name.to_owned(),
+        cell(ours, phase, calls_text(calls(ours))),
+        cell(up, phase, calls_text(calls(up))),
+        ratio_at(ours, up, phase, total(calls(ours)), total(calls(up))),
+        String::new(),
+    );
 }
 
 /// The node burst: its DescribeInstances calls (P1), all its calls, its wall time against the floor (P1).
@@ -429,8 +469,13 @@ impl Progress {
             (markdown(&figures[0], &figures[1], &meta), figures.clone())
         };
         if let Some(chart) = &self.chart {
+            let limits = if self.meta.throttled {
+                "throttled as AWS"
+            } else {
+                "unthrottled"
+            };
             let title = format!(
-                "{} Nodes: this CCM and Go 1.20.2 (commit {})",
+                "{} Nodes, {limits}: this CCM and Go 1.20.2 (commit {})",
                 figures[0].nodes, self.meta.commit
             );
             if let Err(e) = crate::scale::chart::write(chart, &figures[0], &figures[1], &title) {
@@ -458,67 +503,4 @@ pub fn write(path: &Path, table: &str) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::scale::ccm::Memory;
-
-    #[test]
-    fn the_table_shows_where_the_memory_is_and_the_raised_goals() {
-        let mut ours = Figures::new("this CCM", 5000);
-        ours.phase = Phase::Done;
-        ours.floor = 100.0;
-        ours.burst = 125.0;
-        let mem = |anon_mib: u64, file_mib: u64, peak_mib: u64| Memory {
-            anon: anon_mib * 1024,
-            file: file_mib * 1024,
-            peak: peak_mib * 1024,
-        };
-        ours.memory = vec![("the Node burst".into(), mem(41, 18, 70))];
-        ours.rss = vec![(1000, 70 * 1024)];
-        let up = Figures::new("Go 1.20.2", 5000);
-        let meta = Meta {
-            commit: "abc".into(),
-            date: "today".into(),
-            machine: "here".into(),
-            setup: String::new(),
-        };
-        let table = markdown(&ours, &up, &meta);
-        assert!(
-            table.contains("| Resident after the Node burst, MiB: anonymous (heap, stacks) + file (code) | 41 + 18 (peak 70) | not reached | - |"),
-            "{table}"
-        );
-        assert!(
-            table.contains("P1 ≤ 1.2× floor at 5,000 Nodes: **missed**: 1.25× (5.0 s over)"),
-            "{table}"
-        );
-        assert!(
-            table.contains("P4 ≤ 64 MiB at 5,000 Nodes × 1,000 Services: **missed**: 6 MiB over"),
-            "{table}"
-        );
-    }
-
-    #[test]
-    fn goals_set_at_5000_nodes_are_not_judged_on_a_smaller_run() {
-        let mut ours = Figures::new("this CCM", 1000);
-        ours.phase = Phase::Done;
-        (ours.floor, ours.burst) = (10.0, 13.0);
-        ours.ensure = vec![(100, 30.0, 100), (200, 30.0, 200)];
-        ours.steady.insert("DescribeInstances".into(), 12.0);
-        ours.rss = vec![(100, 40 * 1024), (200, 46 * 1024)];
-        let meta = Meta {
-            commit: "abc".into(),
-            date: "today".into(),
-            machine: "here".into(),
-            setup: String::new(),
-        };
-        let table = markdown(&ours, &Figures::new("Go 1.20.2", 1000), &meta);
-        for goal in [
-            "P1 ≤ 2: met",
-            "P1 ≤ 1.2× floor at 5,000 Nodes: not judged at 1000 Nodes |",
-            "P2 ≤ 2,000 at 5,000 Nodes × 500 Services: not judged at 1000 Nodes, 100 Services",
-            "P4 ≤ 64 MiB at 5,000 Nodes × 1,000 Services: not judged at 1000 Nodes, 200 Services",
-        ] {
-            assert!(table.contains(goal), "{goal} in {table}");
-        }
-    }
-}
+mod tests;

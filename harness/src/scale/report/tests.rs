@@ -1,0 +1,97 @@
+//! The table's rows, goals and captions.
+
+use super::*;
+use crate::scale::ccm::Memory;
+
+#[test]
+fn the_table_shows_where_the_memory_is_and_the_raised_goals() {
+    let mut ours = Figures::new("this CCM", 5000);
+    ours.phase = Phase::Done;
+    ours.floor = 100.0;
+    ours.burst = 125.0;
+    let mem = |anon_mib: u64, file_mib: u64, peak_mib: u64| Memory {
+        anon: anon_mib * 1024,
+        file: file_mib * 1024,
+        peak: peak_mib * 1024,
+    };
+    ours.memory = vec![("the Node burst".into(), mem(41, 18, 70))];
+    ours.rss = vec![(1000, 70 * 1024)];
+    let up = Figures::new("Go 1.20.2", 5000);
+    let meta = Meta {
+        commit: "abc".into(),
+        date: "today".into(),
+        machine: "here".into(),
+        setup: String::new(),
+        throttled: true,
+    };
+    let table = markdown(&ours, &up, &meta);
+    assert!(
+        table.contains("| Resident after the Node burst, MiB: anonymous (heap, stacks) + file (code) | 41 + 18 (peak 70) | not reached | - |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("P1 ≤ 1.2× floor at 5,000 Nodes: **missed**: 1.25× (5.0 s over)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("P4 ≤ 64 MiB at 5,000 Nodes × 1,000 Services: **missed**: 6 MiB over"),
+        "{table}"
+    );
+}
+
+#[test]
+fn goals_set_at_5000_nodes_are_not_judged_on_a_smaller_run() {
+    let mut ours = Figures::new("this CCM", 1000);
+    ours.phase = Phase::Done;
+    (ours.floor, ours.burst) = (10.0, 13.0);
+    ours.ensure = vec![(100, 30.0, 100), (200, 30.0, 200)];
+    ours.steady.insert("DescribeInstances".into(), 12.0);
+    ours.rss = vec![(100, 40 * 1024), (200, 46 * 1024)];
+    let meta = Meta {
+        commit: "abc".into(),
+        date: "today".into(),
+        machine: "here".into(),
+        setup: String::new(),
+        throttled: true,
+    };
+    let table = markdown(&ours, &Figures::new("Go 1.20.2", 1000), &meta);
+    for goal in [
+        "P1 ≤ 2: met",
+        "P1 ≤ 1.2× floor at 5,000 Nodes: not judged at 1000 Nodes |",
+        "P2 ≤ 2,000 at 5,000 Nodes × 500 Services: not judged at 1000 Nodes, 100 Services",
+        "P4 ≤ 64 MiB at 5,000 Nodes × 1,000 Services: not judged at 1000 Nodes, 200 Services",
+    ] {
+        assert!(table.contains(goal), "{goal} in {table}");
+    }
+}
+
+#[test]
+fn the_table_says_whether_aws_throttled_and_what() {
+    let mut ours = Figures::new("this CCM", 10);
+    ours.phase = Phase::Done;
+    ours.burst_throttled
+        .insert("DescribeInstanceTopology".into(), 1.0);
+    ours.throttled.insert("DescribeInstanceTopology".into(), 2.0);
+    let mut meta = Meta {
+        commit: "abc".into(),
+        date: "today".into(),
+        machine: "here".into(),
+        setup: String::new(),
+        throttled: true,
+    };
+    let table = markdown(&ours, &Figures::new("Go 1.20.2", 10), &meta);
+    for line in [
+        "| Figure (throttled as AWS) | this CCM | Go 1.20.2 |",
+        "| Node burst: calls throttled by AWS's rate limits | DescribeInstanceTopology 1 | not reached |",
+        "| Calls throttled by AWS's rate limits, whole run so far | DescribeInstanceTopology 2 | none |",
+    ] {
+        assert!(table.contains(line), "{line} in {table}");
+    }
+    meta.throttled = false;
+    let table = markdown(&ours, &Figures::new("Go 1.20.2", 10), &meta);
+    assert!(
+        table.contains("| Figure (unthrottled: moto answered every call) |"),
+        "{table}"
+    );
+    assert!(!table.contains("throttled by AWS"), "{table}");
+}
