@@ -107,6 +107,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
     });
     adapter.metrics().register(runtime.registry());
+    ccm_aws::CatalogMetrics::new(cloud.instance_catalog().clone()).register(runtime.registry());
     registered.register(runtime.registry());
     runtime.run(Arc::new(cloud)).await?;
     Ok(())

@@ -6,7 +6,8 @@
 //! config or that instance's tags; the VPC from the config or that instance. One DescribeInstances at most.
 
 use ccm_aws_api::{
-    Ec2, Elb, Elbv2, InstanceId, Metadata, RouteTableId, SecurityGroupId, SubnetId, VpcId, ec2::Instance,
+    Catalog, Ec2, Elb, Elbv2, InstanceCatalog, InstanceId, Metadata, RouteTableId, SecurityGroupId, SubnetId,
+    VpcId, ec2::Instance,
 };
 use ccm_aws_sdk::{Adapter, AdapterOptions, AwsEc2, AwsElb, AwsElbv2, AwsMetadata};
 use ccm_cloud_provider::{CloudProvider, Unsupported};
@@ -33,8 +34,9 @@ pub use ccm_aws_api::PROVIDER_NAME;
 #[derive(Debug)]
 pub struct AwsCloud<E = AwsEc2, L = AwsElb, V = AwsElbv2> {
     ec2: E,
-    membership: Arc<Membership<E>>,
-    instances: MemberInstances<E>,
+    catalog: Arc<InstanceCatalog>,
+    membership: Arc<Membership<Catalog<E>>>,
+    instances: MemberInstances<Catalog<E>>,
     routes: AwsRoutes<E, NodeIndex>,
     load_balancers: Option<AwsLoadBalancers<E, L, V>>,
     cluster: ClusterTags,
@@ -194,7 +196,11 @@ where
         // The route controller hands the routes the Nodes it watches (`Routes::observe_nodes`), so that a route to
         // an instance is named by the Node that runs there, whatever the node-name scheme.
         // Nothing is changed for a Node whose instance lacks the cluster tag (crate::membership).
-        let membership = Arc::new(Membership::new(ec2.clone(), env.cluster.clone()));
+        // One instance catalog for every reader: node initialization and the address refresh teach it what they
+        // read, membership and the load balancers answer from it (ccm_aws_api::catalog).
+        let catalog = Arc::new(InstanceCatalog::new());
+        catalog.start_expiry();
+        let membership = Arc::new(Membership::new(catalog.over(ec2.clone()), env.cluster.clone()));
         let routes = AwsRoutes::new(ec2.clone(), routes_config)
             .with_node_names(NodeIndex::new())
             .with_route_targets(membership.clone());
@@ -206,6 +212,7 @@ where
                     elbv2,
                     load_balancer_config(config, &env, vpc.clone()),
                 )
+                .with_instance_catalog(&catalog)
                 .with_node_targets(membership.clone()),
             ),
             None => {
@@ -218,10 +225,11 @@ where
         Ok(Self {
             load_balancers,
             instances: MemberInstances::new(
-                AwsInstances::new(ec2.clone(), instances_config),
+                AwsInstances::new(catalog.over(ec2.clone()), instances_config),
                 membership.clone(),
             ),
             membership,
+            catalog,
             routes,
             ec2,
             cluster: env.cluster,
@@ -248,8 +256,13 @@ where
 
     /// Which instances are the cluster's, as every capability learnt it (share it with the tagging
     /// controller: [`TaggingController::with_members`](crate::tagging::TaggingController::with_members)).
-    pub fn membership(&self) -> &Arc<Membership<E>> {
+    pub fn membership(&self) -> &Arc<Membership<Catalog<E>>> {
         &self.membership
+    }
+
+    /// The instance catalog every capability reads instances through (its size: [`crate::CatalogMetrics`]).
+    pub fn instance_catalog(&self) -> &Arc<InstanceCatalog> {
+        &self.catalog
     }
 
     /// The cluster's tags.
@@ -274,7 +287,7 @@ where
     L: Elb + Send + Sync + 'static,
     V: Elbv2 + Send + Sync + 'static,
 {
-    type InstancesV2 = MemberInstances<E>;
+    type InstancesV2 = MemberInstances<Catalog<E>>;
     type Instances = Unsupported;
     type Zones = Unsupported;
     type LoadBalancer = AwsLoadBalancers<E, L, V>;

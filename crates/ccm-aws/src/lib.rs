@@ -17,6 +17,7 @@
 )]
 
 mod adapter_options;
+mod catalog_metrics;
 pub mod cloud;
 /// The cloud config file, parsed (re-exported from `ccm-cloud-config`).
 pub use ccm_cloud_config as cloud_config;
@@ -25,6 +26,7 @@ pub mod doctor;
 pub mod membership;
 pub mod tagging;
 
+pub use catalog_metrics::CatalogMetrics;
 pub use cloud::{AwsCloud, AwsCloudError, Environment, PROVIDER_NAME};
 pub use cloud_config::{CloudConfig, CloudConfigErrors, ConfigError, GlobalConfig, LoadError};
 pub use cluster_id::ClusterIdError;

@@ -26,7 +26,7 @@ use std::{
     time::Duration,
 };
 
-use ccm_aws_api::{AwsError, Ec2, InstanceId};
+use ccm_aws_api::{AwsError, CatalogLookup, Freshness, InstanceId};
 use ccm_cloud_provider::{CloudError, InstanceMetadata, InstancesV2, Notice, Result as CloudResult};
 use ccm_instances::AwsInstances;
 use ccm_load_balancers::shared::node_instance_id;
@@ -45,6 +45,11 @@ pub const MEMBER_TTL: Duration = Duration::from_secs(3600);
 
 /// How long an instance found without the cluster tag stays refused without reading it again.
 pub const OUTSIDER_TTL: Duration = Duration::from_secs(60);
+
+/// How recent a read of an instance by another reader of the instance catalog (node initialization, the address
+/// refresh, the load balancers) answers an unknown instance here: a joining Node's instance, just read by its
+/// initialization, is not read again.
+pub const RECENT_READ: Duration = Duration::from_secs(30);
 
 /// How long an instance EC2 does not show stays absent without asking again. Instance IDs are never reused, so
 /// only a brand-new instance (EC2 reads are eventually consistent) could be absent wrongly, and the cloud-node
@@ -75,8 +80,8 @@ enum Standing {
 
 // === impl Membership ===
 
-impl<E: Ec2 + Send + Sync> Membership<E> {
-    /// Membership in `cluster`, read through `ec2` when not known.
+impl<E: CatalogLookup + Send + Sync> Membership<E> {
+    /// Membership in `cluster`, read through `ec2` (the instance catalog's port) when not known.
     pub fn new(ec2: E, cluster: ClusterTags) -> Self {
         Self {
             ec2,
@@ -151,7 +156,11 @@ impl<E: Ec2 + Send + Sync> Membership<E> {
             return Ok(answers);
         }
         let asked: Vec<InstanceId> = unknown.iter().cloned().collect();
-        let found = self.ec2.instances_by_id(&asked).await?;
+        let found = self
+            .ec2
+            .lookup(&asked, Freshness::within(RECENT_READ))
+            .await?
+            .found;
         let now = Instant::now();
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         // Only here, where something new is learnt: what expired goes, so the map holds recent instances only.
@@ -159,7 +168,7 @@ impl<E: Ec2 + Send + Sync> Membership<E> {
         for instance in found.iter().filter(|i| unknown.remove(&i.id)) {
             let why = self
                 .cluster
-                .not_member(&format!("instance {}", instance.id), &instance.tags);
+                .not_member(&format!("instance {}", instance.id), &instance.cluster_tags);
             if let Some(why) = &why {
                 tracing::warn!(instance = %instance.id, reason = why.as_str(), "not acting for an instance outside the cluster");
             }
@@ -233,7 +242,7 @@ pub trait Members: Send + Sync {
     }
 }
 
-impl<E: Ec2 + Send + Sync> Members for Membership<E> {
+impl<E: CatalogLookup + Send + Sync> Members for Membership<E> {
     fn answers<'a>(
         &'a self,
         ids: &'a [InstanceId],
@@ -271,7 +280,7 @@ pub struct MemberInstances<E> {
     membership: Arc<Membership<E>>,
 }
 
-impl<E: Ec2 + Send + Sync> MemberInstances<E> {
+impl<E: CatalogLookup + Send + Sync> MemberInstances<E> {
     /// `inner`, learning into `membership`.
     pub fn new(inner: AwsInstances<E>, membership: Arc<Membership<E>>) -> Self {
         Self { inner, membership }
@@ -302,7 +311,7 @@ impl<E: Ec2 + Send + Sync> MemberInstances<E> {
     }
 }
 
-impl<E: Ec2 + Send + Sync> InstancesV2 for MemberInstances<E> {
+impl<E: CatalogLookup + Send + Sync> InstancesV2 for MemberInstances<E> {
     async fn instance_exists(&self, node: &Node) -> CloudResult<bool> {
         self.membership.observe(&[node]);
         self.inner.instance_exists(node).await

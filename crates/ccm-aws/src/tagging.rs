@@ -30,7 +30,7 @@ mod metrics;
 
 use std::{fmt, future::Future, sync::Arc};
 
-use ccm_aws_api::Ec2;
+use ccm_aws_api::{Ec2, InstanceCatalog};
 use ccm_controllers::{Clock, ControllerMetrics, Informer, Informers, run_until};
 use ccm_tagging::ClusterTags;
 use futures::future::join_all;
@@ -112,7 +112,7 @@ where
         config.validate()?;
         Ok(Self {
             client,
-            members: Arc::new(Membership::new(ec2.clone(), cluster)),
+            members: Arc::new(Membership::new(own_catalog().over(ec2.clone()), cluster)),
             ec2,
             config,
             metrics: TaggingMetrics::default(),
@@ -227,5 +227,12 @@ impl<E> fmt::Debug for TaggingController<E> {
     }
 }
 
+/// A catalog of the tagging controller's own, for membership when the provider's is not shared
+/// ([`TaggingController::with_members`]).
+fn own_catalog() -> Arc<InstanceCatalog> {
+    let catalog = Arc::new(InstanceCatalog::new());
+    catalog.start_expiry();
+    catalog
+}
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,10 @@ use std::sync::{
     atomic::{AtomicUsize, Ordering},
 };
 
-use ccm_aws_api::ec2::{Instance, InstanceState, MockEc2};
+use ccm_aws_api::{
+    Catalog, CatalogLookup, Freshness, InstanceCatalog,
+    ec2::{Instance, InstanceState, MockEc2},
+};
 use ccm_load_balancers::NodeTargets;
 use ccm_routes::RouteTargets;
 
@@ -43,9 +46,9 @@ fn ec2(lookups: &Arc<AtomicUsize>) -> MockEc2 {
     ec2
 }
 
-fn membership(lookups: &Arc<AtomicUsize>) -> Arc<Membership<MockEc2>> {
+fn membership(lookups: &Arc<AtomicUsize>) -> Arc<Membership<Catalog<MockEc2>>> {
     Arc::new(Membership::new(
-        ec2(lookups),
+        Arc::new(InstanceCatalog::new()).over(ec2(lookups)),
         ClusterTags::new("prod", false).unwrap(),
     ))
 }
@@ -111,7 +114,7 @@ async fn member_nodes_leave_out_other_systems_instances_only() {
 }
 
 /// The names of the Nodes that `m` keeps as load-balancer targets, and the notices of those left out.
-async fn targets(m: &Membership<MockEc2>, nodes: &[&Node]) -> (Vec<String>, Vec<Notice>) {
+async fn targets(m: &Membership<Catalog<MockEc2>>, nodes: &[&Node]) -> (Vec<String>, Vec<Notice>) {
     let (kept, notices) = NodeTargets::targets(m, nodes).await.unwrap();
     let names = kept.iter().map(|n| n.metadata.name.clone().unwrap()).collect();
     (names, notices)
@@ -136,7 +139,7 @@ async fn load_balancer_targets_are_member_nodes_only() {
 }
 
 /// Why `m` refuses a route to Node `node` whose instance is `instance` (when the routes know it).
-async fn refusal(m: &Membership<MockEc2>, node: &str, instance: Option<&str>) -> Option<String> {
+async fn refusal(m: &Membership<Catalog<MockEc2>>, node: &str, instance: Option<&str>) -> Option<String> {
     let instance = instance.map(InstanceId::new);
     RouteTargets::refusal(m, node, instance.as_ref()).await.unwrap()
 }
@@ -179,10 +182,14 @@ async fn a_node_whose_instance_is_not_found_costs_one_lookup() {
 }
 
 /// EC2 showing every instance (OWN and WORKER tagged for `prod`), for the instances provider.
-fn instances(membership: &Arc<Membership<MockEc2>>) -> MemberInstances<MockEc2> {
+fn instances(membership: &Arc<Membership<Catalog<MockEc2>>>) -> MemberInstances<Catalog<MockEc2>> {
     let reads = Arc::new(AtomicUsize::new(0));
     let config = ccm_instances::InstancesConfig::new("us-east-1");
-    MemberInstances::new(AwsInstances::new(ec2(&reads), config), membership.clone())
+    let catalog = Arc::new(InstanceCatalog::new());
+    MemberInstances::new(
+        AwsInstances::new(catalog.over(ec2(&reads)), config),
+        membership.clone(),
+    )
 }
 
 const EXCLUDE: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
@@ -324,4 +331,34 @@ async fn a_claim_not_seen_for_an_hour_is_forgotten() {
     // The older Node was deleted (or never seen again): the instance is the remaining Node's.
     assert_eq!(m.member_nodes(&[&forged]).await.unwrap().len(), 1);
     assert_eq!(m.elder("forged"), None);
+}
+
+#[tokio::test]
+async fn a_joining_nodes_instance_is_read_once_for_every_reader_of_the_catalog() {
+    let catalog = Arc::new(InstanceCatalog::new());
+    let (init_reads, other_reads) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let config = ccm_instances::InstancesConfig::new("us-east-1");
+    let init = AwsInstances::new(catalog.over(ec2(&init_reads)), config);
+    let joining = node("own", Some(&format!("aws:///us-east-1a/{OWN}")));
+    let read = init.instance_metadata_batch(&[&joining]).await;
+    assert!(matches!(read[..], [Ok(Some(_))]), "{read:?}");
+    assert_eq!(count(&init_reads), 1, "node initialization reads the instance");
+
+    // Membership (for the load balancers' targets, the routes and tagging) and the load balancers' own reads,
+    // each through its own port in front of the shared catalog: none reads the instance again.
+    let membership = Membership::new(
+        catalog.over(ec2(&other_reads)),
+        ClusterTags::new("prod", false).unwrap(),
+    );
+    let members = membership.members(&ids(&[OWN])).await.unwrap();
+    assert_eq!(members, BTreeSet::from([InstanceId::new(OWN)]));
+    let load_balancers = Freshness::within(ccm_load_balancers::instance_reads::REUSE_FOR);
+    let found = catalog
+        .over(ec2(&other_reads))
+        .lookup(&ids(&[OWN]), load_balancers)
+        .await
+        .unwrap()
+        .found;
+    assert_eq!(found.len(), 1);
+    assert_eq!(count(&other_reads), 0, "answered from what initialization read");
 }
