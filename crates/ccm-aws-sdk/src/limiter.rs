@@ -151,7 +151,8 @@ impl Default for RateLimits {
         buckets.insert((Ec2, Mutating), half_rate(50.0, 5.0));
         buckets.insert((Ec2, ResourceIntensive), half_rate(50.0, 5.0));
         buckets.insert((Ec2, Tags), half_rate(100.0, 10.0));
-        buckets.insert((Ec2, Topology), half_rate(2.0, 1.0));
+        // AWS's bucket holds a single token: a burst of two would be throttled.
+        buckets.insert((Ec2, Topology), half_rate(1.0, 1.0));
         // ELB and ELBv2 (https://docs.aws.amazon.com/elasticloadbalancing/latest/userguide/elb-api-throttling.html).
         for elb in [Elb, Elbv2] {
             buckets.insert((elb, ResourceIntensive), half_rate(10.0, 0.2));
@@ -451,6 +452,9 @@ mod tests {
         let limits = RateLimits::default();
         let ec2 = limits.get(Service::Ec2, ActionClass::NonMutating).unwrap();
         assert_eq!((ec2.capacity, ec2.refill_per_second), (100.0, 10.0));
+        // DescribeInstanceTopology: AWS's bucket holds one token, refilled at one a second.
+        let topology = limits.get(Service::Ec2, ActionClass::Topology).unwrap();
+        assert_eq!((topology.capacity, topology.refill_per_second), (1.0, 0.5));
         for elb in [Service::Elb, Service::Elbv2] {
             let create = limits.get(elb, ActionClass::ResourceIntensive).unwrap();
             assert_eq!((create.capacity, create.refill_per_second), (10.0, 0.1));
