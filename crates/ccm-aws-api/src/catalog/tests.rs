@@ -1,3 +1,7 @@
+// These tests use the port's mocks: the crate's own tests enable `mock` (its dev-dependency on itself), which a
+// packaged copy of the crate drops.
+#![cfg(feature = "mock")]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
