@@ -53,9 +53,12 @@ async fn post(proxy: &FaultProxy, service: &str, body: &str) -> (u16, String) {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
+    // Only an error's code: a successful answer may hold `<Code>` elements of its own (a load balancer's
+    // `<State><Code>active</Code>` when the shared emulator already holds one).
     let code = text
         .split_once("<Code>")
         .and_then(|(_, rest)| rest.split_once("</Code>"))
+        .filter(|_| !(200..300).contains(&status))
         .map(|(code, _)| code.to_owned())
         .unwrap_or_default();
     (status, code)
