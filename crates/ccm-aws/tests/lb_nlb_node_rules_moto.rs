@@ -20,6 +20,7 @@ use ccm_load_balancers::{
     shared::Rule,
 };
 use ccm_tagging::ClusterTags;
+use ccm_testing::lb_world::diff;
 use ccm_testing::{TestEnv, unique_name};
 
 const OTHER_LB: &str = "aotherotherotherotherotherother0";
@@ -82,17 +83,6 @@ fn counts(metrics: &CallMetrics) -> BTreeMap<&'static str, u64> {
         *out.entry(k.operation).or_default() += s.attempts;
     }
     out
-}
-
-fn delta(
-    after: &BTreeMap<&'static str, u64>,
-    before: &BTreeMap<&'static str, u64>,
-) -> BTreeMap<&'static str, u64> {
-    after
-        .iter()
-        .map(|(k, v)| (*k, v - before.get(k).copied().unwrap_or(0)))
-        .filter(|(_, v)| *v > 0)
-        .collect()
 }
 
 /// The port through a catalog of its own, fresh for each observation: every instance is read.
@@ -253,7 +243,7 @@ async fn rules_are_applied_steady_changed_and_deleted_without_touching_anyone_el
         .unwrap();
     // One read each, plus one for the untagged group of the third instance.
     assert_eq!(
-        delta(&counts(&metrics), &before),
+        diff(&counts(&metrics), &before),
         BTreeMap::from([
             ("DescribeInstances", 1),
             ("DescribeSecurityGroups", 2),
@@ -264,7 +254,7 @@ async fn rules_are_applied_steady_changed_and_deleted_without_touching_anyone_el
     let changes = node_rules::plan(&access, &observed);
     let before = counts(&metrics);
     w.apply(&changes).await;
-    let mutations = delta(&counts(&metrics), &before);
+    let mutations = diff(&counts(&metrics), &before);
     // One call per change: the two target groups get one authorization each, the former target one revocation.
     assert_eq!(
         mutations,
