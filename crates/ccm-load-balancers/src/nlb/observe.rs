@@ -455,8 +455,30 @@ pub async fn observe_delete<E: CatalogLookup, L: Elb, V: Elbv2>(
             .map_err(Error::aws(context))?;
         observed.deletion_protection = attributes.get(DELETION_PROTECTION).is_some_and(|v| v == "true");
     }
-    if let Some(group_name) = managed_group_name
-        && let Some(group) = shared::find_group(ec2, config, group_name).await?
+    observed.node_rules =
+        deleted_node_rules(ec2, elb, elbv2, config, name, load_balancer.as_ref(), &observed).await?;
+    deleted_managed_group(ec2, config, claimant, managed_group_name, &mut observed).await?;
+    observed.load_balancer = load_balancer;
+    Ok((observed, claim))
+}
+
+/// The managed group named `group_name` to delete, if this cluster owns it and no other incarnation of the
+/// Service is named on it, with the rules referencing it.
+async fn deleted_managed_group<E: Ec2>(
+    ec2: &E,
+    config: &LoadBalancerConfig,
+    claimant: &Claimant,
+    group_name: Option<&str>,
+    observed: &mut DeleteObserved,
+) -> Result<(), Error> {
+    let managed = match (group_name, &observed.node_rules) {
+        (None, _) => None,
+        // The nodes' rules read the cluster's tagged groups of the VPC: the managed group, made with the
+        // cluster's tag, is among them if it exists and is this cluster's (one `DescribeSecurityGroups` less).
+        (Some(group_name), Some(nodes)) => nodes.groups.iter().find(|g| g.name == group_name).cloned(),
+        (Some(group_name), None) => shared::find_group(ec2, config, group_name).await?,
+    };
+    if let Some(group) = managed
         && config.cluster.is_owned(&group.tags)
         && group
             .tags
@@ -466,10 +488,7 @@ pub async fn observe_delete<E: CatalogLookup, L: Elb, V: Elbv2>(
         observed.references = references(ec2, config, &group.id).await?;
         observed.managed_group = Some(group.id);
     }
-    observed.node_rules =
-        deleted_node_rules(ec2, elb, elbv2, config, name, load_balancer.as_ref(), &observed).await?;
-    observed.load_balancer = load_balancer;
-    Ok((observed, claim))
+    Ok(())
 }
 
 /// The target groups deletion considers, from one listing of the region's groups: those the NLB uses, those

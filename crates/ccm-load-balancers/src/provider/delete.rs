@@ -103,18 +103,32 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             self.memory.forget(name);
         }
         self.memory.settle_targets(service.metadata.uid.as_deref(), None);
-        self.delete_classic(claimant, &annotations, &keep).await?;
-        // The NLB side, always: its target groups and managed group can outlive the NLB (and the annotation).
-        Box::pin(self.delete_network(cluster_name, service, claimant, &annotations, &keep)).await
+        // The flavour the Service names goes first. When its load balancer is there and this Service's, the other
+        // flavour's side is not read: no load balancer of the other flavour can be under the same name (each
+        // flavour's creation is refused while the other's is there), so all it could find is the leftovers of a
+        // creation that failed before the type annotation changed (the region's target groups would be listed
+        // for those at every deletion); `doctor` reports them. Otherwise (nothing of ours there, a crash after
+        // the load balancer went, a refused type change) both sides are swept.
+        if annotations.text(Key::Type) == Some("nlb") {
+            let served =
+                Box::pin(self.delete_network(cluster_name, service, claimant, &annotations, &keep)).await?;
+            if !served {
+                self.delete_classic(claimant, &annotations, &keep).await?;
+            }
+        } else if !self.delete_classic(claimant, &annotations, &keep).await? {
+            // Its target groups and managed group can outlive the NLB (and the annotation).
+            Box::pin(self.delete_network(cluster_name, service, claimant, &annotations, &keep)).await?;
+        }
+        Ok(())
     }
 
-    /// The Classic ELB side of a deletion.
+    /// The Classic ELB side of a deletion: whether the Classic ELB was there and this Service's.
     async fn delete_classic(
         &self,
         claimant: &Claimant,
         annotations: &Annotations,
         keep: &BTreeSet<String>,
-    ) -> Result<(), CloudError> {
+    ) -> Result<bool, CloudError> {
         // The node rules' source when the load balancer is gone already: the first given group, else the
         // operator's `ElbSecurityGroup`.
         let source = match annotations.list(Key::SecurityGroups) {
@@ -133,11 +147,11 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         .await?;
         let changes = classic::plan_delete(claim.name(), &observed);
         classic::apply(&self.ec2, &self.elb, &self.config, &claim, None, &changes).await?;
-        Ok(())
+        Ok(observed.load_balancer.is_some())
     }
 
     /// The NLB side of a deletion: the NLB under the claimant's name, and the Service's target groups and
-    /// managed group.
+    /// managed group; whether the NLB was there and this Service's.
     async fn delete_network(
         &self,
         cluster_name: &str,
@@ -145,7 +159,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         claimant: &Claimant,
         annotations: &Annotations,
         keep: &BTreeSet<String>,
-    ) -> Result<(), CloudError> {
+    ) -> Result<bool, CloudError> {
         let uid = service.metadata.uid.as_deref().unwrap_or_default();
         let (namespace, service_name) = crate::spec::namespace_and_name(service);
         let target_groups: Vec<String> = parse_service_with(service, &self.config.attribute_keys)
@@ -182,6 +196,6 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             ..nlb::Observed::default()
         };
         nlb::apply(&self.ec2, &self.elbv2, &self.config, &claim, &found, &changes).await?;
-        Ok(())
+        Ok(observed.load_balancer.is_some())
     }
 }
