@@ -1,7 +1,8 @@
 //! The instance catalog: what the controllers know of EC2 instances, in one place.
 //!
 //! Every controller that acts for a Node reads its instance: the load balancers (its state and security groups),
-//! the cluster membership guard (its cluster tags), node initialization and the address refresh. Each used to
+//! the cluster membership guard (its cluster tags), node initialization and the address refresh (its type, zone
+//! and addresses), the routes (its private DNS name). Each used to
 //! keep its own copy with its own age, and a joining Node's instance was read once per reader within seconds.
 //! One [`InstanceCatalog`], shared by every reader, answers each with the freshness that reader asks for
 //! ([`Freshness`], [`CatalogLookup::lookup`]). Each reader reads EC2 through its own [`Catalog`] port (its EC2
@@ -26,10 +27,11 @@ use std::{
 
 use tokio::time::Instant;
 
-use crate::{
-    CallHook, Ec2, InstanceId, Intercept, PortCall, Result, SecurityGroupId, Tags,
-    ec2::{Instance, InstanceState},
-};
+use crate::{CallHook, Ec2, InstanceId, Intercept, PortCall, Result, ec2::Instance};
+
+mod instance;
+
+pub use instance::{CatalogInstance, InterfaceAddresses};
 
 /// The tag key prefix naming a cluster (`kubernetes.io/cluster/<id>`).
 pub const CLUSTER_TAG_PREFIX: &str = "kubernetes.io/cluster/";
@@ -43,54 +45,6 @@ pub const DEFAULT_RETAIN: Duration = Duration::from_secs(3600);
 
 /// How long an [`InstanceCatalog`] remembers that EC2 did not show an instance, by default.
 pub const DEFAULT_RETAIN_ABSENT: Duration = Duration::from_secs(600);
-
-/// What the catalog keeps of an instance: the fields its readers use, nothing else.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CatalogInstance {
-    /// The instance ID.
-    pub id: InstanceId,
-    /// Its lifecycle state.
-    pub state: InstanceState,
-    /// The security groups of its primary interface.
-    pub security_groups: Vec<SecurityGroupId>,
-    /// Its tags that name a cluster ([`CLUSTER_TAG_PREFIX`], [`LEGACY_CLUSTER_TAG`]); the others are not kept.
-    pub cluster_tags: Tags,
-}
-
-impl CatalogInstance {
-    /// What the catalog keeps of `instance`.
-    pub fn of(instance: &Instance) -> Self {
-        Self {
-            id: instance.id.clone(),
-            state: instance.state.clone(),
-            security_groups: instance.security_groups.clone(),
-            cluster_tags: instance
-                .tags
-                .iter()
-                .filter(|(k, _)| k.starts_with(CLUSTER_TAG_PREFIX) || k.as_str() == LEGACY_CLUSTER_TAG)
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        }
-    }
-
-    /// The bytes it holds, its own and on the heap (an estimate: allocator overhead is not counted).
-    pub fn bytes(&self) -> usize {
-        let tags: usize = self
-            .cluster_tags
-            .iter()
-            .map(|(k, v)| k.capacity() + v.capacity() + 2 * size_of::<String>())
-            .sum();
-        size_of::<Self>()
-            + self.id.as_str().len()
-            + self
-                .security_groups
-                .iter()
-                .map(|g| size_of::<SecurityGroupId>() + g.as_str().len())
-                .sum::<usize>()
-            + tags
-    }
-}
 
 /// How old an answer a reader accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +77,8 @@ pub struct Lookup {
     pub found: Vec<Arc<CatalogInstance>>,
     /// The IDs EC2 does not show (made up, another Region's, or long terminated).
     pub absent: BTreeSet<InstanceId>,
+    /// The IDs among [`Lookup::found`] read from EC2 by this lookup (the others the catalog held).
+    pub read: BTreeSet<InstanceId>,
 }
 
 /// The size of an [`InstanceCatalog`], for `/metrics`.
@@ -200,14 +156,19 @@ impl InstanceCatalog {
         Intercept::new(ec2, self.clone())
     }
 
-    /// Learns what a read made elsewhere showed.
-    pub fn remember(&self, instances: &[Instance]) {
+    /// Learns what a read made elsewhere showed, and returns the entries (shared with the catalog: a reader that
+    /// keeps them holds no copy of its own).
+    pub fn remember(&self, instances: &[Instance]) -> Vec<Arc<CatalogInstance>> {
         let now = Instant::now();
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut kept = Vec::with_capacity(instances.len());
         for instance in instances {
-            let found = Some(Arc::new(CatalogInstance::of(instance)));
+            let found = Arc::new(CatalogInstance::of(instance));
+            kept.push(found.clone());
+            let found = Some(found);
             entries.insert(instance.id.clone(), Entry { found, at: now });
         }
+        kept
     }
 
     /// Drops what is older than the retention.
@@ -304,6 +265,7 @@ impl InstanceCatalog {
                     at: now,
                 },
             );
+            lookup.read.insert(instance.id.clone());
             lookup.found.push(found);
         }
         for id in missing {
@@ -344,11 +306,11 @@ impl CallHook for InstanceCatalog {
             return;
         }
         if let Some(Ok(instances)) = answer.downcast_ref::<Result<Vec<Instance>>>() {
-            self.remember(instances);
+            let _ = self.remember(instances);
         } else if let Some(Ok((instances, _))) =
             answer.downcast_ref::<Result<(Vec<Instance>, Option<String>)>>()
         {
-            self.remember(instances);
+            let _ = self.remember(instances);
         }
     }
 }

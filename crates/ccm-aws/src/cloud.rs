@@ -36,7 +36,7 @@ pub struct AwsCloud<E = AwsEc2, L = AwsElb, V = AwsElbv2> {
     ec2: E,
     catalog: Arc<InstanceCatalog>,
     membership: Arc<Membership<Catalog<E>>>,
-    instances: MemberInstances<Catalog<E>>,
+    instances: MemberInstances<E>,
     routes: AwsRoutes<E, NodeIndex>,
     load_balancers: Option<AwsLoadBalancers<E, L, V>>,
     cluster: ClusterTags,
@@ -193,15 +193,16 @@ where
         if let Some(vpc) = &env.vpc_id {
             routes_config = routes_config.with_vpc_id(vpc.clone());
         }
-        // The route controller hands the routes the Nodes it watches (`Routes::observe_nodes`), so that a route to
-        // an instance is named by the Node that runs there, whatever the node-name scheme.
-        // Nothing is changed for a Node whose instance lacks the cluster tag (crate::membership).
-        // One instance catalog for every reader: node initialization and the address refresh teach it what they
-        // read, membership and the load balancers answer from it (ccm_aws_api::catalog).
+        // One instance catalog for every reader: node initialization, the address refresh, membership, the
+        // load balancers and the routes read instances through it and answer from it (ccm_aws_api::catalog).
         let catalog = Arc::new(InstanceCatalog::new());
         catalog.start_expiry();
         let membership = Arc::new(Membership::new(catalog.over(ec2.clone()), env.cluster.clone()));
+        // The route controller hands the routes the Nodes it watches (`Routes::observe_nodes`), so that a route to
+        // an instance is named by the Node that runs there, whatever the node-name scheme.
+        // Nothing is changed for a Node whose instance lacks the cluster tag (crate::membership).
         let routes = AwsRoutes::new(ec2.clone(), routes_config)
+            .with_instance_catalog(&catalog)
             .with_node_names(NodeIndex::new())
             .with_route_targets(membership.clone());
         let load_balancers = match &env.vpc_id {
@@ -225,7 +226,7 @@ where
         Ok(Self {
             load_balancers,
             instances: MemberInstances::new(
-                AwsInstances::new(catalog.over(ec2.clone()), instances_config),
+                AwsInstances::new(ec2.clone(), instances_config).with_instance_catalog(&catalog),
                 membership.clone(),
             ),
             membership,
@@ -287,7 +288,7 @@ where
     L: Elb + Send + Sync + 'static,
     V: Elbv2 + Send + Sync + 'static,
 {
-    type InstancesV2 = MemberInstances<Catalog<E>>;
+    type InstancesV2 = MemberInstances<E>;
     type Instances = Unsupported;
     type Zones = Unsupported;
     type LoadBalancer = AwsLoadBalancers<E, L, V>;

@@ -9,31 +9,31 @@
 //!
 //! A member carries the cluster tag `kubernetes.io/cluster/<id>` (`owned` or `shared`) or the legacy
 //! `KubernetesCluster=<id>` ([`ClusterTags::not_member`]), as docs/tagging-requirements.md asks of every
-//! instance. Membership is learnt from every instance the instances provider reads ([`MemberInstances`]: node
-//! initialization and the periodic address refresh describe each instance anyway), otherwise from one
-//! `DescribeInstances` for the unknown instances of a call (the adapter coalesces concurrent callers). Members
-//! are remembered for [`MEMBER_TTL`], others for [`OUTSIDER_TTL`] (an instance may be tagged just after launch),
-//! and an instance EC2 does not show (a made-up ID, one of a Region that does not exist or of another Region) for
-//! [`ABSENT_TTL`]: a forged Node naming one costs one lookup, not one per ensure, host update and drift pass.
+//! instance. Membership is read from the instance catalog ([`ccm_aws_api::catalog`]), which every reader of
+//! instances teaches (node initialization and the periodic address refresh describe each instance anyway),
+//! otherwise from one `DescribeInstances` for the instances of a call the catalog does not hold fresh enough (the
+//! adapter coalesces concurrent callers). A member's read is trusted for [`MEMBER_TTL`], an outsider's for
+//! [`OUTSIDER_TTL`] (an instance may be tagged just after launch), and that EC2 does not show an instance (a
+//! made-up ID, one of a Region that does not exist or of another Region) for [`ABSENT_TTL`]: a forged Node
+//! naming one costs one lookup, not one per ensure, host update and drift pass.
 //!
 //! A member instance is still only its own Node's: a Node naming an instance that an older Node names is refused
 //! like a Node of an outsider ([`Elder`], the claims in `claims`), and the older Node's labels (its exclusion from
 //! load balancers) decide.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet},
     sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
 
-use ccm_aws_api::{AwsError, CatalogLookup, Freshness, InstanceId};
+use ccm_aws_api::{AwsError, Catalog, CatalogInstance, CatalogLookup, Ec2, Freshness, InstanceId};
 use ccm_cloud_provider::{CloudError, InstanceMetadata, InstancesV2, Notice, Result as CloudResult};
 use ccm_instances::AwsInstances;
 use ccm_load_balancers::shared::node_instance_id;
 use ccm_tagging::ClusterTags;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
-use tokio::time::Instant;
 
 mod claims;
 mod ports;
@@ -45,11 +45,6 @@ pub const MEMBER_TTL: Duration = Duration::from_secs(3600);
 
 /// How long an instance found without the cluster tag stays refused without reading it again.
 pub const OUTSIDER_TTL: Duration = Duration::from_secs(60);
-
-/// How recent a read of an instance by another reader of the instance catalog (node initialization, the address
-/// refresh, the load balancers) answers an unknown instance here: a joining Node's instance, just read by its
-/// initialization, is not read again.
-pub const RECENT_READ: Duration = Duration::from_secs(30);
 
 /// How long an instance EC2 does not show stays absent without asking again. Instance IDs are never reused, so
 /// only a brand-new instance (EC2 reads are eventually consistent) could be absent wrongly, and the cloud-node
@@ -65,17 +60,7 @@ pub const REFUSED_NODE_REASON: &str = "InstanceNotInCluster";
 pub struct Membership<E> {
     ec2: E,
     cluster: ClusterTags,
-    known: Mutex<HashMap<InstanceId, (Standing, Instant)>>,
     claims: Mutex<claims::Claims>,
-}
-
-/// What a read of an instance showed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Standing {
-    Member,
-    Outsider,
-    /// EC2 did not show it.
-    Absent,
 }
 
 // === impl Membership ===
@@ -86,7 +71,6 @@ impl<E: CatalogLookup + Send + Sync> Membership<E> {
         Self {
             ec2,
             cluster,
-            known: Mutex::new(HashMap::new()),
             claims: Mutex::default(),
         }
     }
@@ -94,14 +78,6 @@ impl<E: CatalogLookup + Send + Sync> Membership<E> {
     /// The cluster's tags.
     pub fn cluster(&self) -> &ClusterTags {
         &self.cluster
-    }
-
-    /// Records what a read of `instance` showed.
-    pub fn learn(&self, instance: InstanceId, member: bool) {
-        self.known
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(instance, (Standing::of(member), Instant::now()));
     }
 
     /// Records which instance each of `nodes` names (see [`Elder`]).
@@ -132,55 +108,51 @@ impl<E: CatalogLookup + Send + Sync> Membership<E> {
             .collect())
     }
 
-    /// Whether each of `ids` is a member: remembered answers, then one lookup of the rest; the instances EC2
-    /// does not show are absent (and remembered so for [`ABSENT_TTL`]).
+    /// Whether each of `ids` is a member, from the instance catalog: a member read within [`MEMBER_TTL`], an
+    /// outsider within [`OUTSIDER_TTL`] (an instance may be tagged just after launch), the rest read in one
+    /// lookup. The instances EC2 does not show are left out (and not asked again for [`ABSENT_TTL`]).
     pub async fn answers(&self, ids: &[InstanceId]) -> Result<BTreeMap<InstanceId, bool>, AwsError> {
         let mut answers = BTreeMap::new();
-        let mut unknown = BTreeSet::new();
-        {
-            let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-            for id in ids {
-                match known.get(id) {
-                    Some((standing, at)) if at.elapsed() < standing.ttl() => {
-                        if *standing != Standing::Absent {
-                            answers.insert(id.clone(), *standing == Standing::Member);
-                        }
-                    }
-                    _ => {
-                        unknown.insert(id.clone());
-                    }
-                }
+        let patient = Freshness::within(MEMBER_TTL).with_absent(ABSENT_TTL);
+        let mut outsiders = Vec::new();
+        let first = self.ec2.lookup(ids, patient).await?;
+        for instance in &first.found {
+            if self.is_member(instance, &first.read) {
+                answers.insert(instance.id.clone(), true);
+            } else if first.read.contains(&instance.id) {
+                answers.insert(instance.id.clone(), false);
+            } else {
+                outsiders.push(instance.id.clone());
             }
         }
-        if unknown.is_empty() {
-            return Ok(answers);
-        }
-        let asked: Vec<InstanceId> = unknown.iter().cloned().collect();
-        let found = self
-            .ec2
-            .lookup(&asked, Freshness::within(RECENT_READ))
-            .await?
-            .found;
-        let now = Instant::now();
-        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-        // Only here, where something new is learnt: what expired goes, so the map holds recent instances only.
-        known.retain(|_, (standing, at)| at.elapsed() < standing.ttl());
-        for instance in found.iter().filter(|i| unknown.remove(&i.id)) {
-            let why = self
-                .cluster
-                .not_member(&format!("instance {}", instance.id), &instance.cluster_tags);
-            if let Some(why) = &why {
-                tracing::warn!(instance = %instance.id, reason = why.as_str(), "not acting for an instance outside the cluster");
+        if !outsiders.is_empty() {
+            // An outsider is trusted for less: read again unless recent (by any reader of the catalog).
+            let again = self
+                .ec2
+                .lookup(&outsiders, Freshness::within(OUTSIDER_TTL))
+                .await?;
+            for instance in &again.found {
+                answers.insert(instance.id.clone(), self.is_member(instance, &again.read));
             }
-            known.insert(instance.id.clone(), (Standing::of(why.is_none()), now));
-            answers.insert(instance.id.clone(), why.is_none());
         }
-        // Not shown: a made-up ID (a forged Node's), another Region's, or long terminated.
-        for id in unknown {
+        for id in &first.absent {
             tracing::debug!(instance = %id, "instance not found; not asking again for a while");
-            known.insert(id, (Standing::Absent, now));
         }
         Ok(answers)
+    }
+
+    /// Whether `instance` carries the cluster tag; warns about an outsider when `read` (read from EC2 just
+    /// now, so once per read, not once per answer).
+    fn is_member(&self, instance: &CatalogInstance, read: &BTreeSet<InstanceId>) -> bool {
+        let why = self
+            .cluster
+            .not_member(&format!("instance {}", instance.id), &instance.cluster_tags);
+        if let Some(why) = &why
+            && read.contains(&instance.id)
+        {
+            tracing::warn!(instance = %instance.id, reason = why.as_str(), "not acting for an instance outside the cluster");
+        }
+        why.is_none()
     }
 
     /// `nodes` without those whose EC2 instance is not a member and those whose instance an older Node names
@@ -255,34 +227,18 @@ impl<E: CatalogLookup + Send + Sync> Members for Membership<E> {
     }
 }
 
-// === impl Standing ===
-
-impl Standing {
-    fn of(member: bool) -> Self {
-        if member { Self::Member } else { Self::Outsider }
-    }
-
-    fn ttl(self) -> Duration {
-        match self {
-            Self::Member => MEMBER_TTL,
-            Self::Outsider => OUTSIDER_TTL,
-            Self::Absent => ABSENT_TTL,
-        }
-    }
-}
-
-/// The instances provider, teaching [`Membership`] what every read shows (the provider reports
-/// [`InstanceMetadata::not_in_cluster`] from the instance's tags) and which instance each Node names; a Node whose
+/// The instances provider, telling [`Membership`] which instance each Node names (what every read shows, the
+/// catalog learns; the provider reports [`InstanceMetadata::not_in_cluster`] from the instance's tags); a Node whose
 /// instance an older Node names is reported not in the cluster (the cloud-node controller warns about it).
 #[derive(Debug)]
 pub struct MemberInstances<E> {
     inner: AwsInstances<E>,
-    membership: Arc<Membership<E>>,
+    membership: Arc<Membership<Catalog<E>>>,
 }
 
-impl<E: CatalogLookup + Send + Sync> MemberInstances<E> {
-    /// `inner`, learning into `membership`.
-    pub fn new(inner: AwsInstances<E>, membership: Arc<Membership<E>>) -> Self {
+impl<E: Ec2 + Send + Sync> MemberInstances<E> {
+    /// `inner`, telling `membership` which instance each Node names.
+    pub fn new(inner: AwsInstances<E>, membership: Arc<Membership<Catalog<E>>>) -> Self {
         Self { inner, membership }
     }
 
@@ -291,15 +247,12 @@ impl<E: CatalogLookup + Send + Sync> MemberInstances<E> {
         &self.inner
     }
 
-    /// Learns the instance's membership from what the read showed, then refuses the Node if an older Node
-    /// names its instance (after learning: the instance itself is a member all the same).
-    fn learn(&self, node: &Node, result: &mut CloudResult<Option<InstanceMetadata>>) {
+    /// Refuses the Node if an older Node names its instance (the instance itself is a member all the same; the
+    /// catalog learnt what the read showed).
+    fn refuse_claimed(&self, node: &Node, result: &mut CloudResult<Option<InstanceMetadata>>) {
         let Ok(Some(meta)) = result else {
             return;
         };
-        if let Some(id) = node_instance_id(node) {
-            self.membership.learn(id, meta.not_in_cluster.is_none());
-        }
         let name = node.metadata.name.as_deref().unwrap_or_default();
         if let Some(elder) = self
             .membership
@@ -311,7 +264,7 @@ impl<E: CatalogLookup + Send + Sync> MemberInstances<E> {
     }
 }
 
-impl<E: CatalogLookup + Send + Sync> InstancesV2 for MemberInstances<E> {
+impl<E: Ec2 + Send + Sync> InstancesV2 for MemberInstances<E> {
     async fn instance_exists(&self, node: &Node) -> CloudResult<bool> {
         self.membership.observe(&[node]);
         self.inner.instance_exists(node).await
@@ -325,7 +278,7 @@ impl<E: CatalogLookup + Send + Sync> InstancesV2 for MemberInstances<E> {
     async fn instance_metadata(&self, node: &Node) -> CloudResult<Option<InstanceMetadata>> {
         self.membership.observe(&[node]);
         let mut result = self.inner.instance_metadata(node).await;
-        self.learn(node, &mut result);
+        self.refuse_claimed(node, &mut result);
         result
     }
 
@@ -333,7 +286,7 @@ impl<E: CatalogLookup + Send + Sync> InstancesV2 for MemberInstances<E> {
         self.membership.observe(nodes);
         let mut results = self.inner.instance_metadata_batch(nodes).await;
         for (node, result) in nodes.iter().zip(&mut results) {
-            self.learn(node, result);
+            self.refuse_claimed(node, result);
         }
         results
     }

@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use ccm_aws_api::ec2::{Instance, InstanceNetworkInterface, NetworkInterface};
+use ccm_aws_api::{CatalogInstance, ec2::NetworkInterface};
 use ccm_cloud_provider::{NodeAddress, NodeAddressType};
 
 use crate::InstancesError;
@@ -26,25 +26,18 @@ pub enum IpFamily {
 /// Unlike upstream, secondary private IPv4s are left out: with the VPC CNI they are pod IPs, not node addresses
 /// (kubernetes/cloud-provider-aws#890).
 pub fn instance_addresses(
-    instance: &Instance,
+    instance: &CatalogInstance,
     families: &[IpFamily],
 ) -> Result<Vec<NodeAddress>, InstancesError> {
     let mut out = Vec::new();
-    // The port promises device order; sorting again (stable, interfaces without an index last) costs nothing
-    // and keeps fakes honest.
-    let mut enis: Vec<&InstanceNetworkInterface> = instance
-        .network_interfaces
-        .iter()
-        .filter(|eni| eni.is_in_use())
-        .collect();
-    enis.sort_by_key(|eni| (eni.device_index.is_none(), eni.device_index));
-    let in_use = || enis.iter().copied();
+    // The catalog keeps the in-use interfaces only, in device order (interfaces without an index last).
+    let in_use = || instance.interfaces.iter();
     for family in dedup(families) {
         match family {
             IpFamily::Ipv4 => {
                 let mut any = false;
                 for eni in in_use() {
-                    if let Some(ip) = eni.private_ips.first() {
+                    if let Some(ip) = &eni.private_ip {
                         push_ip(
                             &mut out,
                             instance,
@@ -86,7 +79,7 @@ pub fn instance_addresses(
             }
             IpFamily::Ipv6 => {
                 for eni in in_use() {
-                    if let Some(ip) = eni.ipv6_addresses.first() {
+                    if let Some(ip) = &eni.ipv6 {
                         push_ip(&mut out, instance, "IPv6", NodeAddressType::InternalIp, ip, true)?;
                     }
                 }
@@ -144,7 +137,7 @@ fn push(out: &mut Vec<NodeAddress>, type_: NodeAddressType, address: &str) {
 
 fn push_ip(
     out: &mut Vec<NodeAddress>,
-    instance: &Instance,
+    instance: &CatalogInstance,
     kind: &'static str,
     type_: NodeAddressType,
     ip: &str,
@@ -165,7 +158,10 @@ fn push_ip(
 
 #[cfg(test)]
 mod tests {
-    use ccm_aws_api::{InstanceId, NetworkInterfaceId, ec2::InstanceState};
+    use ccm_aws_api::{
+        InstanceId, NetworkInterfaceId,
+        ec2::{Instance, InstanceNetworkInterface, InstanceState},
+    };
 
     use super::*;
     use NodeAddressType::*;
@@ -227,7 +223,7 @@ mod tests {
         ];
         for (families, want) in cases {
             assert_eq!(
-                instance_addresses(&instance(), &families).unwrap(),
+                instance_addresses(&CatalogInstance::of(&instance()), &families).unwrap(),
                 addrs(&want),
                 "{families:?}"
             );
@@ -240,12 +236,12 @@ mod tests {
         i.private_ip = Some("10.0.0.5".into());
         i.private_dns_name = Some(String::new());
         assert_eq!(
-            instance_addresses(&i, &[IpFamily::Ipv4]).unwrap(),
+            instance_addresses(&CatalogInstance::of(&i), &[IpFamily::Ipv4]).unwrap(),
             addrs(&[(InternalIp, "10.0.0.5")])
         );
         let bare = Instance::new(InstanceId::new("i-2"), InstanceState::Pending);
         assert!(
-            instance_addresses(&bare, &[IpFamily::Ipv4, IpFamily::Ipv6])
+            instance_addresses(&CatalogInstance::of(&bare), &[IpFamily::Ipv4, IpFamily::Ipv6])
                 .unwrap()
                 .is_empty()
         );
@@ -255,15 +251,19 @@ mod tests {
     fn invalid_addresses_are_named() {
         let mut i = instance();
         i.public_ip = Some("1.2.3".into());
-        let err = instance_addresses(&i, &[IpFamily::Ipv4]).unwrap_err().to_string();
+        let err = instance_addresses(&CatalogInstance::of(&i), &[IpFamily::Ipv4])
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, r#"EC2 instance i-self had invalid public address "1.2.3""#);
         let mut i = instance();
         i.network_interfaces[1].private_ips[0] = "2001:db8::9".into();
-        let err = instance_addresses(&i, &[IpFamily::Ipv4]).unwrap_err().to_string();
+        let err = instance_addresses(&CatalogInstance::of(&i), &[IpFamily::Ipv4])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("invalid private address \"2001:db8::9\""), "{err}");
         let mut i = instance();
         i.network_interfaces[0].ipv6_addresses[0] = "10.0.0.1".into();
-        assert!(instance_addresses(&i, &[IpFamily::Ipv6]).is_err());
+        assert!(instance_addresses(&CatalogInstance::of(&i), &[IpFamily::Ipv6]).is_err());
     }
 
     #[test]

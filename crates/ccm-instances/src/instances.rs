@@ -8,8 +8,9 @@ use std::{
 };
 
 use ccm_aws_api::{
-    Ec2, InstanceId, InstanceRef, ProviderId, ProviderIdError, ProviderIdReason, VpcId,
-    ec2::{Instance, InstanceState, NetworkInterface},
+    Catalog, CatalogInstance, Ec2, InstanceCatalog, InstanceId, InstanceRef, ProviderId, ProviderIdError,
+    ProviderIdReason, VpcId,
+    ec2::{InstanceState, NetworkInterface},
 };
 use ccm_cloud_provider::{CloudError, InstanceMetadata, InstancesV2, Result as CloudResult};
 use ccm_tagging::ClusterTags;
@@ -32,6 +33,11 @@ pub const ZONE_ID_LABEL: &str = "topology.k8s.aws/zone-id";
 
 /// The default `SupportedTopologyInstanceTypePattern`: types that must report a topology.
 pub const DEFAULT_TOPOLOGY_PATTERN: &str = r"^(hpc|trn|p)[0-9]+[a-z]*(-[a-z0-9]+)?(\.[0-9a-z]*)$";
+
+/// How recent a read of an instance (by this provider or any other reader of its instance catalog: the load
+/// balancers, the membership guard) answers node initialization and the address refresh: a joining Node's
+/// instance, just read by another reader, is not read again. Existence and shutdown checks always read.
+pub const RECENT_READ: Duration = Duration::from_secs(30);
 
 /// Instance IDs per `instances_by_id` call (DescribeInstances accepts 1,000).
 pub const IDS_PER_LOOKUP: usize = 1000;
@@ -74,12 +80,15 @@ pub struct InstancesConfig {
 /// InstancesV2 for AWS, generic over the EC2 port. See the crate documentation for the rules.
 #[derive(Debug)]
 pub struct AwsInstances<E> {
-    ec2: E,
+    /// The EC2 port with the instance catalog in front: every instance read teaches it, and lookups by ID are
+    /// answered from it when recent enough.
+    ec2: Catalog<E>,
     config: InstancesConfig,
     zone_ids: Mutex<HashMap<String, String>>,
     zone_refresh: tokio::sync::Mutex<()>,
     unsupported_topology: Mutex<UnsupportedStore>,
-    listing: Mutex<ClusterListing>,
+    /// Shared with the timer that drops it once too old (see [`AwsInstances::new`]).
+    listing: Arc<Mutex<ClusterListing>>,
     /// Held while a lookup asks pages of the cluster listing (see `listing`).
     listing_pages: tokio::sync::Mutex<()>,
 }
@@ -95,8 +104,8 @@ enum Target {
 /// What a lookup found.
 #[derive(Debug, Clone)]
 enum Found {
-    Instance(Instance),
-    Interface(NetworkInterface),
+    Instance(Arc<CatalogInstance>),
+    Interface(Box<NetworkInterface>),
     Missing,
 }
 
@@ -156,16 +165,34 @@ fn default_topology_pattern() -> Regex {
 
 impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     /// Instances over `ec2` with `config`.
+    ///
+    /// Their instance reads go through an instance catalog of their own, keeping instances for
+    /// [`LISTING_REUSE`]; give them the catalog every reader shares with [`AwsInstances::with_instance_catalog`].
+    /// Within a Tokio runtime, a timer drops the catalog's expired entries and a cluster listing once older than
+    /// [`LISTING_REUSE`] (without one, they go at the next lookup).
     pub fn new(ec2: E, config: InstancesConfig) -> Self {
+        let catalog = Arc::new(InstanceCatalog::new().with_retention(LISTING_REUSE, Duration::ZERO));
+        catalog.start_expiry();
+        let listing = Arc::new(Mutex::default());
+        ClusterListing::start_expiry(&listing);
         Self {
-            ec2,
+            ec2: catalog.over(ec2),
             config,
             zone_ids: Mutex::default(),
             zone_refresh: tokio::sync::Mutex::new(()),
             unsupported_topology: Mutex::default(),
-            listing: Mutex::default(),
+            listing,
             listing_pages: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Reads instances through `catalog`, shared with the other controllers (which must keep instances for
+    /// [`LISTING_REUSE`] at least), instead of a catalog of their own.
+    #[must_use]
+    pub fn with_instance_catalog(mut self, catalog: &Arc<InstanceCatalog>) -> Self {
+        let (ec2, _) = self.ec2.into_parts();
+        self.ec2 = catalog.over(ec2);
+        self
     }
 
     /// Allows (the default) or forbids listing the cluster for many names (see [`InstancesConfig`]).
@@ -177,7 +204,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
 
     /// The EC2 port.
     pub fn ec2(&self) -> &E {
-        &self.ec2
+        self.ec2.inner()
     }
 
     /// Metadata for `nodes`, in their order. Instance lookups cost one `instances_by_id` per 1,000 distinct IDs,
@@ -240,7 +267,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             .filter(|(node, _)| !has_label(node, &format!("{NETWORK_NODE_LAYER_PREFIX}1")))
             .filter_map(|(_, f)| live(f))
             .filter(|i| !i.instance_type.is_empty())
-            .map(|i| (i.id, i.instance_type))
+            .map(|i| (i.id.clone(), i.instance_type.clone()))
             .collect();
         let (zone_ids, topology) = tokio::join!(self.zone_ids(&zones), self.topology(candidates));
 
@@ -277,7 +304,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                     region: self.config.region.clone(),
                     additional_labels: BTreeMap::new(),
                     not_in_cluster: self.config.cluster.as_ref().and_then(|c| {
-                        c.not_member(&format!("instance {}", i.id), &i.tags)
+                        c.not_member(&format!("instance {}", i.id), &i.cluster_tags)
                             .map(|why| format!("{why}: {NOT_IN_CLUSTER_CONSEQUENCE}"))
                     }),
                 };

@@ -9,6 +9,9 @@
 //!   anything else a private DNS name (instances not terminated, carrying the cluster tag when one is
 //!   configured); a burst of nodes named so costs one listing of the cluster, whose running instances answer
 //!   the later batches' initialization for [`LISTING_REUSE`];
+//! - instances are read through the instance catalog ([`ccm_aws_api::catalog`]): initialization and the address
+//!   refresh take a read of [`RECENT_READ`] by any reader of the catalog (its own, or the one the AWS cloud shares
+//!   between its controllers: [`AwsInstances::with_instance_catalog`]);
 //! - the provider ID produced is upstream's `aws:///<zone>/<instance-id>` ([`ProviderId`]'s `Display`); an
 //!   existing one is kept;
 //! - addresses: see [`instance_addresses`] and [`fargate_addresses`];
@@ -47,6 +50,6 @@ pub use addresses::{IpFamily, fargate_addresses, instance_addresses};
 pub use error::InstancesError;
 pub use instances::{
     AwsInstances, DEFAULT_TOPOLOGY_PATTERN, IDS_PER_LOOKUP, INSTANCES_PER_PAGE, InstancesConfig,
-    LISTING_REUSE, NOT_IN_CLUSTER_CONSEQUENCE, VALUES_PER_FILTER, ZONE_ID_LABEL,
+    LISTING_REUSE, NOT_IN_CLUSTER_CONSEQUENCE, RECENT_READ, VALUES_PER_FILTER, ZONE_ID_LABEL,
 };
 pub use topology::{NETWORK_NODE_LAYER_PREFIX, UNSUPPORTED_TTL, network_node_labels};

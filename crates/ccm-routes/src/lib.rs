@@ -57,6 +57,10 @@ mod routes;
 mod targets;
 
 pub use error::RoutesError;
+
+/// How long the routes' own instance catalog (see [`AwsRoutes::new`]) keeps what it read: a private DNS name
+/// names a route target for as long.
+pub const ROUTE_NAMES_RETAIN: std::time::Duration = std::time::Duration::from_secs(3600);
 pub use names::{NoNodeNames, NodeIndex, NodeNames};
 pub use routes::{AwsRoutes, RoutesConfig};
 pub use targets::{AnyRouteTarget, RefusalFuture, RouteTargets};

@@ -9,7 +9,8 @@ use std::{
 };
 
 use ccm_aws_api::{
-    Ec2, ErrorKind, Filter, InstanceId, RouteTableId, VpcId,
+    Catalog, CatalogLookup, Ec2, ErrorKind, Filter, Freshness, InstanceCatalog, InstanceId, RouteTableId,
+    VpcId,
     ec2::{Route as Ec2Route, RouteState, RouteTable},
 };
 use ccm_cloud_provider::{CloudError, Route, Routes};
@@ -54,10 +55,12 @@ pub struct RoutesConfig {
 ///   blackhole, where it is blackholed); routes to gateways and other targets are never deleted.
 ///
 /// AWS calls: one `DescribeRouteTables` per `list_routes`, plus one `DescribeInstances` (by ID, batched) only for
-/// route targets that [`NodeNames`] does not know and that were not named before. Creates and deletes reuse the
-/// tables of the last list while they are fresh.
+/// route targets that [`NodeNames`] does not know and that the instance catalog does not hold (a private DNS
+/// name never changes: any read of the instance names it; see [`AwsRoutes::with_instance_catalog`]). Creates and
+/// deletes reuse the tables of the last list while they are fresh.
 pub struct AwsRoutes<E, N = NoNodeNames> {
-    ec2: E,
+    /// The EC2 port with the instance catalog in front.
+    ec2: Catalog<E>,
     names: N,
     /// Which instances a route may point at (see [`AwsRoutes::with_route_targets`]).
     targets: Arc<dyn RouteTargets>,
@@ -72,8 +75,6 @@ struct State {
     snapshot: Option<Snapshot>,
     /// Instances whose source/destination check this process turned off (or saw off).
     source_dest_disabled: HashSet<InstanceId>,
-    /// Names found through EC2 (private DNS names of cluster-tagged instances): immutable, so cached.
-    fallback_names: HashMap<InstanceId, String>,
     /// The instance each CIDR reported by the last list pointed at.
     listed: HashMap<Cidr, InstanceId>,
 }
@@ -155,9 +156,15 @@ where
     E: Ec2 + Send + Sync,
 {
     /// Routes over `ec2` (the adapter, cheap to clone) without node knowledge: see [`AwsRoutes::with_node_names`].
+    /// Instances are read through an instance catalog of their own, keeping them for
+    /// [`ROUTE_NAMES_RETAIN`](crate::ROUTE_NAMES_RETAIN); share the controllers' one with
+    /// [`AwsRoutes::with_instance_catalog`].
     pub fn new(ec2: E, config: RoutesConfig) -> Self {
+        let catalog =
+            Arc::new(InstanceCatalog::new().with_retention(crate::ROUTE_NAMES_RETAIN, Duration::ZERO));
+        catalog.start_expiry();
         Self {
-            ec2,
+            ec2: catalog.over(ec2),
             names: NoNodeNames,
             targets: Arc::new(AnyRouteTarget),
             config,
@@ -257,7 +264,6 @@ where
         {
             let mut state = self.lock_state();
             state.listed = listed;
-            state.fallback_names.retain(|id, _| live.contains(id));
             // An instance no route points at any more is checked again if one does later (and the set stays
             // bounded by the routes, not by every instance the process ever routed to).
             state.source_dest_disabled.retain(|id| live.contains(id));

@@ -53,6 +53,13 @@ fn membership(lookups: &Arc<AtomicUsize>) -> Arc<Membership<Catalog<MockEc2>>> {
     ))
 }
 
+/// Another reader of the catalog read `id`, a member.
+fn read_elsewhere(m: &Membership<Catalog<MockEc2>>, id: &str) {
+    let mut i = Instance::new(InstanceId::new(id), InstanceState::Running);
+    i.tags.insert("kubernetes.io/cluster/prod".into(), "owned".into());
+    let _ = m.ec2.catalog().remember(&[i]);
+}
+
 fn node(name: &str, provider_id: Option<&str>) -> Node {
     let node = NodeBuilder::new(name);
     provider_id
@@ -76,8 +83,8 @@ async fn members_carry_the_cluster_tag_and_answers_are_remembered() {
     let members = m.members(&ids(&[OWN, FOREIGN])).await.unwrap();
     assert_eq!(members, BTreeSet::from([InstanceId::new(OWN)]));
     assert_eq!(lookups.load(Ordering::SeqCst), 1, "both remembered");
-    // What the instances provider learnt is not read again.
-    m.learn(InstanceId::new("i-0000000000000000b"), true);
+    // What another reader of the catalog (the instances provider) read is not read again.
+    read_elsewhere(&m, "i-0000000000000000b");
     assert_eq!(m.members(&ids(&["i-0000000000000000b"])).await.unwrap().len(), 1);
     assert_eq!(lookups.load(Ordering::SeqCst), 1);
 }
@@ -182,14 +189,13 @@ async fn a_node_whose_instance_is_not_found_costs_one_lookup() {
 }
 
 /// EC2 showing every instance (OWN and WORKER tagged for `prod`), for the instances provider.
-fn instances(membership: &Arc<Membership<Catalog<MockEc2>>>) -> MemberInstances<Catalog<MockEc2>> {
+fn instances(membership: &Arc<Membership<Catalog<MockEc2>>>) -> MemberInstances<MockEc2> {
     let reads = Arc::new(AtomicUsize::new(0));
     let config = ccm_instances::InstancesConfig::new("us-east-1");
-    let catalog = Arc::new(InstanceCatalog::new());
-    MemberInstances::new(
-        AwsInstances::new(catalog.over(ec2(&reads)), config),
-        membership.clone(),
-    )
+    // Through the membership's catalog, as the AWS cloud composes them.
+    let catalog = membership.ec2.hook().clone();
+    let inner = AwsInstances::new(ec2(&reads), config).with_instance_catalog(&catalog);
+    MemberInstances::new(inner, membership.clone())
 }
 
 const EXCLUDE: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
@@ -286,7 +292,7 @@ async fn an_absent_instance_is_asked_again_after_a_while_or_learnt_at_once() {
     m.members(&ids(&[GONE])).await.unwrap();
     assert_eq!(count(&lookups), 2, "asked again once expired");
     // A brand-new instance EC2 did not show yet: the instances provider's read of it counts at once.
-    m.learn(InstanceId::new(NOWHERE), true);
+    read_elsewhere(&m, NOWHERE);
     assert_eq!(m.members(&ids(&[NOWHERE])).await.unwrap().len(), 1);
     assert_eq!(count(&lookups), 2);
 }
@@ -338,7 +344,7 @@ async fn a_joining_nodes_instance_is_read_once_for_every_reader_of_the_catalog()
     let catalog = Arc::new(InstanceCatalog::new());
     let (init_reads, other_reads) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let config = ccm_instances::InstancesConfig::new("us-east-1");
-    let init = AwsInstances::new(catalog.over(ec2(&init_reads)), config);
+    let init = AwsInstances::new(ec2(&init_reads), config).with_instance_catalog(&catalog);
     let joining = node("own", Some(&format!("aws:///us-east-1a/{OWN}")));
     let read = init.instance_metadata_batch(&[&joining]).await;
     assert!(matches!(read[..], [Ok(Some(_))]), "{read:?}");
@@ -361,4 +367,31 @@ async fn a_joining_nodes_instance_is_read_once_for_every_reader_of_the_catalog()
         .found;
     assert_eq!(found.len(), 1);
     assert_eq!(count(&other_reads), 0, "answered from what initialization read");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_address_refresh_takes_a_recent_read_of_any_reader() {
+    let catalog = Arc::new(InstanceCatalog::new());
+    let (init_reads, other_reads) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let config = ccm_instances::InstancesConfig::new("us-east-1");
+    let instances = AwsInstances::new(ec2(&init_reads), config).with_instance_catalog(&catalog);
+    let node = node("own", Some(&format!("aws:///us-east-1a/{OWN}")));
+    // The load balancers read the instance (a fresh read, as for a new target).
+    let fresh = Freshness::within(std::time::Duration::ZERO);
+    catalog
+        .over(ec2(&other_reads))
+        .lookup(&ids(&[OWN]), fresh)
+        .await
+        .unwrap();
+    assert_eq!(count(&other_reads), 1);
+
+    tokio::time::advance(ccm_instances::RECENT_READ / 2).await;
+    assert!(matches!(instances.instance_metadata(&node).await, Ok(Some(_))));
+    assert_eq!(count(&init_reads), 0, "the recent read answers");
+    tokio::time::advance(ccm_instances::RECENT_READ).await;
+    assert!(matches!(instances.instance_metadata(&node).await, Ok(Some(_))));
+    assert_eq!(count(&init_reads), 1, "an older one does not");
+    // Existence checks decide whether a Node is deleted: they always read.
+    assert!(instances.instance_exists(&node).await.unwrap());
+    assert_eq!(count(&init_reads), 2);
 }

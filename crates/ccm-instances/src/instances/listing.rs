@@ -15,14 +15,11 @@
 
 use std::{
     collections::HashMap,
-    sync::PoisonError,
+    sync::{Arc, Mutex, PoisonError, Weak},
     time::{Duration, SystemTime},
 };
 
-use ccm_aws_api::{
-    Ec2, Filter, InstanceId,
-    ec2::{Instance, InstanceState},
-};
+use ccm_aws_api::{CatalogInstance, CatalogLookup, Ec2, Filter, InstanceId, ec2::InstanceState};
 use tokio::time::Instant;
 
 use super::{AwsInstances, Found, LIVE_STATES, Lookup};
@@ -53,8 +50,9 @@ pub(super) const CREATED_MARGIN: Duration = Duration::from_secs(1);
 /// What the listing holds for one private DNS name.
 #[derive(Debug)]
 enum Entry {
-    /// One running instance, and when the page that showed it was answered.
-    Running(Box<Instance>, SystemTime),
+    /// One running instance (the instance catalog's entry, shared), and when the page that showed it was
+    /// answered.
+    Running(Arc<CatalogInstance>, SystemTime),
     /// One live instance that is not running: no answer.
     NotRunning(InstanceId),
     /// Two or more live instances: an error to report afresh, never an answer.
@@ -93,6 +91,29 @@ pub(super) struct ClusterListing {
 }
 
 impl ClusterListing {
+    /// Drops the recent listing of `listing` once too old, on a timer while `listing` lives (a quiet cluster
+    /// keeps no listing), when called within a Tokio runtime; otherwise at the next lookup.
+    pub(super) fn start_expiry(listing: &Arc<Mutex<Self>>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let listing: Weak<Mutex<Self>> = Arc::downgrade(listing);
+        runtime.spawn(async move {
+            let mut tick = tokio::time::interval(LISTING_REUSE / 5);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(listing) = listing.upgrade() else {
+                    return;
+                };
+                let _ = listing
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .recent(Instant::now());
+            }
+        });
+    }
+
     /// The recent listing, dropped once it is too old to answer.
     fn recent(&mut self, now: Instant) -> Option<&mut Listing> {
         if self
@@ -130,7 +151,7 @@ impl ClusterListing {
         created: &HashMap<String, SystemTime>,
         fresh_from: Option<SystemTime>,
         out: &mut HashMap<String, Lookup>,
-    ) -> Vec<(String, Instance)> {
+    ) -> Vec<(String, Arc<CatalogInstance>)> {
         let mut unconfirmed = Vec::new();
         let Some(listing) = self.recent(Instant::now()) else {
             return unconfirmed;
@@ -138,16 +159,16 @@ impl ClusterListing {
         names.retain(|name| match listing.by_name.get(name) {
             Some(Entry::Running(i, taken)) => match fresh_from {
                 Some(from) if *taken >= from => {
-                    out.insert(name.clone(), Ok(Found::Instance((**i).clone())));
+                    out.insert(name.clone(), Ok(Found::Instance(i.clone())));
                     false
                 }
                 Some(_) => true,
                 None if created.get(name).is_none_or(|c| *taken >= *c + CREATED_MARGIN) => {
-                    out.insert(name.clone(), Ok(Found::Instance((**i).clone())));
+                    out.insert(name.clone(), Ok(Found::Instance(i.clone())));
                     false
                 }
                 None => {
-                    unconfirmed.push((name.clone(), (**i).clone()));
+                    unconfirmed.push((name.clone(), i.clone()));
                     false
                 }
             },
@@ -181,7 +202,7 @@ impl ClusterListing {
     fn add_page(
         &mut self,
         token: Option<&str>,
-        tagged: &[Instance],
+        tagged: &[Arc<CatalogInstance>],
         next: Option<String>,
         taken: SystemTime,
     ) {
@@ -201,7 +222,7 @@ impl ClusterListing {
                 continue;
             };
             let entry = if i.state == InstanceState::Running {
-                Entry::Running(Box::new(i.clone()), taken)
+                Entry::Running(i.clone(), taken)
             } else {
                 Entry::NotRunning(i.id.clone())
             };
@@ -243,7 +264,7 @@ impl ClusterListing {
     }
 
     /// Replaces the recent listing with a complete one taken by other means.
-    pub(super) fn replace(&mut self, tagged: &[Instance], taken: SystemTime) {
+    pub(super) fn replace(&mut self, tagged: &[Arc<CatalogInstance>], taken: SystemTime) {
         self.recent = Some(Listing {
             started: Instant::now(),
             by_name: HashMap::new(),
@@ -266,7 +287,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         asked: SystemTime,
         start: bool,
         out: &mut HashMap<String, Lookup>,
-        listed: &mut Vec<Instance>,
+        listed: &mut Vec<Arc<CatalogInstance>>,
     ) {
         let unconfirmed = self.lock_listing().answer(names, created, None, out);
         if !unconfirmed.is_empty() {
@@ -306,19 +327,16 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     async fn list_page(
         &self,
         token: Option<String>,
-        listed: &mut Vec<Instance>,
-    ) -> Result<(), std::sync::Arc<ccm_aws_api::AwsError>> {
+        listed: &mut Vec<Arc<CatalogInstance>>,
+    ) -> Result<(), Arc<ccm_aws_api::AwsError>> {
         let Some(cluster) = &self.config.cluster else {
             return Ok(());
         };
         // The adapter ends a listing whose next token repeats the one asked (it would list forever).
         let (instances, next) = Box::pin(self.ec2.instances_page(&cluster_filters(cluster), token.clone()))
             .await
-            .map_err(std::sync::Arc::new)?;
-        let tagged: Vec<Instance> = instances
-            .into_iter()
-            .filter(|i| cluster.is_tagged(&i.tags))
-            .collect();
+            .map_err(Arc::new)?;
+        let tagged = self.remember_tagged(cluster, &instances);
         self.lock_listing()
             .add_page(token.as_deref(), &tagged, next, wall_clock());
         listed.extend(tagged);
@@ -327,18 +345,27 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
 
     /// Lists the cluster's live instances, every page at once (a fresh answer for existence checks), and keeps
     /// the listing for later batches.
-    pub(super) async fn list_cluster(&self) -> ccm_aws_api::Result<Vec<Instance>> {
+    pub(super) async fn list_cluster(&self) -> ccm_aws_api::Result<Vec<Arc<CatalogInstance>>> {
         let Some(cluster) = &self.config.cluster else {
             return Ok(Vec::new());
         };
         let instances = self.ec2.instances(&cluster_filters(cluster)).await?;
-        let tagged: Vec<Instance> = instances
-            .into_iter()
-            .filter(|i| cluster.is_tagged(&i.tags))
-            .collect();
+        let tagged = self.remember_tagged(cluster, &instances);
         tracing::debug!(instances = tagged.len(), "listed the cluster's instances");
         self.lock_listing().replace(&tagged, wall_clock());
         Ok(tagged)
+    }
+
+    /// The catalog's entries of the instances carrying the cluster tag (`owned` or `shared`): the listing holds
+    /// them, not copies.
+    fn remember_tagged(
+        &self,
+        cluster: &ccm_tagging::ClusterTags,
+        instances: &[ccm_aws_api::ec2::Instance],
+    ) -> Vec<Arc<CatalogInstance>> {
+        let mut tagged = self.ec2.catalog().remember(instances);
+        tagged.retain(|i| cluster.is_tagged(&i.cluster_tags));
+        tagged
     }
 
     pub(super) fn lock_listing(&self) -> std::sync::MutexGuard<'_, ClusterListing> {

@@ -24,12 +24,12 @@ use std::{
 };
 
 use ccm_aws_api::{
-    Ec2, Filter, InstanceId,
-    ec2::{Instance, InstanceState, NetworkInterface},
+    CatalogInstance, CatalogLookup, Ec2, Filter, Freshness, InstanceId,
+    ec2::{InstanceState, NetworkInterface},
 };
 
 use super::{AwsInstances, Found, LIVE_STATES, Lookup, Target, listing::wall_clock};
-use crate::{IDS_PER_LOOKUP, InstancesError, VALUES_PER_FILTER};
+use crate::{IDS_PER_LOOKUP, InstancesError, RECENT_READ, VALUES_PER_FILTER};
 
 /// Whether a lookup may be answered from the last cluster-wide listing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +40,16 @@ pub(super) enum Reuse<'a> {
     Recent(&'a HashMap<String, SystemTime>),
     /// Existence and shutdown checks: only a fresh answer will do (they decide whether a Node is deleted).
     Never,
+}
+
+impl Reuse<'_> {
+    /// How recent a read of an instance by ID answers.
+    fn freshness(self) -> Freshness {
+        match self {
+            Self::Recent(_) => Freshness::within(RECENT_READ),
+            Self::Never => Freshness::within(std::time::Duration::ZERO),
+        }
+    }
 }
 
 impl<E: Ec2 + Send + Sync> AwsInstances<E> {
@@ -83,7 +93,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                     by_id.insert(i.id.clone(), Ok(Found::Instance(i)));
                 }
             }
-            by_id.extend(self.by_ids(ids).await);
+            by_id.extend(self.by_ids(ids, reuse.freshness()).await);
             (by_id, by_name)
         };
         let ((by_id, by_name), by_ip) = tokio::join!(by_name_then_id, self.by_ips(ips));
@@ -98,13 +108,14 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             .collect()
     }
 
-    async fn by_ids(&self, ids: BTreeSet<InstanceId>) -> HashMap<InstanceId, Lookup> {
+    /// Instances by ID, from the catalog when read within `fresh`, else in one read per 1,000.
+    async fn by_ids(&self, ids: BTreeSet<InstanceId>, fresh: Freshness) -> HashMap<InstanceId, Lookup> {
         let ids: Vec<InstanceId> = ids.into_iter().collect();
         let mut out = HashMap::with_capacity(ids.len());
         for chunk in ids.chunks(IDS_PER_LOOKUP) {
-            match self.ec2.instances_by_id(chunk).await {
-                Ok(instances) => {
-                    for i in instances {
+            match self.ec2.lookup(chunk, fresh).await {
+                Ok(lookup) => {
+                    for i in lookup.found {
                         out.insert(i.id.clone(), Ok(Found::Instance(i)));
                     }
                 }
@@ -127,7 +138,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         &self,
         names: BTreeSet<String>,
         reuse: Reuse<'_>,
-    ) -> (HashMap<String, Lookup>, Vec<Instance>) {
+    ) -> (HashMap<String, Lookup>, Vec<Arc<CatalogInstance>>) {
         let mut out = HashMap::with_capacity(names.len());
         let listable =
             self.config.cluster_listing && self.config.cluster.as_ref().is_some_and(|c| !c.legacy());
@@ -153,7 +164,8 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                     Filter::new("private-dns-name", chunk.iter().cloned()),
                     Filter::new("instance-state-name", LIVE_STATES),
                 ];
-                let answer = self.ec2.instances(&filters).await;
+                // The catalog's own entries: what a lookup keeps is not a copy.
+                let answer = (self.ec2.instances(&filters).await).map(|i| self.ec2.catalog().remember(&i));
                 self.match_names(answer, chunk, &mut out);
             }
         } else if let Reuse::Recent(created) = reuse {
@@ -175,14 +187,15 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     /// afresh.
     pub(super) async fn confirm(
         &self,
-        answers: Vec<(String, Instance)>,
+        answers: Vec<(String, Arc<CatalogInstance>)>,
         out: &mut HashMap<String, Lookup>,
     ) -> Vec<String> {
         let mut again = Vec::new();
+        let now = Freshness::within(std::time::Duration::ZERO);
         for chunk in answers.chunks(IDS_PER_LOOKUP) {
             let ids: Vec<InstanceId> = chunk.iter().map(|(_, i)| i.id.clone()).collect();
-            let fresh: HashMap<InstanceId, Instance> = match self.ec2.instances_by_id(&ids).await {
-                Ok(found) => found.into_iter().map(|i| (i.id.clone(), i)).collect(),
+            let fresh: HashMap<InstanceId, Arc<CatalogInstance>> = match self.ec2.lookup(&ids, now).await {
+                Ok(lookup) => lookup.found.into_iter().map(|i| (i.id.clone(), i)).collect(),
                 Err(e) => {
                     tracing::debug!(error = %e, "could not confirm listed instances by ID; asking by name");
                     HashMap::new()
@@ -206,10 +219,10 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     /// cluster's instances of the answer that no name matched.
     fn match_names(
         &self,
-        answer: ccm_aws_api::Result<Vec<Instance>>,
+        answer: ccm_aws_api::Result<Vec<Arc<CatalogInstance>>>,
         names: &[String],
         out: &mut HashMap<String, Lookup>,
-    ) -> Vec<Instance> {
+    ) -> Vec<Arc<CatalogInstance>> {
         let instances = match answer {
             Ok(instances) => instances,
             Err(e) => {
@@ -222,11 +235,11 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             }
         };
         let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
-        let mut matches: HashMap<&str, Vec<Instance>> = HashMap::new();
+        let mut matches: HashMap<&str, Vec<Arc<CatalogInstance>>> = HashMap::new();
         let mut rest = Vec::new();
         for i in instances {
             if let Some(c) = &self.config.cluster
-                && !c.is_tagged(&i.tags)
+                && !c.is_tagged(&i.cluster_tags)
             {
                 continue;
             }
@@ -241,7 +254,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                 Some(mut list) if list.len() == 1 => Ok(Found::Instance(list.remove(0))),
                 Some(list) => Err(InstancesError::MultipleInstances {
                     name: name.clone(),
-                    ids: list.into_iter().map(|i| i.id).collect(),
+                    ids: list.into_iter().map(|i| i.id.clone()).collect(),
                 }),
             };
             out.insert(name.clone(), found);
@@ -272,7 +285,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                                 .collect();
                             let found = match matching.len() {
                                 0 => Ok(Found::Missing),
-                                1 => Ok(Found::Interface(matching.remove(0).clone())),
+                                1 => Ok(Found::Interface(Box::new(matching.remove(0).clone()))),
                                 _ => Err(InstancesError::MultipleInterfaces {
                                     ip: ip.to_string(),
                                     ids: matching.iter().map(|e| e.id.to_string()).collect(),
@@ -296,7 +309,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
 }
 
 /// The instances of `listed` whose name answered none of `out`'s names.
-fn unmatched(listed: Vec<Instance>, out: &HashMap<String, Lookup>) -> Vec<Instance> {
+fn unmatched(listed: Vec<Arc<CatalogInstance>>, out: &HashMap<String, Lookup>) -> Vec<Arc<CatalogInstance>> {
     listed
         .into_iter()
         .filter(|i| i.private_dns_name.as_ref().is_none_or(|n| !out.contains_key(n)))

@@ -8,7 +8,7 @@ use std::{
 
 use ccm_aws_api::{
     AwsError, ErrorKind, Filter, NetworkInterfaceId, Tags,
-    ec2::{AvailabilityZone, InstanceNetworkInterface, InstanceTopology, MockEc2},
+    ec2::{AvailabilityZone, Instance, InstanceNetworkInterface, InstanceTopology, MockEc2},
 };
 use ccm_cloud_provider::{NodeAddress, NodeAddressType};
 use k8s_openapi::{api::core::v1::NodeSpec, apimachinery::pkg::apis::meta::v1::ObjectMeta};

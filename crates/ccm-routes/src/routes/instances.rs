@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// How recent a read of a route target without the cluster tag must be to leave it unnamed (it may be tagged
+/// after launch).
+const UNTAGGED_READ: Duration = Duration::from_secs(60);
+
 impl<E, N> AwsRoutes<E, N>
 where
     E: Ec2 + Send + Sync,
@@ -24,6 +28,14 @@ where
         tracing::info!(%instance, "disabled the source/destination check");
         self.lock_state().source_dest_disabled.insert(instance.clone());
         Ok(())
+    }
+
+    /// Reads instances through `catalog`, shared with the other controllers, instead of a catalog of their own.
+    #[must_use]
+    pub fn with_instance_catalog(mut self, catalog: &Arc<InstanceCatalog>) -> Self {
+        let (ec2, _) = self.ec2.into_parts();
+        self.ec2 = catalog.over(ec2);
+        self
     }
 
     /// Refuses routes to instances that are not the cluster's or not the Node's: asks the [`RouteTargets`]
@@ -103,43 +115,57 @@ where
         }
     }
 
-    /// Node names of `instances`: [`NodeNames`] first, then names found before, then one `DescribeInstances` for
-    /// the rest (cluster-tagged instances are named by their private DNS name; others stay unnamed).
+    /// Node names of `instances`: [`NodeNames`] first, then the instance catalog (any read of an instance names
+    /// it: a private DNS name never changes), then one `DescribeInstances` for the rest (cluster-tagged instances
+    /// are named by their private DNS name; others stay unnamed).
     pub(super) async fn node_names(
         &self,
         instances: &BTreeSet<InstanceId>,
     ) -> Result<HashMap<InstanceId, String>, RoutesError> {
         let mut out = HashMap::new();
         let mut unknown = Vec::new();
-        {
-            let state = self.lock_state();
-            for id in instances {
-                if let Some(name) = self.names.node_name(id) {
+        for id in instances {
+            match self.names.node_name(id) {
+                Some(name) => {
                     out.insert(id.clone(), name);
-                } else if let Some(name) = state.fallback_names.get(id) {
-                    out.insert(id.clone(), name.clone());
-                } else {
-                    unknown.push(id.clone());
                 }
+                None => unknown.push(id.clone()),
             }
         }
         if unknown.is_empty() {
             return Ok(out);
         }
+        let failed = |e| RoutesError::aws("failed to describe the instances routes point at", e);
+        let mut untagged = Vec::new();
         let described = self
             .ec2
-            .instances_by_id(&unknown)
+            .lookup(&unknown, Freshness::within(Duration::MAX))
             .await
-            .map_err(|e| RoutesError::aws("failed to describe the instances routes point at", e))?;
-        let mut state = self.lock_state();
-        for instance in described {
-            if !self.config.cluster.is_tagged(&instance.tags) {
-                tracing::debug!(instance = %instance.id, "route target is not tagged for this cluster: left alone");
-                continue;
+            .map_err(failed)?;
+        for instance in described.found {
+            if !self.config.cluster.is_tagged(&instance.cluster_tags) {
+                untagged.push(instance.id.clone());
+            } else if let Some(name) = &instance.private_dns_name {
+                out.insert(instance.id.clone(), name.clone());
             }
-            if let Some(name) = instance.private_dns_name {
-                state.fallback_names.insert(instance.id.clone(), name.clone());
-                out.insert(instance.id, name);
+        }
+        if untagged.is_empty() {
+            return Ok(out);
+        }
+        // An instance may be tagged after launch: one without the tag is read again unless read recently.
+        let again = self
+            .ec2
+            .lookup(&untagged, Freshness::within(UNTAGGED_READ))
+            .await
+            .map_err(failed)?;
+        for instance in again.found {
+            match &instance.private_dns_name {
+                Some(name) if self.config.cluster.is_tagged(&instance.cluster_tags) => {
+                    out.insert(instance.id.clone(), name.clone());
+                }
+                _ => {
+                    tracing::debug!(instance = %instance.id, "route target is not tagged for this cluster: left alone")
+                }
             }
         }
         Ok(out)

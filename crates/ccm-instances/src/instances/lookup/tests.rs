@@ -6,7 +6,10 @@ use std::{
     time::Duration,
 };
 
-use ccm_aws_api::{Tags, ec2::MockEc2};
+use ccm_aws_api::{
+    Tags,
+    ec2::{Instance, MockEc2},
+};
 
 use super::super::tests::{REGION, counted, instance, node, ok};
 use super::*;
