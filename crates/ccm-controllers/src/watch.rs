@@ -41,15 +41,33 @@ where
 }
 
 /// Drops what no controller reads before an object is cached: its `managedFields` (often the largest part of
-/// an object) and a Node's `status.images` (every image on the node, with all its tags and digests). Writing a
-/// cached object back stays safe: an update without `managedFields` keeps the server's, and a Node update
-/// never changes its status.
+/// an object) and, of a Node's status, all but its addresses and its conditions' type, status and reason (the
+/// images on the node, its system info, capacity, volumes, daemon endpoints, and the conditions' messages and
+/// times, which the kubelet rewrites at every heartbeat). Metadata and spec are kept whole: the cloud-node
+/// controller writes a cached Node back with an update, which would clear what the object it sends lacks.
+/// Writing a cached object back stays safe: an update without `managedFields` keeps the server's, and a Node
+/// update never changes its status.
 pub(crate) fn strip<K: Resource + 'static>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
     if let Some(node) = (obj as &mut dyn std::any::Any).downcast_mut::<k8s_openapi::api::core::v1::Node>()
-        && let Some(status) = node.status.as_mut()
+        && let Some(status) = node.status.take()
     {
-        status.images = None;
+        let conditions = status.conditions.map(|conditions| {
+            conditions
+                .into_iter()
+                .map(|c| k8s_openapi::api::core::v1::NodeCondition {
+                    type_: c.type_,
+                    status: c.status,
+                    reason: c.reason,
+                    ..Default::default()
+                })
+                .collect()
+        });
+        node.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+            addresses: status.addresses,
+            conditions,
+            ..Default::default()
+        });
     }
 }
 
@@ -134,8 +152,83 @@ mod tests {
             .collect()
     }
 
+    /// A Node as a kubelet reports it, in JSON (what a cache would hold of it, less `managedFields`).
+    fn kubelet_node() -> Node {
+        let conditions: Vec<serde_json::Value> = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "type": t, "status": if *t == "Ready" { "True" } else { "False" },
+                    "lastHeartbeatTime": "2026-11-29T10:05:00Z", "lastTransitionTime": "2026-11-29T10:00:10Z",
+                    "reason": format!("Kubelet{t}"),
+                    "message": "kubelet has sufficient memory available and is posting ready status"
+                })
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "ip-10-0-0-1.ec2.internal", "uid": "4f1c", "resourceVersion": "812",
+                "creationTimestamp": "2026-11-29T10:00:00Z",
+                "labels": {"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "m5.large"},
+                "annotations": {"node.alpha.kubernetes.io/ttl": "0",
+                    "volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
+            "spec": {"providerID": "aws:///us-east-1a/i-0123456789abcdef0", "podCIDR": "10.244.1.0/24",
+                "taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]},
+            "status": {
+                "capacity": {"cpu": "2", "memory": "8000000Ki", "pods": "29", "ephemeral-storage": "20959212Ki"},
+                "allocatable": {"cpu": "1930m", "memory": "7200000Ki", "pods": "29"},
+                "conditions": conditions,
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"},
+                    {"type": "Hostname", "address": "ip-10-0-0-1.ec2.internal"}],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "nodeInfo": {"machineID": "ec2a5c2b0c7a4e6f9d3a2b1c0d9e8f7a",
+                    "systemUUID": "ec2a5c2b-0c7a-4e6f-9d3a-2b1c0d9e8f7a",
+                    "bootID": "7c0f6f5e-6d4c-4b3a-9a8b-7c6d5e4f3a2b", "kernelVersion": "5.10.228-219.884.amzn2.x86_64",
+                    "osImage": "Amazon Linux 2", "containerRuntimeVersion": "containerd://1.7.23",
+                    "kubeletVersion": "v1.31.2-eks-94953ac", "kubeProxyVersion": "v1.31.2-eks-94953ac",
+                    "operatingSystem": "linux", "architecture": "amd64"},
+                "images": [{"names": ["602401143452.dkr.ecr.us-east-1.amazonaws.com/amazon-k8s-cni@sha256:0a1b"],
+                    "sizeBytes": 44000000}]
+            }
+        }))
+        .unwrap()
+    }
+
     #[test]
-    fn cached_objects_lose_managed_fields_and_node_images_only() {
+    fn a_cached_node_keeps_what_the_controllers_read_and_loses_a_third_of_its_bytes() {
+        let full = kubelet_node();
+        let mut n = full.clone();
+        strip(&mut n);
+        // Metadata and spec whole (the cloud-node controller updates Nodes from the cache).
+        assert_eq!((&n.metadata, &n.spec), (&full.metadata, &full.spec));
+        let status = n.status.as_ref().unwrap();
+        assert_eq!(status.addresses, full.status.as_ref().unwrap().addresses);
+        let ready = status
+            .conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_deref()),
+            ("True", Some("KubeletReady"))
+        );
+        assert_eq!(
+            (ready.message.as_ref(), ready.last_heartbeat_time.as_ref()),
+            (None, None)
+        );
+        assert!(status.node_info.is_none() && status.capacity.is_none() && status.images.is_none());
+        let bytes = |n: &Node| serde_json::to_vec(n).unwrap().len();
+        assert!(
+            3 * bytes(&n) < 2 * bytes(&full),
+            "{} of {} bytes",
+            bytes(&n),
+            bytes(&full)
+        );
+    }
+
+    #[test]
+    fn cached_objects_lose_managed_fields_and_keep_metadata() {
         use k8s_openapi::{
             api::core::v1::{ContainerImage, NodeStatus, Service},
             apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry,

@@ -367,7 +367,10 @@ async fn list_reports_routes_present_in_every_tagged_table_and_blackholes() {
     tokio::time::advance(Duration::from_secs(60)).await;
     world.clear();
     routes.list(CLUSTER).await.unwrap();
-    assert_eq!(world.calls()[1..], [r#"instances_by_id ["i-foreign"]"#.to_owned()]);
+    assert_eq!(
+        world.calls()[1..],
+        [r#"instances_by_id ["i-foreign"]"#.to_owned()]
+    );
 }
 
 struct Directory(BTreeMap<String, String>);
