@@ -21,7 +21,7 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
-    hash::{Hash, Hasher},
+    hash::{BuildHasher, Hash, Hasher},
     sync::{Mutex, MutexGuard, PoisonError},
     time::Duration,
 };
@@ -118,7 +118,11 @@ pub(crate) struct HostMemory {
     /// Per Service (UID), the target instances its load balancer's last successful ensure or host update left:
     /// a host update that would leave them as they are makes no AWS call. With pools of Nodes (the
     /// `target-node-labels` annotation), a Node joining one pool costs the other pools' load balancers nothing.
-    targets: Mutex<HashMap<String, Vec<InstanceId>>>,
+    /// Held as a keyed hash of the list ([`HostMemory::target_keys`]), not a copy of it: 8 bytes a Service, not
+    /// about 45 a target.
+    targets: Mutex<HashMap<String, u64>>,
+    /// The random keys of those hashes (SipHash): nobody outside the process can make two target lists collide.
+    target_keys: std::hash::RandomState,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -221,7 +225,7 @@ impl HostMemory {
         let mut all = lock(&self.targets);
         match targets {
             Some(targets) => {
-                all.insert(uid.to_owned(), targets);
+                all.insert(uid.to_owned(), self.target_keys.hash_one(&targets));
             }
             None => {
                 all.remove(uid);
@@ -231,7 +235,8 @@ impl HostMemory {
 
     /// Whether the last successful ensure or host update of the Service `uid` left exactly `targets`.
     pub(crate) fn same_targets(&self, uid: Option<&str>, targets: &[InstanceId]) -> bool {
-        uid.is_some_and(|uid| lock(&self.targets).get(uid).is_some_and(|t| t == targets))
+        let hash = self.target_keys.hash_one(targets);
+        uid.is_some_and(|uid| lock(&self.targets).get(uid) == Some(&hash))
     }
 
     /// Whether a memory of `name` is held (for tests).

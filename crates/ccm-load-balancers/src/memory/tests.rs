@@ -152,3 +152,31 @@ async fn learning_drops_what_is_too_old_to_use() {
         "the stale load balancer's slot is gone"
     );
 }
+
+#[test]
+fn a_services_targets_are_remembered_as_a_list_in_order_and_forgotten_on_failure() {
+    let memory = HostMemory::default();
+    let ids = |names: &[&str]| names.iter().map(|n| InstanceId::new(*n)).collect::<Vec<_>>();
+    memory.settle_targets(Some("uid-1"), Some(ids(&["i-1", "i-2"])));
+
+    assert!(memory.same_targets(Some("uid-1"), &ids(&["i-1", "i-2"])));
+    assert!(!memory.same_targets(Some("uid-1"), &ids(&["i-1"])), "one fewer");
+    assert!(
+        !memory.same_targets(Some("uid-1"), &ids(&["i-1", "i-2", "i-3"])),
+        "one more"
+    );
+    assert!(
+        !memory.same_targets(Some("uid-1"), &ids(&["i-2", "i-1"])),
+        "another order"
+    );
+    assert!(
+        !memory.same_targets(Some("uid-2"), &ids(&["i-1", "i-2"])),
+        "another Service"
+    );
+    assert!(!memory.same_targets(None, &ids(&["i-1", "i-2"])));
+    memory.settle_targets(Some("uid-1"), None);
+    assert!(
+        !memory.same_targets(Some("uid-1"), &ids(&["i-1", "i-2"])),
+        "forgotten"
+    );
+}
