@@ -165,7 +165,9 @@ async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
         "{delta:?}"
     );
 
-    // A port added converges.
+    // A port added converges: the listener, then the security group rules of the new port (an authorization,
+    // then the revocation of what it replaces), all done before the next step counts writes.
+    let before = ccm.mutations().await;
     let patch = json!({ "spec": { "ports": [
         { "name": "p80", "port": 80, "protocol": "TCP", "targetPort": 8080 },
         { "name": "p443", "port": 443, "protocol": "TCP", "targetPort": 8443 },
@@ -174,8 +176,10 @@ async fn e2e_a_service_gets_a_classic_elb_that_converges_and_goes() {
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    eventually(&mut ccm, "the new listener", 60, async || {
+    eventually(&mut ccm, "the new listener and its rules", 60, async || {
         elb.listener_ports(&lb).await == [80, 443]
+            && common::mutated_since(port, &before, "AuthorizeSecurityGroupIngress").await
+            && common::mutated_since(port, &before, "RevokeSecurityGroupIngress").await
     })
     .await;
 
