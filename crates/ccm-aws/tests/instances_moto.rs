@@ -53,10 +53,18 @@ async fn nodes_by_id_dns_name_and_provider_id_against_moto() {
 
     let before = describes();
     let metas = instances.instance_metadata_batch(&refs).await;
+    // The DNS name is asked first. ministack ignores the `private-dns-name` filter (docs/testing.md, "Two
+    // emulators") and answers every instance: the catalog keeps them as just read, and the two IDs are answered
+    // from it, as a read within `RECENT_READ` of any reader is (AWS answers the one named instance).
+    let expected = if env.emulator == ccm_testing::Emulator::Ministack {
+        1
+    } else {
+        2
+    };
     assert_eq!(
         describes() - before,
-        2,
-        "one lookup by ID (two nodes), one by DNS name"
+        expected,
+        "one lookup by DNS name, one by ID (two nodes) unless the first answered them"
     );
     for (k, meta) in metas.into_iter().enumerate() {
         let meta = meta.unwrap().unwrap();
