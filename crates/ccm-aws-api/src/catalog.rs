@@ -206,28 +206,13 @@ impl InstanceCatalog {
     /// weakly): every half of the shorter retention, at least once a minute. Needs a Tokio runtime: without
     /// one, nothing is started (`false`) and [`InstanceCatalog::expire`] is the caller's to call.
     pub fn start_expiry(self: &Arc<Self>) -> bool {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return false;
-        };
         let shortest = [self.retain, self.retain_absent]
             .into_iter()
             .filter(|d| !d.is_zero())
             .min()
             .unwrap_or(Duration::from_secs(60));
         let every = (shortest / 2).clamp(Duration::from_secs(1), Duration::from_secs(60));
-        let catalog: Weak<Self> = Arc::downgrade(self);
-        runtime.spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let Some(catalog) = catalog.upgrade() else {
-                    return;
-                };
-                catalog.expire();
-            }
-        });
-        true
+        sweep_every(self, every, Self::expire)
     }
 
     /// The entries fresh enough for `fresh`, and the IDs to read (each once).
@@ -275,6 +260,33 @@ impl InstanceCatalog {
             lookup.absent.insert(id);
         }
     }
+}
+
+/// Calls `sweep` on `target` every `every` (first after one period) for as long as `target` lives elsewhere:
+/// the task holds it weakly and ends once it is dropped. A cache that drops what is old on a timer, not at the
+/// next lookup, frees its memory in a quiet cluster too. Needs a Tokio runtime: without one nothing is started
+/// (`false`), and sweeping is the caller's.
+pub fn sweep_every<T: Send + Sync + 'static>(
+    target: &Arc<T>,
+    every: Duration,
+    sweep: impl Fn(&T) + Send + 'static,
+) -> bool {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return false;
+    };
+    let target: Weak<T> = Arc::downgrade(target);
+    runtime.spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let Some(target) = target.upgrade() else {
+                return;
+            };
+            sweep(&target);
+        }
+    });
+    true
 }
 
 impl<E: Ec2 + Sync> CatalogLookup for Catalog<E> {

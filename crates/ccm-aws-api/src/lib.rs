@@ -63,7 +63,9 @@ pub mod elbv2;
 pub mod metadata;
 pub mod sts;
 
-pub use catalog::{Catalog, CatalogInstance, CatalogLookup, Freshness, InstanceCatalog, InterfaceAddresses};
+pub use catalog::{
+    Catalog, CatalogInstance, CatalogLookup, Freshness, InstanceCatalog, InterfaceAddresses, sweep_every,
+};
 pub use ec2::Ec2;
 pub use ecr::Ecr;
 pub use elb::Elb;

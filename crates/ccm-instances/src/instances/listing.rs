@@ -15,7 +15,7 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex, PoisonError, Weak},
+    sync::{Arc, Mutex, PoisonError},
     time::{Duration, SystemTime},
 };
 
@@ -94,24 +94,18 @@ impl ClusterListing {
     /// Drops the recent listing of `listing` once too old, on a timer while `listing` lives (a quiet cluster
     /// keeps no listing), when called within a Tokio runtime; otherwise at the next lookup.
     pub(super) fn start_expiry(listing: &Arc<Mutex<Self>>) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let listing: Weak<Mutex<Self>> = Arc::downgrade(listing);
-        runtime.spawn(async move {
-            let mut tick = tokio::time::interval(LISTING_REUSE / 5);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let Some(listing) = listing.upgrade() else {
-                    return;
-                };
-                let _ = listing
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .recent(Instant::now());
-            }
+        ccm_aws_api::sweep_every(listing, LISTING_REUSE / 5, |listing| {
+            let _ = listing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .recent(Instant::now());
         });
+    }
+
+    /// Whether a listing is held (tests: the timer drops it).
+    #[cfg(test)]
+    pub(super) fn holds_listing(&self) -> bool {
+        self.recent.is_some()
     }
 
     /// The recent listing, dropped once it is too old to answer.

@@ -374,6 +374,20 @@ async fn the_listing_answers_only_initialization_and_only_for_the_reuse_time() {
     assert_eq!(world.take_calls(), pages(0..1));
 }
 
+/// A quiet cluster keeps no listing: a timer drops it once too old to answer, with no lookup to notice.
+#[tokio::test(start_paused = true)]
+async fn the_listing_is_dropped_on_a_timer_without_any_lookup() {
+    let world = World::new();
+    let names = world.launch(0..300, InstanceState::Running);
+    let aws = world.aws();
+    initialize(&aws, &names).await;
+    assert!(aws.lock_listing().holds_listing());
+    tokio::time::sleep(LISTING_REUSE - Duration::from_secs(1)).await;
+    assert!(aws.lock_listing().holds_listing(), "kept while it answers");
+    tokio::time::sleep(LISTING_REUSE / 5 + Duration::from_secs(1)).await;
+    assert!(!aws.lock_listing().holds_listing(), "dropped by the timer");
+}
+
 #[tokio::test]
 async fn only_running_instances_with_a_name_of_their_own_are_answered_from_the_listing() {
     let world = World::new();
