@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::{
     Error, LoadBalancerConfig,
     dry_run::{DryRun, Recreation},
-    memory::{Facts, Learnt, Remembered},
+    memory::{Facts, Ids, Learnt, Remembered},
     ownership::Claim,
     spec::ServiceSpec,
 };
@@ -165,13 +165,14 @@ pub(crate) trait LoadBalancerFlavour {
 /// it, so that the next host update is planned without reading it again. Apart from the pipeline, so that each
 /// trait says one thing.
 pub(crate) trait HostMemoryFlavour: LoadBalancerFlavour {
-    /// The host memory of the load balancer after `changes` were applied to `observed` (`None`: nothing to
-    /// remember, the next host update observes).
+    /// The host memory of the load balancer after `changes` were applied to `observed`, its instance IDs held
+    /// in `ids` (`None`: nothing to remember, the next host update observes).
     fn remember(
         desired: &Self::Desired,
         observed: &Self::Observed,
         applied: &Self::Applied,
         changes: &[Self::Change],
+        ids: &Ids,
     ) -> Option<Remembered>;
 
     /// The observed state a host plan of `desired` starts from, from memory (`None`: observe instead).

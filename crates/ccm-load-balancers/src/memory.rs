@@ -40,9 +40,11 @@ use crate::{
 };
 
 mod classic;
+mod ids;
 mod network;
 
 pub(crate) use classic::ClassicMemory;
+pub(crate) use ids::Ids;
 pub(crate) use network::NetworkMemory;
 pub(crate) use {classic::fingerprint as classic_fingerprint, classic::learnt as classic_learnt};
 pub(crate) use {network::fingerprint as network_fingerprint, network::learnt as network_learnt};
@@ -123,6 +125,8 @@ pub(crate) struct HostMemory {
     targets: Mutex<HashMap<String, u64>>,
     /// The random keys of those hashes (SipHash): nobody outside the process can make two target lists collide.
     target_keys: std::hash::RandomState,
+    /// The instance IDs the load balancers' memories hold, each once.
+    ids: Ids,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -189,6 +193,7 @@ impl HostMemory {
         lock(&self.load_balancers).retain(|_, slot| slot.entry.as_ref().is_none_or(|e| fresh(e.read_at)));
         lock(&self.instances).retain(|_, (_, at)| fresh(*at));
         lock(&self.groups).retain(|_, (_, at)| fresh(*at));
+        self.ids.prune();
     }
 
     /// Keeps only the load balancers named in `names` (their memory and ownership) and the instances in
@@ -198,6 +203,12 @@ impl HostMemory {
         lock(&self.claims).retain(|name, _| names.contains(name));
         lock(&self.instances).retain(|id, (_, at)| instances.contains(id) && fresh(*at));
         lock(&self.groups).retain(|_, (_, at)| fresh(*at));
+        self.ids.prune();
+    }
+
+    /// The instance IDs the load balancers' memories share.
+    pub(crate) fn ids(&self) -> &Ids {
+        &self.ids
     }
 
     /// Records `claim`, from an apply that succeeded under it: the load balancer is its claimant's.

@@ -7,7 +7,7 @@ use super::{HostMemoryFlavour, LoadBalancerFlavour, Ports, Scope};
 use crate::{
     Error, LoadBalancerConfig, classic,
     dry_run::{Changes, DesiredModel, DryRun},
-    memory::{self, ClassicMemory, Facts, Learnt, Remembered},
+    memory::{self, ClassicMemory, Facts, Ids, Learnt, Remembered},
     ownership::Claim,
     spec::ServiceSpec,
 };
@@ -118,8 +118,9 @@ impl HostMemoryFlavour for Classic {
         observed: &Self::Observed,
         _applied: &Self::Applied,
         changes: &[Self::Change],
+        ids: &Ids,
     ) -> Option<Remembered> {
-        ClassicMemory::after(observed, changes).map(Remembered::Classic)
+        ClassicMemory::after(observed, changes, ids).map(Remembered::Classic)
     }
 
     fn recall(desired: &Self::Desired, remembered: &Remembered, facts: &Facts) -> Option<Self::Observed> {

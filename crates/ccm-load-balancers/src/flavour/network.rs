@@ -7,7 +7,7 @@ use super::{HostMemoryFlavour, LoadBalancerFlavour, Ports, Scope};
 use crate::{
     Error, LoadBalancerConfig,
     dry_run::{Changes, DesiredModel, DryRun},
-    memory::{self, Facts, Learnt, NetworkMemory, Remembered},
+    memory::{self, Facts, Ids, Learnt, NetworkMemory, Remembered},
     nlb,
     ownership::Claim,
     spec::ServiceSpec,
@@ -134,8 +134,10 @@ impl HostMemoryFlavour for Network {
         observed: &Self::Observed,
         applied: &Self::Applied,
         changes: &[Self::Change],
+        ids: &Ids,
     ) -> Option<Remembered> {
-        NetworkMemory::after(desired, observed, applied, changes).map(|m| Remembered::Network(Box::new(m)))
+        NetworkMemory::after(desired, observed, applied, changes, ids)
+            .map(|m| Remembered::Network(Box::new(m)))
     }
 
     fn recall(desired: &Self::Desired, remembered: &Remembered, facts: &Facts) -> Option<Self::Observed> {

@@ -1,25 +1,26 @@
 //! A Classic ELB's host memory: its registered instances and its node groups after the last apply.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, sync::Arc};
 
 use ccm_aws_api::{InstanceId, SecurityGroupId, elb::ClassicLoadBalancer};
 
-use super::{Fact, Facts, node_groups};
+use super::{Fact, Facts, Ids, node_groups};
 use crate::classic::{Change, Desired, NodeGroups, Observed, SourceRule, node_rules::node_ports};
 
 /// What a Classic ELB's host update plans from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ClassicMemory {
-    /// The registered instances.
-    registered: BTreeSet<String>,
+    /// The registered instances, sorted, each ID shared with the other load balancers' memories.
+    registered: Box<[Arc<str>]>,
     /// The target instances' groups, which carry the rule from the load balancer's group (`None`: the nodes'
     /// rules are not managed).
     node_groups: Option<BTreeSet<SecurityGroupId>>,
 }
 
 impl ClassicMemory {
-    /// The state after `changes` were applied to `observed`; `None` when no load balancer is left.
-    pub(crate) fn after(observed: &Observed, changes: &[Change]) -> Option<Self> {
+    /// The state after `changes` were applied to `observed` (its IDs held in `ids`); `None` when no load
+    /// balancer is left.
+    pub(crate) fn after(observed: &Observed, changes: &[Change], ids: &Ids) -> Option<Self> {
         let mut exists = observed.load_balancer.is_some();
         let mut registered: BTreeSet<String> = observed
             .load_balancer
@@ -46,7 +47,7 @@ impl ClassicMemory {
             }
         }
         exists.then(|| Self {
-            registered,
+            registered: registered.iter().map(|i| ids.intern(i)).collect(),
             node_groups: observed.node_groups.as_ref().map(|n| n.wanted.clone()),
         })
     }
@@ -88,7 +89,7 @@ impl ClassicMemory {
         lb.instances = self
             .registered
             .iter()
-            .map(|i| InstanceId::new(i.clone()))
+            .map(|i| InstanceId::new(i.to_string()))
             .collect();
         Some(Observed {
             load_balancer: Some(lb),
@@ -120,7 +121,7 @@ pub(crate) fn fingerprint(desired: &Desired) -> u64 {
 impl ClassicMemory {
     pub(crate) fn empty_for_tests() -> Self {
         Self {
-            registered: BTreeSet::new(),
+            registered: Box::default(),
             node_groups: None,
         }
     }

@@ -1,14 +1,17 @@
 //! An NLB's host memory: the load balancer, each wanted target group with its targets, and the node groups
 //! that carry its rules, after the last apply.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
 use ccm_aws_api::{
     InstanceId, SecurityGroupId,
     elbv2::{LoadBalancerV2, Target, TargetGroup, TargetHealth},
 };
 
-use super::{Fact, Facts, node_groups};
+use super::{Fact, Facts, Ids, node_groups};
 use crate::nlb::{Applied, Change, Desired, Observed, ObservedTargetGroup, node_rules};
 
 /// What an NLB's host update plans from.
@@ -16,21 +19,83 @@ use crate::nlb::{Applied, Change, Desired, Observed, ObservedTargetGroup, node_r
 pub(crate) struct NetworkMemory {
     load_balancer: LoadBalancerV2,
     /// The wanted target groups and their targets.
-    target_groups: Vec<ObservedTargetGroup>,
+    target_groups: Vec<RememberedGroup>,
     /// The target instances' groups, which carry the NLB's rules (`None`: the nodes' rules are not managed).
     node_groups: Option<BTreeSet<SecurityGroupId>>,
     /// The target groups taken under their successor names ([`Observed::renamed`]).
     renamed: BTreeMap<String, String>,
 }
 
+/// A wanted target group as the last apply left it.
+#[derive(Debug, Clone)]
+struct RememberedGroup {
+    group: TargetGroup,
+    attributes: BTreeMap<String, String>,
+    targets: Box<[RememberedTarget]>,
+}
+
+/// A registered target: its instance (the ID shared with the other load balancers' memories), its port, and
+/// whether it is leaving. Of a target's health, a plan reads only that (`draining`, or deregistration in
+/// progress: registered again if wanted), so only that is kept.
+#[derive(Debug, Clone)]
+struct RememberedTarget {
+    id: Arc<str>,
+    port: i32,
+    leaving: bool,
+}
+
+/// The health a target whose deregistration is in progress reports.
+const LEAVING: (&str, &str) = ("draining", "Target.DeregistrationInProgress");
+
+impl RememberedGroup {
+    fn of(observed: ObservedTargetGroup, ids: &Ids) -> Self {
+        let targets = observed
+            .targets
+            .iter()
+            .map(|t| RememberedTarget {
+                id: ids.intern(t.target.id.as_str()),
+                port: t.target.port,
+                leaving: t.state == LEAVING.0 || t.reason.as_deref() == Some(LEAVING.1),
+            })
+            .collect();
+        Self {
+            group: observed.group,
+            attributes: observed.attributes,
+            targets,
+        }
+    }
+
+    /// As observed: a target that is not leaving reports `healthy` (what it reported is not kept).
+    fn observed(&self) -> ObservedTargetGroup {
+        let targets = self
+            .targets
+            .iter()
+            .map(|t| TargetHealth {
+                target: Target {
+                    id: InstanceId::new(t.id.to_string()),
+                    port: t.port,
+                },
+                state: if t.leaving { LEAVING.0 } else { "healthy" }.to_owned(),
+                reason: t.leaving.then(|| LEAVING.1.to_owned()),
+            })
+            .collect();
+        ObservedTargetGroup {
+            group: self.group.clone(),
+            attributes: self.attributes.clone(),
+            targets,
+        }
+    }
+}
+
 impl NetworkMemory {
-    /// The state after `changes` were applied to `observed` (`applied` reports what was created); `None` when
-    /// no load balancer is left or a wanted target group's ARN is unknown.
+    /// The state after `changes` were applied to `observed` (`applied` reports what was created; its IDs held
+    /// in `ids`); `None` when no load balancer is left or a wanted target group's ARN is unknown.
     pub(crate) fn after(
         desired: &Desired,
         observed: &Observed,
         applied: &Applied,
         changes: &[Change],
+        ids: &Ids,
     ) -> Option<Self> {
         let deleted = changes
             .iter()
@@ -73,7 +138,10 @@ impl NetworkMemory {
         };
         Some(Self {
             load_balancer,
-            target_groups,
+            target_groups: target_groups
+                .into_iter()
+                .map(|g| RememberedGroup::of(g, ids))
+                .collect(),
             node_groups,
             renamed: observed.renamed.clone(),
         })
@@ -119,7 +187,7 @@ impl NetworkMemory {
         Some(Observed {
             node_rule_source: desired.node_rule_source(Some(&self.load_balancer), None, false),
             load_balancer: Some(self.load_balancer.clone()),
-            target_groups: self.target_groups.clone(),
+            target_groups: self.target_groups.iter().map(RememberedGroup::observed).collect(),
             renamed: self.renamed.clone(),
             node_rules,
             ..Observed::default()

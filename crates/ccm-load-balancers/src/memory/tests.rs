@@ -45,7 +45,7 @@ fn a_classic_elb_is_planned_from_what_its_last_apply_left() {
     use crate::classic::{self, Change, tests::desired_for};
     let desired = desired_for(&[], &[(80, 30080)], &["i-1", "i-2"]);
     let observed = classic::tests::converged(&desired);
-    let first = ClassicMemory::after(&observed, &[]).unwrap();
+    let first = ClassicMemory::after(&observed, &[], &Ids::default()).unwrap();
     // A node joins in the same group: its registration alone.
     let joined = desired_for(&[], &[(80, 30080)], &["i-1", "i-2", "i-3"]);
     let facts = running(&["i-1", "i-2", "i-3"], "sg-node");
@@ -56,7 +56,7 @@ fn a_classic_elb_is_planned_from_what_its_last_apply_left() {
     };
     assert_eq!(changes, [register]);
     // What the apply left: the next leave deregisters it, and nothing else.
-    let memory = ClassicMemory::after(&recalled, &changes).unwrap();
+    let memory = ClassicMemory::after(&recalled, &changes, &Ids::default()).unwrap();
     let recalled = memory.recall(&desired, &facts).unwrap();
     assert_eq!(
         host_changes(classic::plan(&desired, &recalled)),
@@ -81,6 +81,7 @@ fn a_classic_elb_is_planned_from_what_its_last_apply_left() {
 #[test]
 fn an_nlb_is_planned_from_what_its_last_apply_left() {
     use crate::nlb::{self, Applied, Change};
+    let ids = Ids::default();
     let mut desired = nlb::tests::desired(&[], &[(80, 30080), (443, 30443)]);
     let mut observed = nlb::tests::converged(&desired);
     // Created by the apply: the groups are known from what apply reports.
@@ -97,7 +98,7 @@ fn an_nlb_is_planned_from_what_its_last_apply_left() {
         ..Applied::default()
     };
     let changes = host_changes(nlb::plan(&desired, &observed));
-    let memory = NetworkMemory::after(&desired, &observed, &applied, &changes).unwrap();
+    let memory = NetworkMemory::after(&desired, &observed, &applied, &changes, &ids).unwrap();
     desired.instances.push("i-3".into());
     let recalled = memory.recall(&desired, &Facts::new()).unwrap();
     let changes = host_changes(nlb::plan(&desired, &recalled));
@@ -109,13 +110,13 @@ fn an_nlb_is_planned_from_what_its_last_apply_left() {
         "{changes:?}"
     );
     // And after it, a leave is one deregistration per target group.
-    let memory = NetworkMemory::after(&desired, &recalled, &Applied::default(), &changes);
+    let memory = NetworkMemory::after(&desired, &recalled, &Applied::default(), &changes, &ids);
     assert!(memory.is_none(), "no ARN reported: nothing remembered");
     let applied = Applied {
         target_groups: applied.target_groups,
         ..Applied::default()
     };
-    let memory = NetworkMemory::after(&desired, &recalled, &applied, &changes).unwrap();
+    let memory = NetworkMemory::after(&desired, &recalled, &applied, &changes, &ids).unwrap();
     desired.instances.pop();
     let recalled = memory.recall(&desired, &Facts::new()).unwrap();
     let changes = host_changes(nlb::plan(&desired, &recalled));
@@ -126,6 +127,62 @@ fn an_nlb_is_planned_from_what_its_last_apply_left() {
             .all(|c| matches!(c, Change::DeregisterTargets { targets, .. } if targets[0].0 == "i-3")),
         "{changes:?}"
     );
+}
+
+/// A remembered NLB keeps of its targets' health only whether they are leaving: one draining when the apply
+/// ended is registered again by the next host update that wants it, as a fresh read would have it.
+#[test]
+fn an_nlb_target_leaving_when_remembered_is_registered_again_if_wanted() {
+    use crate::nlb::{self, Applied, Change};
+    let ids = Ids::default();
+    let desired = nlb::tests::desired(&[], &[(80, 30080)]);
+    let mut observed = nlb::tests::converged(&desired);
+    let applied = Applied {
+        target_groups: observed
+            .target_groups
+            .iter()
+            .map(|g| (g.group.name.clone(), g.group.arn.clone()))
+            .collect(),
+        ..Applied::default()
+    };
+    let leaving = &mut observed.target_groups[0].targets[0];
+    leaving.state = "draining".to_owned();
+    let id = leaving.target.id.to_string();
+    let memory = NetworkMemory::after(&desired, &observed, &applied, &[], &ids).unwrap();
+    let recalled = memory.recall(&desired, &Facts::new()).unwrap();
+    let changes = host_changes(nlb::plan(&desired, &recalled));
+    assert!(
+        matches!(&changes[..], [Change::RegisterTargets { instances, .. }] if instances == std::slice::from_ref(&id)),
+        "{changes:?}"
+    );
+    // The others are registered as they were: nothing else planned, and every ID held once.
+    assert_eq!(ids.len(), desired.instances.len());
+}
+
+/// The instance IDs the memories share are dropped with the last load balancer that held them.
+#[test]
+fn instance_ids_are_held_once_and_go_with_their_load_balancers() {
+    use crate::classic::{self, tests::desired_for};
+    let memory = HostMemory::default();
+    for name in ["a", "b"] {
+        let desired = desired_for(&[], &[(80, 30080)], &["i-1", "i-2"]);
+        let state = ClassicMemory::after(&classic::tests::converged(&desired), &[], memory.ids()).unwrap();
+        let ticket = memory.begin(name);
+        memory.finish(
+            ticket,
+            Some(Entry {
+                fingerprint: 1,
+                read_at: Instant::now(),
+                state: Remembered::Classic(state),
+            }),
+        );
+    }
+    assert_eq!(memory.ids().len(), 2, "two load balancers, two instances");
+    let names = ["a".to_owned()].into();
+    memory.retain(&names, &BTreeSet::new());
+    assert_eq!(memory.ids().len(), 2, "still held by a");
+    memory.retain(&BTreeSet::new(), &BTreeSet::new());
+    assert_eq!(memory.ids().len(), 0);
 }
 
 /// Without drift detection nothing called `retain`: the instances, groups and load balancer slots ever seen

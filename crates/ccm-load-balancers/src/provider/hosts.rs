@@ -190,6 +190,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
                 outcome.observed,
                 outcome.applied,
                 outcome.changes,
+                self.memory.ids(),
             )?;
             Some(Entry {
                 fingerprint,
