@@ -7,6 +7,8 @@ use crate::scale::ccm::{Calls, Memory, total};
 /// written while the run goes on (or after it stopped) never shows a zero for a figure that was not taken.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
+    /// The pattern was not run at all (`scale --ours-only`).
+    NotRun,
     #[default]
     Started,
     Burst,

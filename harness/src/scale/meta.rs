@@ -71,7 +71,7 @@ pub fn machine() -> String {
 }
 
 /// How the run was set up, for the page.
-pub fn setup(p: &Params, bin: &Path, ours: &[String], flags: &[String], parallel: bool) -> String {
+pub fn setup(p: &Params, bin: &Path, ours: &[String], flags: &[String], columns: Columns) -> String {
     let ours = if ours.is_empty() {
         "its defaults".to_owned()
     } else {
@@ -91,13 +91,26 @@ pub fn setup(p: &Params, bin: &Path, ours: &[String], flags: &[String], parallel
         p.steady.as_secs(),
         p.settle.as_secs(),
         flags.join(" "),
-        if parallel {
-            "Both patterns ran at the same time, each in its own environment (own moto and apiserver) on the same machine."
-        } else {
-            "The patterns ran one after the other in one environment."
+        match columns {
+            Columns::Together =>
+                "Both patterns ran at the same time, each in its own environment (own moto and apiserver) on the same machine.",
+            Columns::OneAfterTheOther => "The patterns ran one after the other in one environment.",
+            Columns::OursOnly =>
+                "**The Go controller's column was not run** (`--ours-only`: a size it cannot finish within a run).",
         },
         throttling(p.throttled)
     )
+}
+
+/// Which columns ran, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Columns {
+    /// Both at once, each in its own environment.
+    Together,
+    /// Both in one environment, this CCM first.
+    OneAfterTheOther,
+    /// This CCM's only.
+    OursOnly,
 }
 
 /// What the page says of AWS's rate limits in the run.

@@ -61,8 +61,12 @@ struct Cli {
     #[arg(long)]
     lag_limit_secs: Option<u64>,
     /// The env file of a second test environment, for the Go controller at the same time.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "ours_only")]
     upstream_env: Option<PathBuf>,
+    /// Runs this CCM's column only; the Go controller's says "not run". For sizes the Go controller cannot
+    /// finish within a run (at 20,000 Nodes its burst alone is some 100,000 `DescribeInstances`).
+    #[arg(long)]
+    ours_only: bool,
     /// The CCM binary; default: `aws-cloud-controller-manager` next to this one.
     #[arg(long)]
     ccm: Option<PathBuf>,
@@ -135,7 +139,14 @@ pub async fn run() -> anyhow::Result<()> {
         throttled: !cli.unthrottled,
         cleanup: up_env.is_none(),
     };
-    ccm_testing::GoCcm::binary().context("the Go controller (scripts/setup.sh builds it)")?;
+    if !cli.ours_only {
+        ccm_testing::GoCcm::binary().context("the Go controller (scripts/setup.sh builds it)")?;
+    }
+    let columns = match (&up_env, cli.ours_only) {
+        (_, true) => meta::Columns::OursOnly,
+        (Some(_), false) => meta::Columns::Together,
+        (None, false) => meta::Columns::OneAfterTheOther,
+    };
     let mut flags = cli.ccm_flags.clone();
     if cli.unthrottled && !flags.iter().any(|f| f == LIMITER_OFF) {
         flags.push(LIMITER_OFF.to_owned());
@@ -160,28 +171,53 @@ pub async fn run() -> anyhow::Result<()> {
             commit: cli.commit.clone().unwrap_or_else(meta::commit),
             date: meta::command("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
             machine: meta::machine(),
-            setup: meta::setup(&params, &bin, &ours.flags, &upstream.flags, up_env.is_some()),
+            setup: meta::setup(&params, &bin, &ours.flags, &upstream.flags, columns),
             throttled: params.throttled,
         },
         figures: Default::default(),
     };
-    let ours_report = |f: &figures::Figures| progress.publish(0, f);
-    let up_report = |f: &figures::Figures| progress.publish(1, f);
-    let (a, b) = match &up_env {
-        Some(env) => tokio::join!(
-            phases::run(&ours_env, &bin, &ours, &params, &ours_report),
-            phases::run(env, &bin, &upstream, &params, &up_report)
-        ),
-        None => {
-            let a = phases::run(&ours_env, &bin, &ours, &params, &ours_report).await;
-            (
-                a,
-                phases::run(&ours_env, &bin, &upstream, &params, &up_report).await,
-            )
-        }
-    };
+    let (a, b) = run_columns(
+        columns,
+        (&ours_env, up_env.as_ref()),
+        &bin,
+        [&ours, &upstream],
+        &params,
+        &progress,
+    )
+    .await;
     // The page already holds whatever was reached, even when a pattern failed.
     let (a, b) = (a.context("this CCM")?, b.context("the Go controller")?);
     println!("\n{}", report::markdown(&a, &b, &progress.meta));
     Ok(())
+}
+
+/// Runs both patterns (or this CCM's only) as `columns` says, `envs` this CCM's and the Go controller's own
+/// (if any), publishing each one's figures after every phase.
+async fn run_columns(
+    columns: meta::Columns,
+    (ours_env, up_env): (&TestEnv, Option<&TestEnv>),
+    bin: &std::path::Path,
+    [ours, upstream]: [&Pattern; 2],
+    params: &Params,
+    progress: &report::Progress,
+) -> (anyhow::Result<figures::Figures>, anyhow::Result<figures::Figures>) {
+    let ours_report = |f: &figures::Figures| progress.publish(0, f);
+    let up_report = |f: &figures::Figures| progress.publish(1, f);
+    match (columns, up_env) {
+        (meta::Columns::Together, Some(env)) => tokio::join!(
+            phases::run(ours_env, bin, ours, params, &ours_report),
+            phases::run(env, bin, upstream, params, &up_report)
+        ),
+        (meta::Columns::OursOnly, _) => {
+            let mut not_run = figures::Figures::new(upstream.label, params.nodes);
+            not_run.phase = figures::Phase::NotRun;
+            up_report(&not_run);
+            let a = phases::run(ours_env, bin, ours, params, &ours_report).await;
+            (a, Ok(not_run))
+        }
+        _ => {
+            let a = phases::run(ours_env, bin, ours, params, &ours_report).await;
+            (a, phases::run(ours_env, bin, upstream, params, &up_report).await)
+        }
+    }
 }

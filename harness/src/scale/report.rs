@@ -62,9 +62,11 @@ fn calls_text(calls: &Calls) -> String {
 
 const NOT_REACHED: &str = "not reached";
 
-/// `text` if `f` finished `phase`, else "not reached".
+/// `text` if `f` finished `phase`, else "not reached" ("not run" for a pattern that was not run).
 fn cell(f: &Figures, phase: Phase, text: String) -> String {
-    if f.phase >= phase {
+    if f.phase == Phase::NotRun {
+        "not run".to_owned()
+    } else if f.phase >= phase {
         text
     } else {
         NOT_REACHED.to_owned()
@@ -117,7 +119,8 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
         "Measured {} on {} at commit `{}`.\n\n{}\n",
         meta.date, meta.machine, meta.commit, meta.setup
     );
-    if ours.phase < Phase::Done || up.phase < Phase::Done {
+    let unfinished = |f: &Figures| f.phase != Phase::NotRun && f.phase < Phase::Done;
+    if unfinished(ours) || unfinished(up) {
         let _ = writeln!(
             t,
             "**Partial**: written while the run was going on; it had not finished when this was last written \

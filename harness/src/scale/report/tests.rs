@@ -95,3 +95,29 @@ fn the_table_says_whether_aws_throttled_and_what() {
     );
     assert!(!table.contains("throttled by AWS"), "{table}");
 }
+
+/// `scale --ours-only` (a size the Go controller cannot finish): its column says "not run", no ratio is given,
+/// and the table is not partial for it.
+#[test]
+fn a_column_not_run_says_so_and_leaves_the_table_whole() {
+    let mut ours = Figures::new("this CCM", 20000);
+    ours.phase = Phase::Done;
+    ours.floor = 400.0;
+    ours.burst = 450.0;
+    let mut up = Figures::new("Go 1.20.2", 20000);
+    up.phase = Phase::NotRun;
+    let meta = Meta {
+        commit: "abc".into(),
+        date: "today".into(),
+        machine: "here".into(),
+        setup: String::new(),
+        throttled: true,
+    };
+    let table = markdown(&ours, &up, &meta);
+    assert!(!table.contains("**Partial**"), "{table}");
+    assert!(!table.contains("not reached"), "{table}");
+    assert!(
+        table.contains("| Node burst: wall time, s (first Node created to last initialized) | 450.0 (floor 400.0, 1.12× floor) | not run | - |"),
+        "{table}"
+    );
+}
