@@ -171,6 +171,30 @@ impl InstanceCatalog {
         kept
     }
 
+    /// The entries of `instances`, from a read through a [`Catalog`] port asked at `since`: that port's hook
+    /// has remembered them already, so the entries it made (or newer ones) are returned, shared, and nothing is
+    /// projected twice. An instance without an entry that recent (read through another port) is remembered now.
+    pub fn held_since(&self, instances: &[Instance], since: Instant) -> Vec<Arc<CatalogInstance>> {
+        let now = Instant::now();
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut kept = Vec::with_capacity(instances.len());
+        for instance in instances {
+            match entries.get(&instance.id) {
+                Some(Entry {
+                    found: Some(held),
+                    at,
+                }) if *at >= since => kept.push(held.clone()),
+                _ => {
+                    let found = Arc::new(CatalogInstance::of(instance));
+                    kept.push(found.clone());
+                    let found = Some(found);
+                    entries.insert(instance.id.clone(), Entry { found, at: now });
+                }
+            }
+        }
+        kept
+    }
+
     /// Drops what is older than the retention.
     pub fn expire(&self) {
         let now = Instant::now();

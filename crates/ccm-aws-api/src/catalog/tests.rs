@@ -274,3 +274,33 @@ async fn a_failed_read_teaches_nothing() {
     assert!(port.lookup(&[id("i-1")], fresh).await.is_err());
     assert_eq!(catalog.stats(), CatalogStats::default());
 }
+
+/// A reader that keeps what a read through its port showed takes the entries the port's hook made, not new
+/// projections; an instance read elsewhere (or before the read) is remembered afresh.
+#[tokio::test(start_paused = true)]
+async fn held_since_shares_the_entries_the_read_made() {
+    let (calls, asked) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(Vec::new())));
+    let catalog = Arc::new(InstanceCatalog::new());
+    let stale = catalog.remember(&[instance("i-2")]);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let port = catalog.over(ec2(&["i-1"], calls, asked));
+    let since = Instant::now();
+    let read = port.instances_by_id(&[id("i-1")]).await.unwrap();
+    let made = port
+        .lookup(&[id("i-1")], Freshness::within(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let mut shown = read;
+    shown.push(instance("i-2"));
+    let held = catalog.held_since(&shown, since);
+    assert!(Arc::ptr_eq(&held[0], &made.found[0]), "the hook's entry");
+    assert!(
+        !Arc::ptr_eq(&held[1], &stale[0]),
+        "older than the read: remembered again"
+    );
+    let now = port
+        .lookup(&[id("i-2")], Freshness::within(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert!(Arc::ptr_eq(&held[1], &now.found[0]));
+}

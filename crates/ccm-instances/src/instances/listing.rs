@@ -327,10 +327,11 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             return Ok(());
         };
         // The adapter ends a listing whose next token repeats the one asked (it would list forever).
+        let asked = Instant::now();
         let (instances, next) = Box::pin(self.ec2.instances_page(&cluster_filters(cluster), token.clone()))
             .await
             .map_err(Arc::new)?;
-        let tagged = self.remember_tagged(cluster, &instances);
+        let tagged = self.held_tagged(cluster, &instances, asked);
         self.lock_listing()
             .add_page(token.as_deref(), &tagged, next, wall_clock());
         listed.extend(tagged);
@@ -343,21 +344,23 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         let Some(cluster) = &self.config.cluster else {
             return Ok(Vec::new());
         };
+        let asked = Instant::now();
         let instances = self.ec2.instances(&cluster_filters(cluster)).await?;
-        let tagged = self.remember_tagged(cluster, &instances);
+        let tagged = self.held_tagged(cluster, &instances, asked);
         tracing::debug!(instances = tagged.len(), "listed the cluster's instances");
         self.lock_listing().replace(&tagged, wall_clock());
         Ok(tagged)
     }
 
-    /// The catalog's entries of the instances carrying the cluster tag (`owned` or `shared`): the listing holds
-    /// them, not copies.
-    fn remember_tagged(
+    /// The catalog's entries of the instances carrying the cluster tag (`owned` or `shared`), from a read asked
+    /// at `asked`: the listing holds them, not copies.
+    fn held_tagged(
         &self,
         cluster: &ccm_tagging::ClusterTags,
         instances: &[ccm_aws_api::ec2::Instance],
+        asked: Instant,
     ) -> Vec<Arc<CatalogInstance>> {
-        let mut tagged = self.ec2.catalog().remember(instances);
+        let mut tagged = self.ec2.catalog().held_since(instances, asked);
         tagged.retain(|i| cluster.is_tagged(&i.cluster_tags));
         tagged
     }

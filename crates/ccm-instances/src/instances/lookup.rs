@@ -164,8 +164,10 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                     Filter::new("private-dns-name", chunk.iter().cloned()),
                     Filter::new("instance-state-name", LIVE_STATES),
                 ];
-                // The catalog's own entries: what a lookup keeps is not a copy.
-                let answer = (self.ec2.instances(&filters).await).map(|i| self.ec2.catalog().remember(&i));
+                // The catalog's own entries, made by the port's hook: what a lookup keeps is not a copy.
+                let asked = tokio::time::Instant::now();
+                let answer =
+                    (self.ec2.instances(&filters).await).map(|i| self.ec2.catalog().held_since(&i, asked));
                 self.match_names(answer, chunk, &mut out);
             }
         } else if let Reuse::Recent(created) = reuse {
