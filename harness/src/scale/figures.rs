@@ -50,6 +50,8 @@ pub struct Figures {
     /// The process's memory at the end of each phase: where the peak comes from.
     pub memory: Vec<(String, Memory)>,
     pub cpu_total: f64,
+    /// Why the pattern stopped before its end (a phase that failed or outlasted its limit), if it did.
+    pub failed: Option<String>,
 }
 
 impl Figures {

@@ -101,6 +101,9 @@ pub async fn run(
     }
     if let Err(e) = &result {
         say(&format!("failed: {e:#}; CCM log {}", ccm.log.display()));
+        // The page says why this column stopped, with the calls throttled until then.
+        f.failed = Some(format!("{e:#}"));
+        report(&f);
     }
     let mut cleaned = Ok(());
     if p.cleanup {

@@ -128,6 +128,15 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
             ours.phase, up.phase
         );
     }
+    for f in [ours, up] {
+        if let Some(why) = &f.failed {
+            let _ = writeln!(
+                t,
+                "**{} stopped** after its {:?} phase: {why}.\n",
+                f.label, f.phase
+            );
+        }
+    }
     let limits = if meta.throttled {
         "throttled as AWS"
     } else {

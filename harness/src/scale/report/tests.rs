@@ -121,3 +121,28 @@ fn a_column_not_run_says_so_and_leaves_the_table_whole() {
         "{table}"
     );
 }
+
+/// A column that stopped early says why on the page, beside what it measured until then.
+#[test]
+fn a_column_that_stopped_says_why() {
+    let mut ours = Figures::new("this CCM", 5000);
+    ours.phase = Phase::Done;
+    let mut up = Figures::new("Go 1.20.2", 5000);
+    up.failed = Some("4554 of 5000 Nodes initialized after 2400 s".into());
+    up.throttled.insert("DescribeInstances".into(), 1234.0);
+    let meta = Meta {
+        commit: "abc".into(),
+        date: "today".into(),
+        machine: "here".into(),
+        setup: String::new(),
+        throttled: true,
+    };
+    let table = markdown(&ours, &up, &meta);
+    assert!(
+        table.contains(
+            "**Go 1.20.2 stopped** after its Started phase: 4554 of 5000 Nodes initialized after 2400 s."
+        ),
+        "{table}"
+    );
+    assert!(table.contains("| none | DescribeInstances 1234 | "), "{table}");
+}
