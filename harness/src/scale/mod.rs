@@ -53,9 +53,9 @@ struct Cli {
     /// Seconds without a load-balancer call that end a join or leave.
     #[arg(long, default_value_t = 15)]
     quiet_secs: u64,
-    /// The longest any phase may wait. Under AWS's rate limits 500 load balancers take this CCM's client-side
-    /// limiter about 41 minutes, and the Go controller's 5,000-Node burst had 4,554 Nodes initialized after 40
-    /// (run of 2026-11-30): 90 minutes by default.
+    /// The longest any phase may wait. Under AWS's rate limits 500 load balancers take at least 21 minutes (41
+    /// with this CCM's limiter at half of AWS's rate, until 2026-11-30), and the Go controller's 5,000-Node burst
+    /// had 4,554 Nodes initialized after 40 (run of 2026-11-30): 90 minutes by default.
     #[arg(long, default_value_t = 5400)]
     limit_secs: u64,
     /// The longest a Node joining or leaving waits for the load balancers' membership (default: the phase
