@@ -3,6 +3,17 @@
 use super::*;
 use crate::scale::ccm::Memory;
 
+/// The page's header of a throttled run (its words are not what these tests check).
+fn meta() -> Meta {
+    Meta {
+        commit: "abc".into(),
+        date: "today".into(),
+        machine: "here".into(),
+        setup: String::new(),
+        throttled: true,
+    }
+}
+
 #[test]
 fn the_table_shows_where_the_memory_is_and_the_raised_goals() {
     let mut ours = Figures::new("this CCM", 5000);
@@ -17,13 +28,7 @@ fn the_table_shows_where_the_memory_is_and_the_raised_goals() {
     ours.memory = vec![("the Node burst".into(), mem(41, 18, 70))];
     ours.rss = vec![(1000, 70 * 1024)];
     let up = Figures::new("Go 1.20.2", 5000);
-    let meta = Meta {
-        commit: "abc".into(),
-        date: "today".into(),
-        machine: "here".into(),
-        setup: String::new(),
-        throttled: true,
-    };
+    let meta = meta();
     let table = markdown(&ours, &up, &meta);
     assert!(
         table.contains("| Resident after the Node burst, MiB: anonymous (heap, stacks) + file (code) | 41 + 18 (peak 70) | not reached | - |"),
@@ -47,13 +52,7 @@ fn goals_set_at_5000_nodes_are_not_judged_on_a_smaller_run() {
     ours.ensure = vec![(100, 30.0, 100), (200, 30.0, 200)];
     ours.steady.insert("DescribeInstances".into(), 12.0);
     ours.rss = vec![(100, 40 * 1024), (200, 46 * 1024)];
-    let meta = Meta {
-        commit: "abc".into(),
-        date: "today".into(),
-        machine: "here".into(),
-        setup: String::new(),
-        throttled: true,
-    };
+    let meta = meta();
     let table = markdown(&ours, &Figures::new("Go 1.20.2", 1000), &meta);
     for goal in [
         "P1 ≤ 2: met",
@@ -72,13 +71,7 @@ fn the_table_says_whether_aws_throttled_and_what() {
     ours.burst_throttled
         .insert("DescribeInstanceTopology".into(), 1.0);
     ours.throttled.insert("DescribeInstanceTopology".into(), 2.0);
-    let mut meta = Meta {
-        commit: "abc".into(),
-        date: "today".into(),
-        machine: "here".into(),
-        setup: String::new(),
-        throttled: true,
-    };
+    let mut meta = meta();
     let table = markdown(&ours, &Figures::new("Go 1.20.2", 10), &meta);
     for line in [
         "| Figure (throttled as AWS) | this CCM | Go 1.20.2 |",
@@ -106,13 +99,7 @@ fn a_column_not_run_says_so_and_leaves_the_table_whole() {
     ours.burst = 450.0;
     let mut up = Figures::new("Go 1.20.2", 20000);
     up.phase = Phase::NotRun;
-    let meta = Meta {
-        commit: "abc".into(),
-        date: "today".into(),
-        machine: "here".into(),
-        setup: String::new(),
-        throttled: true,
-    };
+    let meta = meta();
     let table = markdown(&ours, &up, &meta);
     assert!(!table.contains("**Partial**"), "{table}");
     assert!(!table.contains("not reached"), "{table}");
@@ -130,13 +117,7 @@ fn a_column_that_stopped_says_why() {
     let mut up = Figures::new("Go 1.20.2", 5000);
     up.failed = Some("4554 of 5000 Nodes initialized after 2400 s".into());
     up.throttled.insert("DescribeInstances".into(), 1234.0);
-    let meta = Meta {
-        commit: "abc".into(),
-        date: "today".into(),
-        machine: "here".into(),
-        setup: String::new(),
-        throttled: true,
-    };
+    let meta = meta();
     let table = markdown(&ours, &up, &meta);
     assert!(
         table.contains(
