@@ -163,10 +163,7 @@ impl InstanceCatalog {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let mut kept = Vec::with_capacity(instances.len());
         for instance in instances {
-            let found = Arc::new(CatalogInstance::of(instance));
-            kept.push(found.clone());
-            let found = Some(found);
-            entries.insert(instance.id.clone(), Entry { found, at: now });
+            kept.push(keep(&mut entries, instance, now));
         }
         kept
     }
@@ -184,12 +181,7 @@ impl InstanceCatalog {
                     found: Some(held),
                     at,
                 }) if *at >= since => kept.push(held.clone()),
-                _ => {
-                    let found = Arc::new(CatalogInstance::of(instance));
-                    kept.push(found.clone());
-                    let found = Some(found);
-                    entries.insert(instance.id.clone(), Entry { found, at: now });
-                }
+                _ => kept.push(keep(&mut entries, instance, now)),
             }
         }
         kept
@@ -266,14 +258,7 @@ impl InstanceCatalog {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let mut missing: BTreeSet<InstanceId> = asked.into_iter().collect();
         for instance in read.iter().filter(|i| missing.remove(&i.id)) {
-            let found = Arc::new(CatalogInstance::of(instance));
-            entries.insert(
-                instance.id.clone(),
-                Entry {
-                    found: Some(found.clone()),
-                    at: now,
-                },
-            );
+            let found = keep(&mut entries, instance, now);
             lookup.read.insert(instance.id.clone());
             lookup.found.push(found);
         }
@@ -284,6 +269,17 @@ impl InstanceCatalog {
             lookup.absent.insert(id);
         }
     }
+}
+
+/// Projects `instance` into `entries` as read at `now`, and returns the entry.
+fn keep(entries: &mut HashMap<InstanceId, Entry>, instance: &Instance, now: Instant) -> Arc<CatalogInstance> {
+    let found = Arc::new(CatalogInstance::of(instance));
+    let entry = Entry {
+        found: Some(found.clone()),
+        at: now,
+    };
+    entries.insert(instance.id.clone(), entry);
+    found
 }
 
 /// Calls `sweep` on `target` every `every` (first after one period) for as long as `target` lives elsewhere:
