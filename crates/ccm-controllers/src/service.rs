@@ -197,17 +197,18 @@ pub async fn run<P: CloudProvider>(
 
 /// What the Service watch does with each event: queues the Services whose load balancer has something to do.
 fn on_service_event(queue: WorkQueue<ServiceKey>) -> impl FnMut(watcher::Event<Service>) + Send {
-    let mut seen_services: HashMap<ServiceKey, Service> = HashMap::new();
+    let mut seen_services: HashMap<ServiceKey, SeenService> = HashMap::new();
     move |event| match event {
         watcher::Event::Apply(svc) | watcher::Event::InitApply(svc) => {
             let key = ServiceKey::of(&svc);
+            let seen = SeenService::of(&svc);
             let enqueue = match seen_services.get(&key) {
-                None => wants_load_balancer(&svc) || needs_cleanup(&svc),
+                None => seen.is_of_interest(),
                 // A Service being cleaned up is queued once, when that starts: its deletion retries on its
                 // own, and its later updates (our status patch) would only repeat the provider's delete.
-                Some(old) => needs_update(old, &svc) || (needs_cleanup(&svc) && !needs_cleanup(old)),
+                Some(old) => old.needs_update_to(&seen) || old.cleanup_starts(&seen),
             };
-            seen_services.insert(key.clone(), svc);
+            seen_services.insert(key.clone(), seen);
             if enqueue {
                 queue.add(&key);
             }

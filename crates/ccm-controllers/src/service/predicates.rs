@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, Service, ServicePort};
+use k8s_openapi::{
+    api::core::v1::{LoadBalancerIngress, Node, Service, ServicePort},
+    apimachinery::pkg::util::intstr::IntOrString,
+};
 
 use crate::keys::{FINALIZER_LB_CLEANUP, LABEL_EXCLUDE_FROM_LB, TAINT_TO_BE_DELETED};
 
@@ -70,6 +73,82 @@ pub fn needs_update(old: &Service, new: &Service) -> bool {
         || o.external_traffic_policy != n.external_traffic_policy
         || o.health_check_node_port != n.health_check_node_port
         || o.ip_families.as_ref().unwrap_or(&empty).len() != n.ip_families.as_ref().unwrap_or(&empty).len()
+}
+
+/// What the service controller remembers of each Service it has seen, for [`needs_update`] and
+/// [`needs_cleanup`] on its next event: a hash of the fields `needs_update` compares instead of a whole copy of
+/// the Service (about 4 KB each, the third copy beside the shared store's and the processed version's).
+///
+/// `SeenService::of(old).needs_update_to(&SeenService::of(new)) == needs_update(old, new)` for any two Services,
+/// but for a 64-bit hash collision between two versions of one Service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeenService {
+    wants_load_balancer: bool,
+    needs_cleanup: bool,
+    /// Of the fields `needs_update` compares; 0 when the Service wants no load balancer.
+    fingerprint: u64,
+}
+
+impl SeenService {
+    /// What `svc` shows now.
+    pub fn of(svc: &Service) -> Self {
+        let wants = wants_load_balancer(svc);
+        Self {
+            wants_load_balancer: wants,
+            needs_cleanup: needs_cleanup(svc),
+            fingerprint: if wants { update_fingerprint(svc) } else { 0 },
+        }
+    }
+
+    /// Whether the Service wants a load balancer or its cleanup: whether a first sight of it is queued.
+    pub fn is_of_interest(&self) -> bool {
+        self.wants_load_balancer || self.needs_cleanup
+    }
+
+    /// [`needs_update`] from the version this was taken of to the one `new` was.
+    pub fn needs_update_to(&self, new: &Self) -> bool {
+        (self.wants_load_balancer || new.wants_load_balancer)
+            && (self.wants_load_balancer != new.wants_load_balancer || self.fingerprint != new.fingerprint)
+    }
+
+    /// Whether the Service's cleanup starts with `new` ([`needs_cleanup`] was false and is true).
+    pub fn cleanup_starts(&self, new: &Self) -> bool {
+        new.needs_cleanup && !self.needs_cleanup
+    }
+}
+
+/// A hash of what [`needs_update`] compares, absent lists counting as empty as they do there.
+fn update_fingerprint(svc: &Service) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let spec = svc.spec.clone().unwrap_or_default();
+    let or_empty = |v: &Option<Vec<String>>| v.clone().unwrap_or_default();
+    or_empty(&spec.load_balancer_source_ranges).hash(&mut h);
+    let ports = spec.ports.unwrap_or_default();
+    ports.len().hash(&mut h);
+    for p in &ports {
+        (&p.name, &p.protocol, p.port, p.node_port, &p.app_protocol).hash(&mut h);
+        match &p.target_port {
+            None => 0u8.hash(&mut h),
+            Some(IntOrString::Int(i)) => (1u8, i).hash(&mut h),
+            Some(IntOrString::String(s)) => (2u8, s).hash(&mut h),
+        }
+    }
+    (&spec.session_affinity, &spec.load_balancer_ip).hash(&mut h);
+    // No `Hash` on the generated type: its JSON, which is equal exactly when the values are.
+    serde_json::to_string(&spec.session_affinity_config)
+        .unwrap_or_default()
+        .hash(&mut h);
+    or_empty(&spec.external_ips).hash(&mut h);
+    svc.metadata.annotations.clone().unwrap_or_default().hash(&mut h);
+    (
+        &svc.metadata.uid,
+        &spec.external_traffic_policy,
+        spec.health_check_node_port,
+    )
+        .hash(&mut h);
+    spec.ip_families.as_ref().map_or(0, Vec::len).hash(&mut h);
+    h.finish()
 }
 
 /// Go's `strconv.ParseBool`.

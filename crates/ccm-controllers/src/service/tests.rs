@@ -214,6 +214,14 @@ fn needs_update_table() {
     ];
     for (name, old, new, want) in cases {
         assert_eq!(needs_update(&old, &new), want, "{name}");
+        // What the controller keeps of a Service instead of a copy answers the same.
+        let (seen_old, seen_new) = (SeenService::of(&old), SeenService::of(&new));
+        assert_eq!(seen_old.needs_update_to(&seen_new), want, "{name}: SeenService");
+        assert_eq!(
+            seen_new.needs_update_to(&seen_old),
+            want,
+            "{name}: SeenService, reversed"
+        );
     }
 }
 
@@ -405,6 +413,8 @@ fn retry_after_is_honoured_exactly_and_not_counted() {
 }
 
 // === Whole-sync tests against a scripted API (exact requests) and the fake cloud ===
+
+mod seen;
 
 mod scripted {
     use ccm_testing::provider::{FakeProvider, Method};
