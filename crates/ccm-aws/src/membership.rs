@@ -146,7 +146,7 @@ impl<E: CatalogLookup + Send + Sync> Membership<E> {
     fn is_member(&self, instance: &CatalogInstance, read: &BTreeSet<InstanceId>) -> bool {
         let why = self
             .cluster
-            .not_member(&format!("instance {}", instance.id), &instance.cluster_tags);
+            .not_member(&format!("instance {}", instance.id), &instance.cluster_tags());
         if let Some(why) = &why
             && read.contains(&instance.id)
         {

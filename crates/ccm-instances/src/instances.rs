@@ -304,7 +304,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                     region: self.config.region.clone(),
                     additional_labels: BTreeMap::new(),
                     not_in_cluster: self.config.cluster.as_ref().and_then(|c| {
-                        c.not_member(&format!("instance {}", i.id), &i.cluster_tags)
+                        c.not_member(&format!("instance {}", i.id), &i.cluster_tags())
                             .map(|why| format!("{why}: {NOT_IN_CLUSTER_CONSEQUENCE}"))
                     }),
                 };

@@ -205,7 +205,7 @@ fn only_the_fields_read_and_the_cluster_tags_are_kept() {
     assert_eq!(kept.id, id("i-1"));
     assert_eq!(kept.security_groups, [SecurityGroupId::new("sg-1")]);
     assert_eq!(
-        kept.cluster_tags.keys().collect::<Vec<_>>(),
+        kept.cluster_tags().keys().collect::<Vec<_>>(),
         ["KubernetesCluster", "kubernetes.io/cluster/k"]
     );
     let stats = {

@@ -7,10 +7,7 @@
 //! every Node, the load balancers' and the route controller's Nodes), and forgotten [`CLAIM_TTL`] after their
 //! Node was last seen, so that a deleted Node stops holding its instance.
 
-use std::{
-    collections::{BTreeSet, HashMap},
-    time::Duration,
-};
+use std::{collections::HashMap, time::Duration};
 
 use ccm_aws_api::InstanceId;
 use ccm_load_balancers::shared::node_instance_id;
@@ -41,6 +38,34 @@ struct Claim {
     seen: Instant,
 }
 
+/// The Nodes naming one instance, eldest first. Nearly always one: a sorted vector of exactly that many, not a
+/// set (a set's first node holds eleven, about 450 bytes an instance).
+#[derive(Debug, Default)]
+struct Claimants(Vec<Seniority>);
+
+impl Claimants {
+    fn insert(&mut self, seniority: Seniority) {
+        if let Err(at) = self.0.binary_search(&seniority) {
+            self.0.reserve_exact(1);
+            self.0.insert(at, seniority);
+        }
+    }
+
+    fn remove(&mut self, seniority: &Seniority) {
+        if let Ok(at) = self.0.binary_search(seniority) {
+            self.0.remove(at);
+        }
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, Seniority> {
+        self.0.iter()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// The instance an older Node already names, and that Node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Elder {
@@ -54,7 +79,7 @@ pub struct Elder {
 #[derive(Debug, Default)]
 pub(super) struct Claims {
     nodes: HashMap<String, Claim>,
-    instances: HashMap<InstanceId, BTreeSet<Seniority>>,
+    instances: HashMap<InstanceId, Claimants>,
     swept: Option<Instant>,
 }
 

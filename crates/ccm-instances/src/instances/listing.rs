@@ -361,7 +361,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         asked: Instant,
     ) -> Vec<Arc<CatalogInstance>> {
         let mut tagged = self.ec2.catalog().held_since(instances, asked);
-        tagged.retain(|i| cluster.is_tagged(&i.cluster_tags));
+        tagged.retain(|i| cluster.is_tagged(&i.cluster_tags()));
         tagged
     }
 

@@ -241,7 +241,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         let mut rest = Vec::new();
         for i in instances {
             if let Some(c) = &self.config.cluster
-                && !c.is_tagged(&i.cluster_tags)
+                && !c.is_tagged(&i.cluster_tags())
             {
                 continue;
             }

@@ -143,7 +143,7 @@ where
             .await
             .map_err(failed)?;
         for instance in described.found {
-            if !self.config.cluster.is_tagged(&instance.cluster_tags) {
+            if !self.config.cluster.is_tagged(&instance.cluster_tags()) {
                 untagged.push(instance.id.clone());
             } else if let Some(name) = &instance.private_dns_name {
                 out.insert(instance.id.clone(), name.clone());
@@ -160,7 +160,7 @@ where
             .map_err(failed)?;
         for instance in again.found {
             match &instance.private_dns_name {
-                Some(name) if self.config.cluster.is_tagged(&instance.cluster_tags) => {
+                Some(name) if self.config.cluster.is_tagged(&instance.cluster_tags()) => {
                     out.insert(instance.id.clone(), name.clone());
                 }
                 _ => {
