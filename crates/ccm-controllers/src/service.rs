@@ -174,7 +174,8 @@ pub async fn run<P: CloudProvider>(
         node_sync: Notify::new(),
     });
 
-    let watch_services = service_informer.run(on_service_event(ctx.queue.clone()));
+    let watch_services =
+        service_informer.run(share_current(ctx.clone(), on_service_event(ctx.queue.clone())));
     let watch_nodes = node_informer.run(on_node_event(ctx.clone()));
     let work = async {
         if ctx.services.wait_until_ready().await.is_err() || ctx.nodes.wait_until_ready().await.is_err() {
@@ -219,6 +220,26 @@ fn on_service_event(queue: WorkQueue<ServiceKey>) -> impl FnMut(watcher::Event<S
             queue.add(&key);
         }
         _ => {}
+    }
+}
+
+/// `on_event`, then, for a Service added or changed: the watch cache's version replaces the one processed last
+/// where nothing of the load balancer's differs (`ServiceState::share_current`).
+fn share_current<P: CloudProvider>(
+    ctx: Arc<Ctx<P>>,
+    mut on_event: impl FnMut(watcher::Event<Service>) + Send,
+) -> impl FnMut(watcher::Event<Service>) + Send {
+    move |event| {
+        let applied = match &event {
+            watcher::Event::Apply(svc) | watcher::Event::InitApply(svc) => Some(ServiceKey::of(svc)),
+            _ => None,
+        };
+        on_event(event);
+        if let Some(key) = applied
+            && let Some(current) = ctx.services.get(&key.object_ref())
+        {
+            ctx.states.update(&key, |s| s.share_current(&current));
+        }
     }
 }
 

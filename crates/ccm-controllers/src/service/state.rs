@@ -80,6 +80,19 @@ impl ServiceState {
         self.cached = Some(svc);
     }
 
+    /// `current` is the watch cache's version of the Service: kept instead of the one processed last when it is
+    /// the same Service and differs from it in nothing its load balancer depends on ([`needs_update`](super::needs_update)). So one
+    /// copy is held, not two: our own status patch makes the processed version an old one at once.
+    pub(super) fn share_current(&mut self, current: &Arc<Service>) {
+        if let Some(cached) = &self.cached
+            && !Arc::ptr_eq(cached, current)
+            && cached.metadata.uid == current.metadata.uid
+            && !super::needs_update(cached, current)
+        {
+            self.cached = Some(current.clone());
+        }
+    }
+
     /// The load balancer is gone, or no longer this controller's: nothing is kept of the version processed last
     /// nor of the host sets it was given.
     pub(super) fn forget_service(&mut self) {

@@ -67,3 +67,39 @@ async fn a_service_is_queued_when_seen_first_and_when_its_load_balancer_must_cha
         "a Service without a load balancer, seen first: not queued"
     );
 }
+
+#[test]
+fn the_processed_version_gives_way_to_the_cached_one_only_when_its_load_balancer_would_not_change() {
+    let processed = Arc::new(lb_service());
+    let shared = |current: Service| {
+        let mut state = state::ServiceState::default();
+        state.remember_processed(processed.clone());
+        let current = Arc::new(current);
+        state.share_current(&current);
+        Arc::ptr_eq(&state.cached().unwrap(), &current)
+    };
+    assert!(
+        shared(with(|s| ingress(s, "1.2.3.4"))),
+        "our status patch: one copy is kept, the cache's"
+    );
+    assert!(
+        !shared(with(|s| spec(s).ports.as_mut().unwrap()[0].port = 81)),
+        "a new port is not processed yet"
+    );
+    assert!(
+        !shared(with(|s| s.metadata.uid = Some("uid-2".into()))),
+        "another Service under the name"
+    );
+}
+
+fn ingress(s: &mut Service, ip: &str) {
+    s.status = Some(k8s_openapi::api::core::v1::ServiceStatus {
+        load_balancer: Some(k8s_openapi::api::core::v1::LoadBalancerStatus {
+            ingress: Some(vec![LoadBalancerIngress {
+                ip: Some(ip.to_owned()),
+                ..Default::default()
+            }]),
+        }),
+        ..Default::default()
+    });
+}
