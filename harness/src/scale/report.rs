@@ -111,6 +111,15 @@ fn verdict(met: bool, missed: impl FnOnce() -> String) -> String {
     }
 }
 
+/// How far a column got, for the partial table's first line.
+fn progress(phase: Phase) -> String {
+    match phase {
+        Phase::Done => "finished".to_owned(),
+        Phase::NotRun => "not run".to_owned(),
+        phase => format!("{phase:?} done"),
+    }
+}
+
 /// The table of both patterns with the goals judged on this CCM's column.
 pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
     let mut t = String::new();
@@ -124,8 +133,9 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
         let _ = writeln!(
             t,
             "**Partial**: written while the run was going on; it had not finished when this was last written \
-             (this CCM: {:?} done, Go 1.20.2: {:?} done). Figures of phases not reached say so.\n",
-            ours.phase, up.phase
+             (this CCM: {}, Go 1.20.2: {}). Figures of phases not reached say so.\n",
+            progress(ours.phase),
+            progress(up.phase)
         );
     }
     for f in [ours, up] {

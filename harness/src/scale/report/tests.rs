@@ -127,3 +127,17 @@ fn a_column_that_stopped_says_why() {
     );
     assert!(table.contains("| none | DescribeInstances 1234 | "), "{table}");
 }
+
+/// A partial table says how far each column got, a finished one as finished (not "Done done").
+#[test]
+fn a_partial_table_says_how_far_each_column_got() {
+    let mut ours = Figures::new("this CCM", 5000);
+    ours.phase = Phase::Done;
+    let mut up = Figures::new("Go 1.20.2", 5000);
+    up.phase = Phase::Steady;
+    let table = markdown(&ours, &up, &meta());
+    assert!(
+        table.contains("(this CCM: finished, Go 1.20.2: Steady done)"),
+        "{table}"
+    );
+}
