@@ -92,6 +92,26 @@ struct Cli {
     unthrottled: bool,
 }
 
+/// AWS's default quota of inbound rules per security group. Each load balancer adds one rule to the group of the
+/// pool it targets (the harness gives every pool a group of its own).
+const RULES_PER_GROUP: usize = 60;
+
+/// Refuses sizes whose load balancers cannot all be allowed into their pool's group: the run would wait out its
+/// limit while AWS (and moto) refuse the rest with `RulesPerSecurityGroupLimitExceeded`, whatever the controller.
+fn check_rules_per_group(nodes: usize, pool: usize, services: &[usize]) -> anyhow::Result<()> {
+    let pools = nodes.div_ceil(pool.max(1)).max(1);
+    let most = services.iter().copied().max().unwrap_or(0);
+    let per_group = most.div_ceil(pools);
+    anyhow::ensure!(
+        per_group <= RULES_PER_GROUP,
+        "--services {most} over {pools} pools (--nodes {nodes}, --pool {pool}) puts {per_group} load balancers' \
+         rules on a pool's security group; AWS allows {RULES_PER_GROUP} rules per group: use a --pool of at most \
+         {} or fewer Services",
+        nodes / most.div_ceil(RULES_PER_GROUP).max(1)
+    );
+    Ok(())
+}
+
 /// This CCM's flag that turns its client-side AWS limiter off, given with `--unthrottled`.
 const LIMITER_OFF: &str = "--aws-client-rate-limits-off";
 
@@ -127,6 +147,7 @@ pub async fn run() -> anyhow::Result<()> {
         Some(path) => path.clone(),
         None => std::env::current_exe()?.with_file_name("aws-cloud-controller-manager"),
     };
+    check_rules_per_group(cli.nodes, cli.pool, &cli.services)?;
     let ours_env = TestEnv::from_env()?;
     let up_env = cli.upstream_env.as_deref().map(meta::env_file).transpose()?;
     let params = Params {
@@ -221,5 +242,27 @@ async fn run_columns(
             let a = phases::run(ours_env, bin, ours, params, &ours_report).await;
             (a, phases::run(ours_env, bin, upstream, params, &up_report).await)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_rules_per_group;
+
+    #[test]
+    fn sizes_past_the_rules_a_group_holds_are_refused_with_the_pool_that_fits() {
+        assert!(
+            check_rules_per_group(5000, 100, &[500, 1000]).is_ok(),
+            "20 a group"
+        );
+        assert!(
+            check_rules_per_group(1000, 50, &[500, 1000]).is_ok(),
+            "50 a group"
+        );
+        let error = check_rules_per_group(1000, 100, &[500, 1000])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("puts 100 load balancers' rules"), "{error}");
+        assert!(error.contains("use a --pool of at most 58"), "{error}");
     }
 }
