@@ -1,10 +1,13 @@
 //! The service controller's pure rules (upstream `wantsLoadBalancer`, `needsCleanup`, `needsUpdate`, the stable
 //! node-set predicates, `shouldSyncUpdatedNode`, `nodesSufficientlyEqual`).
 
-use std::collections::BTreeMap;
+use std::{
+    collections::BTreeMap,
+    hash::{Hash, Hasher},
+};
 
 use k8s_openapi::{
-    api::core::v1::{LoadBalancerIngress, Node, Service, ServicePort},
+    api::core::v1::{LoadBalancerIngress, Node, Service, ServiceSpec, SessionAffinityConfig},
     apimachinery::pkg::util::intstr::IntOrString,
 };
 
@@ -32,16 +35,88 @@ pub fn needs_cleanup(svc: &Service) -> bool {
             || svc.spec.as_ref().and_then(|s| s.type_.as_deref()) != Some("LoadBalancer"))
 }
 
-fn ports_equal(a: &[ServicePort], b: &[ServicePort]) -> bool {
-    a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| {
-            x.name == y.name
-                && x.protocol == y.protocol
-                && x.port == y.port
-                && x.node_port == y.node_port
-                && x.target_port == y.target_port
-                && x.app_protocol == y.app_protocol
-        })
+/// What of a Service its load balancer depends on: the fields [`needs_update`] compares, borrowed, absent lists
+/// and maps counting as empty (upstream `needsUpdate`). One list for both the comparison and the fingerprint
+/// the Service watch keeps ([`SeenService`]).
+#[derive(PartialEq)]
+struct UpdateKey<'a> {
+    source_ranges: &'a [String],
+    ports: Vec<PortKey<'a>>,
+    session_affinity: Option<&'a str>,
+    session_affinity_config: Option<&'a SessionAffinityConfig>,
+    load_balancer_ip: Option<&'a str>,
+    external_ips: &'a [String],
+    /// `None` when empty.
+    annotations: Option<&'a BTreeMap<String, String>>,
+    uid: Option<&'a str>,
+    external_traffic_policy: Option<&'a str>,
+    health_check_node_port: Option<i32>,
+    ip_families: usize,
+}
+
+/// What of a port the load balancer depends on.
+#[derive(PartialEq)]
+struct PortKey<'a> {
+    name: Option<&'a str>,
+    protocol: Option<&'a str>,
+    port: i32,
+    node_port: Option<i32>,
+    target_port: Option<&'a IntOrString>,
+    app_protocol: Option<&'a str>,
+}
+
+impl<'a> UpdateKey<'a> {
+    fn of(svc: &'a Service, spec: &'a ServiceSpec) -> Self {
+        Self {
+            source_ranges: spec.load_balancer_source_ranges.as_deref().unwrap_or_default(),
+            ports: (spec.ports.iter().flatten())
+                .map(|p| PortKey {
+                    name: p.name.as_deref(),
+                    protocol: p.protocol.as_deref(),
+                    port: p.port,
+                    node_port: p.node_port,
+                    target_port: p.target_port.as_ref(),
+                    app_protocol: p.app_protocol.as_deref(),
+                })
+                .collect(),
+            session_affinity: spec.session_affinity.as_deref(),
+            session_affinity_config: spec.session_affinity_config.as_ref(),
+            load_balancer_ip: spec.load_balancer_ip.as_deref(),
+            external_ips: spec.external_ips.as_deref().unwrap_or_default(),
+            annotations: svc.metadata.annotations.as_ref().filter(|a| !a.is_empty()),
+            uid: svc.metadata.uid.as_deref(),
+            external_traffic_policy: spec.external_traffic_policy.as_deref(),
+            health_check_node_port: spec.health_check_node_port,
+            ip_families: spec.ip_families.as_ref().map_or(0, Vec::len),
+        }
+    }
+}
+
+impl Hash for UpdateKey<'_> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.source_ranges.hash(h);
+        self.ports.len().hash(h);
+        for p in &self.ports {
+            (p.name, p.protocol, p.port, p.node_port, p.app_protocol).hash(h);
+            match p.target_port {
+                None => 0u8.hash(h),
+                Some(IntOrString::Int(i)) => (1u8, i).hash(h),
+                Some(IntOrString::String(s)) => (2u8, s).hash(h),
+            }
+        }
+        (self.session_affinity, self.load_balancer_ip).hash(h);
+        // No `Hash` on the generated type: its JSON, which is equal exactly when the values are.
+        (self.session_affinity_config)
+            .map(|c| serde_json::to_string(c).unwrap_or_default())
+            .hash(h);
+        (self.external_ips, self.annotations, self.uid).hash(h);
+        (
+            self.external_traffic_policy,
+            self.health_check_node_port,
+            self.ip_families,
+        )
+            .hash(h);
+    }
 }
 
 /// Whether a change from `old` to `new` needs the load balancer to be ensured again.
@@ -56,23 +131,7 @@ pub fn needs_update(old: &Service, new: &Service) -> bool {
     let (Some(o), Some(n)) = (old.spec.as_ref(), new.spec.as_ref()) else {
         return true;
     };
-    let empty = Vec::new();
-    let or_empty = |v: &Option<Vec<String>>| v.clone().unwrap_or_default();
-    or_empty(&o.load_balancer_source_ranges) != or_empty(&n.load_balancer_source_ranges)
-        || !ports_equal(
-            o.ports.as_ref().unwrap_or(&Vec::new()),
-            n.ports.as_ref().unwrap_or(&Vec::new()),
-        )
-        || o.session_affinity != n.session_affinity
-        || o.session_affinity_config != n.session_affinity_config
-        || o.load_balancer_ip != n.load_balancer_ip
-        || or_empty(&o.external_ips) != or_empty(&n.external_ips)
-        || old.metadata.annotations.clone().unwrap_or_default()
-            != new.metadata.annotations.clone().unwrap_or_default()
-        || old.metadata.uid != new.metadata.uid
-        || o.external_traffic_policy != n.external_traffic_policy
-        || o.health_check_node_port != n.health_check_node_port
-        || o.ip_families.as_ref().unwrap_or(&empty).len() != n.ip_families.as_ref().unwrap_or(&empty).len()
+    UpdateKey::of(old, o) != UpdateKey::of(new, n)
 }
 
 /// What the service controller remembers of each Service it has seen, for [`needs_update`] and
@@ -117,37 +176,12 @@ impl SeenService {
     }
 }
 
-/// A hash of what [`needs_update`] compares, absent lists counting as empty as they do there.
+/// A hash of what [`needs_update`] compares.
 fn update_fingerprint(svc: &Service) -> u64 {
-    use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    let spec = svc.spec.clone().unwrap_or_default();
-    let or_empty = |v: &Option<Vec<String>>| v.clone().unwrap_or_default();
-    or_empty(&spec.load_balancer_source_ranges).hash(&mut h);
-    let ports = spec.ports.unwrap_or_default();
-    ports.len().hash(&mut h);
-    for p in &ports {
-        (&p.name, &p.protocol, p.port, p.node_port, &p.app_protocol).hash(&mut h);
-        match &p.target_port {
-            None => 0u8.hash(&mut h),
-            Some(IntOrString::Int(i)) => (1u8, i).hash(&mut h),
-            Some(IntOrString::String(s)) => (2u8, s).hash(&mut h),
-        }
+    if let Some(spec) = &svc.spec {
+        UpdateKey::of(svc, spec).hash(&mut h);
     }
-    (&spec.session_affinity, &spec.load_balancer_ip).hash(&mut h);
-    // No `Hash` on the generated type: its JSON, which is equal exactly when the values are.
-    serde_json::to_string(&spec.session_affinity_config)
-        .unwrap_or_default()
-        .hash(&mut h);
-    or_empty(&spec.external_ips).hash(&mut h);
-    svc.metadata.annotations.clone().unwrap_or_default().hash(&mut h);
-    (
-        &svc.metadata.uid,
-        &spec.external_traffic_policy,
-        spec.health_check_node_port,
-    )
-        .hash(&mut h);
-    spec.ip_families.as_ref().map_or(0, Vec::len).hash(&mut h);
     h.finish()
 }
 
