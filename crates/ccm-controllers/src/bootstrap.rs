@@ -19,7 +19,7 @@
 //! # }
 //! ```
 
-use std::{fmt::Debug, future::Future, hash::Hash};
+use std::{fmt::Debug, future::Future, hash::Hash, sync::Arc};
 
 use kube::{
     Api, Client, Resource,
@@ -149,7 +149,9 @@ where
     /// Keeps the store in sync and hands every watch event to `on_event` after the store has it; never returns.
     /// Watch errors are logged and retried with backoff. After a relist, every object the new list lacks (deleted
     /// while the watch was down) is handed over as a [`watcher::Event::Delete`] before the relist's `InitDone`.
-    pub async fn run(self, on_event: impl FnMut(watcher::Event<K>)) {
+    ///
+    /// An event's object is shared, not copied: for an applied object it is the store's own `Arc`.
+    pub async fn run(self, on_event: impl FnMut(watcher::Event<Arc<K>>)) {
         match self.source {
             Source::Own(own) => reflect(own.api, own.selector.as_deref(), own.writer, on_event).await,
             Source::Shared(hub) => hub.run(on_event).await,

@@ -197,7 +197,7 @@ pub async fn run<P: CloudProvider>(
 }
 
 /// What the Service watch does with each event: queues the Services whose load balancer has something to do.
-fn on_service_event(queue: WorkQueue<ServiceKey>) -> impl FnMut(watcher::Event<Service>) + Send {
+fn on_service_event(queue: WorkQueue<ServiceKey>) -> impl FnMut(watcher::Event<Arc<Service>>) + Send {
     let mut seen_services: HashMap<ServiceKey, SeenService> = HashMap::new();
     move |event| match event {
         watcher::Event::Apply(svc) | watcher::Event::InitApply(svc) => {
@@ -227,8 +227,8 @@ fn on_service_event(queue: WorkQueue<ServiceKey>) -> impl FnMut(watcher::Event<S
 /// where nothing of the load balancer's differs (`ServiceState::share_current`).
 fn share_current<P: CloudProvider>(
     ctx: Arc<Ctx<P>>,
-    mut on_event: impl FnMut(watcher::Event<Service>) + Send,
-) -> impl FnMut(watcher::Event<Service>) + Send {
+    mut on_event: impl FnMut(watcher::Event<Arc<Service>>) + Send,
+) -> impl FnMut(watcher::Event<Arc<Service>>) + Send {
     move |event| {
         let applied = match &event {
             watcher::Event::Apply(svc) | watcher::Event::InitApply(svc) => Some(ServiceKey::of(svc)),
@@ -245,13 +245,13 @@ fn share_current<P: CloudProvider>(
 
 /// What the Node watch does with each event: wakes the node sync when a change can move any load balancer's
 /// hosts.
-fn on_node_event<P: CloudProvider>(ctx: Arc<Ctx<P>>) -> impl FnMut(watcher::Event<Node>) + Send {
+fn on_node_event<P: CloudProvider>(ctx: Arc<Ctx<P>>) -> impl FnMut(watcher::Event<Arc<Node>>) + Send {
     let mut seen_nodes: HashMap<String, NodeSummary> = HashMap::new();
     move |event| {
         let changed = match event {
             watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
                 let summary = NodeSummary::of(&node);
-                let name = node.metadata.name.unwrap_or_default();
+                let name = node.metadata.name.clone().unwrap_or_default();
                 seen_nodes
                     .insert(name, summary.clone())
                     .is_none_or(|old| should_sync_updated_node(&old, &summary))

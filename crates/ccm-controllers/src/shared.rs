@@ -118,10 +118,13 @@ where
     task: WatchTask,
 }
 
+/// A subscriber's channel: events share the store's objects (`watch::shared`), so a subscriber costs no copy.
+type Sender<K> = mpsc::UnboundedSender<watcher::Event<Arc<K>>>;
+
 struct Subscribers<K> {
-    live: Vec<mpsc::UnboundedSender<watcher::Event<K>>>,
+    live: Vec<Sender<K>>,
     /// Arrived during a list: given the whole store when it is done.
-    waiting: Vec<mpsc::UnboundedSender<watcher::Event<K>>>,
+    waiting: Vec<Sender<K>>,
     listing: bool,
     listed: bool,
 }
@@ -152,7 +155,7 @@ where
 
     /// Hands every event to `on_event` (after the shared store has it), starting the watch if nobody has yet;
     /// returns only if the watch ends.
-    pub(crate) async fn run(self: Arc<Self>, mut on_event: impl FnMut(watcher::Event<K>)) {
+    pub(crate) async fn run(self: Arc<Self>, mut on_event: impl FnMut(watcher::Event<Arc<K>>)) {
         let (tx, mut rx) = mpsc::unbounded_channel();
         self.subscribe(tx);
         let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner).take();
@@ -170,7 +173,7 @@ where
         }
     }
 
-    fn subscribe(&self, tx: mpsc::UnboundedSender<watcher::Event<K>>) {
+    fn subscribe(&self, tx: Sender<K>) {
         let mut subs = self.subs.lock().unwrap_or_else(PoisonError::into_inner);
         if subs.listing {
             subs.waiting.push(tx);
@@ -183,16 +186,16 @@ where
     }
 
     /// The store as a list of its own; `false` if the subscriber is gone.
-    fn replay(&self, tx: &mpsc::UnboundedSender<watcher::Event<K>>) -> bool {
+    fn replay(&self, tx: &Sender<K>) -> bool {
         let mut ok = tx.send(watcher::Event::Init).is_ok();
         for obj in self.store.state() {
-            ok = ok && tx.send(watcher::Event::InitApply((*obj).clone())).is_ok();
+            ok = ok && tx.send(watcher::Event::InitApply(obj)).is_ok();
         }
         ok && tx.send(watcher::Event::InitDone).is_ok()
     }
 
     /// One event of the watch (already in the store) to every subscriber.
-    fn publish(&self, event: &watcher::Event<K>) {
+    fn publish(&self, event: &watcher::Event<Arc<K>>) {
         let mut subs = self.subs.lock().unwrap_or_else(PoisonError::into_inner);
         subs.live.retain(|tx| tx.send(event.clone()).is_ok());
         match event {
@@ -220,7 +223,7 @@ mod tests {
 
     use hyper::{Request, Response};
     use k8s_openapi::api::core::v1::{Node, Service};
-    use kube::client::Body;
+    use kube::{client::Body, runtime::reflector::ObjectRef};
     use serde_json::json;
 
     use super::*;
@@ -282,7 +285,7 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(informer.run(move |event| {
             if let watcher::Event::InitApply(node) = event {
-                let _ = tx.send(node.metadata.name.unwrap_or_default());
+                let _ = tx.send(node.metadata.name.clone().unwrap_or_default());
             }
         }));
         (store, rx)
@@ -343,9 +346,12 @@ mod tests {
         let informers = Informers::new(client);
         let hub = informers.hub::<Node>(None);
         let (_, _, mut writer) = hub.pending.lock().unwrap().take().unwrap();
+        let store = writer.as_reader();
         let mut step = |event: watcher::Event<Node>| {
             writer.apply_watcher_event(&event);
-            hub.publish(&event);
+            hub.publish(&crate::watch::shared(event, |n| {
+                store.get(&ObjectRef::from_obj(n))
+            }));
         };
         let node = |name: &str| serde_json::from_value::<Node>(node_json(name)).unwrap();
         let (early, mut early_rx) = mpsc::unbounded_channel();
@@ -357,15 +363,15 @@ mod tests {
         step(watcher::Event::InitApply(node("b")));
         step(watcher::Event::InitDone);
         step(watcher::Event::Apply(node("c")));
-        let events = |rx: &mut mpsc::UnboundedReceiver<watcher::Event<Node>>| {
+        let events = |rx: &mut mpsc::UnboundedReceiver<watcher::Event<Arc<Node>>>| {
             let mut out = Vec::new();
             while let Ok(event) = rx.try_recv() {
                 out.push(match event {
                     watcher::Event::Init => "init".to_owned(),
-                    watcher::Event::InitApply(n) => format!("list {}", n.metadata.name.unwrap()),
+                    watcher::Event::InitApply(n) => format!("list {}", n.metadata.name.clone().unwrap()),
                     watcher::Event::InitDone => "done".to_owned(),
-                    watcher::Event::Apply(n) => format!("apply {}", n.metadata.name.unwrap()),
-                    watcher::Event::Delete(n) => format!("delete {}", n.metadata.name.unwrap()),
+                    watcher::Event::Apply(n) => format!("apply {}", n.metadata.name.clone().unwrap()),
+                    watcher::Event::Delete(n) => format!("delete {}", n.metadata.name.clone().unwrap()),
                 });
             }
             out

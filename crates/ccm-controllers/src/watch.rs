@@ -9,6 +9,9 @@ use kube::{
 /// Keeps `writer`'s store in sync with the objects of `api` and hands every watch event to `on_event` after
 /// the store has it. Watch errors are logged and retried with kube-runtime's default backoff. Never returns.
 ///
+/// An event's object is the store's own `Arc` where the store holds it (an applied object), so that handing it
+/// on copies nothing: at 5,000 Nodes every subscriber's deep copy of every event was megabytes of churn.
+///
 /// A relist (the watch restarted after an expired resourceVersion, `410 Gone`, or a dropped connection) reports
 /// only the objects that exist now: one deleted while the watch was down would raise no event at all. So each
 /// relist is diffed against the store as it was before it, and every object missing from the new list is handed
@@ -17,7 +20,7 @@ pub(crate) async fn reflect<K, F>(api: Api<K>, selector: Option<&str>, writer: W
 where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-    F: FnMut(watcher::Event<K>),
+    F: FnMut(watcher::Event<Arc<K>>),
 {
     let mut config = watcher::Config::default();
     if let Some(selector) = selector {
@@ -33,10 +36,26 @@ where
                 for missed in relist.observe(&event, || reader.state()) {
                     on_event(watcher::Event::Delete(missed));
                 }
-                on_event(event);
+                on_event(shared(event, |obj| reader.get(&ObjectRef::from_obj(obj))));
             }
             Err(error) => tracing::warn!(%error, "watch failed; retrying"),
         }
+    }
+}
+
+/// `event` with its object behind an `Arc`: the one `stored` finds for an applied object (the store took its own
+/// copy of it just before), a new one otherwise (a deleted object has left the store; a relist's objects wait in
+/// the writer's buffer until `InitDone`).
+pub(crate) fn shared<K>(
+    event: watcher::Event<K>,
+    stored: impl FnOnce(&K) -> Option<Arc<K>>,
+) -> watcher::Event<Arc<K>> {
+    match event {
+        watcher::Event::Apply(obj) => watcher::Event::Apply(stored(&obj).unwrap_or_else(|| Arc::new(obj))),
+        watcher::Event::Delete(obj) => watcher::Event::Delete(Arc::new(obj)),
+        watcher::Event::InitApply(obj) => watcher::Event::InitApply(Arc::new(obj)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 
@@ -106,7 +125,7 @@ where
         &mut self,
         event: &watcher::Event<K>,
         known: impl FnOnce() -> Vec<Arc<K>>,
-    ) -> Vec<K> {
+    ) -> Vec<Arc<K>> {
         match event {
             watcher::Event::Init => {
                 self.before = Some(known());
@@ -125,7 +144,6 @@ where
                 before
                     .into_iter()
                     .filter(|obj| !listed.contains(&ObjectRef::from_obj(obj.as_ref())))
-                    .map(|obj| (*obj).clone())
                     .collect()
             }
             watcher::Event::Apply(_) | watcher::Event::Delete(_) => Vec::new(),
@@ -145,7 +163,7 @@ mod tests {
         n
     }
 
-    fn names(nodes: &[Node]) -> Vec<&str> {
+    fn names(nodes: &[Arc<Node>]) -> Vec<&str> {
         nodes
             .iter()
             .map(|n| n.metadata.name.as_deref().unwrap_or_default())
@@ -297,5 +315,29 @@ mod tests {
                 .is_empty()
         );
         assert!(relist.observe(&watcher::Event::InitDone, Vec::new).is_empty());
+    }
+
+    #[test]
+    fn an_applied_object_is_handed_on_as_the_stores_own_copy() {
+        let stored = Arc::new(node("a"));
+        let from_store = |_: &Node| Some(stored.clone());
+        let watcher::Event::Apply(applied) = shared(watcher::Event::Apply(node("a")), from_store) else {
+            panic!("an Apply stays an Apply");
+        };
+        assert!(Arc::ptr_eq(&applied, &stored), "the store's Arc, not a copy");
+        // Not in the store (deleted, or a relist's object still in the writer's buffer): its own Arc.
+        let watcher::Event::Delete(deleted) = shared(watcher::Event::Delete(node("b")), from_store) else {
+            panic!("a Delete stays a Delete");
+        };
+        assert_eq!(deleted.metadata.name.as_deref(), Some("b"));
+        let watcher::Event::InitApply(listed) = shared(watcher::Event::InitApply(node("c")), from_store)
+        else {
+            panic!("an InitApply stays an InitApply");
+        };
+        assert_eq!(listed.metadata.name.as_deref(), Some("c"));
+        let watcher::Event::Apply(fresh) = shared(watcher::Event::Apply(node("d")), |_: &Node| None) else {
+            panic!("an Apply stays an Apply");
+        };
+        assert_eq!(fresh.metadata.name.as_deref(), Some("d"));
     }
 }

@@ -229,7 +229,7 @@ where
 
     /// Handles a watch event (deletions missed while the watch was down come as `Delete` events too): remembers
     /// the Node and queues what it needs.
-    pub(super) fn observe(&self, event: watcher::Event<Node>) {
+    pub(super) fn observe(&self, event: watcher::Event<Arc<Node>>) {
         match event {
             watcher::Event::InitApply(node) | watcher::Event::Apply(node) => self.applied(&node),
             watcher::Event::Delete(node) => {

@@ -28,6 +28,17 @@ type Fut<T> = Pin<Box<dyn Future<Output = ccm_aws_api::Result<T>> + Send>>;
 
 const NOW: i64 = 1_800_000_000;
 
+/// Hands `event` to `core` as the informer does: its object behind an `Arc`.
+fn observe(core: &Core<MockEc2, FakeLabels>, event: watcher::Event<Node>) {
+    core.observe(match event {
+        watcher::Event::Apply(n) => watcher::Event::Apply(Arc::new(n)),
+        watcher::Event::InitApply(n) => watcher::Event::InitApply(Arc::new(n)),
+        watcher::Event::Delete(n) => watcher::Event::Delete(Arc::new(n)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    });
+}
+
 fn now() -> Timestamp {
     Timestamp::from_second(NOW).unwrap()
 }
@@ -328,30 +339,37 @@ async fn only_nodes_needing_tags_are_queued() {
         FakeLabels::default(),
         true,
     );
-    core.observe(watcher::Event::Init);
-    core.observe(watcher::Event::InitApply(aws_node(1)));
-    core.observe(watcher::Event::InitApply(node(
-        "tagged",
-        Some("aws:///us-east-1a/i-7"),
-        Some(&checksum()),
-        60,
-    )));
-    core.observe(watcher::Event::InitApply(node(
-        "stale",
-        Some("aws:///us-east-1a/i-8"),
-        Some("old"),
-        60,
-    )));
-    core.observe(watcher::Event::InitApply(node(
-        "fargate",
-        Some("aws:///us-east-1a/fargate-ip-10-0-0-1"),
-        None,
-        60,
-    )));
-    core.observe(watcher::Event::InitApply(node("no-provider-id", None, None, 60)));
-    core.observe(watcher::Event::InitDone);
+    observe(&core, watcher::Event::Init);
+    observe(&core, watcher::Event::InitApply(aws_node(1)));
+    observe(
+        &core,
+        watcher::Event::InitApply(node(
+            "tagged",
+            Some("aws:///us-east-1a/i-7"),
+            Some(&checksum()),
+            60,
+        )),
+    );
+    observe(
+        &core,
+        watcher::Event::InitApply(node("stale", Some("aws:///us-east-1a/i-8"), Some("old"), 60)),
+    );
+    observe(
+        &core,
+        watcher::Event::InitApply(node(
+            "fargate",
+            Some("aws:///us-east-1a/fargate-ip-10-0-0-1"),
+            None,
+            60,
+        )),
+    );
+    observe(
+        &core,
+        watcher::Event::InitApply(node("no-provider-id", None, None, 60)),
+    );
+    observe(&core, watcher::Event::InitDone);
     // Updates of a queued node do not queue it twice.
-    core.observe(watcher::Event::Apply(aws_node(1)));
+    observe(&core, watcher::Event::Apply(aws_node(1)));
     assert_eq!(core.queue.len(), 2, "node-1 and the stale label");
 }
 
@@ -363,11 +381,11 @@ async fn tag_wave(batching: bool, nodes: usize) -> (TagCalls, FakeLabels, Arc<Co
         labels.clone(),
         batching,
     );
-    core.observe(watcher::Event::Init);
+    observe(&core, watcher::Event::Init);
     for n in 0..nodes {
-        core.observe(watcher::Event::InitApply(aws_node(n)));
+        observe(&core, watcher::Event::InitApply(aws_node(n)));
     }
-    core.observe(watcher::Event::InitDone);
+    observe(&core, watcher::Event::InitDone);
     let worker = {
         let core = core.clone();
         tokio::spawn(async move { core.work().await })
@@ -394,12 +412,15 @@ async fn with_batching_one_worker_hands_the_whole_wave_to_ec2_at_once() {
     assert_eq!(labels.len(), 50);
     assert!(labels.values().all(|v| *v == checksum()));
     // Once labelled, the watch's update is not queued again.
-    core.observe(watcher::Event::Apply(node(
-        "node-1",
-        Some("aws:///us-east-1a/i-0001"),
-        Some(&checksum()),
-        3600,
-    )));
+    observe(
+        &core,
+        watcher::Event::Apply(node(
+            "node-1",
+            Some("aws:///us-east-1a/i-0001"),
+            Some(&checksum()),
+            3600,
+        )),
+    );
     assert_eq!(core.queue.len(), 0);
 }
 
@@ -444,18 +465,14 @@ async fn a_young_node_whose_instance_is_not_found_is_retried_an_old_one_skipped(
         FakeLabels::default(),
         true,
     );
-    core.observe(watcher::Event::Apply(node(
-        "young",
-        Some("aws:///z/i-young"),
-        None,
-        60,
-    )));
-    core.observe(watcher::Event::Apply(node(
-        "old",
-        Some("aws:///z/i-old"),
-        None,
-        600,
-    )));
+    observe(
+        &core,
+        watcher::Event::Apply(node("young", Some("aws:///z/i-young"), None, 60)),
+    );
+    observe(
+        &core,
+        watcher::Event::Apply(node("old", Some("aws:///z/i-old"), None, 600)),
+    );
     run_one(&core, |m| {
         m.count("tag", "done") == 1 && m.count("tag", "skipped") == 1
     })
@@ -472,12 +489,10 @@ async fn a_malformed_instance_id_is_skipped() {
         FakeLabels::default(),
         true,
     );
-    core.observe(watcher::Event::Apply(node(
-        "kwok",
-        Some("aws:///z/i-kwok-1"),
-        None,
-        60,
-    )));
+    observe(
+        &core,
+        watcher::Event::Apply(node("kwok", Some("aws:///z/i-kwok-1"), None, 60)),
+    );
     run_one(&core, |m| m.count("tag", "skipped") == 1).await;
     assert_eq!(calls.calls.load(Ordering::SeqCst), 1, "not retried");
 }
@@ -490,7 +505,7 @@ async fn failures_are_retried_nine_times_then_dropped() {
         FakeLabels::default(),
         true,
     );
-    core.observe(watcher::Event::Apply(aws_node(1)));
+    observe(&core, watcher::Event::Apply(aws_node(1)));
     let started = tokio::time::Instant::now();
     run_one(&core, |m| m.count("tag", "dropped") == 1).await;
     assert_eq!(core.metrics.count("tag", "retried"), 9);
@@ -511,18 +526,14 @@ async fn a_label_failure_is_retried_and_a_vanished_node_is_gone() {
         FakeLabels::default(),
         true,
     );
-    core.observe(watcher::Event::Apply(node(
-        "broken",
-        Some("aws:///z/i-1"),
-        None,
-        60,
-    )));
-    core.observe(watcher::Event::Apply(node(
-        "missing",
-        Some("aws:///z/i-2"),
-        None,
-        60,
-    )));
+    observe(
+        &core,
+        watcher::Event::Apply(node("broken", Some("aws:///z/i-1"), None, 60)),
+    );
+    observe(
+        &core,
+        watcher::Event::Apply(node("missing", Some("aws:///z/i-2"), None, 60)),
+    );
     run_one(&core, |m| {
         m.count("tag", "dropped") == 1 && m.count("tag", "gone") == 1
     })
@@ -543,22 +554,28 @@ async fn deleted_nodes_are_untagged() {
         true,
     );
     for n in 1..=3 {
-        core.observe(watcher::Event::Apply(node(
-            &format!("node-{n}"),
-            Some(&format!("aws:///z/i-{n:04}")),
-            Some(&checksum()),
-            60,
-        )));
+        observe(
+            &core,
+            watcher::Event::Apply(node(
+                &format!("node-{n}"),
+                Some(&format!("aws:///z/i-{n:04}")),
+                Some(&checksum()),
+                60,
+            )),
+        );
     }
     // node-1's deletion is seen live; node-2 and node-3 vanished while the watch was down, which the informer
     // reports as deletions after its relist.
     for n in 1..=3 {
-        core.observe(watcher::Event::Delete(node(
-            &format!("node-{n}"),
-            Some(&format!("aws:///z/i-{n:04}")),
-            None,
-            60,
-        )));
+        observe(
+            &core,
+            watcher::Event::Delete(node(
+                &format!("node-{n}"),
+                Some(&format!("aws:///z/i-{n:04}")),
+                None,
+                60,
+            )),
+        );
     }
     run_one(&core, |m| {
         m.count("untag", "done") == 2 && m.count("untag", "skipped") == 1
@@ -580,7 +597,7 @@ async fn the_queue_wide_bucket_spaces_events() {
         ControllerMetrics::default(),
     );
     for n in 0..4 {
-        core.observe(watcher::Event::Apply(aws_node(n)));
+        observe(&core, watcher::Event::Apply(aws_node(n)));
     }
     assert_eq!(core.queue.len(), 2, "the burst goes at once");
     tokio::time::sleep(Duration::from_millis(101)).await;
@@ -600,7 +617,7 @@ async fn the_queue_publishes_component_base_numbers() {
         queue_metrics.clone(),
     );
     for n in 0..3 {
-        core.observe(watcher::Event::Apply(aws_node(n)));
+        observe(&core, watcher::Event::Apply(aws_node(n)));
     }
     assert_eq!(queue_metrics.snapshot().queue_depth, 3);
     run_one(&core, |m| m.count("tag", "done") == 3).await;
@@ -627,14 +644,14 @@ async fn a_deleted_nodes_instance_loses_its_error_series() {
             .filter(|l| l.contains("instance_id=\"i-0001\""))
             .count()
     };
-    core.observe(watcher::Event::Apply(aws_node(1)));
+    observe(&core, watcher::Event::Apply(aws_node(1)));
     let worker = {
         let core = core.clone();
         tokio::spawn(async move { core.work().await })
     };
     until("the tag is dropped", || core.metrics.count("tag", "dropped") == 1).await;
     assert_eq!(series(), 2, "retried and dropped while the Node exists");
-    core.observe(watcher::Event::Delete(aws_node(1)));
+    observe(&core, watcher::Event::Delete(aws_node(1)));
     until("the untag is over", || {
         core.metrics.count("untag", "dropped") + core.metrics.count("untag", "done") == 1
     })
@@ -656,13 +673,11 @@ async fn an_instance_without_the_cluster_tag_is_neither_tagged_nor_untagged() {
         AllBut(vec!["i-foreign"]),
     );
     let forged = node("forged", Some("aws:///z/i-foreign"), None, 60);
-    core.observe(watcher::Event::Apply(forged));
-    core.observe(watcher::Event::Apply(node(
-        "own",
-        Some("aws:///z/i-own"),
-        None,
-        60,
-    )));
+    observe(&core, watcher::Event::Apply(forged));
+    observe(
+        &core,
+        watcher::Event::Apply(node("own", Some("aws:///z/i-own"), None, 60)),
+    );
     run_one(&core, |m| {
         m.count("tag", "done") == 1 && m.count("tag", "skipped") == 1
     })
@@ -681,8 +696,8 @@ async fn an_instance_without_the_cluster_tag_is_neither_tagged_nor_untagged() {
         AllBut(vec!["i-foreign"]),
     );
     let labelled = node("forged", Some("aws:///z/i-foreign"), Some(&checksum()), 60);
-    core.observe(watcher::Event::Apply(labelled.clone()));
-    core.observe(watcher::Event::Delete(labelled));
+    observe(&core, watcher::Event::Apply(labelled.clone()));
+    observe(&core, watcher::Event::Delete(labelled));
     run_one(&core, |m| m.count("untag", "skipped") == 1).await;
     assert_eq!(core.metrics.count("untag", "done"), 0, "nor untagged");
 }

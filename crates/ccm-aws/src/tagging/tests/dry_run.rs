@@ -49,7 +49,7 @@ async fn a_dry_run_reports_the_tags_and_label_and_writes_neither() {
     let sink = Arc::new(Reported::default());
     core.dry_run = Some(sink.clone());
     let core = Arc::new(core);
-    core.observe(watcher::Event::Apply(aws_node(1)));
+    super::observe(&core, watcher::Event::Apply(aws_node(1)));
     run_one(&core, |m| m.count("tag", "skipped") == 1).await;
     let reported = sink.0.lock().unwrap().clone();
     let changes = &reported["/api/v1/nodes/node-1"];

@@ -6,6 +6,11 @@ fn finalized(s: &mut Service) {
     s.metadata.finalizers = Some(vec![FINALIZER_LB_CLEANUP.to_owned()]);
 }
 
+/// An Apply event as the informer hands it on: its Service behind an `Arc`.
+fn applied(s: Service) -> watcher::Event<Arc<Service>> {
+    watcher::Event::Apply(Arc::new(s))
+}
+
 /// The keys queued since the last call, each taken and done.
 async fn taken(queue: &WorkQueue<ServiceKey>) -> usize {
     if queue.is_empty() {
@@ -20,20 +25,20 @@ async fn taken(queue: &WorkQueue<ServiceKey>) -> usize {
 async fn a_service_is_queued_when_seen_first_and_when_its_load_balancer_must_change() {
     let queue = WorkQueue::default();
     let mut on_event = on_service_event(queue.clone());
-    on_event(watcher::Event::Apply(lb_service()));
+    on_event(applied(lb_service()));
     assert_eq!(taken(&queue).await, 1, "seen first, wants a load balancer");
 
-    on_event(watcher::Event::Apply(with(|s| {
+    on_event(applied(with(|s| {
         s.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into());
     })));
     assert_eq!(taken(&queue).await, 0, "labels do not touch the load balancer");
 
-    on_event(watcher::Event::Apply(with(|s| {
+    on_event(applied(with(|s| {
         spec(s).ports.as_mut().unwrap()[0].node_port = Some(30099);
     })));
     assert_eq!(taken(&queue).await, 1, "a new node port does");
 
-    on_event(watcher::Event::Apply(with(|s| {
+    on_event(applied(with(|s| {
         spec(s).ports.as_mut().unwrap()[0].node_port = Some(30099);
         finalized(s);
     })));
@@ -44,23 +49,21 @@ async fn a_service_is_queued_when_seen_first_and_when_its_load_balancer_must_cha
         finalized(s);
         s.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
     };
-    on_event(watcher::Event::Apply(with(deleting)));
+    on_event(applied(with(deleting)));
     assert_eq!(taken(&queue).await, 1, "its cleanup starts");
-    on_event(watcher::Event::Apply(with(|s| {
+    on_event(applied(with(|s| {
         deleting(s);
         s.metadata.labels = Some([("c".to_owned(), "d".to_owned())].into());
     })));
     let why = "queued once for its cleanup, not for an update that changes nothing of it";
     assert_eq!(taken(&queue).await, 0, "{why}");
 
-    on_event(watcher::Event::Apply(with(|s| {
-        spec(s).type_ = Some("ClusterIP".into())
-    })));
+    on_event(applied(with(|s| spec(s).type_ = Some("ClusterIP".into()))));
     assert_eq!(taken(&queue).await, 1, "no longer of type LoadBalancer");
 
     let mut plain = ServiceBuilder::new("ns", "plain").uid("uid-9").build();
     plain.spec.as_mut().unwrap().type_ = Some("ClusterIP".into());
-    on_event(watcher::Event::Apply(plain));
+    on_event(applied(plain));
     assert_eq!(
         taken(&queue).await,
         0,
