@@ -77,7 +77,21 @@ pub fn template(values: &[&Path]) -> Result<(Vec<Value>, String), String> {
 /// `helm template` of the chart with exactly these values files (in order), without the image [`template`]
 /// passes: the objects, NOTES.txt's text, or the renderer's error message.
 pub fn template_exactly(values: &[&Path]) -> Result<(Vec<Value>, String), String> {
+    render(None, values)
+}
+
+/// `helm upgrade --reuse-values` of a release made by another chart: the chart rendered with `defaults` (that
+/// chart's values.yaml) in place of its own values.yaml, then these values files (the release's and the upgrade's,
+/// in order). The objects, NOTES.txt's text, or the renderer's error message.
+pub fn template_reusing(defaults: &Path, values: &[&Path]) -> Result<(Vec<Value>, String), String> {
+    render(Some(defaults), values)
+}
+
+fn render(defaults: Option<&Path>, values: &[&Path]) -> Result<(Vec<Value>, String), String> {
     let mut command = Command::new(renderer());
+    if let Some(defaults) = defaults {
+        command.arg("-defaults").arg(defaults);
+    }
     for file in values {
         command.arg("-f").arg(file);
     }

@@ -80,6 +80,15 @@ pub fn assert_kept(sent: &Value, got: &Value, path: &str) {
 
 /// Server-side apply with dry run: validation, defaulting and admission, nothing stored.
 pub async fn dry_run_apply(client: &kube::Client, obj: &Value) -> Value {
+    server_side_apply(client, obj, true).await
+}
+
+/// Server-side apply, stored (forced, so that reapplying the same object is idempotent).
+pub async fn apply(client: &kube::Client, obj: &Value) -> Value {
+    server_side_apply(client, obj, false).await
+}
+
+async fn server_side_apply(client: &kube::Client, obj: &Value, dry_run: bool) -> Value {
     let api_version = obj["apiVersion"].as_str().expect("apiVersion");
     let kind = obj["kind"].as_str().expect("kind");
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
@@ -98,7 +107,7 @@ pub async fn dry_run_apply(client: &kube::Client, obj: &Value) -> Value {
         Scope::Cluster => Api::all_with(client.clone(), &ar),
     };
     let mut params = PatchParams::apply("deploy-manifests-test").force();
-    params.dry_run = true;
+    params.dry_run = dry_run;
     let got = api
         .patch(name, &params, &Patch::Apply(obj))
         .await

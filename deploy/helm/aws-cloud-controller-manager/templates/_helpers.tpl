@@ -1,6 +1,40 @@
-{{/* The name of the DaemonSet, its k8s-app label and its container. */}}
+{{/*
+The values with the chart's defaults filled in where a key is absent. `helm upgrade --reuse-values` from a release
+of the Go chart renders with that chart's defaults instead of this chart's values.yaml, so every key the Go chart
+lacks (livenessProbe, leaderElection, metrics, dryRun, ...) would be missing; _defaults.tpl holds values.yaml
+verbatim (a test keeps them equal) and each template calls this first. It acts only when the values lack one
+of this chart's own maps (leaderElection, metrics, dryRun), so that a key nulled on purpose in a normal install
+(livenessProbe: null) stays deleted. Only absent keys are filled (maps recursively): a value the release set,
+false and {} included, is kept.
+*/}}
+{{- define "cloud-controller-manager.fillDefaults" -}}
+{{- if not (and (hasKey .Values "leaderElection") (hasKey .Values "metrics") (hasKey .Values "dryRun")) -}}
+{{- include "cloud-controller-manager.fill" (dict "dst" .Values "src" (include "cloud-controller-manager.defaults" . | fromYaml)) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "cloud-controller-manager.fill" -}}
+{{- $dst := .dst -}}
+{{- range $key, $value := .src -}}
+{{- if or (not (hasKey $dst $key)) (eq (index $dst $key | toString) "<nil>") -}}
+{{- $_ := set $dst $key $value -}}
+{{- else if and (kindIs "map" $value) (kindIs "map" (index $dst $key)) -}}
+{{- include "cloud-controller-manager.fill" (dict "dst" (index $dst $key) "src" $value) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The name of the DaemonSet, its k8s-app label and its container, and the prefix of the chart's other objects:
+fullnameOverride, else nameOverride (the Go chart's key), else the chart's name.
+*/}}
 {{- define "cloud-controller-manager.name" -}}
-{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- .Values.fullnameOverride | default .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The dry-run Deployment's name, its k8s-app label and its container. */}}
+{{- define "cloud-controller-manager.dryRunName" -}}
+{{- printf "%s-dry-run" (include "cloud-controller-manager.name" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{/* The ConfigMap holding the cloud config (when .Values.cloudConfig is set). */}}
@@ -54,7 +88,7 @@ saying how to build one.
 {{/* Fails on values that contradict each other (the schema checks each value alone). */}}
 {{- define "cloud-controller-manager.validate" -}}
 {{- if .Values.cloudConfig -}}
-{{- range .Values.args -}}
+{{- range (include "cloud-controller-manager.args" . | fromYamlArray) -}}
 {{- if hasPrefix "--cloud-config" . -}}
 {{- fail (printf "cloudConfig is set, so the chart passes --cloud-config itself: remove %q from args" .) -}}
 {{- end -}}
@@ -62,5 +96,17 @@ saying how to build one.
 {{- end -}}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled: the ServiceMonitor selects that Service" -}}
+{{- end -}}
+{{- if and .Values.metrics.service.enabled (eq (include "cloud-controller-manager.securePort" .) "0") -}}
+{{- fail "metrics.service.enabled needs the secure port: args has --secure-port=0, which serves nothing" -}}
+{{- end -}}
+{{- $host := include "cloud-controller-manager.probeHost" . -}}
+{{- if and .Values.metrics.service.enabled (or (hasPrefix "127." $host) (eq $host "::1" "localhost")) -}}
+{{- fail (printf "metrics.service.enabled needs the secure port on the node's address, but args has --bind-address=%s (loopback): remove it, or disable the metrics Service" $host) -}}
+{{- end -}}
+{{- if .Values.dryRun.enabled -}}
+{{- if eq (toString .Values.dryRun.securePort) (include "cloud-controller-manager.securePort" .) -}}
+{{- fail (printf "dryRun.securePort %v is the controller's own --secure-port: the dry run shares its nodes' network, pick another port" .Values.dryRun.securePort) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}

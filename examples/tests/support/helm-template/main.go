@@ -1,9 +1,10 @@
 // helm-template renders a Helm chart the way `helm template` does, for the tests of deploy/helm (no Helm
 // binary can be installed here): the chart's values.yaml deep-merged with each -f file (maps merge, everything
 // else is replaced, null deletes a key), Go text/template with the Sprig functions and Helm's own (toYaml,
-// fromYaml, toJson, include, tpl, required), .Values, .Release, .Chart and .Capabilities, missing keys
+// fromYaml, fromYamlArray, toJson, include, tpl, required), .Values, .Release, .Chart and .Capabilities, missing keys
 // rendered empty. It prints each non-empty template as "---\n# Source: <chart>/templates/<file>\n<text>";
-// NOTES.txt is rendered last under the same header. It builds offline from Debian's packages
+// NOTES.txt is rendered last under the same header. `-defaults FILE` renders with FILE in place of the chart's
+// values.yaml, as `helm upgrade --reuse-values` renders with the previous release's chart defaults. It builds offline from Debian's packages
 // (golang-github-masterminds-sprig-dev, golang-github-ghodss-yaml-dev) in GOPATH mode.
 package main
 
@@ -72,8 +73,19 @@ func fromYAML(s string) map[string]interface{} {
 	return m
 }
 
-func run(chart string, valueFiles []string, name, namespace string) error {
-	values, err := readYAML(filepath.Join(chart, "values.yaml"))
+func fromYAMLArray(s string) []interface{} {
+	a := []interface{}{}
+	if err := yaml.Unmarshal([]byte(s), &a); err != nil {
+		a = []interface{}{err.Error()}
+	}
+	return a
+}
+
+func run(chart, defaults string, valueFiles []string, name, namespace string) error {
+	if defaults == "" {
+		defaults = filepath.Join(chart, "values.yaml")
+	}
+	values, err := readYAML(defaults)
 	if err != nil {
 		return err
 	}
@@ -101,6 +113,7 @@ func run(chart string, valueFiles []string, name, namespace string) error {
 	delete(funcs, "expandenv")
 	funcs["toYaml"] = toYAML
 	funcs["fromYaml"] = fromYAML
+	funcs["fromYamlArray"] = fromYAMLArray
 	funcs["required"] = func(msg string, v interface{}) (interface{}, error) {
 		if v == nil || v == "" {
 			return nil, errors.New(msg)
@@ -167,12 +180,13 @@ func main() {
 	flag.Var(&valueFiles, "f", "a values file (repeatable)")
 	name := flag.String("name", "aws-cloud-controller-manager", "release name")
 	namespace := flag.String("namespace", "kube-system", "release namespace")
+	defaults := flag.String("defaults", "", "values in place of the chart's values.yaml (as --reuse-values)")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: helm-template [-f values.yaml]... CHART_DIR")
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), valueFiles, *name, *namespace); err != nil {
+	if err := run(flag.Arg(0), *defaults, valueFiles, *name, *namespace); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)
 	}
