@@ -33,6 +33,7 @@ fn readme_deploy_steps_name_existing_artefacts() {
         "deploy/helm/aws-cloud-controller-manager",
         "deploy/kustomize/base",
         "deploy/kustomize/overlays/superset-role",
+        "deploy/kustomize/overlays/dry-run",
         "scripts/images.sh",
         "docs/tagging-requirements.md",
     ] {

@@ -251,6 +251,8 @@ async fn e2e_the_charts_controller_and_dry_run_run_side_by_side() {
     assert!(!holder.is_empty(), "{}", controller.log_text());
     assert_nothing_forbidden(&controller);
     assert_nothing_forbidden(&dry_run);
+    drop((controller, dry_run));
+    world.cleanup().await;
 }
 
 #[tokio::test]
@@ -301,13 +303,39 @@ async fn e2e_the_kustomize_dry_run_overlay_runs_as_the_bases_account() {
     for probe in ["readinessProbe", "livenessProbe"] {
         dry_run.until_ok(&probe_url(container(dry), probe)).await;
     }
+    let reader_token = token(&admin, &reader).await;
     assert_report_readable(
         u16::try_from(port).unwrap(),
-        &token(&admin, &reader).await,
+        &reader_token,
         &token(&admin, &stranger).await,
     )
     .await;
-    // Give the controllers a moment to read: none of their reads is forbidden to the manager's account.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The controllers read as the base's account: an uninitialized Node shows up as the cloud-node controller's
+    // pending write, and none of their reads was forbidden.
+    let node = world.launch(1).await.remove(0).id;
+    world.register_node(&node, None).await;
+    let url = format!("https://127.0.0.1:{port}/dry-run");
+    let path = format!("/api/v1/nodes/{node}");
+    let mut pending = false;
+    for _ in 0..300 {
+        let (_, body) = get(&url, Some(&reader_token)).await.unwrap();
+        let report: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        pending = report["writes"].as_array().is_some_and(|w| {
+            w.iter().any(|w| {
+                w["controller"] == "cloud-node" && w["path"].as_str().is_some_and(|p| p.starts_with(&path))
+            })
+        });
+        if pending {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        pending,
+        "the Node never showed up in the report\n{}",
+        dry_run.log_text()
+    );
     assert_nothing_forbidden(&dry_run);
+    drop(dry_run);
+    world.cleanup().await;
 }
