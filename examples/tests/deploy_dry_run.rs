@@ -98,6 +98,17 @@ fn assert_beside(dry: &Value, daemonset: &Value, port: u64) {
     }
 }
 
+/// The dry run's account may check its readers' tokens (the built-in system:auth-delegator), which a Go-era
+/// account may not.
+fn assert_auth_delegator(binding: &Value, dry: &Value) {
+    assert_eq!(binding["roleRef"]["name"], "system:auth-delegator");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": dry["spec"]["template"]["spec"]["serviceAccountName"],
+                "namespace": dry["metadata"]["namespace"]}])
+    );
+}
+
 fn assert_reader(role: &Value) {
     assert_eq!(
         role["rules"],
@@ -148,6 +159,14 @@ async fn the_charts_dry_run_is_a_deployment_beside_the_daemonset() {
             "ClusterRole",
             Some("aws-cloud-controller-manager-dry-run-reader"),
         ));
+        assert_auth_delegator(
+            object(
+                &objects,
+                "ClusterRoleBinding",
+                Some("aws-cloud-controller-manager-dry-run:auth-delegator"),
+            ),
+            dry,
+        );
         for needle in [
             "kubectl -n kube-system port-forward deploy/aws-cloud-controller-manager-dry-run",
             &format!("https://127.0.0.1:{port}/dry-run"),
@@ -193,15 +212,24 @@ async fn the_kustomize_dry_run_overlay_is_the_base_pod_with_dry_run() {
         let got = dry_run_apply(&client, obj).await;
         assert_kept(obj, &got, &format!("{} {}", obj["kind"], obj["metadata"]["name"]));
     }
-    let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    let dry = find(&objects, "Deployment", "aws-cloud-controller-manager-dry-run");
+    let mut kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    kinds.sort_unstable();
     assert_eq!(
-        kinds.len(),
-        2,
-        "a Deployment and its reader role only (the base is not re-applied): {kinds:?}"
+        kinds,
+        ["ClusterRole", "ClusterRoleBinding", "Deployment"],
+        "the Deployment, its reader role and its auth-delegator binding only (the base is not re-applied)"
+    );
+    assert_auth_delegator(
+        find(
+            &objects,
+            "ClusterRoleBinding",
+            "aws-cloud-controller-manager-dry-run:auth-delegator",
+        ),
+        dry,
     );
     let base = kustomize("base");
     let ds = find(&base, "DaemonSet", "aws-cloud-controller-manager");
-    let dry = find(&objects, "Deployment", "aws-cloud-controller-manager-dry-run");
     assert_beside(dry, ds, 10268);
     assert_eq!(
         dry["spec"]["template"]["spec"]["containers"][0]["image"],

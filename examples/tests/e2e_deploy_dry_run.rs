@@ -6,8 +6,10 @@
 //! `--bind-address=127.0.0.1`, so its rendered liveness probe must follow both; the dry run gets its own port.
 //! Each process answers its rendered probes there, both run as the chart's ServiceAccount with nothing
 //! forbidden, and `/dry-run` answers a token bound by `dryRun.readers` to the rendered reader ClusterRole and
-//! refuses one that is not. Then the kustomize overlay `deploy/kustomize/overlays/dry-run`, as the base's
-//! ServiceAccount with the base's RBAC, read with a binding made by the command the overlay documents.
+//! refuses one that is not. Then the kustomize overlay `deploy/kustomize/overlays/dry-run` beside a Go-era
+//! account (the Go chart's rules without TokenReview and SubjectAccessReview, as the Go kustomize base grants):
+//! the overlay's own auth-delegator binding lets it check its readers, it reads a new Node with that account's
+//! rights, and the report answers a token bound by the command the overlay documents.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
@@ -256,17 +258,49 @@ async fn e2e_the_charts_controller_and_dry_run_run_side_by_side() {
 }
 
 #[tokio::test]
-async fn e2e_the_kustomize_dry_run_overlay_runs_as_the_bases_account() {
+async fn e2e_the_kustomize_dry_run_overlay_runs_beside_a_go_era_account() {
     let admin = TestEnv::get().kube_client().await.unwrap();
     let world = World::new("").await;
-    // The base's RBAC and ServiceAccount, as the running controller's installation made them.
-    for obj in manifests::kustomize("base")
+    // The running controller's account as the Go kustomize base and older Go charts make it: the Go chart's rules
+    // without tokenreviews and subjectaccessreviews (a fresh account, so that no other test's binding helps).
+    let account = unique_name("e2e-go-account");
+    service_account(&admin, &account).await;
+    let go = manifests::yaml_file(&manifests::repo().join("examples/tests/support/go-chart-values.yaml"));
+    let rules: Vec<&Value> = go["clusterRoleRules"]
+        .as_array()
+        .unwrap()
         .iter()
-        .filter(|o| o["kind"] != "DaemonSet")
-    {
-        manifests::apply(&admin, obj).await;
+        .filter(|r| {
+            !r["apiGroups"].to_string().contains("authentication.k8s.io")
+                && !r["apiGroups"].to_string().contains("authorization.k8s.io")
+        })
+        .collect();
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                      "metadata": {"name": account}, "rules": rules});
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                         "metadata": {"name": account},
+                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
+                         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "kube-system"}]});
+    manifests::apply(&admin, &role).await;
+    manifests::apply(&admin, &binding).await;
+    // The overlay as rendered, its account (the Deployment's and the auth-delegator binding's) renamed to that one.
+    let mut overlay = manifests::kustomize("overlays/dry-run");
+    for obj in &mut overlay {
+        if obj["kind"] == "Deployment" {
+            assert_eq!(
+                obj["spec"]["template"]["spec"]["serviceAccountName"],
+                "cloud-controller-manager"
+            );
+            obj["spec"]["template"]["spec"]["serviceAccountName"] = json!(account);
+        } else if obj["kind"] == "ClusterRoleBinding" {
+            assert_eq!(
+                obj["subjects"][0]["name"], "cloud-controller-manager",
+                "the dry run's account"
+            );
+            obj["subjects"][0]["name"] = json!(account);
+            obj["metadata"]["name"] = json!(format!("{account}:auth-delegator"));
+        }
     }
-    let overlay = manifests::kustomize("overlays/dry-run");
     for obj in overlay.iter().filter(|o| o["kind"] != "Deployment") {
         manifests::apply(&admin, obj).await;
     }
@@ -298,7 +332,7 @@ async fn e2e_the_kustomize_dry_run_overlay_runs_as_the_bases_account() {
         std::net::TcpListener::bind(("0.0.0.0", u16::try_from(port).unwrap())).is_ok(),
         "port {port}, the overlay's, is taken on this machine: stop what holds it"
     );
-    let kubeconfig = kubeconfig_of(&admin, &world, account).await;
+    let kubeconfig = kubeconfig_of(&admin, &world, &account).await;
     let mut dry_run = Process::start(&world, "overlay-dry-run", &args(container(dry)), &kubeconfig);
     for probe in ["readinessProbe", "livenessProbe"] {
         dry_run.until_ok(&probe_url(container(dry), probe)).await;
@@ -310,7 +344,7 @@ async fn e2e_the_kustomize_dry_run_overlay_runs_as_the_bases_account() {
         &token(&admin, &stranger).await,
     )
     .await;
-    // The controllers read as the base's account: an uninitialized Node shows up as the cloud-node controller's
+    // The controllers read with the Go-era account's rights: an uninitialized Node shows up as the cloud-node controller's
     // pending write, and none of their reads was forbidden.
     let node = world.launch(1).await.remove(0).id;
     world.register_node(&node, None).await;
