@@ -227,11 +227,13 @@ async fn reuse_values_from_a_go_release_passes_the_schema_and_renders() {
         assert_eq!(ds["spec"]["template"]["spec"]["hostNetwork"], true);
         let role = object(&objects, "Role", Some("cloud-controller-manager:leader-election"));
         assert_eq!(role["metadata"]["namespace"], "kube-system");
-        // The Go chart's own values are kept.
+        // The Go chart's own values are kept; its empty maps get our keys, as Helm merges a values file.
+        let pod = &ds["spec"]["template"]["spec"];
+        assert_eq!(pod["nodeSelector"]["node-role.kubernetes.io/control-plane"], "");
+        assert_eq!(pod["dnsPolicy"], "Default");
         assert_eq!(
-            ds["spec"]["template"]["spec"]["securityContext"],
-            json!({}),
-            "the Go chart's podSecurityContext"
+            pod["securityContext"]["runAsUser"], 65532,
+            "the Go chart's podSecurityContext: {{}}, merged"
         );
         if upgrade.is_none() {
             assert!(

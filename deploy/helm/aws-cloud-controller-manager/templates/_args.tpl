@@ -125,7 +125,9 @@ is typically root's alone (0600), which uid 65532 cannot read.
 {{- $file := include "cloud-controller-manager.flag" (dict "args" (include "cloud-controller-manager.args" . | fromYamlArray) "name" "cloud-config") -}}
 {{- $pod := $v.podSecurityContext | default dict -}}
 {{- $container := $v.securityContext | default dict -}}
-{{- $uid := $container.runAsUser | default $pod.runAsUser | default 65532 | toString -}}
+{{- $uid := "65532" -}}
+{{- if hasKey $pod "runAsUser" }}{{ $uid = toString $pod.runAsUser }}{{ end -}}
+{{- if hasKey $container "runAsUser" }}{{ $uid = toString $container.runAsUser }}{{ end -}}
 {{- if and $file (ne $uid "0") (not $pod.supplementalGroups) -}}
 {{- range $mount := $v.extraVolumeMounts -}}
 {{- if or (eq $file $mount.mountPath) (hasPrefix (printf "%s/" (trimSuffix "/" $mount.mountPath)) $file) -}}

@@ -4,8 +4,8 @@ of the Go chart renders with that chart's defaults instead of this chart's value
 lacks (livenessProbe, leaderElection, metrics, dryRun, ...) would be missing; _defaults.tpl holds values.yaml
 verbatim (a test keeps them equal) and each template calls this first. It acts only when the values lack one
 of this chart's own maps (leaderElection, metrics, dryRun), so that a key nulled on purpose in a normal install
-(livenessProbe: null) stays deleted. Only absent keys are filled (maps recursively): a value the release set,
-false and {} included, is kept.
+(livenessProbe: null) stays deleted. Only absent keys are filled, maps recursively as Helm merges a values file
+onto the defaults: a value the release set is kept (false included), a map gets the keys it lacks.
 */}}
 {{- define "cloud-controller-manager.fillDefaults" -}}
 {{- if not (and (hasKey .Values "leaderElection") (hasKey .Values "metrics") (hasKey .Values "dryRun")) -}}
@@ -88,8 +88,8 @@ saying how to build one.
 {{/* Fails on values that contradict each other (the schema checks each value alone). */}}
 {{- define "cloud-controller-manager.validate" -}}
 {{- if .Values.cloudConfig -}}
-{{- range (include "cloud-controller-manager.args" . | fromYamlArray) -}}
-{{- if hasPrefix "--cloud-config" . -}}
+{{- range (concat .Values.args (keys (.Values.extraArgs | default dict))) -}}
+{{- if hasPrefix "--cloud-config" (printf "--%s" (trimPrefix "--" .)) -}}
 {{- fail (printf "cloudConfig is set, so the chart passes --cloud-config itself: remove %q from args" .) -}}
 {{- end -}}
 {{- end -}}
