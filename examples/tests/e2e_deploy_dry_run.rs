@@ -105,13 +105,27 @@ async fn get(url: &str, token: Option<&str>) -> Option<(u16, String)> {
     Some((status, response.text().await.unwrap_or_default()))
 }
 
-/// The URL the kubelet probes for `probe` of `container` (host: the probe's, else the pod's, this machine).
+/// This machine's address on its default route: what a host-network pod's IP is, the kubelet's default probe host.
+fn node_ip() -> String {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    // Connecting a UDP socket sends nothing: it only picks the route and so the source address.
+    socket.connect("192.0.2.1:9").expect("a default route");
+    let ip = socket.local_addr().unwrap().ip();
+    assert!(
+        !ip.is_loopback(),
+        "{ip}: this machine has no address but loopback"
+    );
+    ip.to_string()
+}
+
+/// The URL the kubelet probes for `probe` of `container` (host: the probe's, else the pod's: with hostNetwork,
+/// the node's address, this machine's).
 fn probe_url(container: &Value, probe: &str) -> String {
     let get = &container[probe]["httpGet"];
     assert_eq!(get["scheme"], "HTTPS", "{probe}: {container:#}");
     format!(
         "https://{}:{}{}",
-        get["host"].as_str().unwrap_or("127.0.0.1"),
+        get["host"].as_str().map_or_else(node_ip, str::to_owned),
         get["port"],
         get["path"].as_str().unwrap()
     )
@@ -305,9 +319,6 @@ async fn e2e_the_kustomize_dry_run_overlay_runs_beside_a_go_era_account() {
         manifests::apply(&admin, obj).await;
     }
     let dry = manifests::find(&overlay, "Deployment", "aws-cloud-controller-manager-dry-run");
-    let account = dry["spec"]["template"]["spec"]["serviceAccountName"]
-        .as_str()
-        .unwrap();
     // The binding, made as reader-role.yaml says (under a test name).
     let reader = unique_name("e2e-overlay-reader");
     let stranger = unique_name("e2e-overlay-stranger");
