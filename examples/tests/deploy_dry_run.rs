@@ -130,6 +130,32 @@ fn assert_reader(role: &Value) {
     );
 }
 
+/// NOTES.txt says how to read the report, and dryRun.readers (set with port 10400 here) are bound.
+fn assert_notes_and_readers(objects: &[Value], notes: &str, port: u64) {
+    for needle in [
+        "kubectl -n kube-system port-forward deploy/aws-cloud-controller-manager-dry-run",
+        &format!("https://127.0.0.1:{port}/dry-run"),
+        "aws-cloud-controller-manager-dry-run-reader",
+    ] {
+        assert!(
+            notes.contains(needle),
+            "port {port}: NOTES.txt lacks {needle:?}:\n{notes}"
+        );
+    }
+    let binding = objects.iter().find(|o| {
+        o["kind"] == "ClusterRoleBinding"
+            && o["roleRef"]["name"] == "aws-cloud-controller-manager-dry-run-reader"
+    });
+    assert_eq!(
+        binding.is_some(),
+        port == 10400,
+        "a binding only for dryRun.readers"
+    );
+    if let Some(b) = binding {
+        assert_eq!(b["subjects"][0]["name"], "jane");
+    }
+}
+
 #[tokio::test]
 async fn the_charts_dry_run_is_a_deployment_beside_the_daemonset() {
     let client = TestEnv::get().kube_client().await.expect("kube client");
@@ -181,28 +207,7 @@ async fn the_charts_dry_run_is_a_deployment_beside_the_daemonset() {
             ),
             dry,
         );
-        for needle in [
-            "kubectl -n kube-system port-forward deploy/aws-cloud-controller-manager-dry-run",
-            &format!("https://127.0.0.1:{port}/dry-run"),
-            "aws-cloud-controller-manager-dry-run-reader",
-        ] {
-            assert!(
-                notes.contains(needle),
-                "{files:?}: NOTES.txt lacks {needle:?}:\n{notes}"
-            );
-        }
-        let binding = objects.iter().find(|o| {
-            o["kind"] == "ClusterRoleBinding"
-                && o["roleRef"]["name"] == "aws-cloud-controller-manager-dry-run-reader"
-        });
-        assert_eq!(
-            binding.is_some(),
-            port == 10400,
-            "a binding only for dryRun.readers"
-        );
-        if let Some(b) = binding {
-            assert_eq!(b["subjects"][0]["name"], "jane");
-        }
+        assert_notes_and_readers(&objects, &notes, port);
     }
     // Off by default; on the controller's own port it fails, saying why.
     let (objects, _) = template(&[]).unwrap();

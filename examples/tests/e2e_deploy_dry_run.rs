@@ -271,14 +271,11 @@ async fn e2e_the_charts_controller_and_dry_run_run_side_by_side() {
     world.cleanup().await;
 }
 
-#[tokio::test]
-async fn e2e_the_kustomize_dry_run_overlay_runs_beside_a_go_era_account() {
-    let admin = TestEnv::get().kube_client().await.unwrap();
-    let world = World::new("").await;
-    // The running controller's account as the Go kustomize base and older Go charts make it: the Go chart's rules
-    // without tokenreviews and subjectaccessreviews (a fresh account, so that no other test's binding helps).
+/// The running controller's account as the Go kustomize base and older Go charts make it: the Go chart's rules
+/// without tokenreviews and subjectaccessreviews (a fresh account, so that no other test's binding helps).
+async fn go_era_account(admin: &kube::Client) -> String {
     let account = unique_name("e2e-go-account");
-    service_account(&admin, &account).await;
+    service_account(admin, &account).await;
     let go = manifests::yaml_file(&manifests::repo().join("examples/tests/support/go-chart-values.yaml"));
     let rules: Vec<&Value> = go["clusterRoleRules"]
         .as_array()
@@ -295,9 +292,13 @@ async fn e2e_the_kustomize_dry_run_overlay_runs_beside_a_go_era_account() {
                          "metadata": {"name": account},
                          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
                          "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "kube-system"}]});
-    manifests::apply(&admin, &role).await;
-    manifests::apply(&admin, &binding).await;
-    // The overlay as rendered, its account (the Deployment's and the auth-delegator binding's) renamed to that one.
+    manifests::apply(admin, &role).await;
+    manifests::apply(admin, &binding).await;
+    account
+}
+
+/// The overlay as rendered, its account (the Deployment's and the auth-delegator binding's) renamed to `account`.
+fn overlay_as(account: &str) -> Vec<Value> {
     let mut overlay = manifests::kustomize("overlays/dry-run");
     for obj in &mut overlay {
         if obj["kind"] == "Deployment" {
@@ -315,6 +316,34 @@ async fn e2e_the_kustomize_dry_run_overlay_runs_beside_a_go_era_account() {
             obj["metadata"]["name"] = json!(format!("{account}:auth-delegator"));
         }
     }
+    overlay
+}
+
+/// Waits until the report on `port` holds a cloud-node write for `node` (60 s).
+async fn until_node_pending(process: &Process, port: u64, token: &str, node: &str) {
+    let url = format!("https://127.0.0.1:{port}/dry-run");
+    let path = format!("/api/v1/nodes/{node}");
+    for _ in 0..300 {
+        let (_, body) = get(&url, Some(token)).await.unwrap();
+        let report: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        if report["writes"].as_array().is_some_and(|w| {
+            w.iter().any(|w| {
+                w["controller"] == "cloud-node" && w["path"].as_str().is_some_and(|p| p.starts_with(&path))
+            })
+        }) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the Node never showed up in the report\n{}", process.log_text());
+}
+
+#[tokio::test]
+async fn e2e_the_kustomize_dry_run_overlay_runs_beside_a_go_era_account() {
+    let admin = TestEnv::get().kube_client().await.unwrap();
+    let world = World::new("").await;
+    let account = go_era_account(&admin).await;
+    let overlay = overlay_as(&account);
     for obj in overlay.iter().filter(|o| o["kind"] != "Deployment") {
         manifests::apply(&admin, obj).await;
     }
@@ -359,27 +388,7 @@ async fn e2e_the_kustomize_dry_run_overlay_runs_beside_a_go_era_account() {
     // pending write, and none of their reads was forbidden.
     let node = world.launch(1).await.remove(0).id;
     world.register_node(&node, None).await;
-    let url = format!("https://127.0.0.1:{port}/dry-run");
-    let path = format!("/api/v1/nodes/{node}");
-    let mut pending = false;
-    for _ in 0..300 {
-        let (_, body) = get(&url, Some(&reader_token)).await.unwrap();
-        let report: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        pending = report["writes"].as_array().is_some_and(|w| {
-            w.iter().any(|w| {
-                w["controller"] == "cloud-node" && w["path"].as_str().is_some_and(|p| p.starts_with(&path))
-            })
-        });
-        if pending {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert!(
-        pending,
-        "the Node never showed up in the report\n{}",
-        dry_run.log_text()
-    );
+    until_node_pending(&dry_run, port, &reader_token, &node).await;
     assert_nothing_forbidden(&dry_run);
     drop(dry_run);
     world.cleanup().await;
