@@ -11,6 +11,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/lib.sh"
+no_arguments "$0" "$@"
+check_os
 
 if [ -x "$KUBE_APISERVER_BIN" ] && [ -x "$GO_CCM_BIN" ]; then
   log "kube-apiserver and the Go cloud controller manager already built in $KUBE_BIN_DIR"

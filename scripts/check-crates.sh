@@ -7,6 +7,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here/.."
 . "$here/lib.sh"
+no_arguments "$0" "$@"
 
 # The builds before this fetched only this platform's crates; cargo-deny's metadata and the consumer check resolve
 # the graph for every platform (windows-sys and the like), so fetch all of Cargo.lock once (nothing when it is all

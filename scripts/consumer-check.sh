@@ -9,6 +9,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 . "$here/lib.sh"
+no_arguments "$0" "$@"
 
 # Every crate a controller may depend on (the publishable ones); ccm-testing, examples and benches are internal.
 libs=(

@@ -16,6 +16,14 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here/../fuzz"
+. "$here/lib.sh"
+# Options before any work: --help prints this header, anything else starting with a dash is refused.
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help) script_help "$here/fuzz-smoke.sh"; exit 0 ;;
+        -*) die "fuzz-smoke: unknown option $arg (it takes target names; --help prints the usage)" ;;
+    esac
+done
 
 seconds="${FUZZ_SECONDS:-20}"
 if [ -n "${FUZZ_WORK:-}" ]; then
@@ -24,7 +32,6 @@ else
     work="$(mktemp -d)"
     trap 'rm -rf "$work"' EXIT
 fi
-. "$here/lib.sh"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR_FUZZ:-$CCM_CACHE_DIR/target-fuzz}"
 # .ci/run lints the workspace through the stable clippy-driver; it cannot drive the nightly compiler.
 unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
@@ -38,10 +45,16 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     exit 1
 fi
 
+mapfile -t known < <(cargo +nightly fuzz list)
 if [ "$#" -gt 0 ]; then
     targets=("$@")
+    # A misspelt target fails here, before the build.
+    for target in "${targets[@]}"; do
+        printf '%s\n' "${known[@]}" | grep -qx -- "$target" \
+            || die "fuzz-smoke: no fuzz target $target (the targets: ${known[*]})"
+    done
 else
-    mapfile -t targets < <(cargo +nightly fuzz list)
+    targets=("${known[@]}")
 fi
 
 cargo +nightly fuzz build -O

@@ -21,6 +21,39 @@ GO_CCM_BIN="$KUBE_BIN_DIR/aws-cloud-controller-manager-go"
 log() { printf '[testenv %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { printf '[testenv %s] ERROR: %s\n' "$(date +%T)" "$*" >&2; exit 1; }
 
+# The comment block at the top of script $1 (after the shebang, up to the first line that is not a comment), as
+# its usage: every script documents its arguments there, and prints it on --help.
+script_help() {
+  sed -n '2,/^[^#]/{/^#/{s/^# \{0,1\}//;p}}' "$1"
+}
+
+# A script that takes no arguments: --help prints its usage, anything else is refused before any work.
+no_arguments() {
+  local script="$1"; shift
+  case "${1:-}" in
+    "") ;;
+    -h | --help) script_help "$script"; exit 0 ;;
+    *) die "$(basename "$script"): unknown argument $1 (it takes none; --help prints its usage)" ;;
+  esac
+}
+
+# The machines these scripts install onto: Debian 12 (bookworm). setup.sh installs etcd, Go and kubectl with
+# apt-get from Debian's archive, and build-kubernetes.sh builds kube-apiserver and the Go controller from
+# bookworm's `kubernetes` source package (1.20.2), which no other release carries. Checked before any work, so
+# that another system fails at once with this message rather than midway through an install. CCM_OS_RELEASE
+# names another os-release file (tests); CCM_SKIP_OS_CHECK=1 tries anyway (for a derivative that carries
+# bookworm's packages).
+check_os() {
+  [ "${CCM_SKIP_OS_CHECK:-}" = 1 ] && return 0
+  local file="${CCM_OS_RELEASE:-/etc/os-release}" id version name
+  [ -r "$file" ] || die "cannot read $file to check the system: these scripts support Debian 12 (bookworm) only (CCM_SKIP_OS_CHECK=1 tries anyway)"
+  id=$(. "$file" && echo "${ID:-}")
+  version=$(. "$file" && echo "${VERSION_ID:-}")
+  name=$(. "$file" && echo "${PRETTY_NAME:-${ID:-an unnamed system} ${VERSION_ID:-}}")
+  [ "$id" = debian ] && [ "$version" = 12 ] \
+    || die "this machine runs $name; these scripts support Debian 12 (bookworm) only: they install with apt-get from its archive and build Kubernetes 1.20.2 from its kubernetes source package (CCM_SKIP_OS_CHECK=1 tries anyway)"
+}
+
 # Runs apt-get as root, through sudo when needed.
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

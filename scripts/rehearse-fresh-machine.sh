@@ -24,12 +24,14 @@ while [ "$#" -gt 0 ]; do
   case "$1" in
     --write) write=1 ;;
     --keep) keep=1 ;;
-    --only) only="${2:-}"; shift ;;
-    *) die "rehearse: unknown argument $1 (accepted: --write, --keep, --only sandbox|test)" ;;
+    --only) [ "$#" -ge 2 ] || die "rehearse: --only takes sandbox or test"; only="$2"; shift ;;
+    -h | --help) script_help "$0"; exit 0 ;;
+    *) die "rehearse: unknown argument $1 (accepted: --write, --keep, --only sandbox|test; --help prints the usage)" ;;
   esac
   shift
 done
 case "$only" in ""|sandbox|test) ;; *) die "rehearse: --only takes sandbox or test, not ${only}" ;; esac
+check_os
 [ -z "$(git -C "$repo" status --porcelain)" ] || log "rehearse: uncommitted changes are not rehearsed (a clone of HEAD is)"
 commit="$(git -C "$repo" rev-parse --short HEAD)"
 scratch="${REHEARSAL_DIR:-$(mktemp -d /var/tmp/ccm-fresh.XXXXXX)}"

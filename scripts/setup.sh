@@ -8,16 +8,21 @@
 #
 #   scripts/setup.sh                  # what scripts/test.sh needs
 #   scripts/setup.sh --environment    # what scripts/sandbox.sh needs
+#
+# Debian 12 (bookworm) only: it installs with apt-get from its archive and builds from its source packages.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/lib.sh"
-mkdir -p "$CCM_CACHE_DIR"
 tools=1
 case "${1:-}" in
   "") ;;
   --environment) tools=0 ;;
-  *) die "setup.sh: unknown argument ${1} (accepted: --environment, or none)" ;;
+  -h | --help) script_help "$0"; exit 0 ;;
+  *) die "setup.sh: unknown argument ${1} (accepted: --environment, or none; --help prints the usage)" ;;
 esac
+[ $# -le 1 ] || die "setup.sh: one argument at most (got $*)"
+check_os
+mkdir -p "$CCM_CACHE_DIR"
 
 missing=()
 command -v curl >/dev/null 2>&1 || missing+=(curl)

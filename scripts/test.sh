@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite, from nothing: installs and starts the real test environment (moto, etcd,
 # kube-apiserver), then runs every test of the workspace against it, integration and end-to-end tests included.
-# Integration tests fail (never skip) when the environment is missing, so a green run means they ran.
+# Integration tests fail (never skip) when the environment is missing, so a green run means they ran. Takes no
+# arguments (--help prints this); Debian 12 (bookworm) only: the set-up installs from its archive.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here/.."
 . "$here/lib.sh"
+no_arguments "$0" "$@"
+check_os
 
 # The set-up (the first time: apt, moto, kube-apiserver's Go build, the test tools) runs beside the build of every
 # test; the test groups below then find everything built.

@@ -161,5 +161,7 @@ case "${1:-}" in
     code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$CCM_TEST_MINISTACK_ENDPOINT/_ministack/reset")
     [ "$code" = 200 ] || die "ministack reset at $CCM_TEST_MINISTACK_ENDPOINT answered HTTP $code"
     ;;
-  *) die "usage: testenv.sh up | down DIR | reset-aws DIR" ;;
+  -h | --help) script_help "$0" ;;
+  "") die "usage: testenv.sh up | down DIR | reset-aws DIR (--help prints more)" ;;
+  *) die "testenv.sh: unknown command $1 (accepted: up, down DIR, reset-aws DIR; --help prints more)" ;;
 esac
