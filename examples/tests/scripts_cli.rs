@@ -19,11 +19,12 @@ const STUBS: [&str; 12] = [
 ];
 
 /// Every script that takes arguments or none, and the exit status of a refused argument.
-const SCRIPTS: [&str; 9] = [
+const SCRIPTS: [&str; 10] = [
     "sandbox.sh",
     "test.sh",
     "setup.sh",
     "testenv.sh",
+    "images.sh",
     "build-kubernetes.sh",
     "check-crates.sh",
     "consumer-check.sh",
@@ -204,6 +205,7 @@ fn another_system_is_refused_naming_the_supported_one() {
         ("test.sh", &[][..]),
         ("setup.sh", &["--environment"][..]),
         ("build-kubernetes.sh", &[][..]),
+        ("images.sh", &["build"][..]),
     ] {
         let (out, took) = world.run(script, args, &[("CCM_OS_RELEASE", &release)]);
         assert!(took < FAST, "{script} was still running after {took:?}");
