@@ -1,5 +1,6 @@
 //! The HTTPS server on `--secure-port`: `/healthz`, `/healthz/<check>` and `/metrics`, with the certificate from
-//! `--tls-cert-file`/`--tls-private-key-file`, from `--cert-dir`, or self-signed in memory (as upstream).
+//! `--tls-cert-file`/`--tls-private-key-file`, from `--cert-dir`, or self-signed in memory (as upstream); a
+//! certificate from files is re-read when they change on disk.
 
 use std::{
     net::SocketAddr,
@@ -14,17 +15,17 @@ use hyper::{
     header::CONTENT_TYPE,
 };
 use prometheus_client::registry::Registry;
-use rustls::{
-    ServerConfig,
-    pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
-};
+use rustls::ServerConfig;
 use tokio::net::TcpListener;
 
 use crate::{Error, auth::Denied};
 
 mod accept;
+mod certs;
 mod limits;
 mod metrics;
+#[cfg(test)]
+mod rotation_tests;
 #[cfg(test)]
 mod tests;
 pub(crate) use accept::start;
@@ -126,11 +127,22 @@ pub(crate) struct TlsSource<'a> {
     pub(crate) bind: std::net::IpAddr,
 }
 
-/// Builds the rustls configuration (aws-lc-rs only).
+/// Builds the rustls configuration (aws-lc-rs only). A certificate from files (`--tls-cert-file` or
+/// `--cert-dir`) is re-read when they change on disk (see [`certs`]); the in-memory self-signed one is fixed.
 pub(crate) fn tls_config(src: &TlsSource<'_>) -> Result<ServerConfig, Error> {
+    tls_config_checking(src, certs::CHECK_EVERY)
+}
+
+/// [`tls_config`], looking at the certificate files at most once per `every`.
+fn tls_config_checking(src: &TlsSource<'_>, every: std::time::Duration) -> Result<ServerConfig, Error> {
     let tls_err = |what: String| Error::Serving(what);
-    let (certs, key) = if !src.cert_file.is_empty() {
-        load_pem(Path::new(src.cert_file), Path::new(src.key_file))?
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let resolver = if !src.cert_file.is_empty() {
+        let files = certs::Files {
+            cert: src.cert_file.into(),
+            key: src.key_file.into(),
+        };
+        certs::Reloading::from_files(files, provider.clone(), every)?
     } else if !src.cert_dir.is_empty() {
         let dir = Path::new(src.cert_dir);
         let (crt, key) = (
@@ -150,45 +162,23 @@ pub(crate) fn tls_config(src: &TlsSource<'_>) -> Result<ServerConfig, Error> {
                 })?;
             tracing::info!(dir = %dir.display(), "generated a self-signed certificate");
         }
-        load_pem(&crt, &key)?
+        certs::Reloading::from_files(certs::Files { cert: crt, key }, provider.clone(), every)?
     } else {
         let (cert_pem, key_pem) = self_signed(src.bind)?;
-        let certs = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| tls_err(format!("self-signed certificate: {e}")))?;
-        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
-            .map_err(|e| tls_err(format!("self-signed key: {e}")))?;
-        (certs, key)
+        certs::Reloading::fixed(&cert_pem, &key_pem, provider.clone())?
     };
     let versions: &[&rustls::SupportedProtocolVersion] = if src.min_version == "VersionTLS13" {
         &[&rustls::version::TLS13]
     } else {
         &[&rustls::version::TLS13, &rustls::version::TLS12]
     };
-    let mut config =
-        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
-            .with_protocol_versions(versions)
-            .map_err(|e| tls_err(format!("TLS versions: {e}")))?
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .map_err(|e| tls_err(format!("the certificate and key do not form a usable pair: {e}")))?;
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .map_err(|e| tls_err(format!("TLS versions: {e}")))?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(resolver));
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
-}
-
-fn load_pem(
-    cert: &Path,
-    key: &Path,
-) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), Error> {
-    let certs = CertificateDer::pem_file_iter(cert)
-        .and_then(|i| i.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| Error::Serving(format!("cannot read certificates from {}: {e}", cert.display())))?;
-    if certs.is_empty() {
-        return Err(Error::Serving(format!("no certificate in {}", cert.display())));
-    }
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| Error::Serving(format!("cannot read a private key from {}: {e}", key.display())))?;
-    Ok((certs, key))
 }
 
 /// A self-signed certificate for `localhost`, `127.0.0.1`, `::1` (and the bind address when it is specific), as

@@ -81,6 +81,11 @@ impl Drop for Server {
 
 impl Server {
     pub(super) fn start() -> Self {
+        Self::start_with(server_tls())
+    }
+
+    /// A server with the TLS configuration `tls`.
+    pub(super) fn start_with(tls: rustls::ServerConfig) -> Self {
         let stop = CancellationToken::new();
         let (tx, rx) = std::sync::mpsc::channel();
         let token = stop.clone();
@@ -93,7 +98,7 @@ impl Server {
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 tx.send(listener.local_addr().unwrap()).unwrap();
-                let front = start(listener, server_tls(), state(), token.clone()).unwrap();
+                let front = start(listener, tls, state(), token.clone()).unwrap();
                 // Peers' connections run on this runtime until the server stops.
                 token.cancelled().await;
                 drop(front);
@@ -138,7 +143,7 @@ pub(super) async fn connect_from(from: IpAddr, addr: SocketAddr) -> Option<TcpSt
     socket.connect(addr).await.ok()
 }
 
-fn tls_connector() -> tokio_rustls::TlsConnector {
+pub(super) fn tls_connector() -> tokio_rustls::TlsConnector {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
