@@ -184,7 +184,7 @@ assemble() {
   local ca=/etc/ssl/certs/ca-certificates.crt name arch
   [ -f "$ca" ] || fail "$ca is missing (Debian's ca-certificates): the images need it for TLS to AWS"
   for name in "${IMAGES[@]}"; do
-    local conf entrypoint user list="localhost/images-$name-list:$$" out
+    local conf entrypoint user list="localhost/images-$name-list:$$" out images=()
     conf=$(dockerfile_config "$repo/deploy/docker/$name.Dockerfile")
     entrypoint=$(sed -n 's/^entrypoint=//p' <<<"$conf")
     user=$(sed -n 's/^user=//p' <<<"$conf")
@@ -200,12 +200,14 @@ assemble() {
       buildah commit --quiet --rm "$ctr" "$image" >/dev/null || fail "buildah commit of $name ($arch) failed"
       out=$(buildah manifest add "$list" "containers-storage:$image" 2>&1) \
         || fail "buildah manifest add of $name ($arch) failed: $out"
-      buildah rmi "$image" >/dev/null 2>&1 || true
+      images+=("$image")
     done
     rm -f "$OUT/$name.oci.tar"
     out=$(buildah manifest push --quiet --all "$list" "oci-archive:$OUT/$name.oci.tar:latest" 2>&1) \
       || fail "buildah manifest push of $name failed: $out"
+    # The list and the per-architecture images were only the way to the archive.
     buildah manifest rm "$list" >/dev/null 2>&1 || true
+    buildah rmi "${images[@]}" >/dev/null 2>&1 || true
     say "$OUT/$name.oci.tar: $(du -h "$OUT/$name.oci.tar" | cut -f1), ${ARCHS}, entrypoint $entrypoint, user $user"
   done
 }
