@@ -128,8 +128,9 @@ need_tools() {
 need_target() {
   local arch="$1" gnu deb target
   gnu=$(gnu_arch "$arch") deb="$arch" target="$(gnu_arch "$arch")-unknown-linux-gnu"
-  rustup target list --installed 2>/dev/null | grep -qx "$target" \
-    || rustup target add "$target" >/dev/null || fail "rustup target add $target failed"
+  # In the repository, so that rustup acts on the toolchain rust-toolchain.toml pins.
+  (cd "$repo" && { rustup target list --installed 2>/dev/null | grep -qx "$target" \
+    || rustup target add "$target" >/dev/null; }) || fail "rustup target add $target failed"
   LINKER_ENV=()
   [ "$arch" != "$(host_arch)" ] || return 0
   local gcc="$gnu-linux-gnu-gcc"
