@@ -8,12 +8,15 @@
 use std::{
     path::{Path, PathBuf},
     process::{Command, Output, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
+
+use tokio::time::Instant;
 
 /// Long enough for bash to parse arguments on a loaded machine, far too short for any install or build.
 const FAST: Duration = Duration::from_secs(10);
 
+/// The package managers and build tools a script must not call before it has read its arguments.
 const STUBS: [&str; 12] = [
     "apt-get", "apt", "pip", "pip3", "python3", "go", "cargo", "rustup", "sudo", "buildah", "curl", "git",
 ];
