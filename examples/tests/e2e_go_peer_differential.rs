@@ -1,6 +1,7 @@
 //! End to end, the real Go controller (Kubernetes 1.20.2's cloud controller manager, `ccm_testing::GoCcm`) against
-//! ours on the same table of Services (`go_peer::cases`: every Service annotation the Go provider reads, each on
-//! its own Service, both flavours). The Go controller serves them all and is stopped; its resources are read.
+//! ours on the same table of Services (`go_peer::cases`: every Service annotation 1.20.2's in-tree AWS provider
+//! reads, each on its own Service, both flavours). The Go controller serves them all and is stopped; its
+//! resources are read.
 //! Ours takes them over: nothing recreated (names, ARNs, DNS names, creation times kept), only security group
 //! rules and tags written, and the resources then differ from the Go controller's exactly by the known
 //! differences below; ours deletes them all. Then ours serves the same table from nothing: its resources, names
@@ -12,7 +13,7 @@
 mod common;
 mod go_peer;
 
-use std::time::Duration;
+use std::{collections::BTreeSet, time::Duration};
 
 use ccm_testing::{FaultProxy, GoCloudConfig, TestEnv, services::ingress_hostname};
 use common::{Ccm, World};
@@ -110,6 +111,7 @@ async fn e2e_go_and_ours_make_the_same_resources_for_every_annotation() {
             .await,
         given_group: common::lb::security_group(world, &ccm_testing::unique_name("given"), None).await,
         extra_group: common::lb::security_group(world, &ccm_testing::unique_name("extra"), None).await,
+        eip_allocations: vec![allocate_address(world).await],
     };
     let table = cases::all(&inputs);
     assert!(table.len() >= 20, "at least 20 Services");
@@ -117,11 +119,23 @@ async fn e2e_go_and_ours_make_the_same_resources_for_every_annotation() {
     let baseline = aws.snapshot(vpc).await;
     let config = start.go_config();
 
-    let (go_facts, go_names, go_calls) = go_serves(world, &config, services, &table, &start.launched).await;
+    let (go_facts, go_names, go_calls, go_eips) =
+        go_serves(world, &config, services, &table, &start.launched).await;
     let mut ours = Ours::start(world, &config).await;
     ours.takes_over(services, &table, &go_facts, &go_names).await;
     ours.deletes(services, &table, &baseline).await;
     let (ours_facts, ours_names, ours_calls) = ours.serves(services, &table).await;
+    // moto records no Elastic IP on an NLB: what each controller asked for is read from its requests.
+    let wanted: BTreeSet<String> = inputs.eip_allocations.iter().cloned().collect();
+    assert_eq!(
+        go_eips, wanted,
+        "the Go controller's NLB asked for the eip-allocations"
+    );
+    assert_eq!(
+        requested_allocations(&ours.proxy),
+        wanted,
+        "ours' NLB asked for the eip-allocations"
+    );
     ours.deletes(services, &table, &baseline).await;
     assert!(ours.ccm.terminate().await.success());
     println!("AWS calls to serve the table from nothing: Go {go_calls}, ours {ours_calls}");
@@ -132,7 +146,36 @@ async fn e2e_go_and_ours_make_the_same_resources_for_every_annotation() {
     println!("Go -> ours, normalised:\n{}", show(&differences));
     let known: Vec<Known> = KNOWN_TAKEOVER.iter().chain(KNOWN_FROM_NOTHING).copied().collect();
     assert_known(&differences, &known, "made from nothing");
+    for id in &inputs.eip_allocations {
+        let _ = world.raw.release_address().allocation_id(id).send().await;
+    }
     world.cleanup().await;
+}
+
+/// A new Elastic IP allocation in the VPC domain.
+async fn allocate_address(world: &World) -> String {
+    let out = world
+        .raw
+        .allocate_address()
+        .domain(aws_sdk_ec2::types::DomainType::Vpc)
+        .send()
+        .await
+        .unwrap();
+    out.allocation_id().unwrap().to_owned()
+}
+
+/// The Elastic IP allocations `CreateLoadBalancer` requests named (`SubnetMappings.member.N.AllocationId`).
+fn requested_allocations(proxy: &FaultProxy) -> BTreeSet<String> {
+    proxy
+        .bodies("CreateLoadBalancer")
+        .iter()
+        .flat_map(|body| body.split('&').map(str::to_owned).collect::<Vec<_>>())
+        .filter_map(|pair| {
+            let (key, value) = pair.split_once('=')?;
+            (key.starts_with("SubnetMappings.member.") && key.ends_with(".AllocationId"))
+                .then(|| value.to_owned())
+        })
+        .collect()
 }
 
 /// `differences` are exactly the known ones: each explained, each entry needed.
@@ -155,14 +198,14 @@ fn assert_known(
 }
 
 /// The Go controller initialises the Nodes, serves the table and is stopped: (its facts, what it made by case,
-/// its AWS calls).
+/// its AWS calls, the Elastic IP allocations its requests named).
 async fn go_serves(
     world: &World,
     config: &GoCloudConfig,
     services: &Api<Service>,
     table: &[Case],
     launched: &[ccm_testing::ec2::Launched],
-) -> (Snapshot, Run, u64) {
+) -> (Snapshot, Run, u64, BTreeSet<String>) {
     let lease = format!("go-diff-{}", world.cluster_id);
     let (mut go, proxy) = go_peer::cluster::go_initialises(world, config, &lease, launched).await;
     let run = create(services, table).await;
@@ -173,7 +216,8 @@ async fn go_serves(
     let mut facts = Aws::connect().await.snapshot(&world.network.vpc).await;
     facts.extend(served);
     go.terminate().await.unwrap();
-    (facts, run, proxy.requests_by_action().values().sum())
+    let calls = proxy.requests_by_action().values().sum();
+    (facts, run, calls, requested_allocations(&proxy))
 }
 
 /// Ours, behind its own proxy, with the Go controller's cloud config file.

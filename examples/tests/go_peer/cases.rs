@@ -10,11 +10,13 @@ use serde_json::json;
 /// The label the `target-node-labels` cases select (two of the three Nodes carry it).
 pub const TARGET_LABEL: (&str, &str) = ("diff-role", "lb");
 
-/// What some cases name and the test makes first: an ACM certificate and two bystander security groups.
+/// What some cases name and the test makes first: an ACM certificate, two bystander security groups and an Elastic
+/// IP allocation for each public subnet (the NLB's, in subnet ID order).
 pub struct Inputs {
     pub certificate: String,
     pub given_group: String,
     pub extra_group: String,
+    pub eip_allocations: Vec<String>,
 }
 
 /// One Service of the table.
@@ -97,6 +99,9 @@ pub fn all(inputs: &Inputs) -> Vec<Case> {
         Case::new("clb-ssl", false, &[80, 443])
             .with("ssl-cert", cert())
             .with("ssl-ports", "443"),
+        Case::new("clb-ssl-policy", false, &[443])
+            .with("ssl-cert", cert())
+            .with("ssl-negotiation-policy", "ELBSecurityPolicy-TLS-1-2-2017-01"),
         Case::new("clb-https-backend", false, &[443])
             .with("ssl-cert", cert())
             .with("backend-protocol", "https"),
@@ -131,6 +136,10 @@ pub fn all(inputs: &Inputs) -> Vec<Case> {
         Case::new("nlb-tls", true, &[80, 443])
             .with("ssl-cert", cert())
             .with("ssl-ports", "443"),
+        Case::new("nlb-ssl-policy", true, &[443])
+            .with("ssl-cert", cert())
+            .with("ssl-negotiation-policy", "ELBSecurityPolicy-TLS-1-2-2017-01"),
+        Case::new("nlb-eip", true, &[80]).with("eip-allocations", inputs.eip_allocations.join(",")),
         Case::new("nlb-cross-zone", true, &[80]).with("cross-zone-load-balancing-enabled", "true"),
         Case::new("nlb-internal", true, &[80]).with("internal", "true"),
         Case::new("nlb-tags", true, &[80]).with("additional-resource-tags", "team=diff,tier=web"),
