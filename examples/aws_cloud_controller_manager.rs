@@ -4,37 +4,12 @@
 
 use std::{process::ExitCode, sync::Arc};
 
-use ccm_aws::tagging::{TaggingArgs, TaggingConfig, TaggingController, TaggingMetrics};
+use ccm_aws::tagging::{TaggingConfig, TaggingController, TaggingMetrics};
 use ccm_aws::{AwsCloud, CloudConfig};
 use ccm_aws_sdk::{AdapterOptions, RateLimits};
-use ccm_controller_manager::{Options, Runtime};
+use ccm_controller_manager::Runtime;
+use ccm_examples::cli::aws_ccm::Cli;
 use clap::Parser;
-
-#[derive(Parser)]
-#[command(
-    name = "aws-cloud-controller-manager",
-    about = "The Kubernetes cloud controller manager for AWS"
-)]
-struct Cli {
-    #[command(flatten)]
-    manager: Options,
-    /// Print version information and quit: true prints `aws-cloud-controller-manager v<version>`, raw the details.
-    #[allow(dead_code)] // answered by `version_request` before clap parses the arguments
-    #[arg(long = "version", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "true|false|raw")]
-    version: Option<String>,
-    #[command(flatten)]
-    tagging: TaggingArgs,
-    /// Replace a load balancer when a Service asks for what only a new one can have (a scheme change; on an NLB
-    /// also pinned subnets removed, EIPs, private addresses, security groups on one made without), for every
-    /// Service, as the annotation service.beta.kubernetes.io/aws-load-balancer-allow-recreation: "true" does
-    /// for one. Without it such a load balancer is kept as it is, with a LoadBalancerRecreationRequired Warning.
-    #[arg(long)]
-    allow_load_balancer_recreation: bool,
-    /// No client-side AWS rate limit (by default half of AWS's documented buckets). Hidden: only for the scale
-    /// harness's memory run, which creates 1,000 load balancers in minutes, not the 83 the default allows.
-    #[arg(long, hide = true)]
-    aws_client_rate_limits_off: bool,
-}
 
 const TAGGING: &str = "tagging";
 
@@ -115,20 +90,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
-
-    #[test]
-    fn the_runtime_and_tagging_flags_fit_in_one_command() {
-        super::Cli::command().debug_assert();
-    }
+    use ccm_examples::cli::aws_ccm::Cli;
+    use clap::Parser;
 
     #[test]
     fn the_measurement_flag_parses_and_stays_out_of_the_help() {
-        use clap::Parser;
-        let help = super::Cli::command().render_long_help().to_string();
+        use clap::CommandFactory;
+        let help = Cli::command().render_long_help().to_string();
         assert!(!help.contains("aws-client-rate-limits-off"), "{help}");
-        let cli =
-            super::Cli::try_parse_from(["aws-cloud-controller-manager", "--aws-client-rate-limits-off"]);
+        let cli = Cli::try_parse_from(["aws-cloud-controller-manager", "--aws-client-rate-limits-off"]);
         assert!(cli.is_ok_and(|c| c.aws_client_rate_limits_off));
         // The flags that imitated the Go controller are gone with it measured for real.
         for gone in [
@@ -136,7 +106,7 @@ mod tests {
             "--aws-instance-listing-off",
             "--node-lookup-batch-size=1",
         ] {
-            let cli = super::Cli::try_parse_from(["aws-cloud-controller-manager", gone]);
+            let cli = Cli::try_parse_from(["aws-cloud-controller-manager", gone]);
             assert!(cli.is_err(), "{gone}");
         }
     }

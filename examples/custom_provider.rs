@@ -12,21 +12,12 @@ use ccm_cloud_provider::{
     Result, Unsupported,
 };
 use ccm_controller_manager::{Options, Runtime};
+use ccm_examples::cli::CustomProviderCli as Cli;
 use clap::Parser;
 use k8s_openapi::api::core::v1::Node;
 
 /// The name of this provider (`--cloud-provider=in-memory`), the scheme of its provider IDs.
 const NAME: &str = "in-memory";
-
-#[derive(Parser)]
-#[command(
-    name = "custom-provider",
-    about = "A cloud controller manager for an in-memory cloud"
-)]
-struct Cli {
-    #[command(flatten)]
-    manager: Options,
-}
 
 /// One machine of the in-memory cloud.
 struct Machine {

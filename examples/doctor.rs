@@ -5,56 +5,27 @@
 //! ```text
 //! doctor --cloud-config /etc/kubernetes/cloud.conf --kubeconfig ~/.kube/config [--json] [--delete]
 //!        [--allow-empty-cluster]
+//! doctor --cloud-config-configmap kube-system/aws-cloud-controller-manager-cloud-config
 //! ```
 //! Exit status: 0 when nothing is found (or `--delete` removed everything), 1 when something is found or left,
-//! 2 on error. See docs/operations.md.
+//! 2 on error. See docs/doctor.md and docs/operations.md.
 
 use std::{process::ExitCode, time::SystemTime};
 
+use anyhow::Context as _;
 use ccm_aws::{
-    AwsCloud, CloudConfig,
+    AwsCloud,
     doctor::{self, EmptyCluster, Ports, Scope, Snapshot},
 };
 use ccm_aws_api::RouteTableId;
 use ccm_aws_sdk::AdapterOptions;
+use ccm_examples::{
+    cli::doctor::Cli,
+    tools::{self, Cluster},
+};
 use clap::Parser;
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::{Api, api::ListParams};
-
-#[derive(Parser)]
-#[command(
-    name = "doctor",
-    version,
-    about = "List AWS resources the cluster owns but no Kubernetes object owns any more"
-)]
-struct Cli {
-    /// The cloud config, as given to the CCM (region, VPC, cluster ID, endpoint overrides).
-    #[arg(long)]
-    cloud_config: String,
-    /// A kubeconfig for the cluster (else in-cluster or $KUBECONFIG).
-    #[arg(long)]
-    kubeconfig: Option<String>,
-    /// The cluster ID, instead of the cloud config's KubernetesClusterID.
-    #[arg(long)]
-    cluster_id: Option<String>,
-    /// Check only the Nodes with these labels (`key=value,...`) for stuck initialization.
-    #[arg(long, value_parser = parse_labels, default_value = "")]
-    node_selector: Labels,
-    /// Check only this namespace's Services for failing load balancers.
-    #[arg(long)]
-    namespace: Option<String>,
-    /// Remove the leaked resources that a fresh listing still finds leaked.
-    #[arg(long)]
-    delete: bool,
-    /// With --delete: go on when no Node names an EC2 instance, or when no Service is the one any owned load
-    /// balancer names (its kubernetes.io/service-name tag or its name): what another cluster's kubeconfig looks
-    /// like. Only when the cluster really has no Node on EC2, or no LoadBalancer Service left.
-    #[arg(long, requires = "delete")]
-    allow_empty_cluster: bool,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
-}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -64,7 +35,8 @@ async fn main() -> ExitCode {
         .with_ansi(false)
         .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
         .init();
-    match run(Cli::parse()).await {
+    let args = ccm_controller_manager::normalize_flag_names(std::env::args_os());
+    match run(Cli::parse_from(args)).await {
         Ok(true) => ExitCode::from(1),
         Ok(false) => ExitCode::SUCCESS,
         Err(e) => {
@@ -76,12 +48,25 @@ async fn main() -> ExitCode {
 
 /// Prints the report (and removes); returns whether something is found or left.
 async fn run(cli: Cli) -> anyhow::Result<bool> {
-    let mut config = CloudConfig::load(&cli.cloud_config)?;
+    anyhow::ensure!(
+        cli.delete || !cli.allow_empty_cluster,
+        "--allow-empty-cluster is a condition of --delete: give both, or neither"
+    );
+    let cluster = Cluster::new(cli.kubeconfig.clone(), cli.context.clone());
+    let mut config = tools::cloud_config(
+        "doctor",
+        cli.cloud_config.as_deref(),
+        cli.cloud_config_configmap.as_ref(),
+        &cluster,
+    )
+    .await?;
     if let Some(id) = cli.cluster_id {
         config.global.kubernetes_cluster_id = Some(id);
     }
-    let client = kube_client(cli.kubeconfig.as_deref()).await?;
-    let (cloud, adapter) = AwsCloud::connect(&config, AdapterOptions::default()).await?;
+    let client = cluster.client().await?;
+    // Without --delete the adapter refuses every AWS call that changes anything.
+    let options = AdapterOptions::default().with_read_only(!cli.delete);
+    let (cloud, adapter) = AwsCloud::connect(&config, options).await?;
     #[allow(clippy::disallowed_methods)]
     // The one place where real time enters: ages are measured against it.
     let now = SystemTime::now();
@@ -121,35 +106,15 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     Ok(outcome.has_leftovers() || report.findings.iter().any(|f| !f.deletable))
 }
 
-type Labels = Vec<(String, String)>;
-
-fn parse_labels(text: &str) -> Result<Labels, String> {
-    let pairs = text.split(',').filter(|p| !p.is_empty());
-    pairs
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-            _ => Err(format!("{p:?} is not key=value")),
-        })
-        .collect()
-}
-
-async fn kube_client(kubeconfig: Option<&str>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
-        }
-        None => kube::Config::infer().await?,
-    };
-    Ok(kube::Client::try_from(config)?)
-}
-
 /// Services, Nodes and Events of the whole cluster, listed now.
 async fn snapshot(client: &kube::Client) -> anyhow::Result<Snapshot> {
     let lp = ListParams::default();
+    let services = Api::<Service>::all(client.clone()).list(&lp).await;
+    let nodes = Api::<Node>::all(client.clone()).list(&lp).await;
+    let events = Api::<Event>::all(client.clone()).list(&lp).await;
     Ok(Snapshot {
-        services: Api::<Service>::all(client.clone()).list(&lp).await?.items,
-        nodes: Api::<Node>::all(client.clone()).list(&lp).await?.items,
-        events: Api::<Event>::all(client.clone()).list(&lp).await?.items,
+        services: services.context("listing the cluster's Services")?.items,
+        nodes: nodes.context("listing the cluster's Nodes")?.items,
+        events: events.context("listing the cluster's Events")?.items,
     })
 }

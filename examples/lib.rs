@@ -1,5 +1,7 @@
 //! Internal package holding the example binaries (the README's Layout table lists them; docs/getting-started.md
-//! shows how to run each).
+//! shows how to run each), and what they share: [`cli`], every binary's command line (so that one test checks
+//! every flag and docs/flags.md is generated from them, [`flags_doc`]), and [`tools`], what `lb-plan` and
+//! `doctor` share (the cluster's client, the cloud config from a file or the chart's ConfigMap, manifests).
 //!
 //! Its tests, in `tests/`, are the end-to-end tier: each `e2e_*.rs` runs the built binaries
 //! (`aws-cloud-controller-manager`, `ecr-credential-provider`, `doctor`, `lb-plan`, `custom-provider`, and the
@@ -18,3 +20,7 @@
         reason = "the function limit is for code, not for tests"
     )
 )]
+
+pub mod cli;
+pub mod flags_doc;
+pub mod tools;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the two images of deploy/docker without Docker, as OCI archives, and runs them (docs/testing.md).
 # As the Dockerfiles: release binaries (`release` for the CCM, `release-small` for the ECR provider) for amd64 and
-# arm64, one multi-architecture archive per image; `--quick` builds debug binaries for this machine only. The
+# arm64, one multi-architecture archive per image (the CCM's with lb-plan and doctor beside it); `--quick` builds debug binaries for this machine only. The
 # commands and options are in usage() below (`scripts/images.sh --help`).
 #
 # The Dockerfiles build the same thing with Docker BuildKit (cross-compiling from $BUILDPLATFORM); no Docker daemon
@@ -15,6 +15,8 @@ repo="$(cd "$here/.." && pwd)"
 
 OUT="${OUT:-$CCM_CACHE_DIR/images}"
 IMAGES=(aws-cloud-controller-manager ecr-credential-provider)
+# The operator's tools, beside the binary in the aws-cloud-controller-manager image (as its Dockerfile puts them).
+TOOLS=(lb-plan doctor)
 
 usage() {
   cat <<EOF
@@ -107,7 +109,7 @@ done
 [ "$COMMAND" = config ] || check_os
 
 # The profile a binary is built with, and the target directory's subdirectory it lands in.
-profile_of() { if [ "$1" = aws-cloud-controller-manager ]; then echo "$CCM_PROFILE"; else echo "$ECR_PROFILE"; fi; }
+profile_of() { if [ "$1" = ecr-credential-provider ]; then echo "$ECR_PROFILE"; else echo "$CCM_PROFILE"; fi; }
 profile_dir() { if [ "$1" = dev ]; then echo debug; else echo "$1"; fi; }
 
 # The tools, from Debian; each failure names the tool.
@@ -164,7 +166,8 @@ build() {
     machine=$([ "$arch" = amd64 ] && echo x86-64 || echo aarch64)
     objcopy=objcopy; [ "$arch" = "$(host_arch)" ] || objcopy="$gnu-linux-gnu-objcopy"
     mkdir -p "$OUT/bin/$arch"
-    for name in "${IMAGES[@]}"; do
+    # The tools ship in the CCM image, built as the CCM is.
+    for name in "${IMAGES[@]}" "${TOOLS[@]}"; do
       local profile; profile=$(profile_of "$name")
       say "building $name ($profile, $target, crt-static) in $dir"
       (cd "$repo" && env "${LINKER_ENV[@]}" CARGO_TARGET_DIR="$dir" RUSTFLAGS='-C target-feature=+crt-static' \
@@ -196,6 +199,13 @@ assemble() {
       ctr=$(buildah from --name "images-$name-$arch-$$" scratch 2>&1) \
         || fail "buildah cannot create a container from scratch here: $ctr"
       buildah copy --quiet --chmod 0755 "$ctr" "$bin" "/bin/$name" >/dev/null
+      if [ "$name" = aws-cloud-controller-manager ]; then
+        local tool
+        for tool in "${TOOLS[@]}"; do
+          [ -x "$OUT/bin/$arch/$tool" ] || fail "$OUT/bin/$arch/$tool is missing: run '$0 build' with the same options first"
+          buildah copy --quiet --chmod 0755 "$ctr" "$OUT/bin/$arch/$tool" "/bin/$tool" >/dev/null
+        done
+      fi
       buildah copy --quiet --chmod 0644 "$ctr" "$ca" /etc/ssl/certs/ca-certificates.crt >/dev/null
       buildah config --entrypoint "$entrypoint" --user "$user" --os linux --arch "$arch" "$ctr"
       buildah commit --quiet --rm "$ctr" "$image" >/dev/null || fail "buildah commit of $name ($arch) failed"

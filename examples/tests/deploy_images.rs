@@ -127,3 +127,90 @@ fn the_manifests_run_the_images_as_their_user_and_entrypoint() {
         "the chart runs the image's entrypoint"
     );
 }
+
+/// The words after each `flag` in `text` (`--bin a --bin b` -> `[a, b]`).
+fn values_of<'a>(text: &'a str, flag: &str) -> Vec<&'a str> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    words
+        .windows(2)
+        .filter(|w| w[0] == flag)
+        .map(|w| w[1].trim_end_matches(['\\', ')', ';']))
+        .collect()
+}
+
+/// The operator's tools (docs/lb-plan.md, docs/doctor.md) ship in the controller's image, from the same build,
+/// and a `tools` target writes them out named as kubectl plugins; the script's image without Docker has them too.
+#[test]
+fn the_controller_image_carries_lb_plan_and_doctor() {
+    let tools = ["lb-plan", "doctor"];
+    let manifest = std::fs::read_to_string(repo().join("examples/Cargo.toml")).unwrap();
+    let text = dockerfile("aws-cloud-controller-manager");
+    let built = values_of(&text, "--bin");
+    let installed_loop = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("&& for bin in "))
+        .expect("the loop installing the binaries");
+    for tool in tools {
+        assert!(
+            manifest.contains(&format!("name = \"{tool}\"")),
+            "{tool} is a binary of ccm-examples"
+        );
+        assert!(
+            built.contains(&tool),
+            "the image's cargo build lacks --bin {tool}: {built:?}"
+        );
+        assert!(
+            installed_loop
+                .split_whitespace()
+                .any(|w| w.trim_end_matches(';') == tool),
+            "{tool} is not installed into /out/bin: {installed_loop}"
+        );
+    }
+    // The final stage copies /out/ whole, so the tools are at /bin/<tool> beside the entrypoint.
+    assert!(last_stage(&text).contains(&"COPY --from=build /out/ /"));
+    assert!(
+        text.contains("\"/out/bin/$bin\""),
+        "the loop installs into /out/bin"
+    );
+
+    // `--target tools --output type=local,dest=out`: kubectl plugins, named as kubectl looks them up
+    // (`kubectl lb-plan` runs kubectl-lb_plan from PATH), as the docs tell operators.
+    let lines: Vec<&str> = text.lines().collect();
+    let stage = lines
+        .iter()
+        .position(|l| *l == "FROM scratch AS tools")
+        .expect("a tools stage");
+    assert_eq!(lines[stage + 1], "COPY --from=build /tools/ /");
+    for (tool, plugin, doc) in [
+        ("lb-plan", "lb-plan", "docs/lb-plan.md"),
+        ("doctor", "ccm-doctor", "docs/doctor.md"),
+    ] {
+        let file = format!("kubectl-{}", plugin.replace('-', "_"));
+        let install = format!("\"target/$target/release/{tool}\" /tools/bin/{file}");
+        assert!(text.contains(&install), "the tools stage lacks {install}");
+        let page = std::fs::read_to_string(repo().join(doc)).unwrap();
+        for needle in [
+            format!("out/bin/{file}"),
+            format!("kubectl {plugin} "),
+            format!("/bin/{tool}"),
+        ] {
+            assert!(page.contains(&needle), "{doc} lacks {needle:?}");
+        }
+    }
+
+    let script = std::fs::read_to_string(repo().join("scripts/images.sh")).unwrap();
+    assert!(
+        script.contains("TOOLS=(lb-plan doctor)"),
+        "scripts/images.sh lacks the tools"
+    );
+    // The script builds each binary on its own (per architecture), the tools in the same loop as the images.
+    assert!(
+        script.contains("for name in \"${IMAGES[@]}\" \"${TOOLS[@]}\"; do")
+            && script.contains("--bin \"$name\""),
+        "scripts/images.sh does not build the tools"
+    );
+    assert!(
+        script.contains("buildah copy --quiet --chmod 0755 \"$ctr\" \"$OUT/bin/$arch/$tool\" \"/bin/$tool\""),
+        "scripts/images.sh does not copy the tools into the controller's image"
+    );
+}

@@ -7,6 +7,9 @@
 //! refuses (exit 2, nothing removed): no Service of the apiserver is the one the cluster's only load balancer
 //! names, which is what another cluster's kubeconfig looks like. `--delete --allow-empty-cluster` removes them (a
 //! `shared` group named for the same Service survives), exit 0; then clean again.
+//!
+//! As a kubectl plugin runs it: the cloud config from the chart's ConfigMap, Go's boolean forms, and errors
+//! that name the missing file, kubeconfig or ConfigMap.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
@@ -166,4 +169,116 @@ async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
 
     let again = common::doctor(&world, &config, &[]);
     assert_eq!(again.status.code(), Some(0), "{}", common::output_text(&again));
+}
+
+#[tokio::test]
+async fn e2e_doctor_reads_the_chart_configmap_and_names_what_is_missing() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use kube::{Api, api::PostParams};
+    let env = TestEnv::get();
+    let world = World::new("").await;
+    let external = format!(
+        "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {}\n",
+        env.aws_region,
+        world.network.vpc,
+        world.network.subnet(),
+        world.cluster_id
+    );
+    let world = World {
+        extra_config: external,
+        ..world
+    };
+    let config = world.config_via("external.conf", &env.aws_endpoint);
+    let client = env.kube_client().await.unwrap();
+    let namespace = unique_name("doctor-cm");
+    let post = PostParams::default();
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({ "metadata": { "name": namespace } })).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&post, &ns)
+        .await
+        .unwrap();
+    // Any one key is taken when there is no cloud.conf.
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "ccm-cloud-config" },
+        "data": { "my.conf": std::fs::read_to_string(&config).unwrap() },
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), &namespace)
+        .create(&post, &cm)
+        .await
+        .unwrap();
+
+    let tool = |args: &[String]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_doctor"))
+            .args(args)
+            .arg(format!("--node-selector=e2e-cluster={}", world.cluster_id))
+            .arg(format!("--namespace={}", world.cluster_id))
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    };
+    let kubeconfig = format!("--kubeconfig={}", env.kubeconfig.display());
+    let configmap = format!("--cloud-config-configmap={namespace}/ccm-cloud-config");
+    let clean = tool(&[
+        configmap.clone(),
+        kubeconfig.clone(),
+        "--json=true".into(),
+        "--delete=false".into(),
+    ]);
+    assert_eq!(clean.status.code(), Some(0), "{}", common::output_text(&clean));
+    let report: serde_json::Value = serde_json::from_slice(&clean.stdout).unwrap();
+    assert_eq!(
+        report["cluster_id"],
+        world.cluster_id.as_str(),
+        "the ConfigMap's cluster ID"
+    );
+
+    let missing = world.dir.join("nope").join("cloud.conf");
+    for (args, words) in [
+        (
+            vec![
+                format!("--cloud-config={}", missing.display()),
+                kubeconfig.clone(),
+            ],
+            format!(
+                "doctor: --cloud-config={}: No such file or directory",
+                missing.display()
+            ),
+        ),
+        (
+            vec![
+                format!("--cloud-config={}", config.display()),
+                "--kubeconfig=/nonexistent/kc".into(),
+            ],
+            "doctor: reading --kubeconfig=/nonexistent/kc: ".to_owned(),
+        ),
+        (
+            vec![
+                format!("--cloud-config-configmap={namespace}/nope"),
+                kubeconfig.clone(),
+            ],
+            format!("doctor: --cloud-config-configmap={namespace}/nope: no such ConfigMap"),
+        ),
+        (
+            vec![
+                configmap.clone(),
+                kubeconfig.clone(),
+                "--allow-empty-cluster".into(),
+            ],
+            "doctor: --allow-empty-cluster is a condition of --delete".to_owned(),
+        ),
+    ] {
+        let out = tool(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&words), "{args:?}: {words:?} not in {stderr}");
+    }
+    Api::<Namespace>::all(client)
+        .delete(&namespace, &Default::default())
+        .await
+        .unwrap();
 }

@@ -1,6 +1,9 @@
 //! End to end: `lb-plan` prints the plan for a Service manifest against moto, for a control plane outside AWS
 //! (Region, VPC, SubnetID and KubernetesClusterID in the cloud config, no IMDS), for a Classic ELB and an NLB,
-//! and writes nothing.
+//! and writes nothing. Then as an operator runs it against a cluster: the Service by `NAMESPACE/NAME` (or `NAME`
+//! and `-n`), the cloud config from a ConfigMap as the Helm chart renders it, the Nodes from the apiserver, a
+//! YAML manifest; a warning when it plans without Nodes (none, or none of the cluster's); errors naming the
+//! missing file, Service or ConfigMap.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
@@ -10,7 +13,7 @@ use std::{
     process::{Command, Output},
 };
 
-use ccm_testing::TestEnv;
+use ccm_testing::{TestEnv, unique_name};
 use common::{
     World,
     lb::{Elb, lb_name, public_subnet},
@@ -19,23 +22,31 @@ use serde_json::json;
 
 /// Runs `lb-plan` for a Service manifest and a NodeList file.
 fn lb_plan(config: &Path, service: &Path, nodes: &Path) -> Output {
+    let args = [
+        format!("--cloud-config={}", config.display()),
+        format!("--service={}", service.display()),
+        format!("--nodes={}", nodes.display()),
+    ];
+    run(&args)
+}
+
+/// Runs `lb-plan` with `args`, the AWS credentials of any machine off EC2, and no kubeconfig but the arguments'.
+fn run<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lb-plan"))
-        .arg(format!("--cloud-config={}", config.display()))
-        .arg(format!("--service={}", service.display()))
-        .arg(format!("--nodes={}", nodes.display()))
+        .args(args)
         .env("AWS_ACCESS_KEY_ID", "testing")
         .env("AWS_SECRET_ACCESS_KEY", "testing")
         .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env_remove("KUBECONFIG")
         .output()
         .unwrap()
 }
 
-#[tokio::test]
-async fn e2e_lb_plan_prints_the_creation_and_changes_nothing() {
+/// The world's cloud config for a control plane outside AWS.
+async fn external_world() -> (World, std::path::PathBuf) {
     let env = TestEnv::get();
     let world = World::new("").await;
     public_subnet(&world).await;
-    let launched = world.launch(1).await;
     let external = format!(
         "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {}\n",
         env.aws_region,
@@ -43,11 +54,19 @@ async fn e2e_lb_plan_prints_the_creation_and_changes_nothing() {
         world.network.subnet(),
         world.cluster_id
     );
-    let external_world = World {
+    let world = World {
         extra_config: external,
         ..world
     };
-    let config = external_world.config_via("external.conf", &env.aws_endpoint);
+    let config = world.config_via("external.conf", &env.aws_endpoint);
+    (world, config)
+}
+
+#[tokio::test]
+async fn e2e_lb_plan_prints_the_creation_and_changes_nothing() {
+    let env = TestEnv::get();
+    let (external_world, config) = external_world().await;
+    let launched = external_world.launch(1).await;
     let uid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
     let service = json!({
         "apiVersion": "v1", "kind": "Service",
@@ -120,4 +139,185 @@ async fn e2e_lb_plan_prints_the_creation_and_changes_nothing() {
         nlb.describe(&nlb_name).await.is_none(),
         "a dry run creates no NLB"
     );
+}
+
+#[tokio::test]
+async fn e2e_lb_plan_reads_the_service_nodes_and_cloud_config_from_the_cluster() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Service};
+    use kube::{Api, api::PostParams};
+    let env = TestEnv::get();
+    let (world, config) = external_world().await;
+    let launched = world.launch(1).await;
+    let client = env.kube_client().await.unwrap();
+    let namespace = unique_name("lbplan");
+    let post = PostParams::default();
+    let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": namespace } })).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&post, &ns)
+        .await
+        .unwrap();
+    // The cloud config as the Helm chart renders it: the ConfigMap <name>-cloud-config, key cloud.conf.
+    let text = std::fs::read_to_string(&config).unwrap();
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "ccm-cloud-config" }, "data": { "cloud.conf": text },
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), &namespace)
+        .create(&post, &cm)
+        .await
+        .unwrap();
+    // NodePort, so that no controller of another test ever acts on it; the apiserver gives it its node port.
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": { "name": "web" },
+        "spec": { "type": "NodePort", "ports": [{ "port": 80, "protocol": "TCP" }] },
+    }))
+    .unwrap();
+    let svc = Api::<Service>::namespaced(client.clone(), &namespace)
+        .create(&post, &svc)
+        .await
+        .unwrap();
+    let uid = svc.metadata.uid.clone().unwrap();
+    let node_port = svc.spec.as_ref().unwrap().ports.as_ref().unwrap()[0]
+        .node_port
+        .unwrap();
+    let node: Node = serde_json::from_value(json!({
+        "metadata": { "name": launched[0].id, "labels": { "e2e-cluster": world.cluster_id } },
+        "spec": { "providerID": format!("aws:///us-east-1a/{}", launched[0].id) },
+    }))
+    .unwrap();
+    world.nodes.create(&post, &node).await.unwrap();
+
+    let kubeconfig = format!("--kubeconfig={}", env.kubeconfig.display());
+    let configmap = format!("--cloud-config-configmap={namespace}/ccm-cloud-config");
+    let by_name = format!("{namespace}/web");
+    for args in [
+        vec![by_name.as_str(), configmap.as_str(), kubeconfig.as_str()],
+        vec![
+            "web",
+            "-n",
+            namespace.as_str(),
+            configmap.as_str(),
+            kubeconfig.as_str(),
+            "--json=false",
+        ],
+    ] {
+        let out = run(&args);
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{args:?}: {stdout}\n{stderr}");
+        assert!(
+            stdout.starts_with(&format!(
+                "Service {namespace}/web -> Classic ELB {}",
+                lb_name(&uid)
+            )),
+            "{args:?}: {stdout}"
+        );
+        for expected in [&launched[0].id, &format!("TCP:{node_port}")] {
+            assert!(stdout.contains(expected.as_str()), "{expected} not in:\n{stdout}");
+        }
+        assert!(
+            stderr.contains("is of type NodePort, not LoadBalancer"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("no Nodes"), "{stderr}");
+    }
+
+    // A YAML manifest and a NodeList without Nodes: planned, with the warning that nothing is a target.
+    let dir = &world.dir;
+    let yaml = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: edge\n  namespace: {namespace}\n  uid: {uid}\n\
+         spec:\n  type: LoadBalancer\n  ports:\n  - port: 443\n    protocol: TCP\n    nodePort: 30443\n"
+    );
+    std::fs::write(dir.join("edge.yaml"), yaml).unwrap();
+    std::fs::write(
+        dir.join("none.yaml"),
+        "apiVersion: v1\nkind: NodeList\nitems: []\n",
+    )
+    .unwrap();
+    let empty = run(&[
+        format!("-f={}", dir.join("edge.yaml").display()),
+        format!("--nodes={}", dir.join("none.yaml").display()),
+        format!("--cloud-config={}", config.display()),
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&empty.stdout),
+        String::from_utf8_lossy(&empty.stderr),
+    );
+    assert!(empty.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.starts_with(&format!("Service {namespace}/edge -> Classic ELB")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("TCP:30443"), "{stdout}");
+    assert!(stderr.contains("warning: no Nodes in the NodeList"), "{stderr}");
+    // Nodes, none of them the cluster's (an instance without its tag): the same warning's other form.
+    let untagged = world.network.launch(1, &[]).await.unwrap().remove(0);
+    let foreign = json!({ "kind": "List", "items": [{ "metadata": { "name": "elsewhere" },
+        "spec": { "providerID": format!("aws:///us-east-1a/{}", untagged.id) } }] });
+    std::fs::write(dir.join("foreign.json"), foreign.to_string()).unwrap();
+    let out = run(&[
+        format!("--filename={}", dir.join("edge.yaml").display()),
+        format!("--nodes={}", dir.join("foreign.json").display()),
+        format!("--cloud-config={}", config.display()),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "none of the 1 Nodes of the NodeList {} is an instance of cluster {}",
+            dir.join("foreign.json").display(),
+            world.cluster_id
+        )),
+        "{stderr}"
+    );
+
+    // Errors name what was missing: the file's path, the Service, the ConfigMap.
+    let missing = dir.join("nope").join("web.yaml");
+    let gone = format!("{namespace}/gone");
+    let no_cm = format!("--cloud-config-configmap={namespace}/nope");
+    for (args, words) in [
+        (
+            vec![
+                format!("-f={}", missing.display()),
+                format!("--cloud-config={}", config.display()),
+            ],
+            format!(
+                "lb-plan: reading {}: No such file or directory",
+                missing.display()
+            ),
+        ),
+        (
+            vec![gone.clone(), configmap.clone(), kubeconfig.clone()],
+            format!("lb-plan: Service {gone} not found"),
+        ),
+        (
+            vec![by_name.clone(), no_cm.clone(), kubeconfig.clone()],
+            format!("lb-plan: {no_cm}: no such ConfigMap"),
+        ),
+        (
+            vec![
+                by_name.clone(),
+                format!("--cloud-config={}", config.display()),
+                "--kubeconfig=/nonexistent/kc".into(),
+            ],
+            "lb-plan: reading --kubeconfig=/nonexistent/kc: ".to_owned(),
+        ),
+    ] {
+        let out = run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(&words), "{args:?}: {words:?} not in {stderr}");
+    }
+
+    world
+        .nodes
+        .delete(&launched[0].id, &Default::default())
+        .await
+        .unwrap();
+    Api::<Namespace>::all(client)
+        .delete(&namespace, &Default::default())
+        .await
+        .unwrap();
 }

@@ -49,7 +49,7 @@ mod upstream_metrics;
 pub use dry_run::{DryRunLog, PendingWrite, Refused};
 pub use duration::parse_go_duration;
 pub use error::Error;
-pub use go_flags::{normalize_flag_names, version_request};
+pub use go_flags::{bool_flag_problems, normalize_flag_names, parse_go_bool, version_request};
 pub use logging::{filter_for_verbosity, go_quote, init_logging, log_subscriber};
 pub use migration::MigrationConfig;
 pub use options::{CompatOptions, Options, OptionsError};

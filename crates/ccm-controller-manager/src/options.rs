@@ -5,7 +5,10 @@ use std::{net::IpAddr, time::Duration};
 
 use clap::ArgAction;
 
-use crate::{controllers::Registry, duration::parse_go_duration};
+use crate::{controllers::Registry, duration::parse_go_duration, go_flags::parse_go_bool};
+
+mod compat;
+pub use compat::CompatOptions;
 
 /// The smallest positive `--kube-api-qps`: below one request every 10 s a controller manager cannot work, and
 /// a tiny rate makes the limiter's waits overflow.
@@ -25,17 +28,6 @@ fn parse_qps(s: &str) -> Result<f32, String> {
     Ok(qps)
 }
 
-/// Go's `strconv.ParseBool`, which boolean flags use: `--flag`, `--flag=true|false|1|0|t|f|T|F|TRUE|FALSE|True|False`.
-pub(crate) fn parse_go_bool(s: &str) -> Result<bool, String> {
-    match s {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-        _ => Err(format!(
-            "{s:?} is not a boolean (accepted: true, false, 1, 0, t, f)"
-        )),
-    }
-}
-
 /// The flags of a cloud controller manager. Flatten it into the binary's own `clap::Parser`:
 ///
 /// ```
@@ -53,13 +45,18 @@ pub(crate) fn parse_go_bool(s: &str) -> Result<bool, String> {
 #[command(args_override_self = true)]
 pub struct Options {
     /// The provider of cloud services; must be the name of the provider this binary is built with.
+    ///
+    /// Required (aws for aws-cloud-controller-manager).
     #[arg(long, default_value = "", value_name = "NAME", help_heading = "Generic")]
     pub cloud_provider: String,
     /// Path to the cloud provider configuration file; empty for none.
+    ///
+    /// The binary hands it to the provider (for AWS: docs/cloud-config.md).
     #[arg(long, default_value = "", value_name = "PATH", help_heading = "Generic")]
     pub cloud_config: String,
-    /// Path to a kubeconfig file with authorization and master location information (empty: in-cluster
-    /// configuration, then the default kubeconfig).
+    /// Path to a kubeconfig file with authorization and master location information.
+    ///
+    /// Empty: the default kubeconfig ($KUBECONFIG, else ~/.kube/config), then the in-cluster configuration.
     #[arg(long, default_value = "", value_name = "PATH", help_heading = "Generic")]
     pub kubeconfig: String,
     /// The address of the Kubernetes API server (overrides any value in the kubeconfig).
@@ -67,12 +64,17 @@ pub struct Options {
     pub master: String,
     /// Controllers to enable: '*' enables all on-by-default controllers, 'foo' enables foo, '-foo' disables foo
     /// (the first entry naming a controller decides). Comma-separated, repeatable.
+    ///
+    /// Aliases: cloud-node, cloud-node-lifecycle, service, route. A provider's own controllers are named here too
+    /// (AWS: tagging, off by default: --controllers=*,tagging). Unknown names are errors.
     #[arg(long, default_value = "*", value_delimiter = ',', action = ArgAction::Append, value_name = "NAMES", help_heading = "Generic")]
     pub controllers: Vec<String>,
     /// The instance prefix for the cluster, passed to every load balancer and route call.
     #[arg(long, default_value = "kubernetes", help_heading = "Generic")]
     pub cluster_name: String,
     /// Should CIDRs allocated by allocate-node-cidrs be configured on the cloud provider.
+    ///
+    /// false: the route controller is not started.
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Generic")]
     pub configure_cloud_routes: bool,
     /// Should CIDRs for Pods be allocated and set on the cloud provider (read by kube-controller-manager; the
@@ -81,25 +83,50 @@ pub struct Options {
     pub allocate_node_cidrs: bool,
     /// CIDR range for Pods in the cluster (one, or one IPv4 and one IPv6 comma-separated); needed by the route
     /// controller.
+    ///
+    /// Invalid values are flag errors. Empty with --configure-cloud-routes=true: the route controller is skipped
+    /// with a warning (upstream exits, which makes the Helm chart's default arguments crash-loop on a provider
+    /// with routes).
     #[arg(long, default_value = "", value_name = "CIDRS", help_heading = "Generic")]
     pub cluster_cidr: String,
     /// Interval between starting controllers (Go duration, e.g. 0, 500ms).
+    ///
+    /// Each pause is jittered by a factor in [1, 2).
     #[arg(long, default_value = "0", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Generic")]
     pub controller_start_interval: Duration,
-    /// Use an individual service account credential (a token for `kube-system/<client name>`) for each
-    /// controller.
+    /// Use an individual service account credential for each controller.
+    ///
+    /// Each controller authenticates as kube-system/<client name> (node-controller, service-controller,
+    /// route-controller, tagging-controller) with a TokenRequest token (1 h, renewed at 80 %); the service account
+    /// is created if missing.
     #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Generic")]
     pub use_service_account_credentials: bool,
-    /// Client-side rate limit (requests per second) towards the API server; 0 or less disables it. Default 100
-    /// (upstream: 20), see docs/flags.md.
+    /// Client-side rate limit (requests per second) towards the API server; 0 or less disables it.
+    ///
+    /// Default 100 (upstream: 20), shared by every client of the process. A positive rate below 0.1, NaN or inf
+    /// is rejected when the flags are parsed. kube-rs has no rate limiter of its own: this one is a tower layer.
     #[arg(long, default_value_t = 100.0, value_parser = parse_qps, value_name = "QPS", help_heading = "Generic")]
     pub kube_api_qps: f32,
-    /// Burst above the rate limit; default 3000 (upstream: 30) so that the about 3,000 writes of a 1,000-node
-    /// burst never wait on the client.
+    /// Burst above the rate limit.
+    ///
+    /// Default 3000 (upstream: 30): a 1,000-node burst costs about 3,000 writes (Node update, status patch, Event
+    /// per node), and with this burst none waits on the client; the apiserver's priority and fairness still
+    /// protects it.
     #[arg(long, default_value_t = 3000, value_name = "N", help_heading = "Generic")]
     pub kube_api_burst: i32,
+    /// Run every controller on live data and write nothing (no Kubernetes write, no Lease, no cloud change);
+    /// what it would do is logged and served at /dry-run.
+    ///
+    /// Not an upstream flag. Every controller client refuses POST, PUT, PATCH and DELETE without sending them; no
+    /// leader Lease is taken (so it runs beside whichever controller leads; --leader-elect is ignored); in
+    /// aws-cloud-controller-manager, no AWS call that changes anything is made (the adapter refuses them). With
+    /// --use-service-account-credentials, the controllers read with the manager's own identity (making their
+    /// service accounts and tokens would be writes). What it would do is logged per object and change, counted in
+    /// cloud_controller_dry_run_pending_changes{controller} and served at /dry-run (docs/migration-from-go.md).
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Generic")]
+    pub dry_run: bool,
 
-    /// Number of Services synced concurrently.
+    /// Number of Services synced concurrently (at least 1).
     #[arg(
         long,
         default_value_t = 1,
@@ -107,8 +134,9 @@ pub struct Options {
         help_heading = "Service controller"
     )]
     pub concurrent_service_syncs: i32,
-    /// Number of concurrent node writes of the cloud-node controller (upstream default 1; provider lookups are
-    /// batched here, so this bounds only API writes and defaults to 10).
+    /// Number of concurrent node writes of the cloud-node controller (at least 1).
+    ///
+    /// Default 10 (upstream: 1): provider lookups are batched here, so this bounds only API writes.
     #[arg(
         long,
         default_value_t = 10,
@@ -132,31 +160,36 @@ pub struct Options {
     #[arg(long, default_value = "5s", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Node lifecycle controller")]
     pub node_monitor_period: Duration,
     /// How often load balancers are checked for drift (changed by hand in the cloud) and the drifted ones
-    /// re-ensured; 0 disables it. Not an upstream flag: the Go controller repairs drift only on the next change.
+    /// re-ensured; 0 disables it.
+    ///
+    /// Not an upstream flag: the Go controller repairs drift only on the next change (docs/load-balancers.md).
     #[arg(long, default_value = "10m", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Service controller")]
     pub load_balancer_resync_period: Duration,
     /// The period between route reconciliation passes.
     #[arg(long, default_value = "10s", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Route controller")]
     pub route_reconciliation_period: Duration,
 
-    /// Run every controller on live data and write nothing (no Kubernetes write, no Lease, no cloud change);
-    /// what it would do is logged and served at /dry-run.
-    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Leader election")]
-    pub dry_run: bool,
-
     /// Acquire a leader lease before running controllers (for replicated, highly available deployments).
+    ///
+    /// false: controllers run at once (a warning is logged).
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Leader election")]
     pub leader_elect: bool,
     /// How long a non-leader waits after the last observed renewal before it takes the lease.
+    ///
+    /// At least --leader-elect-renew-deadline + 1s, the time controllers get to stop once leadership is lost
+    /// (upstream accepts any value above the renew deadline, which can leave two leaders for that moment).
     #[arg(long, default_value = "15s", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Leader election")]
     pub leader_elect_lease_duration: Duration,
     /// How long the leader keeps retrying renewals before it gives up leading.
+    ///
+    /// More than 1.2 x --leader-elect-retry-period; timed from when the last successful renewal was sent, not
+    /// from its reply (a slow reply does not extend leadership).
     #[arg(long, default_value = "10s", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Leader election")]
     pub leader_elect_renew_deadline: Duration,
     /// The period between acquire and renew attempts.
     #[arg(long, default_value = "2s", value_parser = parse_go_duration, value_name = "DURATION", help_heading = "Leader election")]
     pub leader_elect_retry_period: Duration,
-    /// The lock object type; only `leases` is supported (as upstream).
+    /// The lock object type; only leases is supported (as upstream).
     #[arg(long, default_value = "leases", help_heading = "Leader election")]
     pub leader_elect_resource_lock: String,
     /// The name of the Lease.
@@ -166,14 +199,18 @@ pub struct Options {
         help_heading = "Leader election"
     )]
     pub leader_elect_resource_name: String,
-    /// The namespace of the Lease.
+    /// The namespace of the Lease, also of the migration lease.
     #[arg(long, default_value = "kube-system", help_heading = "Leader election")]
     pub leader_elect_resource_namespace: String,
     /// Enable leader migration (moving controllers between kube-controller-manager and this manager).
+    ///
+    /// Needs --leader-elect.
     #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Leader migration")]
     pub enable_leader_migration: bool,
     /// Path to a LeaderMigrationConfiguration file (controllermanager.config.k8s.io v1alpha1, v1beta1 or v1);
     /// empty for the default configuration.
+    ///
+    /// YAML or JSON, decoded strictly. Set without --enable-leader-migration: an error.
     #[arg(
         long,
         default_value = "",
@@ -182,7 +219,7 @@ pub struct Options {
     )]
     pub leader_migration_config: String,
 
-    /// The port of the HTTPS server (/healthz, /metrics); 0 disables it.
+    /// The port of the HTTPS server (/healthz, /livez, /readyz, /metrics, /configz); 0 disables it.
     #[arg(
         long,
         default_value_t = 10258,
@@ -198,11 +235,14 @@ pub struct Options {
         help_heading = "Secure serving"
     )]
     pub bind_address: String,
-    /// Directory of `cloud-controller-manager.crt`/`.key`; generated there (self-signed) if missing. Empty and no
-    /// --tls-cert-file: an in-memory self-signed certificate.
+    /// Directory of cloud-controller-manager.crt and cloud-controller-manager.key; generated there (self-signed)
+    /// if missing. Empty and no --tls-cert-file: an in-memory self-signed certificate.
     #[arg(long, default_value = "", value_name = "DIR", help_heading = "Secure serving")]
     pub cert_dir: String,
     /// PEM certificate (chain) for HTTPS.
+    ///
+    /// With --tls-private-key-file: both or neither. Neither and no --cert-dir: an in-memory self-signed
+    /// certificate for localhost, 127.0.0.1 and ::1.
     #[arg(
         long,
         default_value = "",
@@ -227,8 +267,9 @@ pub struct Options {
     )]
     pub tls_min_version: String,
 
-    /// Paths served without authentication and authorization (exact, or a prefix when ending in `*`). Other
-    /// paths (/metrics) need a token allowed the path by a SubjectAccessReview.
+    /// Paths served without authentication and authorization (exact, or a prefix when ending in *).
+    ///
+    /// Other paths (/metrics) need a token allowed the path by a SubjectAccessReview.
     #[arg(long, default_value = "/healthz,/readyz,/livez", value_delimiter = ',', action = ArgAction::Append, value_name = "PATHS", help_heading = "Secure serving")]
     pub authorization_always_allow_paths: Vec<String>,
 
@@ -249,110 +290,6 @@ pub struct Options {
     /// Flags the Go cloud controller manager accepts that have no effect here (a warning is logged when set).
     #[command(flatten)]
     pub compat: CompatOptions,
-}
-
-macro_rules! compat_flags {
-    (
-        bool: [$($b:ident = $bf:literal),* $(,)?],
-        value: [$($val:ident = $vf:literal),* $(,)?],
-        list: [$($l:ident = $lf:literal),* $(,)?] $(,)?
-    ) => {
-        /// Flags of the Go cloud controller manager that are accepted so that existing manifests keep working,
-        /// and have no effect (see `docs/flags.md`).
-        #[derive(Debug, Clone, Default, clap::Args)]
-        pub struct CompatOptions {
-            $(
-                #[doc = concat!("`--", $bf, "`: accepted for compatibility, no effect.")]
-                #[arg(long = $bf, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Accepted for compatibility (no effect)")]
-                pub $b: Option<bool>,
-            )*
-            $(
-                #[doc = concat!("`--", $vf, "`: accepted for compatibility, no effect.")]
-                #[arg(long = $vf, value_name = "VALUE", help_heading = "Accepted for compatibility (no effect)")]
-                pub $val: Option<String>,
-            )*
-            $(
-                #[doc = concat!("`--", $lf, "`: accepted for compatibility, no effect.")]
-                #[arg(long = $lf, action = ArgAction::Append, value_name = "VALUE", help_heading = "Accepted for compatibility (no effect)")]
-                pub $l: Vec<String>,
-            )*
-        }
-
-        impl CompatOptions {
-            /// The flags that were set on the command line, as `--name=value`.
-            pub fn set_flags(&self) -> Vec<String> {
-                let mut set = Vec::new();
-                $( if let Some(v) = &self.$b { set.push(format!("--{}={v}", $bf)); } )*
-                $( if let Some(v) = &self.$val { set.push(format!("--{}={v}", $vf)); } )*
-                $( for v in &self.$l { set.push(format!("--{}={v}", $lf)); } )*
-                set
-            }
-
-            /// Every flag name in this group.
-            pub fn names() -> &'static [&'static str] {
-                &[$($bf,)* $($vf,)* $($lf,)*]
-            }
-        }
-    };
-}
-
-compat_flags! {
-    bool: [
-        allow_untagged_cloud = "allow-untagged-cloud",
-        profiling = "profiling",
-        contention_profiling = "contention-profiling",
-        authentication_skip_lookup = "authentication-skip-lookup",
-        authentication_tolerate_lookup_failure = "authentication-tolerate-lookup-failure",
-        permit_port_sharing = "permit-port-sharing",
-        permit_address_sharing = "permit-address-sharing",
-        disable_http2_serving = "disable-http2-serving",
-        webhook_disable_http2_serving = "webhook-disable-http2-serving",
-        webhook_permit_port_sharing = "webhook-permit-port-sharing",
-        webhook_permit_address_sharing = "webhook-permit-address-sharing",
-        log_text_split_stream = "log-text-split-stream",
-        log_json_split_stream = "log-json-split-stream",
-    ],
-    value: [
-        cidr_allocator_type = "cidr-allocator-type",
-        external_cloud_volume_plugin = "external-cloud-volume-plugin",
-        node_sync_period = "node-sync-period",
-        min_resync_period = "min-resync-period",
-        kube_api_content_type = "kube-api-content-type",
-        http2_max_streams_per_connection = "http2-max-streams-per-connection",
-        authentication_kubeconfig = "authentication-kubeconfig",
-        authentication_token_webhook_cache_ttl = "authentication-token-webhook-cache-ttl",
-        client_ca_file = "client-ca-file",
-        requestheader_client_ca_file = "requestheader-client-ca-file",
-        authorization_kubeconfig = "authorization-kubeconfig",
-        authorization_webhook_cache_authorized_ttl = "authorization-webhook-cache-authorized-ttl",
-        authorization_webhook_cache_unauthorized_ttl = "authorization-webhook-cache-unauthorized-ttl",
-        webhook_secure_port = "webhook-secure-port",
-        webhook_bind_address = "webhook-bind-address",
-        webhook_cert_dir = "webhook-cert-dir",
-        webhook_tls_cert_file = "webhook-tls-cert-file",
-        webhook_tls_private_key_file = "webhook-tls-private-key-file",
-        webhook_tls_min_version = "webhook-tls-min-version",
-        webhook_http2_max_streams_per_connection = "webhook-http2-max-streams-per-connection",
-        log_flush_frequency = "log-flush-frequency",
-        log_text_info_buffer_size = "log-text-info-buffer-size",
-        log_json_info_buffer_size = "log-json-info-buffer-size",
-    ],
-    list: [
-        tls_cipher_suites = "tls-cipher-suites",
-        tls_curve_preferences = "tls-curve-preferences",
-        tls_sni_cert_key = "tls-sni-cert-key",
-        requestheader_allowed_names = "requestheader-allowed-names",
-        requestheader_username_headers = "requestheader-username-headers",
-        requestheader_group_headers = "requestheader-group-headers",
-        requestheader_extra_headers_prefix = "requestheader-extra-headers-prefix",
-        requestheader_uid_headers = "requestheader-uid-headers",
-        feature_gates = "feature-gates",
-        webhooks = "webhooks",
-        webhook_tls_cipher_suites = "webhook-tls-cipher-suites",
-        webhook_tls_curve_preferences = "webhook-tls-curve-preferences",
-        webhook_tls_sni_cert_key = "webhook-tls-sni-cert-key",
-        vmodule = "vmodule",
-    ],
 }
 
 /// Everything wrong with a set of [`Options`], one line per problem, each naming the flag and what it accepts.

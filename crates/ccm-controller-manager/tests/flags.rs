@@ -488,3 +488,26 @@ fn the_verbosity_help_matches_the_filter() {
         }
     }
 }
+
+/// pflag's boolean forms for every boolean flag of `Options`, found by type (a new flag is covered unnamed), and
+/// `--help` in plain text: no Markdown code spans.
+#[test]
+fn every_boolean_flag_takes_gos_forms_and_help_is_plain_text() {
+    use clap::Args;
+    let cmd = Options::augment_args(clap::Command::new("t"));
+    assert_eq!(
+        ccm_controller_manager::bool_flag_problems(&cmd),
+        Vec::<String>::new()
+    );
+    for arg in cmd.get_arguments() {
+        let help = [arg.get_help(), arg.get_long_help()].into_iter().flatten();
+        for text in help.map(ToString::to_string) {
+            assert!(!text.contains('`'), "--{}: {text}", arg.get_id());
+        }
+    }
+    let dry_run = cmd
+        .get_arguments()
+        .find(|a| a.get_long() == Some("dry-run"))
+        .unwrap();
+    assert_eq!(dry_run.get_help_heading(), Some("Generic"));
+}

@@ -215,6 +215,18 @@ pub use cli::TaggingArgs;
 mod cli {
     use super::{TaggingConfig, Tags, parse_tags};
 
+    /// Go's `strconv.ParseBool`, as pflag reads a boolean flag (the controller manager's flags read them the same
+    /// way; this crate does not depend on it).
+    fn parse_go_bool(s: &str) -> Result<bool, String> {
+        match s {
+            "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+            "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+            _ => Err(format!(
+                "{s:?} is not a boolean (accepted: true, false, 1, 0, t, f)"
+            )),
+        }
+    }
+
     /// The upstream "tagging controller" flags, for a `clap` command (`#[command(flatten)]`). Argument IDs are
     /// prefixed `tagging_` so that they never collide with the controller manager's (`concurrent_node_syncs`).
     #[derive(Debug, Clone, clap::Args)]
@@ -223,7 +235,7 @@ mod cli {
         /// Tags for the instances of nodes, key=value[,key=value...]; repeatable.
         #[arg(id = "tagging_tags", long = "tags", value_name = "KEY=VALUE,...", value_parser = parse_tags, action = clap::ArgAction::Append)]
         pub tags: Vec<Tags>,
-        /// Resources to tag; only `instance` is supported. Repeatable.
+        /// Resources to tag; only instance is supported. Repeatable.
         #[arg(id = "tagging_resources", long = "resources", value_name = "RESOURCE", action = clap::ArgAction::Append)]
         pub resources: Vec<String>,
         /// Work items per second over the whole queue (0: no queue-wide limit).
@@ -257,7 +269,8 @@ mod cli {
             num_args = 0..=1,
             require_equals = true,
             default_missing_value = "true",
-            action = clap::ArgAction::Set
+            action = clap::ArgAction::Set,
+            value_parser = parse_go_bool
         )]
         pub enable_batching: bool,
     }

@@ -310,6 +310,19 @@ fn cli_flags_bind_to_the_config() {
     );
     assert!(defaults.enable_batching && defaults.concurrent_node_syncs == 1);
     assert!(Cmd::try_parse_from(["ccm", "--tags", "nope"]).is_err());
+    // Go's boolean forms, as pflag reads them.
+    for (flag, want) in [
+        ("", true),
+        ("=true", true),
+        ("=0", false),
+        ("=F", false),
+        ("=T", true),
+    ] {
+        let arg = format!("--tagging-controller-enable-batching{flag}");
+        let cmd = Cmd::try_parse_from(["ccm", arg.as_str()]).unwrap();
+        assert_eq!(cmd.tagging.enable_batching, want, "{arg}");
+    }
+    assert!(Cmd::try_parse_from(["ccm", "--tagging-controller-enable-batching=yes"]).is_err());
 }
 
 #[test]
