@@ -48,7 +48,9 @@ fn readme_deploy_steps_name_existing_artefacts() {
         "helm install",
         "kubectl apply -k",
         "kubectl create service loadbalancer",
-        "lb-plan --cloud-config",
+        "lb-plan default/web --cloud-config-configmap",
+        "docs/lb-plan.md",
+        "docs/doctor.md",
         "--cloud-provider=external",
         "cloudConfig.global.KubernetesClusterID",
     ] {
