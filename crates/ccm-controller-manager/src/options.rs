@@ -242,7 +242,8 @@ pub struct Options {
     /// PEM certificate (chain) for HTTPS.
     ///
     /// With --tls-private-key-file: both or neither. Neither and no --cert-dir: an in-memory self-signed
-    /// certificate for localhost, 127.0.0.1 and ::1.
+    /// certificate for localhost, 127.0.0.1 and ::1. Read again when the files change (a rotation needs no
+    /// restart); a pair that does not load keeps the last good one.
     #[arg(
         long,
         default_value = "",
