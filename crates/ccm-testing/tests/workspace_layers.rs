@@ -53,6 +53,8 @@ const SHIPPED_DEPS: &[&str] = &[
     "anyhow",
     "clap",
     "serde_json",
+    // lb-plan's YAML manifests: the parser ccm-controller-manager already links in (leader migration files).
+    "serde-saphyr",
     "tracing",
     "tracing-subscriber",
 ];
