@@ -96,7 +96,7 @@ pub struct Options {
     pub controller_start_interval: Duration,
     /// Use an individual service account credential for each controller.
     ///
-    /// Each controller authenticates as kube-system/<client name> (node-controller, service-controller,
+    /// Each controller authenticates as kube-system/CLIENT, its client name (node-controller, service-controller,
     /// route-controller, tagging-controller) with a TokenRequest token (1 h, renewed at 80 %); the service account
     /// is created if missing.
     #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, help_heading = "Generic")]
