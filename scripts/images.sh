@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the two images of deploy/docker without Docker, as OCI archives, and runs them (docs/testing.md).
 # As the Dockerfiles: release binaries (`release` for the CCM, `release-small` for the ECR provider) for amd64 and
-# arm64, one multi-architecture archive per image (the CCM's with lb-plan and doctor beside it); `--quick` builds debug binaries for this machine only. The
-# commands and options are in usage() below (`scripts/images.sh --help`).
+# arm64, one multi-architecture archive per image (the CCM's with lb-plan and doctor beside it); `--quick` builds
+# debug binaries for this machine only. The commands and options are in usage() below (`scripts/images.sh --help`).
 #
 # The Dockerfiles build the same thing with Docker BuildKit (cross-compiling from $BUILDPLATFORM); no Docker daemon
 # or registry is reachable here, so the base images cannot be pulled and the builds are reproduced step by step.
@@ -156,9 +156,13 @@ dockerfile_config() {
   printf 'entrypoint=%s\nuser=%s\n' "$entrypoint" "$user"
 }
 
-# Static binaries for every architecture, stripped of debug info, in $OUT/bin/<arch>/.
+# Static binaries for every architecture, stripped of debug info, in $OUT/bin/<arch>/. One cargo build per
+# profile and architecture: the binaries of a profile share its compiled dependencies, and their link-time
+# optimised links run side by side instead of one cargo run after another.
 build() {
-  local dir="$CCM_CACHE_DIR/target-static" arch name
+  local dir="$CCM_CACHE_DIR/target-static" arch name profile
+  # The tools ship in the CCM image, built as the CCM is.
+  local names=("${IMAGES[@]}" "${TOOLS[@]}")
   for arch in "${ARCH_LIST[@]}"; do
     local gnu target machine objcopy
     gnu=$(gnu_arch "$arch") target="$(gnu_arch "$arch")-unknown-linux-gnu"
@@ -166,14 +170,18 @@ build() {
     machine=$([ "$arch" = amd64 ] && echo x86-64 || echo aarch64)
     objcopy=objcopy; [ "$arch" = "$(host_arch)" ] || objcopy="$gnu-linux-gnu-objcopy"
     mkdir -p "$OUT/bin/$arch"
-    # The tools ship in the CCM image, built as the CCM is.
-    for name in "${IMAGES[@]}" "${TOOLS[@]}"; do
-      local profile; profile=$(profile_of "$name")
-      say "building $name ($profile, $target, crt-static) in $dir"
+    for profile in $(for name in "${names[@]}"; do profile_of "$name"; done | sort -u); do
+      local bins=()
+      for name in "${names[@]}"; do
+        if [ "$(profile_of "$name")" = "$profile" ]; then bins+=(--bin "$name"); fi
+      done
+      say "building ${bins[*]} ($profile, $target, crt-static) in $dir"
       (cd "$repo" && env "${LINKER_ENV[@]}" CARGO_TARGET_DIR="$dir" RUSTFLAGS='-C target-feature=+crt-static' \
-        cargo build --locked --profile "$profile" --target "$target" -p ccm-examples --bin "$name") \
-        || fail "cargo build of $name for $target failed"
-      local bin; bin="$dir/$target/$(profile_dir "$profile")/$name"
+        cargo build --locked --profile "$profile" --target "$target" -p ccm-examples "${bins[@]}") \
+        || fail "cargo build of ${bins[*]} ($profile) for $target failed"
+    done
+    for name in "${names[@]}"; do
+      local bin; bin="$dir/$target/$(profile_dir "$(profile_of "$name")")/$name"
       file "$bin" | grep -q 'static' || fail "$bin is not statically linked: $(file -b "$bin")"
       file "$bin" | grep -q "$machine" || fail "$bin is not a $arch binary: $(file -b "$bin")"
       "$objcopy" --strip-debug "$bin" "$OUT/bin/$arch/$name"

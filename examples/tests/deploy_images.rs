@@ -203,10 +203,11 @@ fn the_controller_image_carries_lb_plan_and_doctor() {
         script.contains("TOOLS=(lb-plan doctor)"),
         "scripts/images.sh lacks the tools"
     );
-    // The script builds each binary on its own (per architecture), the tools in the same loop as the images.
+    // The script builds the tools with the images (one cargo build per profile and architecture).
     assert!(
-        script.contains("for name in \"${IMAGES[@]}\" \"${TOOLS[@]}\"; do")
-            && script.contains("--bin \"$name\""),
+        script.contains("local names=(\"${IMAGES[@]}\" \"${TOOLS[@]}\")")
+            && script.contains("bins+=(--bin \"$name\")")
+            && script.contains("-p ccm-examples \"${bins[@]}\""),
         "scripts/images.sh does not build the tools"
     );
     assert!(
