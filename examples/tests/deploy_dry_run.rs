@@ -11,7 +11,7 @@ mod support;
 
 use ccm_testing::TestEnv;
 use helm::{chart, object, template, values_file};
-use manifests::{assert_kept, dry_run_apply, find, kustomize};
+use manifests::{assert_all_kept, find, kustomize};
 use serde_json::{Value, json};
 use support::{helm, manifests};
 
@@ -174,14 +174,7 @@ async fn the_charts_dry_run_is_a_deployment_beside_the_daemonset() {
         (vec![readers.as_path()], 10400),
     ] {
         let (objects, notes) = template(&files).unwrap_or_else(|e| panic!("{files:?}: {e}"));
-        for obj in &objects {
-            let got = dry_run_apply(&client, obj).await;
-            assert_kept(
-                obj,
-                &got,
-                &format!("{files:?}: {} {}", obj["kind"], obj["metadata"]["name"]),
-            );
-        }
+        assert_all_kept(&client, &objects, &format!("{files:?}: ")).await;
         let dry = object(
             &objects,
             "Deployment",
@@ -227,10 +220,7 @@ async fn the_charts_dry_run_is_a_deployment_beside_the_daemonset() {
 async fn the_kustomize_dry_run_overlay_is_the_base_pod_with_dry_run() {
     let client = TestEnv::get().kube_client().await.expect("kube client");
     let objects = kustomize("overlays/dry-run");
-    for obj in &objects {
-        let got = dry_run_apply(&client, obj).await;
-        assert_kept(obj, &got, &format!("{} {}", obj["kind"], obj["metadata"]["name"]));
-    }
+    assert_all_kept(&client, &objects, "").await;
     let dry = find(&objects, "Deployment", "aws-cloud-controller-manager-dry-run");
     let mut kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
     kinds.sort_unstable();
@@ -282,10 +272,7 @@ async fn affinity_update_strategy_and_fullname_override_are_rendered() {
                 "dryRun": {"enabled": true}, "cloudConfig": "[Global]\n", "metrics": {"service": {"enabled": true}}}),
     );
     let (objects, _) = template(&[&values]).unwrap();
-    for obj in &objects {
-        let got = dry_run_apply(&client, obj).await;
-        assert_kept(obj, &got, &format!("{} {}", obj["kind"], obj["metadata"]["name"]));
-    }
+    assert_all_kept(&client, &objects, "").await;
     let ds = object(&objects, "DaemonSet", Some("ccm"));
     assert_eq!(ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"], 2);
     assert_eq!(ds["spec"]["template"]["spec"]["affinity"], affinity);

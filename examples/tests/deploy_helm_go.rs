@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use ccm_testing::TestEnv;
 use helm::{IMAGE_REPOSITORY, chart, object, template, template_reusing, values_file};
-use manifests::{assert_kept, dry_run_apply, yaml_file};
+use manifests::{assert_all_kept, coalesce, yaml_file};
 use serde_json::{Value, json};
 use support::{helm, manifests};
 
@@ -166,23 +166,6 @@ fn a_host_path_cloud_config_read_as_non_root_is_named_with_its_fixes() {
     assert!(!notes.contains("Permission denied"), "{notes}");
 }
 
-/// Helm coalescing: maps merge, anything else replaces.
-fn merge(into: &mut Value, from: &Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                match a.get_mut(k) {
-                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
-                    _ => {
-                        a.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        (slot, v) => *slot = v.clone(),
-    }
-}
-
 #[tokio::test]
 async fn reuse_values_from_a_go_release_passes_the_schema_and_renders() {
     let schema: Value =
@@ -201,7 +184,7 @@ async fn reuse_values_from_a_go_release_passes_the_schema_and_renders() {
         let mut values = yaml_file(&go_defaults());
         let mut files = Vec::new();
         for file in [release, upgrade].into_iter().flatten() {
-            merge(&mut values, &yaml_file(file));
+            coalesce(&mut values, &yaml_file(file));
             files.push(file.as_path());
         }
         let errors: Vec<String> = validator
@@ -215,14 +198,7 @@ async fn reuse_values_from_a_go_release_passes_the_schema_and_renders() {
         );
         let (objects, notes) =
             template_reusing(&go_defaults(), &files).unwrap_or_else(|e| panic!("{files:?}: {e}"));
-        for obj in &objects {
-            let got = dry_run_apply(&client, obj).await;
-            assert_kept(
-                obj,
-                &got,
-                &format!("{files:?}: {} {}", obj["kind"], obj["metadata"]["name"]),
-            );
-        }
+        assert_all_kept(&client, &objects, &format!("{files:?}: ")).await;
         // Our defaults where the Go chart has none: the probe, the lease Role, the node network.
         let ds = object(&objects, "DaemonSet", None);
         let c = &ds["spec"]["template"]["spec"]["containers"][0];

@@ -50,11 +50,7 @@ async fn kustomize_base_is_accepted_by_the_apiserver() {
         );
     }
     let client = TestEnv::get().kube_client().await.expect("kube client");
-    for obj in &objects {
-        let got = dry_run_apply(&client, obj).await;
-        let what = format!("{} {}", obj["kind"], obj["metadata"]["name"]);
-        assert_kept(obj, &got, &what);
-    }
+    assert_all_kept(&client, &objects, "").await;
 
     let ds = find(&objects, "DaemonSet", "aws-cloud-controller-manager");
     let pod = &ds["spec"]["template"]["spec"];
@@ -152,23 +148,6 @@ images:
     );
 }
 
-/// Helm's coalescing of a user's values onto the defaults: maps merge, anything else replaces.
-fn merge(into: &mut Value, from: &Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                match a.get_mut(k) {
-                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
-                    _ => {
-                        a.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        (slot, v) => *slot = v.clone(),
-    }
-}
-
 #[test]
 fn helm_values_pass_the_schema_and_typos_do_not() {
     let schema: Value =
@@ -186,7 +165,7 @@ fn helm_values_pass_the_schema_and_typos_do_not() {
     // Helm validates the merge of the defaults and the user's file.
     for file in ["ci/example-values.yaml", "ci/irsa-values.yaml"] {
         let mut merged = defaults.clone();
-        merge(&mut merged, &yaml_file(&chart().join(file)));
+        coalesce(&mut merged, &yaml_file(&chart().join(file)));
         assert_eq!(errors(&merged), Vec::<String>::new(), "{file}");
     }
 
@@ -431,10 +410,7 @@ async fn helm_cluster_role_is_accepted_by_the_apiserver() {
 async fn superset_role_overlay_is_accepted_and_grants_the_charts_rules() {
     let objects = kustomize("overlays/superset-role");
     let client = TestEnv::get().kube_client().await.expect("kube client");
-    for obj in &objects {
-        let got = dry_run_apply(&client, obj).await;
-        assert_kept(obj, &got, &format!("{} {}", obj["kind"], obj["metadata"]["name"]));
-    }
+    assert_all_kept(&client, &objects, "").await;
     let roles: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "ClusterRole").collect();
     assert_eq!(
         roles.len(),

@@ -24,11 +24,7 @@ use std::{
 
 use ccm_testing::{TestEnv, unique_name};
 use common::{World, free_port};
-use k8s_openapi::api::{
-    authentication::v1::{TokenRequest, TokenRequestSpec},
-    core::v1::ServiceAccount,
-};
-use kube::{Api, api::PostParams};
+use kube::Api;
 use serde_json::{Value, json};
 use support::{helm, manifests};
 
@@ -44,16 +40,10 @@ impl Process {
     fn start(world: &World, name: &str, args: &[&str], kubeconfig: &Path) -> Self {
         let log = world.dir.join(format!("{name}.log"));
         let out = File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_aws-cloud-controller-manager"))
+        let child = common::ccm_command(env!("CARGO_BIN_EXE_aws-cloud-controller-manager"))
             .args(args)
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!("--cloud-config={}", world.cloud_config.display()))
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env_remove("AWS_REGION")
-            .env_remove("AWS_DEFAULT_REGION")
-            .env_remove("RUST_LOG")
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .spawn()
@@ -67,19 +57,13 @@ impl Process {
 
     /// Waits until `url` answers 200 (60 s), failing with the log if the process exits or never answers.
     async fn until_ok(&mut self, url: &str) {
-        for _ in 0..300 {
-            if get(url, None).await.is_some_and(|(status, _)| status == 200) {
-                return;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "the process exited ({status}) before {url} answered\n{}",
-                    self.log_text()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        panic!("{url} did not answer 200 within 60 s\n{}", self.log_text());
+        let log = self.log.clone();
+        let log = || std::fs::read_to_string(&log).unwrap_or_default();
+        let what = format!("{url} answered 200");
+        common::while_running(&mut self.child, log, &what, 60, async || {
+            get(url, None).await.is_some_and(|(status, _)| status == 200)
+        })
+        .await;
     }
 }
 
@@ -144,44 +128,9 @@ fn container(obj: &Value) -> &Value {
     &obj["spec"]["template"]["spec"]["containers"][0]
 }
 
-/// A token of `kube-system/<account>` (TokenRequest, 1 h).
-async fn token(client: &kube::Client, account: &str) -> String {
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "kube-system");
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
-    sas.create_token_request(account, &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token
-}
-
 async fn service_account(client: &kube::Client, name: &str) {
     let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": "kube-system"}});
     manifests::apply(client, &sa).await;
-}
-
-/// A kubeconfig that authenticates as `kube-system/<account>` only, as the pod's mounted token does.
-async fn kubeconfig_of(client: &kube::Client, world: &World, account: &str) -> PathBuf {
-    let token = token(client, account).await;
-    let server = &TestEnv::get().kube_apiserver;
-    let path = world.dir.join(format!("{account}.kubeconfig"));
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {server}\n    \
-             insecure-skip-tls-verify: true\nusers:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: \
-             e2e\n  context:\n    cluster: e2e\n    user: sa\ncurrent-context: e2e\n"
-        ),
-    )
-    .unwrap();
-    path
 }
 
 /// The dry run's report answers a reader's token (the rendered ClusterRole, bound) and refuses another one.
@@ -231,7 +180,7 @@ async fn e2e_the_charts_controller_and_dry_run_run_side_by_side() {
     }
     service_account(&admin, &reader).await;
     service_account(&admin, &stranger).await;
-    let kubeconfig = kubeconfig_of(&admin, &world, &name).await;
+    let kubeconfig = world.service_account_kubeconfig(&admin, &name).await;
 
     let ds = helm::object(&objects, "DaemonSet", None);
     let dry = helm::object(&objects, "Deployment", None);
@@ -246,8 +195,8 @@ async fn e2e_the_charts_controller_and_dry_run_run_side_by_side() {
     assert!(probe_url(container(ds), "livenessProbe").contains(&format!("127.0.0.1:{controller_port}/")));
     assert_report_readable(
         dry_port,
-        &token(&admin, &reader).await,
-        &token(&admin, &stranger).await,
+        &common::service_account_token(&admin, &reader).await,
+        &common::service_account_token(&admin, &stranger).await,
     )
     .await;
     // The controller leads (its Lease, through the chart's Role); the dry run takes none.
@@ -372,16 +321,16 @@ async fn e2e_the_kustomize_dry_run_overlay_runs_beside_a_go_era_account() {
         std::net::TcpListener::bind(("0.0.0.0", u16::try_from(port).unwrap())).is_ok(),
         "port {port}, the overlay's, is taken on this machine: stop what holds it"
     );
-    let kubeconfig = kubeconfig_of(&admin, &world, &account).await;
+    let kubeconfig = world.service_account_kubeconfig(&admin, &account).await;
     let mut dry_run = Process::start(&world, "overlay-dry-run", &args(container(dry)), &kubeconfig);
     for probe in ["readinessProbe", "livenessProbe"] {
         dry_run.until_ok(&probe_url(container(dry), probe)).await;
     }
-    let reader_token = token(&admin, &reader).await;
+    let reader_token = common::service_account_token(&admin, &reader).await;
     assert_report_readable(
         u16::try_from(port).unwrap(),
         &reader_token,
-        &token(&admin, &stranger).await,
+        &common::service_account_token(&admin, &stranger).await,
     )
     .await;
     // The controllers read with the Go-era account's rights: an uninitialized Node shows up as the cloud-node controller's

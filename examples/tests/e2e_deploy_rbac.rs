@@ -22,10 +22,6 @@ use common::{
     lb::{public_subnet, service},
 };
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::{
-    authentication::v1::{TokenRequest, TokenRequestSpec},
-    core::v1::ServiceAccount,
-};
 use kube::{
     Api,
     api::{DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
@@ -220,42 +216,6 @@ async fn assert_event_rights(client: &kube::Client, account: &str) {
     }
 }
 
-/// A kubeconfig that authenticates as `kube-system/<account>` only.
-async fn service_account_kubeconfig(
-    client: &kube::Client,
-    world: &World,
-    account: &str,
-) -> std::path::PathBuf {
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "kube-system");
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
-    let token = sas
-        .create_token_request(account, &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token;
-    let server = &TestEnv::get().kube_apiserver;
-    let path = world.dir.join("ccm-sa.kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {server}\n    \
-             insecure-skip-tls-verify: true\nusers:\n- name: ccm\n  user:\n    token: {token}\ncontexts:\n- name: \
-             e2e\n  context:\n    cluster: e2e\n    user: ccm\ncurrent-context: e2e\n"
-        ),
-    )
-    .unwrap();
-    path
-}
-
 #[tokio::test]
 async fn e2e_deploy_rbac_is_enough_for_the_controllers() {
     let admin = TestEnv::get().kube_client().await.unwrap();
@@ -289,7 +249,7 @@ async fn e2e_deploy_rbac_is_enough_for_the_controllers() {
 /// and tagging) and checks that each did its work and that nothing was forbidden.
 async fn exercise(admin: &kube::Client, account: &str, credentials_flag: &str, lease: &str) {
     let world = World::new("").await;
-    let kubeconfig = service_account_kubeconfig(admin, &world, account).await;
+    let kubeconfig = world.service_account_kubeconfig(admin, account).await;
     // The CCM's credentials are really restricted: reading Secrets is forbidden to them.
     let restricted = kube::Client::try_from(
         kube::Config::from_custom_kubeconfig(

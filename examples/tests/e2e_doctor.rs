@@ -27,19 +27,7 @@ use common::World;
 #[tokio::test]
 async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
     let env = TestEnv::get();
-    let world = World::new("").await;
-    let external = format!(
-        "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {}\n",
-        env.aws_region,
-        world.network.vpc,
-        world.network.subnet(),
-        world.cluster_id
-    );
-    let world = World {
-        extra_config: external,
-        ..world
-    };
-    let config = world.config_via("external.conf", &env.aws_endpoint);
+    let (world, config) = World::new("").await.outside_aws();
 
     let clean = common::doctor(&world, &config, &[]);
     assert_eq!(clean.status.code(), Some(0), "{}", common::output_text(&clean));
@@ -176,19 +164,7 @@ async fn e2e_doctor_reads_the_chart_configmap_and_names_what_is_missing() {
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
     use kube::{Api, api::PostParams};
     let env = TestEnv::get();
-    let world = World::new("").await;
-    let external = format!(
-        "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {}\n",
-        env.aws_region,
-        world.network.vpc,
-        world.network.subnet(),
-        world.cluster_id
-    );
-    let world = World {
-        extra_config: external,
-        ..world
-    };
-    let config = world.config_via("external.conf", &env.aws_endpoint);
+    let (world, config) = World::new("").await.outside_aws();
     let client = env.kube_client().await.unwrap();
     let namespace = unique_name("doctor-cm");
     let post = PostParams::default();
@@ -210,13 +186,10 @@ async fn e2e_doctor_reads_the_chart_configmap_and_names_what_is_missing() {
         .unwrap();
 
     let tool = |args: &[String]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_doctor"))
+        common::off_ec2(env!("CARGO_BIN_EXE_doctor"))
             .args(args)
             .arg(format!("--node-selector=e2e-cluster={}", world.cluster_id))
             .arg(format!("--namespace={}", world.cluster_id))
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
             .env_remove("KUBECONFIG")
             .output()
             .unwrap()

@@ -81,14 +81,8 @@ struct Piped {
 
 impl Piped {
     fn start(args: &[String]) -> Self {
-        let mut child = Command::new(BIN)
+        let mut child = common::ccm_command(BIN)
             .args(args)
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env_remove("AWS_REGION")
-            .env_remove("AWS_DEFAULT_REGION")
-            .env_remove("RUST_LOG")
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
@@ -109,17 +103,10 @@ impl Piped {
         self.lines.lock().unwrap().join("\n")
     }
 
-    async fn wait_for(&mut self, what: &str, secs: u64, mut check: impl AsyncFnMut() -> bool) {
-        for _ in 0..secs * 5 {
-            if check().await {
-                return;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("the CCM exited ({status})\n{}", self.log());
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        panic!("timed out after {secs} s waiting for {what}\n{}", self.log());
+    async fn wait_for(&mut self, what: &str, secs: u64, check: impl AsyncFnMut() -> bool) {
+        let lines = self.lines.clone();
+        let log = || lines.lock().unwrap().join("\n");
+        common::while_running(&mut self.child, log, what, secs, check).await;
     }
 }
 

@@ -8,10 +8,7 @@
 
 mod common;
 
-use std::{
-    path::Path,
-    process::{Command, Output},
-};
+use std::{path::Path, process::Output};
 
 use ccm_testing::{TestEnv, unique_name};
 use common::{
@@ -32,11 +29,8 @@ fn lb_plan(config: &Path, service: &Path, nodes: &Path) -> Output {
 
 /// Runs `lb-plan` with `args`, the AWS credentials of any machine off EC2, and no kubeconfig but the arguments'.
 fn run<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lb-plan"))
+    common::off_ec2(env!("CARGO_BIN_EXE_lb-plan"))
         .args(args)
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
         .env_remove("KUBECONFIG")
         .output()
         .unwrap()
@@ -44,22 +38,9 @@ fn run<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
 
 /// The world's cloud config for a control plane outside AWS.
 async fn external_world() -> (World, std::path::PathBuf) {
-    let env = TestEnv::get();
     let world = World::new("").await;
     public_subnet(&world).await;
-    let external = format!(
-        "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {}\n",
-        env.aws_region,
-        world.network.vpc,
-        world.network.subnet(),
-        world.cluster_id
-    );
-    let world = World {
-        extra_config: external,
-        ..world
-    };
-    let config = world.config_via("external.conf", &env.aws_endpoint);
-    (world, config)
+    world.outside_aws()
 }
 
 #[tokio::test]

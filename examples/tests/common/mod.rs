@@ -95,6 +95,40 @@ impl World {
         )
     }
 
+    /// This world as a control plane outside AWS sees it: the cloud config names Region, VPC, SubnetID and
+    /// KubernetesClusterID (no IMDS needed), written beside the world's own; the world and that file.
+    pub fn outside_aws(self) -> (Self, PathBuf) {
+        let env = TestEnv::get();
+        let extra_config = format!(
+            "Region = {}\nVPC = {}\nSubnetID = {}\nKubernetesClusterID = {}\n",
+            env.aws_region,
+            self.network.vpc,
+            self.network.subnet(),
+            self.cluster_id
+        );
+        let world = Self { extra_config, ..self };
+        let config = world.config_via("external.conf", &env.aws_endpoint);
+        (world, config)
+    }
+
+    /// A kubeconfig in the world's directory that authenticates as `kube-system/<account>` only, as the pod's
+    /// mounted token does.
+    pub async fn service_account_kubeconfig(&self, client: &kube::Client, account: &str) -> PathBuf {
+        let token = service_account_token(client, account).await;
+        let server = &TestEnv::get().kube_apiserver;
+        let path = self.dir.join(format!("{account}.kubeconfig"));
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {server}\n    \
+                 insecure-skip-tls-verify: true\nusers:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: \
+                 e2e\n  context:\n    cluster: e2e\n    user: sa\ncurrent-context: e2e\n"
+            ),
+        )
+        .unwrap();
+        path
+    }
+
     pub fn cluster_key(&self) -> String {
         format!("kubernetes.io/cluster/{}", self.cluster_id)
     }
@@ -189,15 +223,8 @@ impl Ccm {
             "--v=2".to_owned(),
         ];
         args.extend(extra.iter().map(|s| (*s).to_owned()));
-        let child = Command::new(env!("CARGO_BIN_EXE_aws-cloud-controller-manager"))
+        let child = ccm_command(env!("CARGO_BIN_EXE_aws-cloud-controller-manager"))
             .args(&args)
-            // Static credentials as on any non-EC2 machine; the region and the instance come from IMDS.
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env_remove("AWS_REGION")
-            .env_remove("AWS_DEFAULT_REGION")
-            .env_remove("RUST_LOG")
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .spawn()
@@ -278,18 +305,75 @@ pub fn free_port() -> u16 {
 }
 
 /// Polls `check` every 200 ms for up to `secs`; on timeout fails with `what` and the CCM's log.
-pub async fn eventually(ccm: &mut Ccm, what: &str, secs: u64, mut check: impl AsyncFnMut() -> bool) {
+pub async fn eventually(ccm: &mut Ccm, what: &str, secs: u64, check: impl AsyncFnMut() -> bool) {
+    let log = ccm.log.clone();
+    let log = || std::fs::read_to_string(&log).unwrap_or_default();
+    while_running(&mut ccm.child, log, what, secs, check).await;
+}
+
+/// Polls `check` every 200 ms for up to `secs` while `child` runs; fails with `what` and `log()` when it times out
+/// or the process exits first.
+pub async fn while_running(
+    child: &mut Child,
+    log: impl Fn() -> String,
+    what: &str,
+    secs: u64,
+    mut check: impl AsyncFnMut() -> bool,
+) {
     for _ in 0..secs * 5 {
         if check().await {
             return;
         }
-        ccm.assert_running();
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the process exited ({status}) before {what}\nlog:\n{}", log());
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    panic!(
-        "timed out after {secs} s waiting for {what}\nCCM log:\n{}",
-        ccm.log_text()
-    );
+    panic!("timed out after {secs} s waiting for {what}\nlog:\n{}", log());
+}
+
+/// A token of the service account `kube-system/<account>` (an hour long).
+pub async fn service_account_token(client: &kube::Client, account: &str) -> String {
+    use k8s_openapi::api::{
+        authentication::v1::{TokenRequest, TokenRequestSpec},
+        core::v1::ServiceAccount,
+    };
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    Api::<ServiceAccount>::namespaced(client.clone(), "kube-system")
+        .create_token_request(account, &PostParams::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token
+}
+
+/// `bin` as on any machine off EC2: static test credentials and no instance metadata (the cloud config names the
+/// IMDS emulator where a test wants one).
+pub fn off_ec2(bin: &str) -> Command {
+    let mut command = Command::new(bin);
+    command
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    command
+}
+
+/// `bin` as these tests run the CCM: off EC2, its Region from the cloud config and IMDS alone, its log level from
+/// its flags alone.
+pub fn ccm_command(bin: &str) -> Command {
+    let mut command = off_ec2(bin);
+    command
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION")
+        .env_remove("RUST_LOG");
+    command
 }
 
 /// Whether `events` holds a Warning Event on the object `name` with `reason` whose message contains every one of
@@ -405,15 +489,12 @@ pub async fn reconciles(port: u16, controller: &str) -> f64 {
 /// of its own (other tests' Services are not this one's business).
 pub fn doctor(world: &World, config: &std::path::Path, extra: &[&str]) -> std::process::Output {
     let env = TestEnv::get();
-    Command::new(env!("CARGO_BIN_EXE_doctor"))
+    off_ec2(env!("CARGO_BIN_EXE_doctor"))
         .arg(format!("--cloud-config={}", config.display()))
         .arg(format!("--kubeconfig={}", env.kubeconfig.display()))
         .arg(format!("--node-selector=e2e-cluster={}", world.cluster_id))
         .arg(format!("--namespace={}", world.cluster_id))
         .args(extra)
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
         .output()
         .unwrap()
 }

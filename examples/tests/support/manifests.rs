@@ -83,6 +83,16 @@ pub async fn dry_run_apply(client: &kube::Client, obj: &Value) -> Value {
     server_side_apply(client, obj, true).await
 }
 
+/// Dry-runs `objects` one by one and asserts that the apiserver kept every field of each; `context` (the values
+/// files, say) leads each failure's path.
+pub async fn assert_all_kept(client: &kube::Client, objects: &[Value], context: &str) {
+    for obj in objects {
+        let got = dry_run_apply(client, obj).await;
+        let what = format!("{context}{} {}", obj["kind"], obj["metadata"]["name"]);
+        assert_kept(obj, &got, &what);
+    }
+}
+
 /// Server-side apply, stored (forced, so that reapplying the same object is idempotent).
 pub async fn apply(client: &kube::Client, obj: &Value) -> Value {
     server_side_apply(client, obj, false).await
@@ -113,6 +123,23 @@ async fn server_side_apply(client: &kube::Client, obj: &Value, dry_run: bool) ->
         .await
         .unwrap_or_else(|e| panic!("the apiserver rejected {kind} {name}: {e}"));
     serde_json::to_value(got).unwrap()
+}
+
+/// Helm's coalescing of a user's values onto the defaults: maps merge, anything else replaces.
+pub fn coalesce(into: &mut Value, from: &Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(k) {
+                    Some(slot) if slot.is_object() && v.is_object() => coalesce(slot, v),
+                    _ => {
+                        a.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v.clone(),
+    }
 }
 
 /// (apiGroup, resource, resourceNames, verb): RBAC rules in a form where equal grants compare equal.
