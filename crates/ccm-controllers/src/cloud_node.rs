@@ -19,13 +19,14 @@ use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api, Client,
-    api::{Patch, PatchParams, PostParams},
+    api::{Patch, PatchParams},
     runtime::{reflector::ObjectRef, reflector::Store, watcher},
 };
 use serde_json::json;
 
 use labels::reconcile_labels;
 pub use labels::{is_reserved_label, label_fixes};
+pub use patch::initialization_patch;
 
 use crate::{
     Backoff, Bootstrap, Clock, ControllerMetrics, Error, ErrorChain, WorkQueue,
@@ -405,9 +406,12 @@ async fn initialize<P: CloudProvider>(
     let mut base = node.clone();
     let mut attempt = 0;
     let updated = loop {
-        let desired = initialize_node(&base, &meta)?;
+        let patch = initialization_patch(&base, &initialize_node(&base, &meta)?);
         ctx.config.metrics.api_write();
-        match api.replace(name, &PostParams::default(), &desired).await {
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
             Ok(updated) => break updated,
             Err(e) if is_conflict(&e) && attempt < 20 => {
                 attempt += 1;
@@ -569,5 +573,6 @@ async fn update_node_status<P: CloudProvider>(ctx: &Ctx<P>) {
 }
 
 mod labels;
+mod patch;
 #[cfg(test)]
 mod tests;

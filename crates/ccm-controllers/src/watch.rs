@@ -62,10 +62,8 @@ pub(crate) fn shared<K>(
 /// Drops what no controller reads before an object is cached: its `managedFields` (often the largest part of
 /// an object) and, of a Node's status, all but its addresses and its conditions' type, status and reason (the
 /// images on the node, its system info, capacity, volumes, daemon endpoints, and the conditions' messages and
-/// times, which the kubelet rewrites at every heartbeat). Metadata and spec are kept whole: the cloud-node
-/// controller writes a cached Node back with an update, which would clear what the object it sends lacks.
-/// Writing a cached object back stays safe: an update without `managedFields` keeps the server's, and a Node
-/// update never changes its status.
+/// times, which the kubelet rewrites at every heartbeat). No controller writes a cached object back whole: Nodes
+/// are written with patches of the fields they change, under the cached `resourceVersion` as a precondition.
 pub(crate) fn strip<K: Resource + 'static>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
     if let Some(node) = (obj as &mut dyn std::any::Any).downcast_mut::<k8s_openapi::api::core::v1::Node>()

@@ -3,7 +3,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use ccm_cloud_provider::{NodeAddress, NodeAddressType::*};
+use ccm_cloud_provider::{InstanceMetadata, NodeAddress, NodeAddressType::*};
 use ccm_controllers::{cloud_node, keys};
 use ccm_testing::{
     TestEnv,
@@ -13,7 +13,7 @@ use ccm_testing::{
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{DeleteParams, ListParams, Patch, PostParams},
 };
 use serde_json::json;
 
@@ -243,6 +243,73 @@ async fn cloud_errors_keep_the_taint_and_are_retried() {
     );
     stop.send(()).unwrap();
     task.await.unwrap().unwrap();
+    nodes.delete(&name, &DeleteParams::default()).await.unwrap();
+}
+
+/// The initialization is a patch of what it changes under the read Node's resourceVersion. Against the real
+/// apiserver: a patch made from a Node another writer has changed since (a taint added) is refused with 409
+/// Conflict rather than dropping that taint with the list it carries; made from the Node read anew, it applies
+/// and keeps it. (The controller reads the Node again on a conflict and decides the write again.)
+#[tokio::test]
+async fn an_initialization_patch_from_a_stale_node_is_refused() {
+    let client = TestEnv::get().kube_client().await.unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let name = unique_name("cn-stale");
+    let uninitialized = json!({ "key": keys::TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule" });
+    let node: Node = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": { "taints": [uninitialized] },
+    }))
+    .unwrap();
+    let stale = nodes.create(&PostParams::default(), &node).await.unwrap();
+    let added = json!({ "spec": { "taints": [uninitialized, { "key": "example.com/added", "effect": "NoSchedule" }] } });
+    nodes
+        .patch(&name, &Default::default(), &Patch::Merge(&added))
+        .await
+        .unwrap();
+
+    let meta = InstanceMetadata {
+        provider_id: "fake://i-stale".into(),
+        instance_type: "m5.large".into(),
+        ..InstanceMetadata::default()
+    };
+    let write = |base: &Node| {
+        let desired = cloud_node::initialize_node(base, &meta).unwrap();
+        cloud_node::initialization_patch(base, &desired)
+    };
+    let refused = nodes
+        .patch(&name, &Default::default(), &Patch::Merge(&write(&stale)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(e) if e.code == 409),
+        "a stale initialization must be refused: {refused}"
+    );
+
+    let fresh = nodes.get(&name).await.unwrap();
+    let node = nodes
+        .patch(&name, &Default::default(), &Patch::Merge(&write(&fresh)))
+        .await
+        .unwrap();
+    let taints: Vec<String> = node
+        .spec
+        .iter()
+        .flat_map(|s| s.taints.iter().flatten())
+        .map(|t| t.key.clone())
+        .collect();
+    assert!(
+        taints.iter().any(|t| t == "example.com/added")
+            && !taints.iter().any(|t| t == keys::TAINT_UNINITIALIZED),
+        "{taints:?}"
+    );
+    assert_eq!(
+        node.spec.as_ref().unwrap().provider_id.as_deref(),
+        Some("fake://i-stale")
+    );
+    assert_eq!(
+        node.labels().get(keys::LABEL_INSTANCE_TYPE).map(String::as_str),
+        Some("m5.large")
+    );
     nodes.delete(&name, &DeleteParams::default()).await.unwrap();
 }
 
