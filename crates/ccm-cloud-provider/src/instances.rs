@@ -4,8 +4,11 @@ use k8s_openapi::api::core::v1::Node;
 
 use crate::{InstanceMetadata, NodeAddress, Result, Zone};
 
-/// Instances for external providers (upstream `InstancesV2`): each call gets the whole Node, so the provider
-/// can find the instance by `spec.providerID` first and by name, labels or annotations otherwise.
+/// Instances for external providers (upstream `InstancesV2`): each call gets the Node, so the provider can
+/// find the instance by `spec.providerID` first and by name or labels otherwise. The generic controllers hand
+/// their cached Nodes, which keep what controllers read (metadata with only the
+/// `alpha.kubernetes.io/provided-node-ip` annotation, the spec, the addresses and the `Ready` and
+/// `NetworkUnavailable` conditions), not the kubelet's system info or other annotations.
 ///
 /// The `*_batch` methods serve many nodes at once: the controllers call them with every node that is pending
 /// at that moment, so a provider that can look many instances up in one API call should override them. The

@@ -60,32 +60,53 @@ pub(crate) fn shared<K>(
 }
 
 /// Drops what no controller reads before an object is cached: its `managedFields` (often the largest part of
-/// an object) and, of a Node's status, all but its addresses and its conditions' type, status and reason (the
-/// images on the node, its system info, capacity, volumes, daemon endpoints, and the conditions' messages and
-/// times, which the kubelet rewrites at every heartbeat). No controller writes a cached object back whole: Nodes
+/// an object) and, of a Node, what [`strip_node`] drops. No controller writes a cached object back whole: Nodes
 /// are written with patches of the fields they change, under the cached `resourceVersion` as a precondition.
 pub(crate) fn strip<K: Resource + 'static>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
-    if let Some(node) = (obj as &mut dyn std::any::Any).downcast_mut::<k8s_openapi::api::core::v1::Node>()
-        && let Some(status) = node.status.take()
-    {
-        let conditions = status.conditions.map(|conditions| {
-            conditions
-                .into_iter()
-                .map(|c| k8s_openapi::api::core::v1::NodeCondition {
-                    type_: c.type_,
-                    status: c.status,
-                    reason: c.reason,
-                    ..Default::default()
-                })
-                .collect()
-        });
-        node.status = Some(k8s_openapi::api::core::v1::NodeStatus {
-            addresses: status.addresses,
-            conditions,
-            ..Default::default()
-        });
+    if let Some(node) = (obj as &mut dyn std::any::Any).downcast_mut::<k8s_openapi::api::core::v1::Node>() {
+        strip_node(node);
     }
+}
+
+/// What is left of a Node in the cache (docs/controllers.md): its metadata without annotations but
+/// `alpha.kubernetes.io/provided-node-ip`; its spec without the deprecated `configSource` and `externalID`; of its
+/// status the addresses and the `Ready` and `NetworkUnavailable` conditions' type, status and reason. Gone are
+/// the images on the node, its system info, capacity, volumes, daemon endpoints, the other conditions (the
+/// kubelet's pressure reports) and the conditions' messages and times, which the kubelet rewrites at every
+/// heartbeat.
+fn strip_node(node: &mut k8s_openapi::api::core::v1::Node) {
+    use crate::keys::{ANNOTATION_PROVIDED_NODE_IP, CONDITION_NETWORK_UNAVAILABLE};
+    if let Some(annotations) = node.metadata.annotations.as_mut() {
+        annotations.retain(|k, _| k == ANNOTATION_PROVIDED_NODE_IP);
+        if annotations.is_empty() {
+            node.metadata.annotations = None;
+        }
+    }
+    if let Some(spec) = node.spec.as_mut() {
+        spec.config_source = None;
+        spec.external_id = None;
+    }
+    let Some(status) = node.status.take() else {
+        return;
+    };
+    let conditions = status.conditions.map(|conditions| {
+        conditions
+            .into_iter()
+            .filter(|c| c.type_ == "Ready" || c.type_ == CONDITION_NETWORK_UNAVAILABLE)
+            .map(|c| k8s_openapi::api::core::v1::NodeCondition {
+                type_: c.type_,
+                status: c.status,
+                reason: c.reason,
+                ..Default::default()
+            })
+            .collect()
+    });
+    node.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+        addresses: status.addresses,
+        conditions,
+        ..Default::default()
+    });
 }
 
 /// The objects a relist must account for: those known before it began, and those it has listed so far.
@@ -170,7 +191,14 @@ mod tests {
 
     /// A Node as a kubelet reports it, in JSON (what a cache would hold of it, less `managedFields`).
     fn kubelet_node() -> Node {
-        let conditions: Vec<serde_json::Value> = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+        let types = [
+            "NetworkUnavailable",
+            "MemoryPressure",
+            "DiskPressure",
+            "PIDPressure",
+            "Ready",
+        ];
+        let conditions: Vec<serde_json::Value> = types
             .iter()
             .map(|t| {
                 serde_json::json!({
@@ -186,7 +214,9 @@ mod tests {
                 "creationTimestamp": "2026-11-29T10:00:00Z",
                 "labels": {"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "m5.large"},
                 "annotations": {"node.alpha.kubernetes.io/ttl": "0",
-                    "volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
+                    "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                    "alpha.kubernetes.io/provided-node-ip": "10.0.0.1",
+                    "csi.volume.kubernetes.io/nodeid": "{\"ebs.csi.aws.com\":\"i-0123456789abcdef0\"}"}},
             "spec": {"providerID": "aws:///us-east-1a/i-0123456789abcdef0", "podCIDR": "10.244.1.0/24",
                 "taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]},
             "status": {
@@ -210,13 +240,35 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_node_keeps_what_the_controllers_read_and_loses_a_third_of_its_bytes() {
+    fn a_cached_node_keeps_what_the_controllers_read_and_loses_half_its_bytes() {
         let full = kubelet_node();
         let mut n = full.clone();
         strip(&mut n);
-        // Metadata and spec whole (the cloud-node controller updates Nodes from the cache).
-        assert_eq!((&n.metadata, &n.spec), (&full.metadata, &full.spec));
+        // Metadata but the annotations no controller reads, and the spec.
+        let mut metadata = full.metadata.clone();
+        metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .retain(|k, _| k == "alpha.kubernetes.io/provided-node-ip");
+        assert_eq!((&n.metadata, &n.spec), (&metadata, &full.spec));
+        assert_eq!(
+            n.metadata
+                .annotations
+                .as_ref()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            ["alpha.kubernetes.io/provided-node-ip"]
+        );
         let status = n.status.as_ref().unwrap();
+        let types: Vec<&str> = status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| c.type_.as_str())
+            .collect();
+        assert_eq!(types, ["NetworkUnavailable", "Ready"], "the pressure reports go");
         assert_eq!(status.addresses, full.status.as_ref().unwrap().addresses);
         let ready = status
             .conditions
@@ -236,7 +288,7 @@ mod tests {
         assert!(status.node_info.is_none() && status.capacity.is_none() && status.images.is_none());
         let bytes = |n: &Node| serde_json::to_vec(n).unwrap().len();
         assert!(
-            3 * bytes(&n) < 2 * bytes(&full),
+            2 * bytes(&n) < bytes(&full),
             "{} of {} bytes",
             bytes(&n),
             bytes(&full)
