@@ -41,4 +41,26 @@ for version in latest earliest; do
   # K8S_OPENAPI_ENABLED_VERSION would select a version beside the feature: the check is of the features alone.
   (cd "$scratch" && env -u K8S_OPENAPI_ENABLED_VERSION cargo check --offline --quiet --lib)
 done
+# ccm-aws-sdk with one AWS service's feature alone (docs/using-the-crates.md): its SDK crate and no other, as the
+# resolved tree says, and it compiles.
+service_alone() {
+  local feature="$1" want="$2" got
+  {
+    printf '[package]\nname = "scratch-consumer"\nversion = "0.0.0"\nedition = "2024"\npublish = false\n\n'
+    printf '[workspace]\n\n[dependencies]\n'
+    printf 'ccm-aws-sdk = { path = "%s/crates/ccm-aws-sdk", default-features = false, features = ["%s"] }\n' \
+      "$repo" "$feature"
+  } >"$scratch/Cargo.toml"
+  printf '' >"$scratch/src/lib.rs"
+  # The workspace's lock each time: cargo prunes the scratch copy to the packages the last build used.
+  cp "$repo/Cargo.lock" "$scratch/Cargo.lock"
+  got="$(cd "$scratch" && cargo tree --offline -e normal,build --prefix none --format '{p}' \
+    | sed 's/ .*//' | grep '^aws-sdk-' | sort -u | tr '\n' ' ')"
+  [ "$got" = "$want " ] || die "consumer-check: ccm-aws-sdk with \"$feature\" alone compiles the SDK crates '$got', not '$want'"
+  log "consumer-check: ccm-aws-sdk with \"$feature\" alone: $want only ($(cd "$scratch" && cargo tree --offline \
+    -e normal,build --prefix none --format '{p}' | sed 's/ (.*//' | sort -u | wc -l) packages)"
+  (cd "$scratch" && cargo check --offline --quiet --lib)
+}
+service_alone ecr aws-sdk-ecr
+service_alone ec2 aws-sdk-ec2
 log "consumer-check: passed"

@@ -1,19 +1,21 @@
-//! The ECR credential provider's clients alone (ECR, ECR Public, STS). [`Adapter`](crate::Adapter) builds every
+//! The ECR credential provider's clients alone (ECR, ECR Public, STS; each as its feature allows). [`Adapter`](crate::Adapter) builds every
 //! port's client, so a binary that makes one links the EC2 and ELB clients, most of a release binary's size,
 //! even when it never calls them. A binary that builds only [`EcrAdapter`] references no EC2 or ELB code, and the
 //! linker leaves it out.
 
 use std::sync::Arc;
 
-use aws_config::SdkConfig;
-use aws_types::region::Region;
+use aws_types::SdkConfig;
 
-use crate::{AdapterOptions, AwsEcr, AwsSts, CallMetrics, limiter::Limiter, runtime::Runtime};
+#[cfg(feature = "sts")]
+use crate::AwsSts;
+use crate::{AdapterOptions, AwsEcr, CallMetrics, limiter::Limiter, runtime::Runtime};
 
 /// The ECR and STS ports on one limiter and one set of metrics, and nothing else. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct EcrAdapter {
     ecr: AwsEcr,
+    #[cfg(feature = "sts")]
     sts: AwsSts,
     metrics: CallMetrics,
 }
@@ -27,11 +29,9 @@ impl EcrAdapter {
     /// Made for a process that makes one request: its HTTPS client trusts the system's CA bundle file without
     /// also reading every file of the certificate directory, unless `SSL_CERT_FILE` or `SSL_CERT_DIR` is set
     /// (then the default trust store applies, as it does when no bundle is found).
+    #[cfg(feature = "config")]
     pub async fn from_env(region: Option<String>, options: AdapterOptions) -> Self {
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-        if let Some(region) = region {
-            loader = loader.region(Region::new(region));
-        }
+        let mut loader = crate::config_loader(region);
         if let Some(client) = crate::trust::bundle_https_client() {
             loader = loader.http_client(client);
         }
@@ -49,8 +49,9 @@ impl EcrAdapter {
             options.read_only,
         );
         Self {
-            ecr: AwsEcr::new(sdk_config, &options, rt.clone()),
-            sts: AwsSts::new(sdk_config, &options, rt),
+            #[cfg(feature = "sts")]
+            sts: AwsSts::new(sdk_config, &options, rt.clone()),
+            ecr: AwsEcr::new(sdk_config, &options, rt),
             metrics,
         }
     }
@@ -61,6 +62,7 @@ impl EcrAdapter {
     }
 
     /// The STS port.
+    #[cfg(feature = "sts")]
     pub fn sts(&self) -> &AwsSts {
         &self.sts
     }

@@ -42,8 +42,9 @@ macro_rules! resolve_for {
     )*};
 }
 
-resolve_for!(
-    aws_sdk_ec2,
-    aws_sdk_elasticloadbalancing,
-    aws_sdk_elasticloadbalancingv2
-);
+#[cfg(feature = "ec2")]
+resolve_for!(aws_sdk_ec2);
+#[cfg(feature = "elb")]
+resolve_for!(aws_sdk_elasticloadbalancing);
+#[cfg(feature = "elbv2")]
+resolve_for!(aws_sdk_elasticloadbalancingv2);

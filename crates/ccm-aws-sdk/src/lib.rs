@@ -16,6 +16,11 @@
 //! // Then, in a tokio runtime: `ccm_aws_sdk::Adapter::from_env(Some("us-east-1".into()), options).await`.
 //! ```
 //!
+//! Each AWS service is a Cargo feature (`ec2`, `elb`, `elbv2`, `ecr`, `ecr-public`, `sts`), as is aws-config's
+//! default credential chain and IMDS client (`config`); all are on by default. A library that needs fewer
+//! depends on this crate with `default-features = false` and compiles only those services' SDK crates
+//! (docs/using-the-crates.md).
+//!
 //! May depend on: `ccm-aws-api`, `aws-config`, `aws-sdk-*` and the `aws-smithy-*` crates under them (with the
 //! certificate types of their TLS stack), `tokio`, `tracing`. It is the only crate that names `aws-sdk-*` or
 //! `aws-config`.
@@ -27,45 +32,83 @@
         reason = "the function limit is for code, not for tests"
     )
 )]
+// The helpers the ports share (paging, error mapping, per-call clients, the role provider) are dead code in a
+// build that leaves some ports out; the default build, which has every port, is linted for dead code in full.
+#![cfg_attr(
+    not(all(
+        feature = "ec2",
+        feature = "elb",
+        feature = "elbv2",
+        feature = "ecr",
+        feature = "ecr-public",
+        feature = "sts",
+        feature = "config"
+    )),
+    allow(dead_code, unused_imports)
+)]
 
+#[cfg(feature = "ec2")]
 mod batch;
+#[cfg(any(feature = "ec2", feature = "elb", feature = "elbv2"))]
+mod clients;
+#[cfg(feature = "ec2")]
 mod ec2;
+#[cfg(any(feature = "ecr", feature = "ecr-public"))]
 mod ecr;
+#[cfg(feature = "ecr")]
 mod ecr_only;
+#[cfg(feature = "elb")]
 mod elb;
+#[cfg(feature = "elbv2")]
 mod elbv2;
+#[cfg(any(feature = "ec2", feature = "elb", feature = "elbv2"))]
 mod endpoint;
 mod error_map;
+#[cfg(feature = "config")]
 mod imds;
 mod limiter;
+#[cfg(feature = "ec2")]
 mod lookup_split;
 mod metrics;
+#[cfg(any(feature = "ecr", feature = "ecr-public", feature = "sts"))]
+mod per_call;
+#[cfg(feature = "sts")]
 mod role;
 mod runtime;
+#[cfg(feature = "sts")]
+mod sts;
+#[cfg(all(feature = "config", feature = "ecr"))]
 mod trust;
 mod user_agent;
 
 use std::time::Duration;
 
-use aws_config::{SdkConfig, retry::RetryConfig, timeout::TimeoutConfig};
-use aws_credential_types::provider::SharedCredentialsProvider;
-use aws_types::region::Region;
+use aws_types::SdkConfig;
 use ccm_aws_api::{AwsError, ErrorKind};
 
+#[cfg(feature = "ec2")]
 pub use ec2::AwsEc2;
-pub use ecr::{AwsEcr, AwsSts};
+#[cfg(any(feature = "ecr", feature = "ecr-public"))]
+pub use ecr::AwsEcr;
+#[cfg(feature = "ecr")]
 pub use ecr_only::EcrAdapter;
+#[cfg(feature = "elb")]
 pub use elb::AwsElb;
+#[cfg(feature = "elbv2")]
 pub use elbv2::AwsElbv2;
 pub use error_map::classify;
+#[cfg(feature = "config")]
 pub use imds::{AwsMetadata, ImdsOptions};
 pub use limiter::{ActionClass, BucketLimit, RateLimits, Service};
 pub use metrics::{CallKey, CallMetrics, CallStats};
+#[cfg(feature = "sts")]
 pub use role::AssumeRole;
 pub use runtime::RetryPolicy;
+#[cfg(feature = "sts")]
+pub use sts::AwsSts;
 pub use user_agent::kubernetes_user_agent;
 
-use crate::{limiter::Limiter, role::AssumeRoleProvider, runtime::Runtime};
+use crate::{limiter::Limiter, runtime::Runtime};
 
 /// How the adapter reaches AWS.
 #[derive(Debug, Clone)]
@@ -76,6 +119,7 @@ pub struct AdapterOptions {
     /// Per-service endpoints (cloud config `[ServiceOverride]`), matched on service and the client's region.
     pub endpoint_overrides: Vec<EndpointOverride>,
     /// A role to assume for EC2 and ELB calls.
+    #[cfg(feature = "sts")]
     pub assume_role: Option<AssumeRole>,
     /// Client-side rate limits.
     pub rate_limits: RateLimits,
@@ -111,10 +155,15 @@ pub struct EndpointOverride {
 /// The clients of every port, sharing one limiter and one set of metrics. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Adapter {
+    #[cfg(feature = "ec2")]
     ec2: AwsEc2,
+    #[cfg(feature = "elb")]
     elb: AwsElb,
+    #[cfg(feature = "elbv2")]
     elbv2: AwsElbv2,
+    #[cfg(any(feature = "ecr", feature = "ecr-public"))]
     ecr: AwsEcr,
+    #[cfg(feature = "sts")]
     sts: AwsSts,
     metrics: CallMetrics,
     runtime: std::sync::Arc<Runtime>,
@@ -158,6 +207,7 @@ impl Default for AdapterOptions {
         Self {
             endpoint_url: None,
             endpoint_overrides: Vec::new(),
+            #[cfg(feature = "sts")]
             assume_role: None,
             rate_limits: RateLimits::default(),
             retry: RetryPolicy::default(),
@@ -184,6 +234,7 @@ impl AdapterOptions {
     }
 
     /// Assumes a role for EC2 and ELB calls.
+    #[cfg(feature = "sts")]
     #[must_use]
     pub fn with_assume_role(mut self, role: AssumeRole) -> Self {
         self.assume_role = Some(role);
@@ -231,12 +282,9 @@ impl AdapterOptions {
 impl Adapter {
     /// Loads the default credential chain and region (environment, profile, web identity, ECS, IMDS), with
     /// `region` taking precedence when given, and builds the adapter on it.
+    #[cfg(feature = "config")]
     pub async fn from_env(region: Option<String>, options: AdapterOptions) -> Self {
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-        if let Some(region) = region {
-            loader = loader.region(Region::new(region));
-        }
-        Self::new(&loader.load().await, options)
+        Self::new(&config_loader(region).load().await, options)
     }
 
     /// Builds the clients on `sdk_config` (region and credentials) and `options`. Must be called inside a tokio
@@ -250,74 +298,35 @@ impl Adapter {
             options.read_only,
         );
         let region = sdk_config.region().map(|r| r.as_ref().to_owned());
-        let timeouts = TimeoutConfig::builder()
-            .operation_attempt_timeout(options.attempt_timeout)
-            .connect_timeout(options.attempt_timeout.min(Duration::from_secs(5)))
-            .build();
-
-        let credentials = options.assume_role.as_ref().map(|role| {
-            let headers = role::SourceHeaders {
-                account: role.account().map(str::to_owned),
-                arn: role.source_arn.clone(),
-            };
-            let mut sts = aws_sdk_sts::config::Builder::from(sdk_config)
-                .interceptor(headers)
-                .interceptor(user_agent::KubernetesUserAgent);
-            if let Some((url, signing_region)) = endpoint_for(&options, Service::Sts, region.as_deref()) {
-                sts = sts.endpoint_url(url).region(Region::new(signing_region));
-            }
-            SharedCredentialsProvider::new(AssumeRoleProvider {
-                sts: aws_sdk_sts::Client::from_conf(sts.build()),
-                role: role.clone(),
-            })
-        });
-
-        macro_rules! client {
-            ($sdk:ident, $service:expr) => {{
-                let mut config = $sdk::config::Builder::from(sdk_config)
-                    .interceptor(user_agent::KubernetesUserAgent)
-                    .retry_config(RetryConfig::disabled())
-                    .timeout_config(timeouts.clone());
-                if let Some((url, signing_region)) = endpoint_for(&options, $service, region.as_deref()) {
-                    match signing_name(&options, $service, region.as_deref()) {
-                        Some(name) => {
-                            config = config
-                                .endpoint_resolver(endpoint::StaticEndpoint::new(
-                                    url,
-                                    &signing_region,
-                                    Some(name),
-                                ))
-                                .region(Region::new(signing_region));
-                        }
-                        None => config = config.endpoint_url(url).region(Region::new(signing_region)),
-                    }
-                }
-                if let Some(credentials) = &credentials {
-                    config = config.credentials_provider(credentials.clone());
-                }
-                $sdk::Client::from_conf(config.build())
-            }};
-        }
-
-        let ec2 = AwsEc2::new(
-            client!(aws_sdk_ec2, Service::Ec2),
-            rt.clone(),
-            options.batch_window,
-        );
-        let elb = AwsElb::new(client!(aws_sdk_elasticloadbalancing, Service::Elb), rt.clone());
-        let elbv2 = AwsElbv2::new(
-            client!(aws_sdk_elasticloadbalancingv2, Service::Elbv2),
-            rt.clone(),
-        );
-        // ECR and STS run with the ambient credentials (or those the caller passes), never the assumed role.
-        let ecr = AwsEcr::new(sdk_config, &options, rt.clone());
-        let sts = AwsSts::new(sdk_config, &options, rt.clone());
+        #[cfg(any(feature = "ec2", feature = "elb", feature = "elbv2"))]
+        let shared = clients::Shared::new(sdk_config, &options, region.as_deref());
         Self {
-            ec2,
-            elb,
-            elbv2,
-            ecr,
-            sts,
+            #[cfg(feature = "ec2")]
+            ec2: AwsEc2::new(
+                clients::client!(aws_sdk_ec2, Service::Ec2, sdk_config, &shared),
+                rt.clone(),
+                options.batch_window,
+            ),
+            #[cfg(feature = "elb")]
+            elb: AwsElb::new(
+                clients::client!(aws_sdk_elasticloadbalancing, Service::Elb, sdk_config, &shared),
+                rt.clone(),
+            ),
+            #[cfg(feature = "elbv2")]
+            elbv2: AwsElbv2::new(
+                clients::client!(
+                    aws_sdk_elasticloadbalancingv2,
+                    Service::Elbv2,
+                    sdk_config,
+                    &shared
+                ),
+                rt.clone(),
+            ),
+            // ECR and STS run with the ambient credentials (or those the caller passes), never the assumed role.
+            #[cfg(any(feature = "ecr", feature = "ecr-public"))]
+            ecr: AwsEcr::new(sdk_config, &options, rt.clone()),
+            #[cfg(feature = "sts")]
+            sts: AwsSts::new(sdk_config, &options, rt.clone()),
             metrics,
             runtime: rt,
             region,
@@ -325,26 +334,31 @@ impl Adapter {
     }
 
     /// The EC2 port.
+    #[cfg(feature = "ec2")]
     pub fn ec2(&self) -> &AwsEc2 {
         &self.ec2
     }
 
     /// The Classic ELB port.
+    #[cfg(feature = "elb")]
     pub fn elb(&self) -> &AwsElb {
         &self.elb
     }
 
     /// The ELBv2 port.
+    #[cfg(feature = "elbv2")]
     pub fn elbv2(&self) -> &AwsElbv2 {
         &self.elbv2
     }
 
     /// The ECR port.
+    #[cfg(any(feature = "ecr", feature = "ecr-public"))]
     pub fn ecr(&self) -> &AwsEcr {
         &self.ecr
     }
 
     /// The STS port.
+    #[cfg(feature = "sts")]
     pub fn sts(&self) -> &AwsSts {
         &self.sts
     }
@@ -366,7 +380,28 @@ impl Adapter {
     }
 }
 
+/// The AWS SDK behavior version of the configuration [`Adapter::from_env`] and [`EcrAdapter::from_env`] load:
+/// pinned, so that updating the SDK crates (a consumer's `cargo update`) does not change the SDK's defaults under
+/// a running controller. To use another, load the `SdkConfig` yourself (`aws_config::defaults(version)`) and
+/// build the adapter on it with [`Adapter::new`] or [`EcrAdapter::new`]; the clients take the behavior version of
+/// the configuration they are built on.
+#[cfg(feature = "config")]
+pub fn behavior_version() -> aws_config::BehaviorVersion {
+    aws_config::BehaviorVersion::v2026_01_12()
+}
+
+/// The default credential chain and region at [`behavior_version`], `region` taking precedence when given.
+#[cfg(feature = "config")]
+pub(crate) fn config_loader(region: Option<String>) -> aws_config::ConfigLoader {
+    let loader = aws_config::defaults(behavior_version());
+    match region {
+        Some(region) => loader.region(aws_types::region::Region::new(region)),
+        None => loader,
+    }
+}
+
 /// The signing name of the override for `service`, if it sets one.
+#[cfg(any(feature = "ec2", feature = "elb", feature = "elbv2"))]
 fn signing_name(options: &AdapterOptions, service: Service, region: Option<&str>) -> Option<String> {
     let client_region = region.unwrap_or_default();
     options
@@ -400,4 +435,18 @@ fn endpoint_for(
 /// An [`AwsError`] for a request the adapter refuses before calling AWS.
 pub(crate) fn invalid(service: Service, operation: &'static str, message: impl Into<String>) -> AwsError {
     AwsError::new(ErrorKind::Invalid, service.as_str(), operation).with_message(message)
+}
+
+#[cfg(all(test, feature = "config"))]
+mod tests {
+    /// The loaders use the pinned version, not whatever `latest()` is in the SDK the build resolved.
+    #[tokio::test]
+    async fn the_loaded_configuration_has_the_pinned_behavior_version() {
+        let config = super::config_loader(Some("eu-west-1".into()))
+            .no_credentials()
+            .load()
+            .await;
+        assert_eq!(config.behavior_version(), Some(super::behavior_version()));
+        assert_eq!(config.region().map(AsRef::as_ref), Some("eu-west-1"));
+    }
 }
