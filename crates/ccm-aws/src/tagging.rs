@@ -37,9 +37,11 @@ use futures::future::join_all;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client};
 
+#[cfg(feature = "cli")]
+pub use config::TaggingArgs;
 pub use config::{
-    CHECKSUM_LABEL, ConfigProblem, InvalidConfig, SUPPORTED_RESOURCES, TaggingArgs, TaggingConfig,
-    TagsParseError, parse_tags, tags_checksum,
+    CHECKSUM_LABEL, ConfigProblem, InvalidConfig, SUPPORTED_RESOURCES, TaggingConfig, TagsParseError,
+    parse_tags, tags_checksum,
 };
 pub use metrics::TaggingMetrics;
 

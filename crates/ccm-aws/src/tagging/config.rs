@@ -16,7 +16,7 @@ pub const SUPPORTED_RESOURCES: [&str; 1] = ["instance"];
 const MAX_TAG_KEY: usize = 128;
 const MAX_TAG_VALUE: usize = 256;
 
-/// The tagging controller's settings. Build it from flags ([`TaggingArgs`]) or by hand,
+/// The tagging controller's settings. Build it from flags (`TaggingArgs`, with the `cli` feature) or by hand,
 /// then [`TaggingConfig::validate`]. By hand, start from [`TaggingConfig::new`] (or `Default`) and set the fields.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -210,8 +210,11 @@ pub fn parse_tags(value: &str) -> Result<Tags, TagsParseError> {
     Ok(out)
 }
 
+#[cfg(feature = "cli")]
 pub use cli::TaggingArgs;
 
+/// The flags, with the `cli` feature: a library user who builds the config by hand does not compile clap.
+#[cfg(feature = "cli")]
 mod cli {
     use super::{TaggingConfig, Tags, parse_tags};
 

@@ -264,6 +264,7 @@ fn tags_flag_parses_like_string_to_string() {
     );
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn cli_flags_bind_to_the_config() {
     use clap::Parser;
