@@ -6,7 +6,7 @@ use std::{future::Future, sync::Arc, time::Duration};
 use aws_smithy_runtime_api::client::{orchestrator::HttpResponse, result::SdkError};
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use ccm_aws_api::{AwsError, ErrorKind};
-use rand::Rng;
+use rand::RngExt;
 use tokio::time::Instant;
 
 use crate::{

@@ -11,7 +11,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use ccm_testing::{ec2::Launched, nodes::UNINITIALIZED};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PostParams};
-use rand::{Rng, SeedableRng, rngs::StdRng, seq::IteratorRandom};
+use rand::{RngExt, SeedableRng, rngs::StdRng, seq::IteratorRandom};
 use serde_json::json;
 use tokio::{
     sync::{Mutex, watch},

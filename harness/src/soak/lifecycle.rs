@@ -12,7 +12,7 @@ use ccm_aws_api::{Ec2, Elb, Elbv2, Filter};
 use ccm_load_balancers::classic::node_rules::load_balancer_ports;
 use ccm_testing::{load_balancers::name_for_uid, services};
 use kube::api::PostParams;
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use rand::{RngExt, SeedableRng, rngs::StdRng};
 use tokio::time::Instant;
 
 use crate::soak::{

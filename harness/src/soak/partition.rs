@@ -12,7 +12,7 @@ use std::{collections::BTreeMap, time::Duration};
 use ccm_aws::tagging::CHECKSUM_LABEL;
 use ccm_testing::{Fault, FaultProxy};
 use kube::api::{Patch, PatchParams};
-use rand::{Rng, rngs::StdRng};
+use rand::{RngExt, rngs::StdRng};
 use serde_json::json;
 use tokio::{sync::Mutex, time::Instant};
 

@@ -14,7 +14,7 @@
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use ccm_testing::ec2::Launched;
-use rand::{Rng, rngs::StdRng};
+use rand::{RngExt, rngs::StdRng};
 use tokio::time::Instant;
 
 use crate::soak::Soak;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};
-use rand::{Rng, rngs::StdRng, seq::IndexedRandom};
+use rand::{RngExt, rngs::StdRng, seq::IndexedRandom};
 
 const PREFIX: &str = "service.beta.kubernetes.io/aws-load-balancer-";
 /// The label (key, value) the chaos gives a random share of the Nodes, and `target-node-labels` asks for.
@@ -115,7 +115,7 @@ impl Spec {
             Change::RemovePort => {}
             Change::Ranges => {
                 let n = rng.random_range(0..3);
-                self.ranges = RANGES.choose_multiple(rng, n).map(|r| (*r).to_owned()).collect();
+                self.ranges = RANGES.sample(rng, n).map(|r| (*r).to_owned()).collect();
                 self.ranges.sort();
             }
             Change::Internal => self.internal = !self.internal,
