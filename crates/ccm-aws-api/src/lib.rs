@@ -80,3 +80,8 @@ pub use sts::Sts;
 pub use types::{
     Filter, InstanceId, NetworkInterfaceId, RouteTableId, SecurityGroupId, SubnetId, Tags, VpcId,
 };
+
+// The README's examples compile (and those without `no_run` run) as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;

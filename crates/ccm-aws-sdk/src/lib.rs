@@ -450,3 +450,8 @@ mod tests {
         assert_eq!(config.region().map(AsRef::as_ref), Some("eu-west-1"));
     }
 }
+
+// The README's examples compile (and those without `no_run` run) as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;

@@ -30,3 +30,8 @@ pub use catalog_metrics::CatalogMetrics;
 pub use cloud::{AwsCloud, AwsCloudError, Environment, PROVIDER_NAME};
 pub use cloud_config::{CloudConfig, CloudConfigErrors, ConfigError, GlobalConfig, LoadError};
 pub use cluster_id::ClusterIdError;
+
+// The README's examples compile (and those without `no_run` run) as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;

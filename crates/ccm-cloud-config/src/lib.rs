@@ -420,3 +420,8 @@ pub fn region_of_zone(zone: &str) -> Option<String> {
 mod parser;
 #[cfg(test)]
 mod tests;
+
+// The README's examples compile (and those without `no_run` run) as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;

@@ -72,3 +72,8 @@ pub use types::{InstanceMetadata, NodeAddress, NodeAddressType, Route, Zone};
 
 /// The result of a provider call.
 pub type Result<T, E = CloudError> = std::result::Result<T, E>;
+
+// The README's examples compile (and those without `no_run` run) as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;

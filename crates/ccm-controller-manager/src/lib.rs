@@ -54,3 +54,8 @@ pub use logging::{filter_for_verbosity, go_quote, init_logging, log_subscriber};
 pub use migration::MigrationConfig;
 pub use options::{CompatOptions, Options, OptionsError};
 pub use runtime::{BoxError, ControllerContext, Runtime};
+
+// The README's examples compile (and those without `no_run` run) as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;

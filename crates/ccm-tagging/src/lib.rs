@@ -414,3 +414,8 @@ impl TagDiff {
 
 #[cfg(test)]
 mod tests;
+
+// The README's examples compile (and those without `no_run` run) as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
