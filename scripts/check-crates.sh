@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The library crates as their users get them: API docs build with warnings denied, every library packages, the
 # libraries build inside a scratch consumer with each Kubernetes API version (consumer-check.sh), and the
-# dependency graph passes cargo-deny (licenses, bans, sources; deny.toml says why advisories are not here).
+# public API of each library keeps its promise against the last landing (semver-check.sh), and the dependency
+# graph passes cargo-deny (licenses, bans, sources; deny.toml says why advisories are not here).
 # Offline after one `cargo fetch`. scripts/test.sh runs it.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -15,12 +16,8 @@ no_arguments "$0" "$@"
 log "check-crates: cargo fetch --locked (every platform's crates)"
 cargo fetch --locked --quiet || die "cargo fetch --locked failed: the registry must be reachable once"
 
-libs=(
-  ccm-cloud-provider ccm-controllers ccm-tagging ccm-aws-api ccm-aws-sdk ccm-instances ccm-load-balancers
-  ccm-routes ccm-ecr-credentials ccm-cloud-config ccm-aws ccm-controller-manager
-)
 packages=()
-for lib in "${libs[@]}"; do packages+=(-p "$lib"); done
+for lib in "${LIBRARY_CRATES[@]}"; do packages+=(-p "$lib"); done
 
 log "check-crates: cargo doc --no-deps, warnings denied"
 # ccm-testing (unpublished) selects the Kubernetes API version the libraries need to build (see Cargo.toml).
@@ -31,6 +28,8 @@ log "check-crates: cargo package of every library"
 cargo package --offline --no-verify --allow-dirty --quiet "${packages[@]}"
 
 "$here/consumer-check.sh"
+
+"$here/semver-check.sh"
 
 log "check-crates: cargo deny (licenses, bans, sources)"
 command -v cargo-deny >/dev/null 2>&1 || die "cargo-deny is missing (cargo install --locked cargo-deny)"

@@ -11,11 +11,7 @@ repo="$(cd "$here/.." && pwd)"
 . "$here/lib.sh"
 no_arguments "$0" "$@"
 
-# Every crate a controller may depend on (the publishable ones); ccm-testing, examples and benches are internal.
-libs=(
-  ccm-cloud-provider ccm-controllers ccm-tagging ccm-aws-api ccm-aws-sdk ccm-instances ccm-load-balancers
-  ccm-routes ccm-ecr-credentials ccm-cloud-config ccm-aws ccm-controller-manager
-)
+libs=("${LIBRARY_CRATES[@]}")
 k8s_openapi_version="$(sed -n 's/^k8s-openapi = "\(.*\)"$/\1/p' "$repo/Cargo.toml")"
 [ -n "$k8s_openapi_version" ] || die "consumer-check: no plain k8s-openapi version in the workspace manifest"
 

@@ -18,6 +18,13 @@ KUBE_APISERVER_BIN="$KUBE_BIN_DIR/kube-apiserver"
 GO_CCM_BIN="$KUBE_BIN_DIR/aws-cloud-controller-manager-go"
 
 # Each line carries the time of day, so that a long first run shows where its minutes went.
+# The library crates, in dependency order: what a controller may depend on and what check-crates.sh packages,
+# builds in a scratch consumer and semver-checks. ccm-testing, examples, harness and benches are internal.
+LIBRARY_CRATES=(
+  ccm-cloud-provider ccm-controllers ccm-tagging ccm-aws-api ccm-aws-sdk ccm-instances ccm-load-balancers
+  ccm-routes ccm-ecr-credentials ccm-cloud-config ccm-aws ccm-controller-manager
+)
+
 log() { printf '[testenv %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { printf '[testenv %s] ERROR: %s\n' "$(date +%T)" "$*" >&2; exit 1; }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Rehearses a fresh machine: the README's two commands on a clone of HEAD with an empty CARGO_HOME (no registry
-# cache, no installed cargo tools: cargo-nextest, cargo-deny and cargo-fuzz are hidden from PATH) and an empty
-# cache directory (no moto, no kube-apiserver, no build output). Only rustup's toolchains and Debian's packages
-# stay, as on a new machine of this kind. Three timed runs, each in a world of its own:
+# cache, no installed cargo tools: cargo-nextest, cargo-deny, cargo-semver-checks and cargo-fuzz are hidden from
+# PATH) and an empty cache directory (no moto, no kube-apiserver, no build output). Only rustup's toolchains and
+# Debian's packages stay, as on a new machine of this kind. Three timed runs, each in a world of its own:
 #   1. cold sandbox:       scripts/sandbox.sh on a fresh world;
 #   2. cold test command:  scripts/test.sh on another fresh world;
 #   3. warm test command:  scripts/test.sh again on that world.
@@ -44,11 +44,12 @@ fresh_path() {
   mkdir -p "$world/cargo-home/bin"
   IFS=: read -r -a dirs <<<"$PATH"
   for dir in "${dirs[@]}"; do
-    if [ -e "$dir/cargo-nextest" ] || [ -e "$dir/cargo-deny" ] || [ -e "$dir/cargo-fuzz" ]; then
+    if [ -e "$dir/cargo-nextest" ] || [ -e "$dir/cargo-deny" ] || [ -e "$dir/cargo-semver-checks" ] \
+      || [ -e "$dir/cargo-fuzz" ]; then
       shadow="$world/path/$(printf '%s' "$dir" | tr '/' '_')"
       mkdir -p "$shadow"
       for entry in "$dir"/*; do
-        case "$(basename "$entry")" in cargo-nextest|cargo-deny|cargo-fuzz) continue ;; esac
+        case "$(basename "$entry")" in cargo-nextest|cargo-deny|cargo-semver-checks|cargo-fuzz) continue ;; esac
         ln -sf "$entry" "$shadow/"
       done
       out="$out:$shadow"

@@ -3,8 +3,8 @@
 #   - the environment: moto and ministack (pinned) in virtualenvs under the cache directory, etcd and the Go toolchain from
 #     Debian, kube-apiserver 1.20.2 and the Go cloud controller manager 1.20.2 (the peer), both built from
 #     Debian's kubernetes source package (see build-kubernetes.sh);
-#   - the test tools (skipped with --environment, which is all the sandbox needs): cargo-nextest, cargo-deny and
-#     cargo-fuzz from crates.io.
+#   - the test tools (skipped with --environment, which is all the sandbox needs): cargo-nextest, cargo-deny,
+#     cargo-semver-checks and cargo-fuzz from crates.io.
 #
 #   scripts/setup.sh                  # what scripts/test.sh needs
 #   scripts/setup.sh --environment    # what scripts/sandbox.sh needs
@@ -77,6 +77,7 @@ install_tool() {
 if [ "$tools" -eq 1 ]; then
   install_tool cargo-nextest cargo-nextest "scripts/test.sh runs every test with it"
   install_tool cargo-deny cargo-deny "scripts/check-crates.sh checks licenses, bans and sources with it"
+  install_tool cargo-semver-checks cargo-semver-checks "scripts/semver-check.sh checks the libraries' API with it"
   # The nightly toolchain the fuzz smoke run builds with comes with this machine kind (rustup cannot download
   # toolchains here); scripts/fuzz-smoke.sh fails, naming it, where it is missing.
   install_tool cargo-fuzz cargo-fuzz "scripts/fuzz-smoke.sh runs the fuzz targets with it"

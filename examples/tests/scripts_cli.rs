@@ -22,7 +22,7 @@ const STUBS: [&str; 12] = [
 ];
 
 /// Every script that takes arguments or none, and the exit status of a refused argument.
-const SCRIPTS: [&str; 10] = [
+const SCRIPTS: [&str; 11] = [
     "sandbox.sh",
     "test.sh",
     "setup.sh",
@@ -31,6 +31,7 @@ const SCRIPTS: [&str; 10] = [
     "build-kubernetes.sh",
     "check-crates.sh",
     "consumer-check.sh",
+    "semver-check.sh",
     "fuzz-smoke.sh",
     "rehearse-fresh-machine.sh",
 ];

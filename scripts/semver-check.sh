@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Checks each library's public API against the last landing of main with cargo-semver-checks: a removed item, a
+# changed signature or a newly required trait method fails unless the crate is named in `breaking` (below), the
+# acknowledgement that its CHANGELOG entry lists the break. The baseline and that list live in the workspace
+# manifest's `[workspace.metadata.semver]`; SEMVER_BASELINE=<rev> checks against another revision (on a branch:
+# SEMVER_BASELINE=main). Default features only, as a consumer gets the crates (the `mock` features are not API,
+# docs/compatibility.md). Offline; the rustdoc builds share the workspace's target directory. scripts/check-crates.sh
+# runs it.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+. "$here/lib.sh"
+no_arguments "$0" "$@"
+cd "$repo"
+
+command -v cargo-semver-checks >/dev/null 2>&1 \
+  || die "cargo-semver-checks is missing (scripts/setup.sh installs it: cargo install --locked cargo-semver-checks)"
+
+# A canary first proves that the tool, as installed and called here, fails a removed function: a check that cannot
+# fail would pass every break below.
+canary="$(mktemp -d)"
+trap 'rm -rf "$canary"' EXIT
+for side in old new; do
+  mkdir -p "$canary/$side/src"
+  printf '[package]\nname = "semver-canary"\nversion = "0.1.0"\nedition = "2024"\n\n[workspace]\n' \
+    >"$canary/$side/Cargo.toml"
+done
+printf 'pub fn kept() {}\npub fn removed() {}\n' >"$canary/old/src/lib.rs"
+printf 'pub fn kept() {}\n' >"$canary/new/src/lib.rs"
+if cargo semver-checks check-release --manifest-path "$canary/new/Cargo.toml" --baseline-root "$canary/old" \
+  >"$canary/out" 2>&1; then
+  die "semver-check: cargo-semver-checks passed a removed public function: breaks would not be caught"
+fi
+grep -q "function_missing" "$canary/out" || { cat "$canary/out" >&2; die "semver-check: the canary failed otherwise"; }
+
+# `baseline` and `breaking` from the manifest, through cargo's own TOML parser.
+read -r manifest_baseline breaking < <(cargo metadata --offline --no-deps --format-version 1 | python3 -c '
+import json, sys
+semver = (json.load(sys.stdin).get("metadata") or {}).get("semver") or {}
+print(semver.get("baseline", ""), " ".join(semver.get("breaking", [])))
+')
+baseline="${SEMVER_BASELINE:-$manifest_baseline}"
+[ -n "$baseline" ] || die "semver-check: no [workspace.metadata.semver] baseline in Cargo.toml"
+git rev-parse --quiet --verify "$baseline^{commit}" >/dev/null \
+  || die "semver-check: the baseline $baseline is not in this clone (a shallow clone? fetch main's history)"
+git merge-base --is-ancestor "$baseline" HEAD \
+  || die "semver-check: the baseline $baseline is not an ancestor of HEAD: set it to the last landing of main"
+
+for lib in $breaking; do
+  printf '%s\n' "${LIBRARY_CRATES[@]}" | grep -qx "$lib" \
+    || die "semver-check: \`breaking\` names $lib, which is not a library (${LIBRARY_CRATES[*]})"
+done
+checked=()
+for lib in "${LIBRARY_CRATES[@]}"; do
+  [[ " $breaking " == *" $lib "* ]] || checked+=(-p "$lib")
+done
+
+# The libraries select no Kubernetes API version themselves (docs/using-the-crates.md); their rustdoc builds here
+# are the lone-library builds that need one.
+export K8S_OPENAPI_ENABLED_VERSION="${K8S_OPENAPI_ENABLED_VERSION:-1.33}" CARGO_NET_OFFLINE=true
+log "semver-check: the libraries' public API against $(git rev-parse --short "$baseline")"
+cargo semver-checks check-release --default-features --baseline-rev "$baseline" "${checked[@]}" \
+  || die "semver-check: a library's API broke against $baseline; if that is intended, list the break in \
+CHANGELOG.md and name the crate in [workspace.metadata.semver] breaking"
+# An acknowledgement that outlives its break would hide the next one: each named crate must still break.
+for lib in $breaking; do
+  if cargo semver-checks check-release --default-features --baseline-rev "$baseline" -p "$lib" >/dev/null 2>&1; then
+    die "semver-check: [workspace.metadata.semver] breaking names $lib, whose API did not break against \
+$baseline: remove it (after a landing, the baseline moves and the list empties)"
+  fi
+  log "semver-check: $lib breaks its API against the baseline, acknowledged in Cargo.toml"
+done
