@@ -65,6 +65,10 @@ done
 # The libraries select no Kubernetes API version themselves (docs/using-the-crates.md); their rustdoc builds here
 # are the lone-library builds that need one.
 export K8S_OPENAPI_ENABLED_VERSION="${K8S_OPENAPI_ENABLED_VERSION:-1.33}" CARGO_NET_OFFLINE=true
+# One target directory for every library's rustdoc build, current and baseline: without CARGO_TARGET_DIR,
+# cargo-semver-checks gives each package a directory of its own and compiles the dependencies (the AWS SDK
+# included) once per library.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 log "semver-check: the libraries' public API against $(git rev-parse --short "$baseline")"
 cargo semver-checks check-release --default-features --baseline-rev "$baseline" "${checked[@]}" \
   || die "semver-check: a library's API broke against $baseline; if that is intended, list the break in \
