@@ -1,7 +1,8 @@
 //! NLBs through `AwsLoadBalancers` and the real adapter against moto: the upstream e2e scenarios at library level
 //! (default, target-node-labels, internal with target group attributes, BYO group, managed -> BYO, BYO ->
-//! managed), a TCP -> TLS change, a steady second ensure (0 mutating calls), node changes (targets only) and
-//! deletion (no owned resource left, a BYO group kept). Each test has its own VPC, instances and cluster ID.
+//! managed), the AWS Load Balancer Controller's scheme key, a TCP -> TLS change, a steady second ensure (0
+//! mutating calls), node changes (targets only) and deletion (no owned resource left, a BYO group kept). Each test
+//! has its own VPC, instances and cluster ID.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -389,6 +390,46 @@ async fn internal_nlb_with_target_group_attributes() {
         .await
         .unwrap();
     assert_eq!(elbv2.target_group(&tgs[0].name).await.unwrap(), None);
+}
+
+/// The AWS Load Balancer Controller's `aws-load-balancer-scheme: internal` alone gives an internal NLB (it once
+/// gave an internet-facing one); contradicted by `aws-load-balancer-internal`, the Service is refused naming both
+/// keys and nothing in AWS changes.
+#[tokio::test]
+async fn the_albc_scheme_key_makes_an_internal_nlb_and_a_contradiction_changes_nothing() {
+    let w = world(135).await;
+    let lbs = w.lbs(w.config.clone());
+    let metrics = w.adapter.metrics().clone();
+    let svc = service(&uid(), &[(80, 30080)], &[(Key::Scheme, "internal")]);
+    ensure(&lbs, &svc, &w.nodes()).await;
+    let name = lbs.load_balancer_name(CLUSTER_NAME, &svc);
+    let lb = w.adapter.elbv2().load_balancer(&name).await.unwrap().unwrap();
+    assert!(lb.internal);
+
+    let mut contradicted = svc.clone();
+    let annotations = contradicted.metadata.annotations.as_mut().unwrap();
+    annotations.insert(Key::Internal.name().to_owned(), "false".to_owned());
+    annotations.insert(Key::AllowRecreation.name().to_owned(), "true".to_owned());
+    let nodes = w.nodes();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let before = mutation_counts(&metrics);
+    let error = lbs
+        .ensure_load_balancer(CLUSTER_NAME, &contradicted, &refs)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(Key::Scheme.name()) && error.contains(Key::Internal.name()),
+        "{error}"
+    );
+    assert_eq!(diff(&mutation_counts(&metrics), &before), BTreeMap::new());
+    let kept = w.adapter.elbv2().load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!((kept.arn.as_str(), kept.internal), (lb.arn.as_str(), true));
+
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
+        .await
+        .unwrap();
+    assert_eq!(w.adapter.elbv2().load_balancer(&name).await.unwrap(), None);
 }
 
 #[tokio::test]

@@ -2,10 +2,9 @@
 //! type, default, flavours, doc). The table drives value validation ([`parse_value`]), the typed accessors the
 //! spec parser uses, and the generated `docs/annotations.md` ([`render_markdown`]).
 
-use std::fmt;
-
 use serde::Serialize;
 
+pub mod albc;
 mod attributes;
 mod go_compat;
 mod markdown;
@@ -18,7 +17,7 @@ pub use attributes::{
 };
 pub use go_compat::Warning;
 pub use markdown::render_markdown;
-pub use values::{Annotations, ListenerAttributes, Value, is_cidr, parse_bool, parse_value};
+pub use values::{Annotations, ListenerAttributes, Problem, Value, is_cidr, parse_bool, parse_value};
 
 /// The prefix shared by the AWS load-balancer annotations.
 pub const PREFIX: &str = "service.beta.kubernetes.io/aws-load-balancer-";
@@ -119,8 +118,10 @@ pub struct AnnotationDef {
 
 macro_rules! keys {
     ($($variant:ident),* $(,)?) => {
-        /// The identifier of every annotation of the table ([`ANNOTATIONS`] is in this order).
+        /// The identifier of every annotation of the table ([`ANNOTATIONS`] is in this order). Non-exhaustive:
+        /// the table grows as keys are served.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[non_exhaustive]
         pub enum Key {
             $(
                 #[allow(missing_docs)]
@@ -138,6 +139,7 @@ macro_rules! keys {
 keys!(
     Type,
     Internal,
+    Scheme,
     Subnets,
     SourceRanges,
     SecurityGroups,
@@ -205,6 +207,18 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
               scheme (a `RecreatingLoadBalancer` Warning Event; its DNS name changes), without it the load balancer \
               is kept (a `LoadBalancerRecreationRequired` Warning Event); a Classic ELB not tagged as owned by the cluster keeps its scheme (a warning is \
               logged).",
+    },
+    AnnotationDef {
+        key: Key::Scheme,
+        name: "service.beta.kubernetes.io/aws-load-balancer-scheme",
+        value: ValueType::OneOf(&["internal", "internet-facing"]),
+        default: "from `aws-load-balancer-internal`",
+        applies: Applies::Both,
+        doc: "The AWS Load Balancer Controller's key for the scheme. Set beside `aws-load-balancer-internal`, \
+              the two must agree: otherwise the Service is not served, with an error naming both. Absent, \
+              `aws-load-balancer-internal` decides (internet-facing by default, where the AWS Load Balancer \
+              Controller defaults to internal). A change needs a new load balancer, as for \
+              `aws-load-balancer-internal`.",
     },
     AnnotationDef {
         key: Key::Subnets,
@@ -385,7 +399,8 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         value: ValueType::HealthCheckPort,
         default: "traffic-port (the health-check node port for `Local`)",
         applies: Applies::Both,
-        doc: "`traffic-port` (the first listener's node port) or a port number.",
+        doc: "`traffic-port` (the first listener's node port), a port number, or the name of one of the \
+              Service's ports, which stands for its node port (the AWS Load Balancer Controller's reading).",
     },
     AnnotationDef {
         key: Key::HealthcheckPath,
@@ -538,25 +553,6 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
     },
 ];
 
-/// One problem with a Service: the field or annotation, the bad value, and what is accepted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Problem {
-    /// The annotation name or the Service field (`spec.ports[0].protocol`, ...).
-    pub field: String,
-    /// The refused value.
-    pub value: String,
-    /// What would be accepted, or what to do instead.
-    pub accepted: String,
-}
-
-// === impl Problem ===
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}={:?}: {}", self.field, self.value, self.accepted)
-    }
-}
-
 // === impl Key ===
 
 impl Key {
@@ -578,7 +574,8 @@ impl Key {
             | Key::AlpnPolicy
             | Key::LoadBalancerAttributes
             | Key::ListenerAttributes
-            | Key::LoadBalancerName => Origin::AwsLoadBalancerController,
+            | Key::LoadBalancerName
+            | Key::Scheme => Origin::AwsLoadBalancerController,
             Key::AllowRecreation => Origin::Ours,
             _ => Origin::Go,
         }

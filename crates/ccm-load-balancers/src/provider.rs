@@ -94,9 +94,12 @@ fn annotation_notices(spec: &ServiceSpec) -> Vec<Notice> {
     spec.warnings
         .iter()
         .map(|w| {
-            // A Service field served differently from what it asks, or an annotation read as Go read it.
+            // A Service field served differently from what it asks, the AWS Load Balancer Controller's key
+            // not served here, or an annotation read as Go read it.
             let reason = if w.field.starts_with("spec.") {
                 IPV4_ONLY
+            } else if crate::annotations::albc::is_unserved(&w.field) {
+                UNSUPPORTED_ANNOTATION
             } else {
                 "UnexpectedAnnotationValue"
             };
@@ -107,6 +110,9 @@ fn annotation_notices(spec: &ServiceSpec) -> Vec<Notice> {
 
 /// The reason of the Warning Event of a Service that prefers dual-stack and gets an IPv4 load balancer.
 const IPV4_ONLY: &str = "LoadBalancerIPv4Only";
+
+/// The reason of the Warning Event naming an AWS Load Balancer Controller key that has no effect here.
+const UNSUPPORTED_ANNOTATION: &str = "UnsupportedAnnotation";
 
 // === impl AwsLoadBalancers ===
 

@@ -1,6 +1,6 @@
 //! The generated `docs/annotations.md`: the annotation table as Markdown.
 
-use super::{ANNOTATIONS, Applies, Origin};
+use super::{ANNOTATIONS, Applies, Origin, PREFIX, albc};
 
 /// The Markdown reference of every annotation, generated from [`ANNOTATIONS`] (committed as
 /// `docs/annotations.md`).
@@ -49,6 +49,19 @@ pub fn render_markdown() -> String {
             origin,
             def.doc.replace('|', "\\|"),
         ));
+    }
+    out.push_str(
+        "\n## The AWS Load Balancer Controller's keys not served here\n\n\
+         On a Service this controller serves (a Classic ELB or an NLB; `type: external` and `nlb-ip` are that \
+         controller's), each of these keys gets an `UnsupportedAnnotation` Warning Event saying it has no effect, \
+         so that nothing its author wrote is ignored in silence. Two stop the Service's sync with an error \
+         instead, because ignoring them would open more than the Service asks: \
+         `aws-load-balancer-security-group-prefix-lists` (any value; the source ranges would be let in instead) \
+         and `aws-load-balancer-manage-backend-security-group-rules: \"false\"` (this controller adds the nodes' \
+         rules). `aws-load-balancer-nlb-target-type: instance` is what an NLB here has, without a warning.\n\n",
+    );
+    for suffix in albc::UNSERVED_KEYS {
+        out.push_str(&format!("- `{PREFIX}{suffix}`\n"));
     }
     out
 }

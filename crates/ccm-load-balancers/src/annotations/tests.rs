@@ -78,6 +78,7 @@ fn every_annotation_of_the_reference_is_in_the_table() {
     assert_eq!(
         others,
         [
+            format!("{PREFIX}scheme"),
             format!("{PREFIX}ip-address-type"),
             format!("{PREFIX}allow-recreation"),
             format!("{PREFIX}alpn-policy"),
@@ -114,6 +115,8 @@ fn good_values() {
         (Key::Internal, "true", s("true")),
         (Key::Internal, "0.0.0.0/0", s("0.0.0.0/0")),
         (Key::Internal, "false", s("false")),
+        (Key::Scheme, "internet-facing", s("internet-facing")),
+        (Key::Scheme, "INTERNAL", s("internal")),
         (Key::ProxyProtocol, "*", s("*")),
         (Key::AccessLogEmitInterval, "5", Value::Int(5)),
         (Key::AccessLogEmitInterval, "60", Value::Int(60)),
@@ -149,6 +152,12 @@ fn good_values() {
         (Key::HealthcheckProtocol, "https", s("HTTPS")),
         (Key::HealthcheckPort, "traffic-port", Value::Port(None)),
         (Key::HealthcheckPort, "8080", Value::Port(Some(8080))),
+        (
+            Key::HealthcheckPort,
+            "health",
+            Value::PortName("health".to_owned()),
+        ),
+        (Key::HealthcheckPort, "h2c-9", Value::PortName("h2c-9".to_owned())),
         (Key::HealthcheckPath, "/ready", s("/ready")),
         (
             Key::EipAllocations,
@@ -213,6 +222,7 @@ fn bad_values_name_what_is_accepted() {
     let table: &[(Key, &str, &str)] = &[
         (Key::Type, "alb", "one of classic, clb, nlb, nlb-ip, external"),
         (Key::Internal, "yes", "one of true, false, 0.0.0.0/0"),
+        (Key::Scheme, "private", "one of internal, internet-facing"),
         (Key::ProxyProtocol, "true", "one of *"),
         (Key::AccessLogEmitInterval, "10", "one of 5, 60"),
         (Key::AccessLogEnabled, "yes", "true or false"),
@@ -255,8 +265,14 @@ fn bad_values_name_what_is_accepted() {
         (Key::HealthcheckTimeout, "1", "from 2 to 120"),
         (Key::HealthcheckInterval, "4", "from 5 to 300"),
         (Key::HealthcheckProtocol, "UDP", "one of TCP, SSL, HTTP, HTTPS"),
-        (Key::HealthcheckPort, "0", "traffic-port or a port number"),
-        (Key::HealthcheckPort, "http", "traffic-port or a port number"),
+        (Key::HealthcheckPort, "0", "traffic-port, a port number"),
+        (Key::HealthcheckPort, "HTTP", "or the name of a Service port"),
+        (Key::HealthcheckPort, "-http", "or the name of a Service port"),
+        (
+            Key::HealthcheckPort,
+            "a-very-long-port-name",
+            "or the name of a Service port",
+        ),
         (Key::HealthcheckPath, "healthz", "starting with /"),
         (Key::EipAllocations, "eip-1", "starting with eipalloc-"),
         (Key::PrivateIpv4Addresses, "10.0.0.300", "IPv4 addresses"),

@@ -1,9 +1,11 @@
 //! Annotation values: each raw value validated against its key's declared type ([`parse_value`]), and the
 //! annotations of a Service parsed once ([`Annotations`]) with typed accessors.
 
-use std::{collections::BTreeMap, net::Ipv4Addr};
+use std::{collections::BTreeMap, fmt, net::Ipv4Addr};
 
-use super::{AttributeKeys, Key, Problem, ValueType, Warning, go_compat};
+use serde::Serialize;
+
+use super::{AttributeKeys, Key, ValueType, Warning, go_compat};
 
 /// A parsed annotation value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +20,8 @@ pub enum Value {
     Text(String),
     /// `None` for `traffic-port`, else the port.
     Port(Option<i32>),
+    /// The name of one of the Service's ports (a health check port: that port's node port).
+    PortName(String),
     /// A list of items (trimmed, empty items dropped).
     List(Vec<String>),
     /// Key/value pairs in order of appearance (values may be empty).
@@ -40,7 +44,9 @@ impl ValueType {
             Self::Text => "a non-empty string".to_owned(),
             Self::Arn => "an ACM or IAM certificate ARN (arn:...)".to_owned(),
             Self::Path => "a path starting with /".to_owned(),
-            Self::HealthCheckPort => "traffic-port or a port number from 1 to 65535".to_owned(),
+            Self::HealthCheckPort => {
+                "traffic-port, a port number from 1 to 65535, or the name of a Service port".to_owned()
+            }
             Self::IdList(prefix) => format!("comma-separated IDs starting with {prefix}"),
             Self::SubnetList => "comma-separated subnet IDs (subnet-...) or subnet Name tags".to_owned(),
             Self::PortList => "* or comma-separated port numbers or port names".to_owned(),
@@ -133,6 +139,19 @@ fn pairs(raw: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Whether `name` is a Kubernetes port name (an IANA service name: 1 to 15 lower-case letters, digits and inner
+/// single hyphens, with at least one letter).
+fn is_port_name(name: &str) -> bool {
+    (1..=15).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name.bytes().any(|b| b.is_ascii_lowercase())
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && !name.contains("--")
+}
+
 /// Whether `s` is an IPv4 or IPv6 CIDR.
 pub fn is_cidr(s: &str) -> bool {
     let Some((addr, len)) = s.split_once('/') else {
@@ -213,11 +232,10 @@ fn scalar_value(ty: ValueType, trimmed: &str) -> Option<Value> {
             .then(|| Value::Text(trimmed.to_owned())),
         ValueType::Path => trimmed.starts_with('/').then(|| Value::Text(trimmed.to_owned())),
         ValueType::HealthCheckPort if trimmed == "traffic-port" => Some(Value::Port(None)),
-        ValueType::HealthCheckPort => trimmed
-            .parse::<i32>()
-            .ok()
-            .filter(|p| (1..=65535).contains(p))
-            .map(|p| Value::Port(Some(p))),
+        ValueType::HealthCheckPort => match trimmed.parse::<i32>() {
+            Ok(p) => (1..=65535).contains(&p).then_some(Value::Port(Some(p))),
+            Err(_) => is_port_name(trimmed).then(|| Value::PortName(trimmed.to_owned())),
+        },
         ValueType::LoadBalancerName => {
             crate::shared::is_load_balancer_name(trimmed).then(|| Value::Text(trimmed.to_owned()))
         }
@@ -410,6 +428,7 @@ impl Annotations {
         }
         let unknown_keys = keys.check(&out);
         out.problems.extend(unknown_keys);
+        super::albc::check(raw, &mut out.warnings, &mut out.problems);
         out
     }
 
@@ -474,5 +493,32 @@ impl Annotations {
             Some(Value::Port(p)) => Some(*p),
             _ => None,
         }
+    }
+
+    /// The health check port annotation when it names one of the Service's ports.
+    pub fn port_name(&self, key: Key) -> Option<&str> {
+        match self.get(key) {
+            Some(Value::PortName(name)) => Some(name),
+            _ => None,
+        }
+    }
+}
+
+/// One problem with a Service: the field or annotation, the bad value, and what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// The annotation name or the Service field (`spec.ports[0].protocol`, ...).
+    pub field: String,
+    /// The refused value.
+    pub value: String,
+    /// What would be accepted, or what to do instead.
+    pub accepted: String,
+}
+
+// === impl Problem ===
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={:?}: {}", self.field, self.value, self.accepted)
     }
 }

@@ -67,7 +67,7 @@ pub(crate) fn spec(
     let (ports, protocols) = ports(k8s, &flavour, found);
     let (source_ranges, source_ranges_defaulted) = source_ranges(k8s, a, found);
     let access_log = access_log(a, found);
-    let health_check = health_check(a, &flavour, found);
+    let health_check = health_check(a, &flavour, &ports, found);
     let target_group_attributes = target_group_attributes(a, &protocols, found);
     let load_balancer_attributes = load_balancer_attributes(a, found);
     let (ip_address_type, dual_stack_preferred) = super::families::address_type(k8s, a, &flavour, found);
@@ -82,7 +82,7 @@ pub(crate) fn spec(
         name: name.to_owned(),
         uid: meta.uid.clone().unwrap_or_default(),
         flavour,
-        internal: matches!(a.text(Key::Internal), Some("true" | "0.0.0.0/0")),
+        internal: internal(a, found),
         ports,
         source_ranges,
         source_ranges_defaulted,
@@ -121,6 +121,29 @@ pub(crate) fn spec(
         dual_stack_preferred,
         warnings: Vec::new(),
     }
+}
+
+/// Whether the scheme is `internal`: from `aws-load-balancer-scheme` (the AWS Load Balancer Controller's key) or
+/// Go's `aws-load-balancer-internal`. Both set and disagreeing is a problem naming both keys: either reading could
+/// expose the Service more than its author meant, so it is not served until one of them changes.
+fn internal(a: &Annotations, found: &mut Findings) -> bool {
+    let by_internal = a.text(Key::Internal).map(|v| matches!(v, "true" | "0.0.0.0/0"));
+    let Some(scheme) = a.text(Key::Scheme) else {
+        return by_internal.unwrap_or(false);
+    };
+    let by_scheme = scheme == "internal";
+    if by_internal.is_some_and(|by_internal| by_internal != by_scheme) {
+        let other = if by_scheme { "internet-facing" } else { "internal" };
+        found.problem(
+            Key::Scheme.name(),
+            scheme.to_owned(),
+            &format!(
+                "{other}, as {} says, or only one of the two annotations",
+                Key::Internal.name()
+            ),
+        );
+    }
+    by_scheme
 }
 
 /// The ports with node ports, and the protocols used (in order of appearance).
@@ -246,11 +269,43 @@ fn access_log(a: &Annotations, found: &mut Findings) -> AccessLogSpec {
     access_log
 }
 
+/// The health check port: `traffic-port`, a number, or the name of one of the Service's ports, which stands for
+/// that port's node port (the targets are instances), as the AWS Load Balancer Controller reads it.
+fn health_check_port(a: &Annotations, ports: &[PortSpec], found: &mut Findings) -> Option<Option<i32>> {
+    let Some(name) = a.port_name(Key::HealthcheckPort) else {
+        return a.port(Key::HealthcheckPort);
+    };
+    if let Some(port) = ports.iter().find(|p| p.name == name) {
+        return Some(Some(port.node_port));
+    }
+    let names: Vec<&str> = ports
+        .iter()
+        .map(|p| p.name.as_str())
+        .filter(|n| !n.is_empty())
+        .collect();
+    let named = if names.is_empty() {
+        "none of the Service's ports with a node port has a name".to_owned()
+    } else {
+        format!("the Service's named ports with a node port: {}", names.join(", "))
+    };
+    found.problem(
+        Key::HealthcheckPort.name(),
+        name.to_owned(),
+        &format!("traffic-port, a port number, or a port name ({named})"),
+    );
+    None
+}
+
 /// The health check annotations, with the flavour's limits.
-fn health_check(a: &Annotations, flavour: &Flavour, found: &mut Findings) -> HealthCheckSpec {
+fn health_check(
+    a: &Annotations,
+    flavour: &Flavour,
+    ports: &[PortSpec],
+    found: &mut Findings,
+) -> HealthCheckSpec {
     let health_check = HealthCheckSpec {
         protocol: a.text(Key::HealthcheckProtocol).map(str::to_owned),
-        port: a.port(Key::HealthcheckPort),
+        port: health_check_port(a, ports, found),
         path: a.text(Key::HealthcheckPath).map(str::to_owned),
         healthy_threshold: i32_of(a, Key::HealthcheckHealthyThreshold),
         unhealthy_threshold: i32_of(a, Key::HealthcheckUnhealthyThreshold),

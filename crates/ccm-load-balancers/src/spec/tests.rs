@@ -11,7 +11,7 @@ fn an_invalid_service_reports_every_problem_at_once() {
     let mut svc = service(
         &[
             (Key::ConnectionIdleTimeout, "forever"),
-            (Key::HealthcheckPort, "http"),
+            (Key::HealthcheckPort, "0"),
             (Key::TargetGroupAttributes, "proxy_protocol_v2.enabled=true"),
             (Key::AccessLogEnabled, "true"),
         ],
@@ -313,4 +313,59 @@ fn a_chosen_name_is_checked_against_awss_limits() {
     assert_eq!(unnamed.load_balancer_name, None);
     // As with every annotation, an empty value is no value: the UID name.
     assert_eq!(named("").unwrap().load_balancer_name, None);
+}
+
+#[test]
+fn the_albc_scheme_key_decides_and_must_agree_with_internal() {
+    let internal = |annotations: &[(Key, &str)]| {
+        let mut with_type = vec![(Key::Type, "nlb")];
+        with_type.extend_from_slice(annotations);
+        parse_service(&service(&with_type, &[(80, 30080)])).map(|s| s.internal)
+    };
+    // The trap: the AWS Load Balancer Controller's key alone once gave an internet-facing NLB.
+    assert!(internal(&[(Key::Scheme, "internal")]).unwrap());
+    assert!(internal(&[(Key::Scheme, "Internal")]).unwrap());
+    assert!(!internal(&[(Key::Scheme, "internet-facing")]).unwrap());
+    assert!(!internal(&[(Key::Scheme, "")]).unwrap());
+    assert!(!internal(&[]).unwrap(), "Go's default, not the ALBC's");
+    assert!(internal(&[(Key::Scheme, "internal"), (Key::Internal, "true")]).unwrap());
+    assert!(!internal(&[(Key::Scheme, "internet-facing"), (Key::Internal, "false")]).unwrap());
+    for (scheme, flag, other) in [
+        ("internal", "false", "internet-facing"),
+        ("internet-facing", "true", "internal"),
+    ] {
+        let e = internal(&[(Key::Scheme, scheme), (Key::Internal, flag)]).unwrap_err();
+        assert_eq!(fields(&e), [Key::Scheme.name()]);
+        let message = e.to_string();
+        assert!(
+            message.contains(Key::Internal.name()) && message.contains(other),
+            "{message}"
+        );
+    }
+    let e = internal(&[(Key::Scheme, "private")]).unwrap_err();
+    assert!(e.to_string().contains("internal, internet-facing"), "{e}");
+    // A Classic ELB reads it too.
+    let classic = service(&[(Key::Scheme, "internal")], &[(80, 30080)]);
+    assert!(parse_service(&classic).unwrap().internal);
+}
+
+#[test]
+fn a_named_health_check_port_is_that_ports_node_port() {
+    let mut svc = service(&[(Key::HealthcheckPort, "health")], &[(80, 30080), (8081, 30081)]);
+    let ports = svc.spec.as_mut().unwrap().ports.as_mut().unwrap();
+    ports[0].name = Some("web".into());
+    ports[1].name = Some("health".into());
+    assert_eq!(parse_service(&svc).unwrap().health_check.port, Some(Some(30081)));
+
+    let mut unknown = svc.clone();
+    unknown
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(Key::HealthcheckPort.name().to_owned(), "metrics".to_owned());
+    let e = parse_service(&unknown).unwrap_err();
+    assert_eq!(fields(&e), [Key::HealthcheckPort.name()]);
+    let message = e.to_string();
+    assert!(message.contains("web, health"), "{message}");
 }
