@@ -73,6 +73,21 @@ kill_tree() {
   kill "$1" 2>/dev/null || true
 }
 
+# Installs cargo tool NAME (its command BINARY) from crates.io unless it is on PATH; WHY names its user. Each
+# `cargo install` builds in a scratch target directory of its own (never a CARGO_TARGET_DIR the caller set, whose
+# lock the workspace's builds hold), so it runs beside them. Unoptimised builds without debug information: release
+# builds took long on a fresh machine (cargo-nextest alone 12 minutes beside the workspace's first build), and the
+# tools' own speed does not matter here.
+install_tool() {
+  local name="$1" binary="$2" why="$3" dir status=0
+  command -v "$binary" >/dev/null 2>&1 && return 0
+  log "installing $name from crates.io ($why)"
+  dir="$(mktemp -d)"
+  CARGO_PROFILE_DEV_DEBUG=0 cargo install "$name" --locked --debug --quiet --target-dir "$dir" || status=$?
+  rm -rf "$dir"
+  [ "$status" -eq 0 ] || die "cargo install $name failed: $why"
+}
+
 # A free TCP port on 127.0.0.1, chosen by the kernel.
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'

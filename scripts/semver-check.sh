@@ -13,8 +13,8 @@ repo="$(cd "$here/.." && pwd)"
 no_arguments "$0" "$@"
 cd "$repo"
 
-command -v cargo-semver-checks >/dev/null 2>&1 \
-  || die "cargo-semver-checks is missing (scripts/setup.sh installs it: cargo install --locked cargo-semver-checks)"
+# Installed on a machine's first run (about 10 minutes; scripts/test.sh starts it early, beside the test groups).
+install_tool cargo-semver-checks cargo-semver-checks "scripts/semver-check.sh checks the libraries' API with it"
 
 # A canary first proves that the tool, as installed and called here, fails a removed function: a check that cannot
 # fail would pass every break below.

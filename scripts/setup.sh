@@ -3,8 +3,8 @@
 #   - the environment: moto and ministack (pinned) in virtualenvs under the cache directory, etcd and the Go toolchain from
 #     Debian, kube-apiserver 1.20.2 and the Go cloud controller manager 1.20.2 (the peer), both built from
 #     Debian's kubernetes source package (see build-kubernetes.sh);
-#   - the test tools (skipped with --environment, which is all the sandbox needs): cargo-nextest, cargo-deny,
-#     cargo-semver-checks and cargo-fuzz from crates.io.
+#   - the test tools (skipped with --environment, which is all the sandbox needs): cargo-nextest, cargo-deny
+#     and cargo-fuzz from crates.io (cargo-semver-checks: scripts/semver-check.sh installs it when missing).
 #
 #   scripts/setup.sh                  # what scripts/test.sh needs
 #   scripts/setup.sh --environment    # what scripts/sandbox.sh needs
@@ -63,21 +63,12 @@ fi
 "$here/build-kubernetes.sh" &
 kube_build=$!
 
-# The test tools, from crates.io, compiled once per machine. `cargo install` builds in a target directory of its
-# own, so this runs beside the workspace's build. Unoptimised builds without debug information: release builds
-# took long on a fresh machine (cargo-nextest alone 12 minutes beside the workspace's first build), and the tools'
-# own speed does not matter here.
-install_tool() {
-  local name="$1" binary="$2" why="$3"
-  command -v "$binary" >/dev/null 2>&1 && return 0
-  log "installing $name from crates.io ($why)"
-  CARGO_PROFILE_DEV_DEBUG=0 cargo install "$name" --locked --debug --quiet \
-    || die "cargo install $name failed: $why"
-}
+# The test tools, from crates.io, compiled once per machine (install_tool, lib.sh), beside the workspace's build.
+# cargo-semver-checks is not among them: scripts/test.sh installs it beside the test groups, which leave a core idle
+# (installed here it held the set-up, and so every test, back by 16 minutes on a fresh machine).
 if [ "$tools" -eq 1 ]; then
   install_tool cargo-nextest cargo-nextest "scripts/test.sh runs every test with it"
   install_tool cargo-deny cargo-deny "scripts/check-crates.sh checks licenses, bans and sources with it"
-  install_tool cargo-semver-checks cargo-semver-checks "scripts/semver-check.sh checks the libraries' API with it"
   # The nightly toolchain the fuzz smoke run builds with comes with this machine kind (rustup cannot download
   # toolchains here); scripts/fuzz-smoke.sh fails, naming it, where it is missing.
   install_tool cargo-fuzz cargo-fuzz "scripts/fuzz-smoke.sh runs the fuzz targets with it"

@@ -27,6 +27,14 @@ fuzz_build=$!
 # Test groups share one environment; moto is reset before each so that no group sees another's leftovers.
 # Tests inside a group isolate themselves with unique names (ccm_testing::unique_name). Benchmarks are not
 # tests (they print figures; `cargo bench` runs them) but clippy --all-targets in .ci/run compiles them.
+# The semver check's tool (scripts/semver-check.sh) installs beside the test groups, which mostly wait on moto
+# and the apiserver: on a fresh machine its 10-minute build would otherwise hold up the set-up or the crate checks.
+# Niced, in a scratch target directory (install_tool), so it takes no lock the groups need.
+semver_log="$(mktemp)"
+(renice -n 10 -p "$BASHPID" >/dev/null
+  install_tool cargo-semver-checks cargo-semver-checks "scripts/semver-check.sh checks the libraries' API with it") \
+  >"$semver_log" 2>&1 &
+semver_install=$!
 log "group 1: unit and integration tests (every crate, examples and benches)"
 "$here/testenv.sh" reset-aws "$TESTENV_DIR"
 cargo nextest run --workspace --lib --bins --tests --profile ci -E 'not binary(/^e2e/)'
@@ -77,6 +85,7 @@ rm -f "$chart" "$chart.txt"
 # run takes one core: they run beside those two, niced so that the soak's controllers keep their cores, and their
 # log is printed when they end. They hold the cargo lock of the workspace's target directory; nothing after this
 # point takes it (the soak runs a built binary, the fuzz targets have a target directory of their own).
+wait "$semver_install" || { cat "$semver_log" >&2; die "installing cargo-semver-checks failed"; }
 log "library crates as published (scripts/check-crates.sh) and doc tests, in the background"
 crates_log="$(mktemp)"
 (nice -n 10 "$here/check-crates.sh" && log "doc tests" && nice -n 10 cargo test --workspace --doc --quiet) \
