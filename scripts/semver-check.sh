@@ -4,8 +4,9 @@
 # acknowledgement that its CHANGELOG entry lists the break. The baseline and that list live in the workspace
 # manifest's `[workspace.metadata.semver]`; SEMVER_BASELINE=<rev> checks against another revision (on a branch:
 # SEMVER_BASELINE=main). Default features only, as a consumer gets the crates (the `mock` features are not API,
-# docs/compatibility.md). Offline; the rustdoc builds share the workspace's target directory. scripts/check-crates.sh
-# runs it.
+# docs/compatibility.md). Offline; the rustdoc builds share one target directory (CARGO_TARGET_DIR, else the
+# workspace's). scripts/check-crates.sh runs it. Environment: SEMVER_BASELINE (above); SEMVER_CHECK_INSTALL=0
+# skips the check, with a warning, where cargo-semver-checks is not installed, instead of installing it.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
@@ -13,7 +14,12 @@ repo="$(cd "$here/.." && pwd)"
 no_arguments "$0" "$@"
 cd "$repo"
 
-# Installed on a machine's first run (about 10 minutes; scripts/test.sh starts it early, beside the test groups).
+# Installed on a machine's first run (about 15 minutes on 2 cores), unless SEMVER_CHECK_INSTALL=0 (the test
+# command's: that install would take it past its budget on a fresh machine), which skips the check loudly instead.
+if [ "${SEMVER_CHECK_INSTALL:-1}" = 0 ] && ! command -v cargo-semver-checks >/dev/null 2>&1; then
+  log "semver-check: WARNING: NOT CHECKED: cargo-semver-checks is not installed (scripts/semver-check.sh installs and runs it)"
+  exit 0
+fi
 install_tool cargo-semver-checks cargo-semver-checks "scripts/semver-check.sh checks the libraries' API with it"
 
 # A canary first proves that the tool, as installed and called here, fails a removed function: a check that cannot

@@ -73,13 +73,14 @@ up() {
   # Priority and fairness is off and in-flight limits are high so that scale tests measure the CCM, not the
   # test apiserver's defaults. --insecure-port=0: 1.20 otherwise opens an unauthenticated port 8080. The alpha
   # gates let 1.20 validate and keep the newer Service fields the controller reads and writes (mixed protocols,
-  # allocateLoadBalancerNodePorts, ipFamilies/ipFamilyPolicy with a dual-stack service range): docs/compatibility.md.
+  # allocateLoadBalancerNodePorts, ipFamilies/ipFamilyPolicy with a dual-stack service range, EndpointSlices'
+  # serving and terminating conditions): docs/compatibility.md.
   # shellcheck disable=SC2086
   start kube-apiserver "$dir/kube-apiserver.log" "$KUBE_APISERVER_BIN" \
     --etcd-servers "http://127.0.0.1:$etcd_port" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
     --secure-port "$api_port" --insecure-port 0 --cert-dir "$dir/certs" --endpoint-reconciler-type none \
     --service-cluster-ip-range 10.96.0.0/16,fd00:10:96::/112 \
-    --feature-gates MixedProtocolLBService=true,ServiceLBNodePortControl=true,IPv6DualStack=true \
+    --feature-gates MixedProtocolLBService=true,ServiceLBNodePortControl=true,IPv6DualStack=true,EndpointSliceTerminatingCondition=true \
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$dir/sa.pub" --service-account-signing-key-file "$dir/sa.key" \
     --api-audiences https://kubernetes.default.svc \

@@ -43,6 +43,7 @@
 )]
 
 pub mod dynamic;
+mod endpoints;
 mod error;
 mod instances;
 mod load_balancer;
@@ -55,6 +56,7 @@ mod routes;
 mod types;
 
 pub use dynamic::{DynCloudProvider, DynProvider};
+pub use endpoints::{Backends, Endpoint, EndpointPort, ServiceEndpoints};
 pub use error::CloudError;
 pub use instances::{Instances, InstancesV2, Zones};
 pub use k8s_openapi::api::core::v1::LoadBalancerStatus;

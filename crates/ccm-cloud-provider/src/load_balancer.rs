@@ -2,7 +2,7 @@ use std::future::Future;
 
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
-use crate::Result;
+use crate::{Backends, Result};
 
 /// External load balancers for Services of type `LoadBalancer` (upstream `LoadBalancer`).
 ///
@@ -59,6 +59,41 @@ pub trait LoadBalancer: Send + Sync {
         service: &Service,
         nodes: &[&Node],
     ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Whether the load balancer of `service` follows its endpoints: targets that are pods (an NLB's IP
+    /// targets), or only the nodes that run a ready endpoint. For such a Service the service controller watches
+    /// EndpointSlices, calls [`LoadBalancer::ensure_load_balancer_with`] and
+    /// [`LoadBalancer::update_load_balancer_with`] with its endpoints, and calls the latter again whenever they
+    /// change. Cheap and pure (it is asked on every EndpointSlice event of the Service): decided from the
+    /// Service alone. The default follows none.
+    fn follows_endpoints(&self, service: &Service) -> bool {
+        let _ = service;
+        false
+    }
+
+    /// [`LoadBalancer::ensure_load_balancer_reporting`] given [`Backends`]: with the Service's endpoints when
+    /// [`LoadBalancer::follows_endpoints`] says so. The service controller calls this one; the default hands
+    /// the nodes to `ensure_load_balancer_reporting`, so a provider that follows no endpoints needs nothing here.
+    fn ensure_load_balancer_with(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        backends: Backends<'_>,
+    ) -> impl Future<Output = Result<Ensured>> + Send {
+        self.ensure_load_balancer_reporting(cluster_name, service, backends.nodes)
+    }
+
+    /// [`LoadBalancer::update_load_balancer`] given [`Backends`]: called when the nodes change and, for a
+    /// Service whose endpoints it follows, when they change. The default hands the nodes to
+    /// `update_load_balancer`.
+    fn update_load_balancer_with(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        backends: Backends<'_>,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.update_load_balancer(cluster_name, service, backends.nodes)
+    }
 
     /// Deletes the load balancer and everything the provider made for it (security groups, target groups, rules
     /// on the nodes' groups); `Ok` only once all of it is gone, including when none of it ever existed. Called

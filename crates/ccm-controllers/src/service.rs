@@ -9,6 +9,8 @@
 
 mod cleanup;
 mod drift;
+mod endpoint_sync;
+mod endpoints;
 mod ensure;
 mod key;
 mod left_alone;
@@ -26,7 +28,7 @@ use std::{
     time::Duration,
 };
 
-use ccm_cloud_provider::{CloudProvider, LoadBalancer, LoadBalancerStatus};
+use ccm_cloud_provider::{CloudProvider, LoadBalancer, LoadBalancerStatus, ServiceEndpoints};
 use k8s_openapi::api::core::v1::{Node, Service};
 use key::ServiceKey;
 use kube::{
@@ -126,6 +128,8 @@ struct Ctx<P: CloudProvider> {
     states: state::ServiceStates,
     /// The host set last computed, which every Service given the same one shares.
     latest_hosts: Mutex<Arc<BTreeMap<String, String>>>,
+    /// The endpoints of the Services whose load balancer follows them (watched from the first such Service).
+    endpoints: endpoints::EndpointSlices,
     /// Numbers the changes recorded in [`state::ServiceState::settled`].
     changes: std::sync::atomic::AtomicU64,
     node_sync: Notify,
@@ -170,6 +174,7 @@ pub async fn run<P: CloudProvider>(
         recorder: boot.recorder,
         states: state::ServiceStates::default(),
         latest_hosts: Mutex::default(),
+        endpoints: endpoints::EndpointSlices::default(),
         changes: Default::default(),
         node_sync: Notify::new(),
     });
@@ -185,11 +190,13 @@ pub async fn run<P: CloudProvider>(
         tokio::join!(
             futures::future::join_all(workers),
             node_sync::node_sync_loop(&ctx),
+            endpoint_sync::endpoint_sync_loop(&ctx),
             drift::resync_loop(&ctx)
         );
     };
+    let watch_endpoints = ctx.endpoints.run(ctx.client.clone());
     let watches = async {
-        tokio::join!(watch_services, watch_nodes);
+        tokio::join!(watch_services, watch_nodes, watch_endpoints);
     };
     run_until(shutdown, watches, work).await;
     ctx.queue.shut_down();
@@ -417,6 +424,21 @@ fn stable_nodes<P: CloudProvider>(ctx: &Ctx<P>) -> Vec<Arc<Node>> {
         .into_iter()
         .filter(|n| in_stable_node_set(n))
         .collect()
+}
+
+/// The endpoints of `svc` when the provider's load balancer follows them, else `None`. The first call starts the
+/// EndpointSlice watch and waits for its first listing (within the caller's deadline).
+async fn endpoints_for<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    lb: &P::LoadBalancer,
+    svc: &Service,
+) -> Option<Arc<ServiceEndpoints>> {
+    if !lb.follows_endpoints(svc) {
+        return None;
+    }
+    let namespace = svc.metadata.namespace.as_deref().unwrap_or_default();
+    let name = svc.metadata.name.as_deref().unwrap_or_default();
+    Some(Arc::new(ctx.endpoints.of(namespace, name).await))
 }
 
 /// The host set of `nodes`, one allocation for every Service given the same set: the set of 5,000 Nodes is

@@ -146,6 +146,7 @@ keys!(
     ExtraSecurityGroups,
     AdditionalResourceTags,
     TargetNodeLabels,
+    TargetNodesWithEndpoints,
     BackendProtocol,
     SslCert,
     SslPorts,
@@ -277,6 +278,18 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         default: "all nodes",
         applies: Applies::Both,
         doc: "Only nodes with every listed label are targets; an empty value matches any value of the label.",
+    },
+    AnnotationDef {
+        key: Key::TargetNodesWithEndpoints,
+        name: "service.beta.kubernetes.io/aws-load-balancer-target-nodes-with-endpoints",
+        value: ValueType::Bool,
+        default: "false (every node is a target)",
+        applies: Applies::NlbRejectedOnClb,
+        doc: "`true` with `externalTrafficPolicy: Local`: only the nodes that run a ready endpoint of the \
+              Service are targets, following its EndpointSlices (the last ready one leaving a node deregisters \
+              it, drained over the deregistration delay), so target health stops reporting every other node \
+              unhealthy; endpoint changes that keep the set of nodes cost no AWS call. An error under \
+              `externalTrafficPolicy: Cluster` (every node forwards there) and on a Classic ELB.",
     },
     AnnotationDef {
         key: Key::BackendProtocol,
@@ -576,7 +589,7 @@ impl Key {
             | Key::ListenerAttributes
             | Key::LoadBalancerName
             | Key::Scheme => Origin::AwsLoadBalancerController,
-            Key::AllowRecreation => Origin::Ours,
+            Key::AllowRecreation | Key::TargetNodesWithEndpoints => Origin::Ours,
             _ => Origin::Go,
         }
     }

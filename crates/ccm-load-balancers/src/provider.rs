@@ -4,8 +4,9 @@
 use std::{sync::Arc, time::Duration};
 
 use ccm_aws_api::{Catalog, Ec2, Elb, Elbv2, InstanceCatalog, ec2::AvailabilityZone};
-use ccm_cloud_provider::{CloudError, Ensured, LoadBalancer, LoadBalancerStatus, Notice};
+use ccm_cloud_provider::{Backends, CloudError, Ensured, LoadBalancer, LoadBalancerStatus, Notice};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, Service};
+use notices::{annotation_notices, skipped_notices};
 use tokio::sync::OnceCell;
 
 use crate::{
@@ -63,56 +64,6 @@ fn status(hostname: &str) -> LoadBalancerStatus {
         }),
     }
 }
-
-/// A Warning notice per annotation value served with the Go controller's surprising meaning (the Service is
-/// served all the same; see `annotations::go_compat`).
-/// A Warning on the Node of each target instance skipped because its security group cannot be chosen.
-fn skipped_notices(
-    name: &str,
-    nodes: &[&Node],
-    skipped: &std::collections::BTreeMap<String, String>,
-) -> Vec<Notice> {
-    nodes
-        .iter()
-        .filter_map(|node| {
-            let instance = shared::node_instance_id(node)?;
-            let why = skipped.get(instance.as_str())?;
-            let message = format!(
-                "{why}: instance {instance} is not served by load balancer {name} (neither registered nor given \
-                 rules) until exactly one of its groups is tagged for the cluster"
-            );
-            Some(Notice::warning_on_node(
-                node.metadata.name.clone()?,
-                "AmbiguousSecurityGroups",
-                message,
-            ))
-        })
-        .collect()
-}
-
-fn annotation_notices(spec: &ServiceSpec) -> Vec<Notice> {
-    spec.warnings
-        .iter()
-        .map(|w| {
-            // A Service field served differently from what it asks, the AWS Load Balancer Controller's key
-            // not served here, or an annotation read as Go read it.
-            let reason = if w.field.starts_with("spec.") {
-                IPV4_ONLY
-            } else if crate::annotations::albc::is_unserved(&w.field) {
-                UNSUPPORTED_ANNOTATION
-            } else {
-                "UnexpectedAnnotationValue"
-            };
-            Notice::warning(reason, w.to_string())
-        })
-        .collect()
-}
-
-/// The reason of the Warning Event of a Service that prefers dual-stack and gets an IPv4 load balancer.
-const IPV4_ONLY: &str = "LoadBalancerIPv4Only";
-
-/// The reason of the Warning Event naming an AWS Load Balancer Controller key that has no effect here.
-const UNSUPPORTED_ANNOTATION: &str = "UnsupportedAnnotation";
 
 // === impl AwsLoadBalancers ===
 
@@ -524,6 +475,30 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         self.update(cluster_name, service, nodes).await
     }
 
+    fn follows_endpoints(&self, service: &Service) -> bool {
+        endpoints::follows_endpoints(&self.config, service)
+    }
+
+    async fn ensure_load_balancer_with(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        backends: Backends<'_>,
+    ) -> ccm_cloud_provider::Result<Ensured> {
+        let nodes = endpoints::backend_nodes(&self.config, service, backends);
+        self.ensure(cluster_name, service, &nodes).await
+    }
+
+    async fn update_load_balancer_with(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        backends: Backends<'_>,
+    ) -> ccm_cloud_provider::Result<()> {
+        let nodes = endpoints::backend_nodes(&self.config, service, backends);
+        self.update(cluster_name, service, &nodes).await
+    }
+
     async fn ensure_load_balancer_deleted(
         &self,
         cluster_name: &str,
@@ -585,8 +560,10 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
 }
 
 mod delete;
+mod endpoints;
 mod hosts;
 mod names;
+mod notices;
 pub(crate) mod plan;
 #[cfg(test)]
 mod tests;

@@ -75,8 +75,10 @@ pub struct HealthCheckSpec {
     pub interval: Option<i32>,
 }
 
-/// Everything about a Service that decides its load balancer, parsed and validated.
+/// Everything about a Service that decides its load balancer, parsed and validated. Non-exhaustive: it grows
+/// with the annotations served.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct ServiceSpec {
     /// Namespace.
     pub namespace: String,
@@ -108,6 +110,9 @@ pub struct ServiceSpec {
     pub additional_tags: Tags,
     /// Node label filter (empty value = any value).
     pub target_node_labels: Vec<(String, String)>,
+    /// `aws-load-balancer-target-nodes-with-endpoints` on an NLB under `externalTrafficPolicy: Local`: only the
+    /// nodes that run a ready endpoint of the Service are targets.
+    pub endpoint_nodes_only: bool,
     /// `http`, `https`, `ssl`, `tcp`.
     pub backend_protocol: Option<String>,
     /// Certificate ARN.

@@ -30,8 +30,9 @@ use std::{
 };
 
 use ccm_cloud_provider::{
-    CloudError, CloudProvider, Drift, Ensured, InstanceMetadata, Instances, InstancesV2, LoadBalancer,
-    LoadBalancerStatus, NodeAddress, Notice, Route, Routes, Zone, Zones, split_provider_id,
+    Backends, CloudError, CloudProvider, Drift, Ensured, InstanceMetadata, Instances, InstancesV2,
+    LoadBalancer, LoadBalancerStatus, NodeAddress, Notice, Route, Routes, ServiceEndpoints, Zone, Zones,
+    split_provider_id,
 };
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, PortStatus, Service};
 
@@ -121,6 +122,11 @@ pub struct FakeInstance {
 /// upstream's default name: a name the Service chose.
 pub const CHOSEN_NAME_ANNOTATION: &str = "fake.ccm-testing/load-balancer-name";
 
+/// The annotation that makes the fake's load balancer follow the Service's endpoints
+/// (`LoadBalancer::follows_endpoints`) when it is `"true"`: ensures and updates then record what they were given in
+/// [`FakeLoadBalancer::endpoints`].
+pub const FOLLOW_ENDPOINTS_ANNOTATION: &str = "fake.ccm-testing/follow-endpoints";
+
 /// A load balancer the fake holds, keyed by the Service's `namespace/name`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FakeLoadBalancer {
@@ -132,6 +138,8 @@ pub struct FakeLoadBalancer {
     pub hosts: Vec<String>,
     /// The status returned.
     pub status: LoadBalancerStatus,
+    /// The endpoints last given, for a Service that has the load balancer follow them.
+    pub endpoints: Option<ccm_cloud_provider::ServiceEndpoints>,
 }
 
 /// An in-memory cloud provider (the counterpart of upstream `fake.Cloud`).

@@ -5,6 +5,7 @@
 
 pub mod lb;
 pub mod nlb;
+pub mod nlb_world;
 
 pub use ccm_testing::nodes::{is_initialized as initialized, label, taint_keys};
 

@@ -2,13 +2,13 @@
 //! finalizer first, then the provider's ensure with the stable nodes, and what the provider has to tell as
 //! Events.
 
-use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer, LoadBalancerStatus, Notice};
+use ccm_cloud_provider::{Backends, CloudError, CloudProvider, LoadBalancer, LoadBalancerStatus, Notice};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
 use kube::runtime::reflector::ObjectRef;
 
 use super::{
-    Ctx, cleanup, drift, has_finalizer, key::ServiceKey, left_alone, patches::patch_before_ensure,
-    shared_host_set, stable_nodes,
+    Ctx, cleanup, drift, endpoints_for, has_finalizer, key::ServiceKey, left_alone,
+    patches::patch_before_ensure, shared_host_set, stable_nodes,
 };
 use crate::{
     Error,
@@ -50,9 +50,14 @@ pub(super) async fn ensure<P: CloudProvider>(
     }
     let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
     let hosts = shared_host_set(ctx, &refs);
+    let endpoints = endpoints_for(ctx, lb, svc).await;
+    let backends = match &endpoints {
+        Some(endpoints) => Backends::with_endpoints(&refs, endpoints),
+        None => Backends::nodes(&refs),
+    };
     ctx.config.metrics.provider_call();
     let result = lb
-        .ensure_load_balancer_reporting(&ctx.config.cluster_name, svc, &refs)
+        .ensure_load_balancer_with(&ctx.config.cluster_name, svc, backends)
         .await;
     // Host updates only for what was served. Those of a Service served elsewhere cost nothing (the provider
     // answers them with `ImplementedElsewhere` too): it keeps them, as before.
@@ -60,6 +65,7 @@ pub(super) async fn ensure<P: CloudProvider>(
     ctx.states.update(key, |s| {
         if served {
             s.remember_ensured(hosts);
+            s.remember_endpoints(endpoints);
         } else {
             s.remember_tried(hosts);
         }

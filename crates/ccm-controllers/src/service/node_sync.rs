@@ -6,12 +6,13 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer};
+use ccm_cloud_provider::{Backends, CloudError, CloudProvider, LoadBalancer, ServiceEndpoints};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Node, Service};
 
 use super::{
-    Ctx, drift, key::ServiceKey, shared_host_set, stable_nodes, state::ServiceState, wants_load_balancer,
+    Ctx, drift, endpoints_for, key::ServiceKey, shared_host_set, stable_nodes, state::ServiceState,
+    wants_load_balancer,
 };
 use crate::{
     ErrorChain,
@@ -78,10 +79,18 @@ async fn sync_hosts<P: CloudProvider>(ctx: &Ctx<P>, lb: &P::LoadBalancer, key: &
     }
     // A host update that outlasts the deadline is abandoned; a full sync of that Service follows.
     drift::unsettle(ctx, key);
-    let updated = tokio::time::timeout(ctx.config.reconcile_deadline, update_hosts(ctx, lb, svc, &refs))
+    // A load balancer that follows the Service's endpoints gets them with its hosts, never a host set alone.
+    let update = async {
+        let endpoints = endpoints_for(ctx, lb, svc).await;
+        let updated = update_hosts(ctx, lb, svc, &refs, endpoints.as_deref()).await;
+        updated.then_some(endpoints)
+    };
+    let updated = tokio::time::timeout(ctx.config.reconcile_deadline, update)
         .await
-        .unwrap_or(false);
-    if updated {
+        .ok()
+        .flatten();
+    if let Some(endpoints) = updated {
+        ctx.states.update(key, |s| s.remember_endpoints(endpoints));
         drift::settled(ctx, key);
     } else {
         ctx.queue.add(key);
@@ -121,7 +130,7 @@ fn step(s: &mut ServiceState, hosts: &Arc<BTreeMap<String, String>>) -> Step {
 
 /// Whether `svc`, taken from the cache when the pass began, is still the processed version of `key` and still
 /// wants its load balancer (not deleted, not being deleted, still of type LoadBalancer).
-fn still_served<P: CloudProvider>(ctx: &Ctx<P>, key: &ServiceKey, svc: &Service) -> bool {
+pub(super) fn still_served<P: CloudProvider>(ctx: &Ctx<P>, key: &ServiceKey, svc: &Service) -> bool {
     let cached = ctx.states.read(key, ServiceState::cached);
     if cached.is_none_or(|c| c.metadata.uid != svc.metadata.uid) {
         return false;
@@ -139,11 +148,16 @@ async fn update_hosts<P: CloudProvider>(
     lb: &P::LoadBalancer,
     svc: &Service,
     nodes: &[&Node],
+    endpoints: Option<&ServiceEndpoints>,
 ) -> bool {
     let reference = service_reference(svc);
     let cluster = &ctx.config.cluster_name;
+    let backends = match endpoints {
+        Some(endpoints) => Backends::with_endpoints(nodes, endpoints),
+        None => Backends::nodes(nodes),
+    };
     ctx.config.metrics.provider_call();
-    let error = match lb.update_load_balancer(cluster, svc, nodes).await {
+    let error = match lb.update_load_balancer_with(cluster, svc, backends).await {
         Ok(()) => None,
         Err(CloudError::ImplementedElsewhere) => return true,
         Err(e) => Some(e),

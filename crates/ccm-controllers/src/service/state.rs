@@ -10,6 +10,7 @@ use std::{
     time::Duration,
 };
 
+use ccm_cloud_provider::ServiceEndpoints;
 use k8s_openapi::api::core::v1::Service;
 use tokio::time::Instant;
 
@@ -35,6 +36,9 @@ pub(super) struct ServiceState {
     /// sync uses the current nodes) and after an ensure failed: one refused because the load balancer is
     /// another Service's must not have its targets written either.
     hosts: Option<Hosts>,
+    /// The endpoints its load balancer was last given with `hosts`, if the provider follows them (see
+    /// `endpoint_sync`): an endpoint change updates it only when they differ.
+    endpoints: Option<Arc<ServiceEndpoints>>,
     /// While `hosts` is `None`: the host set its last ensure was given, or the last node sync queued a full
     /// sync for, so that only a change of the nodes since queues another (see `node_sync`).
     tried_hosts: Option<Hosts>,
@@ -63,6 +67,7 @@ impl ServiceState {
         self.cached.is_none()
             && self.predecessor.is_none()
             && self.hosts.is_none()
+            && self.endpoints.is_none()
             && self.tried_hosts.is_none()
             && self.wait.is_none()
             && self.settled.is_none()
@@ -98,6 +103,7 @@ impl ServiceState {
     pub(super) fn forget_service(&mut self) {
         self.cached = None;
         self.hosts = None;
+        self.endpoints = None;
         self.tried_hosts = None;
     }
 
@@ -106,12 +112,23 @@ impl ServiceState {
     pub(super) fn start_ensure(&mut self) {
         self.wait = None;
         self.hosts = None;
+        self.endpoints = None;
     }
 
     /// The ensure given `hosts` was served: its load balancer gets host updates from now on.
     pub(super) fn remember_ensured(&mut self, hosts: Hosts) {
         self.hosts = Some(hosts);
         self.tried_hosts = None;
+    }
+
+    /// The served load balancer was given `endpoints` (with the hosts last remembered).
+    pub(super) fn remember_endpoints(&mut self, endpoints: Option<Arc<ServiceEndpoints>>) {
+        self.endpoints = endpoints;
+    }
+
+    /// The endpoints the load balancer was last given, if it gets host updates and follows its endpoints.
+    pub(super) fn endpoints(&self) -> Option<&Arc<ServiceEndpoints>> {
+        self.hosts.as_ref().and(self.endpoints.as_ref())
     }
 
     /// An ensure given `hosts` failed, or a node sync queued a full sync for them: only other nodes queue
@@ -140,6 +157,7 @@ impl ServiceState {
     /// wait of its deletion, returned, goes on under the old one's own key (see [`Self::take_over`]).
     pub(super) fn hand_over(&mut self) -> Option<Wait> {
         self.hosts = None;
+        self.endpoints = None;
         self.tried_hosts = None;
         self.wait.take()
     }

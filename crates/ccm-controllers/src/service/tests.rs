@@ -474,6 +474,7 @@ mod scripted {
             queue: WorkQueue::default(),
             states: Default::default(),
             latest_hosts: Mutex::default(),
+            endpoints: Default::default(),
             changes: Default::default(),
             node_sync: Notify::new(),
         };

@@ -79,6 +79,7 @@ fn every_annotation_of_the_reference_is_in_the_table() {
         others,
         [
             format!("{PREFIX}scheme"),
+            format!("{PREFIX}target-nodes-with-endpoints"),
             format!("{PREFIX}ip-address-type"),
             format!("{PREFIX}allow-recreation"),
             format!("{PREFIX}alpn-policy"),

@@ -76,6 +76,7 @@ pub(crate) fn spec(
             .get(CROSS_ZONE_ATTRIBUTE)
             .is_some_and(|v| v == "true")
     });
+    let endpoint_nodes_only = endpoint_nodes_only(k8s, a, &flavour, found);
     let (namespace, name) = super::namespace_and_name(service);
     ServiceSpec {
         namespace: namespace.to_owned(),
@@ -98,6 +99,7 @@ pub(crate) fn spec(
             .cloned()
             .collect(),
         target_node_labels: a.pairs(Key::TargetNodeLabels).unwrap_or_default().to_vec(),
+        endpoint_nodes_only,
         backend_protocol: a.text(Key::BackendProtocol).map(str::to_owned),
         ssl_cert: a.text(Key::SslCert).map(str::to_owned),
         ssl_ports: a.list(Key::SslPorts).unwrap_or_default().to_vec(),
@@ -144,6 +146,30 @@ fn internal(a: &Annotations, found: &mut Findings) -> bool {
         );
     }
     by_scheme
+}
+
+/// Whether only the nodes with a ready endpoint are targets: asked for on an NLB under
+/// `externalTrafficPolicy: Local`. Asked for under `Cluster` it is a problem: there every node forwards to the
+/// endpoints, and a user who wrote it expects fewer targets than that would give.
+fn endpoint_nodes_only(
+    k8s: &K8sServiceSpec,
+    a: &Annotations,
+    flavour: &Flavour,
+    found: &mut Findings,
+) -> bool {
+    // On a Classic ELB the key is refused with the other NLB-only keys (`reject_other_flavours_annotations`).
+    if *flavour != Flavour::Network || a.bool(Key::TargetNodesWithEndpoints) != Some(true) {
+        return false;
+    }
+    if k8s.external_traffic_policy.as_deref() != Some("Local") {
+        found.problem(
+            Key::TargetNodesWithEndpoints.name(),
+            "true".to_owned(),
+            "false, or true with spec.externalTrafficPolicy: Local (under Cluster every node forwards to the endpoints)",
+        );
+        return false;
+    }
+    true
 }
 
 /// The ports with node ports, and the protocols used (in order of appearance).

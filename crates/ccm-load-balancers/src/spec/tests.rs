@@ -369,3 +369,26 @@ fn a_named_health_check_port_is_that_ports_node_port() {
     let message = e.to_string();
     assert!(message.contains("web, health"), "{message}");
 }
+
+#[test]
+fn targets_follow_endpoints_only_on_an_nlb_under_local_traffic() {
+    let endpoint_nodes_only = |annotations: &[(Key, &str)], policy: &str| {
+        let mut svc = service(annotations, &[(80, 30080)]);
+        svc.spec.as_mut().unwrap().external_traffic_policy = Some(policy.to_owned());
+        parse_service(&svc).map(|s| s.endpoint_nodes_only)
+    };
+    let nlb = |value| vec![(Key::Type, "nlb"), (Key::TargetNodesWithEndpoints, value)];
+    assert!(endpoint_nodes_only(&nlb("true"), "Local").unwrap());
+    assert!(!endpoint_nodes_only(&nlb("false"), "Local").unwrap());
+    assert!(!endpoint_nodes_only(&[(Key::Type, "nlb")], "Local").unwrap());
+    // Under Cluster every node forwards: the annotation would not do what its author expects.
+    let e = endpoint_nodes_only(&nlb("true"), "Cluster").unwrap_err();
+    assert_eq!(fields(&e), [Key::TargetNodesWithEndpoints.name()]);
+    assert!(e.to_string().contains("externalTrafficPolicy: Local"), "{e}");
+    let e = endpoint_nodes_only(&nlb("yes"), "Local").unwrap_err();
+    assert_eq!(fields(&e), [Key::TargetNodesWithEndpoints.name()]);
+    // On a Classic ELB it is refused: it would not do what it says there.
+    let e = endpoint_nodes_only(&[(Key::TargetNodesWithEndpoints, "true")], "Local").unwrap_err();
+    assert_eq!(fields(&e), [Key::TargetNodesWithEndpoints.name()]);
+    assert!(e.to_string().contains("only supported on NLB"), "{e}");
+}

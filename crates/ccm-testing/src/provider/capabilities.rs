@@ -249,6 +249,13 @@ impl FakeProvider {
             s.load_balancers.remove(key);
         }
     }
+
+    /// The endpoints an ensure or update of `service`'s load balancer was given.
+    fn remember_endpoints(&self, service: &Service, endpoints: Option<&ServiceEndpoints>) {
+        if let Some(lb) = self.state().load_balancers.get_mut(&service_key(service)) {
+            lb.endpoints = endpoints.cloned();
+        }
+    }
 }
 
 fn zone_of(i: &FakeInstance) -> Zone {
@@ -345,6 +352,7 @@ impl LoadBalancer for FakeProvider {
             service_uid: service.metadata.uid.clone().unwrap_or_default(),
             hosts: nodes.iter().map(|n| node_name(n).to_owned()).collect(),
             status: status.clone(),
+            endpoints: None,
         };
         s.drift.remove(&key);
         s.load_balancers.insert(key, lb);
@@ -375,6 +383,40 @@ impl LoadBalancer for FakeProvider {
             .get_mut(&key)
             .ok_or_else(|| CloudError::other(format!("no load balancer for {key}")))?;
         lb.hosts = nodes.iter().map(|n| node_name(n).to_owned()).collect();
+        Ok(())
+    }
+
+    fn follows_endpoints(&self, service: &Service) -> bool {
+        service
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(super::FOLLOW_ENDPOINTS_ANNOTATION))
+            .is_some_and(|v| v == "true")
+    }
+
+    async fn ensure_load_balancer_with(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        backends: Backends<'_>,
+    ) -> Result<Ensured, CloudError> {
+        let ensured = self
+            .ensure_load_balancer_reporting(cluster_name, service, backends.nodes)
+            .await?;
+        self.remember_endpoints(service, backends.endpoints);
+        Ok(ensured)
+    }
+
+    async fn update_load_balancer_with(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        backends: Backends<'_>,
+    ) -> Result<(), CloudError> {
+        self.update_load_balancer(cluster_name, service, backends.nodes)
+            .await?;
+        self.remember_endpoints(service, backends.endpoints);
         Ok(())
     }
 

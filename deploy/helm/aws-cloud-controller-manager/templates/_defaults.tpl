@@ -103,6 +103,10 @@ clusterRoleRules:
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["list", "watch"]
+- apiGroups: ["discovery.k8s.io"]
+  # The EndpointSlices of Services whose NLB targets only the nodes with endpoints (watched from the first one).
+  resources: ["endpointslices"]
+  verbs: ["list", "watch"]
 - apiGroups: [""]
   resources: ["services/status"]
   verbs: ["patch"]

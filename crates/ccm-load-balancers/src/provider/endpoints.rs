@@ -1,0 +1,103 @@
+//! Targets that follow a Service's endpoints: with `aws-load-balancer-target-nodes-with-endpoints` on an NLB
+//! under `externalTrafficPolicy: Local`, only the nodes that run a ready endpoint are targets
+//! (`ServiceSpec::endpoint_nodes_only`). The service controller hands the endpoints in [`Backends`]; the nodes
+//! they leave are what every other path (model, plan, host memory) sees, so an endpoint change that leaves the
+//! set of nodes as it is costs nothing.
+
+use ccm_cloud_provider::Backends;
+use k8s_openapi::api::core::v1::{Node, Service};
+
+use crate::{LoadBalancerConfig, spec::parse_service_with};
+
+/// Whether the load balancer of `service` targets only the nodes with a ready endpoint. An invalid Service
+/// follows none: its ensure reports why.
+pub(super) fn follows_endpoints(config: &LoadBalancerConfig, service: &Service) -> bool {
+    parse_service_with(service, &config.attribute_keys).is_ok_and(|spec| spec.endpoint_nodes_only)
+}
+
+/// The nodes of `backends` that may be targets of `service`: those with a ready endpoint when it follows its
+/// endpoints and they were given, else all of them (a caller that hands no endpoints gets every node, as before
+/// the annotation: kube-proxy's health check then keeps traffic off the others).
+pub(super) fn backend_nodes<'a>(
+    config: &LoadBalancerConfig,
+    service: &Service,
+    backends: Backends<'a>,
+) -> Vec<&'a Node> {
+    let Some(endpoints) = backends.endpoints.filter(|_| follows_endpoints(config, service)) else {
+        return backends.nodes.to_vec();
+    };
+    let with_endpoints = endpoints.nodes_with_ready_endpoints();
+    backends
+        .nodes
+        .iter()
+        .copied()
+        .filter(|node| {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            with_endpoints.binary_search(&name).is_ok()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use ccm_cloud_provider::{Endpoint, EndpointPort, ServiceEndpoints};
+    use serde_json::json;
+
+    use super::*;
+
+    fn service(policy: &str, annotated: bool) -> Service {
+        let mut annotations = json!({ "service.beta.kubernetes.io/aws-load-balancer-type": "nlb" });
+        if annotated {
+            annotations["service.beta.kubernetes.io/aws-load-balancer-target-nodes-with-endpoints"] =
+                json!("true");
+        }
+        serde_json::from_value(json!({
+            "metadata": { "name": "web", "namespace": "shop", "uid": "u-1", "annotations": annotations },
+            "spec": { "type": "LoadBalancer", "externalTrafficPolicy": policy,
+                      "ports": [{ "port": 80, "nodePort": 30080, "protocol": "TCP" }] },
+        }))
+        .unwrap()
+    }
+
+    fn node(name: &str) -> Node {
+        let mut node = Node::default();
+        node.metadata.name = Some(name.to_owned());
+        node
+    }
+
+    fn on(node: &str, last: u8, ready: bool) -> Endpoint {
+        let port = vec![EndpointPort::new("", 8080, "TCP")];
+        Endpoint::ready(IpAddr::from([10, 0, 0, last]), Some(node), port)
+            .with_conditions(ready, ready, !ready)
+    }
+
+    fn names(nodes: &[&Node]) -> Vec<String> {
+        nodes.iter().map(|n| n.metadata.name.clone().unwrap()).collect()
+    }
+
+    #[test]
+    fn only_nodes_with_a_ready_endpoint_are_backends_when_the_service_asks() {
+        let cluster = ccm_tagging::ClusterTags::new("c1", false).unwrap();
+        let config = LoadBalancerConfig::new(cluster, ccm_aws_api::VpcId::new("vpc-1"));
+        let all = [node("a"), node("b"), node("c")];
+        let refs: Vec<&Node> = all.iter().collect();
+        let endpoints = ServiceEndpoints::new([on("c", 1, true), on("a", 2, false), on("c", 3, true)]);
+        let backends = Backends::with_endpoints(&refs, &endpoints);
+
+        let asked = service("Local", true);
+        assert!(follows_endpoints(&config, &asked));
+        assert_eq!(names(&backend_nodes(&config, &asked, backends)), ["c"]);
+        // No endpoints given (a controller that does not pass them): every node, as without the annotation.
+        assert_eq!(
+            names(&backend_nodes(&config, &asked, Backends::nodes(&refs))),
+            ["a", "b", "c"]
+        );
+        // Not asked for, or invalid (Cluster): every node, and the controller is not asked to follow.
+        for other in [service("Local", false), service("Cluster", true)] {
+            assert!(!follows_endpoints(&config, &other));
+            assert_eq!(names(&backend_nodes(&config, &other, backends)), ["a", "b", "c"]);
+        }
+    }
+}

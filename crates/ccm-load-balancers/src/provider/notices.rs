@@ -1,0 +1,58 @@
+//! The Warning notices of an ensure: annotation values served otherwise than they read, and target instances
+//! skipped.
+
+use ccm_cloud_provider::Notice;
+use k8s_openapi::api::core::v1::Node;
+
+use crate::{shared, spec::ServiceSpec};
+
+/// A Warning on the Node of each target instance skipped because its security group cannot be chosen.
+pub(super) fn skipped_notices(
+    name: &str,
+    nodes: &[&Node],
+    skipped: &std::collections::BTreeMap<String, String>,
+) -> Vec<Notice> {
+    nodes
+        .iter()
+        .filter_map(|node| {
+            let instance = shared::node_instance_id(node)?;
+            let why = skipped.get(instance.as_str())?;
+            let message = format!(
+                "{why}: instance {instance} is not served by load balancer {name} (neither registered nor given \
+                 rules) until exactly one of its groups is tagged for the cluster"
+            );
+            Some(Notice::warning_on_node(
+                node.metadata.name.clone()?,
+                "AmbiguousSecurityGroups",
+                message,
+            ))
+        })
+        .collect()
+}
+
+/// A Warning notice per annotation value served with the Go controller's surprising meaning (the Service is
+/// served all the same; see `annotations::go_compat`), per Service field served otherwise than it asks, and per
+/// AWS Load Balancer Controller key not served here.
+pub(super) fn annotation_notices(spec: &ServiceSpec) -> Vec<Notice> {
+    spec.warnings
+        .iter()
+        .map(|w| {
+            // A Service field served differently from what it asks, the AWS Load Balancer Controller's key
+            // not served here, or an annotation read as Go read it.
+            let reason = if w.field.starts_with("spec.") {
+                IPV4_ONLY
+            } else if crate::annotations::albc::is_unserved(&w.field) {
+                UNSUPPORTED_ANNOTATION
+            } else {
+                "UnexpectedAnnotationValue"
+            };
+            Notice::warning(reason, w.to_string())
+        })
+        .collect()
+}
+
+/// The reason of the Warning Event of a Service that prefers dual-stack and gets an IPv4 load balancer.
+pub(super) const IPV4_ONLY: &str = "LoadBalancerIPv4Only";
+
+/// The reason of the Warning Event naming an AWS Load Balancer Controller key that has no effect here.
+pub(super) const UNSUPPORTED_ANNOTATION: &str = "UnsupportedAnnotation";
