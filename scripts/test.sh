@@ -38,9 +38,9 @@ crates_log="$(mktemp)"
 (CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/crate-checks" SEMVER_CHECK_INSTALL=0 \
   nice -n 10 "$here/check-crates.sh") >"$crates_log" 2>&1 &
 crates_job=$!
-# A failure below stops them too (and the environment, as start_testenv's trap did).
+# A failure below stops them and the fuzz build too (and the environment, as start_testenv's trap did).
 # shellcheck disable=SC2064 # expand now
-trap "kill_tree $crates_job; '$here/testenv.sh' down '$TESTENV_DIR'" EXIT
+trap "kill_tree $crates_job; kill_tree $fuzz_build; '$here/testenv.sh' down '$TESTENV_DIR'" EXIT
 # Test groups share one environment; moto is reset before each so that no group sees another's leftovers.
 # Tests inside a group isolate themselves with unique names (ccm_testing::unique_name). Benchmarks are not
 # tests (they print figures; `cargo bench` runs them) but clippy --all-targets in .ci/run compiles them.
@@ -96,7 +96,7 @@ doc_log="$(mktemp)"
 (nice -n 10 cargo test --workspace --doc --quiet) >"$doc_log" 2>&1 &
 doc_job=$!
 # shellcheck disable=SC2064 # expand now
-trap "kill_tree $crates_job; kill_tree $doc_job; '$here/testenv.sh' down '$TESTENV_DIR'" EXIT
+trap "kill_tree $crates_job; kill_tree $fuzz_build; kill_tree $doc_job; '$here/testenv.sh' down '$TESTENV_DIR'" EXIT
 # The chaos soak's smoke run (docs/reliability.md): 25 seeded Service lifecycles under AWS faults, leader kills
 # and Node churn; fails on any leak, foreign mutation, stuck finalizer, lost Node or unconverged Service.
 log "chaos soak smoke run"
