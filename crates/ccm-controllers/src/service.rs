@@ -427,18 +427,18 @@ fn stable_nodes<P: CloudProvider>(ctx: &Ctx<P>) -> Vec<Arc<Node>> {
 }
 
 /// The endpoints of `svc` when the provider's load balancer follows them, else `None`. The first call starts the
-/// EndpointSlice watch and waits for its first listing (within the caller's deadline).
+/// EndpointSlice watch and waits for its first listing (see `EndpointSlices::of`).
 async fn endpoints_for<P: CloudProvider>(
     ctx: &Ctx<P>,
     lb: &P::LoadBalancer,
     svc: &Service,
-) -> Option<Arc<ServiceEndpoints>> {
+) -> Result<Option<Arc<ServiceEndpoints>>, Error> {
     if !lb.follows_endpoints(svc) {
-        return None;
+        return Ok(None);
     }
     let namespace = svc.metadata.namespace.as_deref().unwrap_or_default();
     let name = svc.metadata.name.as_deref().unwrap_or_default();
-    Some(Arc::new(ctx.endpoints.of(namespace, name).await))
+    Ok(Some(Arc::new(ctx.endpoints.of(namespace, name).await?)))
 }
 
 /// The host set of `nodes`, one allocation for every Service given the same set: the set of 5,000 Nodes is

@@ -62,10 +62,14 @@ async fn sync_service_endpoints<P: CloudProvider>(ctx: &Ctx<P>, lb: &P::LoadBala
         return;
     };
     let (namespace, name) = (svc.metadata.namespace.as_deref(), svc.metadata.name.as_deref());
-    let current = ctx
+    // Listed already: a served Service that follows its endpoints had them listed for its ensure.
+    let Ok(current) = ctx
         .endpoints
         .of(namespace.unwrap_or_default(), name.unwrap_or_default())
-        .await;
+        .await
+    else {
+        return;
+    };
     if *given == current {
         return;
     }

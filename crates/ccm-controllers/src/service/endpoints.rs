@@ -13,6 +13,7 @@ use std::{
     collections::{BTreeMap, HashMap, HashSet},
     net::IpAddr,
     sync::Mutex,
+    time::Duration,
 };
 
 use ccm_cloud_provider::{Endpoint, EndpointPort, ServiceEndpoints};
@@ -26,6 +27,10 @@ use serde::Deserialize;
 use tokio::sync::{Notify, watch};
 
 use super::lock;
+use crate::Error;
+
+/// How long a sync waits for the first listing of EndpointSlices.
+pub(super) const FIRST_LISTING_WAIT: Duration = Duration::from_secs(30);
 
 /// The label the EndpointSlice controller names a slice's Service with.
 pub(super) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -80,14 +85,25 @@ impl Default for EndpointSlices {
 
 impl EndpointSlices {
     /// The endpoints of the Service `namespace/name`, once the watch has listed every slice: starts the watch
-    /// if nothing did yet, and waits for its first listing.
-    pub(super) async fn of(&self, namespace: &str, name: &str) -> ServiceEndpoints {
+    /// if nothing did yet, and waits for its first listing, at most [`FIRST_LISTING_WAIT`]. A listing that does
+    /// not come (the service controller may not list EndpointSlices: RBAC from before this watch) fails the
+    /// caller's sync, which is retried with backoff, rather than holding the Service's lock.
+    pub(super) async fn of(&self, namespace: &str, name: &str) -> Result<ServiceEndpoints, Error> {
         self.start
             .send_if_modified(|started| !std::mem::replace(started, true));
         let mut synced = self.synced.subscribe();
-        // Never closed while `self` lives (the sender is ours): an error cannot happen.
-        let _ = synced.wait_for(|synced| *synced).await;
-        lock(&self.projection).endpoints_of(namespace, name)
+        // The channel is never closed while `self` lives (the sender is ours): only the timeout can fail.
+        if tokio::time::timeout(FIRST_LISTING_WAIT, synced.wait_for(|synced| *synced))
+            .await
+            .is_err()
+        {
+            return Err(Error::DeadlineExceeded {
+                what: "the first listing of EndpointSlices (the service controller needs `list` and `watch` on \
+                       `endpointslices` of `discovery.k8s.io`; the log says why the watch failed)",
+                deadline: FIRST_LISTING_WAIT,
+            });
+        }
+        Ok(lock(&self.projection).endpoints_of(namespace, name))
     }
 
     /// The Services whose endpoints changed since the last call.

@@ -50,7 +50,7 @@ pub(super) async fn ensure<P: CloudProvider>(
     }
     let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
     let hosts = shared_host_set(ctx, &refs);
-    let endpoints = endpoints_for(ctx, lb, svc).await;
+    let endpoints = endpoints_for(ctx, lb, svc).await?;
     let backends = match &endpoints {
         Some(endpoints) => Backends::with_endpoints(&refs, endpoints),
         None => Backends::nodes(&refs),

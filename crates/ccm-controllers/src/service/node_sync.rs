@@ -81,7 +81,14 @@ async fn sync_hosts<P: CloudProvider>(ctx: &Ctx<P>, lb: &P::LoadBalancer, key: &
     drift::unsettle(ctx, key);
     // A load balancer that follows the Service's endpoints gets them with its hosts, never a host set alone.
     let update = async {
-        let endpoints = endpoints_for(ctx, lb, svc).await;
+        let endpoints = match endpoints_for(ctx, lb, svc).await {
+            Ok(endpoints) => endpoints,
+            Err(error) => {
+                // The full sync queued below reports it.
+                tracing::warn!(service = %key, error = %crate::ErrorChain(&error), "no endpoints for a host update");
+                return None;
+            }
+        };
         let updated = update_hosts(ctx, lb, svc, &refs, endpoints.as_deref()).await;
         updated.then_some(endpoints)
     };

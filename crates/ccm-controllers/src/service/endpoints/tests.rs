@@ -186,3 +186,19 @@ fn a_slice_that_loses_its_service_label_leaves_that_service() {
     assert_eq!(changed(&slices), [web()]);
     assert_eq!(lock(&slices.projection).endpoints_of("shop", "web").endpoints, []);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_first_listing_that_never_comes_fails_the_sync_naming_the_rbac_it_needs() {
+    let slices = EndpointSlices::default();
+    // No watch runs (as when the service controller may not list EndpointSlices): the wait is bounded.
+    let error = slices.of("shop", "web").await.unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("`endpointslices`") && message.contains("30s"), "{message}");
+    assert!(*slices.start.borrow(), "the watch was asked to start");
+
+    let mut relist = None;
+    slices.apply(watcher::Event::Init, &mut relist);
+    slices.apply(watcher::Event::InitApply(v1beta1("web-1", true)), &mut relist);
+    slices.apply(watcher::Event::InitDone, &mut relist);
+    assert_eq!(slices.of("shop", "web").await.unwrap().ready().count(), 1);
+}
