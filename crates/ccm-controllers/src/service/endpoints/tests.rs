@@ -193,7 +193,10 @@ async fn a_first_listing_that_never_comes_fails_the_sync_naming_the_rbac_it_need
     // No watch runs (as when the service controller may not list EndpointSlices): the wait is bounded.
     let error = slices.of("shop", "web").await.unwrap_err();
     let message = error.to_string();
-    assert!(message.contains("`endpointslices`") && message.contains("30s"), "{message}");
+    assert!(
+        message.contains("`endpointslices`") && message.contains("30s"),
+        "{message}"
+    );
     assert!(*slices.start.borrow(), "the watch was asked to start");
 
     let mut relist = None;
