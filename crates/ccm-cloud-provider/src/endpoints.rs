@@ -29,6 +29,11 @@ impl<'a> Backends<'a> {
         }
     }
 
+    /// The nodes and, when given, the Service's endpoints.
+    pub fn new(nodes: &'a [&'a Node], endpoints: Option<&'a ServiceEndpoints>) -> Self {
+        Self { nodes, endpoints }
+    }
+
     /// The nodes and the Service's endpoints.
     pub fn with_endpoints(nodes: &'a [&'a Node], endpoints: &'a ServiceEndpoints) -> Self {
         Self {

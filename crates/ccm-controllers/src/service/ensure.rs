@@ -51,10 +51,7 @@ pub(super) async fn ensure<P: CloudProvider>(
     let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
     let hosts = shared_host_set(ctx, &refs);
     let endpoints = endpoints_for(ctx, lb, svc).await?;
-    let backends = match &endpoints {
-        Some(endpoints) => Backends::with_endpoints(&refs, endpoints),
-        None => Backends::nodes(&refs),
-    };
+    let backends = Backends::new(&refs, endpoints.as_deref());
     ctx.config.metrics.provider_call();
     let result = lb
         .ensure_load_balancer_with(&ctx.config.cluster_name, svc, backends)

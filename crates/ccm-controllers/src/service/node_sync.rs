@@ -159,10 +159,7 @@ async fn update_hosts<P: CloudProvider>(
 ) -> bool {
     let reference = service_reference(svc);
     let cluster = &ctx.config.cluster_name;
-    let backends = match endpoints {
-        Some(endpoints) => Backends::with_endpoints(nodes, endpoints),
-        None => Backends::nodes(nodes),
-    };
+    let backends = Backends::new(nodes, endpoints);
     ctx.config.metrics.provider_call();
     let error = match lb.update_load_balancer_with(cluster, svc, backends).await {
         Ok(()) => None,

@@ -7,12 +7,19 @@
 use ccm_cloud_provider::Backends;
 use k8s_openapi::api::core::v1::{Node, Service};
 
-use crate::{LoadBalancerConfig, spec::parse_service_with};
+use crate::{LoadBalancerConfig, annotations::Key, spec::parse_service_with};
 
 /// Whether the load balancer of `service` targets only the nodes with a ready endpoint. An invalid Service
 /// follows none: its ensure reports why.
 pub(super) fn follows_endpoints(config: &LoadBalancerConfig, service: &Service) -> bool {
-    parse_service_with(service, &config.attribute_keys).is_ok_and(|spec| spec.endpoint_nodes_only)
+    // Asked on every ensure and host update of every Service: the whole parse only where the key is written.
+    let annotated = service
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(Key::TargetNodesWithEndpoints.name()));
+    annotated
+        && parse_service_with(service, &config.attribute_keys).is_ok_and(|spec| spec.endpoint_nodes_only)
 }
 
 /// The nodes of `backends` that may be targets of `service`: those with a ready endpoint when it follows its
