@@ -12,6 +12,8 @@ use tokio::sync::OnceCell;
 
 use crate::cli::ConfigMapRef;
 
+pub mod lb_plan;
+
 /// The key of the cloud config in the Helm chart's ConfigMap (templates/configmap.yaml).
 pub const CLOUD_CONFIG_KEY: &str = "cloud.conf";
 

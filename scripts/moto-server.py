@@ -37,7 +37,13 @@ its front-end protocol: an SSL listener to TCP instances read back as SSL to SSL
 "repaired" on every sync).
 
 moto 5.2.5 keeps the AlpnPolicy a listener is created with but ignores it in ModifyListener, which changes it
-on AWS; ModifyListener applies it here.
+on AWS; ModifyListener applies it here. It also ignores ModifyListener's Certificates on a TLS listener (it
+applies them to HTTPS listeners only); here they replace a TLS listener's default certificate, its certificate
+list (AddListenerCertificates) kept.
+
+moto 5.2.5 applies ModifyTargetGroup's Matcher only to a group whose traffic protocol is HTTP or HTTPS; AWS
+applies it to a group whose health check is HTTP or HTTPS, an NLB's TCP group included (which takes codes from
+200 to 599). ModifyTargetGroup applies it here to such a group.
 
 AWS refuses DeleteLoadBalancer (ELBv2) with OperationNotPermitted while the load balancer's
 `deletion_protection.enabled` attribute is true; moto 5.2.5 deletes it. It is refused here as AWS does.
@@ -64,8 +70,14 @@ docs/testing.md, "Two emulators") answers:
   https://docs.aws.amazon.com/elasticloadbalancing/latest/APIReference/API_LoadBalancerAttribute.html,
   API_CreateLoadBalancer.html (Scheme), API_Listener.html (SslPolicy: HTTPS and TLS listeners only). ministack
   agrees with all three.
-- ModifyListener applies AlpnPolicy: https://docs.aws.amazon.com/elasticloadbalancing/latest/APIReference/
-  API_ModifyListener.html. ministack keeps no AlpnPolicy at all.
+- ModifyListener applies AlpnPolicy, and Certificates to TLS listeners ("[HTTPS and TLS listeners] The default
+  certificate for the listener"): https://docs.aws.amazon.com/elasticloadbalancing/latest/APIReference/
+  API_ModifyListener.html. ministack keeps no AlpnPolicy at all, and has no ACM here.
+- ModifyTargetGroup's Matcher for any group with an HTTP or HTTPS health check:
+  https://docs.aws.amazon.com/elasticloadbalancing/latest/APIReference/API_ModifyTargetGroup.html (Matcher:
+  "[HTTP/HTTPS health checks] The HTTP or gRPC codes to use when checking for a successful response from a
+  target"), API_Matcher.html ("For Network Load Balancers, you can specify values between 200 and 599").
+  ministack agrees: it applies Matcher.HttpCode whatever the group's protocol.
 - DeleteLoadBalancer refused under deletion protection: https://docs.aws.amazon.com/elasticloadbalancing/latest/
   network/network-load-balancers.html#deletion-protection. ministack disagrees: it deletes the load balancer.
 - DescribeInstanceTopology answers no instance for types without a topology:
@@ -225,15 +237,32 @@ def describe_instances(self):
 
 
 _modify_listener = ELBV2Response.modify_listener
+_modify_target_group = Backend.modify_target_group
+
+
+def modify_target_group(self, arn, *args, **kwargs):
+    group = _modify_target_group(self, arn, *args, **kwargs)
+    # The responses pass the codes eighth after the ARN (moto 5.2.5's signature).
+    http_codes = kwargs.get("http_codes", args[7] if len(args) > 7 else None)
+    if http_codes is not None and (group.health_check_protocol or "").upper() in ("HTTP", "HTTPS"):
+        group.matcher = {**(getattr(group, "matcher", None) or {}), "HttpCode": http_codes}
+    return group
 
 
 def modify_listener(self):
     result = _modify_listener(self)
+    arn = self._get_param("ListenerArn")
+    listener = self.elbv2_backend.describe_listeners(load_balancer_arn=None, listener_arns=[arn])[0]
     alpn = self._get_params().get("AlpnPolicy")
     if alpn:
-        arn = self._get_param("ListenerArn")
-        listener = self.elbv2_backend.describe_listeners(load_balancer_arn=None, listener_arns=[arn])[0]
         listener.alpn_policy = alpn
+    # A TLS listener's new default certificate (moto applies Certificates to HTTPS listeners only). moto keeps
+    # the default first in `certificates`, the certificate list after it: the list stays as it is.
+    certificates = self._get_param("Certificates", [])
+    if certificates and listener.protocol == "TLS":
+        default = certificates[0]["CertificateArn"]
+        listener.certificate = default
+        listener.certificates = [default] + list(listener.certificates[1:])
     return result
 
 
@@ -260,6 +289,7 @@ Backend.create_load_balancer = create_load_balancer
 Backend.create_target_group = create_target_group
 Backend.create_listener = create_listener
 Backend.delete_load_balancer = delete_load_balancer
+Backend.modify_target_group = modify_target_group
 ClassicBackend.create_load_balancer = create_classic_load_balancer
 ClassicBackend.modify_load_balancer_attributes = modify_classic_attributes
 ClassicBackend.create_load_balancer_listeners = create_classic_listeners

@@ -302,3 +302,125 @@ async fn e2e_lb_plan_reads_the_service_nodes_and_cloud_config_from_the_cluster()
         .await
         .unwrap();
 }
+
+/// A Service whose NLB follows its endpoints (`target-nodes-with-endpoints`): `lb-plan` reads its EndpointSlices
+/// from the cluster, as the controller does, and plans targets only on the node with a ready endpoint; where it
+/// cannot read them, it says so and plans every node.
+#[tokio::test]
+async fn e2e_lb_plan_targets_only_the_nodes_with_endpoints_of_a_service_that_follows_them() {
+    use k8s_openapi::api::core::v1::{Namespace, Node, Service};
+    use kube::{
+        Api,
+        api::{ApiResource, DynamicObject, GroupVersionKind, PostParams},
+    };
+    let env = TestEnv::get();
+    let (world, config) = external_world().await;
+    let launched = world.launch(2).await;
+    let client = env.kube_client().await.unwrap();
+    let namespace = unique_name("lbpeps");
+    let post = PostParams::default();
+    let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": namespace } })).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&post, &ns)
+        .await
+        .unwrap();
+    for instance in &launched {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": { "name": instance.id, "labels": { "e2e-cluster": world.cluster_id } },
+            "spec": { "providerID": format!("aws:///us-east-1a/{}", instance.id) },
+        }))
+        .unwrap();
+        world.nodes.create(&post, &node).await.unwrap();
+    }
+    // NodePort, so that no controller of another test acts on it.
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": { "name": "web", "annotations": {
+            "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+            "service.beta.kubernetes.io/aws-load-balancer-target-nodes-with-endpoints": "true",
+        } },
+        "spec": { "type": "NodePort", "externalTrafficPolicy": "Local",
+                  "ports": [{ "name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080 }] },
+    }))
+    .unwrap();
+    Api::<Service>::namespaced(client.clone(), &namespace)
+        .create(&post, &svc)
+        .await
+        .unwrap();
+    // Its slice as the 1.20 EndpointSlice controller writes it: one ready pod, on the second node.
+    let gvk = GroupVersionKind::gvk("discovery.k8s.io", "v1beta1", "EndpointSlice");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "endpointslices");
+    let slice: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "discovery.k8s.io/v1beta1", "kind": "EndpointSlice",
+        "metadata": { "name": "web-1", "labels": { "kubernetes.io/service-name": "web" } },
+        "addressType": "IPv4",
+        "endpoints": [{ "addresses": ["10.7.0.1"], "conditions": { "ready": true },
+                        "topology": { "kubernetes.io/hostname": launched[1].id } }],
+        "ports": [{ "name": "http", "port": 8080, "protocol": "TCP" }],
+    }))
+    .unwrap();
+    Api::<DynamicObject>::namespaced_with(client.clone(), &namespace, &resource)
+        .create(&post, &slice)
+        .await
+        .unwrap();
+
+    let out = run(&[
+        format!("{namespace}/web"),
+        format!("--cloud-config={}", config.display()),
+        format!("--kubeconfig={}", env.kubeconfig.display()),
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("register_targets"), "{stdout}");
+    assert!(stdout.contains(&launched[1].id), "{stdout}");
+    assert!(
+        !stdout.contains(&launched[0].id),
+        "a node without an endpoint: {stdout}"
+    );
+
+    // The same Service from a file, the Nodes from a file, no cluster to read the slices from: every node, and
+    // a warning that says why.
+    let dir = &world.dir;
+    let service = Api::<Service>::namespaced(client.clone(), &namespace)
+        .get("web")
+        .await
+        .unwrap();
+    std::fs::write(dir.join("follows.json"), serde_json::to_string(&service).unwrap()).unwrap();
+    let nodes = json!({ "kind": "List", "items": launched.iter().map(|i| json!({
+        "metadata": { "name": i.id },
+        "spec": { "providerID": format!("aws:///us-east-1a/{}", i.id) },
+    })).collect::<Vec<_>>() });
+    std::fs::write(dir.join("two.json"), nodes.to_string()).unwrap();
+    let out = run(&[
+        format!("-f={}", dir.join("follows.json").display()),
+        format!("--nodes={}", dir.join("two.json").display()),
+        format!("--cloud-config={}", config.display()),
+        "--kubeconfig=/nonexistent/kc".to_owned(),
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("follows its EndpointSlices, which could not be read"),
+        "{stderr}"
+    );
+    for instance in &launched {
+        assert!(stdout.contains(&instance.id), "{stdout}");
+    }
+
+    for instance in &launched {
+        world
+            .nodes
+            .delete(&instance.id, &Default::default())
+            .await
+            .unwrap();
+    }
+    Api::<Namespace>::all(client)
+        .delete(&namespace, &Default::default())
+        .await
+        .unwrap();
+}

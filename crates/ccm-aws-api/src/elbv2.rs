@@ -172,6 +172,8 @@ pub struct TargetGroupHealthCheck {
     pub healthy_threshold: Option<i32>,
     /// Failures to become unhealthy.
     pub unhealthy_threshold: Option<i32>,
+    /// The HTTP codes of a healthy answer to an HTTP or HTTPS check (`200-399`, `200,202`; `Matcher.HttpCode`).
+    pub matcher: Option<String>,
 }
 
 /// What to create with [`Elbv2::create_target_group`] (target type `instance`).
@@ -288,6 +290,25 @@ port! {
         /// Changes a listener.
         #[doc(alias = "ModifyListener")]
         fn modify_listener(&self, change: &ListenerChange) -> impl Future<Output = Result<()>> + Send;
+
+        /// The certificate ARNs of a TLS listener besides its default one (all pages).
+        fn listener_certificates(&self, arn: &str) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+        /// Adds certificates to a TLS listener's list (besides its default one; one already there is kept).
+        #[doc(alias = "AddListenerCertificates")]
+        fn add_listener_certificates(
+            &self,
+            arn: &str,
+            certificates: &[String],
+        ) -> impl Future<Output = Result<()>> + Send;
+
+        /// Removes certificates from a TLS listener's list (never its default one).
+        #[doc(alias = "RemoveListenerCertificates")]
+        fn remove_listener_certificates(
+            &self,
+            arn: &str,
+            certificates: &[String],
+        ) -> impl Future<Output = Result<()>> + Send;
 
         /// Deletes a listener.
         #[doc(alias = "DeleteListener")]

@@ -15,6 +15,7 @@ use crate::{
     limiter::{ActionClass, Service},
     runtime::{Op, Runtime},
 };
+use certificates::matcher;
 use convert::{forward, listener, load_balancer, non_empty_tags, sdk_targets, target_group};
 
 /// Targets per (de)registration call.
@@ -40,6 +41,9 @@ const MODIFY_LISTENER_ATTRIBUTES: Op = op("ModifyListenerAttributes", ActionClas
 const CREATE_LISTENER: Op = op("CreateListener", ActionClass::Mutating);
 const MODIFY_LISTENER: Op = op("ModifyListener", ActionClass::Mutating);
 const DELETE_LISTENER: Op = op("DeleteListener", ActionClass::Mutating);
+const DESCRIBE_LISTENER_CERTIFICATES: Op = op("DescribeListenerCertificates", ActionClass::NonMutating);
+const ADD_LISTENER_CERTIFICATES: Op = op("AddListenerCertificates", ActionClass::Mutating);
+const REMOVE_LISTENER_CERTIFICATES: Op = op("RemoveListenerCertificates", ActionClass::Mutating);
 const DESCRIBE_TARGET_GROUPS: Op = op("DescribeTargetGroups", ActionClass::NonMutating);
 const CREATE_TARGET_GROUP: Op = op("CreateTargetGroup", ActionClass::Mutating);
 const MODIFY_TARGET_GROUP: Op = op("ModifyTargetGroup", ActionClass::Mutating);
@@ -314,6 +318,18 @@ impl Elbv2 for AwsElbv2 {
         Ok(())
     }
 
+    async fn listener_certificates(&self, arn: &str) -> Result<Vec<String>> {
+        self.describe_listener_certificates(arn).await
+    }
+
+    async fn add_listener_certificates(&self, arn: &str, certificates: &[String]) -> Result<()> {
+        self.add_certificates(arn, certificates).await
+    }
+
+    async fn remove_listener_certificates(&self, arn: &str, certificates: &[String]) -> Result<()> {
+        self.remove_certificates(arn, certificates).await
+    }
+
     async fn delete_listener(&self, arn: &str) -> Result<()> {
         self.rt
             .call(DELETE_LISTENER, || {
@@ -388,6 +404,7 @@ impl Elbv2 for AwsElbv2 {
                     .set_health_check_timeout_seconds(hc.timeout_seconds)
                     .set_healthy_threshold_count(hc.healthy_threshold)
                     .set_unhealthy_threshold_count(hc.unhealthy_threshold)
+                    .set_matcher(matcher(hc))
                     .set_tags(non_empty_tags(&group.tags))
                     .send()
             })
@@ -410,6 +427,7 @@ impl Elbv2 for AwsElbv2 {
                     .set_health_check_timeout_seconds(hc.timeout_seconds)
                     .set_healthy_threshold_count(hc.healthy_threshold)
                     .set_unhealthy_threshold_count(hc.unhealthy_threshold)
+                    .set_matcher(matcher(hc))
                     .send()
             })
             .await?;
@@ -563,4 +581,5 @@ impl Elbv2 for AwsElbv2 {
 }
 
 mod attributes;
+mod certificates;
 mod convert;

@@ -13,10 +13,9 @@ use ccm_aws_api::{
 };
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
-use ccm_testing::lb_world::{Lbs, World, diff, mutation_counts, node, uid};
-use ccm_testing::{TestEnv, unique_name};
+use ccm_testing::lb_world::{Lbs, World, acm_certificate, diff, mutation_counts, node, uid};
+use ccm_testing::unique_name;
 use k8s_openapi::api::core::v1::{Node, Service};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const CLUSTER_NAME: &str = "kubernetes";
 
@@ -29,27 +28,6 @@ fn service(uid: &str, ports: &[(i32, i32)], annotations: &[(Key, &str)]) -> Serv
     let mut all = annotations.to_vec();
     all.push((Key::Type, "nlb"));
     ccm_testing::lb_world::service(uid, ports, &all)
-}
-
-/// An ACM certificate from moto (JSON 1.1 `CertificateManager.RequestCertificate` over plain HTTP).
-async fn certificate(domain: &str) -> String {
-    let endpoint = &TestEnv::get().aws_endpoint;
-    let hostport = endpoint.trim_start_matches("http://").trim_end_matches('/');
-    let body = format!("{{\"DomainName\":\"{domain}\"}}");
-    let request = format!(
-        "POST / HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/x-amz-json-1.1\r\nX-Amz-Target: \
-         CertificateManager.RequestCertificate\r\nAuthorization: AWS4-HMAC-SHA256 \
-         Credential=test/20260101/us-east-1/acm/aws4_request, SignedHeaders=host, Signature=0\r\nContent-Length: \
-         {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let mut stream = tokio::net::TcpStream::connect(hostport).await.unwrap();
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let start = response.find("arn:aws:acm:").expect(&response);
-    let end = response[start..].find('"').unwrap();
-    response[start..start + end].to_owned()
 }
 
 async fn ensure(lbs: &Lbs, svc: &Service, nodes: &[Node]) -> String {
@@ -500,7 +478,7 @@ async fn tcp_to_tls_replaces_the_listener() {
     let uid = uid();
     let svc = service(&uid, &[(443, 30443)], &[]);
     ensure(&lbs, &svc, &w.nodes()).await;
-    let cert = certificate(&format!("{}.example.com", unique_name("tls"))).await;
+    let cert = acm_certificate(&format!("{}.example.com", unique_name("tls"))).await;
     let tls = service(
         &uid,
         &[(443, 30443)],

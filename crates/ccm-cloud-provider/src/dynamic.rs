@@ -208,6 +208,16 @@ pub trait DynLoadBalancer: Send + Sync {
         service: &Service,
         nodes: &[&Node],
     ) -> Result<Option<LoadBalancerPlan>>;
+    /// [`LoadBalancer::plan_load_balancer_with`] (the default: the nodes to `plan_load_balancer`).
+    async fn plan_load_balancer_with(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        backends: Backends<'_>,
+    ) -> Result<Option<LoadBalancerPlan>> {
+        self.plan_load_balancer(cluster_name, service, backends.nodes)
+            .await
+    }
 }
 
 #[async_trait]
@@ -284,6 +294,14 @@ impl<T: LoadBalancer> DynLoadBalancer for T {
         nodes: &[&Node],
     ) -> Result<Option<LoadBalancerPlan>> {
         LoadBalancer::plan_load_balancer(self, cluster_name, service, nodes).await
+    }
+    async fn plan_load_balancer_with(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        backends: Backends<'_>,
+    ) -> Result<Option<LoadBalancerPlan>> {
+        LoadBalancer::plan_load_balancer_with(self, cluster_name, service, backends).await
     }
 }
 

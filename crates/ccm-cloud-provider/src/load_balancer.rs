@@ -158,6 +158,18 @@ pub trait LoadBalancer: Send + Sync {
         let _ = (cluster_name, service, nodes);
         async { Ok(None) }
     }
+
+    /// [`LoadBalancer::plan_load_balancer`] given [`Backends`], as [`LoadBalancer::ensure_load_balancer_with`]
+    /// is given them: a dry run plans what the ensure would do with the Service's endpoints. The default hands
+    /// the nodes to `plan_load_balancer`.
+    fn plan_load_balancer_with(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        backends: Backends<'_>,
+    ) -> impl Future<Output = Result<Option<LoadBalancerPlan>>> + Send {
+        self.plan_load_balancer(cluster_name, service, backends.nodes)
+    }
 }
 
 /// What an ensure would do (see [`LoadBalancer::plan_load_balancer`]).

@@ -60,6 +60,16 @@ impl LoadBalancer for Following {
         self.0.lock().unwrap().push(("update_with", given));
         Ok(())
     }
+    async fn plan_load_balancer_with(
+        &self,
+        _: &str,
+        _: &Service,
+        backends: Backends<'_>,
+    ) -> Result<Option<ccm_cloud_provider::LoadBalancerPlan>> {
+        let given = backends.endpoints.map(|e| e.endpoints.len());
+        self.0.lock().unwrap().push(("plan_with", given));
+        Ok(None)
+    }
 }
 
 struct Cloud(Following);
@@ -103,6 +113,7 @@ fn the_dyn_facade_forwards_what_follows_endpoints() {
     let backends = Backends::with_endpoints(&nodes, &endpoints);
     ready(lb.ensure_load_balancer_with("c", &service, backends)).unwrap();
     ready(lb.update_load_balancer_with("c", &service, backends)).unwrap();
+    ready(lb.plan_load_balancer_with("c", &service, backends)).unwrap();
     // The upstream methods still reach the provider as they are.
     ready(lb.update_load_balancer("c", &service, &nodes)).unwrap();
     assert_eq!(
@@ -110,6 +121,7 @@ fn the_dyn_facade_forwards_what_follows_endpoints() {
         [
             ("ensure_with", Some(1)),
             ("update_with", Some(1)),
+            ("plan_with", Some(1)),
             ("update", None)
         ]
     );

@@ -29,6 +29,7 @@ use std::{
 };
 
 use ccm_cloud_provider::{CloudProvider, LoadBalancer, LoadBalancerStatus, ServiceEndpoints};
+pub use endpoints::list_service_endpoints;
 use k8s_openapi::api::core::v1::{Node, Service};
 use key::ServiceKey;
 use kube::{

@@ -265,3 +265,100 @@ async fn a_load_balancer_that_does_not_follow_endpoints_is_never_given_them() {
     task.await.unwrap().unwrap();
     slices.delete(&group, &DeleteParams::default()).await.unwrap();
 }
+
+/// The plans a dry run reported, by key.
+#[derive(Debug, Default)]
+struct Plans(std::sync::Mutex<std::collections::BTreeMap<String, Vec<String>>>);
+
+impl ccm_controllers::DryRunSink for Plans {
+    fn load_balancer(&self, key: &str, plan: Option<ccm_cloud_provider::LoadBalancerPlan>) {
+        let mut plans = self.0.lock().unwrap();
+        match plan {
+            Some(plan) => plans.insert(key.to_owned(), plan.changes),
+            None => plans.remove(key),
+        };
+    }
+    fn routes(&self, _: std::collections::BTreeMap<String, Vec<String>>) {}
+    fn changes(&self, _: &str, _: &str, _: Vec<String>) {}
+}
+
+/// A dry run plans a Service that follows its endpoints with them (what its ensure would be given), plans again
+/// when they change, and writes nothing: no ensure, no update.
+#[tokio::test]
+async fn a_dry_run_plans_with_the_endpoints_and_again_when_they_change() {
+    let client = TestEnv::get().kube_client().await.unwrap();
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let (slices, resource) = slices_api(&client, "default").await;
+    let group = unique_name("dryeps");
+    let slice_of = |ready: bool| {
+        slice(
+            &resource,
+            &group,
+            &group,
+            json!([
+                endpoint("10.3.0.1", "n", true, false),
+                endpoint("10.3.0.2", "n", ready, false)
+            ]),
+        )
+    };
+    slices
+        .create(&PostParams::default(), &slice_of(false))
+        .await
+        .unwrap();
+    let cloud = FakeProvider::new();
+    let plans = Arc::new(Plans::default());
+    let mut config = service::ServiceConfig::default();
+    config.service_selector = Some(format!("ccm-test/group={group}"));
+    config.node_selector = Some(format!("ccm-test/group={group}"));
+    config.node_sync_window = Duration::from_millis(200);
+    config.plans = Some(plans.clone());
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(service::run(
+        client.clone(),
+        Arc::new(cloud.clone()),
+        config,
+        async {
+            stop_rx.await.ok();
+        },
+    ));
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": { "name": group, "labels": { "ccm-test/group": group },
+                      "annotations": { FOLLOW_ENDPOINTS_ANNOTATION: "true" } },
+        "spec": { "type": "LoadBalancer", "ports": [{ "name": "http", "port": 80, "targetPort": 8080 }] },
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    let key = format!("default/{group}");
+    let planned = |ready: &str| {
+        let plans = plans.0.lock().unwrap();
+        plans
+            .get(&key)
+            .is_some_and(|lines| lines.iter().any(|l| l.ends_with(ready)))
+    };
+    eventually("a plan with one ready endpoint", || {
+        planned("1 ready endpoints [10.3.0.1]")
+    })
+    .await;
+    // The second pod becomes ready: planned again, with both.
+    let both = json!({ "endpoints": [
+        endpoint("10.3.0.1", "n", true, false),
+        endpoint("10.3.0.2", "n", true, false),
+    ] });
+    slices
+        .patch(&group, &PatchParams::default(), &Patch::Merge(&both))
+        .await
+        .unwrap();
+    eventually("a plan with both endpoints", || {
+        planned("2 ready endpoints [10.3.0.1,10.3.0.2]")
+    })
+    .await;
+    // Nothing was written: a dry run only plans.
+    assert!(cloud.load_balancers().is_empty());
+    assert_eq!(cloud.count(Method::EnsureLoadBalancer), 0, "{:?}", cloud.calls());
+    assert_eq!(cloud.count(Method::UpdateLoadBalancer), 0, "{:?}", cloud.calls());
+    assert!(cloud.count(Method::PlanLoadBalancer) >= 2, "{:?}", cloud.calls());
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+    services.delete(&group, &DeleteParams::default()).await.unwrap();
+    slices.delete(&group, &DeleteParams::default()).await.unwrap();
+}

@@ -11,6 +11,10 @@ use crate::{classic, nlb, spec::ServiceSpec};
 /// The desired model of a dry run, by flavour.
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per dry run, printed and dropped: a box would save nothing that matters"
+)]
 pub enum DesiredModel {
     /// A Classic ELB.
     Classic(classic::Desired),

@@ -90,7 +90,7 @@ pub use dry_run::{Changes, DesiredModel, DryRun, Recreation};
 pub use error::Error;
 pub use provider::{
     AwsLoadBalancers, DEFAULT_CLUSTER_NAME,
-    plan::{PlanForError, plan_for},
+    plan::{PlanForError, plan_for, plan_with_endpoints_for},
 };
 pub use shared::{HealthProbeMode, LoadBalancerConfig};
 pub use spec::{Flavour, InvalidService, ServiceSpec, parse_service, parse_service_with};

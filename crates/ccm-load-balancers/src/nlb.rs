@@ -19,6 +19,7 @@
 //! [`node_rules`]: the rules an NLB needs on the nodes' security groups.
 
 pub mod apply;
+mod certificates;
 pub mod change;
 mod listener_attributes;
 pub mod model;

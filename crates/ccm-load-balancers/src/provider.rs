@@ -304,7 +304,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             return Err(Error::from(flavour_change::refusal(spec, F::OTHER)).into());
         }
         let changes = F::plan(&desired, &observed);
-        let mut notices = annotation_notices(spec);
+        let mut notices = annotation_notices(spec, &self.config);
         notices.extend(skipped_notices(name, nodes, &F::skipped(&observed)));
         let recreation = flavour::recreation_reason(&changes);
         if let Some(reason) = recreation {
@@ -556,6 +556,17 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         };
         let replaces = run.recreation.as_ref().is_some_and(|r| r.replaces);
         Ok(Some(ccm_cloud_provider::LoadBalancerPlan::new(changes, replaces)))
+    }
+
+    async fn plan_load_balancer_with(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        backends: Backends<'_>,
+    ) -> ccm_cloud_provider::Result<Option<ccm_cloud_provider::LoadBalancerPlan>> {
+        // The nodes the ensure would target: with the endpoints, those that run one.
+        let nodes = endpoints::backend_nodes(&self.config, service, backends);
+        self.plan_load_balancer(cluster_name, service, &nodes).await
     }
 }
 

@@ -7,6 +7,7 @@ mod families;
 pub mod fields;
 pub mod flavour;
 pub mod flavour_change;
+mod nlb_options;
 
 use std::collections::BTreeMap;
 
@@ -115,8 +116,10 @@ pub struct ServiceSpec {
     pub endpoint_nodes_only: bool,
     /// `http`, `https`, `ssl`, `tcp`.
     pub backend_protocol: Option<String>,
-    /// Certificate ARN.
+    /// The certificate ARN (of several, the first: the listeners' default).
     pub ssl_cert: Option<String>,
+    /// The certificates after the first (NLB TLS listeners only: their certificate list, chosen by SNI).
+    pub extra_ssl_certs: Vec<String>,
     /// Ports or names getting the certificate; empty = all.
     pub ssl_ports: Vec<String>,
     /// SSL negotiation policy name.
@@ -137,6 +140,8 @@ pub struct ServiceSpec {
     pub access_log: AccessLogSpec,
     /// Health check annotations.
     pub health_check: HealthCheckSpec,
+    /// The HTTP codes of a healthy answer to an NLB's HTTP or HTTPS health check (`None`: left as it is).
+    pub health_check_success_codes: Option<String>,
     /// NLB Elastic IP allocations.
     pub eip_allocations: Vec<String>,
     /// NLB private IPv4 addresses.
@@ -234,6 +239,21 @@ impl Findings {
     /// Records a warning: the Service is served, differently from what it asks.
     pub(crate) fn warn(&mut self, warning: Warning) {
         self.warnings.push(warning);
+    }
+
+    /// Turns the problems of `field` into warnings saying `message`: a value served as the Go controller served
+    /// it (ignored), never refused.
+    pub(crate) fn problems_to_warnings(&mut self, field: &str, message: &str) {
+        let (demoted, kept) = std::mem::take(&mut self.problems)
+            .into_iter()
+            .partition(|p| p.field == field);
+        self.problems = kept;
+        self.warnings
+            .extend(demoted.into_iter().map(|p: Problem| Warning {
+                field: p.field,
+                value: p.value,
+                message: message.to_owned(),
+            }));
     }
 
     /// Records a problem with `field`'s `value`, saying what is `accepted`.

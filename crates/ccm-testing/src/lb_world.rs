@@ -94,6 +94,33 @@ pub struct World {
     pub instances: Vec<String>,
 }
 
+/// An ACM certificate from moto (JSON 1.1 `CertificateManager.RequestCertificate` over plain HTTP).
+pub async fn acm_certificate(domain: &str) -> String {
+    let endpoint = &TestEnv::get().aws_endpoint;
+    let hostport = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let body = format!("{{\"DomainName\":\"{domain}\"}}");
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/x-amz-json-1.1\r\nX-Amz-Target: \
+         CertificateManager.RequestCertificate\r\nAuthorization: AWS4-HMAC-SHA256 \
+         Credential=test/20260101/us-east-1/acm/aws4_request, SignedHeaders=host, Signature=0\r\nContent-Length: \
+         {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(hostport).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes())
+        .await
+        .unwrap();
+    let mut response = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut stream, &mut response)
+        .await
+        .unwrap();
+    let start = response
+        .find("arn:aws:acm:")
+        .unwrap_or_else(|| panic!("no certificate ARN in moto's answer: {response}"));
+    let end = response[start..].find('"').unwrap();
+    response[start..start + end].to_owned()
+}
+
 /// A fresh world in `10.<octet>.0.0/16` for a new cluster ID `<prefix>-...`: two subnets tagged for the cluster
 /// and for internet-facing load balancers (with `internal_subnets`, internal ones too), an internet gateway, the
 /// nodes' security group and three instances in it, all `owned` by the cluster.

@@ -47,6 +47,8 @@ const SHIPPED_DEPS: &[&str] = &[
     "ccm-ecr-credentials",
     "ccm-aws",
     "ccm-controller-manager",
+    // lb-plan reads a Service's EndpointSlices as the service controller does (its runtime already links it).
+    "ccm-controllers",
     "kube",
     "k8s-openapi",
     "tokio",

@@ -8,7 +8,6 @@ use aws_sdk_elasticloadbalancingv2::types::{Listener, LoadBalancer, TargetGroup}
 use ccm_testing::TestEnv;
 use ccm_testing::fixtures::ServiceBuilder;
 use k8s_openapi::api::core::v1::Service;
-use serde_json::json;
 
 /// The `service.beta.kubernetes.io/aws-load-balancer-` annotation `suffix`.
 pub fn key(suffix: &str) -> String {
@@ -197,28 +196,5 @@ impl Nlb {
     }
 }
 
-/// A certificate from moto's ACM (`RequestCertificate`, JSON 1.1; moto does not check signatures, but routes by
-/// the credential scope's service name).
-pub async fn certificate(domain: &str) -> String {
-    let env = TestEnv::get();
-    let client = reqwest::Client::new();
-    let body = json!({ "DomainName": domain, "ValidationMethod": "DNS" });
-    let auth = format!(
-        "AWS4-HMAC-SHA256 Credential=testing/20260101/{}/acm/aws4_request, SignedHeaders=host, Signature=0",
-        env.aws_region
-    );
-    let response = client
-        .post(&env.aws_endpoint)
-        .header("X-Amz-Target", "CertificateManager.RequestCertificate")
-        .header("Content-Type", "application/x-amz-json-1.1")
-        .header("Authorization", auth)
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let value: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
-    value["CertificateArn"]
-        .as_str()
-        .expect("an ACM certificate ARN")
-        .to_owned()
-}
+/// A certificate from moto's ACM.
+pub use ccm_testing::lb_world::acm_certificate as certificate;

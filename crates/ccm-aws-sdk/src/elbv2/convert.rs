@@ -136,6 +136,7 @@ pub(super) fn target_group(t: &sdk::TargetGroup) -> Option<TargetGroup> {
         timeout_seconds: t.health_check_timeout_seconds(),
         healthy_threshold: t.healthy_threshold_count(),
         unhealthy_threshold: t.unhealthy_threshold_count(),
+        matcher: t.matcher().and_then(|m| m.http_code()).map(str::to_owned),
     };
     out.load_balancer_arns = t.load_balancer_arns().to_vec();
     Some(out)

@@ -273,6 +273,21 @@ pub const TABLE: &[(&str, &str, Grant)] = &[
     ),
     (
         "Elbv2",
+        "DescribeListenerCertificates",
+        Actions(CP, &["elasticloadbalancing:DescribeListenerCertificates"]),
+    ),
+    (
+        "Elbv2",
+        "AddListenerCertificates",
+        Actions(CP, &["elasticloadbalancing:AddListenerCertificates"]),
+    ),
+    (
+        "Elbv2",
+        "RemoveListenerCertificates",
+        Actions(CP, &["elasticloadbalancing:RemoveListenerCertificates"]),
+    ),
+    (
+        "Elbv2",
         "DeleteListener",
         Actions(CP, &["elasticloadbalancing:DeleteListener"]),
     ),

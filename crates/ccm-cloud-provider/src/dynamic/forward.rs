@@ -171,6 +171,16 @@ impl LoadBalancer for DynProvider {
     ) -> Result<Option<LoadBalancerPlan>> {
         self.lb()?.plan_load_balancer(cluster_name, service, nodes).await
     }
+    async fn plan_load_balancer_with(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        backends: Backends<'_>,
+    ) -> Result<Option<LoadBalancerPlan>> {
+        self.lb()?
+            .plan_load_balancer_with(cluster_name, service, backends)
+            .await
+    }
 }
 
 impl Routes for DynProvider {

@@ -73,6 +73,11 @@ async fn sync_service_endpoints<P: CloudProvider>(ctx: &Ctx<P>, lb: &P::LoadBala
     if *given == current {
         return;
     }
+    if ctx.config.plans.is_some() {
+        // A dry run writes nothing: a plan with the new endpoints, from the Service's own sync.
+        ctx.queue.add(key);
+        return;
+    }
     let current = Arc::new(current);
     drift::unsettle(ctx, key);
     let nodes = stable_nodes(ctx);

@@ -237,6 +237,33 @@ impl Projection {
     }
 }
 
+/// The endpoints of the Service `namespace/name` as its EndpointSlices say now, read as the watch reads them
+/// (one list of the served version, the slices labelled with the Service's name): what the service controller
+/// would hand a load balancer that follows them. For tools that plan one Service without the controller
+/// (`lb-plan`).
+///
+/// # Errors
+///
+/// The list's error (RBAC: `list` on `endpointslices` in the namespace).
+pub async fn list_service_endpoints(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<ServiceEndpoints, kube::Error> {
+    let resource = served_version(client).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let params = kube::api::ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={name}"));
+    let slices = api.list(&params).await?;
+    Ok(ServiceEndpoints::new(
+        slices
+            .items
+            .iter()
+            .filter_map(read_slice)
+            .filter(|slice| slice.service == name)
+            .flat_map(|slice| slice.endpoints),
+    ))
+}
+
 /// `discovery.k8s.io/v1` where the apiserver serves it, else `v1beta1`.
 async fn served_version(client: &Client) -> ApiResource {
     let version = match client.list_api_group_resources("discovery.k8s.io/v1").await {

@@ -1,10 +1,13 @@
 //! The service controller's dry run (`ServiceConfig::plans`): what a sync would do goes to the sink, and
 //! nothing is written (no finalizer, Event, status or load balancer).
 
-use ccm_cloud_provider::{CloudError, CloudProvider, LoadBalancer, LoadBalancerPlan, object_key};
+use ccm_cloud_provider::{Backends, CloudError, CloudProvider, LoadBalancer, LoadBalancerPlan, object_key};
 use k8s_openapi::api::core::v1::{Node, Service};
 
-use super::{Ctx, Op, has_finalizer, key::ServiceKey, shared_host_set, stable_nodes, wants_load_balancer};
+use super::{
+    Ctx, Op, endpoints_for, has_finalizer, key::ServiceKey, shared_host_set, stable_nodes,
+    wants_load_balancer,
+};
 use crate::{DryRunSink, Error};
 
 /// The sync of a Service that wants a load balancer: the provider's plan goes to `sink`.
@@ -19,9 +22,18 @@ pub(super) async fn ensure<P: CloudProvider>(
     let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
     // The host set planned with: a node sync that finds it changed plans again (see `node_sync`).
     let hosts = shared_host_set(ctx, &refs);
-    ctx.states.update(key, |s| s.remember_hosts(hosts));
+    // With the endpoints an ensure would be given; an endpoint sync that finds them changed plans again.
+    let endpoints = endpoints_for(ctx, lb, svc).await?;
+    let backends = Backends::new(&refs, endpoints.as_deref());
+    ctx.states.update(key, |s| {
+        s.remember_hosts(hosts);
+        s.remember_endpoints(endpoints.clone());
+    });
     ctx.config.metrics.provider_call();
-    match lb.plan_load_balancer(&ctx.config.cluster_name, svc, &refs).await {
+    match lb
+        .plan_load_balancer_with(&ctx.config.cluster_name, svc, backends)
+        .await
+    {
         Ok(plan) => sink.load_balancer(&key.to_string(), plan),
         // Another controller's now (type `external`): nothing is pending here, and the last plan is stale.
         Err(CloudError::ImplementedElsewhere) => sink.load_balancer(&key.to_string(), None),

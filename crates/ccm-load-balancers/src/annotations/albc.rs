@@ -12,7 +12,6 @@ use super::{PREFIX, Problem, Warning};
 pub const UNSERVED_KEYS: &[&str] = &[
     "nlb-target-type",
     "proxy-protocol-per-target-group",
-    "healthcheck-success-codes",
     "eip-allocations-discovery-tags",
     "ipv6-addresses",
     "manage-backend-security-group-rules",

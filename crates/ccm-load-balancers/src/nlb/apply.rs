@@ -6,11 +6,10 @@ use std::collections::BTreeMap;
 use ccm_aws_api::{
     Ec2, Elbv2, InstanceId, SecurityGroupId, SubnetId,
     ec2::{IpPermission, SourceGroup},
-    elbv2::{
-        ListenerChange, LoadBalancerV2, NewListener, NewNetworkLoadBalancer, NewTargetGroup, SubnetMapping,
-        Target,
-    },
+    elbv2::{LoadBalancerV2, NewNetworkLoadBalancer, NewTargetGroup, SubnetMapping, Target},
 };
+
+mod listeners;
 
 use super::{Change, Observed, node_rules};
 use crate::{
@@ -99,7 +98,8 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
             Change::DeleteListener { .. }
             | Change::CreateListener { .. }
             | Change::ModifyListener { .. }
-            | Change::ModifyListenerAttributes { .. } => self.listener(change).await,
+            | Change::ModifyListenerAttributes { .. }
+            | Change::ListenerCertificates { .. } => self.listener(change).await,
             Change::NodeRules(rule) if rule.needs_managed_group() => {
                 let managed = self.group(&GroupRef::Managed)?;
                 node_rules::apply(self.ec2, &rule.with_managed_group(managed.as_str())).await
@@ -419,78 +419,6 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                 .add_tags(arns, tags)
                 .await
                 .map_err(Error::aws("tagging the NLB"))?,
-            _ => {}
-        }
-        Ok(())
-    }
-
-    /// Listeners (other kinds of change are not sent here).
-    async fn listener(&mut self, change: &Change) -> Result<(), Error> {
-        let elbv2 = self.elbv2;
-        match change {
-            Change::DeleteListener { arn, .. } => match elbv2.delete_listener(arn).await {
-                Err(e) if !e.is_not_found() => return Err(Error::aws("deleting a listener")(e)),
-                _ => {}
-            },
-            Change::CreateListener { listener, tags } => {
-                let created = elbv2
-                    .create_listener(&NewListener {
-                        load_balancer_arn: self.lb_arn()?,
-                        port: listener.port,
-                        protocol: listener.protocol.clone(),
-                        certificate_arn: listener.certificate.clone(),
-                        ssl_policy: listener.ssl_policy.clone(),
-                        // A new listener without a policy has none: `None` is not sent.
-                        alpn_policy: listener.alpn_policy.clone().filter(|p| p != "None"),
-                        target_group_arn: self.target_group(&listener.target_group.name)?,
-                        tags: tags.clone(),
-                    })
-                    .await;
-                match created {
-                    // Its attributes next; a crash in between leaves them to the next plan.
-                    Ok(created) if !listener.attributes.is_empty() => elbv2
-                        .modify_listener_attributes(&created.arn, &listener.attributes)
-                        .await
-                        .map_err(Error::aws("setting a new listener's attributes"))?,
-                    // Only `DuplicateListener` (a listener created by a crashed run) is taken as done: the next
-                    // plan compares and fixes it. A refusal (`InvalidConfigurationRequest`, ...) fails the ensure,
-                    // and the Service gets no address until AWS accepts.
-                    Err(e) if !e.is_already_exists() => {
-                        return Err(Error::aws("creating a listener")(e));
-                    }
-                    _ => {}
-                }
-            }
-            Change::ModifyListenerAttributes { arn, attributes, .. } => elbv2
-                .modify_listener_attributes(arn, attributes)
-                .await
-                .map_err(Error::aws("setting a listener's attributes"))?,
-            Change::ModifyListener {
-                arn,
-                protocol,
-                certificate,
-                ssl_policy,
-                alpn_policy,
-                target_group,
-                ..
-            } => {
-                let target_group_arn = target_group
-                    .as_deref()
-                    .map(|name| self.target_group(name))
-                    .transpose()?;
-                elbv2
-                    .modify_listener(&ListenerChange {
-                        listener_arn: arn.clone(),
-                        port: None,
-                        protocol: protocol.clone(),
-                        certificate_arn: certificate.clone(),
-                        ssl_policy: ssl_policy.clone(),
-                        alpn_policy: alpn_policy.clone(),
-                        target_group_arn,
-                    })
-                    .await
-                    .map_err(Error::aws("modifying a listener"))?;
-            }
             _ => {}
         }
         Ok(())

@@ -191,6 +191,20 @@ pub enum Change {
         /// The attributes that differ.
         attributes: BTreeMap<String, String>,
     },
+    /// Bring a TLS listener's certificate list (besides its default certificate) in step with the
+    /// certificates after the first in `aws-load-balancer-ssl-cert`.
+    ListenerCertificates {
+        /// Its ARN.
+        arn: String,
+        /// Its port.
+        port: i32,
+        /// Certificates to add.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        add: Vec<String>,
+        /// Certificates to remove.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        remove: Vec<String>,
+    },
     /// Delete a target group no longer wanted.
     DeleteTargetGroup {
         /// Its name.

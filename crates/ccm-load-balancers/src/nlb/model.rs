@@ -51,6 +51,7 @@ pub enum Security {
 
 /// A health check (shared by every target group of the NLB).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[non_exhaustive]
 pub struct HealthCheck {
     /// `TCP`, `HTTP`, `HTTPS`.
     pub protocol: String,
@@ -66,10 +67,15 @@ pub struct HealthCheck {
     pub healthy_threshold: i32,
     /// Failures to become unhealthy.
     pub unhealthy_threshold: i32,
+    /// The HTTP codes of a healthy answer to an HTTP or HTTPS check, owned while annotated (`None`: left as
+    /// it is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub success_codes: Option<String>,
 }
 
 /// A target group: one per listener.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[non_exhaustive]
 pub struct TargetGroupSpec {
     /// The deterministic name ([`target_group_name`]).
     pub name: String,
@@ -81,13 +87,18 @@ pub struct TargetGroupSpec {
 
 /// A listener.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[non_exhaustive]
 pub struct Listener {
     /// The front-end port (the key: one listener per port).
     pub port: i32,
     /// `TCP`, `UDP`, `TCP_UDP`, `TLS`.
     pub protocol: String,
-    /// The certificate ARN of TLS listeners.
+    /// The certificate ARN of TLS listeners (the default one).
     pub certificate: Option<String>,
+    /// The other certificates of a TLS listener (its certificate list, chosen by SNI), owned while the
+    /// annotation gives several.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extra_certificates: Vec<String>,
     /// The TLS policy (`None`: AWS's default, never changed).
     pub ssl_policy: Option<String>,
     /// The ALPN policy of a TLS listener (`Some("None")` without the annotation: a removed annotation resets
@@ -180,6 +191,7 @@ fn listener(
         "TCP"
     };
     let mut certificate = None;
+    let mut extra_certificates = Vec::new();
     let mut ssl_policy = None;
     let mut alpn_policy = None;
     let mut target_protocol = protocol;
@@ -189,6 +201,7 @@ fn listener(
     {
         protocol = "TLS";
         certificate = Some(cert.clone());
+        extra_certificates.clone_from(&spec.extra_ssl_certs);
         ssl_policy.clone_from(&spec.ssl_negotiation_policy);
         alpn_policy = Some(spec.alpn_policy.clone().unwrap_or_else(|| "None".to_owned()));
         target_protocol = if spec.backend_protocol.as_deref() == Some("ssl") {
@@ -201,6 +214,7 @@ fn listener(
         port: first.port,
         protocol: protocol.to_owned(),
         certificate,
+        extra_certificates,
         ssl_policy,
         alpn_policy,
         target_group: TargetGroupSpec {
@@ -236,6 +250,7 @@ pub fn health_check(spec: &ServiceSpec, config: &LoadBalancerConfig) -> HealthCh
             timeout: 10,
             healthy_threshold: 2,
             unhealthy_threshold: 2,
+            success_codes: None,
         },
         (false, _, HealthProbeMode::Shared { port, path }) => HealthCheck {
             protocol: "HTTP".to_owned(),
@@ -245,6 +260,7 @@ pub fn health_check(spec: &ServiceSpec, config: &LoadBalancerConfig) -> HealthCh
             timeout: 10,
             healthy_threshold: 3,
             unhealthy_threshold: 3,
+            success_codes: None,
         },
         _ => HealthCheck {
             protocol: "TCP".to_owned(),
@@ -254,6 +270,7 @@ pub fn health_check(spec: &ServiceSpec, config: &LoadBalancerConfig) -> HealthCh
             timeout: 10,
             healthy_threshold: 3,
             unhealthy_threshold: 3,
+            success_codes: None,
         },
     };
     let a = &spec.health_check;
@@ -280,6 +297,10 @@ pub fn health_check(spec: &ServiceSpec, config: &LoadBalancerConfig) -> HealthCh
     hc.timeout = a.timeout.unwrap_or(hc.timeout);
     hc.healthy_threshold = a.healthy_threshold.unwrap_or(hc.healthy_threshold);
     hc.unhealthy_threshold = a.unhealthy_threshold.unwrap_or(hc.unhealthy_threshold);
+    // A TCP check has no matcher: the codes then do nothing (the provider's Warning says so).
+    if hc.is_http() {
+        hc.success_codes.clone_from(&spec.health_check_success_codes);
+    }
     hc
 }
 
@@ -453,7 +474,7 @@ fn node_access(
 // === impl HealthCheck ===
 
 impl HealthCheck {
-    fn is_http(&self) -> bool {
+    pub(crate) fn is_http(&self) -> bool {
         self.protocol == "HTTP" || self.protocol == "HTTPS"
     }
 
@@ -469,6 +490,7 @@ impl HealthCheck {
             && observed.timeout_seconds == Some(self.timeout)
             && observed.healthy_threshold == Some(self.healthy_threshold)
             && observed.unhealthy_threshold == Some(self.unhealthy_threshold)
+            && (self.success_codes.is_none() || observed.matcher == self.success_codes)
     }
 
     pub(crate) fn to_aws(&self) -> TargetGroupHealthCheck {
@@ -480,6 +502,7 @@ impl HealthCheck {
             timeout_seconds: Some(self.timeout),
             healthy_threshold: Some(self.healthy_threshold),
             unhealthy_threshold: Some(self.unhealthy_threshold),
+            matcher: self.success_codes.clone(),
         }
     }
 }

@@ -46,6 +46,9 @@ pub struct Observed {
     /// The attributes of the listeners that have some in the Service's annotations, by listener ARN (read
     /// by full observations only).
     pub listener_attributes: BTreeMap<String, BTreeMap<String, String>>,
+    /// The certificate lists (default excluded) of the TLS listeners that want several certificates, by
+    /// listener ARN (read by full observations only).
+    pub listener_certificates: BTreeMap<String, Vec<String>>,
     /// Its target groups and the wanted ones found by name.
     pub target_groups: Vec<ObservedTargetGroup>,
     /// Wanted target groups whose upstream name another load balancer's group holds: upstream name -> the
@@ -168,6 +171,8 @@ pub async fn observe<E: CatalogLookup, L: Elb, V: Elbv2>(
             observed.attributes = attributes.map_err(Error::aws(CONTEXT))?;
             observed.listeners = listeners.map_err(Error::aws(CONTEXT))?;
             observed.listener_attributes = listener_attributes(elbv2, desired, &observed.listeners).await?;
+            observed.listener_certificates =
+                super::certificates::observe(elbv2, desired, &observed.listeners).await?;
         }
     }
     (observed.target_groups, observed.renamed) = target_groups(elbv2, desired, groups, full).await?;

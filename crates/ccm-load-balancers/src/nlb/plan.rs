@@ -13,7 +13,7 @@ use ccm_aws_api::{
 
 use super::{
     ACCESS_LOGS_ATTRIBUTE, ACCESS_LOGS_PREFIX_ATTRIBUTE, CROSS_ZONE_ATTRIBUTE, Change, Desired, Listener,
-    Observed, ObservedTargetGroup, Security, TargetGroupSpec, listener_attributes,
+    Observed, ObservedTargetGroup, Security, TargetGroupSpec, certificates, listener_attributes,
     node_rules::{self, RuleChange},
 };
 use crate::{
@@ -428,17 +428,24 @@ fn listener(
     // AWS reports no policy (or `None`) for a listener without one.
     let alpn = |p: Option<&str>| p.filter(|p| !p.is_empty()).unwrap_or("None").to_owned();
     let alpn_differs = tls && alpn(current.alpn_policy.as_deref()) != alpn(l.alpn_policy.as_deref());
-    let attributes = same_protocol
-        .then(|| listener_attributes::change(l, current, observed.listener_attributes.get(&current.arn)))
-        .flatten();
+    // Attributes and certificate lists, of a listener kept (a replaced one is created with them).
+    let settings: Vec<Change> = if same_protocol {
+        let certificates = observed.listener_certificates.get(&current.arn);
+        listener_attributes::change(l, current, observed.listener_attributes.get(&current.arn))
+            .into_iter()
+            .chain(certificates::change(l, current, certificates))
+            .collect()
+    } else {
+        Vec::new()
+    };
     if same_protocol && !tg_differs && !cert_differs && !policy_differs && !alpn_differs {
         // A listener carrying the cluster's tag gets the tags it lacks (an `additional-resource-tags` edit); a
         // Go-era one, untagged, is tagged only before it is changed (the hardened IAM policy's condition), so a
         // takeover writes nothing to it.
-        if attributes.is_some() || carries_cluster_tag(observed, &current.arn, desired) {
+        if !settings.is_empty() || carries_cluster_tag(observed, &current.arn, desired) {
             tag_if_missing(tag_arns, observed, &current.arn, desired);
         }
-        return attributes.into_iter().collect();
+        return settings;
     }
     if same_protocol {
         tag_if_missing(tag_arns, observed, &current.arn, desired);
@@ -451,7 +458,8 @@ fn listener(
             alpn_policy: l.alpn_policy.clone().filter(|_| alpn_differs),
             target_group: tg_differs.then(|| l.target_group.name.clone()),
         };
-        return std::iter::once(modify).chain(attributes).collect();
+        // The new default certificate first: the list's change then never removes the listener's default.
+        return std::iter::once(modify).chain(settings).collect();
     }
     // A protocol change (TCP -> TLS, TCP -> UDP, ...) replaces the listener of that port: deleted first, so no
     // DuplicateListener; ModifyListener cannot make every such change (UDP, TCP_UDP, TLS -> TCP).

@@ -153,11 +153,19 @@ pub(crate) fn converged(desired: &Desired) -> Observed {
         .filter(|l| !l.attributes.is_empty())
         .map(|l| (format!("arn:listener/{}", l.port), l.attributes.clone()))
         .collect();
+    // The lists read: those of the TLS listeners that want further certificates.
+    let listener_certificates = desired
+        .listeners
+        .iter()
+        .filter(|l| !l.extra_certificates.is_empty())
+        .map(|l| (format!("arn:listener/{}", l.port), l.extra_certificates.clone()))
+        .collect();
     Observed {
         load_balancer: Some(lb),
         attributes: desired.attributes.clone(),
         listeners,
         listener_attributes,
+        listener_certificates,
         target_groups,
         renamed: BTreeMap::new(),
         tags,
@@ -208,6 +216,7 @@ fn desired_model_of_a_default_service() {
             timeout: 10,
             healthy_threshold: 3,
             unhealthy_threshold: 3,
+            success_codes: None,
         }
     );
     assert_eq!(d.instances, ["i-1", "i-2"]);
@@ -358,6 +367,7 @@ fn health_checks_follow_traffic_policy_probe_mode_and_annotations() {
             timeout: 6,
             healthy_threshold: 4,
             unhealthy_threshold: 5,
+            success_codes: None,
         }
     );
     let spec = parse_service(&nlb_service(
@@ -508,6 +518,7 @@ fn security_groups_by_mode() {
 
 mod apply;
 mod attributes;
+mod certificates;
 mod gate;
 mod node_source;
 mod plan;

@@ -4,7 +4,12 @@
 use ccm_cloud_provider::Notice;
 use k8s_openapi::api::core::v1::Node;
 
-use crate::{shared, spec::ServiceSpec};
+use crate::{
+    LoadBalancerConfig,
+    annotations::{Key, Warning},
+    nlb, shared,
+    spec::{Flavour, ServiceSpec},
+};
 
 /// A Warning on the Node of each target instance skipped because its security group cannot be chosen.
 pub(super) fn skipped_notices(
@@ -33,9 +38,11 @@ pub(super) fn skipped_notices(
 /// A Warning notice per annotation value served with the Go controller's surprising meaning (the Service is
 /// served all the same; see `annotations::go_compat`), per Service field served otherwise than it asks, and per
 /// AWS Load Balancer Controller key not served here.
-pub(super) fn annotation_notices(spec: &ServiceSpec) -> Vec<Notice> {
+pub(super) fn annotation_notices(spec: &ServiceSpec, config: &LoadBalancerConfig) -> Vec<Notice> {
+    let tcp_check = success_codes_on_tcp(spec, config);
     spec.warnings
         .iter()
+        .chain(tcp_check.as_ref())
         .map(|w| {
             // A Service field served differently from what it asks, the AWS Load Balancer Controller's key
             // not served here, or an annotation read as Go read it.
@@ -49,6 +56,22 @@ pub(super) fn annotation_notices(spec: &ServiceSpec) -> Vec<Notice> {
             Notice::warning(reason, w.to_string())
         })
         .collect()
+}
+
+/// Success codes given for an NLB whose health check is TCP (the mode's default, or the protocol annotation):
+/// a TCP check has no matcher, so they do nothing. Known only here, with the controller's health probe mode.
+fn success_codes_on_tcp(spec: &ServiceSpec, config: &LoadBalancerConfig) -> Option<Warning> {
+    let codes = spec.health_check_success_codes.as_ref()?;
+    if spec.flavour != Flavour::Network || nlb::health_check(spec, config).is_http() {
+        return None;
+    }
+    Some(Warning {
+        field: Key::HealthcheckSuccessCodes.name().to_owned(),
+        value: codes.clone(),
+        message:
+            "no effect: the health check is TCP (set aws-load-balancer-healthcheck-protocol to HTTP or HTTPS)"
+                .to_owned(),
+    })
 }
 
 /// The reason of the Warning Event of a Service that prefers dual-stack and gets an IPv4 load balancer.

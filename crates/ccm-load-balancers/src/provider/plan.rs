@@ -1,6 +1,7 @@
 //! [`plan_for`]: the dry run of a Service manifest, for tools (`lb-plan`).
 
 use ccm_aws_api::{Ec2, Elb, Elbv2};
+use ccm_cloud_provider::{Backends, ServiceEndpoints};
 use k8s_openapi::api::core::v1::{Node, Service};
 
 use super::AwsLoadBalancers;
@@ -15,8 +16,23 @@ pub async fn plan_for<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Sen
     service_json: &str,
     nodes: &[Node],
 ) -> Result<DryRun, PlanForError> {
+    plan_with_endpoints_for(load_balancers, cluster_name, service_json, nodes, None).await
+}
+
+/// [`plan_for`] given the Service's endpoints (as its EndpointSlices say; `lb-plan` reads them from the
+/// cluster): a Service whose load balancer follows them is planned for the nodes its ensure would target,
+/// those that run a ready endpoint. Without endpoints, or for another Service, the same as [`plan_for`].
+pub async fn plan_with_endpoints_for<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync>(
+    load_balancers: &AwsLoadBalancers<E, L, V>,
+    cluster_name: &str,
+    service_json: &str,
+    nodes: &[Node],
+    endpoints: Option<&ServiceEndpoints>,
+) -> Result<DryRun, PlanForError> {
     let service: Service = serde_json::from_str(service_json).map_err(PlanForError::Manifest)?;
     let nodes: Vec<&Node> = nodes.iter().collect();
+    let backends = Backends::new(&nodes, endpoints);
+    let nodes = super::endpoints::backend_nodes(&load_balancers.config, &service, backends);
     Ok(load_balancers.dry_run(cluster_name, &service, &nodes).await?)
 }
 

@@ -230,8 +230,8 @@ async fn ensure_of_a_steady_service_only_reads() {
     // The AWS Load Balancer Controller's key this controller does not serve: the same steady load balancer,
     // and a Warning notice of its own reason naming the key.
     let mut albc = svc.clone();
-    let key = format!("{}healthcheck-success-codes", crate::annotations::PREFIX);
-    albc.metadata.annotations = Some([(key.clone(), "200-399".to_owned())].into());
+    let key = format!("{}quic-enabled-ports", crate::annotations::PREFIX);
+    albc.metadata.annotations = Some([(key.clone(), "443".to_owned())].into());
     let ensured = lbs
         .ensure_load_balancer_reporting("k", &albc, &[&n])
         .await

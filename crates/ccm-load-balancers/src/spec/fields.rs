@@ -68,7 +68,10 @@ pub(crate) fn spec(
     let (source_ranges, source_ranges_defaulted) = source_ranges(k8s, a, found);
     let access_log = access_log(a, found);
     let health_check = health_check(a, &flavour, &ports, found);
-    let target_group_attributes = target_group_attributes(a, &protocols, found);
+    let mut target_group_attributes = target_group_attributes(a, &protocols, found);
+    super::nlb_options::proxy_protocol_v2(a, &flavour, &mut target_group_attributes, found);
+    let (ssl_cert, extra_ssl_certs) = super::nlb_options::certificates(a, &flavour, found);
+    let health_check_success_codes = super::nlb_options::success_codes(a, found);
     let load_balancer_attributes = load_balancer_attributes(a, found);
     let (ip_address_type, dual_stack_preferred) = super::families::address_type(k8s, a, &flavour, found);
     let cross_zone = a.bool(Key::CrossZoneLoadBalancingEnabled).unwrap_or_else(|| {
@@ -101,7 +104,8 @@ pub(crate) fn spec(
         target_node_labels: a.pairs(Key::TargetNodeLabels).unwrap_or_default().to_vec(),
         endpoint_nodes_only,
         backend_protocol: a.text(Key::BackendProtocol).map(str::to_owned),
-        ssl_cert: a.text(Key::SslCert).map(str::to_owned),
+        ssl_cert,
+        extra_ssl_certs,
         ssl_ports: a.list(Key::SslPorts).unwrap_or_default().to_vec(),
         ssl_negotiation_policy: a.text(Key::SslNegotiationPolicy).map(str::to_owned),
         alpn_policy: a.text(Key::AlpnPolicy).map(str::to_owned),
@@ -112,6 +116,7 @@ pub(crate) fn spec(
         cross_zone,
         access_log,
         health_check,
+        health_check_success_codes,
         eip_allocations: a.list(Key::EipAllocations).unwrap_or_default().to_vec(),
         private_ipv4_addresses: a.list(Key::PrivateIpv4Addresses).unwrap_or_default().to_vec(),
         target_group_attributes,

@@ -149,11 +149,16 @@ fn defaults_and_typed_values() {
 
 #[test]
 fn bad_values_of_annotations_the_flavour_ignores_do_not_block() {
+    // Proxy protocol is served on NLBs now, but Go ignored it there whatever its value: a warning, no refusal.
     let nlb = service(
         &[(Key::Type, "nlb"), (Key::ProxyProtocol, "true")],
         &[(80, 30080)],
     );
-    assert_eq!(parse_service(&nlb).unwrap().flavour, Flavour::Network);
+    let spec = parse_service(&nlb).unwrap();
+    assert_eq!(spec.flavour, Flavour::Network);
+    assert_eq!(spec.warnings.len(), 1, "{:?}", spec.warnings);
+    assert_eq!(spec.warnings[0].field, Key::ProxyProtocol.name());
+    assert!(spec.target_group_attributes.is_empty());
     let clb = service(&[(Key::EipAllocations, "not-an-eip")], &[(80, 30080)]);
     assert_eq!(parse_service(&clb).unwrap().flavour, Flavour::Classic);
     let clb = service(&[(Key::ProxyProtocol, "true")], &[(80, 30080)]);

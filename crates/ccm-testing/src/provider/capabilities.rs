@@ -298,6 +298,30 @@ impl LoadBalancer for FakeProvider {
         Ok(Some(ccm_cloud_provider::LoadBalancerPlan::new(changes, false)))
     }
 
+    /// [`Self::plan_load_balancer`]; given endpoints, its line ends `and <n> ready endpoints` (the addresses of
+    /// the ready ones, comma-separated, in brackets).
+    async fn plan_load_balancer_with(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        backends: Backends<'_>,
+    ) -> Result<Option<ccm_cloud_provider::LoadBalancerPlan>, CloudError> {
+        let mut plan = self
+            .plan_load_balancer(cluster_name, service, backends.nodes)
+            .await?;
+        if let (Some(plan), Some(endpoints)) = (plan.as_mut(), backends.endpoints) {
+            let ready: Vec<String> = endpoints.ready().map(|e| e.address.to_string()).collect();
+            for line in &mut plan.changes {
+                line.push_str(&format!(
+                    " and {} ready endpoints [{}]",
+                    ready.len(),
+                    ready.join(",")
+                ));
+            }
+        }
+        Ok(plan)
+    }
+
     fn load_balancer_name(&self, _cluster_name: &str, service: &Service) -> String {
         // A name chosen by the test's annotation, as a provider may let a Service choose one.
         if let Some(chosen) = service
