@@ -379,7 +379,8 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
               Warning Event naming deletion protection, until the annotation says \
               `deletion_protection.enabled=false`. \
               `load_balancing.cross_zone.enabled` is the cross-zone annotation's attribute: both with \
-              different values is an error; likewise `access_logs.s3.*` beside the access log annotations. \
+              different values is an error (where the AWS Load Balancer Controller lets the specific key win); \
+              likewise `access_logs.s3.*` beside the access log annotations. \
               A key removed from the annotation leaves its attribute as it is in AWS (but those two, which \
               go back to their annotations' values). A key AWS does not document for NLBs (an ALB's \
               `idle_timeout.timeout_seconds`, a typo) is an error before anything is made, naming the accepted \
