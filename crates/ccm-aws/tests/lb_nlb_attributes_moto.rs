@@ -239,3 +239,50 @@ async fn the_tcp_idle_timeout_of_a_listener_is_set_in_place_and_left_once_unanno
         .await
         .unwrap();
 }
+
+/// A consented recreation (a scheme change) of a protected NLB stops as its deletion would, with the same error
+/// and nothing changed; once the Service's attributes turn protection off, the NLB is recreated.
+#[tokio::test]
+async fn a_protected_nlb_is_recreated_only_once_the_service_turns_protection_off() {
+    let w = ccm_testing::lb_world::world(179, "attrr", true).await;
+    let lbs = w.lbs(w.config.clone());
+    let uid = uid();
+    let protected = service(&uid, "deletion_protection.enabled=true");
+    let name = lbs.load_balancer_name(CLUSTER_NAME, &protected);
+    ensure(&lbs, &protected, &w.nodes()).await.unwrap();
+    let arn = w.adapter.elbv2().load_balancer(&name).await.unwrap().unwrap().arn;
+    let with = |attributes: &str| {
+        let mut svc = service(&uid, attributes);
+        let annotations = svc.metadata.annotations.as_mut().unwrap();
+        annotations.insert(Key::Internal.name().to_owned(), "true".to_owned());
+        annotations.insert(Key::AllowRecreation.name().to_owned(), "true".to_owned());
+        svc
+    };
+    let metrics = w.adapter.metrics().clone();
+    let before = ccm_testing::lb_world::mutation_counts(&metrics);
+    let e = ensure(&lbs, &with("deletion_protection.enabled=true"), &w.nodes())
+        .await
+        .unwrap_err();
+    assert!(
+        e.contains("deletion protection") && e.contains("deletion_protection.enabled=false"),
+        "{e}"
+    );
+    let after = ccm_testing::lb_world::mutation_counts(&metrics);
+    assert_eq!(
+        ccm_testing::lb_world::diff(&after, &before),
+        Default::default(),
+        "nothing written"
+    );
+    let kept = w.adapter.elbv2().load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!((kept.arn.as_str(), kept.internal), (arn.as_str(), false));
+
+    // The Service turns protection off: protection goes, then the NLB is made again, internal.
+    let consented = with("deletion_protection.enabled=false");
+    ensure(&lbs, &consented, &w.nodes()).await.unwrap();
+    let made = w.adapter.elbv2().load_balancer(&name).await.unwrap().unwrap();
+    assert!(made.internal && made.arn != arn, "{made:?}");
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &consented)
+        .await
+        .unwrap();
+    assert_eq!(w.adapter.elbv2().load_balancer(&name).await.unwrap(), None);
+}

@@ -129,6 +129,16 @@ pub(crate) trait LoadBalancerFlavour {
     /// The ordered plan (pure).
     fn plan(desired: &Self::Desired, observed: &Self::Observed) -> Vec<Self::Change>;
 
+    /// A plan's refusal before any write (a recreation that deletion protection forbids); `Ok` by default.
+    fn check_plan(
+        desired: &Self::Desired,
+        observed: &Self::Observed,
+        changes: &[Self::Change],
+    ) -> Result<(), Error> {
+        let _ = (desired, observed, changes);
+        Ok(())
+    }
+
     /// Runs the changes in order (the only mutation), under the claim of the load balancer's name.
     fn apply<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
         ports: &Ports<'_, E, L, V>,

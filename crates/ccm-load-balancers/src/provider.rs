@@ -304,6 +304,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             return Err(Error::from(flavour_change::refusal(spec, F::OTHER)).into());
         }
         let changes = F::plan(&desired, &observed);
+        F::check_plan(&desired, &observed, &changes)?;
         let mut notices = annotation_notices(spec, &self.config);
         notices.extend(skipped_notices(name, nodes, &F::skipped(&observed)));
         let recreation = flavour::recreation_reason(&changes);

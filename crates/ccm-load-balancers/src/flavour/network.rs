@@ -68,6 +68,14 @@ impl LoadBalancerFlavour for Network {
         nlb::plan(desired, observed)
     }
 
+    fn check_plan(
+        desired: &Self::Desired,
+        observed: &Self::Observed,
+        changes: &[Self::Change],
+    ) -> Result<(), Error> {
+        nlb::plan::protected_recreation(desired, observed, changes)
+    }
+
     async fn apply<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
         ports: &Ports<'_, E, L, V>,
         claim: &Claim,

@@ -134,7 +134,51 @@ fn recreate<'a>(desired: &Desired, observed: &'a Observed) -> (Vec<Change>, Opti
         arn: current.arn.clone(),
         recreate_because: Some(reasons.join("; ")),
     };
+    // A protected NLB is deleted only once protection is off, as a deletion does: first, when the Service's
+    // attributes say so; otherwise the ensure stops before any write (`protected_recreation`).
+    if is_protected(observed) && unprotects(desired) {
+        let unprotect = Change::ModifyAttributes {
+            attributes: BTreeMap::from([(DELETION_PROTECTION.to_owned(), "false".to_owned())]),
+        };
+        return (vec![unprotect, delete], None);
+    }
     (vec![delete], None)
+}
+
+fn is_protected(observed: &Observed) -> bool {
+    observed
+        .attributes
+        .get(DELETION_PROTECTION)
+        .is_some_and(|v| v == "true")
+}
+
+fn unprotects(desired: &Desired) -> bool {
+    desired
+        .attributes
+        .get(DELETION_PROTECTION)
+        .is_some_and(|v| v == "false")
+}
+
+/// The refusal of a plan that recreates a deletion-protected NLB whose Service does not turn protection off:
+/// the deletion's own error ([`crate::Error::DeletionProtected`]), before anything is changed.
+pub fn protected_recreation(
+    desired: &Desired,
+    observed: &Observed,
+    changes: &[Change],
+) -> Result<(), crate::Error> {
+    let recreates = changes.iter().any(|c| {
+        matches!(
+            c,
+            Change::DeleteLoadBalancer {
+                recreate_because: Some(_),
+                ..
+            }
+        )
+    });
+    if recreates && is_protected(observed) && !unprotects(desired) {
+        return Err(crate::Error::DeletionProtected(desired.name.clone()));
+    }
+    Ok(())
 }
 
 fn managed_group(desired: &Desired, observed: &Observed) -> Vec<Change> {

@@ -171,3 +171,42 @@ fn listener_attributes_are_set_where_they_differ_and_only_when_read() {
         .insert("arn:listener/80".into(), BTreeMap::new());
     assert_eq!(plan(&default, &o), []);
 }
+
+/// A consented recreation of a protected NLB stops as a deletion does (the same error, before any write), unless
+/// the Service's attributes turn protection off: then that comes first.
+#[test]
+fn a_protected_nlb_is_recreated_only_once_the_service_turns_protection_off() {
+    let before = desired(&[], &[(80, 30080)]);
+    let mut protected = converged(&before);
+    protected
+        .attributes
+        .insert("deletion_protection.enabled".into(), "true".into());
+    let internal = desired(
+        &[(Key::Internal, "true"), (Key::AllowRecreation, "true")],
+        &[(80, 30080)],
+    );
+    let changes = plan(&internal, &protected);
+    let e = super::super::plan::protected_recreation(&internal, &protected, &changes).unwrap_err();
+    assert!(
+        matches!(e, Error::DeletionProtected(ref n) if *n == internal.name),
+        "{e}"
+    );
+    // Unprotected, the same recreation is no refusal.
+    let open = converged(&before);
+    assert!(super::super::plan::protected_recreation(&internal, &open, &plan(&internal, &open)).is_ok());
+    // The Service turns protection off: first that, then the deletion.
+    let consented = desired(
+        &[
+            (Key::Internal, "true"),
+            (Key::AllowRecreation, "true"),
+            (Key::LoadBalancerAttributes, "deletion_protection.enabled=false"),
+        ],
+        &[(80, 30080)],
+    );
+    let changes = plan(&consented, &protected);
+    assert_eq!(
+        kinds(&changes)[..2],
+        ["modify_attributes", "delete_load_balancer"]
+    );
+    assert!(super::super::plan::protected_recreation(&consented, &protected, &changes).is_ok());
+}
