@@ -52,14 +52,11 @@ impl AwsElbv2 {
 
     pub(super) async fn add_certificates(&self, arn: &str, certificates: &[String]) -> Result<()> {
         for chunk in certificates.chunks(CERTIFICATES_PER_CALL) {
-            let list = sdk_certificates(chunk);
+            let list = Some(sdk_certificates(chunk));
             self.rt
                 .call(ADD_LISTENER_CERTIFICATES, || {
-                    self.client
-                        .add_listener_certificates()
-                        .listener_arn(arn)
-                        .set_certificates(Some(list.clone()))
-                        .send()
+                    let call = self.client.add_listener_certificates();
+                    call.listener_arn(arn).set_certificates(list.clone()).send()
                 })
                 .await?;
         }
@@ -68,14 +65,11 @@ impl AwsElbv2 {
 
     pub(super) async fn remove_certificates(&self, arn: &str, certificates: &[String]) -> Result<()> {
         for chunk in certificates.chunks(CERTIFICATES_PER_CALL) {
-            let list = sdk_certificates(chunk);
+            let list = Some(sdk_certificates(chunk));
             self.rt
                 .call(REMOVE_LISTENER_CERTIFICATES, || {
-                    self.client
-                        .remove_listener_certificates()
-                        .listener_arn(arn)
-                        .set_certificates(Some(list.clone()))
-                        .send()
+                    let call = self.client.remove_listener_certificates();
+                    call.listener_arn(arn).set_certificates(list.clone()).send()
                 })
                 .await?;
         }

@@ -28,8 +28,10 @@ mod recreation;
 use delete::revoke_references;
 pub use delete::{plan_delete, unprotect};
 pub(super) use recreation::kept_subnets;
-use recreation::subnets_added_in_place;
-pub use recreation::{is_host_change, recreation, recreation_reason, recreation_reasons};
+pub use recreation::{
+    is_host_change, protected_recreation, recreation, recreation_reason, recreation_reasons,
+};
+use recreation::{recreate, subnets_added_in_place};
 
 /// The ordered plan from `observed` to `desired` (pure). Only owned fields are compared: a steady Service plans
 /// nothing.
@@ -111,74 +113,6 @@ fn without_stopped_targets(changes: Vec<Change>, observed: &Observed) -> Vec<Cha
             other => Some(other),
         })
         .collect()
-}
-
-/// The deletion of a load balancer that cannot become what is wanted, and the load balancer that remains.
-fn recreate<'a>(desired: &Desired, observed: &'a Observed) -> (Vec<Change>, Option<&'a LoadBalancerV2>) {
-    let Some(current) = observed.load_balancer.as_ref() else {
-        return (Vec::new(), None);
-    };
-    let reasons = recreation_reasons(desired, current);
-    if reasons.is_empty() {
-        return (Vec::new(), Some(current));
-    }
-    if !desired.allow_recreation {
-        let withheld = Change::RecreationWithheld {
-            name: desired.name.clone(),
-            reason: reasons.join("; "),
-        };
-        return (vec![withheld], Some(current));
-    }
-    let delete = Change::DeleteLoadBalancer {
-        name: desired.name.clone(),
-        arn: current.arn.clone(),
-        recreate_because: Some(reasons.join("; ")),
-    };
-    // A protected NLB is deleted only once protection is off, as a deletion does: first, when the Service's
-    // attributes say so; otherwise the ensure stops before any write (`protected_recreation`).
-    if is_protected(observed) && unprotects(desired) {
-        let unprotect = Change::ModifyAttributes {
-            attributes: BTreeMap::from([(DELETION_PROTECTION.to_owned(), "false".to_owned())]),
-        };
-        return (vec![unprotect, delete], None);
-    }
-    (vec![delete], None)
-}
-
-fn is_protected(observed: &Observed) -> bool {
-    observed
-        .attributes
-        .get(DELETION_PROTECTION)
-        .is_some_and(|v| v == "true")
-}
-
-fn unprotects(desired: &Desired) -> bool {
-    desired
-        .attributes
-        .get(DELETION_PROTECTION)
-        .is_some_and(|v| v == "false")
-}
-
-/// The refusal of a plan that recreates a deletion-protected NLB whose Service does not turn protection off:
-/// the deletion's own error ([`crate::Error::DeletionProtected`]), before anything is changed.
-pub fn protected_recreation(
-    desired: &Desired,
-    observed: &Observed,
-    changes: &[Change],
-) -> Result<(), crate::Error> {
-    let recreates = changes.iter().any(|c| {
-        matches!(
-            c,
-            Change::DeleteLoadBalancer {
-                recreate_because: Some(_),
-                ..
-            }
-        )
-    });
-    if recreates && is_protected(observed) && !unprotects(desired) {
-        return Err(crate::Error::DeletionProtected(desired.name.clone()));
-    }
-    Ok(())
 }
 
 fn managed_group(desired: &Desired, observed: &Observed) -> Vec<Change> {

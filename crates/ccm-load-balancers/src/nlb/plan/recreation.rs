@@ -1,11 +1,13 @@
-//! When an NLB must be replaced rather than changed in place, and the notice that says so.
+//! When an NLB must be replaced rather than changed in place, the deletion that replaces it (after deletion
+//! protection, when the Service turns it off), and the notice that says so.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{SubnetId, elbv2::LoadBalancerV2};
 
-use super::super::{Change, Desired, Security};
+use super::super::{Change, Desired, Observed, Security};
 use crate::{
+    annotations::DELETION_PROTECTION,
     flavour::{PlannedChange, recreation_reason as flavour_recreation_reason},
     shared,
 };
@@ -135,4 +137,75 @@ pub(super) fn subnets_added_in_place(desired: &Desired, lb: &LoadBalancerV2) -> 
         && !current.is_empty()
         && current.is_subset(&wanted)
         && current != wanted
+}
+
+/// The deletion of a load balancer that cannot become what is wanted, and the load balancer that remains.
+pub(super) fn recreate<'a>(
+    desired: &Desired,
+    observed: &'a Observed,
+) -> (Vec<Change>, Option<&'a LoadBalancerV2>) {
+    let Some(current) = observed.load_balancer.as_ref() else {
+        return (Vec::new(), None);
+    };
+    let reasons = recreation_reasons(desired, current);
+    if reasons.is_empty() {
+        return (Vec::new(), Some(current));
+    }
+    if !desired.allow_recreation {
+        let withheld = Change::RecreationWithheld {
+            name: desired.name.clone(),
+            reason: reasons.join("; "),
+        };
+        return (vec![withheld], Some(current));
+    }
+    let delete = Change::DeleteLoadBalancer {
+        name: desired.name.clone(),
+        arn: current.arn.clone(),
+        recreate_because: Some(reasons.join("; ")),
+    };
+    // A protected NLB is deleted only once protection is off, as a deletion does: first, when the Service's
+    // attributes say so; otherwise the ensure stops before any write (`protected_recreation`).
+    if is_protected(observed) && unprotects(desired) {
+        let unprotect = Change::ModifyAttributes {
+            attributes: BTreeMap::from([(DELETION_PROTECTION.to_owned(), "false".to_owned())]),
+        };
+        return (vec![unprotect, delete], None);
+    }
+    (vec![delete], None)
+}
+
+fn is_protected(observed: &Observed) -> bool {
+    observed
+        .attributes
+        .get(DELETION_PROTECTION)
+        .is_some_and(|v| v == "true")
+}
+
+fn unprotects(desired: &Desired) -> bool {
+    desired
+        .attributes
+        .get(DELETION_PROTECTION)
+        .is_some_and(|v| v == "false")
+}
+
+/// The refusal of a plan that recreates a deletion-protected NLB whose Service does not turn protection off:
+/// the deletion's own error ([`crate::Error::DeletionProtected`]), before anything is changed.
+pub fn protected_recreation(
+    desired: &Desired,
+    observed: &Observed,
+    changes: &[Change],
+) -> Result<(), crate::Error> {
+    let recreates = changes.iter().any(|c| {
+        matches!(
+            c,
+            Change::DeleteLoadBalancer {
+                recreate_because: Some(_),
+                ..
+            }
+        )
+    });
+    if recreates && is_protected(observed) && !unprotects(desired) {
+        return Err(crate::Error::DeletionProtected(desired.name.clone()));
+    }
+    Ok(())
 }
