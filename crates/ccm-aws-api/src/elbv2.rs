@@ -176,7 +176,7 @@ pub struct TargetGroupHealthCheck {
     pub matcher: Option<String>,
 }
 
-/// What to create with [`Elbv2::create_target_group`] (target type `instance`).
+/// What to create with [`Elbv2::create_target_group`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewTargetGroup {
     /// The name (at most 32 characters).
@@ -187,19 +187,105 @@ pub struct NewTargetGroup {
     pub port: i32,
     /// The VPC.
     pub vpc_id: VpcId,
+    /// `instance` (nodes on their node port) or `ip` (pod addresses on their target port).
+    pub target_type: TargetType,
     /// The health check.
     pub health_check: TargetGroupHealthCheck,
     /// Tags applied at creation.
     pub tags: Tags,
 }
 
-/// A registered instance target.
+/// What a target group's targets are: fixed at creation (AWS's `TargetType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum TargetType {
+    /// EC2 instances by ID.
+    #[default]
+    Instance,
+    /// IP addresses (inside the VPC: no zone is given).
+    Ip,
+}
+
+/// A registered target.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Target {
-    /// The instance.
-    pub id: InstanceId,
-    /// The port (the node port).
+    /// The instance or address.
+    pub id: TargetId,
+    /// The port (the node port of an instance, the target port of an address).
     pub port: i32,
+}
+
+/// The ID of a target: an instance, or an IP address (of a pod, usually).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TargetId {
+    /// An instance target.
+    Instance(InstanceId),
+    /// An IP target.
+    Ip(std::net::IpAddr),
+}
+
+// === impl TargetType ===
+
+impl TargetType {
+    /// AWS's name: `instance` or `ip`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetType::Instance => "instance",
+            TargetType::Ip => "ip",
+        }
+    }
+}
+
+impl std::fmt::Display for TargetType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+// === impl TargetId ===
+
+impl TargetId {
+    /// The ID as AWS reports it: an address when it parses as one, else an instance ID.
+    pub fn parse(id: &str) -> Self {
+        match id.parse() {
+            Ok(address) => TargetId::Ip(address),
+            Err(_) => TargetId::Instance(InstanceId::new(id)),
+        }
+    }
+
+    /// The instance, for an instance target.
+    pub fn instance(&self) -> Option<&InstanceId> {
+        match self {
+            TargetId::Instance(id) => Some(id),
+            TargetId::Ip(_) => None,
+        }
+    }
+}
+
+impl From<InstanceId> for TargetId {
+    fn from(id: InstanceId) -> Self {
+        TargetId::Instance(id)
+    }
+}
+
+impl std::fmt::Display for TargetId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetId::Instance(id) => f.write_str(id.as_str()),
+            TargetId::Ip(address) => address.fmt(f),
+        }
+    }
+}
+
+// === impl Target ===
+
+impl Target {
+    /// An instance target on `port`.
+    pub fn instance(id: InstanceId, port: i32) -> Self {
+        Self {
+            id: TargetId::Instance(id),
+            port,
+        }
+    }
 }
 
 /// A target and its health.

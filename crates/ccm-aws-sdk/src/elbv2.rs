@@ -4,10 +4,10 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use aws_sdk_elasticloadbalancingv2::types as sdk;
 use ccm_aws_api::{
-    Elbv2, ErrorKind, InstanceId, Result, SecurityGroupId, SubnetId, Tags, VpcId,
+    Elbv2, ErrorKind, Result, SecurityGroupId, SubnetId, Tags, VpcId,
     elbv2::{
         ListenerChange, ListenerV2, LoadBalancerV2, LoadBalancerZone, NewListener, NewNetworkLoadBalancer,
-        NewTargetGroup, SubnetMapping, Target, TargetGroup, TargetGroupHealthCheck, TargetHealth,
+        NewTargetGroup, SubnetMapping, Target, TargetGroup, TargetGroupHealthCheck, TargetHealth, TargetId,
     },
 };
 
@@ -396,7 +396,7 @@ impl Elbv2 for AwsElbv2 {
                     .protocol(sdk::ProtocolEnum::from(group.protocol.as_str()))
                     .port(group.port)
                     .vpc_id(group.vpc_id.as_str())
-                    .target_type(sdk::TargetTypeEnum::Instance)
+                    .target_type(sdk::TargetTypeEnum::from(group.target_type.as_str()))
                     .set_health_check_protocol(hc.protocol.as_deref().map(sdk::ProtocolEnum::from))
                     .set_health_check_port(hc.port.clone())
                     .set_health_check_path(hc.path.clone())
@@ -472,7 +472,7 @@ impl Elbv2 for AwsElbv2 {
                 let t = d.target()?;
                 Some(TargetHealth {
                     target: Target {
-                        id: InstanceId::new(t.id()?),
+                        id: TargetId::parse(t.id()?),
                         port: t.port().unwrap_or_default(),
                     },
                     state: d

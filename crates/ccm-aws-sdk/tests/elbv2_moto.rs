@@ -10,7 +10,7 @@ use ccm_aws_api::{
     ec2::NewSecurityGroup,
     elbv2::{
         ListenerChange, NewListener, NewNetworkLoadBalancer, NewTargetGroup, SubnetMapping, Target,
-        TargetGroupHealthCheck,
+        TargetGroupHealthCheck, TargetId, TargetType,
     },
 };
 use ccm_testing::{Emulator, Fault, FaultProxy, TestEnv, unique_name};
@@ -101,6 +101,7 @@ async fn network_load_balancer_lifecycle() {
             protocol: "TCP".into(),
             port: 30080,
             vpc_id: VpcId::new(&fx.vpc_id),
+            target_type: TargetType::Instance,
             health_check: health.clone(),
             tags: tags.clone(),
         })
@@ -174,10 +175,7 @@ async fn network_load_balancer_lifecycle() {
     let targets: Vec<Target> = fx
         .instance_ids
         .iter()
-        .map(|id| Target {
-            id: InstanceId::new(id),
-            port: 30080,
-        })
+        .map(|id| Target::instance(InstanceId::new(id), 30080))
         .collect();
     elbv2.register_targets(&tg.arn, &targets).await.unwrap();
     let mut health = elbv2.target_health(&tg.arn).await.unwrap();
@@ -253,6 +251,52 @@ async fn network_load_balancer_ip_address_type() {
     elbv2.delete_load_balancer(&lb.arn).await.unwrap();
     let err = elbv2.set_ip_address_type(&lb.arn, "dualstack").await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+}
+
+#[tokio::test]
+async fn an_ip_target_group_takes_addresses_on_their_own_ports() {
+    let fx = fixture("nlbip", 1).await;
+    let adapter = adapter(None).await;
+    let elbv2 = adapter.elbv2();
+    let tg = elbv2
+        .create_target_group(&NewTargetGroup {
+            name: unique_name("tgip"),
+            protocol: "TCP".into(),
+            port: 8080,
+            vpc_id: VpcId::new(&fx.vpc_id),
+            target_type: TargetType::Ip,
+            health_check: TargetGroupHealthCheck::default(),
+            tags: Tags::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(tg.target_type, "ip");
+    let ip = |last: u8, port| Target {
+        id: TargetId::Ip(std::net::IpAddr::from([10, 77, 1, last])),
+        port,
+    };
+    let targets = vec![ip(10, 8080), ip(11, 8080), ip(11, 9090)];
+    elbv2.register_targets(&tg.arn, &targets).await.unwrap();
+    let mut found: Vec<Target> = elbv2
+        .target_health(&tg.arn)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| h.target)
+        .collect();
+    found.sort();
+    assert_eq!(found, targets);
+    elbv2.deregister_targets(&tg.arn, &targets[1..2]).await.unwrap();
+    let left: Vec<Target> = elbv2
+        .target_health(&tg.arn)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|h| h.state != "draining")
+        .map(|h| h.target)
+        .collect();
+    assert!(!left.contains(&targets[1]), "{left:?}");
+    elbv2.delete_target_group(&tg.arn).await.unwrap();
 }
 
 #[tokio::test]
@@ -368,6 +412,7 @@ async fn a_create_retried_after_its_answer_was_lost_makes_one_resource() {
             protocol: "TCP".into(),
             port: 30080,
             vpc_id: VpcId::new(&fx.vpc_id),
+            target_type: TargetType::Instance,
             health_check: TargetGroupHealthCheck::default(),
             tags: Tags::new(),
         })
@@ -455,6 +500,7 @@ async fn two_tagged_groups(elbv2: &impl Elbv2, vpc: &str, tags: &Tags) -> Vec<St
                 protocol: "TCP".into(),
                 port: 30080,
                 vpc_id: VpcId::new(vpc),
+                target_type: TargetType::Instance,
                 health_check: TargetGroupHealthCheck::default(),
                 tags: tags.clone(),
             })

@@ -1061,6 +1061,7 @@ async fn deletion_sweeps_an_unattached_target_group_of_the_service() {
                 protocol: "TCP".into(),
                 port: 30079,
                 vpc_id: VpcId::new(w.vpc.clone()),
+                target_type: ccm_aws_api::elbv2::TargetType::Instance,
                 health_check: TargetGroupHealthCheck::default(),
                 tags,
             })

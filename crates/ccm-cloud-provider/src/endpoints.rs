@@ -71,6 +71,11 @@ pub struct Endpoint {
     pub terminating: bool,
     /// The ports it serves, sorted.
     pub ports: Vec<EndpointPort>,
+    /// Listed by a slice the endpoint-slice controller manages (label `endpointslice.kubernetes.io/managed-by:
+    /// endpointslice-controller.k8s.io`): a pod the Service's selector chose. Slices of a Service without a
+    /// selector are written by whoever may write them (or mirrored from its Endpoints), and may list any
+    /// address; consumers that send traffic to addresses (IP targets) take only these.
+    pub managed: bool,
 }
 
 /// A port of an endpoint (an EndpointSlice's `ports` entry).
@@ -123,7 +128,8 @@ impl ServiceEndpoints {
 // === impl Endpoint ===
 
 impl Endpoint {
-    /// A ready, serving endpoint at `address` on `node_name` with `ports` (tests and providers' fakes).
+    /// A ready, serving endpoint at `address` on `node_name` with `ports`, listed by a managed slice (tests and
+    /// providers' fakes).
     pub fn ready(address: IpAddr, node_name: Option<&str>, ports: Vec<EndpointPort>) -> Self {
         Self {
             address,
@@ -133,7 +139,15 @@ impl Endpoint {
             serving: true,
             terminating: false,
             ports,
+            managed: true,
         }
+    }
+
+    /// This endpoint as listed by a slice the endpoint-slice controller manages (`true`), or by one anybody
+    /// else wrote (`false`).
+    pub fn managed(mut self, managed: bool) -> Self {
+        self.managed = managed;
+        self
     }
 
     /// This endpoint with its conditions set.
@@ -161,6 +175,8 @@ impl Endpoint {
         self.ready |= other.ready;
         self.serving |= other.serving;
         self.terminating &= other.terminating;
+        // The address of a selected pod stays one, whoever else lists it.
+        self.managed |= other.managed;
         self.node_name = self.node_name.take().or(other.node_name);
         self.zone = self.zone.take().or(other.zone);
         self.ports.extend(other.ports);

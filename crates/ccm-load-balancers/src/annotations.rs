@@ -149,6 +149,7 @@ keys!(
     AdditionalResourceTags,
     TargetNodeLabels,
     TargetNodesWithEndpoints,
+    NlbTargetType,
     BackendProtocol,
     SslCert,
     SslPorts,
@@ -205,7 +206,8 @@ impl Key {
             | Key::ListenerAttributes
             | Key::LoadBalancerName
             | Key::Scheme
-            | Key::HealthcheckSuccessCodes => Origin::AwsLoadBalancerController,
+            | Key::HealthcheckSuccessCodes
+            | Key::NlbTargetType => Origin::AwsLoadBalancerController,
             Key::AllowRecreation | Key::AllowProxyProtocol | Key::TargetNodesWithEndpoints => Origin::Ours,
             _ => Origin::Go,
         }

@@ -231,7 +231,7 @@ impl HostMemory {
 
     /// Records the targets an ensure or host update of the Service `uid` left (`Some`: it succeeded), or
     /// forgets them (`None`: it failed, or the load balancer is being deleted or drifted).
-    pub(crate) fn settle_targets(&self, uid: Option<&str>, targets: Option<Vec<InstanceId>>) {
+    pub(crate) fn settle_targets<T: std::hash::Hash>(&self, uid: Option<&str>, targets: Option<T>) {
         let Some(uid) = uid else { return };
         let mut all = lock(&self.targets);
         match targets {
@@ -245,7 +245,7 @@ impl HostMemory {
     }
 
     /// Whether the last successful ensure or host update of the Service `uid` left exactly `targets`.
-    pub(crate) fn same_targets(&self, uid: Option<&str>, targets: &[InstanceId]) -> bool {
+    pub(crate) fn same_targets<T: std::hash::Hash + ?Sized>(&self, uid: Option<&str>, targets: &T) -> bool {
         let hash = self.target_keys.hash_one(targets);
         uid.is_some_and(|uid| lock(&self.targets).get(uid) == Some(&hash))
     }

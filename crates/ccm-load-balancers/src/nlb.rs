@@ -35,7 +35,7 @@ pub use model::{
     Desired, HealthCheck, Listener, MANAGED_GROUP_DESCRIPTION, Security, TargetGroupSpec, build,
     health_check, listeners,
 };
-pub use names::{managed_group_name, successor_target_group_name, target_group_name};
+pub use names::{ip_target_group_name, managed_group_name, successor_target_group_name, target_group_name};
 pub use observe::{
     DeleteObserved, Observed, ObservedTargetGroup, Scope, observe, observe_delete, status_hostname,
 };

@@ -4,7 +4,9 @@
 use std::{sync::Arc, time::Duration};
 
 use ccm_aws_api::{Catalog, Ec2, Elb, Elbv2, InstanceCatalog, ec2::AvailabilityZone};
-use ccm_cloud_provider::{Backends, CloudError, Ensured, LoadBalancer, LoadBalancerStatus, Notice};
+use ccm_cloud_provider::{
+    Backends, CloudError, Ensured, LoadBalancer, LoadBalancerStatus, Notice, ServiceEndpoints,
+};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, Service};
 use notices::{annotation_notices, skipped_notices};
 use tokio::sync::OnceCell;
@@ -181,7 +183,19 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         service: &Service,
         nodes: &[&Node],
     ) -> Result<DryRun, Error> {
-        let spec = parse_service_with(service, &self.config.attribute_keys)?;
+        self.dry_run_for(cluster_name, service, nodes, None).await
+    }
+
+    /// [`Self::dry_run`] given the Service's endpoints (IP targets are planned from them; without them the
+    /// registered ones are left as they are).
+    pub(crate) async fn dry_run_for(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+        endpoints: Option<&ServiceEndpoints>,
+    ) -> Result<DryRun, Error> {
+        let spec = parse_service_with(service, &self.config.attribute_keys)?.with_endpoints(endpoints);
         let (spec, rename) = if spec.flavour == Flavour::External {
             (spec, None)
         } else {
@@ -225,9 +239,12 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         cluster_name: &str,
         service: &Service,
         nodes: &[&Node],
+        endpoints: Option<&ServiceEndpoints>,
     ) -> Result<Ensured, CloudError> {
         let (nodes, refused) = self.targets.of(nodes).await?;
-        let mut ensured = self.ensure_targets(cluster_name, service, &nodes).await?;
+        let mut ensured = self
+            .ensure_targets(cluster_name, service, &nodes, endpoints)
+            .await?;
         ensured.notices.extend(refused);
         Ok(ensured)
     }
@@ -239,17 +256,19 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         cluster_name: &str,
         service: &Service,
         nodes: &[&Node],
+        endpoints: Option<&ServiceEndpoints>,
     ) -> Result<Ensured, CloudError> {
         let uid = service.metadata.uid.as_deref();
         let spec = parse_service_with(service, &self.config.attribute_keys)
             .map_err(Error::from)
-            .inspect_err(|_| self.memory.settle_targets(uid, None))?;
+            .inspect_err(|_| self.memory.settle_targets::<()>(uid, None))?
+            .with_endpoints(endpoints);
         let result = if spec.flavour == Flavour::External {
             Err(CloudError::ImplementedElsewhere)
         } else {
             Box::pin(self.ensure_named(cluster_name, service, spec.clone(), nodes)).await
         };
-        let targets = shared::target_instances(nodes, &spec.target_node_labels);
+        let targets = shared::target_key(nodes, &spec);
         self.memory.settle_targets(uid, result.is_ok().then_some(targets));
         result
     }
@@ -347,23 +366,33 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(namespace = service.metadata.namespace.as_deref(), name = service.metadata.name.as_deref()))]
-    async fn update(&self, cluster_name: &str, service: &Service, nodes: &[&Node]) -> Result<(), CloudError> {
+    async fn update(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+        endpoints: Option<&ServiceEndpoints>,
+    ) -> Result<(), CloudError> {
         let (nodes, _) = self.targets.of(nodes).await?;
         let nodes = nodes.as_slice();
         let uid = service.metadata.uid.as_deref();
         let spec = parse_service_with(service, &self.config.attribute_keys)
             .map_err(Error::from)
-            .inspect_err(|_| self.memory.settle_targets(uid, None))?;
+            .inspect_err(|_| self.memory.settle_targets::<()>(uid, None))?
+            .with_endpoints(endpoints);
         let wanted = shared::service_load_balancer_name(&spec)?;
         if !shared::renamed_from(service, &wanted).is_empty() {
             // A name change pending (or withheld): the full ensure knows which load balancer serves.
-            return self.ensure_targets(cluster_name, service, nodes).await.map(drop);
+            return self
+                .ensure_targets(cluster_name, service, nodes, endpoints)
+                .await
+                .map(drop);
         }
         let claimant = ownership::Claimant::new(&wanted, &spec.key(), &spec.uid);
-        let targets = shared::target_instances(nodes, &spec.target_node_labels);
+        let targets = shared::target_key(nodes, &spec);
         if self.memory.same_targets(uid, &targets) {
             tracing::debug!(
-                targets = targets.len(),
+                targets = targets.0.len(),
                 "host update leaves the load balancer's targets as they are; nothing to do"
             );
             return Ok(());
@@ -455,7 +484,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         service: &Service,
         nodes: &[&Node],
     ) -> ccm_cloud_provider::Result<LoadBalancerStatus> {
-        Ok(self.ensure(cluster_name, service, nodes).await?.status)
+        Ok(self.ensure(cluster_name, service, nodes, None).await?.status)
     }
 
     async fn ensure_load_balancer_reporting(
@@ -464,7 +493,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         service: &Service,
         nodes: &[&Node],
     ) -> ccm_cloud_provider::Result<Ensured> {
-        self.ensure(cluster_name, service, nodes).await
+        self.ensure(cluster_name, service, nodes, None).await
     }
 
     async fn update_load_balancer(
@@ -473,7 +502,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         service: &Service,
         nodes: &[&Node],
     ) -> ccm_cloud_provider::Result<()> {
-        self.update(cluster_name, service, nodes).await
+        self.update(cluster_name, service, nodes, None).await
     }
 
     fn follows_endpoints(&self, service: &Service) -> bool {
@@ -487,7 +516,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         backends: Backends<'_>,
     ) -> ccm_cloud_provider::Result<Ensured> {
         let nodes = endpoints::backend_nodes(&self.config, service, backends);
-        self.ensure(cluster_name, service, &nodes).await
+        self.ensure(cluster_name, service, &nodes, backends.endpoints)
+            .await
     }
 
     async fn update_load_balancer_with(
@@ -497,7 +527,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         backends: Backends<'_>,
     ) -> ccm_cloud_provider::Result<()> {
         let nodes = endpoints::backend_nodes(&self.config, service, backends);
-        self.update(cluster_name, service, &nodes).await
+        self.update(cluster_name, service, &nodes, backends.endpoints)
+            .await
     }
 
     async fn ensure_load_balancer_deleted(
@@ -546,17 +577,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         service: &Service,
         nodes: &[&Node],
     ) -> ccm_cloud_provider::Result<Option<ccm_cloud_provider::LoadBalancerPlan>> {
-        let (nodes, _) = self.targets.of(nodes).await?;
-        let run = Box::pin(self.dry_run(cluster_name, service, &nodes)).await?;
-        // lb-plan's lines, header included, when anything is pending; none when the Service is up to date.
-        let pending = !run.changes.is_empty() || !run.waiting_ports.is_empty();
-        let changes = if pending {
-            run.to_string().lines().map(str::to_owned).collect()
-        } else {
-            Vec::new()
-        };
-        let replaces = run.recreation.as_ref().is_some_and(|r| r.replaces);
-        Ok(Some(ccm_cloud_provider::LoadBalancerPlan::new(changes, replaces)))
+        self.plan_load_balancer_with(cluster_name, service, Backends::nodes(nodes))
+            .await
     }
 
     async fn plan_load_balancer_with(
@@ -567,7 +589,17 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
     ) -> ccm_cloud_provider::Result<Option<ccm_cloud_provider::LoadBalancerPlan>> {
         // The nodes the ensure would target: with the endpoints, those that run one.
         let nodes = endpoints::backend_nodes(&self.config, service, backends);
-        self.plan_load_balancer(cluster_name, service, &nodes).await
+        let (nodes, _) = self.targets.of(&nodes).await?;
+        let run = Box::pin(self.dry_run_for(cluster_name, service, &nodes, backends.endpoints)).await?;
+        // lb-plan's lines, header included, when anything is pending; none when the Service is up to date.
+        let pending = !run.changes.is_empty() || !run.waiting_ports.is_empty();
+        let changes = if pending {
+            run.to_string().lines().map(str::to_owned).collect()
+        } else {
+            Vec::new()
+        };
+        let replaces = run.recreation.as_ref().is_some_and(|r| r.replaces);
+        Ok(Some(ccm_cloud_provider::LoadBalancerPlan::new(changes, replaces)))
     }
 }
 

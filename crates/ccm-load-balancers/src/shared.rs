@@ -24,6 +24,7 @@ pub use security_groups::{
 pub use subnets::{
     ROLE_ELB_TAG, ROLE_INTERNAL_ELB_TAG, is_public, resolve_subnets, resolve_subnets_and_ipv6, select_subnets,
 };
+pub(crate) use targets::target_key;
 pub use targets::{node_instance_id, target_instances};
 
 #[cfg(test)]

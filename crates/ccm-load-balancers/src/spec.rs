@@ -33,6 +33,7 @@ pub enum IpAddressType {
 
 /// One Service port with a node port.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct PortSpec {
     /// The port name (may be empty).
     pub name: String,
@@ -42,6 +43,8 @@ pub struct PortSpec {
     pub port: i32,
     /// The node port (the back end).
     pub node_port: i32,
+    /// The target port when it is a number (`None`: a named port, resolved per pod by its EndpointSlices).
+    pub target_port: Option<i32>,
 }
 
 /// Access log settings.
@@ -114,6 +117,14 @@ pub struct ServiceSpec {
     /// `aws-load-balancer-target-nodes-with-endpoints` on an NLB under `externalTrafficPolicy: Local`: only the
     /// nodes that run a ready endpoint of the Service are targets.
     pub endpoint_nodes_only: bool,
+    /// `aws-load-balancer-nlb-target-type: ip` on an NLB: the pods' addresses are the targets.
+    pub ip_targets: bool,
+    /// The endpoints IP targets are made of: the ready, non-terminating endpoints of slices the endpoint-slice
+    /// controller wrote, as the service controller handed them ([`ServiceSpec::with_endpoints`]). `None` where
+    /// they are not known (drift repair, a caller that hands none): the IP targets registered are then left as
+    /// they are, never taken for "no pods".
+    #[serde(skip)]
+    pub pod_endpoints: Option<Vec<ccm_cloud_provider::Endpoint>>,
     /// `http`, `https`, `ssl`, `tcp`.
     pub backend_protocol: Option<String>,
     /// The certificate ARN (of several, the first: the listeners' default).
@@ -299,6 +310,21 @@ impl Findings {
     }
 }
 
+// === impl PortSpec ===
+
+impl PortSpec {
+    /// A TCP or UDP port (`protocol`) with its node port and numeric target port (tests and tools).
+    pub fn new(name: &str, protocol: &str, port: i32, node_port: i32, target_port: Option<i32>) -> Self {
+        Self {
+            name: name.to_owned(),
+            protocol: protocol.to_owned(),
+            port,
+            node_port,
+            target_port,
+        }
+    }
+}
+
 // === impl IpAddressType ===
 
 impl IpAddressType {
@@ -317,6 +343,21 @@ impl ServiceSpec {
     /// `<namespace>/<name>`.
     pub fn key(&self) -> String {
         ccm_cloud_provider::namespaced_key(&self.namespace, &self.name)
+    }
+
+    /// This spec with the endpoints its IP targets are made of, when it has IP targets and `endpoints` are
+    /// known: only the ready, non-terminating endpoints of slices the endpoint-slice controller wrote. Endpoints
+    /// of slices anybody else wrote (a Service without a selector) could point the NLB at any address the
+    /// nodes reach, so they never become targets.
+    #[must_use]
+    pub fn with_endpoints(mut self, endpoints: Option<&ccm_cloud_provider::ServiceEndpoints>) -> Self {
+        if self.ip_targets
+            && let Some(endpoints) = endpoints
+        {
+            let usable = endpoints.ready().filter(|e| e.managed).cloned().collect();
+            self.pod_endpoints = Some(usable);
+        }
+        self
     }
 
     /// Whether port `p` gets the certificate (Classic: names compared case-insensitively).

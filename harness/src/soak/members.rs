@@ -50,7 +50,7 @@ mod tests {
         ids.iter()
             .map(|id| TargetHealth {
                 target: Target {
-                    id: InstanceId::new(*id),
+                    id: InstanceId::new(*id).into(),
                     port: 31490,
                 },
                 state: "healthy".into(),

@@ -208,6 +208,7 @@ impl Foreign {
             protocol: "TCP".into(),
             port: 30080,
             vpc_id: vpc,
+            target_type: ccm_aws_api::elbv2::TargetType::Instance,
             health_check: TargetGroupHealthCheck::default(),
             tags: tags(&other, "owned"),
         };

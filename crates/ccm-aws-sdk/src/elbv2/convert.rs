@@ -22,7 +22,7 @@ pub(super) fn sdk_targets(targets: &[Target]) -> Vec<sdk::TargetDescription> {
         .iter()
         .map(|t| {
             sdk::TargetDescription::builder()
-                .id(t.id.as_str())
+                .id(t.id.to_string())
                 .port(t.port)
                 .build()
         })

@@ -87,6 +87,7 @@ impl World {
             protocol: "TCP".into(),
             port: 30080,
             vpc_id: self.vpc.clone(),
+            target_type: ccm_aws_api::elbv2::TargetType::Instance,
             health_check: TargetGroupHealthCheck::default(),
             tags,
         };

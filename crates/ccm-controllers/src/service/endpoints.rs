@@ -35,6 +35,11 @@ pub(super) const FIRST_LISTING_WAIT: Duration = Duration::from_secs(30);
 /// The label the EndpointSlice controller names a slice's Service with.
 pub(super) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
+/// The label naming who manages a slice, and the endpoint-slice controller's value: only its slices list the
+/// pods a Service's selector chose (`Endpoint::managed`).
+const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+const SLICE_CONTROLLER: &str = "endpointslice-controller.k8s.io";
+
 /// A Service, by namespace and name.
 pub(super) type ServiceName = (String, String);
 
@@ -283,7 +288,9 @@ fn slice_key(obj: &DynamicObject) -> (String, String) {
 
 /// A slice as kept; `None` for one that names no Service (not the EndpointSlice controller's) or does not read.
 fn read_slice(obj: &DynamicObject) -> Option<Slice> {
-    let service = obj.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?.clone();
+    let labels = obj.metadata.labels.as_ref()?;
+    let service = labels.get(SERVICE_NAME_LABEL)?.clone();
+    let managed = labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(SLICE_CONTROLLER);
     let data = match SliceData::deserialize(&obj.data) {
         Ok(data) => data,
         Err(error) => {
@@ -296,7 +303,7 @@ fn read_slice(obj: &DynamicObject) -> Option<Slice> {
         namespace,
         name,
         service,
-        endpoints: data.endpoints(),
+        endpoints: data.endpoints(managed),
     })
 }
 
@@ -344,8 +351,8 @@ struct SlicePort {
 
 impl SliceData {
     /// Its endpoints with its ports; none for an `FQDN` slice, and no port without a number (a slice's "all
-    /// ports", which a load balancer cannot register).
-    fn endpoints(&self) -> Vec<Endpoint> {
+    /// ports", which a load balancer cannot register); `managed` when the endpoint-slice controller wrote it.
+    fn endpoints(&self, managed: bool) -> Vec<Endpoint> {
         if self.address_type != "IPv4" && self.address_type != "IPv6" {
             return Vec::new();
         }
@@ -386,7 +393,8 @@ impl SliceData {
                 out.push(
                     Endpoint::ready(address, node, ports.clone())
                         .with_conditions(ready, serving, terminating)
-                        .in_zone(zone),
+                        .in_zone(zone)
+                        .managed(managed),
                 );
             }
         }

@@ -10,7 +10,6 @@ use super::{PREFIX, Problem, Warning};
 
 /// The unserved keys, after [`PREFIX`] (the AWS Load Balancer Controller's names, v2.13).
 pub const UNSERVED_KEYS: &[&str] = &[
-    "nlb-target-type",
     "proxy-protocol-per-target-group",
     "eip-allocations-discovery-tags",
     "ipv6-addresses",
@@ -53,11 +52,6 @@ fn widens(suffix: &str, value: &str) -> Option<&'static str> {
     }
 }
 
-/// What is served anyway: instance targets are what an NLB here has.
-fn served_as_asked(suffix: &str, value: &str) -> bool {
-    suffix == "nlb-target-type" && value.trim().eq_ignore_ascii_case("instance")
-}
-
 /// A Warning for each unserved key in `raw`, or a problem where ignoring it would widen exposure.
 pub(crate) fn check(
     raw: &BTreeMap<String, String>,
@@ -68,7 +62,7 @@ pub(crate) fn check(
         let Some(suffix) = name.strip_prefix(PREFIX) else {
             continue;
         };
-        if !UNSERVED_KEYS.contains(&suffix) || served_as_asked(suffix, value) {
+        if !UNSERVED_KEYS.contains(&suffix) {
             continue;
         }
         if let Some(why) = widens(suffix, value) {
@@ -146,10 +140,7 @@ mod tests {
         );
         assert!(problems[1].accepted.contains("loadBalancerSourceRanges"));
         // Asking for what this controller does anyway is only a warning, or nothing.
-        let (warnings, problems) = run(&[
-            ("manage-backend-security-group-rules", "true"),
-            ("nlb-target-type", "instance"),
-        ]);
+        let (warnings, problems) = run(&[("manage-backend-security-group-rules", "true")]);
         assert!(problems.is_empty());
         assert_eq!(warnings.len(), 1);
     }

@@ -58,7 +58,7 @@ pub fn render_markdown() -> String {
          instead, because ignoring them would open more than the Service asks: \
          `aws-load-balancer-security-group-prefix-lists` (any value; the source ranges would be let in instead) \
          and `aws-load-balancer-manage-backend-security-group-rules: \"false\"` (this controller adds the nodes' \
-         rules). `aws-load-balancer-nlb-target-type: instance` is what an NLB here has, without a warning.\n\n",
+         rules).\n\n",
     );
     for suffix in albc::UNSERVED_KEYS {
         out.push_str(&format!("- `{PREFIX}{suffix}`\n"));

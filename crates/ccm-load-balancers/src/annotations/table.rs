@@ -116,6 +116,23 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
               `externalTrafficPolicy: Cluster` (every node forwards there) and on a Classic ELB.",
     },
     AnnotationDef {
+        key: Key::NlbTargetType,
+        name: "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type",
+        value: ValueType::OneOf(&["instance", "ip"]),
+        default: "instance",
+        applies: Applies::Nlb,
+        doc: "`ip`: the NLB's target groups (target type `ip`, on the Service's target port) register the \
+              addresses of the Service's ready pods from the EndpointSlices the endpoint-slice controller writes \
+              (never a slice written by hand: such a slice may list any address), each on its resolved target \
+              port; a pod that turns not ready or terminating is deregistered and drained over the target \
+              group's deregistration delay. Health checks go to the pods (TCP on the traffic port by default, \
+              under either traffic policy), and the nodes' rules open the pods' ports to the NLB. A change \
+              between `instance` and `ip` makes new target groups, swapped in before the old ones go, with no \
+              new NLB. Pods must have addresses in the VPC (the AWS VPC CNI); with \
+              `target-nodes-with-endpoints` it is an error, `target-node-labels` has no effect on the \
+              targets. On a Classic ELB `ip` is an error.",
+    },
+    AnnotationDef {
         key: Key::BackendProtocol,
         name: "service.beta.kubernetes.io/aws-load-balancer-backend-protocol",
         value: ValueType::OneOf(&["http", "https", "ssl", "tcp"]),

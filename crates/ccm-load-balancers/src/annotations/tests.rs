@@ -80,6 +80,7 @@ fn every_annotation_of_the_reference_is_in_the_table() {
         [
             format!("{PREFIX}scheme"),
             format!("{PREFIX}target-nodes-with-endpoints"),
+            format!("{PREFIX}nlb-target-type"),
             format!("{PREFIX}allow-proxy-protocol"),
             format!("{PREFIX}healthcheck-success-codes"),
             format!("{PREFIX}ip-address-type"),

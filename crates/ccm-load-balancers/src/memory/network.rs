@@ -8,7 +8,7 @@ use std::{
 
 use ccm_aws_api::{
     InstanceId, SecurityGroupId,
-    elbv2::{LoadBalancerV2, Target, TargetGroup, TargetHealth},
+    elbv2::{LoadBalancerV2, Target, TargetGroup, TargetHealth, TargetId, TargetType},
 };
 
 use super::{Fact, Facts, Ids, node_groups};
@@ -53,7 +53,7 @@ impl RememberedGroup {
             .targets
             .iter()
             .map(|t| RememberedTarget {
-                id: ids.intern(t.target.id.as_str()),
+                id: ids.intern(&t.target.id.to_string()),
                 port: t.target.port,
                 leaving: t.state == LEAVING.0 || t.reason.as_deref() == Some(LEAVING.1),
             })
@@ -72,7 +72,7 @@ impl RememberedGroup {
             .iter()
             .map(|t| TargetHealth {
                 target: Target {
-                    id: InstanceId::new(t.id.to_string()),
+                    id: TargetId::parse(&t.id),
                     port: t.port,
                 },
                 state: if t.leaving { LEAVING.0 } else { "healthy" }.to_owned(),
@@ -97,6 +97,11 @@ impl NetworkMemory {
         changes: &[Change],
         ids: &Ids,
     ) -> Option<Self> {
+        // IP targets follow the endpoints, which change far more often than nodes: their host updates read the
+        // groups' targets, never a memory of them.
+        if desired.target_groups().any(|g| g.target_type == TargetType::Ip) {
+            return None;
+        }
         let deleted = changes
             .iter()
             .any(|c| matches!(c, Change::DeleteLoadBalancer { .. }));
@@ -205,10 +210,7 @@ fn targets_after(groups: &mut [ObservedTargetGroup], change: &Change) {
         } => {
             if let Some(g) = groups.iter_mut().find(|g| g.group.name == *name) {
                 for i in instances {
-                    let target = Target {
-                        id: InstanceId::new(i.clone()),
-                        port: *port,
-                    };
+                    let target = Target::instance(InstanceId::new(i.clone()), *port);
                     g.targets.retain(|t| t.target != target);
                     g.targets.push(TargetHealth {
                         target,

@@ -231,7 +231,7 @@ fn a_services_targets_are_remembered_as_a_list_in_order_and_forgotten_on_failure
         "another Service"
     );
     assert!(!memory.same_targets(None, &ids(&["i-1", "i-2"])));
-    memory.settle_targets(Some("uid-1"), None);
+    memory.settle_targets::<()>(Some("uid-1"), None);
     assert!(
         !memory.same_targets(Some("uid-1"), &ids(&["i-1", "i-2"])),
         "forgotten"

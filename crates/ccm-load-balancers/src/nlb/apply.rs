@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use ccm_aws_api::{
     Ec2, Elbv2, InstanceId, SecurityGroupId, SubnetId,
     ec2::{IpPermission, SourceGroup},
-    elbv2::{LoadBalancerV2, NewNetworkLoadBalancer, NewTargetGroup, SubnetMapping, Target},
+    elbv2::{LoadBalancerV2, NewNetworkLoadBalancer, NewTargetGroup, SubnetMapping, Target, TargetId},
 };
 
 mod listeners;
@@ -85,7 +85,9 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
             | Change::ModifyTargetGroup { .. }
             | Change::ModifyTargetGroupAttributes { .. }
             | Change::DeleteTargetGroup { .. } => self.target_groups(change).await,
-            Change::RegisterTargets { .. } | Change::DeregisterTargets { .. } => self.targets(change).await,
+            Change::RegisterTargets { .. }
+            | Change::RegisterIpTargets { .. }
+            | Change::DeregisterTargets { .. } => self.targets(change).await,
             Change::DeleteLoadBalancer { .. } | Change::CreateLoadBalancer { .. } => {
                 self.load_balancer(change).await
             }
@@ -202,6 +204,7 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                         protocol: target_group.protocol.clone(),
                         port: target_group.port,
                         vpc_id: self.config.vpc_id.clone(),
+                        target_type: target_group.target_type,
                         health_check: health_check.to_aws(),
                         tags: tags.clone(),
                     })
@@ -260,27 +263,24 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                 let arn = self.target_group(name)?;
                 let targets: Vec<Target> = instances
                     .iter()
-                    .map(|i| Target {
-                        id: InstanceId::new(i.clone()),
-                        port: *port,
-                    })
+                    .map(|i| Target::instance(InstanceId::new(i.clone()), *port))
                     .collect();
                 elbv2
                     .register_targets(&arn, &targets)
                     .await
                     .map_err(Error::aws("registering targets"))?;
             }
+            Change::RegisterIpTargets { name, targets } => {
+                let arn = self.target_group(name)?;
+                elbv2
+                    .register_targets(&arn, &aws_targets(targets))
+                    .await
+                    .map_err(Error::aws("registering IP targets"))?;
+            }
             Change::DeregisterTargets { name, targets } => {
                 let arn = self.target_group(name)?;
-                let targets: Vec<Target> = targets
-                    .iter()
-                    .map(|(i, port)| Target {
-                        id: InstanceId::new(i.clone()),
-                        port: *port,
-                    })
-                    .collect();
                 elbv2
-                    .deregister_targets(&arn, &targets)
+                    .deregister_targets(&arn, &aws_targets(targets))
                     .await
                     .map_err(Error::aws("deregistering targets"))?;
             }
@@ -465,4 +465,15 @@ pub async fn apply<E: Ec2, V: Elbv2>(
     }
     ctx.applied.target_groups = ctx.target_groups;
     Ok(ctx.applied)
+}
+
+/// `(instance or address, port)` pairs as targets: an ID that reads as an address is an IP target.
+fn aws_targets(targets: &[(String, i32)]) -> Vec<Target> {
+    targets
+        .iter()
+        .map(|(id, port)| Target {
+            id: TargetId::parse(id),
+            port: *port,
+        })
+        .collect()
 }

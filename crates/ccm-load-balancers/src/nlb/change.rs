@@ -88,11 +88,18 @@ pub enum Change {
         /// The instances.
         instances: Vec<String>,
     },
+    /// Register IP targets, each on its own port (the pods' resolved target ports).
+    RegisterIpTargets {
+        /// The group's name.
+        name: String,
+        /// (address, port) pairs.
+        targets: Vec<(String, i32)>,
+    },
     /// Deregister targets.
     DeregisterTargets {
         /// The group's name.
         name: String,
-        /// (instance, port) pairs.
+        /// (instance or address, port) pairs.
         targets: Vec<(String, i32)>,
     },
     /// Create the load balancer.
@@ -247,7 +254,10 @@ impl PlannedChange for Change {
     fn is_host_change(&self) -> bool {
         matches!(
             self,
-            Change::RegisterTargets { .. } | Change::DeregisterTargets { .. } | Change::NodeRules(_)
+            Change::RegisterTargets { .. }
+                | Change::RegisterIpTargets { .. }
+                | Change::DeregisterTargets { .. }
+                | Change::NodeRules(_)
         )
     }
 

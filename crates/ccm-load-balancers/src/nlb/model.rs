@@ -5,13 +5,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
     InstanceId, SecurityGroupId, SubnetId, Tags,
-    elbv2::{LoadBalancerV2, TargetGroupHealthCheck},
+    elbv2::{LoadBalancerV2, TargetGroupHealthCheck, TargetType},
 };
 use k8s_openapi::api::core::v1::Node;
 use serde::Serialize;
 
 use super::{
-    managed_group_name,
+    ip_target_group_name, managed_group_name,
     node_rules::{MANAGED_GROUP_SOURCE, NodeAccess},
     target_group_name,
 };
@@ -81,8 +81,20 @@ pub struct TargetGroupSpec {
     pub name: String,
     /// `TCP`, `UDP`, `TCP_UDP`, `TLS`.
     pub protocol: String,
-    /// The node port.
+    /// The node port (instance targets), or the target port (IP targets: each target has its own port, this
+    /// one the group's default).
     pub port: i32,
+    /// `instance` or `ip`: fixed when the group is made, a change is a new group (its name differs).
+    #[serde(serialize_with = "target_type_name")]
+    pub target_type: TargetType,
+    /// The IP targets wanted, `(address, port)`: for IP groups whose endpoints are known; `None` for instance
+    /// groups, and for IP groups when the endpoints are not known (their targets are then left as they are).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip_targets: Option<BTreeSet<(String, i32)>>,
+}
+
+fn target_type_name<S: serde::Serializer>(t: &TargetType, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(t.as_str())
 }
 
 /// A listener.
@@ -217,20 +229,60 @@ fn listener(
         extra_certificates,
         ssl_policy,
         alpn_policy,
-        target_group: TargetGroupSpec {
+        target_group: target_group(spec, cluster_id, health_check, group, target_protocol),
+        attributes: BTreeMap::new(),
+    }
+}
+
+/// The target group of a listener serving the Service ports `group` (one, or TCP and UDP on one port).
+fn target_group(
+    spec: &ServiceSpec,
+    cluster_id: &str,
+    health_check: &HealthCheck,
+    group: &[&PortSpec],
+    protocol: &str,
+) -> TargetGroupSpec {
+    let first = group[0];
+    if !spec.ip_targets {
+        return TargetGroupSpec {
             name: target_group_name(
                 cluster_id,
                 spec,
                 first.port,
                 first.node_port,
-                target_protocol,
+                protocol,
                 health_check,
             ),
-            protocol: target_protocol.to_owned(),
+            protocol: protocol.to_owned(),
             port: first.node_port,
-        },
-        attributes: BTreeMap::new(),
+            target_type: TargetType::Instance,
+            ip_targets: None,
+        };
     }
+    let target_port = first
+        .target_port
+        .map_or_else(|| first.name.clone(), |p| p.to_string());
+    TargetGroupSpec {
+        name: ip_target_group_name(cluster_id, spec, first.port, &target_port, protocol, health_check),
+        protocol: protocol.to_owned(),
+        port: first.target_port.unwrap_or(first.port),
+        target_type: TargetType::Ip,
+        ip_targets: spec.pod_endpoints.as_ref().map(|e| pod_targets(e, group)),
+    }
+}
+
+/// The `(address, port)` targets of the Service ports `group`: each endpoint's port of the same name and
+/// protocol (a named target port resolves per pod). IPv4 addresses only: the groups are made for IPv4.
+fn pod_targets(endpoints: &[ccm_cloud_provider::Endpoint], group: &[&PortSpec]) -> BTreeSet<(String, i32)> {
+    let mut targets = BTreeSet::new();
+    for endpoint in endpoints.iter().filter(|e| e.address.is_ipv4()) {
+        for p in group {
+            if let Some(port) = endpoint.port(&p.name).filter(|ep| ep.protocol == p.protocol) {
+                targets.insert((endpoint.address.to_string(), i32::from(port.port)));
+            }
+        }
+    }
+    targets
 }
 
 /// The health check (upstream's order, minus its bugs): the mode's defaults (`Local`: HTTP on the health check
@@ -242,6 +294,8 @@ pub fn health_check(spec: &ServiceSpec, config: &LoadBalancerConfig) -> HealthCh
         spec.health_check_node_port,
         &config.health_probe,
     ) {
+        // Pods are checked themselves: neither kube-proxy's port nor the health check node port is theirs.
+        _ if spec.ip_targets => HealthCheck::tcp_traffic_port(),
         (true, Some(port), _) => HealthCheck {
             protocol: "HTTP".to_owned(),
             port: port.to_string(),
@@ -262,16 +316,7 @@ pub fn health_check(spec: &ServiceSpec, config: &LoadBalancerConfig) -> HealthCh
             unhealthy_threshold: 3,
             success_codes: None,
         },
-        _ => HealthCheck {
-            protocol: "TCP".to_owned(),
-            port: "traffic-port".to_owned(),
-            path: None,
-            interval: 30,
-            timeout: 10,
-            healthy_threshold: 3,
-            unhealthy_threshold: 3,
-            success_codes: None,
-        },
+        _ => HealthCheck::tcp_traffic_port(),
     };
     let a = &spec.health_check;
     if let Some(protocol) = &a.protocol {
@@ -326,8 +371,12 @@ pub fn build(
         .into_iter()
         .map(InstanceId::into_string)
         .collect();
-    let node_access = config
-        .manage_node_security_groups
+    // IP targets on a named target port whose endpoints are not known: the pods' ports are not known either,
+    // and the nodes' rules are left as they are.
+    let ports_known = !spec.ip_targets
+        || spec.pod_endpoints.is_some()
+        || spec.ports.iter().all(|p| p.target_port.is_some());
+    let node_access = (config.manage_node_security_groups && ports_known)
         .then(|| node_access(spec, &name, &listeners, &health_check, &instances));
     let managed_group_name = managed_group_name(cluster_name, &spec.namespace, &spec.name, &spec.uid);
     Ok(Desired {
@@ -438,7 +487,20 @@ fn attributes(spec: &ServiceSpec) -> BTreeMap<String, String> {
     attributes
 }
 
-/// The rules the nodes need: client traffic on the node ports, health checks on the checked ports.
+/// The ports a listener's targets take traffic on: the node port of instance targets; the target port of IP
+/// targets (the pods' ports, which with IP targets are reached through the nodes' groups: the pods share them
+/// under the AWS VPC CNI), as each pod resolved it.
+fn back_ports(l: &Listener) -> BTreeSet<i32> {
+    let tg = &l.target_group;
+    match &tg.ip_targets {
+        Some(targets) if tg.target_type == TargetType::Ip => targets.iter().map(|(_, port)| *port).collect(),
+        _ => BTreeSet::from([tg.port]),
+    }
+}
+
+/// The rules the nodes need: client traffic on the back ports, health checks on the checked ports. With IP
+/// targets the NLB's own addresses (client IP preservation is off by default for them) are in its subnets,
+/// whose CIDRs the health rules allow: the back ports are health ports too.
 fn node_access(
     spec: &ServiceSpec,
     name: &str,
@@ -449,17 +511,22 @@ fn node_access(
     let mut client_ports = BTreeSet::new();
     let mut health_ports = BTreeSet::new();
     for l in listeners {
-        let node_port = l.target_group.port;
-        if matches!(l.protocol.as_str(), "UDP" | "TCP_UDP") {
-            client_ports.insert(("udp".to_owned(), node_port));
+        let ip = l.target_group.target_type == TargetType::Ip;
+        for port in back_ports(l) {
+            if matches!(l.protocol.as_str(), "UDP" | "TCP_UDP") {
+                client_ports.insert(("udp".to_owned(), port));
+            }
+            if l.protocol != "UDP" {
+                client_ports.insert(("tcp".to_owned(), port));
+            }
+            if ip && l.protocol != "UDP" {
+                health_ports.insert(port);
+            }
+            match health_check.port.parse::<i32>() {
+                Ok(p) => health_ports.insert(p),
+                Err(_) => health_ports.insert(port),
+            };
         }
-        if l.protocol != "UDP" {
-            client_ports.insert(("tcp".to_owned(), node_port));
-        }
-        match health_check.port.parse::<i32>() {
-            Ok(p) => health_ports.insert(p),
-            Err(_) => health_ports.insert(node_port),
-        };
     }
     NodeAccess {
         load_balancer: name.to_owned(),
@@ -474,6 +541,20 @@ fn node_access(
 // === impl HealthCheck ===
 
 impl HealthCheck {
+    /// TCP on the traffic port, 30/10/3/3: the default without kube-proxy's check.
+    fn tcp_traffic_port() -> Self {
+        HealthCheck {
+            protocol: "TCP".to_owned(),
+            port: "traffic-port".to_owned(),
+            path: None,
+            interval: 30,
+            timeout: 10,
+            healthy_threshold: 3,
+            unhealthy_threshold: 3,
+            success_codes: None,
+        }
+    }
+
     pub(crate) fn is_http(&self) -> bool {
         self.protocol == "HTTP" || self.protocol == "HTTPS"
     }

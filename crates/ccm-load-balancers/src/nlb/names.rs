@@ -38,15 +38,49 @@ pub fn target_group_name(
     protocol: &str,
     health_check: &HealthCheck,
 ) -> String {
+    hashed_group_name(
+        cluster_id,
+        spec,
+        port,
+        &node_port.to_string(),
+        protocol,
+        "instance",
+        health_check,
+    )
+}
+
+/// The target group name of one listener with IP targets: as [`target_group_name`], with the target port (its
+/// number, or the name of a named port) for the node port and `ip` for the target type, so that a change between
+/// instance and IP targets, or of the target port, is a new group.
+pub fn ip_target_group_name(
+    cluster_id: &str,
+    spec: &ServiceSpec,
+    port: i32,
+    target_port: &str,
+    protocol: &str,
+    health_check: &HealthCheck,
+) -> String {
+    hashed_group_name(cluster_id, spec, port, target_port, protocol, "ip", health_check)
+}
+
+fn hashed_group_name(
+    cluster_id: &str,
+    spec: &ServiceSpec,
+    port: i32,
+    back_port: &str,
+    protocol: &str,
+    target_type: &str,
+    health_check: &HealthCheck,
+) -> String {
     let mut hasher = Sha1::new();
     for part in [
         cluster_id,
         &spec.namespace,
         &spec.name,
         &port.to_string(),
-        &node_port.to_string(),
+        back_port,
         protocol,
-        "instance",
+        target_type,
         &health_check.protocol,
         &health_check.interval.to_string(),
     ] {

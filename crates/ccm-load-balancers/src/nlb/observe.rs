@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
-    CatalogLookup, Ec2, Elb, Elbv2, Filter, SecurityGroupId, SubnetId, Tags,
+    CatalogLookup, Ec2, Elb, Elbv2, Filter, InstanceId, SecurityGroupId, SubnetId, Tags,
     ec2::SecurityGroup,
-    elbv2::{ListenerV2, LoadBalancerV2, TargetGroup, TargetHealth},
+    elbv2::{ListenerV2, LoadBalancerV2, TargetGroup, TargetHealth, TargetId},
 };
 
 use super::{
@@ -552,13 +552,21 @@ async fn deleted_node_rules<E: CatalogLookup, L: Elb, V: Elbv2>(
     // without the node list); the nodes' rules are revoked before the target groups go, so a repeated deletion
     // still sees them.
     let mut instances = BTreeSet::new();
+    let mut addresses = BTreeSet::new();
     for tg in &observed.target_groups {
         let health = elbv2
             .target_health(&tg.arn)
             .await
             .map_err(Error::aws("reading the NLB to delete"))?;
-        instances.extend(health.into_iter().map(|h| h.target.id.to_string()));
+        for h in health {
+            match h.target.id {
+                TargetId::Instance(id) => instances.insert(id.into_string()),
+                TargetId::Ip(address) => addresses.insert(address.to_string()),
+            };
+        }
     }
+    // IP targets (pods) lead to the instances whose interfaces hold their addresses: one read, IP groups only.
+    instances.extend(instances_of_addresses(ec2, config, addresses).await?);
     let access = NodeAccess {
         instances: instances.into_iter().collect(),
         ..NodeAccess::none(name)
@@ -566,4 +574,31 @@ async fn deleted_node_rules<E: CatalogLookup, L: Elb, V: Elbv2>(
     let mut nodes = node_rules::observe(ec2, config, &access, &subnets).await?;
     node_rules::find_heirs(ec2, elb, elbv2, &access, &mut nodes).await?;
     Ok(Some(nodes))
+}
+
+/// The instances whose network interfaces in the cluster's VPC hold `addresses` (pods' addresses, under the AWS
+/// VPC CNI on their node's interfaces), 200 addresses a call.
+async fn instances_of_addresses<E: Ec2>(
+    ec2: &E,
+    config: &LoadBalancerConfig,
+    addresses: BTreeSet<String>,
+) -> Result<BTreeSet<String>, Error> {
+    let addresses: Vec<String> = addresses.into_iter().collect();
+    let mut instances = BTreeSet::new();
+    for chunk in addresses.chunks(200) {
+        let filters = [
+            Filter::new("vpc-id", [config.vpc_id.as_str()]),
+            Filter::new("addresses.private-ip-address", chunk.iter().map(String::as_str)),
+        ];
+        let interfaces = ec2
+            .network_interfaces(&filters)
+            .await
+            .map_err(Error::aws("reading the interfaces of the NLB's IP targets"))?;
+        instances.extend(
+            interfaces
+                .into_iter()
+                .filter_map(|i| i.attached_instance.map(InstanceId::into_string)),
+        );
+    }
+    Ok(instances)
 }

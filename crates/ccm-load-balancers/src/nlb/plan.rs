@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{
     Tags,
-    elbv2::{ListenerV2, LoadBalancerV2, TargetHealth},
+    elbv2::{ListenerV2, LoadBalancerV2, TargetHealth, TargetType},
 };
 
 use super::{
@@ -202,13 +202,7 @@ fn new_target_group(desired: &Desired, tg: &TargetGroupSpec) -> Vec<Change> {
             attributes: desired.target_group_attributes.clone(),
         });
     }
-    if !desired.instances.is_empty() {
-        changes.push(Change::RegisterTargets {
-            name: tg.name.clone(),
-            port: tg.port,
-            instances: desired.instances.clone(),
-        });
-    }
+    changes.extend(target_changes(desired, tg, &[]));
     changes
 }
 
@@ -519,29 +513,42 @@ fn desired_owner(desired: &Desired, tags: &Tags) -> bool {
 }
 
 /// The target changes of one group: deregister what is no longer wanted (targets already draining are left
-/// alone), then register what is missing.
+/// alone), then register what is missing, one change each (the adapter sends 100 targets a call: a rollout costs
+/// calls in proportion to its batches of endpoint changes, not to its pods). An IP group whose endpoints are not
+/// known is left as it is.
 fn target_changes(desired: &Desired, tg: &TargetGroupSpec, targets: &[TargetHealth]) -> Vec<Change> {
     let mut changes = Vec::new();
+    let wanted: BTreeSet<(String, i32)> = match (tg.target_type, &tg.ip_targets) {
+        (TargetType::Instance, _) => desired.instances.iter().map(|i| (i.clone(), tg.port)).collect(),
+        (TargetType::Ip, Some(wanted)) => wanted.clone(),
+        (TargetType::Ip, None) => return changes,
+    };
     let registered: BTreeSet<(String, i32)> = targets
         .iter()
         .filter(|t| t.reason.as_deref() != Some("Target.DeregistrationInProgress") && t.state != "draining")
         .map(|t| (t.target.id.to_string(), t.target.port))
         .collect();
-    let wanted: BTreeSet<(String, i32)> = desired.instances.iter().map(|i| (i.clone(), tg.port)).collect();
     let remove: Vec<(String, i32)> = registered.difference(&wanted).cloned().collect();
-    let add: Vec<String> = wanted.difference(&registered).map(|(i, _)| i.clone()).collect();
+    let add: Vec<(String, i32)> = wanted.difference(&registered).cloned().collect();
     if !remove.is_empty() {
         changes.push(Change::DeregisterTargets {
             name: tg.name.clone(),
             targets: remove,
         });
     }
-    if !add.is_empty() {
-        changes.push(Change::RegisterTargets {
+    if add.is_empty() {
+        return changes;
+    }
+    changes.push(match tg.target_type {
+        TargetType::Ip => Change::RegisterIpTargets {
+            name: tg.name.clone(),
+            targets: add,
+        },
+        TargetType::Instance => Change::RegisterTargets {
             name: tg.name.clone(),
             port: tg.port,
-            instances: add,
-        });
-    }
+            instances: add.into_iter().map(|(i, _)| i).collect(),
+        },
+    });
     changes
 }

@@ -138,7 +138,7 @@ pub(crate) fn converged(desired: &Desired) -> Observed {
                 .iter()
                 .map(|i| TargetHealth {
                     target: Target {
-                        id: InstanceId::new(i.clone()),
+                        id: InstanceId::new(i.clone()).into(),
                         port: l.target_group.port,
                     },
                     state: "healthy".into(),

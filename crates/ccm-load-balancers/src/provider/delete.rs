@@ -102,7 +102,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             self.memory.release(name);
             self.memory.forget(name);
         }
-        self.memory.settle_targets(service.metadata.uid.as_deref(), None);
+        self.memory
+            .settle_targets::<()>(service.metadata.uid.as_deref(), None);
         // The flavour the Service names goes first. When its load balancer is there and this Service's, the other
         // flavour's side is not read: no load balancer of the other flavour can be under the same name (each
         // flavour's creation is refused while the other's is there), so all it could find is the leftovers of a

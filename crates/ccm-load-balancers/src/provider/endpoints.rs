@@ -1,25 +1,31 @@
 //! Targets that follow a Service's endpoints: with `aws-load-balancer-target-nodes-with-endpoints` on an NLB
 //! under `externalTrafficPolicy: Local`, only the nodes that run a ready endpoint are targets
-//! (`ServiceSpec::endpoint_nodes_only`). The service controller hands the endpoints in [`Backends`]; the nodes
-//! they leave are what every other path (model, plan, host memory) sees, so an endpoint change that leaves the
-//! set of nodes as it is costs nothing.
+//! (`ServiceSpec::endpoint_nodes_only`); with `aws-load-balancer-nlb-target-type: ip` the pods' addresses are
+//! (`ServiceSpec::ip_targets`, given the endpoints by `ServiceSpec::with_endpoints`). The service controller
+//! hands the endpoints in [`Backends`]; for node targets the nodes they leave are what every other path (model,
+//! plan, host memory) sees, so an endpoint change that leaves the set of nodes as it is costs nothing.
 
 use ccm_cloud_provider::Backends;
 use k8s_openapi::api::core::v1::{Node, Service};
 
 use crate::{LoadBalancerConfig, annotations::Key, spec::parse_service_with};
 
-/// Whether the load balancer of `service` targets only the nodes with a ready endpoint. An invalid Service
-/// follows none: its ensure reports why.
+/// Whether the load balancer of `service` follows its endpoints: it targets only the nodes with a ready
+/// endpoint, or the pods themselves. An invalid Service follows none: its ensure reports why.
 pub(super) fn follows_endpoints(config: &LoadBalancerConfig, service: &Service) -> bool {
-    // Asked on every ensure and host update of every Service: the whole parse only where the key is written.
-    let annotated = service
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(Key::TargetNodesWithEndpoints.name()));
-    annotated
-        && parse_service_with(service, &config.attribute_keys).is_ok_and(|spec| spec.endpoint_nodes_only)
+    following(config, service).is_some_and(|(nodes_only, ip)| nodes_only || ip)
+}
+
+/// `(endpoint_nodes_only, ip_targets)` of a Service that writes either key and parses.
+fn following(config: &LoadBalancerConfig, service: &Service) -> Option<(bool, bool)> {
+    // Asked on every ensure and host update of every Service: the whole parse only where a key is written.
+    let annotations = service.metadata.annotations.as_ref()?;
+    let keys = [Key::TargetNodesWithEndpoints, Key::NlbTargetType];
+    if !keys.iter().any(|k| annotations.contains_key(k.name())) {
+        return None;
+    }
+    let spec = parse_service_with(service, &config.attribute_keys).ok()?;
+    Some((spec.endpoint_nodes_only, spec.ip_targets))
 }
 
 /// The nodes of `backends` that may be targets of `service`: those with a ready endpoint when it follows its
@@ -30,7 +36,8 @@ pub(super) fn backend_nodes<'a>(
     service: &Service,
     backends: Backends<'a>,
 ) -> Vec<&'a Node> {
-    let Some(endpoints) = backends.endpoints.filter(|_| follows_endpoints(config, service)) else {
+    let nodes_only = || following(config, service).is_some_and(|(nodes_only, _)| nodes_only);
+    let Some(endpoints) = backends.endpoints.filter(|_| nodes_only()) else {
         return backends.nodes.to_vec();
     };
     let with_endpoints = endpoints.nodes_with_ready_endpoints();

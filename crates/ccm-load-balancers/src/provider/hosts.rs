@@ -218,7 +218,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
                 }
             }
             if drifted {
-                self.memory.settle_targets(service.metadata.uid.as_deref(), None);
+                self.memory
+                    .settle_targets::<()>(service.metadata.uid.as_deref(), None);
             }
         }
         let instances = shared::target_instances(nodes, &[])

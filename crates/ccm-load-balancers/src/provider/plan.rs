@@ -33,7 +33,9 @@ pub async fn plan_with_endpoints_for<E: Ec2 + Send + Sync, L: Elb + Send + Sync,
     let nodes: Vec<&Node> = nodes.iter().collect();
     let backends = Backends::new(&nodes, endpoints);
     let nodes = super::endpoints::backend_nodes(&load_balancers.config, &service, backends);
-    Ok(load_balancers.dry_run(cluster_name, &service, &nodes).await?)
+    Ok(load_balancers
+        .dry_run_for(cluster_name, &service, &nodes, endpoints)
+        .await?)
 }
 
 /// Why [`plan_for`] failed.

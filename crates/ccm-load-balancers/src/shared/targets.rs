@@ -11,6 +11,18 @@ pub fn node_instance_id(node: &Node) -> Option<InstanceId> {
     ProviderId::ec2_instance_of(node.spec.as_ref()?.provider_id.as_deref()?)
 }
 
+/// What a host update compares with the last one of a Service to skip an update that changes nothing: the
+/// target instances, and with IP targets the endpoints they are made of (`None` when not known).
+pub(crate) fn target_key(
+    nodes: &[&Node],
+    spec: &crate::spec::ServiceSpec,
+) -> (Vec<InstanceId>, Option<Vec<ccm_cloud_provider::Endpoint>>) {
+    (
+        target_instances(nodes, &spec.target_node_labels),
+        spec.pod_endpoints.clone(),
+    )
+}
+
 /// The target instances: nodes with every label of `labels` (an empty value matches any value), by instance ID,
 /// sorted and deduplicated.
 pub fn target_instances(nodes: &[&Node], labels: &[(String, String)]) -> Vec<InstanceId> {

@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Service, ServiceSpec as K8sServiceSpec};
+use k8s_openapi::{
+    api::core::v1::{Service, ServiceSpec as K8sServiceSpec},
+    apimachinery::pkg::util::intstr::IntOrString,
+};
 
 use super::{AccessLogSpec, Findings, Flavour, HealthCheckSpec, PortSpec, ServiceSpec};
 use crate::annotations::{Annotations, Key, Warning};
@@ -80,6 +83,7 @@ pub(crate) fn spec(
             .is_some_and(|v| v == "true")
     });
     let endpoint_nodes_only = endpoint_nodes_only(k8s, a, &flavour, found);
+    let ip_targets = ip_targets(a, &flavour, endpoint_nodes_only, found);
     let (namespace, name) = super::namespace_and_name(service);
     ServiceSpec {
         namespace: namespace.to_owned(),
@@ -103,6 +107,8 @@ pub(crate) fn spec(
             .collect(),
         target_node_labels: a.pairs(Key::TargetNodeLabels).unwrap_or_default().to_vec(),
         endpoint_nodes_only,
+        ip_targets,
+        pod_endpoints: None,
         backend_protocol: a.text(Key::BackendProtocol).map(str::to_owned),
         ssl_cert,
         extra_ssl_certs,
@@ -177,6 +183,53 @@ fn endpoint_nodes_only(
     true
 }
 
+/// Whether the NLB's targets are the pods' addresses (`aws-load-balancer-nlb-target-type: ip`). On a Classic
+/// ELB `ip` is a problem (it has instances only); beside `target-nodes-with-endpoints` too (nodes are no targets
+/// then: the author wants one or the other); `target-node-labels` then chooses no target, which a Warning says.
+fn ip_targets(a: &Annotations, flavour: &Flavour, endpoint_nodes_only: bool, found: &mut Findings) -> bool {
+    if a.text(Key::NlbTargetType) != Some("ip") {
+        return false;
+    }
+    match flavour {
+        Flavour::Network => {}
+        Flavour::Classic => {
+            found.problem(
+                Key::NlbTargetType.name(),
+                "ip".to_owned(),
+                "instance, or ip with aws-load-balancer-type: nlb (a Classic ELB has instance targets only)",
+            );
+            return false;
+        }
+        Flavour::External => return false,
+    }
+    if endpoint_nodes_only {
+        found.problem(
+            Key::TargetNodesWithEndpoints.name(),
+            "true".to_owned(),
+            &format!(
+                "false with {}: ip (the pods are the targets, not their nodes)",
+                Key::NlbTargetType.name()
+            ),
+        );
+    }
+    if let Some(labels) = a.pairs(Key::TargetNodeLabels).filter(|l| !l.is_empty()) {
+        let value = labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        found.warn(Warning {
+            field: Key::TargetNodeLabels.name().to_owned(),
+            value,
+            message: format!(
+                "no effect on the targets with {}: ip (the pods are the targets, wherever they run)",
+                Key::NlbTargetType.name()
+            ),
+        });
+    }
+    true
+}
+
 /// The ports with node ports, and the protocols used (in order of appearance).
 fn ports(k8s: &K8sServiceSpec, flavour: &Flavour, found: &mut Findings) -> (Vec<PortSpec>, Vec<String>) {
     let mut ports = Vec::new();
@@ -208,6 +261,11 @@ fn ports(k8s: &K8sServiceSpec, flavour: &Flavour, found: &mut Findings) -> (Vec<
                 protocol,
                 port: p.port,
                 node_port,
+                target_port: match &p.target_port {
+                    None => Some(p.port),
+                    Some(IntOrString::Int(port)) => Some(*port),
+                    Some(IntOrString::String(_)) => None,
+                },
             }),
             _ => tracing::debug!(port = p.port, "service port without node port skipped"),
         }

@@ -129,12 +129,7 @@ fn defaults_and_typed_values() {
     assert_eq!(spec.idle_timeout, 60);
     assert_eq!(spec.source_ranges, ["10.0.0.0/8"]);
     assert_eq!(spec.additional_tags.get("a").map(String::as_str), Some("b=c"));
-    let p = |port, name: &str| PortSpec {
-        name: name.into(),
-        protocol: "TCP".into(),
-        port,
-        node_port: 1,
-    };
+    let p = |port, name: &str| PortSpec::new(name, "TCP", port, 1, Some(port));
     assert!(spec.is_ssl_port(&p(443, "x")));
     assert!(
         spec.is_ssl_port(&p(8443, "https")),

@@ -9,7 +9,8 @@ fn slice(api_version: &str, name: &str, service: Option<&str>, data: serde_json:
         "metadata": { "name": name, "namespace": "shop" },
     });
     if let Some(service) = service {
-        obj["metadata"]["labels"] = json!({ SERVICE_NAME_LABEL: service });
+        obj["metadata"]["labels"] =
+            json!({ SERVICE_NAME_LABEL: service, MANAGED_BY_LABEL: SLICE_CONTROLLER });
     }
     for (k, v) in data.as_object().unwrap() {
         obj[k] = v.clone();
@@ -50,6 +51,7 @@ fn a_v1beta1_slice_reads_its_node_and_zone_from_topology() {
     assert_eq!(endpoint.node_name.as_deref(), Some("node-a"));
     assert_eq!(endpoint.zone.as_deref(), Some("us-east-1a"));
     assert!(endpoint.ready && endpoint.serving && !endpoint.terminating);
+    assert!(endpoint.managed);
     assert_eq!(
         endpoint.port("http"),
         Some(&EndpointPort::new("http", 8080, "TCP"))
@@ -102,6 +104,29 @@ fn slices_without_a_service_or_of_fqdns_give_no_endpoints() {
         json!({ "addressType": "FQDN", "endpoints": [{ "addresses": ["example.com"] }] }),
     );
     assert!(read_slice(&fqdn).unwrap().endpoints.is_empty());
+}
+
+#[test]
+fn only_the_endpoint_slice_controllers_slices_list_managed_endpoints() {
+    // A selector-less Service's slices: written by hand, or mirrored from an Endpoints object anybody wrote.
+    for managed_by in [
+        None,
+        Some("endpointslicemirroring-controller.k8s.io"),
+        Some("tenant"),
+    ] {
+        let mut obj = v1beta1("web-hand", true);
+        let labels = obj.metadata.labels.as_mut().unwrap();
+        match managed_by {
+            Some(value) => labels.insert(MANAGED_BY_LABEL.to_owned(), value.to_owned()),
+            None => labels.remove(MANAGED_BY_LABEL),
+        };
+        let read = read_slice(&obj).unwrap();
+        assert!(
+            read.endpoints.iter().all(|e| !e.managed),
+            "{managed_by:?}: {read:?}"
+        );
+        assert_eq!(read.endpoints.len(), 1);
+    }
 }
 
 fn changed(slices: &EndpointSlices) -> Vec<ServiceName> {

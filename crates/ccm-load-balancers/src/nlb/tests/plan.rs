@@ -138,10 +138,10 @@ fn targets_are_diffed_and_draining_ones_left_alone() {
     let d = desired(&[], &[(80, 30080)]);
     let mut o = converged(&d);
     let targets = &mut o.target_groups[0].targets;
-    targets.retain(|t| t.target.id.as_str() != "i-2");
+    targets.retain(|t| t.target.id.to_string() != "i-2");
     targets.push(TargetHealth {
         target: Target {
-            id: InstanceId::new("i-9"),
+            id: InstanceId::new("i-9").into(),
             port: 30080,
         },
         state: "healthy".into(),
@@ -149,7 +149,7 @@ fn targets_are_diffed_and_draining_ones_left_alone() {
     });
     targets.push(TargetHealth {
         target: Target {
-            id: InstanceId::new("i-8"),
+            id: InstanceId::new("i-8").into(),
             port: 30080,
         },
         state: "draining".into(),

@@ -164,7 +164,7 @@ fn elbv2(calls: &Calls, exists: bool) -> MockElbv2 {
         c.count("DescribeTargetHealth");
         let health = TargetHealth {
             target: Target {
-                id: InstanceId::new("i-1"),
+                id: InstanceId::new("i-1").into(),
                 port: 30080,
             },
             state: "healthy".into(),

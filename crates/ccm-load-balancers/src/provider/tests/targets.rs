@@ -69,7 +69,7 @@ async fn every_method_taking_nodes_serves_only_the_targets_the_port_keeps() {
     assert_eq!(ensured.notices.len(), 1, "{:?}", ensured.notices);
     assert_eq!(ensured.notices[0].node.as_deref(), Some("node-i-forged"));
     // Forgotten, so the host update plans from reads rather than skipping as "the same targets".
-    lbs.memory.settle_targets(svc.metadata.uid.as_deref(), None);
+    lbs.memory.settle_targets::<()>(svc.metadata.uid.as_deref(), None);
     lbs.update_load_balancer("k", &svc, &nodes).await.unwrap();
     assert_eq!(lbs.drifted("k", &[&svc], &nodes).await.unwrap(), []);
     let plan = lbs.plan_load_balancer("k", &svc, &nodes).await.unwrap().unwrap();
