@@ -120,7 +120,8 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         name: "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type",
         value: ValueType::OneOf(&["instance", "ip"]),
         default: "instance",
-        applies: Applies::Nlb,
+        // Read on both: `ip` on a Classic ELB is an error, not ignored.
+        applies: Applies::Both,
         doc: "`ip`: the NLB's target groups (target type `ip`, on the Service's target port) register the \
               addresses of the Service's ready pods from the EndpointSlices the endpoint-slice controller writes \
               (never a slice written by hand: such a slice may list any address), each on its resolved target \

@@ -10,10 +10,11 @@ use ccm_aws_api::{
 use k8s_openapi::api::core::v1::Node;
 use serde::Serialize;
 
+mod targets;
+
 use super::{
-    ip_target_group_name, managed_group_name,
+    managed_group_name,
     node_rules::{MANAGED_GROUP_SOURCE, NodeAccess},
-    target_group_name,
 };
 use crate::{
     Error, InvalidService, LoadBalancerConfig,
@@ -85,16 +86,12 @@ pub struct TargetGroupSpec {
     /// one the group's default).
     pub port: i32,
     /// `instance` or `ip`: fixed when the group is made, a change is a new group (its name differs).
-    #[serde(serialize_with = "target_type_name")]
+    #[serde(serialize_with = "targets::target_type_name")]
     pub target_type: TargetType,
     /// The IP targets wanted, `(address, port)`: for IP groups whose endpoints are known; `None` for instance
     /// groups, and for IP groups when the endpoints are not known (their targets are then left as they are).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ip_targets: Option<BTreeSet<(String, i32)>>,
-}
-
-fn target_type_name<S: serde::Serializer>(t: &TargetType, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(t.as_str())
 }
 
 /// A listener.
@@ -229,60 +226,9 @@ fn listener(
         extra_certificates,
         ssl_policy,
         alpn_policy,
-        target_group: target_group(spec, cluster_id, health_check, group, target_protocol),
+        target_group: targets::target_group(spec, cluster_id, health_check, group, target_protocol),
         attributes: BTreeMap::new(),
     }
-}
-
-/// The target group of a listener serving the Service ports `group` (one, or TCP and UDP on one port).
-fn target_group(
-    spec: &ServiceSpec,
-    cluster_id: &str,
-    health_check: &HealthCheck,
-    group: &[&PortSpec],
-    protocol: &str,
-) -> TargetGroupSpec {
-    let first = group[0];
-    if !spec.ip_targets {
-        return TargetGroupSpec {
-            name: target_group_name(
-                cluster_id,
-                spec,
-                first.port,
-                first.node_port,
-                protocol,
-                health_check,
-            ),
-            protocol: protocol.to_owned(),
-            port: first.node_port,
-            target_type: TargetType::Instance,
-            ip_targets: None,
-        };
-    }
-    let target_port = first
-        .target_port
-        .map_or_else(|| first.name.clone(), |p| p.to_string());
-    TargetGroupSpec {
-        name: ip_target_group_name(cluster_id, spec, first.port, &target_port, protocol, health_check),
-        protocol: protocol.to_owned(),
-        port: first.target_port.unwrap_or(first.port),
-        target_type: TargetType::Ip,
-        ip_targets: spec.pod_endpoints.as_ref().map(|e| pod_targets(e, group)),
-    }
-}
-
-/// The `(address, port)` targets of the Service ports `group`: each endpoint's port of the same name and
-/// protocol (a named target port resolves per pod). IPv4 addresses only: the groups are made for IPv4.
-fn pod_targets(endpoints: &[ccm_cloud_provider::Endpoint], group: &[&PortSpec]) -> BTreeSet<(String, i32)> {
-    let mut targets = BTreeSet::new();
-    for endpoint in endpoints.iter().filter(|e| e.address.is_ipv4()) {
-        for p in group {
-            if let Some(port) = endpoint.port(&p.name).filter(|ep| ep.protocol == p.protocol) {
-                targets.insert((endpoint.address.to_string(), i32::from(port.port)));
-            }
-        }
-    }
-    targets
 }
 
 /// The health check (upstream's order, minus its bugs): the mode's defaults (`Local`: HTTP on the health check
@@ -487,17 +433,6 @@ fn attributes(spec: &ServiceSpec) -> BTreeMap<String, String> {
     attributes
 }
 
-/// The ports a listener's targets take traffic on: the node port of instance targets; the target port of IP
-/// targets (the pods' ports, which with IP targets are reached through the nodes' groups: the pods share them
-/// under the AWS VPC CNI), as each pod resolved it.
-fn back_ports(l: &Listener) -> BTreeSet<i32> {
-    let tg = &l.target_group;
-    match &tg.ip_targets {
-        Some(targets) if tg.target_type == TargetType::Ip => targets.iter().map(|(_, port)| *port).collect(),
-        _ => BTreeSet::from([tg.port]),
-    }
-}
-
 /// The rules the nodes need: client traffic on the back ports, health checks on the checked ports. With IP
 /// targets the NLB's own addresses (client IP preservation is off by default for them) are in its subnets,
 /// whose CIDRs the health rules allow: the back ports are health ports too.
@@ -512,7 +447,12 @@ fn node_access(
     let mut health_ports = BTreeSet::new();
     for l in listeners {
         let ip = l.target_group.target_type == TargetType::Ip;
-        for port in back_ports(l) {
+        let numeric = spec
+            .ports
+            .iter()
+            .find(|p| p.port == l.port)
+            .and_then(|p| p.target_port);
+        for port in targets::back_ports(l, numeric) {
             if matches!(l.protocol.as_str(), "UDP" | "TCP_UDP") {
                 client_ports.insert(("udp".to_owned(), port));
             }

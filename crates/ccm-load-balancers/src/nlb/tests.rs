@@ -10,7 +10,6 @@ use crate::{
     classic::tests::{config, node, service},
     parse_service,
 };
-use ccm_aws_api::InstanceId;
 use ccm_aws_api::SecurityGroupId;
 use ccm_aws_api::SubnetId;
 use ccm_aws_api::ec2::SecurityGroup;
@@ -19,6 +18,7 @@ use ccm_aws_api::elbv2::LoadBalancerV2;
 use ccm_aws_api::elbv2::Target;
 use ccm_aws_api::elbv2::TargetGroup;
 use ccm_aws_api::elbv2::TargetHealth;
+use ccm_aws_api::elbv2::{TargetId, TargetType};
 use ccm_aws_api::{
     AwsError, ErrorKind,
     ec2::MockEc2,
@@ -129,17 +129,26 @@ pub(crate) fn converged(desired: &Desired) -> Observed {
         );
         tg.health_check = desired.health_check.to_aws();
         tg.load_balancer_arns = vec!["arn:lb".into()];
+        tg.target_type = l.target_group.target_type.as_str().to_owned();
         tags.insert(tg_arn.clone(), desired.tags.clone());
+        let targets: Vec<(String, i32)> = match &l.target_group.ip_targets {
+            Some(ips) => ips.iter().cloned().collect(),
+            None if l.target_group.target_type == TargetType::Ip => Vec::new(),
+            None => desired
+                .instances
+                .iter()
+                .map(|i| (i.clone(), l.target_group.port))
+                .collect(),
+        };
         target_groups.push(ObservedTargetGroup {
             group: tg,
             attributes: desired.target_group_attributes.clone(),
-            targets: desired
-                .instances
-                .iter()
-                .map(|i| TargetHealth {
+            targets: targets
+                .into_iter()
+                .map(|(id, port)| TargetHealth {
                     target: Target {
-                        id: InstanceId::new(i.clone()).into(),
-                        port: l.target_group.port,
+                        id: TargetId::parse(&id),
+                        port,
                     },
                     state: "healthy".into(),
                     reason: None,
@@ -520,5 +529,6 @@ mod apply;
 mod attributes;
 mod certificates;
 mod gate;
+mod ip_targets;
 mod node_source;
 mod plan;

@@ -114,4 +114,28 @@ mod tests {
             assert_eq!(names(&backend_nodes(&config, &other, backends)), ["a", "b", "c"]);
         }
     }
+
+    #[test]
+    fn ip_targets_follow_the_endpoints_and_keep_every_node_for_the_rules() {
+        let cluster = ccm_tagging::ClusterTags::new("c1", false).unwrap();
+        let config = LoadBalancerConfig::new(cluster, ccm_aws_api::VpcId::new("vpc-1"));
+        let all = [node("a"), node("b")];
+        let refs: Vec<&Node> = all.iter().collect();
+        let endpoints = ServiceEndpoints::new([on("b", 1, true)]);
+        let mut ip = service("Cluster", false);
+        ip.metadata.annotations.as_mut().unwrap().insert(
+            "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type".into(),
+            "ip".into(),
+        );
+        assert!(follows_endpoints(&config, &ip));
+        let backends = Backends::with_endpoints(&refs, &endpoints);
+        assert_eq!(names(&backend_nodes(&config, &ip, backends)), ["a", "b"]);
+        // `instance` follows nothing.
+        let mut instance = ip.clone();
+        instance.metadata.annotations.as_mut().unwrap().insert(
+            "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type".into(),
+            "instance".into(),
+        );
+        assert!(!follows_endpoints(&config, &instance));
+    }
 }
