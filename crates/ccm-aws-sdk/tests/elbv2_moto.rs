@@ -275,7 +275,8 @@ async fn an_ip_target_group_takes_addresses_on_their_own_ports() {
         id: TargetId::Ip(std::net::IpAddr::from([10, 77, 1, last])),
         port,
     };
-    let targets = vec![ip(10, 8080), ip(11, 8080), ip(11, 9090)];
+    // Each address on its own port (a named target port resolves per pod).
+    let targets = vec![ip(10, 8080), ip(11, 8080), ip(12, 9090)];
     elbv2.register_targets(&tg.arn, &targets).await.unwrap();
     let mut found: Vec<Target> = elbv2
         .target_health(&tg.arn)
