@@ -577,28 +577,39 @@ async fn deleted_node_rules<E: CatalogLookup, L: Elb, V: Elbv2>(
 }
 
 /// The instances whose network interfaces in the cluster's VPC hold `addresses` (pods' addresses, under the AWS
-/// VPC CNI on their node's interfaces), 200 addresses a call.
+/// VPC CNI on their node's interfaces), 200 addresses a call. Addresses no interface holds any more (the pods
+/// are gone) lead to every instance of the cluster in the VPC instead (one more read): their groups may hold the
+/// NLB's rules, and a group without the cluster tag is found only through them.
 async fn instances_of_addresses<E: Ec2>(
     ec2: &E,
     config: &LoadBalancerConfig,
     addresses: BTreeSet<String>,
 ) -> Result<BTreeSet<String>, Error> {
-    let addresses: Vec<String> = addresses.into_iter().collect();
+    let context = "reading the instances of the NLB's IP targets";
+    let vpc = Filter::new("vpc-id", [config.vpc_id.as_str()]);
+    let all: Vec<String> = addresses.iter().cloned().collect();
     let mut instances = BTreeSet::new();
-    for chunk in addresses.chunks(200) {
+    let mut unresolved = addresses;
+    for chunk in all.chunks(200) {
         let filters = [
-            Filter::new("vpc-id", [config.vpc_id.as_str()]),
+            vpc.clone(),
             Filter::new("addresses.private-ip-address", chunk.iter().map(String::as_str)),
         ];
         let interfaces = ec2
             .network_interfaces(&filters)
             .await
-            .map_err(Error::aws("reading the interfaces of the NLB's IP targets"))?;
-        instances.extend(
-            interfaces
-                .into_iter()
-                .filter_map(|i| i.attached_instance.map(InstanceId::into_string)),
-        );
+            .map_err(Error::aws(context))?;
+        for interface in interfaces {
+            for address in &interface.private_ips {
+                unresolved.remove(address);
+            }
+            instances.extend(interface.attached_instance.map(InstanceId::into_string));
+        }
+    }
+    if !unresolved.is_empty() {
+        let filters = [Filter::tag_key(config.cluster.key()), vpc];
+        let cluster = ec2.instances(&filters).await.map_err(Error::aws(context))?;
+        instances.extend(cluster.into_iter().map(|i| i.id.into_string()));
     }
     Ok(instances)
 }
