@@ -1,9 +1,7 @@
 //! End to end: an NLB Service with `aws-load-balancer-target-nodes-with-endpoints: "true"` and
 //! `externalTrafficPolicy: Local` has as targets only the nodes that run a ready endpoint, following its
 //! EndpointSlices, with the `aws-cloud-controller-manager` binary against moto and the real kube-apiserver (1.20:
-//! `discovery.k8s.io/v1beta1`). The test apiserver runs no controller-manager, so the slices are written here as
-//! the EndpointSlice controller of 1.20 writes them (the node in `topology`; `serving` and `terminating` with the
-//! `EndpointSliceTerminatingCondition` gate the test apiserver turns on).
+//! `discovery.k8s.io/v1beta1`; the slices written as its EndpointSlice controller writes them, `common::slices`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
@@ -15,39 +13,10 @@ use common::{
     Ccm, eventually,
     nlb::{key, service},
     nlb_world::{hostname, start_world},
+    slices::{self, endpoints},
 };
-use kube::{
-    Api,
-    api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
-};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
-
-/// The EndpointSlice API the apiserver serves (`v1`, else `v1beta1`).
-async fn slices_api(client: &kube::Client) -> (Api<DynamicObject>, ApiResource) {
-    let version = match client.list_api_group_resources("discovery.k8s.io/v1").await {
-        Ok(list) if list.resources.iter().any(|r| r.name == "endpointslices") => "v1",
-        _ => "v1beta1",
-    };
-    let gvk = GroupVersionKind::gvk("discovery.k8s.io", version, "EndpointSlice");
-    let resource = ApiResource::from_gvk_with_plural(&gvk, "endpointslices");
-    (
-        Api::namespaced_with(client.clone(), "default", &resource),
-        resource,
-    )
-}
-
-/// The endpoints of a slice: (address, node, ready, terminating) each.
-fn endpoints(of: &[(&str, &str, bool, bool)]) -> serde_json::Value {
-    of.iter()
-        .map(|(ip, node, ready, terminating)| {
-            json!({
-                "addresses": [ip],
-                "conditions": { "ready": ready, "serving": *ready || *terminating, "terminating": terminating },
-                "topology": { "kubernetes.io/hostname": node },
-            })
-        })
-        .collect()
-}
 
 /// The ELBv2 requests the CCM made so far (`aws_api_requests_total`, all operations and outcomes). EC2's are
 /// left out: the node controllers' periodic reads would make the count move on their own.
@@ -64,21 +33,17 @@ async fn elbv2_requests(ccm: &Ccm) -> f64 {
 async fn e2e_nlb_targets_only_the_nodes_with_ready_endpoints() {
     let (world, instances, services, _events, nlb, mut ccm) = start_world("", 3).await;
     let client = TestEnv::get().kube_client().await.unwrap();
-    let (slices, resource) = slices_api(&client).await;
+    let api = slices::slices_api(&client).await;
+    let slices = api.0.clone();
     let name = unique_name("nlb-eps");
 
     // Pods: ready on the first node, starting on the second; none on the third.
     let slice_name = format!("{name}-abc");
-    let slice: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": resource.api_version,
-        "kind": "EndpointSlice",
-        "metadata": { "name": slice_name, "labels": { "kubernetes.io/service-name": name } },
-        "addressType": "IPv4",
-        "endpoints": endpoints(&[("10.1.0.1", &instances[0], true, false), ("10.1.0.2", &instances[1], false, false)]),
-        "ports": [{ "name": "", "port": 8080, "protocol": "TCP" }],
-    }))
-    .unwrap();
-    slices.create(&PostParams::default(), &slice).await.unwrap();
+    let pods = endpoints(&[
+        ("10.1.0.1", &instances[0], true, false),
+        ("10.1.0.2", &instances[1], false, false),
+    ]);
+    slices::create(&api, &slice_name, &name, Some(slices::MANAGED_BY.1), "", pods).await;
     let annotations = BTreeMap::from([(key("target-nodes-with-endpoints"), "true".to_owned())]);
     let mut svc = service(&name, &[(80, "TCP")], &annotations);
     svc.spec.as_mut().unwrap().external_traffic_policy = Some("Local".into());

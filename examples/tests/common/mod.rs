@@ -6,6 +6,7 @@
 pub mod lb;
 pub mod nlb;
 pub mod nlb_world;
+pub mod slices;
 
 pub use ccm_testing::nodes::{is_initialized as initialized, label, taint_keys};
 
