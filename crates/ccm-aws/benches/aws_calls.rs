@@ -3,7 +3,9 @@
 //! ones, by operation. Calls are deterministic, so these figures are the same on every machine; the Go
 //! controller's, from reading its code (see the project's performance notes), are printed beside them.
 //!
-//! Last, the rules on the nodes' group for many NLBs, with CIDR rules and referencing each NLB's group.
+//! Then the rules on the nodes' group for many NLBs, with CIDR rules and referencing each NLB's group, and last
+//! the calls of a rolling update of an NLB with IP targets (`aws-load-balancer-nlb-target-type: ip`), whose
+//! table the benchmark also writes into the load balancer docs (between its markers).
 //!
 //! Needs the test environment's variables (`set -a; . $dir/env; set +a`), then
 //! `cargo bench -p ccm-aws --bench aws-calls`. `BENCH_PORTS` (2) sets the Service's ports, `BENCH_RULE_NLBS`
@@ -163,6 +165,98 @@ async fn main() {
     );
     drift_budget(classic_pass, steps[4].total, u64::try_from(ports).unwrap_or(2));
     rule_counts().await;
+    ip_rollouts(&w).await;
+}
+
+/// The calls of rolling updates of an NLB with IP targets, 20 and 200 pods replaced 25% at a time (a
+/// Deployment's default surge): per step the new pods turn ready, then the old ones terminate, then their
+/// slice entries go, each an endpoint update as the service controller hands it. Printed, and written into
+/// docs/load-balancers.md between its markers.
+async fn ip_rollouts(w: &World) {
+    let mut rows = Vec::new();
+    for pods in [20_u16, 200] {
+        rows.push(ip_rollout(w, pods).await);
+    }
+    let mut table = String::from(
+        "| pods | steps | endpoint updates | calls | mutating | operations |\n|---:|---:|---:|---:|---:|---|\n",
+    );
+    for (pods, steps, updates, step) in &rows {
+        table.push_str(&format!(
+            "| {pods} | {steps} | {updates} | {} | {} | {} |\n",
+            step.total, step.mutating, step.operations
+        ));
+    }
+    println!("\nNLB with IP targets: a rolling update, 25% at a time (moto)\n{table}");
+    let docs = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/load-balancers.md");
+    let (begin, end) = (
+        "<!-- BEGIN ip-target rollout: written by the aws-calls benchmark; do not edit by hand -->\n",
+        "<!-- END ip-target rollout -->",
+    );
+    let text = std::fs::read_to_string(docs).unwrap();
+    if let (Some(b), Some(e)) = (text.find(begin), text.find(end)) {
+        let updated = format!("{}{begin}{table}{}", &text[..b], &text[e..]);
+        std::fs::write(docs, updated).unwrap();
+        println!("written into docs/load-balancers.md");
+    }
+}
+
+/// One rollout of `pods` pods: (pods, steps, endpoint updates, the calls of the updates).
+async fn ip_rollout(w: &World, pods: u16) -> (u16, u16, u16, Step) {
+    use ccm_cloud_provider::{Backends, Endpoint, EndpointPort, ServiceEndpoints};
+    let lbs = w.lbs(w.config.clone());
+    let svc = service(
+        &uid(),
+        &[(80, 30080)],
+        &[(Key::Type, "nlb"), (Key::NlbTargetType, "ip")],
+    );
+    let pod = |n: u16| {
+        let [hi, lo] = n.to_be_bytes();
+        let address = std::net::IpAddr::from([10, 140, 100 + hi, lo]);
+        Endpoint::ready(address, None, vec![EndpointPort::new("p80-tcp", 8080, "TCP")])
+    };
+    let nodes = w.nodes();
+    let nodes: Vec<&Node> = nodes.iter().collect();
+    let mut current: Vec<Endpoint> = (0..pods).map(pod).collect();
+    let endpoints = ServiceEndpoints::new(current.clone());
+    let backends = Backends::with_endpoints(&nodes, &endpoints);
+    lbs.ensure_load_balancer_with("kubernetes", &svc, backends)
+        .await
+        .unwrap();
+    let before = calls(w.adapter.metrics());
+    let surge = pods.div_ceil(4);
+    let (mut steps, mut updates, mut next) = (0, 0, pods);
+    for _ in 0..pods.div_ceil(surge) {
+        steps += 1;
+        let old: Vec<Endpoint> = current.iter().take(usize::from(surge)).cloned().collect();
+        let new: Vec<Endpoint> = (next..next + surge).map(pod).collect();
+        next += surge;
+        let kept: Vec<Endpoint> = current[old.len()..].to_vec();
+        let terminating: Vec<Endpoint> = old
+            .iter()
+            .map(|e| e.clone().with_conditions(false, true, true))
+            .collect();
+        // New pods ready; the old ones terminating; the old ones gone.
+        let states = [
+            [&old[..], &kept, &new].concat(),
+            [&terminating[..], &kept, &new].concat(),
+            [&kept[..], &new].concat(),
+        ];
+        for state in &states {
+            updates += 1;
+            let endpoints = ServiceEndpoints::new(state.iter().cloned());
+            let backends = Backends::with_endpoints(&nodes, &endpoints);
+            lbs.update_load_balancer_with("kubernetes", &svc, backends)
+                .await
+                .unwrap();
+        }
+        current = [&kept[..], &new].concat();
+    }
+    let after = calls(w.adapter.metrics());
+    let step = Step::of("rollout", "", &before, &after);
+    lbs.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    (pods, steps, updates, step)
 }
 
 /// The rules on the nodes' group for `BENCH_RULE_NLBS` (50) NLBs of 3 ports, 2 source ranges and health checks

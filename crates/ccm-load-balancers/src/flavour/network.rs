@@ -13,7 +13,7 @@ use crate::{
     spec::ServiceSpec,
 };
 
-/// NLBs with instance targets.
+/// NLBs, with instance or IP targets.
 pub(crate) struct Network;
 
 impl LoadBalancerFlavour for Network {
