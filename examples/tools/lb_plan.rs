@@ -50,8 +50,8 @@ pub async fn endpoints_if_followed<L: LoadBalancer>(
         Err(e) => {
             eprintln!(
                 "lb-plan: warning: the load balancer of {namespace}/{name} follows its EndpointSlices, which could \
-                 not be read ({e:#}): the plan targets every node, where the controller targets only those that \
-                 run a ready endpoint"
+                 not be read ({e:#}): the plan targets every node (node targets) or leaves the registered pods \
+                 as they are (IP targets), where the controller follows the ready endpoints"
             );
             None
         }

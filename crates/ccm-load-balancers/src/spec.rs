@@ -119,6 +119,9 @@ pub struct ServiceSpec {
     pub endpoint_nodes_only: bool,
     /// `aws-load-balancer-nlb-target-type: ip` on an NLB: the pods' addresses are the targets.
     pub ip_targets: bool,
+    /// Whether `spec.selector` chooses pods: only then does the endpoint-slice controller write (and correct)
+    /// the Service's slices, so only then can IP targets trust them.
+    pub has_selector: bool,
     /// The endpoints IP targets are made of: the ready, non-terminating endpoints of slices the endpoint-slice
     /// controller wrote, as the service controller handed them ([`ServiceSpec::with_endpoints`]). `None` where
     /// they are not known (drift repair, a caller that hands none): the IP targets registered are then left as
@@ -354,8 +357,10 @@ impl ServiceSpec {
         if self.ip_targets
             && let Some(endpoints) = endpoints
         {
-            let usable = endpoints.ready().filter(|e| e.managed).cloned().collect();
-            self.pod_endpoints = Some(usable);
+            // Without a selector no controller writes (or corrects) the slices: whoever labels one as the
+            // controller's could name any address. Such a Service has no pod targets (a Warning says so).
+            let usable = endpoints.ready().filter(|e| e.managed && self.has_selector);
+            self.pod_endpoints = Some(usable.cloned().collect());
         }
         self
     }

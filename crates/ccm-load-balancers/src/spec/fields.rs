@@ -83,7 +83,19 @@ pub(crate) fn spec(
             .is_some_and(|v| v == "true")
     });
     let endpoint_nodes_only = endpoint_nodes_only(k8s, a, &flavour, found);
+    let has_selector = k8s.selector.as_ref().is_some_and(|s| !s.is_empty());
     let ip_targets = ip_targets(a, &flavour, endpoint_nodes_only, found);
+    if ip_targets && !has_selector {
+        found.warn(Warning {
+            field: "spec.selector".to_owned(),
+            value: String::new(),
+            message: format!(
+                "none: with {}: ip the targets are the pods the selector chooses (slices written for a Service \
+                 without one are not trusted), so this NLB has no targets",
+                Key::NlbTargetType.name()
+            ),
+        });
+    }
     let (namespace, name) = super::namespace_and_name(service);
     ServiceSpec {
         namespace: namespace.to_owned(),
@@ -108,6 +120,7 @@ pub(crate) fn spec(
         target_node_labels: a.pairs(Key::TargetNodeLabels).unwrap_or_default().to_vec(),
         endpoint_nodes_only,
         ip_targets,
+        has_selector,
         pod_endpoints: None,
         backend_protocol: a.text(Key::BackendProtocol).map(str::to_owned),
         ssl_cert,

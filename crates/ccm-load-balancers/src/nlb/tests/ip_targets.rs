@@ -18,6 +18,13 @@ fn pod(last: u8, port: u16) -> Endpoint {
     Endpoint::ready(IpAddr::from([10, 0, 1, last]), Some("node-i-1"), ports)
 }
 
+/// An NLB Service with IP targets and a selector (as the endpoint-slice controller needs).
+fn ip_service() -> Service {
+    let mut svc = nlb_service(&[IP], &[(80, 30080)]);
+    svc.spec.as_mut().unwrap().selector = Some([("app".to_owned(), "web".to_owned())].into());
+    svc
+}
+
 fn spec_of(service: &Service, endpoints: Option<&ServiceEndpoints>) -> crate::ServiceSpec {
     parse_service(service).unwrap().with_endpoints(endpoints)
 }
@@ -32,7 +39,7 @@ fn ip_desired(endpoints: &[Endpoint]) -> Desired {
     let mut c = config();
     c.manage_node_security_groups = false;
     let endpoints = ServiceEndpoints::new(endpoints.iter().cloned());
-    build_of(&nlb_service(&[IP], &[(80, 30080)]), Some(&endpoints), &c)
+    build_of(&ip_service(), Some(&endpoints), &c)
 }
 
 fn targets(d: &Desired) -> Vec<(String, i32)> {
@@ -60,13 +67,19 @@ fn ip_groups_target_the_ready_pods_of_the_slice_controller_on_their_ports() {
         "the target port (the Service's port when none is given)"
     );
     assert_eq!(targets(&d), [pair(1, 8080), pair(5, 8080)]);
+    // Without a selector no controller writes the slices: none is trusted, and a Warning says why.
+    let mut selectorless = ip_service();
+    selectorless.spec.as_mut().unwrap().selector = None;
+    let spec = spec_of(&selectorless, Some(&ServiceEndpoints::new([pod(1, 8080)])));
+    assert_eq!(spec.pod_endpoints, Some(Vec::new()));
+    assert_eq!(spec.warnings[0].field, "spec.selector");
     // Another group than the instance one: a change of target type is a new group.
     let instance = desired(&[], &[(80, 30080)]);
     assert_ne!(tg.name, instance.listeners[0].target_group.name);
     // The pods are checked themselves, under Local too: not the health check node port.
     assert_eq!(d.health_check.protocol, "TCP");
     assert_eq!(d.health_check.port, "traffic-port");
-    let mut local = nlb_service(&[IP], &[(80, 30080)]);
+    let mut local = ip_service();
     let spec = local.spec.as_mut().unwrap();
     spec.external_traffic_policy = Some("Local".into());
     spec.health_check_node_port = Some(32000);
@@ -122,7 +135,7 @@ fn ip_targets_are_left_alone_when_the_endpoints_are_not_known() {
     let known = ip_desired(&[pod(1, 8080)]);
     let mut c = config();
     c.manage_node_security_groups = false;
-    let unknown = build_of(&nlb_service(&[IP], &[(80, 30080)]), None, &c);
+    let unknown = build_of(&ip_service(), None, &c);
     assert_eq!(unknown.listeners[0].target_group.ip_targets, None);
     assert_eq!(
         unknown.listeners[0].target_group.name,
@@ -161,7 +174,7 @@ fn a_switch_between_instance_and_ip_targets_swaps_the_group_under_the_same_nlb()
 
 #[test]
 fn named_target_ports_resolve_per_pod_and_the_nodes_open_the_pods_ports() {
-    let mut svc = nlb_service(&[IP], &[(80, 30080)]);
+    let mut svc = ip_service();
     let port = &mut svc.spec.as_mut().unwrap().ports.as_mut().unwrap()[0];
     port.target_port = Some(IntOrString::String("web".into()));
     let endpoints = ServiceEndpoints::new([pod(1, 8080), pod(2, 9090)]);
@@ -174,7 +187,7 @@ fn named_target_ports_resolve_per_pod_and_the_nodes_open_the_pods_ports() {
     // Without endpoints a named port's numbers are not known: the nodes' rules are left as they are.
     assert!(build_of(&svc, None, &config()).node_access.is_none());
     // A numeric target port is opened with no pod ready too (as drift repair, knowing no endpoints, opens it).
-    let mut numeric = nlb_service(&[IP], &[(80, 30080)]);
+    let mut numeric = ip_service();
     numeric.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].target_port = Some(IntOrString::Int(8443));
     for endpoints in [None, Some(&ServiceEndpoints::default())] {
         let access = build_of(&numeric, endpoints, &config()).node_access.unwrap();
