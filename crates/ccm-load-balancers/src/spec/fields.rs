@@ -84,18 +84,7 @@ pub(crate) fn spec(
     });
     let endpoint_nodes_only = endpoint_nodes_only(k8s, a, &flavour, found);
     let has_selector = k8s.selector.as_ref().is_some_and(|s| !s.is_empty());
-    let ip_targets = ip_targets(a, &flavour, endpoint_nodes_only, found);
-    if ip_targets && !has_selector {
-        found.warn(Warning {
-            field: "spec.selector".to_owned(),
-            value: String::new(),
-            message: format!(
-                "none: with {}: ip the targets are the pods the selector chooses (slices written for a Service \
-                 without one are not trusted), so this NLB has no targets",
-                Key::NlbTargetType.name()
-            ),
-        });
-    }
+    let ip_targets = ip_targets(a, &flavour, (endpoint_nodes_only, has_selector), found);
     let (namespace, name) = super::namespace_and_name(service);
     ServiceSpec {
         namespace: namespace.to_owned(),
@@ -198,8 +187,14 @@ fn endpoint_nodes_only(
 
 /// Whether the NLB's targets are the pods' addresses (`aws-load-balancer-nlb-target-type: ip`). On a Classic
 /// ELB `ip` is a problem (it has instances only); beside `target-nodes-with-endpoints` too (nodes are no targets
-/// then: the author wants one or the other); `target-node-labels` then chooses no target, which a Warning says.
-fn ip_targets(a: &Annotations, flavour: &Flavour, endpoint_nodes_only: bool, found: &mut Findings) -> bool {
+/// then: the author wants one or the other); `target-node-labels` then chooses no target, and a Service without a
+/// selector gets none (its slices are nobody's to trust): a Warning says each.
+fn ip_targets(
+    a: &Annotations,
+    flavour: &Flavour,
+    (endpoint_nodes_only, has_selector): (bool, bool),
+    found: &mut Findings,
+) -> bool {
     if a.text(Key::NlbTargetType) != Some("ip") {
         return false;
     }
@@ -236,6 +231,17 @@ fn ip_targets(a: &Annotations, flavour: &Flavour, endpoint_nodes_only: bool, fou
             value,
             message: format!(
                 "no effect on the targets with {}: ip (the pods are the targets, wherever they run)",
+                Key::NlbTargetType.name()
+            ),
+        });
+    }
+    if !has_selector {
+        found.warn(Warning {
+            field: "spec.selector".to_owned(),
+            value: String::new(),
+            message: format!(
+                "none: with {}: ip the targets are the pods the selector chooses (slices written for a Service \
+                 without one are not trusted), so this NLB has no targets",
                 Key::NlbTargetType.name()
             ),
         });
