@@ -1,11 +1,18 @@
-//! [`plan_for`]: the dry run of a Service manifest, for tools (`lb-plan`).
+//! The dry run of [`AwsLoadBalancers`] (the model and the plan, reading only), and [`plan_for`]: that of a
+//! Service manifest, for tools (`lb-plan`).
 
 use ccm_aws_api::{Ec2, Elb, Elbv2};
 use ccm_cloud_provider::{Backends, ServiceEndpoints};
 use k8s_openapi::api::core::v1::{Node, Service};
 
 use super::AwsLoadBalancers;
-use crate::{Error, dry_run::DryRun};
+use crate::{
+    Error,
+    dry_run::{DryRun, ports_without_node_port},
+    flavour::{Classic, LoadBalancerFlavour, Network, Scope},
+    ownership::{self, Claimant, Purpose},
+    spec::{Flavour, ServiceSpec, parse_service_with},
+};
 
 /// Dry run for a Service manifest (JSON, as `kubectl get svc -o json` prints it) and nodes: the desired model
 /// and the plan an ensure with `cluster_name` (the controller's `--cluster-name`) would apply, reading AWS through the ports and writing nothing. `Display` prints
@@ -48,4 +55,65 @@ pub enum PlanForError {
     /// Planning failed.
     #[error(transparent)]
     Plan(#[from] Error),
+}
+
+impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoadBalancers<E, L, V> {
+    /// The dry run: the desired model and the plan against the current AWS state, reading only. `cluster_name`
+    /// is the controller's `--cluster-name`, as ensure is given it (it names an NLB's managed security group).
+    /// Plans for `nodes` as given; the contract's `plan_load_balancer` gives it only those [`NodeTargets`] keeps.
+    pub async fn dry_run(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+    ) -> Result<DryRun, Error> {
+        self.dry_run_for(cluster_name, service, nodes, None).await
+    }
+
+    /// [`Self::dry_run`] given the Service's endpoints (IP targets are planned from them; without them the
+    /// registered ones are left as they are).
+    pub(crate) async fn dry_run_for(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[&Node],
+        endpoints: Option<&ServiceEndpoints>,
+    ) -> Result<DryRun, Error> {
+        let spec = parse_service_with(service, &self.config.attribute_keys)?.with_endpoints(endpoints);
+        let (spec, rename) = if spec.flavour == Flavour::External {
+            (spec, None)
+        } else {
+            self.rename_of(service, spec).await?
+        };
+        let mut run = if spec.flavour == Flavour::Network {
+            Box::pin(self.dry_run_with::<Network>(cluster_name, spec, nodes)).await?
+        } else {
+            self.dry_run_with::<Classic>(cluster_name, spec, nodes).await?
+        };
+        run.waiting_ports = ports_without_node_port(service);
+        if let Some(rename) = rename {
+            // The rename first: with consent the plan is the new load balancer's, made once the old one is gone.
+            run.recreation = Some(crate::dry_run::Recreation {
+                replaces: rename.consent,
+                reason: rename.reason,
+            });
+        }
+        Ok(run)
+    }
+
+    async fn dry_run_with<F: LoadBalancerFlavour>(
+        &self,
+        cluster_name: &str,
+        spec: ServiceSpec,
+        nodes: &[&Node],
+    ) -> Result<DryRun, Error> {
+        let (spec, subnets) = self.subnets_or_ipv4(&spec).await?;
+        let desired = F::build(&spec, nodes, &self.config, cluster_name, &subnets)?;
+        let observed = F::observe(&self.ports(), &desired, Scope::Full).await?;
+        // The plan an ensure would apply, so refused as an ensure would be: never a plan against another's.
+        let claimant = Claimant::new(F::name(&desired), &spec.key(), &spec.uid);
+        ownership::claim(&self.config, &claimant, F::found(&observed), Purpose::Serve)?;
+        let changes = F::plan(&desired, &observed);
+        Ok(F::dry_run(spec.into_owned(), desired, changes))
+    }
 }
