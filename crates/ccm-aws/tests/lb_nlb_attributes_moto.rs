@@ -275,6 +275,14 @@ async fn a_protected_nlb_is_recreated_only_once_the_service_turns_protection_off
     );
     let kept = w.adapter.elbv2().load_balancer(&name).await.unwrap().unwrap();
     assert_eq!((kept.arn.as_str(), kept.internal), (arn.as_str(), false));
+    // The dry run (`--dry-run`, `lb-plan`) says what the ensure would: the same refusal, not a plan.
+    let nodes = w.nodes();
+    let refs: Vec<&k8s_openapi::api::core::v1::Node> = nodes.iter().collect();
+    let refused = lbs
+        .dry_run(CLUSTER_NAME, &with("deletion_protection.enabled=true"), &refs)
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("deletion protection"), "{refused}");
 
     // The Service turns protection off: protection goes, then the NLB is made again, internal.
     let consented = with("deletion_protection.enabled=false");

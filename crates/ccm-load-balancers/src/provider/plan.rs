@@ -114,6 +114,9 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let claimant = Claimant::new(F::name(&desired), &spec.key(), &spec.uid);
         ownership::claim(&self.config, &claimant, F::found(&observed), Purpose::Serve)?;
         let changes = F::plan(&desired, &observed);
+        // Refused as the ensure refuses it (a protected NLB's recreation): a plan that AWS would stop part-way
+        // is no plan to show.
+        F::check_plan(&desired, &observed, &changes)?;
         Ok(F::dry_run(spec.into_owned(), desired, changes))
     }
 }
