@@ -173,3 +173,28 @@ async fn an_nlb_with_ip_targets_follows_its_pods_and_is_deleted_clean() {
     assert!(left.is_empty(), "{left:?}");
     assert_eq!(node_ports(&w, &name).await, Vec::<i32>::new());
 }
+
+/// `allocateLoadBalancerNodePorts: false`: a Service without node ports is served with IP targets (the pods are
+/// reached directly), where instance targets refuse it.
+#[tokio::test]
+async fn ip_targets_serve_a_service_without_node_ports() {
+    let w = ccm_testing::lb_world::world(181, "ipnoport", true).await;
+    let lbs = w.lbs(w.config.clone());
+    let mut svc = ccm_testing::lb_world::service(
+        &uid(),
+        &[(80, 30080)],
+        &[(Key::Type, "nlb"), (Key::NlbTargetType, "ip")],
+    );
+    let spec = svc.spec.as_mut().unwrap();
+    spec.allocate_load_balancer_node_ports = Some(false);
+    spec.ports.as_mut().unwrap()[0].node_port = None;
+    let pods = [pod(10)];
+    let made = ensure(&lbs, &w, &svc, &pods).await;
+    assert_eq!(made.get("CreateLoadBalancer"), Some(&1), "{made:?}");
+    let [group] = &groups(&w).await[..] else { panic!() };
+    assert_eq!(targets(&w, group).await, [address(10)]);
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &svc)
+        .await
+        .unwrap();
+    assert!(groups(&w).await.is_empty());
+}

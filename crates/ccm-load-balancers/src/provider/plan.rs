@@ -80,6 +80,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         endpoints: Option<&ServiceEndpoints>,
     ) -> Result<DryRun, Error> {
         let spec = parse_service_with(service, &self.config.attribute_keys)?.with_endpoints(endpoints);
+        // IP targets wait for no node port.
+        let needs_node_ports = !spec.ip_targets;
         let (spec, rename) = if spec.flavour == Flavour::External {
             (spec, None)
         } else {
@@ -90,7 +92,9 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         } else {
             self.dry_run_with::<Classic>(cluster_name, spec, nodes).await?
         };
-        run.waiting_ports = ports_without_node_port(service);
+        if needs_node_ports {
+            run.waiting_ports = ports_without_node_port(service);
+        }
         if let Some(rename) = rename {
             // The rename first: with consent the plan is the new load balancer's, made once the old one is gone.
             run.recreation = Some(crate::dry_run::Recreation {

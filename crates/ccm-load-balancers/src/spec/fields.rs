@@ -67,7 +67,9 @@ pub(crate) fn spec(
     found: &mut Findings,
 ) -> ServiceSpec {
     let meta = &service.metadata;
-    let (ports, protocols) = ports(k8s, &flavour, found);
+    // IP targets need no node port (`allocateLoadBalancerNodePorts: false`): the pods are reached directly.
+    let pods_targeted = flavour == Flavour::Network && a.text(Key::NlbTargetType) == Some("ip");
+    let (ports, protocols) = ports(k8s, &flavour, pods_targeted, found);
     let (source_ranges, source_ranges_defaulted) = source_ranges(k8s, a, found);
     let access_log = access_log(a, found);
     let health_check = health_check(a, &flavour, &ports, found);
@@ -249,8 +251,14 @@ fn ip_targets(
     true
 }
 
-/// The ports with node ports, and the protocols used (in order of appearance).
-fn ports(k8s: &K8sServiceSpec, flavour: &Flavour, found: &mut Findings) -> (Vec<PortSpec>, Vec<String>) {
+/// The ports with node ports (every port when `pods_targeted`: IP targets need none, a missing one is 0), and
+/// the protocols used (in order of appearance).
+fn ports(
+    k8s: &K8sServiceSpec,
+    flavour: &Flavour,
+    pods_targeted: bool,
+    found: &mut Findings,
+) -> (Vec<PortSpec>, Vec<String>) {
     let mut ports = Vec::new();
     let service_ports = k8s.ports.as_deref().unwrap_or_default();
     if service_ports.is_empty() && *flavour != Flavour::External {
@@ -274,8 +282,8 @@ fn ports(k8s: &K8sServiceSpec, flavour: &Flavour, found: &mut Findings) -> (Vec<
         if !protocols.contains(&protocol) {
             protocols.push(protocol.clone());
         }
-        match p.node_port {
-            Some(node_port) if node_port > 0 => ports.push(PortSpec {
+        match p.node_port.filter(|n| *n > 0).or(pods_targeted.then_some(0)) {
+            Some(node_port) => ports.push(PortSpec {
                 name: p.name.clone().unwrap_or_default(),
                 protocol,
                 port: p.port,

@@ -214,3 +214,26 @@ fn ip_targets_are_refused_where_they_cannot_be_served() {
     let instance = parse_service(&service(&[(Key::NlbTargetType, "instance")], &[(80, 30080)])).unwrap();
     assert!(!instance.ip_targets && instance.warnings.is_empty());
 }
+
+#[test]
+fn ip_targets_need_no_node_port() {
+    let mut svc = ip_service();
+    svc.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].node_port = None;
+    let d = build_of(&svc, Some(&ServiceEndpoints::new([pod(1, 80)])), &config());
+    let tg = &d.listeners[0].target_group;
+    assert_eq!((tg.target_type, tg.port), (TargetType::Ip, 80));
+    assert_eq!(targets(&d), [pair(1, 80)]);
+    let tcp: Vec<i32> = d
+        .node_access
+        .unwrap()
+        .client_ports
+        .iter()
+        .map(|(_, p)| *p)
+        .collect();
+    assert_eq!(tcp, [80], "no rule for a node port of 0");
+    // Instance targets do need one: the Service is refused until it has one.
+    let mut instance = nlb_service(&[], &[(80, 30080)]);
+    instance.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].node_port = None;
+    let error = parse_service(&instance).unwrap_err();
+    assert_eq!(error.problems[0].field, "spec.ports[].nodePort");
+}
