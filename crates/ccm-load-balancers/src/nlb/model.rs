@@ -78,7 +78,8 @@ pub struct HealthCheck {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[non_exhaustive]
 pub struct TargetGroupSpec {
-    /// The deterministic name ([`target_group_name`]).
+    /// The deterministic name ([`target_group_name`](super::target_group_name), or
+    /// [`ip_target_group_name`](super::ip_target_group_name)).
     pub name: String,
     /// `TCP`, `UDP`, `TCP_UDP`, `TLS`.
     pub protocol: String,

@@ -60,7 +60,8 @@ pub enum PlanForError {
 impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoadBalancers<E, L, V> {
     /// The dry run: the desired model and the plan against the current AWS state, reading only. `cluster_name`
     /// is the controller's `--cluster-name`, as ensure is given it (it names an NLB's managed security group).
-    /// Plans for `nodes` as given; the contract's `plan_load_balancer` gives it only those [`NodeTargets`] keeps.
+    /// Plans for `nodes` as given; the contract's `plan_load_balancer` gives it only those
+    /// [`NodeTargets`](crate::NodeTargets) keeps.
     pub async fn dry_run(
         &self,
         cluster_name: &str,
