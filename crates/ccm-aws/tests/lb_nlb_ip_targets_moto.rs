@@ -85,17 +85,23 @@ async fn targets(w: &World, group: &TargetGroup) -> Vec<String> {
     out
 }
 
-/// The TCP ports the nodes' group opens for load balancer `name` (client and health rules).
-async fn node_ports(w: &World, name: &str) -> Vec<i32> {
+/// The TCP ports the nodes' group opens for load balancer `name` (client and health rules), from `sources`
+/// (all when empty).
+async fn node_ports_from(w: &World, name: &str, sources: &[&str]) -> Vec<i32> {
     let group = w.group(&w.node_group).await.unwrap();
     let mut ports: Vec<i32> = node_rules::described_rules(&group)
         .into_iter()
         .filter(|r| r.description.ends_with(name))
+        .filter(|r| sources.is_empty() || sources.contains(&r.rule.source.as_str()))
         .map(|r| r.rule.from_port)
         .collect();
     ports.sort_unstable();
     ports.dedup();
     ports
+}
+
+async fn node_ports(w: &World, name: &str) -> Vec<i32> {
+    node_ports_from(w, name, &[]).await
 }
 
 fn address(last: u8) -> String {
@@ -125,6 +131,9 @@ async fn an_nlb_with_ip_targets_follows_its_pods_and_is_deleted_clean() {
         [8080],
         "the pods' port, not the node port"
     );
+    // From the NLB's subnets only: without client IP preservation no client reaches the pods directly.
+    let world_open = node_ports_from(&w, &name, &["0.0.0.0/0"]).await;
+    assert!(world_open.is_empty(), "{world_open:?}");
     assert_eq!(ensure(&lbs, &w, &svc, &pods).await, BTreeMap::new(), "steady");
 
     // A rollout step: pod 11 terminating, pod 12 ready: one deregistration, one registration.
@@ -158,6 +167,11 @@ async fn an_nlb_with_ip_targets_follows_its_pods_and_is_deleted_clean() {
     assert_eq!((group.target_type.as_str(), group.port), ("instance", 30080));
     assert_eq!(targets(&w, group).await.len(), w.instances.len());
     assert_eq!(node_ports(&w, &name).await, [30080]);
+    assert_eq!(
+        node_ports_from(&w, &name, &["0.0.0.0/0"]).await,
+        [30080],
+        "instance targets see the clients"
+    );
 
     // IP targets again, then the deletion: nothing of the NLB is left, on AWS or on the nodes' group.
     ensure(&lbs, &w, &svc, &step).await;

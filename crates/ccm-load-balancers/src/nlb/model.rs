@@ -26,6 +26,9 @@ use crate::{
 /// The description of the managed security group (as upstream).
 pub const MANAGED_GROUP_DESCRIPTION: &str = "[k8s] Managed SecurityGroup for LoadBalancer";
 
+/// The target group attribute of client IP preservation.
+const PRESERVE_CLIENT_IP: &str = "preserve_client_ip.enabled";
+
 /// The load balancer attribute of cross-zone load balancing.
 pub const CROSS_ZONE_ATTRIBUTE: &str = "load_balancing.cross_zone.enabled";
 
@@ -446,6 +449,9 @@ fn node_access(
 ) -> NodeAccess {
     let mut client_ports = BTreeSet::new();
     let mut health_ports = BTreeSet::new();
+    // IP targets see TCP clients' own addresses only with client IP preservation, off by default for them; else
+    // the NLB's addresses, which the health rules (from its subnets) allow. UDP always keeps them.
+    let preserved = (spec.target_group_attributes.get(PRESERVE_CLIENT_IP)).is_some_and(|v| v == "true");
     for l in listeners {
         let ip = l.target_group.target_type == TargetType::Ip;
         let numeric = spec
@@ -457,7 +463,7 @@ fn node_access(
             if matches!(l.protocol.as_str(), "UDP" | "TCP_UDP") {
                 client_ports.insert(("udp".to_owned(), port));
             }
-            if l.protocol != "UDP" {
+            if l.protocol != "UDP" && (!ip || preserved) {
                 client_ports.insert(("tcp".to_owned(), port));
             }
             if ip && l.protocol != "UDP" {

@@ -181,9 +181,25 @@ fn named_target_ports_resolve_per_pod_and_the_nodes_open_the_pods_ports() {
     let d = build_of(&svc, Some(&endpoints), &config());
     assert_eq!(targets(&d), [pair(1, 8080), pair(2, 9090)]);
     let access = d.node_access.as_ref().unwrap();
+    // From the NLB's subnets only (its own addresses: no client IP preservation), the pods' ports.
+    assert!(access.client_ports.is_empty(), "{access:?}");
+    assert_eq!(
+        access.health_ports,
+        BTreeSet::from([8080, 9090]),
+        "the pods' ports, not the node port"
+    );
+    // With client IP preservation the clients' ranges reach the pods too.
+    let mut preserving = svc.clone();
+    let annotations = preserving.metadata.annotations.as_mut().unwrap();
+    annotations.insert(
+        Key::TargetGroupAttributes.name().into(),
+        "preserve_client_ip.enabled=true".into(),
+    );
+    let access = build_of(&preserving, Some(&endpoints), &config())
+        .node_access
+        .unwrap();
     let tcp: Vec<i32> = access.client_ports.iter().map(|(_, p)| *p).collect();
-    assert_eq!(tcp, [8080, 9090], "the pods' ports, not the node port");
-    assert!(access.health_ports.contains(&8080) && access.health_ports.contains(&9090));
+    assert_eq!(tcp, [8080, 9090]);
     // Without endpoints a named port's numbers are not known: the nodes' rules are left as they are.
     assert!(build_of(&svc, None, &config()).node_access.is_none());
     // A numeric target port is opened with no pod ready too (as drift repair, knowing no endpoints, opens it).
@@ -191,7 +207,7 @@ fn named_target_ports_resolve_per_pod_and_the_nodes_open_the_pods_ports() {
     numeric.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].target_port = Some(IntOrString::Int(8443));
     for endpoints in [None, Some(&ServiceEndpoints::default())] {
         let access = build_of(&numeric, endpoints, &config()).node_access.unwrap();
-        assert_eq!(access.client_ports, BTreeSet::from([("tcp".to_owned(), 8443)]));
+        assert_eq!(access.health_ports, BTreeSet::from([8443]));
     }
 }
 
@@ -223,14 +239,13 @@ fn ip_targets_need_no_node_port() {
     let tg = &d.listeners[0].target_group;
     assert_eq!((tg.target_type, tg.port), (TargetType::Ip, 80));
     assert_eq!(targets(&d), [pair(1, 80)]);
-    let tcp: Vec<i32> = d
-        .node_access
-        .unwrap()
-        .client_ports
-        .iter()
-        .map(|(_, p)| *p)
-        .collect();
-    assert_eq!(tcp, [80], "no rule for a node port of 0");
+    let access = d.node_access.unwrap();
+    assert_eq!(
+        access.health_ports,
+        BTreeSet::from([80]),
+        "no rule for a node port of 0"
+    );
+    assert!(access.client_ports.is_empty());
     // Instance targets do need one: the Service is refused until it has one.
     let mut instance = nlb_service(&[], &[(80, 30080)]);
     instance.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].node_port = None;
