@@ -11,6 +11,8 @@ use k8s_openapi::api::core::v1::{Node, Service};
 
 const CLUSTER_NAME: &str = "kubernetes";
 const RECORD: &str = "kubernetes.io/additional-resource-tags";
+/// The Go controller's record (its pull request #1447), comma separated, on NLBs and their listeners and groups.
+const GO_RECORD: &str = "kubernetes.io/cloud-controller/managed-tags";
 
 fn service(uid: &str, nlb: bool, tags: Option<&str>) -> Service {
     let mut annotations = Vec::new();
@@ -65,13 +67,17 @@ async fn dropped_keys_leave_the_nlb_its_listener_target_group_and_managed_group(
         "by-hand",
         "env",
         RECORD,
+        GO_RECORD,
         "kubernetes.io/service-name",
         "kubernetes.io/service-uid",
         "team",
     ];
     for tags in elbv2.tags(&arns).await.unwrap().values() {
         assert_eq!(keys(tags), all);
-        assert_eq!(tags[RECORD], "env team");
+        assert_eq!(
+            (tags[RECORD].as_str(), tags[GO_RECORD].as_str()),
+            ("env team", "env,team")
+        );
     }
 
     // `env` dropped: gone everywhere, `team` changed, the hand tag kept.
@@ -79,6 +85,7 @@ async fn dropped_keys_leave_the_nlb_its_listener_target_group_and_managed_group(
     let kept = [
         "by-hand",
         RECORD,
+        GO_RECORD,
         "kubernetes.io/service-name",
         "kubernetes.io/service-uid",
         "team",
@@ -89,8 +96,10 @@ async fn dropped_keys_leave_the_nlb_its_listener_target_group_and_managed_group(
             (kept.to_vec(), "b", "team")
         );
     }
+    // The managed group carries our record only (the Go controller tags no group with its own).
     let tags = group_tags(&w, &managed).await;
-    assert_eq!((keys(&tags), tags["team"].as_str()), (kept.to_vec(), "b"));
+    let kept_on_group: Vec<&str> = kept.iter().copied().filter(|k| *k != GO_RECORD).collect();
+    assert_eq!((keys(&tags), tags["team"].as_str()), (kept_on_group, "b"));
 
     // The annotation gone: its keys and the record go; steady afterwards.
     let plain = service(&uid, true, None);
@@ -114,6 +123,39 @@ async fn dropped_keys_leave_the_nlb_its_listener_target_group_and_managed_group(
         Default::default()
     );
     lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &plain)
+        .await
+        .unwrap();
+}
+
+/// An NLB as a Go controller with its pull request #1447 leaves it (its record, not ours): a key dropped after the
+/// takeover is removed all the same, and both records are current afterwards.
+#[tokio::test]
+async fn keys_the_go_controllers_record_names_are_removed_after_a_takeover() {
+    let w = ccm_testing::lb_world::world(190, "gotags", true).await;
+    let lbs = w.lbs(w.config.clone());
+    let uid = uid();
+    ensure(&lbs, &service(&uid, true, Some("team=a,env=prod")), &w).await;
+    let name = lbs.load_balancer_name(CLUSTER_NAME, &service(&uid, true, None));
+    let elbv2 = w.adapter.elbv2();
+    let lb = elbv2.load_balancer(&name).await.unwrap().unwrap();
+    let listener = elbv2.listeners(&lb.arn).await.unwrap()[0].arn.clone();
+    let group = elbv2.target_groups(&lb.arn).await.unwrap()[0].arn.clone();
+    let arns = vec![lb.arn.clone(), listener, group];
+    elbv2.remove_tags(&arns, &[RECORD.to_owned()]).await.unwrap();
+
+    ensure(&lbs, &service(&uid, true, Some("team=b")), &w).await;
+    for tags in elbv2.tags(&arns).await.unwrap().values() {
+        assert!(!tags.contains_key("env"), "{tags:?}");
+        assert_eq!(
+            (
+                tags["team"].as_str(),
+                tags[RECORD].as_str(),
+                tags[GO_RECORD].as_str()
+            ),
+            ("b", "team", "team")
+        );
+    }
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &service(&uid, true, None))
         .await
         .unwrap();
 }

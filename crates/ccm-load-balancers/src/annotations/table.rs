@@ -91,9 +91,10 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         applies: Applies::Both,
         doc: "Extra tags for the load balancer and the resources made for it. The value is everything after the \
               first `=`. The keys applied are recorded on each resource (tag \
-              `kubernetes.io/additional-resource-tags`): a key dropped from the annotation is removed from every \
-              resource that got it; tags added by hand never are. `aws:` keys and the controller's own are \
-              refused.",
+              `kubernetes.io/additional-resource-tags`; on an NLB and its listeners and target groups also under \
+              the Go controller's `kubernetes.io/cloud-controller/managed-tags`, comma separated, and either record \
+              is read): a key dropped from the annotation is removed from every resource that got it; tags added \
+              by hand never are. `aws:` keys and the controller's own are refused.",
     },
     AnnotationDef {
         key: Key::TargetNodeLabels,

@@ -54,8 +54,9 @@ impl ValueType {
             Self::CidrList => "comma-separated CIDRs (10.0.0.0/8, 2001:db8::/32)".to_owned(),
             Self::TagList => {
                 "comma-separated key=value tags (key 1-128 characters, not aws:... and not the controller's own \
-                 kubernetes.io/cluster/..., KubernetesCluster, kubernetes.io/service-name or \
-                 kubernetes.io/additional-resource-tags; value up to 256)"
+                 kubernetes.io/cluster/..., KubernetesCluster, kubernetes.io/service-name, \
+                 kubernetes.io/additional-resource-tags or kubernetes.io/cloud-controller/managed-tags; value up \
+                 to 256)"
                     .to_owned()
             }
             Self::LabelList => "comma-separated key=value node labels (value may be empty)".to_owned(),
@@ -201,11 +202,14 @@ pub fn parse_value(key: Key, raw: &str) -> Result<Value, String> {
 
 /// Whether a tag key is one the controller writes itself: cluster ownership (`kubernetes.io/cluster/<id>`,
 /// `KubernetesCluster`), the Service a load balancer belongs to (`kubernetes.io/service-name`) or the record of
-/// the annotation's keys (`kubernetes.io/additional-resource-tags`).
+/// the annotation's keys (`kubernetes.io/additional-resource-tags`, and the Go controller's
+/// `kubernetes.io/cloud-controller/managed-tags`).
 fn is_controller_tag(key: &str) -> bool {
+    use crate::shared::names::{ANNOTATION_TAGS_MARKER, SERVICE_NAME_TAG, UPSTREAM_TAGS_MARKER};
     ccm_tagging::is_ownership_key(key)
-        || key.eq_ignore_ascii_case(crate::shared::names::SERVICE_NAME_TAG)
-        || key.eq_ignore_ascii_case(crate::shared::names::ANNOTATION_TAGS_MARKER)
+        || [SERVICE_NAME_TAG, ANNOTATION_TAGS_MARKER, UPSTREAM_TAGS_MARKER]
+            .iter()
+            .any(|own| key.eq_ignore_ascii_case(own))
 }
 
 /// A single value (`trimmed`), if valid.

@@ -343,7 +343,7 @@ pub fn build(
         target_group_attributes: spec.target_group_attributes.clone(),
         attributes: attributes(spec),
         instances,
-        tags: shared::load_balancer_tags(&config.cluster, spec),
+        tags: shared::network_load_balancer_tags(&config.cluster, spec),
         node_access,
         allow_recreation: spec.allow_recreation || config.allow_recreation,
         name_chosen,

@@ -156,6 +156,22 @@ pub fn security_group_description(lb_name: &str, spec: &ServiceSpec) -> String {
 /// later process, and tags added by hand never are.
 pub const ANNOTATION_TAGS_MARKER: &str = "kubernetes.io/additional-resource-tags";
 
+/// The same record as the Go controller writes it on an NLB and its listeners and target groups since its pull
+/// request #1447 (keys sorted, comma separated). Read beside ours, and written on NLBs, so that a key dropped
+/// under either controller is removed by the other after a takeover or a rollback.
+pub const UPSTREAM_TAGS_MARKER: &str = "kubernetes.io/cloud-controller/managed-tags";
+
+/// The tags of an NLB and its listeners and target groups: a load balancer's ([`load_balancer_tags`]) with the
+/// record of the annotation's keys also under the Go controller's key ([`UPSTREAM_TAGS_MARKER`]).
+pub fn network_load_balancer_tags(cluster: &ClusterTags, spec: &ServiceSpec) -> Tags {
+    let mut tags = load_balancer_tags(cluster, spec);
+    if let Some(record) = tags.get(ANNOTATION_TAGS_MARKER) {
+        let upstream = record.replace(' ', ",");
+        tags.insert(UPSTREAM_TAGS_MARKER.to_owned(), upstream);
+    }
+    tags
+}
+
 /// The tags of a load balancer: the additional tags with their marker, the Service name and UID and the cluster
 /// ownership tags (which win).
 pub fn load_balancer_tags(cluster: &ClusterTags, spec: &ServiceSpec) -> Tags {
@@ -200,7 +216,8 @@ fn annotation_tags_marker(additional: &Tags) -> Option<String> {
 pub fn tag_additions(current: &Tags, desired: &Tags) -> Tags {
     let add = ccm_tagging::additions(current, desired);
     let deferred = |k: &String| {
-        (k == ANNOTATION_TAGS_MARKER || k == SERVICE_UID_TAG) && !current.contains_key(k.as_str())
+        (k == ANNOTATION_TAGS_MARKER || k == UPSTREAM_TAGS_MARKER || k == SERVICE_UID_TAG)
+            && !current.contains_key(k.as_str())
     };
     if add.keys().all(deferred) {
         return Tags::new();
@@ -208,26 +225,33 @@ pub fn tag_additions(current: &Tags, desired: &Tags) -> Tags {
     add
 }
 
-/// The keys to remove from a resource tagged `current` to reach `desired`: those its marker says the annotation
-/// applied and that `desired` no longer has, and the marker itself once the annotation has no key left. Keys
-/// the marker does not name (added by hand, or before markers existed) are never removed, nor are the
-/// controller's own tags.
+/// The keys to remove from a resource tagged `current` to reach `desired`: those its records say the annotation
+/// applied (ours, space separated, or the Go controller's, comma separated: [`UPSTREAM_TAGS_MARKER`]) and that
+/// `desired` no longer has, and each record itself once `desired` has none. Keys no record names (added by hand,
+/// or before records existed) are never removed, nor are the controller's own tags.
 pub fn dropped_tags(current: &Tags, desired: &Tags) -> Vec<String> {
-    let Some(applied) = current.get(ANNOTATION_TAGS_MARKER) else {
-        return Vec::new();
-    };
-    let mut dropped: Vec<String> = applied
-        .split(' ')
+    let records = [(ANNOTATION_TAGS_MARKER, ' '), (UPSTREAM_TAGS_MARKER, ',')];
+    let mut dropped: Vec<String> = records
+        .iter()
+        .filter_map(|(key, separator)| current.get(*key).map(|v| v.split(*separator)))
+        .flatten()
         .filter(|k| !k.is_empty() && current.contains_key(*k) && !desired.contains_key(*k))
-        .filter(|k| !ccm_tagging::is_ownership_key(k) && *k != SERVICE_NAME_TAG && *k != SERVICE_UID_TAG)
+        .filter(|k| !ccm_tagging::is_ownership_key(k) && !is_record_or_service_tag(k))
         .map(str::to_owned)
         .collect();
-    if !desired.contains_key(ANNOTATION_TAGS_MARKER) {
-        dropped.push(ANNOTATION_TAGS_MARKER.to_owned());
+    for (key, _) in records {
+        if current.contains_key(key) && !desired.contains_key(key) {
+            dropped.push(key.to_owned());
+        }
     }
     dropped.sort();
     dropped.dedup();
     dropped
+}
+
+/// The controller's own tags besides the cluster's: never removed as an annotation's key.
+fn is_record_or_service_tag(key: &str) -> bool {
+    [SERVICE_NAME_TAG, SERVICE_UID_TAG, ANNOTATION_TAGS_MARKER, UPSTREAM_TAGS_MARKER].contains(&key)
 }
 
 /// A load balancer scheme's AWS name.

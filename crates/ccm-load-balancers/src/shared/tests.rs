@@ -8,6 +8,8 @@ use ccm_aws_api::Tags;
 use ccm_aws_api::VpcId;
 use ccm_aws_api::ec2::AvailabilityZone;
 use ccm_aws_api::ec2::RouteTable;
+
+mod upstream_record;
 use ccm_aws_api::ec2::SecurityGroup;
 use ccm_aws_api::ec2::Subnet;
 use ccm_aws_api::ec2::{IpPermission, Route, RouteTableAssociation};
