@@ -181,6 +181,8 @@ keys!(
     LoadBalancerAttributes,
     ListenerAttributes,
     LoadBalancerName,
+    Adopt,
+    ReleaseOnDeletion,
 );
 
 // === impl Key ===
@@ -208,7 +210,11 @@ impl Key {
             | Key::Scheme
             | Key::HealthcheckSuccessCodes
             | Key::NlbTargetType => Origin::AwsLoadBalancerController,
-            Key::AllowRecreation | Key::AllowProxyProtocol | Key::TargetNodesWithEndpoints => Origin::Ours,
+            Key::AllowRecreation
+            | Key::AllowProxyProtocol
+            | Key::TargetNodesWithEndpoints
+            | Key::Adopt
+            | Key::ReleaseOnDeletion => Origin::Ours,
             _ => Origin::Go,
         }
     }

@@ -112,6 +112,10 @@ pub(crate) trait LoadBalancerFlavour {
     /// The load balancer's name.
     fn name(desired: &Self::Desired) -> &str;
 
+    /// The desired state of a load balancer being adopted ([`crate::ownership::Claim::adopted`]): its tags
+    /// also record the adoption ([`crate::shared::ADOPTED_TAG`]), written with the Service's own tags.
+    fn adopt(desired: &mut Self::Desired);
+
     /// The tags of the load balancer a full observation found (`None`: there is none), from which the provider
     /// claims it ([`crate::ownership::claim`]). A host-scope observation reads no tags: it is not asked.
     fn found(observed: &Self::Observed) -> Option<&Tags>;

@@ -40,7 +40,8 @@ pub use observe::{
     DeleteObserved, Observed, ObservedTargetGroup, Scope, observe, observe_delete, status_hostname,
 };
 pub use plan::{
-    is_host_change, plan, plan_delete, recreation, recreation_reason, recreation_reasons, unprotect,
+    is_host_change, observe_release, plan, plan_delete, plan_release, recreation, recreation_reason,
+    recreation_reasons, released_keys, unprotect,
 };
 
 use names::name_prefix;

@@ -19,6 +19,14 @@
 //! | `kubernetes.io/service-uid` is the Service's UID, or absent | claimed (an absent one is written then) |
 //! | `kubernetes.io/service-uid` is another incarnation's | ensure: taken over (the same namespace and name, re-created); deletion: refused |
 //!
+//! Adoption comes before the table: an ensure of a Service that consents (`aws-load-balancer-adopt: "true"`)
+//! adopts a load balancer tagged `kubernetes.io/hand-over/<this cluster's ID>=<namespace>/<name>` naming it,
+//! whatever else its tags say (another tool's, another cluster's, none), but one this cluster owns for another
+//! Service: that Service holds it, and must release it first. The hand-over tag is the proof a Service author
+//! cannot give: it is set on the load balancer by someone with AWS rights on it (or left by this controller
+//! when a Service's deletion released it), so no annotation alone makes this cluster touch what it does not
+//! own. An adopted load balancer is tagged as the Service's (and `kubernetes.io/adopted=true`) by the plan.
+//!
 //! A load balancer under a Service's UID name (`a` + its UID) is normally its own: it is not when two clusters
 //! share Service UIDs (one restored from the other's etcd backup) or when someone made it by hand. Untagged
 //! ones are refused by default because this controller (like the Go one) tags everything it creates, in the
@@ -62,6 +70,8 @@ pub struct Claimant {
     pub uid: String,
     /// Whether the name is not the Service's UID name (chosen, or kept from before a rename).
     pub chosen: bool,
+    /// Whether the Service consents to adopt a load balancer handed over to it (`aws-load-balancer-adopt`).
+    pub adopt: bool,
 }
 
 /// What the claim is for.
@@ -79,6 +89,7 @@ pub enum Purpose {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
     claimant: Claimant,
+    adopted: bool,
 }
 
 // === impl Claimant ===
@@ -92,7 +103,15 @@ impl Claimant {
             service: service.to_owned(),
             uid: uid.to_owned(),
             chosen,
+            adopt: false,
         }
+    }
+
+    /// The same claimant, consenting (or not) to adopt a load balancer handed over to its Service.
+    #[must_use]
+    pub fn with_adopt(mut self, adopt: bool) -> Self {
+        self.adopt = adopt;
+        self
     }
 
     /// The claimant of `load_balancer` for the Service object `service`.
@@ -120,6 +139,11 @@ impl Claim {
         &self.claimant
     }
 
+    /// Whether the claim adopts the load balancer (handed over to the Service, not yet tagged as its own).
+    pub fn adopted(&self) -> bool {
+        self.adopted
+    }
+
     /// A create answered that the name is taken (`DuplicateLoadBalancerName`, a create beside ours): the load
     /// balancer found is claimed afresh, its type and tags read again, before anything is written to it.
     pub(crate) fn confirm(&self, config: &LoadBalancerConfig, tags: &Tags) -> Result<Self, Error> {
@@ -131,6 +155,7 @@ impl Claim {
     pub(crate) fn assumed(name: &str) -> Self {
         Self {
             claimant: Claimant::new(name, "ns/svc", "uid-1"),
+            adopted: false,
         }
     }
 }
@@ -146,6 +171,7 @@ pub fn claim(
 ) -> Result<Claim, Error> {
     let granted = || Claim {
         claimant: claimant.clone(),
+        adopted: false,
     };
     let Some(tags) = found else {
         return Ok(granted());
@@ -156,12 +182,32 @@ pub fn claim(
         held_by,
     };
     let ownership = config.cluster.ownership(tags);
+    let holder = tags
+        .get(SERVICE_NAME_TAG)
+        .filter(|_| ownership == Ownership::Owned);
+    let handed_over = hand_over(config, tags) == Some(claimant.service.as_str());
+    if handed_over && purpose == Purpose::Serve && holder.is_none() {
+        if !claimant.adopt {
+            return Err(taken(format!(
+                "nothing of this cluster yet: it is handed over to Service {} (tag {}), which adopts it once \
+                 annotated service.beta.kubernetes.io/aws-load-balancer-adopt: \"true\"",
+                claimant.service,
+                shared::hand_over_key(config.cluster.id())
+            )));
+        }
+        tracing::info!(load_balancer = name, service = %claimant.service, owners = ?cluster_tags(tags),
+            "adopting the load balancer handed over to the Service");
+        return Ok(Claim {
+            claimant: claimant.clone(),
+            adopted: true,
+        });
+    }
     let adopted = ownership == Ownership::Untagged && config.adopt_untagged && !claimant.chosen;
     if ownership != Ownership::Owned && !adopted {
         return Err(if claimant.chosen {
-            taken(outsider(tags))
+            taken(outsider(config, claimant, tags))
         } else {
-            not_ours(config, name, tags).into()
+            not_ours(config, claimant, tags).into()
         });
     }
     match tags.get(SERVICE_NAME_TAG) {
@@ -184,13 +230,33 @@ pub fn claim(
 }
 
 /// What holds a chosen name that is not owned by this cluster, for [`Error::NameTaken`].
-fn outsider(tags: &Tags) -> String {
-    let clusters = cluster_tags(tags);
-    if clusters.is_empty() {
+fn outsider(config: &LoadBalancerConfig, claimant: &Claimant, tags: &Tags) -> String {
+    let owners = cluster_tags(tags);
+    let held = if owners.is_empty() {
         "nothing of this cluster (no cluster tag)".to_owned()
     } else {
-        format!("nothing of this cluster (tagged {})", clusters.join(", "))
+        format!("nothing of this cluster (tagged {})", owners.join(", "))
+    };
+    held + &adoption_hint(config, claimant)
+}
+
+/// How a consenting Service gets a load balancer it does not own: only by a hand-over tag naming it.
+fn adoption_hint(config: &LoadBalancerConfig, claimant: &Claimant) -> String {
+    if !claimant.adopt {
+        return String::new();
     }
+    format!(
+        "; it is adopted only once tagged {}={} (by someone with AWS rights on it, when no other tool manages \
+         it any more)",
+        shared::hand_over_key(config.cluster.id()),
+        claimant.service
+    )
+}
+
+/// The Service a load balancer is handed over to in this cluster (its hand-over tag), if any.
+pub(crate) fn hand_over<'t>(config: &LoadBalancerConfig, tags: &'t Tags) -> Option<&'t str> {
+    tags.get(&shared::hand_over_key(config.cluster.id()))
+        .map(String::as_str)
 }
 
 /// A name taken by an ELBv2 load balancer of another type (an ALB, a gateway load balancer): AWS keeps ELBv2
@@ -212,11 +278,16 @@ pub(crate) fn unclaimed(name: &str, claimed: &str) -> Error {
 }
 
 /// The refusal of a load balancer under a UID name that the cluster does not own.
-fn not_ours(config: &LoadBalancerConfig, name: &str, tags: &Tags) -> NotOurs {
+fn not_ours(config: &LoadBalancerConfig, claimant: &Claimant, tags: &Tags) -> NotOurs {
+    let adoption = adoption_hint(config, claimant);
     let refuse = |found: String, hint: &str| NotOurs {
-        name: name.to_owned(),
+        name: claimant.load_balancer.clone(),
         found,
-        hint: hint.to_owned(),
+        hint: if adoption.is_empty() {
+            hint.to_owned()
+        } else {
+            adoption.clone()
+        },
     };
     match config.cluster.ownership(tags) {
         Ownership::Shared => refuse(
@@ -352,6 +423,62 @@ mod tests {
         assert_eq!(taken_by(vacant.confirm(&c, &owned("ns/b", None))), "Service ns/b");
         let e = other_type("web", "application");
         assert!(e.to_string().contains("type application, not an NLB"), "{e}");
+    }
+
+    /// Adoption needs both consents: the Service's annotation and the hand-over tag naming it in this cluster;
+    /// never for a deletion, never of what this cluster holds for another Service.
+    #[test]
+    fn adoption_needs_the_hand_over_tag_and_the_services_consent() {
+        let c = config(false);
+        let key = shared::hand_over_key("c1");
+        let willing = Claimant::new("web", "ns/a", UID).with_adopt(true);
+        let albc = tags(&[
+            ("elbv2.k8s.aws/cluster", "other"),
+            ("service.k8s.aws/stack", "ns/a"),
+        ]);
+        // Consent alone: refused, naming the tag that would hand it over.
+        let held_by = taken_by(claim(&c, &willing, Some(&albc), Purpose::Serve));
+        assert!(held_by.contains(&format!("{key}=ns/a")), "{held_by}");
+        let mut handed = albc.clone();
+        handed.insert(key.clone(), "ns/a".to_owned());
+        let adopted = claim(&c, &willing, Some(&handed), Purpose::Serve).unwrap();
+        assert!(adopted.adopted());
+        // Another cluster's tag, or none at all: the hand-over decides.
+        let mut foreign = tags(&[("kubernetes.io/cluster/c2", "owned")]);
+        foreign.insert(key.clone(), "ns/a".to_owned());
+        assert!(
+            claim(&c, &willing, Some(&foreign), Purpose::Serve)
+                .unwrap()
+                .adopted()
+        );
+        // The tag alone: refused, naming the annotation.
+        let unwilling = Claimant::new("web", "ns/a", UID);
+        let held_by = taken_by(claim(&c, &unwilling, Some(&handed), Purpose::Serve));
+        assert!(held_by.contains("aws-load-balancer-adopt"), "{held_by}");
+        // Handed over to another Service, or by another cluster's key: nothing.
+        let mut elsewhere = albc.clone();
+        elsewhere.insert(key.clone(), "ns/b".to_owned());
+        assert!(claim(&c, &willing, Some(&elsewhere), Purpose::Serve).is_err());
+        let mut other_key = albc;
+        other_key.insert(shared::hand_over_key("c2"), "ns/a".to_owned());
+        assert!(claim(&c, &willing, Some(&other_key), Purpose::Serve).is_err());
+        // A deletion never adopts (it leaves what it does not own).
+        assert!(claim(&c, &willing, Some(&handed), Purpose::Delete).is_err());
+        // Held by another Service of this cluster: that one must release it first.
+        let mut held = owned("ns/b", Some("u2"));
+        held.insert(key.clone(), "ns/a".to_owned());
+        assert_eq!(
+            taken_by(claim(&c, &willing, Some(&held), Purpose::Serve)),
+            "Service ns/b"
+        );
+        // Already this Service's: claimed as usual, not adopted again.
+        let mut mine = owned("ns/a", Some(UID));
+        mine.insert(key, "ns/a".to_owned());
+        assert!(
+            !claim(&c, &willing, Some(&mine), Purpose::Serve)
+                .unwrap()
+                .adopted()
+        );
     }
 
     #[test]

@@ -244,19 +244,22 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let ports = self.ports();
         let (spec, subnets) = self.subnets_or_ipv4(spec).await?;
         let spec = &*spec;
-        let desired = F::build(spec, nodes, &self.config, cluster_name, &subnets)?;
+        let mut desired = F::build(spec, nodes, &self.config, cluster_name, &subnets)?;
         // Only now may a consented rename delete the old load balancer: the new one's subnets are resolved and
         // its model built, so a Service that cannot get one (a subnet that does not exist, an address outside
         // its subnet) keeps the one it has.
         let renamed = self.renaming(cluster_name, service, &spec.key(), rename).await?;
-        let name = F::name(&desired);
+        let name = &*F::name(&desired).to_owned();
         // Taken out now: an ensure that fails or is abandoned leaves no memory behind.
         let ticket = self.memory.begin(name);
         let read_at = tokio::time::Instant::now();
         let observed = F::observe(&ports, &desired, Scope::Full).await?;
         // The one gate: nothing is written unless the name is free or its load balancer is this Service's.
-        let claimant = Claimant::new(name, &spec.key(), &spec.uid);
+        let claimant = Claimant::new(name, &spec.key(), &spec.uid).with_adopt(spec.adopt);
         let claim = ownership::claim(&self.config, &claimant, F::found(&observed), Purpose::Serve)?;
+        if claim.adopted() {
+            F::adopt(&mut desired);
+        }
         // Before creating: the Service must not have the other flavour's load balancer (one call, on creation
         // only).
         if !F::exists(&observed) && F::other_exists(&ports, name).await? {

@@ -170,6 +170,10 @@ pub struct ServiceSpec {
     pub listener_attributes: Vec<crate::annotations::ListenerAttributes>,
     /// `aws-load-balancer-allow-recreation`: the Service consents to its load balancer being replaced.
     pub allow_recreation: bool,
+    /// `aws-load-balancer-adopt`: the Service consents to adopt the load balancer handed over to it.
+    pub adopt: bool,
+    /// `aws-load-balancer-release-on-deletion` (`None`: release only an adopted load balancer).
+    pub release_on_deletion: Option<bool>,
     /// `aws-load-balancer-name`: the load balancer's name chosen by the Service (`None`: the UID name).
     pub load_balancer_name: Option<String>,
     /// NLB IP address type.

@@ -435,4 +435,32 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
               one is deleted and the new one made (its DNS name changes; traffic stops until the new one \
               serves). Same key and limits as the AWS Load Balancer Controller.",
     },
+    AnnotationDef {
+        key: Key::Adopt,
+        name: "service.beta.kubernetes.io/aws-load-balancer-adopt",
+        value: ValueType::Bool,
+        default: "false",
+        applies: Applies::NlbRejectedOnClb,
+        doc: "Consent to adopt the NLB under the Service's name (`aws-load-balancer-name`, or the UID name) \
+              that is handed over to it: tagged `kubernetes.io/hand-over/<cluster ID>=<namespace>/<name>`, by \
+              someone with AWS rights on it once no other tool manages it, or by this controller when a \
+              deletion released it. Whatever made it (the AWS Load Balancer Controller, another cluster, a \
+              template, by hand), it is then tagged as the Service's (and `kubernetes.io/adopted=true`) and \
+              managed like one made here; its DNS name, addresses and endpoint services stay. Without the tag \
+              nothing is adopted (an annotation alone proves nothing about a load balancer its author can \
+              name), nor is a load balancer this cluster holds for another Service. An error on Classic ELB.",
+    },
+    AnnotationDef {
+        key: Key::ReleaseOnDeletion,
+        name: "service.beta.kubernetes.io/aws-load-balancer-release-on-deletion",
+        value: ValueType::Bool,
+        default: "true for an adopted NLB (tag `kubernetes.io/adopted`), false otherwise",
+        applies: Applies::NlbRejectedOnClb,
+        doc: "What the Service's deletion does to its NLB: `true` releases it instead of deleting it: the \
+              targets are deregistered and the nodes' rules revoked, this cluster's tags are removed from it, \
+              its listeners, target groups and managed group, which all stay, and it is tagged \
+              `kubernetes.io/hand-over/<cluster ID>=<namespace>/<name>`, so that a Service of that name, \
+              re-created with `aws-load-balancer-adopt`, gets it back with its DNS name. `false` deletes it. \
+              An error on Classic ELB.",
+    },
 ];

@@ -89,6 +89,8 @@ fn every_annotation_of_the_reference_is_in_the_table() {
             format!("{PREFIX}attributes"),
             format!("{PREFIX}listener-attributes.<PROTOCOL>-<port>"),
             format!("{PREFIX}name"),
+            format!("{PREFIX}adopt"),
+            format!("{PREFIX}release-on-deletion"),
         ]
     );
     assert_eq!(

@@ -55,8 +55,8 @@ impl ValueType {
             Self::TagList => {
                 "comma-separated key=value tags (key 1-128 characters, not aws:... and not the controller's own \
                  kubernetes.io/cluster/..., KubernetesCluster, kubernetes.io/service-name, \
-                 kubernetes.io/additional-resource-tags or kubernetes.io/cloud-controller/managed-tags; value up \
-                 to 256)"
+                 kubernetes.io/additional-resource-tags, kubernetes.io/cloud-controller/managed-tags, \
+                 kubernetes.io/hand-over/... or kubernetes.io/adopted; value up to 256)"
                     .to_owned()
             }
             Self::LabelList => "comma-separated key=value node labels (value may be empty)".to_owned(),
@@ -203,13 +203,24 @@ pub fn parse_value(key: Key, raw: &str) -> Result<Value, String> {
 /// Whether a tag key is one the controller writes itself: cluster ownership (`kubernetes.io/cluster/<id>`,
 /// `KubernetesCluster`), the Service a load balancer belongs to (`kubernetes.io/service-name`) or the record of
 /// the annotation's keys (`kubernetes.io/additional-resource-tags`, and the Go controller's
-/// `kubernetes.io/cloud-controller/managed-tags`).
+/// `kubernetes.io/cloud-controller/managed-tags`), and adoption's (`kubernetes.io/hand-over/<cluster ID>`,
+/// `kubernetes.io/adopted`).
 fn is_controller_tag(key: &str) -> bool {
-    use crate::shared::names::{ANNOTATION_TAGS_MARKER, SERVICE_NAME_TAG, UPSTREAM_TAGS_MARKER};
+    use crate::shared::names::{
+        ADOPTED_TAG, ANNOTATION_TAGS_MARKER, HAND_OVER_TAG_PREFIX, SERVICE_NAME_TAG, UPSTREAM_TAGS_MARKER,
+    };
     ccm_tagging::is_ownership_key(key)
-        || [SERVICE_NAME_TAG, ANNOTATION_TAGS_MARKER, UPSTREAM_TAGS_MARKER]
-            .iter()
-            .any(|own| key.eq_ignore_ascii_case(own))
+        || key
+            .get(..HAND_OVER_TAG_PREFIX.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(HAND_OVER_TAG_PREFIX))
+        || [
+            SERVICE_NAME_TAG,
+            ANNOTATION_TAGS_MARKER,
+            UPSTREAM_TAGS_MARKER,
+            ADOPTED_TAG,
+        ]
+        .iter()
+        .any(|own| key.eq_ignore_ascii_case(own))
 }
 
 /// A single value (`trimmed`), if valid.

@@ -38,6 +38,12 @@ impl LoadBalancerFlavour for Classic {
         &desired.name
     }
 
+    fn adopt(desired: &mut Self::Desired) {
+        desired
+            .tags
+            .insert(crate::shared::ADOPTED_TAG.to_owned(), "true".to_owned());
+    }
+
     fn found(observed: &Self::Observed) -> Option<&Tags> {
         observed.load_balancer.as_ref().map(|_| &observed.tags)
     }

@@ -46,6 +46,12 @@ impl LoadBalancerFlavour for Network {
         &desired.name
     }
 
+    fn adopt(desired: &mut Self::Desired) {
+        desired
+            .tags
+            .insert(crate::shared::ADOPTED_TAG.to_owned(), "true".to_owned());
+    }
+
     fn found(observed: &Self::Observed) -> Option<&Tags> {
         static UNTAGGED: Tags = Tags::new();
         let lb = observed.load_balancer.as_ref()?;

@@ -84,6 +84,9 @@ pub struct DeleteObserved {
     pub node_rules: Option<node_rules::Observed>,
     /// Whether the NLB has deletion protection on (AWS then refuses to delete it).
     pub deletion_protection: bool,
+    /// Whether the NLB, this Service's, was adopted (tagged [`shared::ADOPTED_TAG`]): its deletion then
+    /// releases it unless the Service says otherwise.
+    pub adopted: bool,
 }
 
 /// The permissions of cluster-tagged groups that reference `source`.
@@ -342,7 +345,8 @@ async fn tags<V: Elbv2>(
 }
 
 /// An unattached target group of another cluster is never touched. (Whose the NLB is, the provider decides from
-/// the tags read here: `ownership::claim`.)
+/// the tags read here: `ownership::claim`.) A group one of the NLB's listeners forwards to is attached, whatever
+/// the group says yet (AWS lists a listener's new group among its load balancers only some time later).
 fn check_ownership(
     config: &LoadBalancerConfig,
     load_balancer: Option<&LoadBalancerV2>,
@@ -350,7 +354,11 @@ fn check_ownership(
 ) -> Result<(), Error> {
     for g in &observed.target_groups {
         let tags = observed.tags.get(&g.group.arn);
-        let attached = load_balancer.is_some_and(|lb| g.group.load_balancer_arns.contains(&lb.arn));
+        let attached = load_balancer.is_some_and(|lb| g.group.load_balancer_arns.contains(&lb.arn))
+            || observed
+                .listeners
+                .iter()
+                .any(|l| l.default_target_groups.contains(&g.group.arn));
         if !attached && let Some(tags) = tags {
             config.cluster.ensure_owned(&g.group.name, tags)?;
         }

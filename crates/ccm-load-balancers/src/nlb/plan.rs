@@ -24,6 +24,7 @@ use crate::{
 
 mod delete;
 mod recreation;
+mod release;
 
 use delete::revoke_references;
 pub use delete::{plan_delete, unprotect};
@@ -32,6 +33,7 @@ pub use recreation::{
     is_host_change, protected_recreation, recreation, recreation_reason, recreation_reasons,
 };
 use recreation::{recreate, subnets_added_in_place};
+pub use release::{observe_release, plan_release, released_keys};
 
 /// The ordered plan from `observed` to `desired` (pure). Only owned fields are compared: a steady Service plans
 /// nothing.
@@ -448,9 +450,15 @@ fn listener(
     ]
 }
 
-/// Target groups no longer wanted (owned by this cluster only), once no listener uses them.
+/// Target groups no longer wanted (owned by this cluster only), once no listener uses them. An adopted NLB's
+/// groups come with it: those only it uses are its owner's too (the previous tool's, or this Service's before a
+/// release), so they go once the listeners have moved to the Service's own.
 fn unwanted_target_groups(desired: &Desired, observed: &Observed) -> Vec<Change> {
     let wanted_groups: BTreeSet<&str> = desired.target_groups().map(|g| g.name.as_str()).collect();
+    let adopted = observed.load_balancer.as_ref().filter(|lb| {
+        let tagged = |tags: &Tags| tags.get(shared::ADOPTED_TAG).is_some_and(|v| v == "true");
+        tagged(&desired.tags) || observed.tags.get(&lb.arn).is_some_and(tagged)
+    });
     observed
         .target_groups
         .iter()
@@ -458,7 +466,8 @@ fn unwanted_target_groups(desired: &Desired, observed: &Observed) -> Vec<Change>
             let owned = observed
                 .tags
                 .get(&o.group.arn)
-                .is_some_and(|tags| desired_owner(desired, tags));
+                .is_some_and(|tags| desired_owner(desired, tags))
+                || adopted.is_some_and(|lb| o.group.load_balancer_arns == [lb.arn.clone()]);
             !wanted_groups.contains(o.group.name.as_str()) && owned
         })
         .map(|o| Change::DeleteTargetGroup {

@@ -532,3 +532,4 @@ mod gate;
 mod ip_targets;
 mod node_source;
 mod plan;
+mod release;

@@ -185,6 +185,20 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         ))
         .await?;
         let name = claim.name();
+        let release = observed.load_balancer.is_some()
+            && annotations
+                .bool(Key::ReleaseOnDeletion)
+                .unwrap_or(observed.adopted);
+        if release && let Some(found) = nlb::observe_release(&self.elbv2, &observed).await? {
+            let key = &claimant.service;
+            tracing::info!(load_balancer = name, service = %key, adopted = observed.adopted,
+                "releasing the NLB instead of deleting it");
+            let hand_over = shared::hand_over_key(self.config.cluster.id());
+            let keys = nlb::released_keys(&self.config);
+            let changes = nlb::plan_release(name, (&hand_over, key), &keys, &observed, &found);
+            nlb::apply(&self.ec2, &self.elbv2, &self.config, &claim, &found, &changes).await?;
+            return Ok(true);
+        }
         let consent = annotations
             .pairs(Key::LoadBalancerAttributes)
             .unwrap_or_default()

@@ -98,7 +98,10 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let uid_name = shared::load_balancer_name(&spec.uid)?;
         let key = spec.key();
         match self
-            .probe(&Claimant::new(&wanted, &key, &spec.uid), Purpose::Serve)
+            .probe(
+                &Claimant::new(&wanted, &key, &spec.uid).with_adopt(spec.adopt),
+                Purpose::Serve,
+            )
             .await?
         {
             Probe::Taken(refused) => return Err(refused),

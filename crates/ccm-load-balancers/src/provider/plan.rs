@@ -113,11 +113,13 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         nodes: &[&Node],
     ) -> Result<DryRun, Error> {
         let (spec, subnets) = self.subnets_or_ipv4(&spec).await?;
-        let desired = F::build(&spec, nodes, &self.config, cluster_name, &subnets)?;
+        let mut desired = F::build(&spec, nodes, &self.config, cluster_name, &subnets)?;
         let observed = F::observe(&self.ports(), &desired, Scope::Full).await?;
         // The plan an ensure would apply, so refused as an ensure would be: never a plan against another's.
-        let claimant = Claimant::new(F::name(&desired), &spec.key(), &spec.uid);
-        ownership::claim(&self.config, &claimant, F::found(&observed), Purpose::Serve)?;
+        let claimant = Claimant::new(F::name(&desired), &spec.key(), &spec.uid).with_adopt(spec.adopt);
+        if ownership::claim(&self.config, &claimant, F::found(&observed), Purpose::Serve)?.adopted() {
+            F::adopt(&mut desired);
+        }
         let changes = F::plan(&desired, &observed);
         // Refused as the ensure refuses it (a protected NLB's recreation): a plan that AWS would stop part-way
         // is no plan to show.

@@ -172,6 +172,20 @@ pub fn network_load_balancer_tags(cluster: &ClusterTags, spec: &ServiceSpec) -> 
     tags
 }
 
+/// The tag that hands a load balancer over to a Service of the cluster `cluster_id` (its key,
+/// `kubernetes.io/hand-over/<cluster ID>`; the value is `<namespace>/<name>`): set by an operator, or by this
+/// controller when a deletion releases the load balancer. A Service annotated `aws-load-balancer-adopt` adopts it.
+pub fn hand_over_key(cluster_id: &str) -> String {
+    format!("{HAND_OVER_TAG_PREFIX}{cluster_id}")
+}
+
+/// The prefix of [`hand_over_key`].
+pub const HAND_OVER_TAG_PREFIX: &str = "kubernetes.io/hand-over/";
+
+/// The tag recording that a load balancer was adopted (`true`): the Service's deletion then releases it
+/// instead of deleting it, unless `aws-load-balancer-release-on-deletion` says `false`.
+pub const ADOPTED_TAG: &str = "kubernetes.io/adopted";
+
 /// The tags of a load balancer: the additional tags with their marker, the Service name and UID and the cluster
 /// ownership tags (which win).
 pub fn load_balancer_tags(cluster: &ClusterTags, spec: &ServiceSpec) -> Tags {
@@ -251,7 +265,13 @@ pub fn dropped_tags(current: &Tags, desired: &Tags) -> Vec<String> {
 
 /// The controller's own tags besides the cluster's: never removed as an annotation's key.
 fn is_record_or_service_tag(key: &str) -> bool {
-    [SERVICE_NAME_TAG, SERVICE_UID_TAG, ANNOTATION_TAGS_MARKER, UPSTREAM_TAGS_MARKER].contains(&key)
+    [
+        SERVICE_NAME_TAG,
+        SERVICE_UID_TAG,
+        ANNOTATION_TAGS_MARKER,
+        UPSTREAM_TAGS_MARKER,
+    ]
+    .contains(&key)
 }
 
 /// A load balancer scheme's AWS name.

@@ -133,6 +133,8 @@ pub(crate) fn spec(
         load_balancer_attributes,
         listener_attributes: a.listener_attributes().to_vec(),
         allow_recreation: a.bool(Key::AllowRecreation).unwrap_or(false),
+        adopt: a.bool(Key::Adopt).unwrap_or(false),
+        release_on_deletion: a.bool(Key::ReleaseOnDeletion),
         load_balancer_name: a.text(Key::LoadBalancerName).map(str::to_owned),
         ip_address_type,
         dual_stack_preferred,

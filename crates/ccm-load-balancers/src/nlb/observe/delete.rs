@@ -76,6 +76,11 @@ pub async fn observe_delete<E: CatalogLookup, L: Elb, V: Elbv2>(
     });
     let mut observed = DeleteObserved {
         target_groups: groups,
+        adopted: load_balancer.is_some()
+            && lb_tags
+                .as_ref()
+                .and_then(|t| t.get(shared::ADOPTED_TAG))
+                .is_some_and(|v| v == "true"),
         ..DeleteObserved::default()
     };
     // Read before anything changes: AWS would refuse the deletion only after the nodes' rules were gone.

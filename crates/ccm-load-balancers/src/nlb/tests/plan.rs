@@ -547,6 +547,7 @@ fn deletion_plan_order() {
         )],
         node_rules: None,
         deletion_protection: false,
+        adopted: false,
     };
     assert_eq!(
         kinds(&plan_delete(NAME, &observed)),
