@@ -185,11 +185,14 @@ fn instance_groups(
     Ok(instance_groups)
 }
 
-/// The description AWS gives an NLB's network interfaces, `ELB net/<name>/<id>` (the ARN's part after
-/// `loadbalancer/`); `None` for an ARN not of that form.
+/// The description AWS gives an NLB's network interfaces, `ELB net/<name>/<id>`, from the NLB's ARN
+/// (`...:loadbalancer/net/<name>/<id>`); `None` for an ARN not of that shape. The type segment is not checked
+/// (only NLBs are asked about): moto writes `app/` in the ARN of every load balancer.
 pub fn interface_description(lb_arn: &str) -> Option<String> {
     let (_, resource) = lb_arn.split_once(":loadbalancer/")?;
-    resource.starts_with("net/").then(|| format!("ELB {resource}"))
+    let mut parts = resource.split('/');
+    let (_kind, name, id) = (parts.next()?, parts.next()?, parts.next()?);
+    (parts.next().is_none() && !name.is_empty() && !id.is_empty()).then(|| format!("ELB net/{name}/{id}"))
 }
 
 /// Where health checks come from, and the subnets among `subnet_ids` where that is the subnet's CIDR: the

@@ -70,8 +70,13 @@ fn access_health() -> NodeAccess {
 #[test]
 fn the_interface_description_is_the_arns_resource_after_elb() {
     assert_eq!(interface_description(ARN).as_deref(), Some(DESCRIPTION));
-    let alb = "arn:aws:elasticloadbalancing:us-east-1:1:loadbalancer/app/a/50dc6c495c0c9188";
-    assert_eq!(interface_description(alb), None);
+    // moto writes `app/` in an NLB's ARN too: the interfaces are still described as AWS does.
+    let moto = "arn:aws:elasticloadbalancing:us-east-1:1:loadbalancer/app/a0123/50dc6c495c0c9188";
+    assert_eq!(interface_description(moto).as_deref(), Some(DESCRIPTION));
+    assert_eq!(
+        interface_description("arn:aws:elasticloadbalancing:us-east-1:1:loadbalancer/net/a"),
+        None
+    );
     assert_eq!(interface_description("garbage"), None);
 }
 
