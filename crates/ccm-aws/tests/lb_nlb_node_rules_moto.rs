@@ -123,10 +123,15 @@ impl World {
     }
 
     async fn plan(&self, access: &NodeAccess, planned_for: &NodeAccess) -> Vec<RuleChange> {
-        let observed =
-            node_rules::observe(&uncached(self.adapter.ec2()), &self.config, access, &self.subnets)
-                .await
-                .unwrap();
+        let observed = node_rules::observe(
+            &uncached(self.adapter.ec2()),
+            &self.config,
+            access,
+            &self.subnets,
+            None,
+        )
+        .await
+        .unwrap();
         node_rules::plan(planned_for, &observed)
     }
 
@@ -238,7 +243,7 @@ async fn rules_are_applied_steady_changed_and_deleted_without_touching_anyone_el
         &[32000],
     );
     let before = counts(&metrics);
-    let observed = node_rules::observe(&uncached(w.adapter.ec2()), &w.config, &access, &w.subnets)
+    let observed = node_rules::observe(&uncached(w.adapter.ec2()), &w.config, &access, &w.subnets, None)
         .await
         .unwrap();
     // One read each, plus one for the untagged group of the third instance.

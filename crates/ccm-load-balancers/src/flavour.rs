@@ -173,6 +173,12 @@ pub(crate) trait LoadBalancerFlavour {
 
     /// The target instances skipped because their security group cannot be chosen, with why.
     fn skipped(observed: &Self::Observed) -> std::collections::BTreeMap<String, String>;
+
+    /// Whether the nodes' rules planned from `observed` are stand-ins that a later full ensure narrows (an NLB's
+    /// subnet CIDRs while its network interfaces are not seen); drift detection then asks for that ensure.
+    fn provisional(_observed: &Self::Observed) -> bool {
+        false
+    }
 }
 
 /// What a flavour's host updates keep between node changes (crate `memory`): a load balancer as an apply left

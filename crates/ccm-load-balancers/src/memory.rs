@@ -127,6 +127,9 @@ pub(crate) struct HostMemory {
     target_keys: std::hash::RandomState,
     /// The instance IDs the load balancers' memories hold, each once.
     ids: Ids,
+    /// The load balancers whose last full ensure planned the nodes' rules from stand-ins that a later one narrows
+    /// (an NLB's subnet CIDRs while its network interfaces were not seen): drift detection reports them.
+    provisional: Mutex<BTreeSet<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -200,10 +203,26 @@ impl HostMemory {
     /// `instances`, and nothing too old.
     pub(crate) fn retain(&self, names: &BTreeSet<String>, instances: &BTreeSet<String>) {
         lock(&self.load_balancers).retain(|name, _| names.contains(name));
+        lock(&self.provisional).retain(|name| names.contains(name));
         lock(&self.claims).retain(|name, _| names.contains(name));
         lock(&self.instances).retain(|id, (_, at)| instances.contains(id) && fresh(*at));
         lock(&self.groups).retain(|_, (_, at)| fresh(*at));
         self.ids.prune();
+    }
+
+    /// Records whether the last full ensure of `name` left its nodes' rules provisional (see the field).
+    pub(crate) fn set_provisional(&self, name: &str, provisional: bool) {
+        let mut all = lock(&self.provisional);
+        if provisional {
+            all.insert(name.to_owned());
+        } else {
+            all.remove(name);
+        }
+    }
+
+    /// Whether the last full ensure of `name` left its nodes' rules provisional.
+    pub(crate) fn is_provisional(&self, name: &str) -> bool {
+        lock(&self.provisional).contains(name)
     }
 
     /// The instance IDs the load balancers' memories share.

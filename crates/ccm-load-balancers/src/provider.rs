@@ -292,6 +292,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
                 None => e.into(),
             })?;
         self.memory.hold(claim);
+        self.memory.set_provisional(name, F::provisional(&observed));
         let outcome = hosts::Outcome::<F> {
             desired: &desired,
             observed: &observed,
@@ -508,7 +509,8 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
             services,
             nodes,
         );
-        let drifts = Box::pin(drifts).await?;
+        let mut drifts = Box::pin(drifts).await?;
+        self.provisional_drifts(services, &mut drifts);
         // A drifted load balancer is re-ensured from reads; its memory (maybe what went wrong) goes.
         self.drift_checked(services, nodes, &drifts);
         Ok(drifts)

@@ -103,6 +103,8 @@ pub struct NetworkInterface {
     pub ipv6_addresses: Vec<String>,
     /// The interface's private DNS name, if any.
     pub private_dns_name: Option<String>,
+    /// Its description (an NLB's interfaces are described `ELB net/<name>/<id>`), if any.
+    pub description: Option<String>,
     /// The instance it is attached to, if any.
     pub attached_instance: Option<InstanceId>,
     /// `Attachment.Status` (`attached`, ...), when attached.
@@ -376,6 +378,7 @@ impl NetworkInterface {
             private_ips: Vec::new(),
             ipv6_addresses: Vec::new(),
             private_dns_name: None,
+            description: None,
             attached_instance: None,
             attachment_status: None,
             tags: Tags::new(),

@@ -138,6 +138,7 @@ pub(super) fn network_interface(n: &sdk::NetworkInterface) -> Option<NetworkInte
         .map(str::to_owned)
         .collect();
     out.private_dns_name = non_empty(n.private_dns_name());
+    out.description = non_empty(n.description());
     out.attached_instance = n
         .attachment()
         .and_then(|a| non_empty(a.instance_id()))

@@ -133,6 +133,13 @@ impl LoadBalancerFlavour for Network {
         }
     }
 
+    fn provisional(observed: &Self::Observed) -> bool {
+        observed
+            .node_rules
+            .as_ref()
+            .is_some_and(|n| !n.subnets_without_interfaces.is_empty())
+    }
+
     fn skipped(observed: &Self::Observed) -> std::collections::BTreeMap<String, String> {
         observed
             .node_rules

@@ -1,5 +1,5 @@
 //! The rules an NLB needs on the nodes' own security groups (skipped with `[Global] DisableSecurityGroupIngress`):
-//! client traffic to the node ports, health checks from the load balancer's subnets and ICMP for path MTU
+//! client traffic to the node ports, health checks from the load balancer's own addresses and ICMP for path MTU
 //! discovery. Every rule carries a description naming the load balancer, so that the rules of one NLB can be found,
 //! reconciled and removed without touching anybody else's.
 //!
@@ -15,8 +15,10 @@
 //!   (`RulesPerSecurityGroupLimitExceeded`). Switching an NLB from CIDR rules to its group adds the new rules
 //!   before the old ones go, so traffic never stops.
 //! - Otherwise, on each such group: **client rules**, `tcp`/`udp` on each node port from each client CIDR, described
-//!   [`CLIENT_RULE_PREFIX`]`<name>`; **health rules**, `tcp` on each health check port from the IPv4 CIDR of each
-//!   of the load balancer's subnets, described [`HEALTH_RULE_PREFIX`]`<name>`, left out when the client rules
+//!   [`CLIENT_RULE_PREFIX`]`<name>`; **health rules**, `tcp` on each health check port from the private IPv4
+//!   address (`/32`) of the load balancer's network interface in each of its subnets (where health checks come
+//!   from; upstream allows each subnet's whole CIDR), or from the subnet's IPv4 CIDR while no interface is seen
+//!   there (see below), described [`HEALTH_RULE_PREFIX`]`<name>`, left out when the client rules
 //!   already allow them (clients include `0.0.0.0/0` (upstream: are exactly that), every client port is TCP and
 //!   the health ports are client ports; or, rule by rule, a client rule with the same port and source);
 //!   **MTU rules**, ICMP "fragmentation needed" (type 3 code 4; ICMPv6 "packet too big", type 2 code 0, for IPv6
@@ -25,6 +27,12 @@
 //! - The cluster's other groups (tagged `kubernetes.io/cluster/<id>` with any value, in the cluster's VPC) lose
 //!   the rules described with this load balancer's name. Rules with another description are never changed, nor
 //!   are groups of other clusters, nor untagged groups other than the target instances' chosen ones.
+//! - The interfaces are found by the description AWS gives them, `ELB net/<name>/<id>`
+//!   ([`interface_description`]). A load balancer this run creates has none yet, and right after its creation
+//!   AWS may not show them (eventual consistency): those subnets' CIDRs are used meanwhile
+//!   ([`Observed::subnets_without_interfaces`]), and a later full ensure narrows them to the addresses (the new
+//!   rules added before the CIDR rules go). Rules made from the CIDRs by an earlier version or by the upstream
+//!   controller are narrowed the same way.
 //! - A rule that AWS already has under another description (the same protocol, ports and source, which AWS
 //!   treats as one rule) is taken as present: authorizing it again would fail as a duplicate. A health rule its
 //!   owner gives up while another NLB on that group needs it (same subnets, same health port) is handed over to
@@ -33,7 +41,9 @@
 //!
 //! AWS calls of [`observe`], made concurrently: one `DescribeInstances` for all targets (none without targets),
 //! one `DescribeSecurityGroups` filtered on the cluster tag key and the VPC (two in legacy tag mode), one
-//! `DescribeSubnets` for the load balancer's subnets (none when no health rule is needed), then one more
+//! `DescribeNetworkInterfaces` for the load balancer's interfaces (none when no health rule is needed or the load
+//! balancer does not exist yet) followed by one `DescribeSubnets` only for subnets where no interface was seen
+//! (so one of the two in steady state, as upstream reads the subnets), then one more
 //! `DescribeSecurityGroups` only when a target instance has no group in that set (untagged node groups). So 3
 //! reads for a cluster with tagged node groups, never a whole-region scan (upstream reads every group of the
 //! region). [`plan`] is pure and returns nothing when the groups are right, so a steady reconcile makes no
@@ -51,7 +61,7 @@ use std::{
 };
 
 use ccm_aws_api::{
-    Ec2, SecurityGroupId,
+    Ec2, SecurityGroupId, SubnetId,
     ec2::{IpPermission, SecurityGroup},
 };
 use serde::Serialize;
@@ -62,7 +72,7 @@ mod heirs;
 mod observe;
 
 pub use heirs::find as find_heirs;
-pub use observe::observe;
+pub use observe::{interface_description, observe};
 
 pub use crate::shared::neighbours::{CLIENT_RULE_PREFIX, HEALTH_RULE_PREFIX};
 /// The description of the ICMP path MTU rules (shared by every NLB of the cluster).
@@ -80,7 +90,7 @@ pub struct NodeAccess {
     pub client_ports: BTreeSet<(String, i32)>,
     /// Where clients come from (the Service's source ranges).
     pub client_cidrs: Vec<String>,
-    /// Health check ports (TCP), probed from the load balancer's subnets.
+    /// Health check ports (TCP), probed from the load balancer's own addresses.
     pub health_ports: BTreeSet<i32>,
     /// The target instances (IDs).
     pub instances: Vec<String>,
@@ -108,8 +118,12 @@ pub struct Observed {
     /// The group that receives the rules, per target instance ID (instances without a candidate group, unknown
     /// or terminated ones are absent).
     pub instance_groups: BTreeMap<String, SecurityGroupId>,
-    /// The IPv4 CIDRs of the load balancer's subnets, where health checks come from.
+    /// Where health checks come from: the private IPv4 address (`/32`) of the load balancer's network interface
+    /// in each of its subnets, or the subnet's IPv4 CIDR where no interface is seen (sorted).
     pub health_sources: Vec<String>,
+    /// The subnets whose CIDR stands in for the load balancer's address among `health_sources` (created by this
+    /// run, or its interface not visible yet): a later full ensure narrows them.
+    pub subnets_without_interfaces: Vec<SubnetId>,
     /// Target instances that are stopping, stopped, shutting down or terminated: `RegisterTargets` refuses
     /// them (found by the chaos soak: one Node outliving its instance failed every reconcile of every NLB).
     /// Instances in `skipped` are among them.
@@ -261,7 +275,7 @@ impl NodeAccess {
         rules
     }
 
-    /// Whether any health rule may be needed from the subnets (and so their CIDRs must be read).
+    /// Whether any health rule may be needed (and so where health checks come from must be read).
     fn needs_health_sources(&self) -> bool {
         self.source_group.is_none()
             && !self.instances.is_empty()

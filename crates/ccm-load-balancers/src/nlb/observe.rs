@@ -207,7 +207,8 @@ pub async fn observe<E: CatalogLookup, L: Elb, V: Elbv2>(
         let managed = observed.managed_group.as_ref().map(|g| &g.id);
         observed.node_rule_source = desired.node_rule_source(load_balancer.as_ref(), managed, full);
         let access = access.clone().referencing(observed.node_rule_source.clone());
-        let mut nodes = node_rules::observe(ec2, config, &access, &subnets).await?;
+        let arn = load_balancer.as_ref().map(|lb| lb.arn.as_str());
+        let mut nodes = node_rules::observe(ec2, config, &access, &subnets, arn).await?;
         node_rules::find_heirs(ec2, elb, elbv2, &access, &mut nodes).await?;
         observed.node_rules = Some(nodes);
     }

@@ -203,6 +203,28 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
 
     /// After a drift detection pass: forgets the drifted load balancers, and every load balancer and instance
     /// that is not among `services` and `nodes` (memory stays bounded by what exists).
+    /// Adds a drift for each Service whose load balancer's last full ensure left its nodes' rules provisional
+    /// (an NLB's health rules from its subnets' CIDRs while its network interfaces were not seen), so that the
+    /// re-ensure narrows them: no bulk listing shows the nodes' rules.
+    pub(super) fn provisional_drifts(&self, services: &[&Service], drifts: &mut Vec<Drift>) {
+        for service in services {
+            let (namespace, service_name) = crate::spec::namespace_and_name(service);
+            let key = ccm_cloud_provider::namespaced_key(namespace, service_name);
+            let provisional = super::names::all_names(service)
+                .iter()
+                .any(|name| self.memory.is_provisional(name));
+            if !provisional {
+                continue;
+            }
+            let what =
+                "health check rules from the NLB's subnets until its network interfaces are seen".to_owned();
+            match drifts.iter_mut().find(|d| d.service == key) {
+                Some(drift) => drift.what.push(what),
+                None => drifts.push(Drift::new(key, vec![what])),
+            }
+        }
+    }
+
     pub(super) fn drift_checked(&self, services: &[&Service], nodes: &[&Node], drifts: &[Drift]) {
         let mut names = BTreeSet::new();
         for service in services {

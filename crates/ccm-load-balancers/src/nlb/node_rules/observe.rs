@@ -1,14 +1,16 @@
 //! Reading what the node rules of an NLB start from: the target instances' groups, the cluster's groups that
-//! hold rules of the load balancer, and the CIDRs of its subnets (see the parent module for the calls made).
+//! hold rules of the load balancer, and where its health checks come from: the addresses of its network
+//! interfaces, or the CIDRs of its subnets where none is seen (see the parent module for the calls made).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
+    net::Ipv4Addr,
     sync::Arc,
 };
 
 use ccm_aws_api::{
     AwsError, CatalogInstance, CatalogLookup, Ec2, ErrorKind, Filter, InstanceId, SecurityGroupId, SubnetId,
-    ec2::{InstanceState, SecurityGroup, Subnet},
+    ec2::{InstanceState, NetworkInterface, SecurityGroup, Subnet},
 };
 use ccm_tagging::LEGACY_CLUSTER_TAG;
 
@@ -16,13 +18,15 @@ use super::{NodeAccess, Observed};
 use crate::{Error, LoadBalancerConfig, instance_reads, shared};
 
 /// Reads the groups that matter for `access`: the target instances' groups and the cluster's groups that hold
-/// rules of this load balancer; `lb_subnets` are the load balancer's subnets (health checks come from their
-/// CIDRs). See the module documentation for the calls made.
+/// rules of this load balancer; `lb_subnets` are the load balancer's subnets and `lb_arn` its ARN once it
+/// exists (health checks come from its network interface in each subnet, else from the subnet's CIDR). See the
+/// module documentation for the calls made.
 pub async fn observe<E: CatalogLookup>(
     ec2: &E,
     config: &LoadBalancerConfig,
     access: &NodeAccess,
     lb_subnets: &[SubnetId],
+    lb_arn: Option<&str>,
 ) -> Result<Observed, Error> {
     let context = "reading the nodes' security groups";
     let ids: Vec<InstanceId> = access
@@ -34,9 +38,8 @@ pub async fn observe<E: CatalogLookup>(
         .collect();
     let vpc = Filter::new("vpc-id", [config.vpc_id.as_str()]);
     let subnet_ids: BTreeSet<&str> = lb_subnets.iter().map(SubnetId::as_str).collect();
-    let read_subnets = access.needs_health_sources() && !subnet_ids.is_empty();
     let cluster_filters = [Filter::tag_key(config.cluster.key()), vpc.clone()];
-    let (instances, tagged, legacy, subnets) = tokio::join!(
+    let (instances, tagged, legacy, health) = tokio::join!(
         async {
             if ids.is_empty() {
                 Ok(Vec::new())
@@ -58,14 +61,7 @@ pub async fn observe<E: CatalogLookup>(
                 Ok(Vec::new())
             }
         },
-        async {
-            if read_subnets {
-                ec2.subnets(&[Filter::new("subnet-id", subnet_ids.iter().copied())])
-                    .await
-            } else {
-                Ok(Vec::new())
-            }
-        },
+        health_sources(ec2, config, access, &subnet_ids, lb_arn),
     );
     let mut instances = instances.map_err(Error::aws(context))?;
     let not_running = not_running(&instances);
@@ -83,20 +79,13 @@ pub async fn observe<E: CatalogLookup>(
     let others = other_groups(ec2, &instances, &groups).await?;
     let mut skipped = BTreeMap::new();
     let instance_groups = instance_groups(config, access, &instances, &mut groups, &others, &mut skipped)?;
-    let health_sources = if read_subnets {
-        health_sources(
-            access,
-            &subnet_ids,
-            subnets.map_err(Error::aws("reading the load balancer's subnets"))?,
-        )?
-    } else {
-        Vec::new()
-    };
+    let (health_sources, subnets_without_interfaces) = health?;
 
     Ok(Observed {
         groups: groups.into_values().collect(),
         instance_groups,
         health_sources,
+        subnets_without_interfaces,
         // Not registered either: a target the nodes' groups do not let in would only fail its health checks.
         not_running: not_running.into_iter().chain(skipped.keys().cloned()).collect(),
         skipped,
@@ -196,8 +185,93 @@ fn instance_groups(
     Ok(instance_groups)
 }
 
-/// The CIDRs health checks come from: the load balancer's subnets', all of which must be found.
-fn health_sources(
+/// The description AWS gives an NLB's network interfaces, `ELB net/<name>/<id>`, from the NLB's ARN
+/// (`...:loadbalancer/net/<name>/<id>`); `None` for an ARN not of that shape. The type segment is not checked
+/// (only NLBs are asked about): moto writes `app/` in the ARN of every load balancer.
+pub fn interface_description(lb_arn: &str) -> Option<String> {
+    let (_, resource) = lb_arn.split_once(":loadbalancer/")?;
+    let mut parts = resource.split('/');
+    let (_kind, name, id) = (parts.next()?, parts.next()?, parts.next()?);
+    (parts.next().is_none() && !name.is_empty() && !id.is_empty()).then(|| format!("ELB net/{name}/{id}"))
+}
+
+/// Where health checks come from, and the subnets among `subnet_ids` where that is the subnet's CIDR: the
+/// address of the load balancer's network interface in each subnet (`<ip>/32`, one `DescribeNetworkInterfaces`),
+/// and for a subnet without one (the load balancer is created by this run, or its interfaces are not visible yet:
+/// AWS is eventually consistent) the subnet's IPv4 CIDR (one `DescribeSubnets`, only then). Nothing is read when
+/// no health rule can be needed.
+async fn health_sources<E: Ec2>(
+    ec2: &E,
+    config: &LoadBalancerConfig,
+    access: &NodeAccess,
+    subnet_ids: &BTreeSet<&str>,
+    lb_arn: Option<&str>,
+) -> Result<(Vec<String>, Vec<SubnetId>), Error> {
+    if !access.needs_health_sources() || subnet_ids.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let mut sources = BTreeSet::new();
+    let mut uncovered = subnet_ids.clone();
+    if let Some(description) = lb_arn.and_then(interface_description) {
+        let filters = [
+            Filter::new("description", [description.as_str()]),
+            Filter::new("vpc-id", [config.vpc_id.as_str()]),
+        ];
+        let interfaces = ec2
+            .network_interfaces(&filters)
+            .await
+            .map_err(Error::aws("reading the load balancer's network interfaces"))?;
+        for (subnet, address) in interface_addresses(config, &description, &interfaces) {
+            if subnet_ids.contains(subnet) {
+                uncovered.remove(subnet);
+                sources.insert(format!("{address}/32"));
+            }
+        }
+    }
+    if !uncovered.is_empty() {
+        let subnets = ec2
+            .subnets(&[Filter::new("subnet-id", uncovered.iter().copied())])
+            .await
+            .map_err(Error::aws("reading the load balancer's subnets"))?;
+        sources.extend(subnet_cidrs(access, &uncovered, subnets)?);
+        if lb_arn.is_some() {
+            // Narrowed by a later full ensure (drift detection asks for one while this lasts).
+            tracing::info!(
+                load_balancer = %access.load_balancer,
+                subnets = ?uncovered,
+                "no network interface of the NLB seen in these subnets yet; health checks allowed from their CIDRs"
+            );
+        }
+    }
+    Ok((
+        sources.into_iter().collect(),
+        uncovered.into_iter().map(SubnetId::new).collect(),
+    ))
+}
+
+/// (subnet, private IPv4 address) of each of the load balancer's interfaces: those described `description` in
+/// the cluster's VPC, checked here too as an emulator may ignore the filters.
+fn interface_addresses<'a>(
+    config: &LoadBalancerConfig,
+    description: &str,
+    interfaces: &'a [NetworkInterface],
+) -> impl Iterator<Item = (&'a str, Ipv4Addr)> {
+    interfaces
+        .iter()
+        .filter(move |i| {
+            i.description.as_deref() == Some(description)
+                && i.vpc_id.as_ref().is_none_or(|v| *v == config.vpc_id)
+        })
+        .filter_map(|i| {
+            let subnet = i.subnet_id.as_ref()?.as_str();
+            // An NLB's interface has one private IPv4 address, fixed for the NLB's life.
+            let address = i.private_ips.first()?.parse::<Ipv4Addr>().ok()?;
+            Some((subnet, address))
+        })
+}
+
+/// The IPv4 CIDRs of the subnets `subnet_ids`, all of which must be found.
+fn subnet_cidrs(
     access: &NodeAccess,
     subnet_ids: &BTreeSet<&str>,
     subnets: Vec<Subnet>,
@@ -215,8 +289,5 @@ fn health_sources(
                 )),
         ));
     }
-    let mut health_sources: Vec<String> = subnets.into_iter().filter_map(|s| s.cidr_block).collect();
-    health_sources.sort();
-    health_sources.dedup();
-    Ok(health_sources)
+    Ok(subnets.into_iter().filter_map(|s| s.cidr_block).collect())
 }

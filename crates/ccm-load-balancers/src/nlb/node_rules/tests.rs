@@ -62,6 +62,7 @@ fn observed(groups: Vec<SecurityGroup>, targets: &[(&str, &str)], sources: &[&st
             .map(|(i, g)| ((*i).to_owned(), SecurityGroupId::new(*g)))
             .collect(),
         health_sources: sources.iter().map(|s| (*s).to_owned()).collect(),
+        subnets_without_interfaces: Vec::new(),
         not_running: Default::default(),
         skipped: Default::default(),
         heirs: Default::default(),
@@ -464,4 +465,5 @@ fn observed_protocol_numbers_and_cidr_spellings_match_the_desired_rules() {
 }
 
 mod group_source;
+mod interfaces;
 mod observe_apply;

@@ -202,7 +202,8 @@ async fn deleted_node_rules<E: CatalogLookup, L: Elb, V: Elbv2>(
         instances: instances.into_iter().collect(),
         ..NodeAccess::none(name)
     };
-    let mut nodes = node_rules::observe(ec2, config, &access, &subnets).await?;
+    // Deletion needs no health source (every rule of the NLB goes): neither interfaces nor subnets are read.
+    let mut nodes = node_rules::observe(ec2, config, &access, &subnets, None).await?;
     node_rules::find_heirs(ec2, elb, elbv2, &access, &mut nodes).await?;
     Ok(Some(nodes))
 }

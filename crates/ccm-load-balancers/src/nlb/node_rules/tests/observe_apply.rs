@@ -77,6 +77,7 @@ async fn observe_reads_instances_cluster_groups_and_subnets_once_each() {
         &config(),
         &a,
         &[SubnetId::new("subnet-b"), SubnetId::new("subnet-a")],
+        None,
     )
     .await
     .unwrap();
@@ -131,6 +132,7 @@ async fn observe_reads_untagged_instance_groups_in_one_more_call_and_skips_forei
         &config(),
         &a,
         &[SubnetId::new("subnet-a")],
+        None,
     )
     .await
     .unwrap();
@@ -151,6 +153,7 @@ async fn observe_for_deletion_reads_only_the_cluster_groups() {
         &config(),
         &NodeAccess::none(LB),
         &[SubnetId::new("subnet-a")],
+        None,
     )
     .await
     .unwrap();
@@ -183,6 +186,7 @@ async fn observe_in_legacy_mode_also_reads_groups_with_the_legacy_tag() {
         &config,
         &NodeAccess::none(LB),
         &[],
+        None,
     )
     .await
     .unwrap();
@@ -201,7 +205,7 @@ async fn an_instance_with_two_cluster_groups_is_skipped_naming_them() {
         .returning(|_| Box::pin(async { Ok(Vec::new()) }));
     let a = access(&[("tcp", 30080)], &["0.0.0.0/0"], &[30080], &["i-1"]);
     // Only the instance is skipped (not registered, no rule): the load balancer goes on.
-    let observed = observe(&crate::instance_reads::uncached(ec2), &config(), &a, &[])
+    let observed = observe(&crate::instance_reads::uncached(ec2), &config(), &a, &[], None)
         .await
         .unwrap();
     assert!(observed.instance_groups.is_empty());
@@ -225,6 +229,7 @@ async fn a_missing_load_balancer_subnet_is_an_error_not_a_revocation() {
         &config(),
         &a,
         &[SubnetId::new("subnet-a"), SubnetId::new("subnet-gone")],
+        None,
     )
     .await
     .unwrap_err();
@@ -393,7 +398,7 @@ async fn instances_without_a_node_group_are_one_warning_per_load_balancer() {
         .returning(|_| Box::pin(async { Ok(vec![]) }));
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
     let a = access(&[("tcp", 30080)], &["0.0.0.0/0"], &[30080], &refs);
-    let obs = observe(&crate::instance_reads::uncached(ec2), &config(), &a, &[])
+    let obs = observe(&crate::instance_reads::uncached(ec2), &config(), &a, &[], None)
         .await
         .unwrap();
     assert!(obs.instance_groups.is_empty());
