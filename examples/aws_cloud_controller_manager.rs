@@ -5,13 +5,14 @@
 use std::{process::ExitCode, sync::Arc};
 
 use ccm_aws::tagging::{TaggingConfig, TaggingController, TaggingMetrics};
-use ccm_aws::{AwsCloud, CloudConfig};
+use ccm_aws::{AwsCloud, CloudConfig, ZoneLabelCheck, zone_labels};
 use ccm_aws_sdk::{AdapterOptions, RateLimits};
 use ccm_controller_manager::Runtime;
 use ccm_examples::cli::aws_ccm::Cli;
 use clap::Parser;
 
 const TAGGING: &str = "tagging";
+const ZONE_LABELS: &str = "zone-labels";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -66,7 +67,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let ec2 = Arc::new(cloud.ec2().clone());
     let (cluster, members) = (cloud.cluster().clone(), cloud.membership().clone());
     let registered = tagging_metrics.clone();
-    let mut runtime = Runtime::new(cli.manager).with_controller(TAGGING, false, move |ctx| {
+    // Nodes keep the zone label they were initialized with: refuse to start over Nodes labelled in the other form.
+    let zone_check = ZoneLabelCheck::new(zone_labels::zone_form(&config.global));
+    let runtime = Runtime::new(cli.manager).with_start_check(ZONE_LABELS, move |client| {
+        let check = zone_check.clone();
+        async move { check.run(client).await.map_err(Into::into) }
+    });
+    let mut runtime = runtime.with_controller(TAGGING, false, move |ctx| {
         let (ec2, config, metrics) = (ec2.clone(), tagging.clone(), tagging_metrics.clone());
         let (cluster, members) = (cluster.clone(), members.clone());
         async move {

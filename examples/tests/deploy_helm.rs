@@ -37,6 +37,7 @@ fn every_global_key() -> Value {
         "NLBSecurityGroupMode": "Managed",
         "AdoptUntaggedLoadBalancers": true,
         "ExtraLoadBalancerAttributeKeys": "new.key.enabled, other.key",
+        "NodeZoneLabel": "ZoneID",
     })
 }
 

@@ -178,7 +178,8 @@ where
         let mut instances_config = InstancesConfig::new(env.region.clone())
             .with_node_ip_families(families)
             .with_topology_instance_types(pattern)
-            .with_cluster(env.cluster.clone());
+            .with_cluster(env.cluster.clone())
+            .with_zone_form(crate::zone_labels::zone_form(global));
         if let Some(vpc) = &env.vpc_id {
             instances_config = instances_config.with_vpc_id(vpc.clone());
         }
@@ -186,6 +187,7 @@ where
             region = %env.region,
             cluster_id = env.cluster.id(),
             vpc = env.vpc_id.as_ref().map(VpcId::as_str),
+            zone_label = global.node_zone_label.as_str(),
             "AWS cloud provider ready"
         );
         let mut routes_config = RoutesConfig::new(env.cluster.clone())

@@ -25,11 +25,13 @@ pub mod cluster_id;
 pub mod doctor;
 pub mod membership;
 pub mod tagging;
+pub mod zone_labels;
 
 pub use catalog_metrics::CatalogMetrics;
 pub use cloud::{AwsCloud, AwsCloudError, Environment, PROVIDER_NAME};
 pub use cloud_config::{CloudConfig, CloudConfigErrors, ConfigError, GlobalConfig, LoadError};
 pub use cluster_id::ClusterIdError;
+pub use zone_labels::{ZoneLabelCheck, ZoneLabelError};
 
 // The README's examples compile (and those without `no_run` run) as doc tests.
 #[cfg(doctest)]

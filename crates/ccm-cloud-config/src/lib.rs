@@ -96,6 +96,10 @@ pub struct GlobalConfig {
     /// its own node ports, its `healthCheckNodePort` and the shared probe port (the health-check port is opened on
     /// every target node).
     pub allowed_health_check_ports: Vec<(u16, u16)>,
+    /// `NodeZoneLabel` (this implementation's own key, default `ZoneName`): what Nodes get in
+    /// `topology.kubernetes.io/zone` (kubernetes/cloud-provider-aws#1185). Labels are written once, when a Node is
+    /// initialized, so the form must not change once Nodes carry it: the CCM refuses to start then.
+    pub node_zone_label: NodeZoneLabel,
 }
 
 /// An IP family of node addresses.
@@ -125,6 +129,18 @@ pub enum NlbSecurityGroupMode {
     Off,
     /// `Managed`.
     Managed,
+}
+
+/// What a Node's zone label (`topology.kubernetes.io/zone`) holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum NodeZoneLabel {
+    /// `ZoneName` (or empty): the zone name (`us-east-1a`), as upstream. Names map to physical zones differently
+    /// in each account.
+    #[default]
+    ZoneName,
+    /// `ZoneID`: the zone ID (`use1-az1`), the same physical zone in every account, for clusters whose Nodes or
+    /// zonal resources span accounts.
+    ZoneId,
 }
 
 /// A `[ServiceOverride "<name>"]` section.
@@ -210,6 +226,7 @@ pub const GLOBAL_KEYS: &[&str] = &[
     "AdoptUntaggedLoadBalancers",
     "ExtraLoadBalancerAttributeKeys",
     "AllowedHealthCheckPorts",
+    "NodeZoneLabel",
 ];
 /// The keys of a `[ServiceOverride "<n>"]` section the parser accepts (matched ignoring case).
 pub const OVERRIDE_KEYS: &[&str] = &[
@@ -314,6 +331,7 @@ impl Default for GlobalConfig {
             adopt_untagged_load_balancers: false,
             extra_load_balancer_attribute_keys: Vec::new(),
             allowed_health_check_ports: Vec::new(),
+            node_zone_label: NodeZoneLabel::ZoneName,
         }
     }
 }
@@ -372,6 +390,18 @@ impl IpFamily {
         match self {
             Self::Ipv4 => "ipv4",
             Self::Ipv6 => "ipv6",
+        }
+    }
+}
+
+// === impl NodeZoneLabel ===
+
+impl NodeZoneLabel {
+    /// `ZoneName` or `ZoneID`, as the key takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ZoneName => "ZoneName",
+            Self::ZoneId => "ZoneID",
         }
     }
 }

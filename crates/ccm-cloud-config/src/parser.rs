@@ -213,6 +213,16 @@ impl Parser {
             }
             "ExtraLoadBalancerAttributeKeys" => self.extra_attribute_keys(line, field, &value),
             "AllowedHealthCheckPorts" => self.allowed_health_check_ports(line, field, &value),
+            "NodeZoneLabel" => match value.to_ascii_lowercase().as_str() {
+                "" | "zonename" => g.node_zone_label = NodeZoneLabel::ZoneName,
+                "zoneid" => g.node_zone_label = NodeZoneLabel::ZoneId,
+                _ => self.error(
+                    Some(line),
+                    field,
+                    &format!("unknown zone label form {value:?}"),
+                    Some("ZoneName (or empty) for us-east-1a, ZoneID for use1-az1"),
+                ),
+            },
             "NLBSecurityGroupMode" => match value.as_str() {
                 "" => g.nlb_security_group_mode = NlbSecurityGroupMode::Off,
                 "Managed" => g.nlb_security_group_mode = NlbSecurityGroupMode::Managed,

@@ -21,6 +21,11 @@ fn defaults_match_the_reference() {
     );
     assert_eq!(g.health_probe_mode, HealthProbeMode::ServiceNodePort);
     assert_eq!(g.nlb_security_group_mode, NlbSecurityGroupMode::Off);
+    assert_eq!(
+        g.node_zone_label,
+        NodeZoneLabel::ZoneName,
+        "zone names, as upstream"
+    );
     assert!(!g.disable_security_group_ingress);
     assert!(
         !g.adopt_untagged_load_balancers,
@@ -119,6 +124,18 @@ fn every_global_field() {
         ("NLBSecurityGroupMode = Managed", |g| {
             g.nlb_security_group_mode == NlbSecurityGroupMode::Managed
         }),
+        ("NodeZoneLabel = ZoneID", |g| {
+            g.node_zone_label == NodeZoneLabel::ZoneId
+        }),
+        ("NodeZoneLabel = zoneid", |g| {
+            g.node_zone_label == NodeZoneLabel::ZoneId
+        }),
+        ("NodeZoneLabel = ZoneName", |g| {
+            g.node_zone_label == NodeZoneLabel::ZoneName
+        }),
+        ("NodeZoneLabel =", |g| {
+            g.node_zone_label == NodeZoneLabel::ZoneName
+        }),
         // Case-insensitive keys, quoted values, comments.
         ("kubernetesclusterid = \"a b\" ; trailing comment", |g| {
             g.kubernetes_cluster_id.as_deref() == Some("a b")
@@ -204,6 +221,11 @@ fn bad_values_name_the_field_and_the_accepted_values() {
             "NLBSecurityGroupMode = managed",
             "Global.NLBSecurityGroupMode",
             Some("Managed, or empty"),
+        ),
+        (
+            "NodeZoneLabel = use1-az1",
+            "Global.NodeZoneLabel",
+            Some("ZoneName (or empty) for us-east-1a, ZoneID for use1-az1"),
         ),
         (
             "ExtraLoadBalancerAttributeKeys = Idle Timeout",

@@ -49,6 +49,16 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A start-up check ([`Runtime::with_start_check`](crate::Runtime::with_start_check)) refused: the cluster
+    /// holds something the configuration contradicts; the cause names what to change.
+    #[error("start-up check {name} refused to start the controllers")]
+    StartCheck {
+        /// The check's name.
+        name: String,
+        /// What it found.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A controller failed to start or stopped with an error.
     #[error("controller {name} failed")]
     Controller {

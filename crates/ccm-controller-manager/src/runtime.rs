@@ -66,6 +66,7 @@ pub struct Runtime {
     options: Options,
     known: Known,
     extras: BTreeMap<String, StartFn>,
+    checks: Vec<checks::Check>,
     metrics: Registry,
     node_selector: Option<String>,
     service_selector: Option<String>,
@@ -132,6 +133,7 @@ impl Runtime {
             options,
             known: Known::builtin(),
             extras: BTreeMap::new(),
+            checks: Vec::new(),
             metrics: Registry::default(),
             node_selector: None,
             service_selector: None,
@@ -582,5 +584,6 @@ async fn shutdown_signal() {
     }
 }
 
+mod checks;
 mod leadership;
 mod starting;

@@ -47,6 +47,19 @@ pub enum InstancesError {
         /// The offending value.
         address: String,
     },
+    /// The Nodes' zone label holds zone IDs ([`ZoneForm::Id`](crate::ZoneForm::Id)), but
+    /// `DescribeAvailabilityZones` lists no ID for the node's zone (even after a refresh): the Node is not
+    /// initialized rather than labelled with a zone name among zone IDs. The controller retries.
+    #[error(
+        "node {node:?}: DescribeAvailabilityZones lists no zone ID for zone {zone:?}, and NodeZoneLabel = ZoneID \
+         labels Nodes with zone IDs only"
+    )]
+    NoZoneId {
+        /// The node name.
+        node: String,
+        /// The zone name of its instance.
+        zone: String,
+    },
     /// An AWS call failed; retry later (the cause tells whether an operator is needed).
     #[error("{what}")]
     Aws {

@@ -21,6 +21,7 @@ use crate::{
     InstancesError,
     addresses::{IpFamily, fargate_addresses, instance_addresses},
     topology::{NETWORK_NODE_LAYER_PREFIX, UnsupportedStore, network_node_labels},
+    zone_form::ZoneForm,
 };
 
 use listing::ClusterListing;
@@ -75,6 +76,8 @@ pub struct InstancesConfig {
     /// Whether many private DNS names may be answered by one listing of the cluster (default true). Off, names
     /// are always asked by name, 200 a call, as the Go provider does: only for measuring its call pattern.
     pub cluster_listing: bool,
+    /// What the zone reported for a Node holds (`NodeZoneLabel`): the zone name (default) or the zone ID.
+    pub zone_form: ZoneForm,
 }
 
 /// InstancesV2 for AWS, generic over the EC2 port. See the crate documentation for the rules.
@@ -123,7 +126,16 @@ impl InstancesConfig {
             cluster: None,
             vpc_id: None,
             cluster_listing: true,
+            zone_form: ZoneForm::Name,
         }
+    }
+
+    /// Sets what the reported zone holds: the zone name (default) or the zone ID. The provider ID names the zone
+    /// by name either way (`aws:///us-east-1a/i-...`, the form every reader of provider IDs expects).
+    #[must_use]
+    pub fn with_zone_form(mut self, form: ZoneForm) -> Self {
+        self.zone_form = form;
+        self
     }
 
     /// Sets the address families.
@@ -246,10 +258,10 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             Ok(Found::Instance(i)) if i.state != InstanceState::Terminated => Some(i.clone()),
             _ => None,
         };
-        // Zone IDs for every zone of a node without the label.
+        // Zone IDs for every zone of a node without the label, and of every node when the zone is reported by ID.
         let mut zones = BTreeSet::new();
         for (node, f) in nodes.iter().zip(&found) {
-            if has_label(node, ZONE_ID_LABEL) {
+            if has_label(node, ZONE_ID_LABEL) && self.config.zone_form == ZoneForm::Name {
                 continue;
             }
             let zone = match f {
@@ -394,19 +406,35 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
             .collect()
     }
 
+    /// Adds the zone-ID label (unless the node has one) and, when zones are reported by ID, reports the zone so.
+    /// A zone without an ID only loses the label by name, but fails the node by ID: a zone name among zone IDs
+    /// would mix the forms for good (labels are written once).
     fn with_zone_id(
         &self,
         node: &Node,
         mut meta: InstanceMetadata,
         zone_ids: &Result<HashMap<String, String>, InstancesError>,
     ) -> Result<InstanceMetadata, InstancesError> {
-        if meta.zone.is_empty() || has_label(node, ZONE_ID_LABEL) {
+        let by_id = self.config.zone_form == ZoneForm::Id;
+        let labelled = has_label(node, ZONE_ID_LABEL);
+        if meta.zone.is_empty() || (labelled && !by_id) {
             return Ok(meta);
         }
         match zone_ids.as_ref().map_err(Clone::clone)?.get(&meta.zone) {
             Some(id) => {
-                meta.additional_labels
-                    .insert(ZONE_ID_LABEL.to_owned(), id.clone());
+                if !labelled {
+                    meta.additional_labels
+                        .insert(ZONE_ID_LABEL.to_owned(), id.clone());
+                }
+                if by_id {
+                    meta.zone = id.clone();
+                }
+            }
+            None if by_id => {
+                return Err(InstancesError::NoZoneId {
+                    node: node.metadata.name.clone().unwrap_or_default(),
+                    zone: meta.zone,
+                });
             }
             None => tracing::warn!(zone = %meta.zone, "could not get zone ID from zone name"),
         }

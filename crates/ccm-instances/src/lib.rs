@@ -15,6 +15,8 @@
 //! - the provider ID produced is upstream's `aws:///<zone>/<instance-id>` ([`ProviderId`]'s `Display`); an
 //!   existing one is kept;
 //! - addresses: see [`instance_addresses`] and [`fargate_addresses`];
+//! - the zone is the instance's zone name (`us-east-1a`), or its zone ID (`use1-az1`) with
+//!   [`InstancesConfig::with_zone_form`] and [`ZoneForm::Id`]; the provider ID always names the zone by name;
 //! - labels: `topology.k8s.aws/zone-id` and `topology.k8s.aws/network-node-layer-<N>` (only when absent);
 //! - exists is `false` only for terminated instances and none found; shutdown is `true` for stopped and
 //!   stopping instances; Fargate pods exist while their interface does and are never shut down.
@@ -45,6 +47,7 @@ mod addresses;
 mod error;
 mod instances;
 mod topology;
+mod zone_form;
 
 pub use addresses::{IpFamily, fargate_addresses, instance_addresses};
 pub use error::InstancesError;
@@ -53,3 +56,4 @@ pub use instances::{
     LISTING_REUSE, NOT_IN_CLUSTER_CONSEQUENCE, RECENT_READ, VALUES_PER_FILTER, ZONE_ID_LABEL,
 };
 pub use topology::{NETWORK_NODE_LAYER_PREFIX, UNSUPPORTED_TTL, network_node_labels};
+pub use zone_form::ZoneForm;

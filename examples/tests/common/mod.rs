@@ -43,14 +43,20 @@ impl World {
     /// cluster ID there, as on a real control-plane node), IMDS naming it, and `extra_config` appended to the
     /// cloud config's `[Global]` section.
     pub async fn new(extra_config: &str) -> Self {
+        Self::at_octet(extra_config, None).await
+    }
+
+    /// [`World::new`] in the VPC `10.<octet>.0.0/16` (else one derived from the cluster ID).
+    pub async fn at_octet(extra_config: &str, octet: Option<u8>) -> Self {
         let env = TestEnv::get();
         let raw = aws_sdk_ec2::Client::new(&env.aws_config().await);
         let cluster_id = unique_name("e2e");
-        let network = ccm_testing::world::World::builder(ec2::octet_for(&cluster_id))
-            .subnet("us-east-1a", &[])
-            .build(&raw)
-            .await
-            .unwrap();
+        let network =
+            ccm_testing::world::World::builder(octet.unwrap_or_else(|| ec2::octet_for(&cluster_id)))
+                .subnet("us-east-1a", &[])
+                .build(&raw)
+                .await
+                .unwrap();
         let key = format!("kubernetes.io/cluster/{cluster_id}");
         let self_instance = network.launch(1, &[(&key, "owned")]).await.unwrap().remove(0);
         let imds = ImdsEmulator::start(&self_instance.id, "us-east-1a", &env.aws_region)
@@ -280,6 +286,17 @@ impl Ccm {
         }
         let _ = self.child.kill();
         panic!("the CCM did not stop within 20 s of SIGTERM\n{}", self.log_text());
+    }
+
+    /// The exit status, once the process exits on its own within `secs` (`None` if it still runs).
+    pub async fn exited_within(&mut self, secs: u64) -> Option<ExitStatus> {
+        for _ in 0..secs * 10 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        None
     }
 
     /// Fails with the CCM's log when it exited on its own.

@@ -36,6 +36,11 @@ pub async fn fixture() -> Fixture {
 
 /// [`fixture`] with `AwsCloud` calling AWS at `endpoint` (a `FaultProxy` in front of moto) instead of moto.
 pub async fn fixture_at(endpoint: Option<&str>) -> Fixture {
+    fixture_with(endpoint, "[Global]\n", None).await
+}
+
+/// [`fixture_at`] with the cloud config `config` and the world's `octet` (else one derived from the cluster ID).
+pub async fn fixture_with(endpoint: Option<&str>, config: &str, octet: Option<u8>) -> Fixture {
     let env = TestEnv::get();
     let sdk = env.aws_config().await;
     // Faults injected by the tests' proxies are retried quickly.
@@ -50,7 +55,7 @@ pub async fn fixture_at(endpoint: Option<&str>) -> Fixture {
     let raw = aws_sdk_ec2::Client::new(&sdk);
     let cluster_id = unique_name("awscloud");
     // A fresh CIDR per run, so that private DNS names (node names) never collide with a previous run's nodes.
-    let network = ccm_testing::world::World::builder(ec2::octet_for(&cluster_id))
+    let network = ccm_testing::world::World::builder(octet.unwrap_or_else(|| ec2::octet_for(&cluster_id)))
         .subnet("us-east-1a", &[])
         .build(&raw)
         .await
@@ -60,7 +65,7 @@ pub async fn fixture_at(endpoint: Option<&str>) -> Fixture {
         .await
         .unwrap();
     // The cluster and VPC come from the CCM's own instance, as on a real control-plane node.
-    let config = CloudConfig::parse("[Global]\n").unwrap();
+    let config = CloudConfig::parse(config).unwrap();
     let self_id = ccm_aws_api::InstanceId::from(self_instance[0].id.as_str());
     let environment = discover(&config, adapter.ec2(), env.aws_region.clone(), Some(&self_id))
         .await

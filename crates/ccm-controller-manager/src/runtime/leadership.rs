@@ -42,7 +42,10 @@ impl Runtime {
 
         let first = placed(|p| p == Placement::NonMigrated);
         let migrated = placed(|p| p == Placement::Migrated);
-        let mut result = self.start(&provider, ctx, &mut running, &first).await;
+        let mut result = self.run_checks(ctx).await;
+        if result.is_ok() {
+            result = self.start(&provider, ctx, &mut running, &first).await;
+        }
         if result.is_ok()
             && let Some(m) = &migration
         {
@@ -81,6 +84,7 @@ impl Runtime {
         running: &mut Running,
         names: &[String],
     ) -> Result<(), Error> {
+        self.run_checks(ctx).await?;
         self.start(provider, ctx, running, names).await?;
         let result = self.wait(ctx, running, &[]).await;
         self.stop(ctx, running, STOP_TIMEOUT).await;

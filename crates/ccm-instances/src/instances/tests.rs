@@ -956,3 +956,81 @@ async fn a_mixed_batch_costs_one_call_per_kind_and_errors_stay_per_node() {
         "two nodes of one instance: one lookup"
     );
 }
+
+/// `NodeZoneLabel = ZoneID`: the zone reported is the zone ID, for instances and Fargate interfaces alike, also
+/// for a node that already carries the zone-ID label; the provider ID keeps the zone name.
+#[tokio::test]
+async fn zones_are_reported_by_id_when_configured() {
+    let mut ec2 = MockEc2::new();
+    let mut b = instance("i-b", InstanceState::Running, "m5.large");
+    b.availability_zone = Some("us-west-2b".into());
+    by_id(
+        &mut ec2,
+        vec![instance("i-a", InstanceState::Running, "m5.large"), b],
+    );
+    let mut eni = NetworkInterface::new(NetworkInterfaceId::new("eni-f"));
+    eni.availability_zone = Some("us-west-2b".into());
+    eni.private_ips = vec!["192.168.164.88".into()];
+    ec2.expect_network_interfaces()
+        .returning(move |_| ok(vec![eni.clone()]));
+    no_topology(&mut ec2);
+    zones(&mut ec2);
+    let config = InstancesConfig::new(REGION).with_zone_form(ZoneForm::Id);
+    let aws = AwsInstances::new(ec2, config);
+    let nodes = [
+        node("i-a", None, &[]),
+        node("i-b", None, &[(ZONE_ID_LABEL, "usw2-az2")]),
+        node("fargate-192.168.164.88", None, &[]),
+    ];
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let metas: Vec<InstanceMetadata> = aws
+        .instance_metadata_batch(&refs)
+        .await
+        .into_iter()
+        .map(|m| m.unwrap().unwrap())
+        .collect();
+    let got: Vec<(&str, &str, &str)> = metas
+        .iter()
+        .map(|m| (m.zone.as_str(), m.provider_id.as_str(), m.region.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("usw2-az1", "aws:///us-west-2a/i-a", REGION),
+            ("usw2-az2", "aws:///us-west-2b/i-b", REGION),
+            ("usw2-az2", "aws:///us-west-2b/fargate-192.168.164.88", REGION),
+        ]
+    );
+    assert_eq!(
+        metas[0].additional_labels,
+        label_map(&[(ZONE_ID_LABEL, "usw2-az1")])
+    );
+    assert!(
+        metas[1].additional_labels.is_empty(),
+        "an existing zone-ID label is not written again"
+    );
+}
+
+/// By ID, a zone `DescribeAvailabilityZones` does not list fails the node (retried) instead of labelling it with
+/// the zone name among zone IDs; by name the same node initializes (see above).
+#[tokio::test]
+async fn a_zone_without_an_id_fails_the_node_by_id() {
+    let mut ec2 = MockEc2::new();
+    let mut z = instance("i-z", InstanceState::Running, "m5.large");
+    z.availability_zone = Some("us-west-2z".into());
+    by_id(&mut ec2, vec![z]);
+    no_topology(&mut ec2);
+    zones(&mut ec2);
+    let aws = AwsInstances::new(ec2, InstancesConfig::new(REGION).with_zone_form(ZoneForm::Id));
+    let err = aws
+        .metadata(&[&node("i-z", None, &[])])
+        .await
+        .remove(0)
+        .unwrap_err();
+    assert!(
+        matches!(&err, InstancesError::NoZoneId { node, zone } if node == "i-z" && zone == "us-west-2z"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("NodeZoneLabel = ZoneID"), "{err}");
+    assert!(!CloudError::from(err).is_instance_not_found());
+}
