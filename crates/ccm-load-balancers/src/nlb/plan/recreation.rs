@@ -207,5 +207,18 @@ pub fn protected_recreation(
     if recreates && is_protected(observed) && !unprotects(desired) {
         return Err(crate::Error::DeletionProtected(desired.name.clone()));
     }
+    if recreates && is_adopted(observed) && desired.release_on_deletion != Some(false) {
+        return Err(crate::Error::AdoptedNotRecreated(desired.name.clone()));
+    }
     Ok(())
+}
+
+/// Whether the NLB observed was adopted ([`crate::shared::ADOPTED_TAG`]).
+fn is_adopted(observed: &Observed) -> bool {
+    observed
+        .load_balancer
+        .as_ref()
+        .and_then(|lb| observed.tags.get(&lb.arn))
+        .and_then(|tags| tags.get(crate::shared::ADOPTED_TAG))
+        .is_some_and(|v| v == "true")
 }

@@ -94,3 +94,33 @@ fn a_release_hands_over_first_deregisters_and_untags_last() {
         []
     );
 }
+
+/// A consented recreation deletes the NLB: an adopted one is released, never deleted, unless the Service says
+/// `aws-load-balancer-release-on-deletion: "false"`.
+#[test]
+fn an_adopted_nlb_is_recreated_only_when_its_deletion_would_delete_it() {
+    let mut d = desired(&[], &[(80, 30080)]);
+    let lb = LoadBalancerV2::new("arn:lb", NAME, "x");
+    let mut o = Observed {
+        load_balancer: Some(lb),
+        ..Observed::default()
+    };
+    let recreate = [Change::DeleteLoadBalancer {
+        name: NAME.to_owned(),
+        arn: "arn:lb".to_owned(),
+        recreate_because: Some("the scheme".to_owned()),
+    }];
+    assert!(crate::nlb::plan::protected_recreation(&d, &o, &recreate).is_ok());
+    o.tags.insert(
+        "arn:lb".to_owned(),
+        Tags::from([("kubernetes.io/adopted".to_owned(), "true".to_owned())]),
+    );
+    let e = crate::nlb::plan::protected_recreation(&d, &o, &recreate).unwrap_err();
+    assert!(matches!(e, crate::Error::AdoptedNotRecreated(_)), "{e}");
+    assert!(
+        e.to_string().contains("aws-load-balancer-release-on-deletion"),
+        "{e}"
+    );
+    d.release_on_deletion = Some(false);
+    assert!(crate::nlb::plan::protected_recreation(&d, &o, &recreate).is_ok());
+}
