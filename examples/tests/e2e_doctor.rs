@@ -85,6 +85,7 @@ async fn e2e_doctor_lists_planted_leaks_and_deletes_them() {
         port: 30080,
         vpc_id: vpc.clone(),
         target_type: ccm_aws_api::elbv2::TargetType::Instance,
+        ip_address_type: ccm_aws_api::elbv2::TargetIpFamily::Ipv4,
         health_check: TargetGroupHealthCheck::default(),
         tags: tagged("owned"),
     };

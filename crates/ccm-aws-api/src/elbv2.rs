@@ -153,6 +153,8 @@ pub struct TargetGroup {
     pub health_check: TargetGroupHealthCheck,
     /// Load balancers forwarding to it.
     pub load_balancer_arns: Vec<String>,
+    /// The address family of its targets.
+    pub ip_address_type: TargetIpFamily,
 }
 
 /// A target group's health check.
@@ -189,10 +191,34 @@ pub struct NewTargetGroup {
     pub vpc_id: VpcId,
     /// `instance` (nodes on their node port) or `ip` (pod addresses on their target port).
     pub target_type: TargetType,
+    /// The address family of the targets (AWS's `IpAddressType`): fixed at creation.
+    pub ip_address_type: TargetIpFamily,
     /// The health check.
     pub health_check: TargetGroupHealthCheck,
     /// Tags applied at creation.
     pub tags: Tags,
+}
+
+/// The address family of a target group's targets (AWS's target group `IpAddressType`): fixed at creation. An
+/// `ipv6` group serves only a dual-stack load balancer; its instance targets are reached on their primary IPv6
+/// address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum TargetIpFamily {
+    /// IPv4 (AWS's default).
+    #[default]
+    Ipv4,
+    /// IPv6.
+    Ipv6,
+}
+
+impl TargetIpFamily {
+    /// AWS's name: `ipv4` or `ipv6`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ipv4 => "ipv4",
+            Self::Ipv6 => "ipv6",
+        }
+    }
 }
 
 /// What a target group's targets are: fixed at creation (AWS's `TargetType`).
@@ -534,6 +560,7 @@ impl TargetGroup {
             target_type: "instance".to_owned(),
             health_check: TargetGroupHealthCheck::default(),
             load_balancer_arns: Vec::new(),
+            ip_address_type: TargetIpFamily::Ipv4,
         }
     }
 }

@@ -8,6 +8,7 @@ use ccm_aws_api::{
     elbv2::{
         ListenerChange, ListenerV2, LoadBalancerV2, LoadBalancerZone, NewListener, NewNetworkLoadBalancer,
         NewTargetGroup, SubnetMapping, Target, TargetGroup, TargetGroupHealthCheck, TargetHealth, TargetId,
+        TargetIpFamily,
     },
 };
 
@@ -397,6 +398,11 @@ impl Elbv2 for AwsElbv2 {
                     .port(group.port)
                     .vpc_id(group.vpc_id.as_str())
                     .target_type(sdk::TargetTypeEnum::from(group.target_type.as_str()))
+                    // Only IPv6 is sent: an IPv4 request stays as it always was (AWS's default).
+                    .set_ip_address_type(
+                        (group.ip_address_type == TargetIpFamily::Ipv6)
+                            .then(|| sdk::TargetGroupIpAddressTypeEnum::from(group.ip_address_type.as_str())),
+                    )
                     .set_health_check_protocol(hc.protocol.as_deref().map(sdk::ProtocolEnum::from))
                     .set_health_check_port(hc.port.clone())
                     .set_health_check_path(hc.path.clone())

@@ -102,6 +102,7 @@ async fn network_load_balancer_lifecycle() {
             port: 30080,
             vpc_id: VpcId::new(&fx.vpc_id),
             target_type: TargetType::Instance,
+            ip_address_type: ccm_aws_api::elbv2::TargetIpFamily::Ipv4,
             health_check: health.clone(),
             tags: tags.clone(),
         })
@@ -265,6 +266,7 @@ async fn an_ip_target_group_takes_addresses_on_their_own_ports() {
             port: 8080,
             vpc_id: VpcId::new(&fx.vpc_id),
             target_type: TargetType::Ip,
+            ip_address_type: ccm_aws_api::elbv2::TargetIpFamily::Ipv4,
             health_check: TargetGroupHealthCheck::default(),
             tags: Tags::new(),
         })
@@ -414,6 +416,7 @@ async fn a_create_retried_after_its_answer_was_lost_makes_one_resource() {
             port: 30080,
             vpc_id: VpcId::new(&fx.vpc_id),
             target_type: TargetType::Instance,
+            ip_address_type: ccm_aws_api::elbv2::TargetIpFamily::Ipv4,
             health_check: TargetGroupHealthCheck::default(),
             tags: Tags::new(),
         })
@@ -502,6 +505,7 @@ async fn two_tagged_groups(elbv2: &impl Elbv2, vpc: &str, tags: &Tags) -> Vec<St
                 port: 30080,
                 vpc_id: VpcId::new(vpc),
                 target_type: TargetType::Instance,
+                ip_address_type: ccm_aws_api::elbv2::TargetIpFamily::Ipv4,
                 health_check: TargetGroupHealthCheck::default(),
                 tags: tags.clone(),
             })

@@ -63,6 +63,7 @@ async fn albc_made(w: &World, name: &str) -> (String, String, String) {
             port: 30080,
             vpc_id: VpcId::new(w.vpc.clone()),
             target_type: TargetType::Instance,
+            ip_address_type: ccm_aws_api::elbv2::TargetIpFamily::Ipv4,
             health_check: TargetGroupHealthCheck::default(),
             tags: tg_tags,
         })

@@ -79,3 +79,62 @@ async fn a_dual_stack_service_gets_what_its_subnets_allow_and_what_it_requires()
         .await
         .unwrap();
 }
+
+/// A Service of the IPv6 family only: a dual-stack NLB with an IPv6 target group, clients let in from `::/0`
+/// and health checks from the subnets' IPv6 CIDRs; made dual-stack, its group is replaced by an IPv4 one under
+/// another name (created and attached before the IPv6 one goes).
+#[tokio::test]
+async fn an_ipv6_only_service_gets_ipv6_target_groups_replaced_when_its_family_changes() {
+    let w = ccm_testing::lb_world::world(197, "fam6", true).await;
+    w.ipv6_subnets().await;
+    let lbs = w.lbs(w.config.clone());
+    let nodes = w.nodes();
+    let nodes: Vec<&Node> = nodes.iter().collect();
+    let uid = uid();
+    let mut v6 = service(&uid, "SingleStack", &[]);
+    v6.spec.as_mut().unwrap().ip_families = Some(vec!["IPv6".to_owned()]);
+    let ensured = lbs
+        .ensure_load_balancer_reporting(CLUSTER_NAME, &v6, &nodes)
+        .await
+        .unwrap();
+    assert!(
+        ensured
+            .notices
+            .iter()
+            .any(|n| n.warning && n.message.contains("IPv6 target groups")),
+        "{:?}",
+        ensured.notices
+    );
+    let name = lbs.load_balancer_name(CLUSTER_NAME, &v6);
+    let elbv2 = w.adapter.elbv2();
+    let lb = elbv2.load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!(lb.ip_address_type, "dualstack");
+    let listener = elbv2.listeners(&lb.arn).await.unwrap().remove(0);
+    let group_name = |arn: &str| arn.split('/').nth(1).unwrap().to_owned();
+    let v6_group = group_name(&listener.default_target_groups[0]);
+    let group = elbv2.target_group(&v6_group).await.unwrap().unwrap();
+    assert_eq!(group.ip_address_type, ccm_aws_api::elbv2::TargetIpFamily::Ipv6);
+    let nodes_group = w.group(&w.node_group).await.unwrap();
+    let sources: Vec<String> = nodes_group
+        .ingress
+        .iter()
+        .filter(|p| p.from_port == Some(30080))
+        .flat_map(|p| p.ipv6_ranges.iter().map(|r| r.cidr.clone()))
+        .collect();
+    assert!(sources.iter().any(|c| c == "::/0"), "{sources:?}");
+
+    // Dual-stack now: an IPv4 group under another name replaces it.
+    let both = service(&uid, "RequireDualStack", &[]);
+    lbs.ensure_load_balancer(CLUSTER_NAME, &both, &nodes)
+        .await
+        .unwrap();
+    let listener = elbv2.listeners(&lb.arn).await.unwrap().remove(0);
+    let v4_group = group_name(&listener.default_target_groups[0]);
+    assert_ne!(v4_group, v6_group);
+    let group = elbv2.target_group(&v4_group).await.unwrap().unwrap();
+    assert_eq!(group.ip_address_type, ccm_aws_api::elbv2::TargetIpFamily::Ipv4);
+    assert_eq!(elbv2.target_group(&v6_group).await.unwrap(), None);
+    lbs.ensure_load_balancer_deleted(CLUSTER_NAME, &both)
+        .await
+        .unwrap();
+}

@@ -1062,6 +1062,7 @@ async fn deletion_sweeps_an_unattached_target_group_of_the_service() {
                 port: 30079,
                 vpc_id: VpcId::new(w.vpc.clone()),
                 target_type: ccm_aws_api::elbv2::TargetType::Instance,
+                ip_address_type: ccm_aws_api::elbv2::TargetIpFamily::Ipv4,
                 health_check: TargetGroupHealthCheck::default(),
                 tags,
             })

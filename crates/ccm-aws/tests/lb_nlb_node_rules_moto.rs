@@ -111,6 +111,7 @@ impl World {
             health_ports: health.iter().copied().collect(),
             instances: self.instances.clone(),
             source_group: None,
+            ipv6: false,
         }
     }
 

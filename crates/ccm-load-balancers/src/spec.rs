@@ -178,6 +178,9 @@ pub struct ServiceSpec {
     pub load_balancer_name: Option<String>,
     /// NLB IP address type.
     pub ip_address_type: IpAddressType,
+    /// Whether the NLB's targets are IPv6 (target groups of IP address type `ipv6`): a Service of the IPv6 family
+    /// only (`spec.ipFamilies: [IPv6]`) on a dual-stack NLB.
+    pub ipv6_targets: bool,
     /// Whether dual-stack comes only from `spec.ipFamilyPolicy: PreferDualStack`: an NLB whose subnets lack
     /// IPv6 then falls back to IPv4 (with a Warning) instead of failing.
     pub dual_stack_preferred: bool,

@@ -209,6 +209,7 @@ impl Foreign {
             port: 30080,
             vpc_id: vpc,
             target_type: ccm_aws_api::elbv2::TargetType::Instance,
+            ip_address_type: ccm_aws_api::elbv2::TargetIpFamily::Ipv4,
             health_check: TargetGroupHealthCheck::default(),
             tags: tags(&other, "owned"),
         };

@@ -128,6 +128,9 @@ pub(super) fn target_group(t: &sdk::TargetGroup) -> Option<TargetGroup> {
     );
     out.vpc_id = t.vpc_id().filter(|v| !v.is_empty()).map(VpcId::new);
     out.target_type = t.target_type().map(|k| k.as_str().to_owned()).unwrap_or_default();
+    if t.ip_address_type().is_some_and(|a| a.as_str() == "ipv6") {
+        out.ip_address_type = TargetIpFamily::Ipv6;
+    }
     out.health_check = TargetGroupHealthCheck {
         protocol: t.health_check_protocol().map(|p| p.as_str().to_owned()),
         port: t.health_check_port().map(str::to_owned),

@@ -88,6 +88,7 @@ impl World {
             port: 30080,
             vpc_id: self.vpc.clone(),
             target_type: ccm_aws_api::elbv2::TargetType::Instance,
+            ip_address_type: ccm_aws_api::elbv2::TargetIpFamily::Ipv4,
             health_check: TargetGroupHealthCheck::default(),
             tags,
         };

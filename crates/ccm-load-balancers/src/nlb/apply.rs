@@ -205,6 +205,7 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                         port: target_group.port,
                         vpc_id: self.config.vpc_id.clone(),
                         target_type: target_group.target_type,
+                        ip_address_type: target_group.ip_family(),
                         health_check: health_check.to_aws(),
                         tags: tags.clone(),
                     })

@@ -96,6 +96,23 @@ pub struct TargetGroupSpec {
     /// groups, and for IP groups when the endpoints are not known (their targets are then left as they are).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ip_targets: Option<BTreeSet<(String, i32)>>,
+    /// Whether the targets are IPv6 (a Service of the IPv6 family only): fixed when the group is made, a change
+    /// is a new group (its name differs).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ipv6: bool,
+}
+
+// === impl TargetGroupSpec ===
+
+impl TargetGroupSpec {
+    /// The family of the group's targets, as AWS takes it.
+    pub fn ip_family(&self) -> ccm_aws_api::elbv2::TargetIpFamily {
+        if self.ipv6 {
+            ccm_aws_api::elbv2::TargetIpFamily::Ipv6
+        } else {
+            ccm_aws_api::elbv2::TargetIpFamily::Ipv4
+        }
+    }
 }
 
 /// A listener.
@@ -482,11 +499,31 @@ fn node_access(
     NodeAccess {
         load_balancer: name.to_owned(),
         client_ports,
-        client_cidrs: spec.source_ranges.clone(),
+        client_cidrs: client_cidrs(spec),
         health_ports,
         instances: instances.to_vec(),
         source_group: None,
+        ipv6: spec.ipv6_targets,
     }
+}
+
+/// Where clients reach the targets from: the Service's source ranges of the targets' family (the other family's
+/// clients arrive from the NLB's own addresses, which the health rules allow). IPv6 targets without IPv6 ranges
+/// given: everyone (`::/0`), as `0.0.0.0/0` is for IPv4 targets.
+fn client_cidrs(spec: &ServiceSpec) -> Vec<String> {
+    if !spec.ipv6_targets {
+        return spec.source_ranges.clone();
+    }
+    let ipv6: Vec<String> = spec
+        .source_ranges
+        .iter()
+        .filter(|c| c.contains(':'))
+        .cloned()
+        .collect();
+    if ipv6.is_empty() && spec.source_ranges_defaulted {
+        return vec!["::/0".to_owned()];
+    }
+    ipv6
 }
 
 // === impl HealthCheck ===

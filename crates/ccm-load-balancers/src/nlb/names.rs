@@ -86,6 +86,10 @@ fn hashed_group_name(
     ] {
         hasher.update(part.as_bytes());
     }
+    // IPv6 targets: a group of another family (AWS fixes it at creation). IPv4 names stay upstream's.
+    if spec.ipv6_targets {
+        hasher.update(b"ipv6");
+    }
     let hash: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
     format!("{}{}", name_prefix(&spec.namespace, &spec.name), &hash[..10])
 }

@@ -97,6 +97,9 @@ pub struct NodeAccess {
     /// The NLB's security group, when it has groups: the source of every client and health rule instead of the
     /// CIDRs (`None`: CIDR rules). [`MANAGED_GROUP_SOURCE`] stands for a managed group that this run creates.
     pub source_group: Option<String>,
+    /// Whether the targets are IPv6 (IPv6 target groups): health checks then come from the IPv6 CIDRs of the
+    /// load balancer's subnets.
+    pub ipv6: bool,
 }
 
 /// A rule with its description.
@@ -167,6 +170,7 @@ impl NodeAccess {
             health_ports: BTreeSet::new(),
             instances: Vec::new(),
             source_group: None,
+            ipv6: false,
         }
     }
 
@@ -190,7 +194,8 @@ impl NodeAccess {
     /// Whether the client rules already allow every health check (clients include `0.0.0.0/0`, every client
     /// port is TCP and the health ports are among them), so no health rule is needed.
     pub fn health_covered_by_clients(&self) -> bool {
-        let all_v4 = self.client_cidrs.iter().any(|c| canonical_cidr(c) == "0.0.0.0/0");
+        let everyone = if self.ipv6 { "::/0" } else { "0.0.0.0/0" };
+        let all_v4 = self.client_cidrs.iter().any(|c| canonical_cidr(c) == everyone);
         let all_tcp = self
             .client_ports
             .iter()

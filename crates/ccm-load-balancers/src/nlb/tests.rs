@@ -530,6 +530,7 @@ mod attributes;
 mod certificates;
 mod gate;
 mod ip_targets;
+mod ipv6_targets;
 mod node_source;
 mod plan;
 mod release;

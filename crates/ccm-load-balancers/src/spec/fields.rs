@@ -79,6 +79,7 @@ pub(crate) fn spec(
     let health_check_success_codes = super::nlb_options::success_codes(a, found);
     let load_balancer_attributes = load_balancer_attributes(a, found);
     let (ip_address_type, dual_stack_preferred) = super::families::address_type(k8s, a, &flavour, found);
+    let ipv6_targets = super::families::ipv6_targets(k8s, a, &flavour, found);
     let cross_zone = a.bool(Key::CrossZoneLoadBalancingEnabled).unwrap_or_else(|| {
         load_balancer_attributes
             .get(CROSS_ZONE_ATTRIBUTE)
@@ -137,6 +138,7 @@ pub(crate) fn spec(
         release_on_deletion: a.bool(Key::ReleaseOnDeletion),
         load_balancer_name: a.text(Key::LoadBalancerName).map(str::to_owned),
         ip_address_type,
+        ipv6_targets,
         dual_stack_preferred,
         warnings: Vec::new(),
     }

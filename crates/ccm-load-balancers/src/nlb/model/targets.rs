@@ -38,6 +38,7 @@ pub(super) fn target_group(
             port: first.node_port,
             target_type: TargetType::Instance,
             ip_targets: None,
+            ipv6: spec.ipv6_targets,
         };
     }
     let target_port = first
@@ -48,15 +49,24 @@ pub(super) fn target_group(
         protocol: protocol.to_owned(),
         port: first.target_port.unwrap_or(first.port),
         target_type: TargetType::Ip,
-        ip_targets: spec.pod_endpoints.as_ref().map(|e| pod_targets(e, group)),
+        ip_targets: spec
+            .pod_endpoints
+            .as_ref()
+            .map(|e| pod_targets(e, group, spec.ipv6_targets)),
+        ipv6: spec.ipv6_targets,
     }
 }
 
 /// The `(address, port)` targets of the Service ports `group`: each endpoint's port of the same name and
-/// protocol (a named target port resolves per pod). IPv4 addresses only: the groups are made for IPv4.
-fn pod_targets(endpoints: &[ccm_cloud_provider::Endpoint], group: &[&PortSpec]) -> BTreeSet<(String, i32)> {
+/// protocol (a named target port resolves per pod). Addresses of the group's family only (IPv6 for a Service of
+/// the IPv6 family only, else IPv4): AWS refuses a target of the other family.
+fn pod_targets(
+    endpoints: &[ccm_cloud_provider::Endpoint],
+    group: &[&PortSpec],
+    ipv6: bool,
+) -> BTreeSet<(String, i32)> {
     let mut targets = BTreeSet::new();
-    for endpoint in endpoints.iter().filter(|e| e.address.is_ipv4()) {
+    for endpoint in endpoints.iter().filter(|e| e.address.is_ipv6() == ipv6) {
         for p in group {
             if let Some(port) = endpoint.port(&p.name).filter(|ep| ep.protocol == p.protocol) {
                 targets.insert((endpoint.address.to_string(), i32::from(port.port)));

@@ -212,7 +212,8 @@ async fn health_sources<E: Ec2>(
     }
     let mut sources = BTreeSet::new();
     let mut uncovered = subnet_ids.clone();
-    if let Some(description) = lb_arn.and_then(interface_description) {
+    // IPv6 targets are health-checked from the NLB's IPv6 addresses, in its subnets' IPv6 CIDRs.
+    if let Some(description) = lb_arn.and_then(interface_description).filter(|_| !access.ipv6) {
         let filters = [
             Filter::new("description", [description.as_str()]),
             Filter::new("vpc-id", [config.vpc_id.as_str()]),
@@ -234,7 +235,7 @@ async fn health_sources<E: Ec2>(
             .await
             .map_err(Error::aws("reading the load balancer's subnets"))?;
         sources.extend(subnet_cidrs(access, &uncovered, subnets)?);
-        if lb_arn.is_some() {
+        if lb_arn.is_some() && !access.ipv6 {
             // Narrowed by a later full ensure (drift detection asks for one while this lasts).
             tracing::info!(
                 load_balancer = %access.load_balancer,
@@ -245,7 +246,12 @@ async fn health_sources<E: Ec2>(
     }
     Ok((
         sources.into_iter().collect(),
-        uncovered.into_iter().map(SubnetId::new).collect(),
+        // IPv6 sources are the subnets' CIDRs for good: nothing to narrow later.
+        uncovered
+            .into_iter()
+            .filter(|_| !access.ipv6)
+            .map(SubnetId::new)
+            .collect(),
     ))
 }
 
@@ -288,6 +294,9 @@ fn subnet_cidrs(
                     access.load_balancer
                 )),
         ));
+    }
+    if access.ipv6 {
+        return Ok(subnets.into_iter().flat_map(|s| s.ipv6_cidr_blocks).collect());
     }
     Ok(subnets.into_iter().filter_map(|s| s.cidr_block).collect())
 }

@@ -25,6 +25,7 @@ fn access(ports: &[(&str, i32)], cidrs: &[&str], health: &[i32], instances: &[&s
         health_ports: health.iter().copied().collect(),
         instances: instances.iter().map(|i| (*i).to_owned()).collect(),
         source_group: None,
+        ipv6: false,
     }
 }
 
