@@ -532,4 +532,5 @@ mod gate;
 mod ip_targets;
 mod node_source;
 mod plan;
+mod prefix_lists;
 mod release;
