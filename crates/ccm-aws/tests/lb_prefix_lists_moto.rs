@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use ccm_aws_api::{elb::Elb, elbv2::Elbv2};
 use ccm_cloud_provider::LoadBalancer;
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::lb_world::{Lbs, World, diff, mutation_counts, uid};
@@ -24,8 +25,7 @@ async fn prefix_list(w: &World, name: &str) -> String {
         .entries(
             aws_sdk_ec2::types::AddPrefixListEntry::builder()
                 .cidr("198.51.100.0/24")
-                .build()
-                .unwrap(),
+                .build(),
         )
         .send()
         .await
