@@ -11,8 +11,8 @@ use crate::{Filter, InstanceId, Result, RouteTableId, SecurityGroupId, Tags};
 mod model;
 pub use model::{
     AvailabilityZone, Instance, InstanceNetworkInterface, InstanceState, InstanceTopology, IpPermission,
-    IpRange, NetworkInterface, NewSecurityGroup, Route, RouteState, RouteTable, RouteTableAssociation,
-    SecurityGroup, SourceGroup, Subnet,
+    IpRange, NetworkInterface, NewSecurityGroup, PrefixListSource, Route, RouteState, RouteTable,
+    RouteTableAssociation, SecurityGroup, SourceGroup, Subnet,
 };
 
 port! {

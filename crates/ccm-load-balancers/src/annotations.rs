@@ -19,7 +19,9 @@ pub use attributes::{
 pub use go_compat::Warning;
 pub use markdown::render_markdown;
 pub use table::{ANNOTATIONS, TYPE_VALUES};
-pub use values::{Annotations, ListenerAttributes, Problem, Value, is_cidr, parse_bool, parse_value};
+pub use values::{
+    Annotations, ListenerAttributes, Problem, Value, is_cidr, is_prefix_list_id, parse_bool, parse_value,
+};
 
 /// The prefix shared by the AWS load-balancer annotations.
 pub const PREFIX: &str = "service.beta.kubernetes.io/aws-load-balancer-";
@@ -76,6 +78,8 @@ pub enum ValueType {
     HealthCheckPort,
     /// Comma-separated IDs with the given prefix (`sg-`, `eipalloc-`), trimmed.
     IdList(&'static str),
+    /// Comma-separated managed prefix list IDs (`pl-` and hexadecimal digits), trimmed.
+    PrefixListIds,
     /// Comma-separated subnet IDs (`subnet-...`) or subnet `Name` tags, trimmed.
     SubnetList,
     /// Comma-separated port numbers or port names; `*` or empty means every port.
@@ -144,6 +148,7 @@ keys!(
     Scheme,
     Subnets,
     SourceRanges,
+    SecurityGroupPrefixLists,
     SecurityGroups,
     ExtraSecurityGroups,
     AdditionalResourceTags,
@@ -209,6 +214,7 @@ impl Key {
             | Key::LoadBalancerName
             | Key::Scheme
             | Key::HealthcheckSuccessCodes
+            | Key::SecurityGroupPrefixLists
             | Key::NlbTargetType => Origin::AwsLoadBalancerController,
             Key::AllowRecreation
             | Key::AllowProxyProtocol

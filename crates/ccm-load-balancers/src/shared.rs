@@ -19,8 +19,8 @@ pub use names::{
 };
 pub use security_groups::{
     GroupDiff, GroupRef, ManagedGroup, Rule, add_source, authorize_idempotent, check_managed_group,
-    create_or_adopt_group, find_group, instance_group, is_group_source, load_balancer_ingress,
-    observed_rules, retag_group, revoke_idempotent,
+    check_prefix_lists, create_or_adopt_group, find_group, instance_group, is_group_source,
+    is_prefix_list_source, load_balancer_ingress, observed_rules, retag_group, revoke_idempotent,
 };
 pub use subnets::{
     ROLE_ELB_TAG, ROLE_INTERNAL_ELB_TAG, is_public, resolve_subnets, resolve_subnets_and_ipv6, select_subnets,

@@ -96,10 +96,14 @@ pub struct ServiceSpec {
     pub internal: bool,
     /// The ports with node ports, in spec order.
     pub ports: Vec<PortSpec>,
-    /// Client CIDRs.
+    /// Client CIDRs: empty when only managed prefix lists are given.
     pub source_ranges: Vec<String>,
-    /// Whether `source_ranges` is the default (`0.0.0.0/0`), not given by the user.
+    /// Whether `source_ranges` is the default (`0.0.0.0/0`), not given by the user (false when prefix lists
+    /// replace that default).
     pub source_ranges_defaulted: bool,
+    /// Managed prefix list IDs (`pl-…`) let in on the listener ports, by the load balancer's own group only
+    /// (`aws-load-balancer-security-group-prefix-lists`).
+    pub prefix_lists: Vec<String>,
     /// `externalTrafficPolicy: Local`.
     pub local_traffic: bool,
     /// `spec.healthCheckNodePort` (for `Local`).

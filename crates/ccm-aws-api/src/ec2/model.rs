@@ -176,6 +176,8 @@ pub struct IpPermission {
     pub ipv6_ranges: Vec<IpRange>,
     /// Security group sources.
     pub source_groups: Vec<SourceGroup>,
+    /// Managed prefix list sources (`PrefixListIds`).
+    pub prefix_lists: Vec<PrefixListSource>,
 }
 
 /// A CIDR source of a rule.
@@ -192,6 +194,15 @@ pub struct IpRange {
 pub struct SourceGroup {
     /// The source group.
     pub group_id: SecurityGroupId,
+    /// The rule description.
+    pub description: Option<String>,
+}
+
+/// A managed prefix list source of a rule (`PrefixListId`): the rule admits every CIDR of the list.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PrefixListSource {
+    /// The prefix list ID (`pl-…`).
+    pub id: String,
     /// The rule description.
     pub description: Option<String>,
 }

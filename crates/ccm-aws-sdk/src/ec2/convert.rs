@@ -4,8 +4,9 @@ use aws_sdk_ec2::types as sdk;
 use ccm_aws_api::{
     Filter, InstanceId, RouteTableId, SecurityGroupId, SubnetId, Tags, VpcId,
     ec2::{
-        Instance, InstanceNetworkInterface, InstanceState, IpPermission, IpRange, NetworkInterface, Route,
-        RouteState, RouteTable, RouteTableAssociation, SecurityGroup, SourceGroup, Subnet,
+        Instance, InstanceNetworkInterface, InstanceState, IpPermission, IpRange, NetworkInterface,
+        PrefixListSource, Route, RouteState, RouteTable, RouteTableAssociation, SecurityGroup, SourceGroup,
+        Subnet,
     },
 };
 
@@ -198,6 +199,16 @@ pub(super) fn permission(p: &sdk::IpPermission) -> IpPermission {
                 })
             })
             .collect(),
+        prefix_lists: p
+            .prefix_list_ids()
+            .iter()
+            .filter_map(|l| {
+                Some(PrefixListSource {
+                    id: l.prefix_list_id()?.to_owned(),
+                    description: non_empty(l.description()),
+                })
+            })
+            .collect(),
     }
 }
 
@@ -236,6 +247,17 @@ pub(super) fn sdk_permission(p: &IpPermission) -> sdk::IpPermission {
                     sdk::UserIdGroupPair::builder()
                         .group_id(g.group_id.as_str())
                         .set_description(g.description.clone())
+                        .build()
+                })
+                .collect(),
+        ))
+        .set_prefix_list_ids(Some(
+            p.prefix_lists
+                .iter()
+                .map(|l| {
+                    sdk::PrefixListId::builder()
+                        .prefix_list_id(&l.id)
+                        .set_description(l.description.clone())
                         .build()
                 })
                 .collect(),

@@ -15,7 +15,6 @@ pub const UNSERVED_KEYS: &[&str] = &[
     "ipv6-addresses",
     "manage-backend-security-group-rules",
     "inbound-sg-rules-on-private-link-traffic",
-    "security-group-prefix-lists",
     "multi-cluster-target-group",
     "enable-prefix-for-ipv6-source-nat",
     "source-nat-ipv6-prefixes",
@@ -37,12 +36,6 @@ pub fn is_unserved(annotation: &str) -> bool {
 /// Why leaving `suffix` with `value` unserved would expose more than the Service asks, if it would.
 fn widens(suffix: &str, value: &str) -> Option<&'static str> {
     match suffix {
-        // The other controller then lets only those prefix lists in; this one would let the source ranges in.
-        "security-group-prefix-lists" if !value.trim().is_empty() => Some(
-            "not served here, and ignoring it would let every source range in (0.0.0.0/0 by default) instead of \
-             only these prefix lists: use spec.loadBalancerSourceRanges, or the AWS Load Balancer Controller \
-             (aws-load-balancer-type: external)",
-        ),
         // `false` asks that no rule be added to the nodes' groups; this controller adds them.
         "manage-backend-security-group-rules" if value.trim().eq_ignore_ascii_case("false") => Some(
             "not served here: this controller adds the rules that let the load balancer reach the nodes' ports; \
@@ -103,12 +96,6 @@ mod tests {
         for suffix in UNSERVED_KEYS {
             let (warnings, problems) = run(&[(*suffix, "x")]);
             let field = format!("{PREFIX}{suffix}");
-            if *suffix == "security-group-prefix-lists" {
-                assert!(warnings.is_empty(), "{warnings:?}");
-                assert_eq!(problems.len(), 1);
-                assert_eq!(problems[0].field, field);
-                continue;
-            }
             assert!(problems.is_empty(), "{suffix}: {problems:?}");
             assert_eq!(warnings.len(), 1, "{suffix}");
             assert_eq!(warnings[0].field, field);
@@ -126,19 +113,13 @@ mod tests {
     #[test]
     fn keys_whose_absence_widens_exposure_are_refused() {
         let (warnings, problems) = run(&[
-            ("security-group-prefix-lists", "pl-0123"),
             ("manage-backend-security-group-rules", "False"),
+            // Served now: not this module's.
+            ("security-group-prefix-lists", "pl-0123"),
         ]);
         assert!(warnings.is_empty(), "{warnings:?}");
         let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
-        assert_eq!(
-            fields,
-            [
-                format!("{PREFIX}manage-backend-security-group-rules"),
-                format!("{PREFIX}security-group-prefix-lists"),
-            ]
-        );
-        assert!(problems[1].accepted.contains("loadBalancerSourceRanges"));
+        assert_eq!(fields, [format!("{PREFIX}manage-backend-security-group-rules")]);
         // Asking for what this controller does anyway is only a warning, or nothing.
         let (warnings, problems) = run(&[("manage-backend-security-group-rules", "true")]);
         assert!(problems.is_empty());

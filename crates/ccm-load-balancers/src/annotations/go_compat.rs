@@ -69,7 +69,9 @@ pub(crate) fn go_value(
     }
 }
 
-/// The keys Go read as `value != ""` (or as a list that may be empty): empty means unset.
+/// The keys Go read as `value != ""` (or as a list that may be empty): empty means unset. Not the prefix lists
+/// (the AWS Load Balancer Controller's key): an empty list there lets nobody in, where absent lets the default
+/// `0.0.0.0/0` in, so empty is an error.
 fn empty_is_absent(key: Key) -> bool {
     !matches!(
         key,
@@ -84,6 +86,7 @@ fn empty_is_absent(key: Key) -> bool {
             | Key::EipAllocations
             | Key::PrivateIpv4Addresses
             | Key::IpAddressType
+            | Key::SecurityGroupPrefixLists
     )
 }
 

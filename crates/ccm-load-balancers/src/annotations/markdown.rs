@@ -54,10 +54,9 @@ pub fn render_markdown() -> String {
         "\n## The AWS Load Balancer Controller's keys not served here\n\n\
          On a Service this controller serves (a Classic ELB or an NLB; `type: external` and `nlb-ip` are that \
          controller's), each of these keys gets an `UnsupportedAnnotation` Warning Event saying it has no effect, \
-         so that nothing its author wrote is ignored in silence. Two stop the Service's sync with an error \
-         instead, because ignoring them would open more than the Service asks: \
-         `aws-load-balancer-security-group-prefix-lists` (any value; the source ranges would be let in instead) \
-         and `aws-load-balancer-manage-backend-security-group-rules: \"false\"` (this controller adds the nodes' \
+         so that nothing its author wrote is ignored in silence. One stops the Service's sync with an error \
+         instead, because ignoring it would open more than the Service asks: \
+         `aws-load-balancer-manage-backend-security-group-rules: \"false\"` (this controller adds the nodes' \
          rules).\n\n",
     );
     for suffix in albc::UNSERVED_KEYS {

@@ -67,6 +67,22 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
               when set.",
     },
     AnnotationDef {
+        key: Key::SecurityGroupPrefixLists,
+        name: "service.beta.kubernetes.io/aws-load-balancer-security-group-prefix-lists",
+        value: ValueType::PrefixListIds,
+        default: "none",
+        applies: Applies::Both,
+        doc: "Managed prefix lists whose CIDRs may reach the listener ports, as rules of the load balancer's own \
+              managed group only (one rule per list and port, no ICMP): the nodes' groups reference that group \
+              and pay no rule quota for the lists' entries. Without source ranges (the field or \
+              `load-balancer-source-ranges`) only the lists are let in, not the default `0.0.0.0/0`; with \
+              them, both. A Service with its own groups (`aws-load-balancer-security-groups`), a Classic ELB \
+              under the cloud config's `ElbSecurityGroup`, and an NLB without a security group \
+              (`NLBSecurityGroupMode` not `Managed`) are refused: their lists' rules would land on groups this \
+              controller does not manage. Lists dropped from the annotation are revoked. An empty value is an \
+              error: that controller would then let nobody in, where absent lets `0.0.0.0/0` in.",
+    },
+    AnnotationDef {
         key: Key::SecurityGroups,
         name: "service.beta.kubernetes.io/aws-load-balancer-security-groups",
         value: ValueType::IdList("sg-"),

@@ -79,6 +79,7 @@ fn every_annotation_of_the_reference_is_in_the_table() {
         others,
         [
             format!("{PREFIX}scheme"),
+            format!("{PREFIX}security-group-prefix-lists"),
             format!("{PREFIX}target-nodes-with-endpoints"),
             format!("{PREFIX}nlb-target-type"),
             format!("{PREFIX}allow-proxy-protocol"),

@@ -48,6 +48,9 @@ impl ValueType {
                 "traffic-port, a port number from 1 to 65535, or the name of a Service port".to_owned()
             }
             Self::IdList(prefix) => format!("comma-separated IDs starting with {prefix}"),
+            Self::PrefixListIds => "comma-separated managed prefix list IDs: pl- followed by 1 to 17 hexadecimal \
+                                    digits (pl-63a5400a, pl-0123456789abcdef0)"
+                .to_owned(),
             Self::SubnetList => "comma-separated subnet IDs (subnet-...) or subnet Name tags".to_owned(),
             Self::PortList => "* or comma-separated port numbers or port names".to_owned(),
             Self::Ipv4List => "comma-separated IPv4 addresses".to_owned(),
@@ -168,6 +171,17 @@ pub fn is_cidr(s: &str) -> bool {
     }
 }
 
+/// Whether `id` is a managed prefix list ID as EC2 makes them: `pl-` and lower-case hexadecimal digits (8 for
+/// the AWS-managed lists, 17 for those of an account).
+pub fn is_prefix_list_id(id: &str) -> bool {
+    id.strip_prefix("pl-").is_some_and(|hex| {
+        (1..=17).contains(&hex.len())
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
 /// Validates one raw value of `key` against the table; the error is the text of what is accepted.
 pub fn parse_value(key: Key, raw: &str) -> Result<Value, String> {
     let ty = key.def().value;
@@ -186,6 +200,7 @@ pub fn parse_value(key: Key, raw: &str) -> Result<Value, String> {
     }
     let value = match ty {
         ValueType::IdList(_)
+        | ValueType::PrefixListIds
         | ValueType::SubnetList
         | ValueType::PortList
         | ValueType::Ipv4List
@@ -268,6 +283,7 @@ fn list_value(ty: ValueType, raw: &str) -> Option<Value> {
                     .iter()
                     .all(|i| i.starts_with(prefix) && i.len() != prefix.len())
         }
+        ValueType::PrefixListIds => !items.is_empty() && items.iter().all(|i| is_prefix_list_id(i)),
         ValueType::SubnetList => !items.is_empty(),
         ValueType::PortList if items.iter().any(|i| i == "*") => return Some(Value::List(Vec::new())),
         ValueType::PortList => !items.iter().any(|i| {

@@ -25,14 +25,14 @@ pub enum Change {
         /// Tags.
         tags: Tags,
     },
-    /// Add CIDR rules to a group.
+    /// Add CIDR and prefix list rules to a group.
     AuthorizeIngress {
         /// The group.
         group: GroupRef,
         /// The rules.
         rules: Vec<Rule>,
     },
-    /// Remove CIDR rules from a group.
+    /// Remove CIDR and prefix list rules from a group.
     RevokeIngress {
         /// The group.
         group: GroupRef,

@@ -190,6 +190,8 @@ pub fn build(
     let name = shared::service_load_balancer_name(spec)?;
     let name_chosen = name != shared::load_balancer_name(&spec.uid)?;
     let listeners: Vec<Listener> = spec.ports.iter().map(|p| listener(spec, p)).collect();
+    let configured = "the cloud config gives every Classic ELB the group ElbSecurityGroup";
+    shared::check_prefix_lists(spec, config.elb_security_group.as_ref().map(|_| configured))?;
     let (managed_group, mut security_groups) = match (&spec.security_groups, &config.elb_security_group) {
         (Some(given), _) => (None, given.iter().cloned().map(GroupRef::Id).collect::<Vec<_>>()),
         (None, Some(shared)) => (None, vec![GroupRef::Id(shared.to_string())]),
@@ -201,7 +203,12 @@ pub fn build(
                     name: shared::security_group_name(&name),
                     description: shared::security_group_description(&name, spec),
                     tags: shared::security_group_tags(&config.cluster, spec),
-                    ingress: shared::load_balancer_ingress(protocol, &ports, &spec.source_ranges),
+                    ingress: shared::load_balancer_ingress(
+                        protocol,
+                        &ports,
+                        &spec.source_ranges,
+                        &spec.prefix_lists,
+                    ),
                 }),
                 vec![GroupRef::Managed],
             )

@@ -639,3 +639,4 @@ fn deletion_order_revokes_then_deletes_load_balancer_then_groups() {
 
 mod apply;
 mod node_rule_plans;
+mod prefix_lists;

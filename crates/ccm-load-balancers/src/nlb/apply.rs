@@ -148,12 +148,11 @@ impl<E: Ec2, V: Elbv2> Context<'_, E, V> {
                     protocol: permission.protocol.clone(),
                     from_port: permission.from_port,
                     to_port: permission.to_port,
-                    ip_ranges: Vec::new(),
-                    ipv6_ranges: Vec::new(),
                     source_groups: vec![SourceGroup {
                         group_id: SecurityGroupId::new(permission.source.clone()),
                         description: None,
                     }],
+                    ..IpPermission::default()
                 };
                 match ec2
                     .revoke_ingress(&SecurityGroupId::new(group.clone()), &[perm])

@@ -28,12 +28,12 @@ pub enum Change {
         /// Tags.
         tags: Tags,
     },
-    /// Add CIDR rules to the managed group.
+    /// Add CIDR and prefix list rules to the managed group.
     AuthorizeIngress {
         /// The rules.
         rules: Vec<Rule>,
     },
-    /// Remove CIDR rules from the managed group.
+    /// Remove CIDR and prefix list rules from the managed group.
     RevokeIngress {
         /// The rules.
         rules: Vec<Rule>,

@@ -334,6 +334,8 @@ pub fn build(
     let mut subnets: Vec<String> = subnets.iter().map(ToString::to_string).collect();
     subnets.sort();
     check_addresses(spec, &subnets)?;
+    let no_group = "the NLB has no security group (NLBSecurityGroupMode is not Managed)";
+    shared::check_prefix_lists(spec, (!config.nlb_managed_security_groups).then_some(no_group))?;
     let mut listeners = listeners(spec, config);
     super::listener_attributes::attach(spec, &mut listeners)?;
     let health_check = health_check(spec, config);
@@ -409,9 +411,9 @@ fn security(
         (None, true) => {
             // A dualstack NLB also takes IPv6 clients: the default "everyone" then includes `::/0` (ranges the
             // user gave are taken as they are).
-            let mut source_ranges = spec.source_ranges.clone();
+            let mut ranges = spec.source_ranges.clone();
             if spec.ip_address_type == IpAddressType::Dualstack && spec.source_ranges_defaulted {
-                source_ranges.push("::/0".to_owned());
+                ranges.push("::/0".to_owned());
             }
             let mut ingress = BTreeSet::new();
             for l in listeners {
@@ -421,7 +423,8 @@ fn security(
                     _ => &["tcp"],
                 };
                 for protocol in protocols {
-                    ingress.extend(shared::load_balancer_ingress(protocol, &[l.port], &source_ranges));
+                    let lists = &spec.prefix_lists;
+                    ingress.extend(shared::load_balancer_ingress(protocol, &[l.port], &ranges, lists));
                 }
             }
             Security::Managed(ManagedGroup {

@@ -533,4 +533,5 @@ mod ip_targets;
 mod ipv6_targets;
 mod node_source;
 mod plan;
+mod prefix_lists;
 mod release;

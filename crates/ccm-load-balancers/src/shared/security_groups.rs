@@ -5,14 +5,17 @@ use std::collections::BTreeSet;
 
 use ccm_aws_api::{
     Ec2, Filter, InstanceId, SecurityGroupId, Tags,
-    ec2::{IpPermission, IpRange, NewSecurityGroup, SecurityGroup, SourceGroup},
+    ec2::{IpPermission, IpRange, NewSecurityGroup, PrefixListSource, SecurityGroup, SourceGroup},
 };
 use ccm_tagging::{ClusterTags, Ownership};
 use serde::Serialize;
 
-use crate::{Error, LoadBalancerConfig};
+use crate::{
+    Error, InvalidService, LoadBalancerConfig, ServiceSpec,
+    annotations::{Key, Problem},
+};
 
-/// One atomic ingress rule: protocol, port range, source (a CIDR or a security group).
+/// One atomic ingress rule: protocol, port range, source (a CIDR, a security group or a managed prefix list).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Rule {
     /// `tcp`, `udp`, `icmp`, `icmpv6`.
@@ -21,8 +24,9 @@ pub struct Rule {
     pub from_port: i32,
     /// Last port (ICMP code).
     pub to_port: i32,
-    /// The source: a CIDR (IPv4 or IPv6), or a security group ID (`sg-…`) for the nodes' rules that reference
-    /// an NLB's own group ([`is_group_source`]).
+    /// The source: a CIDR (IPv4 or IPv6), a security group ID (`sg-…`) for the nodes' rules that reference
+    /// an NLB's own group ([`is_group_source`]), or a managed prefix list ID (`pl-…`,
+    /// [`is_prefix_list_source`]) on a load balancer's own group.
     pub source: String,
 }
 
@@ -47,8 +51,21 @@ pub fn is_group_source(source: &str) -> bool {
     source.starts_with("sg-")
 }
 
-/// Adds `source` (a CIDR or a group ID) with its description to the matching list of `permission`.
+/// Whether a rule's source is a managed prefix list (an ID, `pl-…`) rather than a CIDR.
+pub fn is_prefix_list_source(source: &str) -> bool {
+    source.starts_with("pl-")
+}
+
+/// Adds `source` (a CIDR, a group ID or a prefix list ID) with its description to the matching list of
+/// `permission`.
 pub fn add_source(permission: &mut IpPermission, source: &str, description: Option<String>) {
+    if is_prefix_list_source(source) {
+        permission.prefix_lists.push(PrefixListSource {
+            id: source.to_owned(),
+            description,
+        });
+        return;
+    }
     if is_group_source(source) {
         permission.source_groups.push(SourceGroup {
             group_id: SecurityGroupId::new(source.to_owned()),
@@ -69,10 +86,26 @@ pub fn add_source(permission: &mut IpPermission, source: &str, description: Opti
 
 /// The ingress rules of a load balancer's own group: each listener port from each source range, plus ICMP
 /// "fragmentation needed" (type 3 code 4; ICMPv6 "packet too big", type 2 code 0, for IPv6 sources) for path
-/// MTU discovery.
-pub fn load_balancer_ingress(protocol: &str, ports: &[i32], source_ranges: &[String]) -> BTreeSet<Rule> {
+/// MTU discovery; and each listener port from each managed prefix list (without ICMP, as the AWS Load Balancer
+/// Controller: a prefix list's weight counts against the group's rule quota once per rule).
+pub fn load_balancer_ingress(
+    protocol: &str,
+    ports: &[i32],
+    source_ranges: &[String],
+    prefix_lists: &[String],
+) -> BTreeSet<Rule> {
     let mut rules = BTreeSet::new();
     let protocol = protocol.to_ascii_lowercase();
+    for list in prefix_lists {
+        for port in ports {
+            rules.insert(Rule {
+                protocol: protocol.clone(),
+                from_port: *port,
+                to_port: *port,
+                source: list.clone(),
+            });
+        }
+    }
     for cidr in source_ranges {
         for port in ports {
             rules.insert(Rule {
@@ -97,19 +130,44 @@ pub fn load_balancer_ingress(protocol: &str, ports: &[i32], source_ranges: &[Str
     rules
 }
 
-/// The atomic CIDR rules of a group's ingress (rules from groups are not listed).
+/// Refuses the Service's managed prefix lists when its load balancer has no security group of its own that this
+/// controller manages: the Service gives its own groups, or the configuration gives none (`config_gives_none`
+/// says why). Their rules would then land on groups that are not ours, and each list's entries would count
+/// against those groups' rule quota (the nodes' among them). Checked while building the model, so before
+/// anything is written.
+pub fn check_prefix_lists(spec: &ServiceSpec, config_gives_none: Option<&str>) -> Result<(), Error> {
+    let given = "the Service gives its own groups (aws-load-balancer-security-groups)";
+    let no_own_group = spec.security_groups.as_ref().map(|_| given).or(config_gives_none);
+    let Some(why) = no_own_group.filter(|_| !spec.prefix_lists.is_empty()) else {
+        return Ok(());
+    };
+    let problem = Problem {
+        field: Key::SecurityGroupPrefixLists.name().to_owned(),
+        value: spec.prefix_lists.join(","),
+        accepted: format!(
+            "absent here: {why}, so the load balancer has no security group of its own that this controller \
+             manages, and the lists' rules go only there (never to other groups, whose rule quota, the nodes' \
+             included, would pay for the lists' entries)"
+        ),
+    };
+    Ok(InvalidService::check(spec, vec![problem])?)
+}
+
+/// The atomic CIDR and prefix list rules of a group's ingress (rules from groups are not listed). Prefix list
+/// rules are listed so that a managed group holds exactly the annotation's: one dropped from it is revoked.
 pub fn observed_rules(group: &SecurityGroup) -> BTreeSet<Rule> {
     let mut rules = BTreeSet::new();
     for p in &group.ingress {
         let (Some(from), Some(to)) = (p.from_port, p.to_port) else {
             continue;
         };
-        for r in p.ip_ranges.iter().chain(&p.ipv6_ranges) {
+        let cidrs = p.ip_ranges.iter().chain(&p.ipv6_ranges).map(|r| &r.cidr);
+        for source in cidrs.chain(p.prefix_lists.iter().map(|l| &l.id)) {
             rules.insert(Rule {
                 protocol: p.protocol.to_ascii_lowercase(),
                 from_port: from,
                 to_port: to,
-                source: r.cidr.clone(),
+                source: source.clone(),
             });
         }
     }
@@ -298,7 +356,7 @@ pub struct ManagedGroup {
     pub description: String,
     /// Its creation tags.
     pub tags: Tags,
-    /// Exactly these CIDR rules.
+    /// Exactly these CIDR and prefix list rules.
     pub ingress: BTreeSet<Rule>,
 }
 

@@ -154,7 +154,12 @@ fn subnet_selection_one_per_zone_with_tie_breaks() {
 
 #[test]
 fn load_balancer_rules_per_port_and_range_with_mtu() {
-    let rules = load_balancer_ingress("TCP", &[80, 443], &["10.0.0.0/8".into(), "2001:db8::/32".into()]);
+    let rules = load_balancer_ingress(
+        "TCP",
+        &[80, 443],
+        &["10.0.0.0/8".into(), "2001:db8::/32".into()],
+        &[],
+    );
     let got: Vec<(String, i32, i32, String)> = rules
         .iter()
         .map(|r| (r.protocol.clone(), r.from_port, r.to_port, r.source.clone()))

@@ -98,6 +98,7 @@ pub(crate) fn spec(
         ports,
         source_ranges,
         source_ranges_defaulted,
+        prefix_lists: a.list(Key::SecurityGroupPrefixLists).unwrap_or_default().to_vec(),
         local_traffic: k8s.external_traffic_policy.as_deref() == Some("Local"),
         health_check_node_port: k8s.health_check_node_port.filter(|p| *p > 0),
         subnets: a.list(Key::Subnets).map(<[String]>::to_vec),
@@ -341,13 +342,19 @@ fn check_tcp_udp_node_ports(ports: &[PortSpec], found: &mut Findings) {
     }
 }
 
-/// The client CIDRs (the field, else the annotation, else everyone), and whether they are that default.
+/// The client CIDRs (the field, else the annotation, else everyone), and whether they are that default. As in
+/// the AWS Load Balancer Controller, managed prefix lists without ranges replace the default: only the lists are
+/// let in.
 fn source_ranges(k8s: &K8sServiceSpec, a: &Annotations, found: &mut Findings) -> (Vec<String>, bool) {
-    let defaulted = k8s
+    let none_given = k8s
         .load_balancer_source_ranges
         .as_deref()
         .is_none_or(<[String]>::is_empty)
         && a.list(Key::SourceRanges).is_none();
+    if none_given && a.has(Key::SecurityGroupPrefixLists) {
+        return (Vec::new(), false);
+    }
+    let defaulted = none_given;
     let ranges = match k8s.load_balancer_source_ranges.as_deref() {
         Some(ranges) if !ranges.is_empty() => {
             let mut out = Vec::new();
