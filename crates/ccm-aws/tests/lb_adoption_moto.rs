@@ -289,3 +289,83 @@ async fn a_load_balancer_held_by_another_service_is_not_adopted() {
     );
     lbs.ensure_load_balancer_deleted(CLUSTER, &holder).await.unwrap();
 }
+
+/// A Classic ELB made by hand: adopted once handed over, released by the deletion (instances deregistered, this
+/// cluster's tags gone from it and its managed group), adopted again by the re-created Service under the same
+/// DNS name, and deleted when the Service says so.
+#[tokio::test]
+async fn a_hand_made_classic_elb_is_adopted_released_and_adopted_again() {
+    use ccm_aws_api::{
+        Elb,
+        elb::{ClassicListener, NewClassicLoadBalancer},
+    };
+    let w = ccm_testing::lb_world::world(198, "adoptclb", false).await;
+    let lbs = w.lbs(w.config.clone());
+    let elb = w.adapter.elb();
+    let name = format!(
+        "hand-{}",
+        uid()
+            .chars()
+            .filter(char::is_ascii_hexdigit)
+            .take(10)
+            .collect::<String>()
+    );
+    let made = elb
+        .create_load_balancer(&NewClassicLoadBalancer {
+            name: name.clone(),
+            internal: false,
+            subnets: vec![SubnetId::new(w.subnets[0].clone())],
+            security_groups: Vec::new(),
+            listeners: vec![ClassicListener::new("TCP", 80, "TCP", 30080)],
+            tags: tags(&[("team", "payments")]),
+        })
+        .await
+        .unwrap();
+    let hand_over = format!("kubernetes.io/hand-over/{}", w.config.cluster.id());
+    elb.add_tags(&name, &tags(&[(hand_over.as_str(), "moto/web")]))
+        .await
+        .unwrap();
+    let annotations = [(Key::LoadBalancerName, name.as_str()), (Key::Adopt, "true")];
+    let first = service(&uid(), &[(80, 30080)], &annotations);
+    assert_eq!(ensure(&lbs, &first, &w).await.unwrap(), made);
+    let adopted = elb.tags(&name).await.unwrap();
+    assert_eq!(adopted[&w.config.cluster.key()], "owned");
+    assert_eq!(adopted["kubernetes.io/adopted"], "true");
+    assert_eq!(adopted["team"], "payments");
+    let lb = elb.load_balancer(&name).await.unwrap().unwrap();
+    assert_eq!(lb.instances.len(), w.instances.len());
+    let managed = lb.security_groups[0].to_string();
+
+    lbs.ensure_load_balancer_deleted(CLUSTER, &first).await.unwrap();
+    let lb = elb.load_balancer(&name).await.unwrap().expect("kept");
+    assert!(lb.instances.is_empty());
+    let released = elb.tags(&name).await.unwrap();
+    assert!(!released.contains_key(&w.config.cluster.key()), "{released:?}");
+    assert!(!released.contains_key("kubernetes.io/adopted"), "{released:?}");
+    assert_eq!(released[&hand_over], "moto/web");
+    let group = w.group(&managed).await.expect("the managed group stays");
+    assert!(
+        !group.tags.contains_key(&w.config.cluster.key()),
+        "{:?}",
+        group.tags
+    );
+
+    let second_uid = uid();
+    let recreated = service(&second_uid, &[(80, 30080)], &annotations);
+    assert_eq!(ensure(&lbs, &recreated, &w).await.unwrap(), made);
+    assert_eq!(
+        elb.tags(&name).await.unwrap()["kubernetes.io/service-uid"],
+        second_uid
+    );
+    let mut deleting = recreated.clone();
+    deleting
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(Key::ReleaseOnDeletion.name().to_owned(), "false".to_owned());
+    lbs.ensure_load_balancer_deleted(CLUSTER, &deleting)
+        .await
+        .unwrap();
+    assert_eq!(elb.load_balancer(&name).await.unwrap(), None);
+}

@@ -20,7 +20,7 @@ pub use change::Change;
 pub use model::{Attributes, Desired, HealthCheck, Listener, PROXY_PROTOCOL_POLICY, build, ssl_policy_name};
 pub use node_rules::{NODE_RULE_PREFIX, NodeGroups, SourceRule};
 pub use observe::{DeleteObserved, Known, Observed, OrphanedGroup, Scope, observe, observe_delete};
-pub use plan::{is_host_change, plan, plan_delete, recreation, recreation_reason};
+pub use plan::{is_host_change, plan, plan_delete, plan_release, recreation, recreation_reason};
 
 use model::{SSL_POLICY_PREFIX, fresh_attributes};
 

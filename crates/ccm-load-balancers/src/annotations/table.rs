@@ -456,27 +456,27 @@ pub const ANNOTATIONS: &[AnnotationDef] = &[
         name: "service.beta.kubernetes.io/aws-load-balancer-adopt",
         value: ValueType::Bool,
         default: "false",
-        applies: Applies::NlbRejectedOnClb,
-        doc: "Consent to adopt the NLB under the Service's name (`aws-load-balancer-name`, or the UID name) \
-              that is handed over to it: tagged `kubernetes.io/hand-over/<cluster ID>=<namespace>/<name>`, by \
+        applies: Applies::Both,
+        doc: "Consent to adopt the load balancer (NLB or Classic ELB) under the Service's name \
+              (`aws-load-balancer-name`, or the UID name) that is handed over to it: tagged `kubernetes.io/hand-over/<cluster ID>=<namespace>/<name>`, by \
               someone with AWS rights on it once no other tool manages it, or by this controller when a \
               deletion released it. Whatever made it (the AWS Load Balancer Controller, another cluster, a \
               template, by hand), it is then tagged as the Service's (and `kubernetes.io/adopted=true`) and \
-              managed like one made here; its DNS name, addresses and endpoint services stay. Without the tag \
+              managed like one made here; its DNS name, addresses and endpoint services stay (a Classic ELB's \
+              groups become the managed group unless the Service gives its own). Without the tag \
               nothing is adopted (an annotation alone proves nothing about a load balancer its author can \
-              name), nor is a load balancer this cluster holds for another Service. An error on Classic ELB.",
+              name), nor is a load balancer this cluster holds for another Service.",
     },
     AnnotationDef {
         key: Key::ReleaseOnDeletion,
         name: "service.beta.kubernetes.io/aws-load-balancer-release-on-deletion",
         value: ValueType::Bool,
-        default: "true for an adopted NLB (tag `kubernetes.io/adopted`), false otherwise",
-        applies: Applies::NlbRejectedOnClb,
-        doc: "What the Service's deletion does to its NLB: `true` releases it instead of deleting it: the \
-              targets are deregistered and the nodes' rules revoked, this cluster's tags are removed from it, \
-              its listeners, target groups and managed group, which all stay, and it is tagged \
+        default: "true for an adopted load balancer (tag `kubernetes.io/adopted`), false otherwise",
+        applies: Applies::Both,
+        doc: "What the Service's deletion does to its load balancer: `true` releases it instead of deleting it: \
+              the targets are deregistered and the nodes' rules revoked, this cluster's tags are removed from it \
+              (and an NLB's listeners and target groups) and its managed group, which all stay, and it is tagged \
               `kubernetes.io/hand-over/<cluster ID>=<namespace>/<name>`, so that a Service of that name, \
-              re-created with `aws-load-balancer-adopt`, gets it back with its DNS name. `false` deletes it. \
-              An error on Classic ELB.",
+              re-created with `aws-load-balancer-adopt`, gets it back with its DNS name. `false` deletes it.",
     },
 ];

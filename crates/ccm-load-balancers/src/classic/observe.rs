@@ -437,6 +437,9 @@ pub struct DeleteObserved {
     /// A source group the cluster does not own (given by annotation or `ElbSecurityGroup`) and the nodes'
     /// groups as observed against it: the rules nobody needs any more are revoked.
     pub given_source: Option<(SecurityGroupId, NodeGroups)>,
+    /// Whether the load balancer, this Service's, was adopted (tagged [`shared::ADOPTED_TAG`]): its deletion
+    /// then releases it unless the Service says otherwise.
+    pub adopted: bool,
 }
 
 /// Reads what deletion needs: the load balancer, the groups this controller made for it (the managed group,
@@ -520,11 +523,17 @@ pub async fn observe_delete<E: CatalogLookup, L: Elb, V: Elbv2>(
         }
         None => None,
     };
+    let adopted = load_balancer.is_some()
+        && tags
+            .as_ref()
+            .and_then(|t| t.get(shared::ADOPTED_TAG))
+            .is_some_and(|v| v == "true");
     let observed = DeleteObserved {
         load_balancer,
         groups,
         references,
         given_source,
+        adopted,
     };
     Ok((observed, claim))
 }

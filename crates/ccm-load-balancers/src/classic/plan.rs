@@ -469,6 +469,58 @@ pub fn recreation_reason(changes: &[Change]) -> Option<&str> {
 /// The deletion plan (pure): revoke the node rules nobody needs any more from a source the cluster does not
 /// own and the rules referencing the owned groups, delete the load balancer, delete the owned groups.
 pub fn plan_delete(name: &str, observed: &DeleteObserved) -> Vec<Change> {
+    let mut changes = node_access_revocations(observed);
+    if observed.load_balancer.is_some() {
+        changes.push(Change::DeleteLoadBalancer {
+            name: name.to_owned(),
+            recreate_because: None,
+        });
+    }
+    changes.extend(
+        observed
+            .groups
+            .iter()
+            .map(|g| Change::DeleteSecurityGroup { group: g.to_string() }),
+    );
+    changes
+}
+
+/// The release of the Classic ELB by its Service's deletion (pure; `aws-load-balancer-release-on-deletion`, an
+/// adopted one's default): handed over to `service` under `hand_over_key` first, the nodes' rules revoked, the
+/// instances deregistered (a node port given to another Service later must not receive its traffic), `keys`
+/// removed from the managed group (the first owned group, which the apply is given) and from the load balancer
+/// last, so an interrupted release is finished by the next deletion pass. The load balancer, its listeners and
+/// groups stay.
+pub fn plan_release(
+    (hand_over_key, service): (&str, &str),
+    keys: &[String],
+    observed: &DeleteObserved,
+) -> Vec<Change> {
+    let Some(lb) = &observed.load_balancer else {
+        return Vec::new();
+    };
+    let mut changes = vec![Change::AddTags {
+        tags: Tags::from([(hand_over_key.to_owned(), service.to_owned())]),
+    }];
+    changes.extend(node_access_revocations(observed));
+    if !lb.instances.is_empty() {
+        changes.push(Change::DeregisterInstances {
+            instances: lb.instances.iter().map(ToString::to_string).collect(),
+        });
+    }
+    if !observed.groups.is_empty() {
+        changes.push(Change::TagSecurityGroup {
+            add: Tags::new(),
+            remove: keys.to_vec(),
+        });
+    }
+    changes.push(Change::RemoveTags { keys: keys.to_vec() });
+    changes
+}
+
+/// The nodes' rules a deletion or release revokes: those from a source group the cluster does not own that nobody
+/// needs any more, and those referencing the owned groups.
+fn node_access_revocations(observed: &DeleteObserved) -> Vec<Change> {
     let mut changes: Vec<Change> = observed
         .given_source
         .iter()
@@ -485,18 +537,6 @@ pub fn plan_delete(name: &str, observed: &DeleteObserved) -> Vec<Change> {
                 from: GroupRef::Id(source.to_string()),
                 rules: rules.clone(),
             }),
-    );
-    if observed.load_balancer.is_some() {
-        changes.push(Change::DeleteLoadBalancer {
-            name: name.to_owned(),
-            recreate_because: None,
-        });
-    }
-    changes.extend(
-        observed
-            .groups
-            .iter()
-            .map(|g| Change::DeleteSecurityGroup { group: g.to_string() }),
     );
     changes
 }

@@ -611,6 +611,7 @@ fn deletion_order_revokes_then_deletes_load_balancer_then_groups() {
             vec![SourceRule::narrow(30080, NAME)],
         )],
         given_source: None,
+        adopted: false,
     };
     assert_eq!(
         serde_json::to_value(plan_delete(NAME, &observed)).unwrap(),
@@ -628,6 +629,7 @@ fn deletion_order_revokes_then_deletes_load_balancer_then_groups() {
         groups: vec![SecurityGroupId::new("sg-lb")],
         references: vec![],
         given_source: None,
+        adopted: false,
     };
     assert_eq!(
         plan_delete(NAME, &rest),
@@ -640,3 +642,4 @@ fn deletion_order_revokes_then_deletes_load_balancer_then_groups() {
 mod apply;
 mod node_rule_plans;
 mod prefix_lists;
+mod release;

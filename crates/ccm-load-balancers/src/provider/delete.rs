@@ -146,6 +146,20 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             source.as_ref(),
         )
         .await?;
+        let release = observed.load_balancer.is_some()
+            && annotations
+                .bool(Key::ReleaseOnDeletion)
+                .unwrap_or(observed.adopted);
+        if release {
+            tracing::info!(load_balancer = claim.name(), service = %claimant.service, adopted = observed.adopted,
+                "releasing the Classic ELB instead of deleting it");
+            let hand_over = shared::hand_over_key(self.config.cluster.id());
+            let keys = nlb::released_keys(&self.config);
+            let changes = classic::plan_release((&hand_over, &claimant.service), &keys, &observed);
+            let managed = observed.groups.first().cloned();
+            classic::apply(&self.ec2, &self.elb, &self.config, &claim, managed, &changes).await?;
+            return Ok(true);
+        }
         let changes = classic::plan_delete(claim.name(), &observed);
         classic::apply(&self.ec2, &self.elb, &self.config, &claim, None, &changes).await?;
         Ok(observed.load_balancer.is_some())
