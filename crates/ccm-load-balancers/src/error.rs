@@ -147,11 +147,11 @@ pub enum Error {
          service.beta.kubernetes.io/aws-load-balancer-attributes says deletion_protection.enabled=false"
     )]
     DeletionProtected(String),
-    /// A consented recreation of an adopted NLB, whose deletion would release it rather than delete it: refused
-    /// before anything is written, unless the Service says `aws-load-balancer-release-on-deletion: "false"`.
+    /// A consented recreation of an adopted load balancer, whose deletion would release it rather than delete it:
+    /// refused before anything is written, unless the Service says `aws-load-balancer-release-on-deletion: "false"`.
     #[error(
-        "NLB {0} was adopted, so its Service's deletion releases it rather than deleting it, and a recreation \
-         (which deletes it) is refused too; to recreate it, annotate the Service \
+        "load balancer {0} was adopted, so its Service's deletion releases it rather than deleting it, and a \
+         recreation (which deletes it) is refused too; to recreate it, annotate the Service \
          service.beta.kubernetes.io/aws-load-balancer-release-on-deletion: \"false\", or revert the change"
     )]
     AdoptedNotRecreated(String),

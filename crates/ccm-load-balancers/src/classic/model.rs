@@ -110,6 +110,10 @@ pub struct Desired {
     /// Whether a change only a new load balancer can apply may replace this one (the Service's
     /// `aws-load-balancer-allow-recreation`, or `--allow-load-balancer-recreation`).
     pub allow_recreation: bool,
+    /// `aws-load-balancer-release-on-deletion` (`None`: release only an adopted load balancer); an adopted one is
+    /// recreated only when this is `Some(false)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release_on_deletion: Option<bool>,
     /// Whether the name is not the Service's UID name (`aws-load-balancer-name`, or one kept from before a
     /// rename): a name anyone may choose proves nothing, so a load balancer under it must also name this
     /// Service in its `kubernetes.io/service-name` tag ([`crate::ownership::claim`]).
@@ -247,6 +251,7 @@ pub fn build(
         tags: shared::load_balancer_tags(&config.cluster, spec),
         manage_node_rules: config.manage_node_security_groups,
         allow_recreation: spec.allow_recreation || config.allow_recreation,
+        release_on_deletion: spec.release_on_deletion,
         name_chosen,
         listeners,
         name,

@@ -64,6 +64,33 @@ impl LoadBalancerFlavour for Classic {
         classic::plan(desired, observed)
     }
 
+    /// A consented recreation deletes the load balancer: an adopted one is released, never deleted, unless the
+    /// Service says `aws-load-balancer-release-on-deletion: "false"`.
+    fn check_plan(
+        desired: &Self::Desired,
+        observed: &Self::Observed,
+        changes: &[Self::Change],
+    ) -> Result<(), Error> {
+        let recreates = changes.iter().any(|c| {
+            matches!(
+                c,
+                classic::Change::DeleteLoadBalancer {
+                    recreate_because: Some(_),
+                    ..
+                }
+            )
+        });
+        let adopted = observed.load_balancer.is_some()
+            && observed
+                .tags
+                .get(crate::shared::ADOPTED_TAG)
+                .is_some_and(|v| v == "true");
+        if recreates && adopted && desired.release_on_deletion != Some(false) {
+            return Err(Error::AdoptedNotRecreated(desired.name.clone()));
+        }
+        Ok(())
+    }
+
     async fn apply<E: Ec2 + Sync, L: Elb + Sync, V: Elbv2 + Sync>(
         ports: &Ports<'_, E, L, V>,
         claim: &Claim,

@@ -184,6 +184,7 @@ pub struct Desired {
     pub allow_recreation: bool,
     /// `aws-load-balancer-release-on-deletion` (`None`: release only an adopted NLB); an adopted NLB is
     /// recreated only when this is `Some(false)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub release_on_deletion: Option<bool>,
     /// Whether the name is not the Service's UID name (`aws-load-balancer-name`, or one kept from before a
     /// rename): a name anyone may choose proves nothing, so a load balancer under it must also name this

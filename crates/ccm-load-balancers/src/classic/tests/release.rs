@@ -54,3 +54,27 @@ fn a_release_hands_over_first_deregisters_and_untags_last() {
     };
     assert_eq!(crate::classic::plan_release(("k", "v"), &keys, &gone), []);
 }
+
+/// A consented recreation deletes the Classic ELB: an adopted one only when its Service says
+/// `aws-load-balancer-release-on-deletion: "false"`.
+#[test]
+fn an_adopted_classic_elb_is_recreated_only_when_its_deletion_would_delete_it() {
+    use crate::flavour::{Classic, LoadBalancerFlavour};
+    let mut d = desired_for(
+        &[(Key::Internal, "true"), (Key::AllowRecreation, "true")],
+        &[(80, 30080)],
+        &["i-1"],
+    );
+    let mut o = converged(&d);
+    let recreate = [Change::DeleteLoadBalancer {
+        name: NAME.to_owned(),
+        recreate_because: Some("the scheme".to_owned()),
+    }];
+    assert!(Classic::check_plan(&d, &o, &recreate).is_ok());
+    o.tags
+        .insert("kubernetes.io/adopted".to_owned(), "true".to_owned());
+    let e = Classic::check_plan(&d, &o, &recreate).unwrap_err();
+    assert!(matches!(e, crate::Error::AdoptedNotRecreated(_)), "{e}");
+    d.release_on_deletion = Some(false);
+    assert!(Classic::check_plan(&d, &o, &recreate).is_ok());
+}
