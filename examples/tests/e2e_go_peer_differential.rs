@@ -72,6 +72,12 @@ const KNOWN_FROM_NOTHING: &[Known] = &[
         reason: "the record of the keys additional-resource-tags applied, so that a dropped key is removed",
     },
     Known {
+        key: "* * tag kubernetes.io/cloud-controller/managed-tags",
+        change: "added",
+        reason: "the same record as a Go controller with its pull request #1447 writes it on NLBs, listeners and \
+                 target groups (1.20.2 has no record), so a rollback to such a Go controller removes dropped keys",
+    },
+    Known {
         key: "* * tag kubernetes.io/service-uid",
         change: "added",
         reason: "everything created names its Service's UID, which tells incarnations apart (the ownership claim)",

@@ -136,7 +136,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             Some(given) => given.first().map(|g| SecurityGroupId::new(g.clone())),
             None => self.config.elb_security_group.clone(),
         };
-        let (observed, claim) = classic::observe_delete(
+        let (observed, claim) = Box::pin(classic::observe_delete(
             &self.ec2,
             &self.elb,
             &self.elbv2,
@@ -144,7 +144,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             claimant,
             keep,
             source.as_ref(),
-        )
+        ))
         .await?;
         let release = observed.load_balancer.is_some()
             && annotations
@@ -157,11 +157,28 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             let keys = nlb::released_keys(&self.config);
             let changes = classic::plan_release((&hand_over, &claimant.service), &keys, &observed);
             let managed = observed.groups.first().cloned();
-            classic::apply(&self.ec2, &self.elb, &self.config, &claim, managed, &changes).await?;
+            // Boxed, as every apply of a deletion: the futures are large, and a worker's stack is not.
+            Box::pin(classic::apply(
+                &self.ec2,
+                &self.elb,
+                &self.config,
+                &claim,
+                managed,
+                &changes,
+            ))
+            .await?;
             return Ok(true);
         }
         let changes = classic::plan_delete(claim.name(), &observed);
-        classic::apply(&self.ec2, &self.elb, &self.config, &claim, None, &changes).await?;
+        Box::pin(classic::apply(
+            &self.ec2,
+            &self.elb,
+            &self.config,
+            &claim,
+            None,
+            &changes,
+        ))
+        .await?;
         Ok(observed.load_balancer.is_some())
     }
 
@@ -203,14 +220,22 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             && annotations
                 .bool(Key::ReleaseOnDeletion)
                 .unwrap_or(observed.adopted);
-        if release && let Some(found) = nlb::observe_release(&self.elbv2, &observed).await? {
+        if release && let Some(found) = Box::pin(nlb::observe_release(&self.elbv2, &observed)).await? {
             let key = &claimant.service;
             tracing::info!(load_balancer = name, service = %key, adopted = observed.adopted,
                 "releasing the NLB instead of deleting it");
             let hand_over = shared::hand_over_key(self.config.cluster.id());
             let keys = nlb::released_keys(&self.config);
             let changes = nlb::plan_release(name, (&hand_over, key), &keys, &observed, &found);
-            nlb::apply(&self.ec2, &self.elbv2, &self.config, &claim, &found, &changes).await?;
+            Box::pin(nlb::apply(
+                &self.ec2,
+                &self.elbv2,
+                &self.config,
+                &claim,
+                &found,
+                &changes,
+            ))
+            .await?;
             return Ok(true);
         }
         let consent = annotations
@@ -224,7 +249,15 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             load_balancer: observed.load_balancer.clone(),
             ..nlb::Observed::default()
         };
-        nlb::apply(&self.ec2, &self.elbv2, &self.config, &claim, &found, &changes).await?;
+        Box::pin(nlb::apply(
+            &self.ec2,
+            &self.elbv2,
+            &self.config,
+            &claim,
+            &found,
+            &changes,
+        ))
+        .await?;
         Ok(observed.load_balancer.is_some())
     }
 }
