@@ -41,7 +41,7 @@ pub use observe::{
 };
 pub use plan::{
     is_host_change, observe_release, plan, plan_delete, plan_release, recreation, recreation_reason,
-    recreation_reasons, released_keys, unprotect,
+    recreation_reasons, unprotect,
 };
 
 use names::name_prefix;

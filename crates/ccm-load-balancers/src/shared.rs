@@ -14,8 +14,9 @@ pub use names::{
     ADOPTED_TAG, ANNOTATION_TAGS_MARKER, HAND_OVER_TAG_PREFIX, SERVICE_NAME_TAG, SERVICE_UID_TAG,
     UPSTREAM_TAGS_MARKER, all_names, dropped_tags, hand_over_key, is_load_balancer_name, load_balancer_name,
     load_balancer_tags, names_in_hostname, network_load_balancer_tags, recreation_notice,
-    recreation_withheld_notice, renamed_from, scheme, security_group_description, security_group_name,
-    security_group_tags, service_load_balancer_name, status_names, tag_additions, wanted_name,
+    recreation_withheld_notice, released_keys, renamed_from, scheme, security_group_description,
+    security_group_name, security_group_tags, service_load_balancer_name, status_names, tag_additions,
+    wanted_name,
 };
 pub use security_groups::{
     GroupDiff, GroupRef, ManagedGroup, Rule, add_source, authorize_idempotent, check_managed_group,

@@ -33,7 +33,7 @@ pub use recreation::{
     is_host_change, protected_recreation, recreation, recreation_reason, recreation_reasons,
 };
 use recreation::{recreate, subnets_added_in_place};
-pub use release::{observe_release, plan_release, released_keys};
+pub use release::{observe_release, plan_release};
 
 /// The ordered plan from `observed` to `desired` (pure). Only owned fields are compared: a steady Service plans
 /// nothing.

@@ -146,15 +146,10 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             source.as_ref(),
         ))
         .await?;
-        let release = observed.load_balancer.is_some()
-            && annotations
-                .bool(Key::ReleaseOnDeletion)
-                .unwrap_or(observed.adopted);
-        if release {
+        if releases(annotations, observed.load_balancer.is_some(), observed.adopted) {
             tracing::info!(load_balancer = claim.name(), service = %claimant.service, adopted = observed.adopted,
                 "releasing the Classic ELB instead of deleting it");
-            let hand_over = shared::hand_over_key(self.config.cluster.id());
-            let keys = nlb::released_keys(&self.config);
+            let (hand_over, keys) = self.release_tags();
             let changes = classic::plan_release((&hand_over, &claimant.service), &keys, &observed);
             let managed = observed.groups.first().cloned();
             // Boxed, as every apply of a deletion: the futures are large, and a worker's stack is not.
@@ -216,16 +211,12 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         ))
         .await?;
         let name = claim.name();
-        let release = observed.load_balancer.is_some()
-            && annotations
-                .bool(Key::ReleaseOnDeletion)
-                .unwrap_or(observed.adopted);
+        let release = releases(annotations, observed.load_balancer.is_some(), observed.adopted);
         if release && let Some(found) = Box::pin(nlb::observe_release(&self.elbv2, &observed)).await? {
             let key = &claimant.service;
             tracing::info!(load_balancer = name, service = %key, adopted = observed.adopted,
                 "releasing the NLB instead of deleting it");
-            let hand_over = shared::hand_over_key(self.config.cluster.id());
-            let keys = nlb::released_keys(&self.config);
+            let (hand_over, keys) = self.release_tags();
             let changes = nlb::plan_release(name, (&hand_over, key), &keys, &observed, &found);
             Box::pin(nlb::apply(
                 &self.ec2,
@@ -260,4 +251,18 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         .await?;
         Ok(observed.load_balancer.is_some())
     }
+
+    /// The hand-over tag key and the tag keys a release removes, for this cluster.
+    fn release_tags(&self) -> (String, Vec<String>) {
+        (
+            shared::hand_over_key(self.config.cluster.id()),
+            shared::released_keys(&self.config.cluster),
+        )
+    }
+}
+
+/// Whether a deletion releases the load balancer found (`exists`) instead of deleting it: as
+/// `aws-load-balancer-release-on-deletion` says, else when it was adopted.
+fn releases(annotations: &Annotations, exists: bool, adopted: bool) -> bool {
+    exists && annotations.bool(Key::ReleaseOnDeletion).unwrap_or(adopted)
 }

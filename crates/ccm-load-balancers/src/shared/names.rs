@@ -186,6 +186,20 @@ pub const HAND_OVER_TAG_PREFIX: &str = "kubernetes.io/hand-over/";
 /// instead of deleting it, unless `aws-load-balancer-release-on-deletion` says `false`.
 pub const ADOPTED_TAG: &str = "kubernetes.io/adopted";
 
+/// The tag keys a release removes: this cluster's ownership tags, the Service's name and UID, and the adoption
+/// record. The additional tags and their records stay (a Service that adopts the load balancer again takes them over).
+pub fn released_keys(cluster: &ClusterTags) -> Vec<String> {
+    cluster
+        .ownership_tags()
+        .into_keys()
+        .chain(
+            [SERVICE_NAME_TAG, SERVICE_UID_TAG, ADOPTED_TAG]
+                .into_iter()
+                .map(str::to_owned),
+        )
+        .collect()
+}
+
 /// The tags of a load balancer: the additional tags with their marker, the Service name and UID and the cluster
 /// ownership tags (which win).
 pub fn load_balancer_tags(cluster: &ClusterTags, spec: &ServiceSpec) -> Tags {

@@ -22,7 +22,7 @@ use super::super::{
     node_rules::{self, NodeAccess},
 };
 use super::delete::revoke_references;
-use crate::{Error, LoadBalancerConfig, shared};
+use crate::Error;
 
 /// What a release needs beyond deletion's reads: the NLB's listeners and the targets of its target groups,
 /// as an observation the apply takes its ARNs from. `None` without an NLB.
@@ -73,27 +73,8 @@ fn attached(group: &TargetGroup, lb_arn: &str, listeners: &[ListenerV2]) -> bool
             .any(|l| l.default_target_groups.contains(&group.arn))
 }
 
-/// The tag keys a release removes: this cluster's ownership tags, the Service's name and UID, and the adoption
-/// record. The additional tags and their records stay (a Service that adopts the NLB again takes them over).
-pub fn released_keys(config: &LoadBalancerConfig) -> Vec<String> {
-    config
-        .cluster
-        .ownership_tags()
-        .into_keys()
-        .chain(
-            [
-                shared::SERVICE_NAME_TAG,
-                shared::SERVICE_UID_TAG,
-                shared::ADOPTED_TAG,
-            ]
-            .into_iter()
-            .map(str::to_owned),
-        )
-        .collect()
-}
-
 /// The release of the NLB `name` (pure; see the module documentation), handed over to `service`
-/// (`namespace/name`) under `hand_over_key`, removing `keys` ([`released_keys`]).
+/// (`namespace/name`) under `hand_over_key`, removing `keys` ([`shared::released_keys`]).
 pub fn plan_release(
     name: &str,
     (hand_over_key, service): (&str, &str),
