@@ -74,7 +74,7 @@ fn attached(group: &TargetGroup, lb_arn: &str, listeners: &[ListenerV2]) -> bool
 }
 
 /// The release of the NLB `name` (pure; see the module documentation), handed over to `service`
-/// (`namespace/name`) under `hand_over_key`, removing `keys` ([`shared::released_keys`]).
+/// (`namespace/name`) under `hand_over_key`, removing `keys` ([`crate::shared::released_keys`]).
 pub fn plan_release(
     name: &str,
     (hand_over_key, service): (&str, &str),
