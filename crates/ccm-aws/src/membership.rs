@@ -236,7 +236,7 @@ pub struct MemberInstances<E> {
     membership: Arc<Membership<Catalog<E>>>,
 }
 
-impl<E: Ec2 + Send + Sync> MemberInstances<E> {
+impl<E: Ec2 + Send + Sync + 'static> MemberInstances<E> {
     /// `inner`, telling `membership` which instance each Node names.
     pub fn new(inner: AwsInstances<E>, membership: Arc<Membership<Catalog<E>>>) -> Self {
         Self { inner, membership }
@@ -264,7 +264,7 @@ impl<E: Ec2 + Send + Sync> MemberInstances<E> {
     }
 }
 
-impl<E: Ec2 + Send + Sync> InstancesV2 for MemberInstances<E> {
+impl<E: Ec2 + Send + Sync + 'static> InstancesV2 for MemberInstances<E> {
     async fn instance_exists(&self, node: &Node) -> CloudResult<bool> {
         self.membership.observe(&[node]);
         self.inner.instance_exists(node).await

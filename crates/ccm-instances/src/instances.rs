@@ -3,6 +3,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     net::IpAddr,
+    panic::AssertUnwindSafe,
     sync::{Arc, Mutex, PoisonError},
     time::{Duration, SystemTime},
 };
@@ -84,16 +85,18 @@ pub struct InstancesConfig {
 #[derive(Debug)]
 pub struct AwsInstances<E> {
     /// The EC2 port with the instance catalog in front: every instance read teaches it, and lookups by ID are
-    /// answered from it when recent enough.
-    ec2: Catalog<E>,
+    /// answered from it when recent enough. The port is shared with the task that reads a listing ahead.
+    ec2: Catalog<Arc<E>>,
     config: InstancesConfig,
     zone_ids: Mutex<HashMap<String, String>>,
     zone_refresh: tokio::sync::Mutex<()>,
     unsupported_topology: Mutex<UnsupportedStore>,
     /// Shared with the timer that drops it once too old (see [`AwsInstances::new`]).
     listing: Arc<Mutex<ClusterListing>>,
-    /// Held while a lookup asks pages of the cluster listing (see `listing`).
-    listing_pages: tokio::sync::Mutex<()>,
+    /// Held while a lookup or the read-ahead asks a page of the cluster listing (see `listing`). It guards no
+    /// data, so a panic while it is held leaves nothing half-written: asserting unwind safety keeps
+    /// `AwsInstances` as unwind-safe as it was before the lock was shared.
+    listing_pages: Arc<AssertUnwindSafe<tokio::sync::Mutex<()>>>,
 }
 
 /// How a node is looked up.
@@ -175,7 +178,7 @@ fn default_topology_pattern() -> Regex {
 
 // === impl AwsInstances ===
 
-impl<E: Ec2 + Send + Sync> AwsInstances<E> {
+impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
     /// Instances over `ec2` with `config`.
     ///
     /// Their instance reads go through an instance catalog of their own, keeping instances for
@@ -188,13 +191,13 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         let listing = Arc::new(Mutex::default());
         ClusterListing::start_expiry(&listing);
         Self {
-            ec2: catalog.over(ec2),
+            ec2: catalog.over(Arc::new(ec2)),
             config,
             zone_ids: Mutex::default(),
             zone_refresh: tokio::sync::Mutex::new(()),
             unsupported_topology: Mutex::default(),
             listing,
-            listing_pages: tokio::sync::Mutex::new(()),
+            listing_pages: Arc::new(AssertUnwindSafe(tokio::sync::Mutex::new(()))),
         }
     }
 
@@ -216,7 +219,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
 
     /// The EC2 port.
     pub fn ec2(&self) -> &E {
-        self.ec2.inner()
+        self.ec2.inner().as_ref()
     }
 
     /// Metadata for `nodes`, in their order. Instance lookups cost one `instances_by_id` per 1,000 distinct IDs,
@@ -466,7 +469,7 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
     }
 }
 
-impl<E: Ec2 + Send + Sync> InstancesV2 for AwsInstances<E> {
+impl<E: Ec2 + Send + Sync + 'static> InstancesV2 for AwsInstances<E> {
     async fn instance_exists(&self, node: &Node) -> CloudResult<bool> {
         first(self.exists(&[node]).await)
     }

@@ -1,12 +1,16 @@
-//! The cluster-wide listing by private DNS name, asked page by page and only as far as a lookup needs it.
+//! The cluster-wide listing by private DNS name, asked page by page, read ahead to its end once started.
 //!
-//! A listing of 5,000 instances is five pages; AWS answers each in a second or two, moto in ten. A burst's lookup
-//! that waited for all five initialized nothing meanwhile, and the controller's Kubernetes writes, the burst's
-//! real floor, waited with it. So a lookup fetches pages only until each of its names is answered and leaves the
-//! listing open (its next page's token kept): the next batch answers from the pages already in and fetches
-//! further pages only for names they do not hold. Instances launched in order are listed in order, as a burst's
-//! Nodes register, so each batch mostly waits for at most one page. The listing is the same one either way: its
-//! pages are asked once, whoever needs them.
+//! A listing of 5,000 instances is five pages; AWS answers each in a second or two, moto in ten to twenty. A
+//! burst's lookup that waited for all five initialized nothing meanwhile, and the controller's Kubernetes writes,
+//! the burst's real floor, waited with it. So a lookup fetches pages only until each of its names is answered and
+//! leaves the listing open (its next page's token kept): the next batch answers from the pages already in. And
+//! once a lookup has asked a page, a task of its own reads the rest of the listing, a page at a time, while the
+//! Nodes of the pages in are written: the next batch finds its page in, instead of asking it only once the writes
+//! of the last page's Nodes are done (a burst then waited a page's time for each page). The read-ahead costs no
+//! call the listing would not make: a lookup lists the cluster only when asking its names one by one would cost
+//! more calls than the whole listing. Instances launched in order are listed in order, as a burst's Nodes
+//! register. The listing is the same one either way: its pages are asked once, whoever needs them, a lookup or
+//! the read-ahead (they take turns at each page).
 //!
 //! A name is answered from the first page that shows it, before the later pages are seen. Two live instances of
 //! the cluster under one private DNS name (possible only across VPCs with overlapping addresses) are found when
@@ -19,7 +23,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use ccm_aws_api::{CatalogInstance, CatalogLookup, Ec2, Filter, InstanceId, ec2::InstanceState};
+use ccm_aws_api::{Catalog, CatalogInstance, CatalogLookup, Ec2, Filter, InstanceId, ec2::InstanceState};
 use tokio::time::Instant;
 
 use super::{AwsInstances, Found, LIVE_STATES, Lookup};
@@ -88,6 +92,8 @@ pub(super) struct ClusterListing {
     size: Option<usize>,
     /// Whether a batch was asked by name while the size was unknown.
     asked_blind: bool,
+    /// Whether a task is reading the recent listing ahead (see the module docs).
+    reading_ahead: bool,
 }
 
 impl ClusterListing {
@@ -257,6 +263,22 @@ impl ClusterListing {
             .is_some_and(|l| matches!(l.next, Next::Done(at) if at >= from))
     }
 
+    /// Marks the read-ahead as started, if the recent listing is open and no read-ahead runs yet.
+    fn claim_read_ahead(&mut self) -> bool {
+        let open = self
+            .recent(Instant::now())
+            .is_some_and(|l| !matches!(l.next, Next::Done(_)));
+        let claimed = open && !self.reading_ahead;
+        self.reading_ahead |= claimed;
+        claimed
+    }
+
+    /// Whether a read-ahead runs (tests wait for it to end).
+    #[cfg(test)]
+    pub(super) fn reading_ahead(&self) -> bool {
+        self.reading_ahead
+    }
+
     /// Replaces the recent listing with a complete one taken by other means.
     pub(super) fn replace(&mut self, tagged: &[Arc<CatalogInstance>], taken: SystemTime) {
         self.recent = Some(Listing {
@@ -269,7 +291,7 @@ impl ClusterListing {
     }
 }
 
-impl<E: Ec2 + Send + Sync> AwsInstances<E> {
+impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
     /// Answers `names` (asked at `asked`) from the recent listing, confirming by ID what is older than its Node
     /// and asking further pages while the listing is open (or starting one when `start`) until every name is
     /// answered or every page is in. Names a complete listing does not hold are missing; instances of the pages
@@ -315,6 +337,36 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
                 out.insert(name, Ok(Found::Missing));
             }
         }
+        self.read_ahead();
+    }
+
+    /// Starts reading the rest of the recent listing in a task of its own, if it is open and no read-ahead runs
+    /// (and a Tokio runtime is there to run it). The task waits for the page lock this lookup holds.
+    fn read_ahead(&self) {
+        let Some(reader) = self.pages() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.lock_listing().claim_read_ahead() {
+            return;
+        }
+        let turn = self.listing_pages.clone();
+        runtime.spawn(async move {
+            loop {
+                let _turn = turn.lock().await;
+                let Some(token) = reader.lock().next_page(false) else {
+                    break;
+                };
+                if let Err(error) = reader.list_page(token, &mut Vec::new()).await {
+                    // The lookups ask the page themselves, and say why it failed.
+                    tracing::debug!(%error, "reading the cluster listing ahead stopped");
+                    break;
+                }
+            }
+            reader.lock().reading_ahead = false;
+        });
     }
 
     /// Asks the page of the cluster listing after `token` and adds it to the recent listing.
@@ -323,19 +375,10 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         token: Option<String>,
         listed: &mut Vec<Arc<CatalogInstance>>,
     ) -> Result<(), Arc<ccm_aws_api::AwsError>> {
-        let Some(cluster) = &self.config.cluster else {
+        let Some(pages) = self.pages() else {
             return Ok(());
         };
-        // The adapter ends a listing whose next token repeats the one asked (it would list forever).
-        let asked = Instant::now();
-        let (instances, next) = Box::pin(self.ec2.instances_page(&cluster_filters(cluster), token.clone()))
-            .await
-            .map_err(Arc::new)?;
-        let tagged = self.held_tagged(cluster, &instances, asked);
-        self.lock_listing()
-            .add_page(token.as_deref(), &tagged, next, wall_clock());
-        listed.extend(tagged);
-        Ok(())
+        pages.list_page(token, listed).await
     }
 
     /// Lists the cluster's live instances, every page at once (a fresh answer for existence checks), and keeps
@@ -346,28 +389,71 @@ impl<E: Ec2 + Send + Sync> AwsInstances<E> {
         };
         let asked = Instant::now();
         let instances = self.ec2.instances(&cluster_filters(cluster)).await?;
-        let tagged = self.held_tagged(cluster, &instances, asked);
+        let tagged = held_tagged(&self.ec2, cluster, &instances, asked);
         tracing::debug!(instances = tagged.len(), "listed the cluster's instances");
         self.lock_listing().replace(&tagged, wall_clock());
         Ok(tagged)
     }
 
-    /// The catalog's entries of the instances carrying the cluster tag (`owned` or `shared`), from a read asked
-    /// at `asked`: the listing holds them, not copies.
-    fn held_tagged(
-        &self,
-        cluster: &ccm_tagging::ClusterTags,
-        instances: &[ccm_aws_api::ec2::Instance],
-        asked: Instant,
-    ) -> Vec<Arc<CatalogInstance>> {
-        let mut tagged = self.ec2.catalog().held_since(instances, asked);
-        tagged.retain(|i| cluster.is_tagged(&i.cluster_tags()));
-        tagged
+    /// What asks the cluster listing's pages for these instances; `None` without the cluster's tag.
+    fn pages(&self) -> Option<Pages<E>> {
+        Some(Pages {
+            ec2: self.ec2.clone(),
+            listing: self.listing.clone(),
+            cluster: self.config.cluster.clone()?,
+        })
     }
 
     pub(super) fn lock_listing(&self) -> std::sync::MutexGuard<'_, ClusterListing> {
         self.listing.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// What asks a page of the cluster listing: a lookup, or the read-ahead's task (which owns one).
+struct Pages<E> {
+    ec2: Catalog<Arc<E>>,
+    listing: Arc<Mutex<ClusterListing>>,
+    cluster: ccm_tagging::ClusterTags,
+}
+
+impl<E: Ec2 + Send + Sync> Pages<E> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ClusterListing> {
+        self.listing.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Asks the page after `token` and adds it to the recent listing; its instances also go to `listed`.
+    async fn list_page(
+        &self,
+        token: Option<String>,
+        listed: &mut Vec<Arc<CatalogInstance>>,
+    ) -> Result<(), Arc<ccm_aws_api::AwsError>> {
+        // The adapter ends a listing whose next token repeats the one asked (it would list forever).
+        let asked = Instant::now();
+        let (instances, next) = Box::pin(
+            self.ec2
+                .instances_page(&cluster_filters(&self.cluster), token.clone()),
+        )
+        .await
+        .map_err(Arc::new)?;
+        let tagged = held_tagged(&self.ec2, &self.cluster, &instances, asked);
+        self.lock()
+            .add_page(token.as_deref(), &tagged, next, wall_clock());
+        listed.extend(tagged);
+        Ok(())
+    }
+}
+
+/// The catalog's entries of the instances carrying the cluster tag (`owned` or `shared`), from a read asked at
+/// `asked`: the listing holds them, not copies.
+fn held_tagged<E: Ec2 + Send + Sync>(
+    ec2: &Catalog<Arc<E>>,
+    cluster: &ccm_tagging::ClusterTags,
+    instances: &[ccm_aws_api::ec2::Instance],
+    asked: Instant,
+) -> Vec<Arc<CatalogInstance>> {
+    let mut tagged = ec2.catalog().held_since(instances, asked);
+    tagged.retain(|i| cluster.is_tagged(&i.cluster_tags()));
+    tagged
 }
 
 /// The cluster listing's filters: the cluster's tag key (its value is checked on the answers: `owned` or

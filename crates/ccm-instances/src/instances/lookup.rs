@@ -52,7 +52,7 @@ impl Reuse<'_> {
     }
 }
 
-impl<E: Ec2 + Send + Sync> AwsInstances<E> {
+impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
     /// Looks every target up, in as few calls as the limits allow.
     pub(super) async fn find(
         &self,

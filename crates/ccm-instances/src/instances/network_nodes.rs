@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::{AwsInstances, BEST_EFFORT_TOPOLOGY};
 use crate::{InstancesError, topology::region_unsupported};
 
-impl<E: Ec2 + Send + Sync> AwsInstances<E> {
+impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
     /// The network nodes of `candidates` (instance, type), one call for all; absent means no labels.
     pub(super) async fn topology(
         &self,

@@ -88,7 +88,7 @@ pub(super) enum Away {
     NoRegion(String),
 }
 
-impl<E: Ec2 + Send + Sync> AwsInstances<E> {
+impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
     /// Answers the Nodes of this Region with `here`, in one batch, and those whose provider ID names a zone
     /// outside it with `away`, without a lookup: this Region's EC2 does not show another Region's instances, and
     /// "not found" would read as "gone" (a multi-Region cluster has a controller per Region); a Region that does

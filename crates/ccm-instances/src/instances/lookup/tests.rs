@@ -133,6 +133,13 @@ impl World {
     }
 }
 
+/// Waits until no task reads `aws`'s listing ahead (its calls are then all made).
+async fn read_ahead_done(aws: &AwsInstances<MockEc2>) {
+    while aws.lock_listing().reading_ahead() {
+        tokio::task::yield_now().await;
+    }
+}
+
 fn nodes(names: &[String]) -> Vec<Node> {
     names.iter().map(|n| node(n, None, &[])).collect()
 }
@@ -163,6 +170,7 @@ async fn burst(batches: &[usize]) -> (World, Vec<String>, AwsInstances<MockEc2>,
         start += size;
     }
     assert_eq!(start, 5000);
+    read_ahead_done(&aws).await;
     let calls = world.take_calls();
     (world, names, aws, calls)
 }
@@ -279,22 +287,25 @@ async fn names_the_listing_lacks_are_asked_by_name_while_that_is_fewer_calls() {
 }
 
 /// The 5,000-Node burst waited for the listing's five pages (ten seconds each on moto) before initializing any
-/// Node: a lookup now asks pages only until its names are answered, and the next asks on from there.
+/// Node: a lookup asks pages only until its names are answered, and the rest of the listing is read ahead
+/// meanwhile (the burst's next batches then find their pages in, instead of waiting a page's time for each).
 #[tokio::test]
-async fn a_lookup_asks_the_listing_only_as_far_as_its_names_need() {
+async fn a_lookup_answers_from_the_first_pages_and_the_rest_is_read_ahead() {
     let world = World::new();
     let names = world.launch(0..5000, InstanceState::Running);
     let aws = world.aws();
     initialize(&aws, &names[..10]).await;
     assert_eq!(world.take_calls(), [Call::ByName(names[..10].to_vec())]);
     initialize(&aws, &names[10..50]).await;
-    assert_eq!(world.take_calls(), pages(0..1));
-    initialize(&aws, &names[50..1500]).await;
-    assert_eq!(world.take_calls(), pages(1..2));
-    initialize(&aws, &names[1500..2000]).await;
-    assert_eq!(world.take_calls(), []);
-    initialize(&aws, &names[4500..4600]).await;
-    assert_eq!(world.take_calls(), pages(2..5));
+    assert_eq!(world.calls.lock().unwrap().first(), Some(&Call::Page(0)));
+    read_ahead_done(&aws).await;
+    assert_eq!(
+        world.take_calls(),
+        pages(0..5),
+        "read ahead to the end, each page once"
+    );
+    initialize(&aws, &names[50..5000]).await;
+    assert_eq!(world.take_calls(), [], "the later batches find their pages in");
     // Complete: a name it lacks is missing, with no further call in the same lookup.
     let gone = world.launch(5000..5001, InstanceState::Running);
     world.instances.lock().unwrap().pop();
@@ -305,24 +316,47 @@ async fn a_lookup_asks_the_listing_only_as_far_as_its_names_need() {
 }
 
 /// A page that fails fails the names still waiting for it, and the next lookup asks that page again (never the
-/// pages already in).
+/// pages already in); a failed lookup reads nothing ahead.
 #[tokio::test]
 async fn a_failed_page_is_asked_again_by_the_next_lookup() {
     let world = World::new();
     let names = world.launch(0..3000, InstanceState::Running);
     let aws = world.aws();
     initialize(&aws, &names[..1]).await;
-    initialize(&aws, &names[1..500]).await;
     world.take_calls();
     world.failing_pages.lock().unwrap().push(1);
-    let asked = nodes(&names[500..1500]);
+    let asked = nodes(&names[1..1500]);
     let refs: Vec<&Node> = asked.iter().collect();
     let out = aws.metadata(&refs).await;
-    assert!(out[..500].iter().all(Result::is_ok), "page 0 answers its names");
-    assert!(out[500..].iter().all(Result::is_err), "page 1 failed");
-    assert_eq!(world.take_calls(), pages(1..2));
+    assert!(out[..999].iter().all(Result::is_ok), "page 0 answers its names");
+    assert!(out[999..].iter().all(Result::is_err), "page 1 failed");
+    read_ahead_done(&aws).await;
+    assert_eq!(world.take_calls(), pages(0..2));
     initialize(&aws, &names[1000..1500]).await;
-    assert_eq!(world.take_calls(), pages(1..2));
+    read_ahead_done(&aws).await;
+    assert_eq!(world.take_calls(), pages(1..3));
+}
+
+/// A page the read-ahead could not get is asked by the lookup that needs it.
+#[tokio::test]
+async fn a_page_the_read_ahead_failed_is_asked_by_the_lookup_that_needs_it() {
+    let world = World::new();
+    let names = world.launch(0..3000, InstanceState::Running);
+    let aws = world.aws();
+    initialize(&aws, &names[..1]).await;
+    world.failing_pages.lock().unwrap().push(1);
+    initialize(&aws, &names[1..500]).await;
+    read_ahead_done(&aws).await;
+    let mut calls = vec![Call::ByName(names[..1].to_vec())];
+    calls.extend(pages(0..2));
+    assert_eq!(
+        world.take_calls(),
+        calls,
+        "the read-ahead stopped at the failed page"
+    );
+    initialize(&aws, &names[2500..3000]).await;
+    read_ahead_done(&aws).await;
+    assert_eq!(world.take_calls(), pages(1..3));
 }
 
 /// Two live instances under one name on different pages: the first page answered it; once the second is seen,
