@@ -85,6 +85,8 @@ chart="$(mktemp --suffix .svg)"
 "$bin/scale" --nodes 10 --pool 5 --services 2,3 --steady-secs 10 --settle-secs 2 --quiet-secs 3 --limit-secs 180 \
   --lag-limit-secs 30 --chart "$chart" | tee "$chart.txt"
 grep -q '^| Figure (throttled as AWS) |' "$chart.txt" || die "the scale harness's smoke run was not throttled as AWS"
+grep -q '^| Deletion: per load balancer deleted: AWS calls' "$chart.txt" ||
+  die "the scale harness's smoke run did not table the deletion's costs"
 grep -q '^<svg' "$chart" && grep -q 'Go 1.20.2' "$chart" && grep -q 'this CCM' "$chart" ||
   die "the scale harness's smoke run did not draw its chart ($chart)"
 rm -f "$chart" "$chart.txt"

@@ -96,6 +96,8 @@ struct State {
     throttler: Option<Throttler>,
     /// Requests answered with a throttling error by the throttling mode, per action.
     throttled: BTreeMap<String, u64>,
+    /// Time spent waiting for the upstream's answers, per action (forwarded requests only).
+    upstream_time: BTreeMap<String, Duration>,
 }
 
 /// One parsed HTTP/1.1 request.
@@ -205,6 +207,17 @@ impl FaultProxy {
         lock(&self.state).seen.clone()
     }
 
+    /// Seconds spent so far waiting for the upstream's answers, per action: from connecting to the last byte of
+    /// the answer, summed over the forwarded requests (a faulted one costs the upstream nothing). Where the
+    /// upstream (moto) spends its time on a controller's calls, and how that grows with what it holds.
+    pub fn upstream_secs_by_action(&self) -> BTreeMap<String, f64> {
+        let state = lock(&self.state);
+        let times = state.upstream_time.iter();
+        times
+            .map(|(action, t)| (action.clone(), t.as_secs_f64()))
+            .collect()
+    }
+
     /// The headers (names lower-cased) of the last request of `action`.
     pub fn last_headers(&self, action: &str) -> Option<BTreeMap<String, String>> {
         lock(&self.state).last_headers.get(action).cloned()
@@ -229,7 +242,7 @@ async fn serve(stream: TcpStream, upstream: &str, state: &Mutex<State>) -> std::
         let response = match fault {
             Some(Fault::Drop) => return Ok(()),
             Some(Fault::DropAfterForward) => {
-                forward(upstream, &request).await?;
+                timed_forward(upstream, &request, state, &action).await?;
                 return Ok(());
             }
             Some(Fault::Throttle) => request.error_response(None, "Rate exceeded"),
@@ -245,9 +258,9 @@ async fn serve(stream: TcpStream, upstream: &str, state: &Mutex<State>) -> std::
             }) => response(status, &content_type, &[], body.as_bytes()),
             Some(Fault::Delay(delay)) => {
                 tokio::time::sleep(delay).await;
-                forward(upstream, &request).await?
+                timed_forward(upstream, &request, state, &action).await?
             }
-            None => forward(upstream, &request).await?,
+            None => timed_forward(upstream, &request, state, &action).await?,
         };
         reader.get_mut().write_all(&response).await?;
         // A client that reads its answer to the end (as `forward` does when one proxy is another's upstream)
@@ -297,6 +310,19 @@ fn record(state: &Mutex<State>, request: &Request, action: &str) -> Option<Fault
     let (kind, fault) = state.chaos?.draw(action, rank, request.is_ec2())?;
     *state.chaos_faults.entry(kind).or_default() += 1;
     Some(fault)
+}
+
+/// [`forward`], adding the time the upstream took to the action's.
+async fn timed_forward(
+    upstream: &str,
+    request: &Request,
+    state: &Mutex<State>,
+    action: &str,
+) -> std::io::Result<Vec<u8>> {
+    let started = Instant::now();
+    let response = forward(upstream, request).await;
+    *lock(state).upstream_time.entry(action.to_owned()).or_default() += started.elapsed();
+    response
 }
 
 /// Sends the request upstream on a fresh connection and returns the raw response.
@@ -472,92 +498,4 @@ impl Request {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn chaos(per_mille: u16) -> Chaos {
-        Chaos {
-            seed: 7,
-            per_mille,
-            max_delay: Duration::from_millis(500),
-        }
-    }
-
-    fn kinds(chaos: &Chaos, action: &str, is_ec2: bool) -> Vec<Option<ChaosKind>> {
-        (1..=2000)
-            .map(|rank| chaos.draw(action, rank, is_ec2).map(|(k, _)| k))
-            .collect()
-    }
-
-    #[test]
-    fn a_seed_gives_the_same_faults_to_the_same_calls() {
-        let a = kinds(&chaos(100), "CreateLoadBalancer", false);
-        assert_eq!(a, kinds(&chaos(100), "CreateLoadBalancer", false));
-        let other = Chaos {
-            seed: 8,
-            ..chaos(100)
-        };
-        assert_ne!(a, kinds(&other, "CreateLoadBalancer", false));
-    }
-
-    #[test]
-    fn the_rate_is_about_the_share_asked_for() {
-        let faulted = kinds(&chaos(100), "DescribeInstances", true)
-            .iter()
-            .filter(|k| k.is_some())
-            .count();
-        assert!((150..=250).contains(&faulted), "{faulted} of 2000 at 10 %");
-        assert!(
-            kinds(&chaos(0), "DescribeInstances", true)
-                .iter()
-                .all(Option::is_none)
-        );
-    }
-
-    #[test]
-    fn deletes_get_in_use_errors_and_others_never_do() {
-        let sg = kinds(&chaos(500), "DeleteSecurityGroup", true);
-        assert!(sg.contains(&Some(ChaosKind::DependencyViolation)));
-        let tg = kinds(&chaos(500), "DeleteTargetGroup", false);
-        assert!(tg.contains(&Some(ChaosKind::ResourceInUse)));
-        let listener = kinds(&chaos(500), "CreateListener", false);
-        assert!(listener.contains(&Some(ChaosKind::Refused)));
-        let classic = kinds(&chaos(500), "CreateLoadBalancer", false);
-        let every = [
-            ChaosKind::Throttle,
-            ChaosKind::ServerError,
-            ChaosKind::Reset,
-            ChaosKind::ResetAfter,
-            ChaosKind::Latency,
-        ];
-        assert!(every.iter().all(|k| classic.contains(&Some(*k))), "{classic:?}");
-        assert!(!classic.contains(&Some(ChaosKind::DependencyViolation)));
-        assert!(!classic.contains(&Some(ChaosKind::ResourceInUse)));
-        assert!(!classic.contains(&Some(ChaosKind::Refused)));
-    }
-
-    #[tokio::test]
-    async fn chaos_faults_are_counted_and_queued_faults_come_first() {
-        let proxy = FaultProxy::start("http://127.0.0.1:9").await.unwrap();
-        proxy.set_chaos(Some(chaos(1000)));
-        proxy.inject("DeleteSecurityGroup", Fault::Throttle, 1);
-        let request = Request {
-            method: "POST".into(),
-            path: "/".into(),
-            headers: Vec::new(),
-            body: b"Action=DeleteSecurityGroup&Version=2016-11-15".to_vec(),
-        };
-        let state = &proxy.state;
-        assert_eq!(
-            record(state, &request, "DeleteSecurityGroup"),
-            Some(Fault::Throttle)
-        );
-        assert!(record(state, &request, "DeleteSecurityGroup").is_some());
-        assert_eq!(proxy.chaos_faults().values().sum::<u64>(), 1);
-        assert_eq!(proxy.requests_by_action().get("DeleteSecurityGroup"), Some(&2));
-        assert!(
-            proxy.bodies("DeleteSecurityGroup").is_empty(),
-            "bodies kept in chaos mode"
-        );
-    }
-}
+mod tests;

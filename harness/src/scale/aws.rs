@@ -123,6 +123,11 @@ impl Fleet {
         counts.map(|(action, n)| (action, n as f64)).collect()
     }
 
+    /// The seconds moto took so far to answer the calls that reached it, by action.
+    pub fn moto_secs(&self) -> Calls {
+        self.proxy.upstream_secs_by_action().into_iter().collect()
+    }
+
     /// The Go controller's cloud config for this cluster, through the proxy.
     pub fn go_config(&self, env: &TestEnv) -> GoCloudConfig {
         GoCloudConfig::new(

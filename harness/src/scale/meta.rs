@@ -79,8 +79,10 @@ pub fn setup(p: &Params, bin: &Path, ours: &[String], flags: &[String], columns:
     };
     format!(
         "Binary `{}`; {} Nodes, Services {:?} (odd-numbered NLBs, even Classic ELBs, one TCP port each, \
-         each targeting one pool of {} Nodes); steady window {} s after {} s of settling. AWS: moto 5.2.5 for \
-         every figure (no in-memory implementation was needed); Kubernetes: kube-apiserver 1.20.2 with etcd. \
+         each targeting one pool of {} Nodes); steady window {} s after {} s of settling; at the end every \
+         Service is deleted. A load balancer's cost is the calls made and moto's answer time (timed by the proxy \
+         in front of it) while its step ran, less the steady window's rates, per load balancer. AWS: moto 5.2.5 \
+         for every figure (no in-memory implementation was needed); Kubernetes: kube-apiserver 1.20.2 with etcd. \
          This CCM's flags: {ours}. The Go controller: 1.20.2 with its in-tree AWS provider, built from Debian's \
          source, its defaults (controllers cloud-node, cloud-node-lifecycle and service), its AWS calls counted \
          by the proxy in front of moto; its write floor ran with `{}` (its Kubernetes pace). {} {}",

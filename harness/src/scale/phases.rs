@@ -14,7 +14,7 @@ use crate::scale::{
     aws::Fleet,
     ccm::{Calls, Ccm, diff},
     cluster::{self, Lb},
-    figures::{Figures, Phase},
+    figures::{Costs, Figures, Phase, beyond},
 };
 
 /// Called with a pattern's figures after each of its phases.
@@ -201,7 +201,8 @@ async fn measure(
     ));
     let mut lbs = Vec::new();
     for (k, &count) in p.services.iter().enumerate() {
-        let started = Instant::now();
+        let (started, before) = (Instant::now(), Reading::take(ccm, fleet).await?);
+        let made = count.saturating_sub(lbs.len());
         lbs.extend(cluster::create_services(services, group, lbs.len()..count, pools).await?);
         let served = cluster::wait_hostnames(services, group, count, p.limit).await?;
         let secs = if served >= count {
@@ -210,13 +211,14 @@ async fn measure(
             f64::INFINITY
         };
         f.ensure.push((count, secs, served));
+        f.ensure_costs.push(before.costs(ccm, fleet, made).await?);
         report(f);
         say(format!(
             "{count} Services have load balancers after {:.1} s",
             started.elapsed().as_secs_f64()
         ));
         if k == 0 {
-            steady(f, ccm, p).await?;
+            steady(f, ccm, fleet, p).await?;
             f.phase = Phase::Steady;
             f.memory.push(("the steady window".into(), ccm.memory()));
             report(f);
@@ -228,23 +230,79 @@ async fn measure(
         f.memory.push((format!("{count} Services"), ccm.memory()));
         report(f);
     }
+    f.deletion = Some(deletion(&label, ccm, fleet, services, lbs.len(), p).await?);
+    report(f);
     Ok(())
 }
 
+/// Every Service deleted at once: seconds until all are gone (infinite: not within the run's limit, and the
+/// run goes on) and what the `count` deletions cost.
+async fn deletion(
+    label: &str,
+    ccm: &Ccm,
+    fleet: &Fleet,
+    services: &Api<Service>,
+    count: usize,
+    p: &Params,
+) -> anyhow::Result<(f64, Costs)> {
+    println!("[{label}] deleting the {count} Services");
+    let (started, before) = (Instant::now(), Reading::take(ccm, fleet).await?);
+    let secs = match cluster::delete_services(services, &fleet.id, p.limit).await {
+        Ok(()) => started.elapsed().as_secs_f64(),
+        Err(e) => {
+            println!("[{label}] deletion: {e:#}; going on");
+            f64::INFINITY
+        }
+    };
+    println!("[{label}] {count} Services deleted after {secs:.1} s");
+    Ok((secs, before.costs(ccm, fleet, count).await?))
+}
+
+/// The counters a phase's [`Costs`] are the growth of: the controller's calls and moto's seconds.
+struct Reading {
+    at: Instant,
+    calls: Calls,
+    moto_secs: Calls,
+    throttled: Calls,
+}
+
+impl Reading {
+    async fn take(ccm: &Ccm, fleet: &Fleet) -> anyhow::Result<Self> {
+        let calls = ccm.calls().await?;
+        Ok(Self {
+            at: Instant::now(),
+            calls,
+            moto_secs: fleet.moto_secs(),
+            throttled: fleet.throttled(),
+        })
+    }
+
+    /// What happened since this reading, for `load_balancers` made or deleted.
+    async fn costs(&self, ccm: &Ccm, fleet: &Fleet, load_balancers: usize) -> anyhow::Result<Costs> {
+        let now = Self::take(ccm, fleet).await?;
+        Ok(Costs {
+            load_balancers,
+            secs: (now.at - self.at).as_secs_f64(),
+            calls: diff(&now.calls, &self.calls),
+            moto_secs: diff(&now.moto_secs, &self.moto_secs),
+            throttled: diff(&now.throttled, &self.throttled),
+        })
+    }
+}
+
 /// The steady window: no change at all, after the CCM settled; calls scaled to an hour.
-async fn steady(f: &mut Figures, ccm: &Ccm, p: &Params) -> anyhow::Result<()> {
+async fn steady(f: &mut Figures, ccm: &Ccm, fleet: &Fleet, p: &Params) -> anyhow::Result<()> {
     tokio::time::sleep(p.settle).await;
-    let (before, cpu) = (ccm.calls().await?, ccm.cpu_secs());
+    let (before, cpu, moto) = (ccm.calls().await?, ccm.cpu_secs(), fleet.moto_secs());
     let started = Instant::now();
     tokio::time::sleep(p.steady).await;
     let secs = started.elapsed().as_secs_f64();
     let calls = diff(&ccm.calls().await?, &before);
+    let hourly = |c: &Calls| -> Calls { c.iter().map(|(op, n)| (op.clone(), n * 3600.0 / secs)).collect() };
+    f.steady_moto = hourly(&diff(&fleet.moto_secs(), &moto));
     f.steady_secs = secs;
     f.steady_cpu = ccm.cpu_secs() - cpu;
-    f.steady = calls
-        .iter()
-        .map(|(op, n)| (op.clone(), n * 3600.0 / secs))
-        .collect();
+    f.steady = hourly(&calls);
     println!("[{}] steady {:.0} s: {:?}", f.label, secs, calls);
     Ok(())
 }
@@ -365,12 +423,9 @@ async fn quiet(
     }
     // The quiet time itself is not the change's: the calls are counted up to the last one that moved.
     let secs = (last.1 - since).as_secs_f64();
-    Ok(diff(&last.2, before)
+    Ok(beyond(&diff(&last.2, before), steady, secs)
         .into_iter()
-        .map(|(op, n)| {
-            let background = steady.get(&op).copied().unwrap_or(0.0) * secs / 3600.0;
-            (op, (n - background).max(0.0).round())
-        })
+        .map(|(op, n)| (op, n.round()))
         .filter(|(_, n)| *n > 0.0)
         .collect())
 }

@@ -174,6 +174,7 @@ pub fn markdown(ours: &Figures, up: &Figures, meta: &Meta) -> String {
     steady_rows(&mut row, ours, up);
     churn_rows(&mut row, ours, up);
     ensure_rows(&mut row, ours, up);
+    lb_costs::rows(&mut row, ours, up);
     footprint_rows(&mut row, ours, up);
     if meta.throttled {
         let name = "Calls throttled by AWS's rate limits, whole run so far";
@@ -524,5 +525,6 @@ pub fn write(path: &Path, table: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+mod lb_costs;
 #[cfg(test)]
 mod tests;

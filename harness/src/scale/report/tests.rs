@@ -141,3 +141,54 @@ fn a_partial_table_says_how_far_each_column_got() {
         "{table}"
     );
 }
+
+#[test]
+fn load_balancer_costs_are_per_load_balancer_beyond_the_steady_rates() {
+    let mut ours = Figures::new("this CCM", 1000);
+    ours.phase = Phase::Done;
+    ours.ensure = vec![(100, 360.0, 100)];
+    ours.steady.insert("DescribeInstances".into(), 100.0);
+    ours.steady_moto.insert("DescribeInstances".into(), 10.0);
+    let calls =
+        |pairs: &[(&str, f64)]| -> Calls { pairs.iter().map(|(op, n)| ((*op).to_owned(), *n)).collect() };
+    // 360 s of the steady rate is 10 DescribeInstances and 1 s of moto's time: not the load balancers'.
+    ours.ensure_costs = vec![crate::scale::figures::Costs {
+        load_balancers: 100,
+        secs: 360.0,
+        calls: calls(&[("CreateLoadBalancer", 100.0), ("DescribeInstances", 60.0)]),
+        moto_secs: calls(&[("CreateLoadBalancer", 20.0), ("DescribeInstances", 6.0)]),
+        throttled: Calls::new(),
+    }];
+    let mut up = Figures::new("Go 1.20.2", 1000);
+    up.phase = Phase::Done;
+    up.ensure = vec![(100, 300.0, 100)];
+    up.ensure_costs = vec![crate::scale::figures::Costs {
+        load_balancers: 100,
+        secs: 300.0,
+        calls: calls(&[("CreateLoadBalancer", 300.0)]),
+        moto_secs: calls(&[("CreateLoadBalancer", 30.0)]),
+        throttled: calls(&[("CreateLoadBalancer", 200.0)]),
+    }];
+    up.deletion = Some((
+        50.0,
+        crate::scale::figures::Costs {
+            load_balancers: 100,
+            secs: 50.0,
+            calls: calls(&[("DeleteLoadBalancer", 100.0)]),
+            moto_secs: calls(&[("DeleteLoadBalancer", 5.0)]),
+            throttled: Calls::new(),
+        },
+    ));
+    let table = markdown(&ours, &up, &meta());
+    for expected in [
+        "| Services 1–100: per load balancer made: AWS calls beyond the steady rate | 1.5: CreateLoadBalancer 1.0, \
+         DescribeInstances 0.5 | 3.0: CreateLoadBalancer 3.0 (throttled: CreateLoadBalancer 200) | 2.0× |",
+        "| Services 1–100: per load balancer made: moto's answer time beyond the steady rate, s | 0.25: \
+         CreateLoadBalancer 0.20, DescribeInstances 0.05 | 0.30: CreateLoadBalancer 0.30 | 1.2× |",
+        "| Time until the 100 Services were deleted (their load balancers gone), s | not reached | 50 | - |",
+        "| Deletion: per load balancer deleted: AWS calls beyond the steady rate | not reached | 1.0: \
+         DeleteLoadBalancer 1.0 | - |",
+    ] {
+        assert!(table.contains(expected), "{expected}\n{table}");
+    }
+}
