@@ -11,6 +11,12 @@
 //! A throttling answer from AWS halves the bucket's refill rate (down to a tenth) and empties it; every success
 //! wins back 5% of the nominal rate (additive increase, multiplicative decrease).
 //!
+//! A call waiting for a token goes out [`ADMIT_MARGIN`] after the token exists here, not the instant it does.
+//! This bucket counts when a call leaves, AWS's when it arrives; at AWS's own rate both are empty between calls,
+//! and a call that reaches AWS a few milliseconds quicker than the one that emptied AWS's bucket would find it a
+//! hair short of a token, be throttled, and halve the rate for the next dozen calls. The margin shifts the
+//! schedule once, without slowing its rate: reservations still chain a token apart.
+//!
 //! [`Adapter`]: crate::Adapter
 
 use std::{collections::HashMap, sync::Mutex, time::Duration};
@@ -123,6 +129,10 @@ impl Drop for Refund<'_> {
         Self::give_back(&mut buckets, &self.keys);
     }
 }
+
+/// How long after its token exists a waiting call goes out: more than a call's time to reach AWS varies from one
+/// call to the next on a loaded host (module docs).
+pub const ADMIT_MARGIN: Duration = Duration::from_millis(100);
 
 const MIN_FACTOR: f64 = 0.1;
 const RECOVERY_STEP: f64 = 0.05;
@@ -238,6 +248,8 @@ impl Limiter {
             (wait, refund)
         };
         if !wait.is_zero() {
+            // Out a little after the token exists, not the instant it does (module docs).
+            let wait = wait + ADMIT_MARGIN;
             tracing::debug!(
                 ?service,
                 ?class,
@@ -363,8 +375,8 @@ mod tests {
                 .await
                 .unwrap();
         }
-        // 4 more tokens at 2 per second.
-        assert_eq!(start.elapsed().as_millis(), 2000);
+        // 4 more tokens at 2 per second, the last call out a margin after its token.
+        assert_eq!(start.elapsed(), Duration::from_secs(2) + ADMIT_MARGIN);
         // Other buckets are unaffected.
         let before = Instant::now();
         limiter
@@ -390,7 +402,7 @@ mod tests {
             .await
             .unwrap();
         // One token at 10 * 0.25 per second.
-        assert_eq!(start.elapsed().as_millis(), 400);
+        assert_eq!(start.elapsed(), Duration::from_millis(400) + ADMIT_MARGIN);
         for _ in 0..20 {
             limiter.succeeded(Service::Ec2, ActionClass::Mutating);
         }
@@ -399,6 +411,49 @@ mod tests {
             limiter.throttled(Service::Ec2, ActionClass::Mutating);
         }
         assert!((limiter.rate_factor(Service::Ec2, ActionClass::Mutating) - MIN_FACTOR).abs() < 1e-9);
+    }
+
+    /// AWS's bucket as AWS keeps it: counted on arrival. Returns how many of the calls it throttled.
+    fn throttled_on_arrival(limit: BucketLimit, mut arrivals: Vec<f64>) -> usize {
+        arrivals.sort_by(f64::total_cmp);
+        let (mut tokens, mut last, mut throttled) = (limit.capacity, arrivals[0], 0);
+        for at in arrivals {
+            tokens = (tokens + (at - last) * limit.refill_per_second).min(limit.capacity);
+            last = at;
+            if tokens >= 1.0 {
+                tokens -= 1.0;
+            } else {
+                throttled += 1;
+            }
+        }
+        throttled
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_at_aws_rate_are_not_throttled_when_one_reaches_aws_quicker() {
+        // CreateLoadBalancer: this bucket as AWS's, 10 tokens refilled at 0.2 a second.
+        let create = BucketLimit::new(10.0, 0.2);
+        let limiter =
+            Limiter::new(RateLimits::unlimited().with(Service::Elb, ActionClass::ResourceIntensive, create));
+        let start = Instant::now();
+        let mut arrivals = Vec::new();
+        for call in 0..30 {
+            limiter
+                .acquire(Service::Elb, ActionClass::ResourceIntensive)
+                .await
+                .unwrap();
+            // The burst's calls take 30 ms to reach AWS (a loaded host), the later ones 0 to 20 ms.
+            let transit = if call < 10 {
+                0.030
+            } else {
+                0.010 * f64::from(call % 3)
+            };
+            arrivals.push(start.elapsed().as_secs_f64() + transit);
+        }
+        assert_eq!(throttled_on_arrival(create, arrivals.clone()), 0);
+        // Still at AWS's rate: the 30th call goes out 20 tokens after the burst, 100 s, plus the margin.
+        let last = arrivals.iter().copied().fold(0.0, f64::max);
+        assert!((100.0..100.5).contains(&last), "{last}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -421,7 +476,7 @@ mod tests {
             .acquire(Service::Ec2, ActionClass::Mutating)
             .await
             .unwrap();
-        assert_eq!(start.elapsed().as_millis(), 990);
+        assert_eq!(start.elapsed(), Duration::from_millis(990) + ADMIT_MARGIN);
     }
 
     #[tokio::test(start_paused = true)]
@@ -443,7 +498,11 @@ mod tests {
             Err(Duration::from_secs(30)),
             "refused, with how long it would have waited"
         );
-        assert_eq!(start.elapsed(), MAX_WAIT, "the refused call did not wait");
+        assert_eq!(
+            start.elapsed(),
+            MAX_WAIT + ADMIT_MARGIN,
+            "the refused call did not wait"
+        );
         // The refused call took no token: the next waits 10 s, not 20 s.
         let start = Instant::now();
         limiter
