@@ -19,7 +19,7 @@ use rustls::{
 use tokio::{net::TcpStream, task::JoinHandle, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use super::{Health, MAX_CONNECTIONS, State, TlsSource, start, tls_config};
+use super::{Health, MAX_CONNECTIONS, MAX_HANDSHAKES_PER_PEER, State, TlsSource, start, tls_config};
 
 /// The floods run one at a time: two at once on a 2-core machine would measure each other.
 static FLOODS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -418,8 +418,11 @@ async fn a_full_server_makes_room_for_a_lighter_peer_only() {
 }
 
 /// One address holding a thousand idle connections (connected, never a TLS hello: what any pod can do to a
-/// `hostNetwork` port) locks nobody else out: all but 4 of them are closed at once, and `/healthz` from another
-/// address answers within a second.
+/// `hostNetwork` port) locks nobody else out: `/healthz` from another address answers within a second, and no
+/// more than 4 of the thousand are open at once (the peer's handshakes). Which 4 changes: each handshake slot
+/// frees after `HANDSHAKE_TIMEOUT`, and on a loaded machine the thousand connects take longer than that (6 s seen
+/// in CI), so the connections open at the end are not always among the oldest or the newest: the test counts
+/// them all at one moment.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_address_flooding_the_port_locks_nobody_out() {
     let _one_flood = FLOODS.lock().await;
@@ -446,9 +449,15 @@ async fn one_address_flooding_the_port_locks_nobody_out() {
         "answered in {:?}",
         started.elapsed()
     );
-    let mut closed = 0;
-    for stream in flood.iter_mut().rev().take(100) {
-        closed += usize::from(closed_at_once(stream).await);
-    }
-    assert_eq!(closed, 100, "the flood's newest connections were closed at once");
+    // Every connection of the flood was accepted before the probe's (the kernel's queue is in order): each is
+    // either closed by now or held in its handshake. All looked at in the same 200 ms.
+    let open = futures::future::join_all(flood.iter_mut().map(still_held))
+        .await
+        .into_iter()
+        .filter(|held| *held)
+        .count();
+    assert!(
+        open <= MAX_HANDSHAKES_PER_PEER,
+        "{open} of the flood's 1,000 connections open at once"
+    );
 }
