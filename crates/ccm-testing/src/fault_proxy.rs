@@ -212,8 +212,9 @@ impl FaultProxy {
     /// upstream (moto) spends its time on a controller's calls, and how that grows with what it holds.
     pub fn upstream_secs_by_action(&self) -> BTreeMap<String, f64> {
         let state = lock(&self.state);
-        let times = state.upstream_time.iter();
-        times
+        state
+            .upstream_time
+            .iter()
             .map(|(action, t)| (action.clone(), t.as_secs_f64()))
             .collect()
     }

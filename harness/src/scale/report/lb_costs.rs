@@ -93,8 +93,8 @@ fn pair(
         };
     row(
         format!("{name}: AWS calls beyond the steady rate"),
-        text(&a, calls_text, |c| &c.0) + &throttled(ours),
-        text(&b, calls_text, |c| &c.0) + &throttled(up),
+        text(&a, per_lb_calls_text, |c| &c.0) + &throttled(ours),
+        text(&b, per_lb_calls_text, |c| &c.0) + &throttled(up),
         both(|c| &c.0),
         String::new(),
     );
@@ -108,7 +108,7 @@ fn pair(
 }
 
 /// "14.2: DescribeLoadBalancers 2.0, ...": the total, then every operation, the largest first.
-fn calls_text(calls: &Calls) -> String {
+fn per_lb_calls_text(calls: &Calls) -> String {
     let parts: Vec<String> = largest_first(calls)
         .into_iter()
         .map(|(op, n)| format!("{op} {n:.1}"))
