@@ -202,7 +202,11 @@ async fn tags_joining_nodes_in_batches_untags_deleted_ones_and_retags_on_change(
     let calls = create_tags();
     println!("CreateTags calls for {NODES} joining nodes: {calls}");
     assert!(calls <= 3, "{calls} CreateTags calls for {NODES} nodes");
-    assert_eq!(metrics.count("tag", "done"), NODES as u64);
+    // A batch's outcomes are counted once its last label is written: the labels can be seen first.
+    eventually("every tag is counted done", || async {
+        metrics.count("tag", "done") == NODES as u64
+    })
+    .await;
     let f = nodes.get(&fargate).await.unwrap();
     assert!(!f.metadata.labels.unwrap().contains_key(CHECKSUM_LABEL));
     eventually("the forged Node's instance is skipped", || async {
