@@ -354,18 +354,18 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
         }
         let turn = self.listing_pages.clone();
         runtime.spawn(async move {
+            let reader = ReadingAhead(reader);
             loop {
                 let _turn = turn.lock().await;
-                let Some(token) = reader.lock().next_page(false) else {
+                let Some(token) = reader.0.lock().next_page(false) else {
                     break;
                 };
-                if let Err(error) = reader.list_page(token, &mut Vec::new()).await {
+                if let Err(error) = reader.0.list_page(token, &mut Vec::new()).await {
                     // The lookups ask the page themselves, and say why it failed.
                     tracing::debug!(%error, "reading the cluster listing ahead stopped");
                     break;
                 }
             }
-            reader.lock().reading_ahead = false;
         });
     }
 
@@ -405,7 +405,17 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
     }
 
     pub(super) fn lock_listing(&self) -> std::sync::MutexGuard<'_, ClusterListing> {
-        self.listing.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.listing)
+    }
+}
+
+/// The read-ahead's task's reader: ending, however the task ends (a panic unwinding it too), it clears the
+/// listing's read-ahead mark, which left set would keep every later lookup from reading ahead.
+struct ReadingAhead<E: Ec2 + Send + Sync>(Pages<E>);
+
+impl<E: Ec2 + Send + Sync> Drop for ReadingAhead<E> {
+    fn drop(&mut self) {
+        self.0.lock().reading_ahead = false;
     }
 }
 
@@ -418,7 +428,7 @@ struct Pages<E> {
 
 impl<E: Ec2 + Send + Sync> Pages<E> {
     fn lock(&self) -> std::sync::MutexGuard<'_, ClusterListing> {
-        self.listing.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.listing)
     }
 
     /// Asks the page after `token` and adds it to the recent listing; its instances also go to `listed`.
@@ -441,6 +451,13 @@ impl<E: Ec2 + Send + Sync> Pages<E> {
         listed.extend(tagged);
         Ok(())
     }
+}
+
+/// The recent listing, for a lookup or the read-ahead. A panic while it was held leaves at most part of a page
+/// added, before its next token moved on: the page is asked again and completes it. So a poisoned lock is taken
+/// as it is.
+fn lock(listing: &Mutex<ClusterListing>) -> std::sync::MutexGuard<'_, ClusterListing> {
+    listing.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The catalog's entries of the instances carrying the cluster tag (`owned` or `shared`), from a read asked at

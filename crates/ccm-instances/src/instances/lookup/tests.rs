@@ -38,6 +38,15 @@ struct World {
     calls: Arc<Mutex<Vec<Call>>>,
     /// Listing pages that fail once when asked.
     failing_pages: Arc<Mutex<Vec<usize>>>,
+    /// Listing pages whose reading panics once (a bug of the reader's, not an AWS error).
+    panicking_pages: Arc<Mutex<Vec<usize>>>,
+}
+
+/// Whether `page` is in `pages`; takes it out (each fails once).
+fn take_once(pages: &Mutex<Vec<usize>>, page: usize) -> bool {
+    let mut pages = pages.lock().unwrap();
+    let found = pages.iter().position(|p| *p == page);
+    found.map(|k| pages.remove(k)).is_some()
 }
 
 /// The listing's pages `range`, as calls.
@@ -52,6 +61,7 @@ impl World {
             instances: Arc::default(),
             calls: Arc::default(),
             failing_pages: Arc::default(),
+            panicking_pages: Arc::default(),
         }
     }
 
@@ -92,14 +102,15 @@ impl World {
             ok(found)
         });
         let (instances, calls, key) = (self.instances.clone(), self.calls.clone(), self.cluster.key());
-        let failing = self.failing_pages.clone();
+        let (failing, panicking) = (self.failing_pages.clone(), self.panicking_pages.clone());
         ec2.expect_instances_page().returning(move |filters, token| {
             assert_eq!(filters[0], Filter::tag_key(key.clone()));
             let page: usize = token.map_or(0, |t| t.parse().unwrap());
             calls.lock().unwrap().push(Call::Page(page));
-            let mut failing = failing.lock().unwrap();
-            if let Some(k) = failing.iter().position(|p| *p == page) {
-                failing.remove(k);
+            if take_once(&panicking, page) {
+                return Box::pin(async move { panic!("reading page {page} panics") });
+            }
+            if take_once(&failing, page) {
                 return Box::pin(async {
                     Err(ccm_aws_api::AwsError::new(
                         ccm_aws_api::ErrorKind::Transient,
@@ -357,6 +368,31 @@ async fn a_page_the_read_ahead_failed_is_asked_by_the_lookup_that_needs_it() {
     initialize(&aws, &names[2500..3000]).await;
     read_ahead_done(&aws).await;
     assert_eq!(world.take_calls(), pages(1..3));
+}
+
+/// A read-ahead whose task panics marks itself ended all the same: later lookups read ahead again (before, the
+/// mark stayed set and no lookup read ahead for the rest of the process's life).
+#[tokio::test]
+async fn a_read_ahead_that_panicked_does_not_stop_later_ones() {
+    let world = World::new();
+    let names = world.launch(0..4000, InstanceState::Running);
+    let aws = world.aws();
+    initialize(&aws, &names[..1]).await;
+    world.panicking_pages.lock().unwrap().push(1);
+    initialize(&aws, &names[1..500]).await;
+    tokio::time::timeout(Duration::from_secs(10), read_ahead_done(&aws))
+        .await
+        .expect("the read-ahead that panicked is marked ended");
+    let mut calls = vec![Call::ByName(names[..1].to_vec())];
+    calls.extend(pages(0..2));
+    assert_eq!(world.take_calls(), calls);
+    initialize(&aws, &names[1000..1500]).await;
+    read_ahead_done(&aws).await;
+    assert_eq!(
+        world.take_calls(),
+        pages(1..4),
+        "the lookup asks its page, the rest is read ahead"
+    );
 }
 
 /// Two live instances under one name on different pages: the first page answered it; once the second is seen,
