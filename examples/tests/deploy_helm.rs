@@ -37,8 +37,43 @@ fn every_global_key() -> Value {
         "NLBSecurityGroupMode": "Managed",
         "AdoptUntaggedLoadBalancers": true,
         "ExtraLoadBalancerAttributeKeys": "new.key.enabled, other.key",
+        "AllowedHealthCheckPorts": "8080, 9000-9100",
         "NodeZoneLabel": "ZoneID",
     })
+}
+
+/// The chart's schema offers every `[Global]` key the binary reads: a key missing there is refused at install
+/// time (`additionalProperties: false`), so the chart's object form could not set it.
+#[test]
+fn the_schema_offers_every_global_key_of_the_binary() {
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(chart().join("values.schema.json")).unwrap()).unwrap();
+    let global = &schema["properties"]["cloudConfig"]["oneOf"][1]["properties"]["global"]["properties"];
+    let offered = global.as_object().expect("the schema's cloudConfig.global");
+    let missing: Vec<&&str> = ccm_aws::cloud_config::GLOBAL_KEYS
+        .iter()
+        .filter(|k| !offered.contains_key(**k))
+        .collect();
+    assert_eq!(missing, Vec::<&&str>::new(), "keys the chart's schema refuses");
+    let tested = every_global_key();
+    let untested: Vec<&String> = offered
+        .keys()
+        .filter(|k| tested.get(k.as_str()).is_none())
+        .collect();
+    assert_eq!(
+        untested,
+        Vec::<&String>::new(),
+        "schema keys without a value in every_global_key"
+    );
+    // The chart's defaults with every key are valid; a port that is not a number is refused at install time.
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let mut values = manifests::yaml_file(&chart().join("values.yaml"));
+    values["cloudConfig"] = cloud_config_values()["cloudConfig"].clone();
+    assert!(validator.is_valid(&values), "{values}");
+    for bad in ["ssh", "8080,", "9000-", "80 443"] {
+        values["cloudConfig"]["global"]["AllowedHealthCheckPorts"] = json!(bad);
+        assert!(!validator.is_valid(&values), "{bad:?} accepted");
+    }
 }
 
 fn cloud_config_values() -> Value {
@@ -124,6 +159,7 @@ fn cloud_config_is_a_config_map_the_binary_reads_and_mounts() {
         ["new.key.enabled", "other.key"]
     );
     assert_eq!(g.supported_topology_instance_type_pattern, "^p[0-9]+\\.");
+    assert_eq!(g.allowed_health_check_ports, [(8080, 8080), (9000, 9100)]);
     let names: Vec<&str> = parsed.service_overrides.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(names, ["ec2", "elb \"quoted\""]);
     assert_eq!(parsed.service_overrides[1].url, "http://127.0.0.1:5000");
