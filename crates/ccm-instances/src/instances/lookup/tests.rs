@@ -348,23 +348,35 @@ async fn a_failed_page_is_asked_again_by_the_next_lookup() {
     assert_eq!(world.take_calls(), pages(1..3));
 }
 
-/// A page the read-ahead could not get is asked by the lookup that needs it.
-#[tokio::test]
-async fn a_page_the_read_ahead_failed_is_asked_by_the_lookup_that_needs_it() {
+/// `count` instances; the first initialized by name, then 499 more while page 1 of the listing is in `marked`
+/// (failing or panicking): asserts the read-ahead ended (within 10 s) at that page, with its calls taken.
+async fn read_ahead_stopped_at_page_one(
+    count: usize,
+    marked: impl Fn(&World) -> &Arc<Mutex<Vec<usize>>>,
+) -> (World, Vec<String>, AwsInstances<MockEc2>) {
     let world = World::new();
-    let names = world.launch(0..3000, InstanceState::Running);
+    let names = world.launch(0..count, InstanceState::Running);
     let aws = world.aws();
     initialize(&aws, &names[..1]).await;
-    world.failing_pages.lock().unwrap().push(1);
+    marked(&world).lock().unwrap().push(1);
     initialize(&aws, &names[1..500]).await;
-    read_ahead_done(&aws).await;
+    tokio::time::timeout(Duration::from_secs(10), read_ahead_done(&aws))
+        .await
+        .expect("the read-ahead is marked ended");
     let mut calls = vec![Call::ByName(names[..1].to_vec())];
     calls.extend(pages(0..2));
     assert_eq!(
         world.take_calls(),
         calls,
-        "the read-ahead stopped at the failed page"
+        "the read-ahead stopped at the marked page"
     );
+    (world, names, aws)
+}
+
+/// A page the read-ahead could not get is asked by the lookup that needs it.
+#[tokio::test]
+async fn a_page_the_read_ahead_failed_is_asked_by_the_lookup_that_needs_it() {
+    let (world, names, aws) = read_ahead_stopped_at_page_one(3000, |w| &w.failing_pages).await;
     initialize(&aws, &names[2500..3000]).await;
     read_ahead_done(&aws).await;
     assert_eq!(world.take_calls(), pages(1..3));
@@ -374,18 +386,7 @@ async fn a_page_the_read_ahead_failed_is_asked_by_the_lookup_that_needs_it() {
 /// mark stayed set and no lookup read ahead for the rest of the process's life).
 #[tokio::test]
 async fn a_read_ahead_that_panicked_does_not_stop_later_ones() {
-    let world = World::new();
-    let names = world.launch(0..4000, InstanceState::Running);
-    let aws = world.aws();
-    initialize(&aws, &names[..1]).await;
-    world.panicking_pages.lock().unwrap().push(1);
-    initialize(&aws, &names[1..500]).await;
-    tokio::time::timeout(Duration::from_secs(10), read_ahead_done(&aws))
-        .await
-        .expect("the read-ahead that panicked is marked ended");
-    let mut calls = vec![Call::ByName(names[..1].to_vec())];
-    calls.extend(pages(0..2));
-    assert_eq!(world.take_calls(), calls);
+    let (world, names, aws) = read_ahead_stopped_at_page_one(4000, |w| &w.panicking_pages).await;
     initialize(&aws, &names[1000..1500]).await;
     read_ahead_done(&aws).await;
     assert_eq!(
