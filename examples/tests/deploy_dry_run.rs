@@ -10,7 +10,7 @@
 mod support;
 
 use ccm_testing::TestEnv;
-use helm::{chart, object, template, values_file};
+use helm::{chart, object, schema, template, values_file};
 use manifests::{assert_all_kept, find, kustomize};
 use serde_json::{Value, json};
 use support::{helm, manifests};
@@ -283,8 +283,7 @@ async fn affinity_update_strategy_and_fullname_override_are_rendered() {
     object(&objects, "Service", Some("ccm-metrics"));
     object(&objects, "ClusterRole", Some("ccm-dry-run-reader"));
     // The schema refuses a surge (the new pod would bind the port the old one holds).
-    let schema: Value =
-        serde_json::from_str(&std::fs::read_to_string(chart().join("values.schema.json")).unwrap()).unwrap();
+    let schema = schema();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let mut v = manifests::yaml_file(&chart().join("values.yaml"));
     v["updateStrategy"] = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}});

@@ -10,7 +10,7 @@ mod support;
 
 use ccm_aws::CloudConfig;
 use ccm_testing::TestEnv;
-use helm::{IMAGE_REPOSITORY, chart, object, template, template_exactly, values_file};
+use helm::{IMAGE_REPOSITORY, chart, object, schema, template, template_exactly, values_file};
 use manifests::assert_all_kept;
 use serde_json::{Value, json};
 use support::{helm, manifests};
@@ -46,8 +46,7 @@ fn every_global_key() -> Value {
 /// time (`additionalProperties: false`), so the chart's object form could not set it.
 #[test]
 fn the_schema_offers_every_global_key_of_the_binary() {
-    let schema: Value =
-        serde_json::from_str(&std::fs::read_to_string(chart().join("values.schema.json")).unwrap()).unwrap();
+    let schema = schema();
     let global = &schema["properties"]["cloudConfig"]["oneOf"][1]["properties"]["global"]["properties"];
     let offered = global.as_object().expect("the schema's cloudConfig.global");
     let missing: Vec<&&str> = ccm_aws::cloud_config::GLOBAL_KEYS
@@ -358,8 +357,7 @@ fn notes_tell_how_to_check_the_install() {
 #[test]
 fn chart_readme_documents_every_value() {
     let readme = std::fs::read_to_string(chart().join("README.md")).unwrap();
-    let schema: Value =
-        serde_json::from_str(&std::fs::read_to_string(chart().join("values.schema.json")).unwrap()).unwrap();
+    let schema = schema();
     for key in schema["properties"].as_object().unwrap().keys() {
         if key == "global" {
             continue; // Helm's own

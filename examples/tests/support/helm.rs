@@ -19,6 +19,11 @@ pub fn chart() -> PathBuf {
     repo().join("deploy/helm/aws-cloud-controller-manager")
 }
 
+/// The chart's `values.schema.json`, parsed.
+pub fn schema() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(chart().join("values.schema.json")).unwrap()).unwrap()
+}
+
 /// The renderer binary, built once per test process (into a per-process file renamed into place, so that
 /// parallel test processes never see a half-written binary).
 fn renderer() -> &'static Path {
