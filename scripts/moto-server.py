@@ -52,6 +52,15 @@ moto 5.2.5 has no DescribeInstanceTopology (it answers HTTP 500, which a client 
 the instances whose types have a topology (accelerated types such as p4d or trn1) and leaves the others out;
 the test environment's instances are all of other types, so the answer here is AWS's for them: no instance.
 
+moto 5.2.5 reads one resource's tags by scanning every tag of every resource in the Region
+(`TaggedEC2Resource.get_tags` calls `describe_tags` with a resource-id filter, a regular expression matched
+against each resource ID), and it reads them for every instance a `DescribeInstances` filter looks at and every
+instance an answer lists: a listing over N tagged instances costs N times all tags, so at 5,000 instances one
+page took 10 to 25 s and at 20,000 none came back within minutes (docs/performance.md, "Past 5,000 Nodes").
+AWS's answer time does not grow that way. Here a resource's tags are read from moto's own per-resource map: the
+same tags in the same order (the filter was an exact match, `fnmatch` anchors it, and resource IDs hold no
+wildcards), only without the scan. No answer changes.
+
 Each change, the AWS documentation it follows, and what ministack 1.5.33 (the second emulator, run as shipped:
 docs/testing.md, "Two emulators") answers:
 - ELBv2 creates answered as idempotent: https://docs.aws.amazon.com/elasticloadbalancing/latest/APIReference/
@@ -98,8 +107,10 @@ from moto.elbv2.exceptions import (
 )
 from moto.core.responses import ActionResult
 from moto.elbv2.responses import ELBV2Response
+from moto.ec2.models.core import TaggedEC2Resource
 from moto.ec2.models.instances import InstanceBackend
 from moto.ec2.responses.instances import InstanceResponse
+from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
 from moto.server import main
 
 Backend = models.ELBv2Backend
@@ -281,10 +292,20 @@ def run_instances(self, *args, **kwargs):
     return reservation
 
 
+def get_tags(self):
+    # The tags of this resource alone, as moto's describe_tags(filters={"resource-id": [id]}) answers them.
+    tags = self.ec2_backend.tags.get(self.id) if self.id else None
+    if not tags:
+        return []
+    kind = EC2_PREFIX_TO_RESOURCE.get(get_prefix(self.id), "")
+    return [{"resource_id": self.id, "key": k, "value": v, "resource_type": kind} for k, v in tags.items()]
+
+
 ELBV2Response.modify_listener = modify_listener
 InstanceBackend.run_instances = run_instances
 InstanceResponse.describe_instances = describe_instances
 InstanceResponse.describe_instance_topology = describe_instance_topology
+TaggedEC2Resource.get_tags = get_tags
 Backend.create_load_balancer = create_load_balancer
 Backend.create_target_group = create_target_group
 Backend.create_listener = create_listener
