@@ -1,13 +1,15 @@
 //! Client-side token buckets, one per (service, action class), shared by every caller of one [`Adapter`], so
 //! that the CCM cannot spend the account's API budget that other tools share.
 //!
-//! Capacities default to AWS's documented buckets (EC2 and ELB API throttling pages) and refill rates to half of
-//! theirs: a burst (a cluster's first load balancers, a rollout of many Services) is served as fast as AWS itself
-//! would serve it, and what the CCM sustains leaves half of the account's rate to the other tools sharing it.
-//! Load balancer creation (ELB's resource-intensive class) is the exception: refilled at AWS's rate, one every 5 s
-//! per API, since a Service waits on it and half of so low a rate made many Services wait twice as long.
-//! (Half the capacity too made the CCM slower than the Go controller, which has no limiter, at creating five
-//! Classic ELBs: their 20 mutating calls waited on a bucket of 10.)
+//! Capacities default to AWS's documented buckets (EC2 and ELB API throttling pages). EC2's refill at half of
+//! AWS's rates: a burst (a cluster's first lookups) is served as fast as AWS itself would serve it, and what the
+//! CCM sustains leaves half of the account's EC2 rate to the other tools sharing it (node autoscalers, CNI
+//! plugins, infrastructure tools all spend it). Elastic Load Balancing's refill at AWS's own rates: a Service
+//! waits on them, for its load balancer and for its deletion (its cleanup finalizer), the load-balancer
+//! controllers are the ones that spend that budget, and neither the Go controller (no limiter) nor the AWS Load
+//! Balancer Controller (AWS's rates by default) keeps less: at half, 200 NLB deletions took twice the Go
+//! controller's time. (Half the capacity too made the CCM slower than the Go controller at creating five Classic
+//! ELBs: their 20 mutating calls waited on a bucket of 10.)
 //! A throttling answer from AWS halves the bucket's refill rate (down to a tenth) and empties it; every success
 //! wins back 5% of the nominal rate (additive increase, multiplicative decrease).
 //!
@@ -69,7 +71,8 @@ pub struct BucketLimit {
     pub refill_per_second: f64,
 }
 
-/// The limits of every bucket; [`RateLimits::default`] holds AWS's capacities, refilled at half of AWS's rates.
+/// The limits of every bucket; [`RateLimits::default`] holds AWS's capacities, EC2's (and STS's and ECR's)
+/// refilled at half of AWS's rates, Elastic Load Balancing's at AWS's (module docs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateLimits {
     buckets: HashMap<(Service, ActionClass), BucketLimit>,
@@ -167,20 +170,20 @@ impl Default for RateLimits {
         buckets.insert((Ec2, Topology), half_rate(1.0, 1.0));
         // ELB and ELBv2 (https://docs.aws.amazon.com/elasticloadbalancing/latest/userguide/elb-api-throttling.html).
         for elb in [Elb, Elbv2] {
-            // Load balancer creation at AWS's own rate: a Service waits for it, AWS's rate is one every 5 s
-            // whoever asks (at half of it, 500 Services took 41 minutes where the Go controller, which has no
-            // limiter, took 21), and a throttling answer (another tool creating load balancers too) still halves
-            // it.
+            // At AWS's own rates (module docs); a throttling answer (another tool of the account) halves them.
             buckets.insert((elb, ResourceIntensive), BucketLimit::new(10.0, 0.2));
-            buckets.insert((elb, Registration), half_rate(20.0, 4.0));
-            buckets.insert((elb, NonMutating), half_rate(40.0, 10.0));
-            buckets.insert((elb, Mutating), half_rate(20.0, 3.0));
+            buckets.insert((elb, Registration), BucketLimit::new(20.0, 4.0));
+            buckets.insert((elb, NonMutating), BucketLimit::new(40.0, 10.0));
+            buckets.insert((elb, Mutating), BucketLimit::new(20.0, 3.0));
         }
         // STS: 600/s per account; ECR GetAuthorizationToken: 20/s sustained, 200 burst (the older, lower quota).
         buckets.insert((Sts, NonMutating), half_rate(100.0, 20.0));
         buckets.insert((Sts, Mutating), half_rate(100.0, 20.0));
         buckets.insert((Ecr, NonMutating), half_rate(200.0, 20.0));
-        let service_wide = HashMap::from([(Elb, half_rate(40.0, 10.0)), (Elbv2, half_rate(40.0, 10.0))]);
+        let service_wide = HashMap::from([
+            (Elb, BucketLimit::new(40.0, 10.0)),
+            (Elbv2, BucketLimit::new(40.0, 10.0)),
+        ]);
         Self {
             buckets,
             service_wide,
@@ -513,21 +516,33 @@ mod tests {
     }
 
     #[test]
-    fn defaults_burst_as_aws_and_refill_at_half_but_creations_at_aws_rate() {
+    fn defaults_burst_as_aws_and_refill_ec2_at_half_but_elb_at_aws_rate() {
         let limits = RateLimits::default();
         let ec2 = limits.get(Service::Ec2, ActionClass::NonMutating).unwrap();
         assert_eq!((ec2.capacity, ec2.refill_per_second), (100.0, 10.0));
+        let ec2_mutating = limits.get(Service::Ec2, ActionClass::Mutating).unwrap();
+        assert_eq!(
+            (ec2_mutating.capacity, ec2_mutating.refill_per_second),
+            (50.0, 2.5)
+        );
         // DescribeInstanceTopology: AWS's bucket holds one token, refilled at one a second.
         let topology = limits.get(Service::Ec2, ActionClass::Topology).unwrap();
         assert_eq!((topology.capacity, topology.refill_per_second), (1.0, 0.5));
         for elb in [Service::Elb, Service::Elbv2] {
             let create = limits.get(elb, ActionClass::ResourceIntensive).unwrap();
             assert_eq!((create.capacity, create.refill_per_second), (10.0, 0.2));
-            // Five Classic ELBs' configuration calls (about four each) fit in the burst.
+            // Deletions (DeleteLoadBalancer, DeleteTargetGroup) at AWS's 3 a second, as the Go controller's.
             let mutating = limits.get(elb, ActionClass::Mutating).unwrap();
-            assert_eq!((mutating.capacity, mutating.refill_per_second), (20.0, 1.5));
+            assert_eq!((mutating.capacity, mutating.refill_per_second), (20.0, 3.0));
+            let registration = limits.get(elb, ActionClass::Registration).unwrap();
+            assert_eq!(
+                (registration.capacity, registration.refill_per_second),
+                (20.0, 4.0)
+            );
+            let describe = limits.get(elb, ActionClass::NonMutating).unwrap();
+            assert_eq!((describe.capacity, describe.refill_per_second), (40.0, 10.0));
             let wide = limits.service_wide[&elb];
-            assert_eq!((wide.capacity, wide.refill_per_second), (40.0, 5.0));
+            assert_eq!((wide.capacity, wide.refill_per_second), (40.0, 10.0));
         }
     }
 }
