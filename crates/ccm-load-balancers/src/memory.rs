@@ -171,6 +171,12 @@ impl HostMemory {
         let mut lbs = lock(&self.load_balancers);
         if let Some(slot) = lbs.get_mut(&ticket.name) {
             let alone = slot.generation == ticket.generation;
+            if !alone && entry.is_some() {
+                tracing::debug!(
+                    load_balancer = ticket.name,
+                    "not remembered: another operation on it started or ended meanwhile"
+                );
+            }
             slot.generation += 1;
             slot.entry = entry.filter(|_| alone);
         }

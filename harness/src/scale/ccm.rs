@@ -179,15 +179,18 @@ impl Ccm {
     }
 
     async fn scrape_once(&self) -> anyhow::Result<Calls> {
-        match &self.process {
-            Process::Ours { port, .. } => Ok(metrics::requests_by_operation(&metrics::scrape(*port).await?)),
-            // Every request the proxy forwarded, as `aws_api_requests_total` counts every attempt.
-            #[allow(clippy::cast_precision_loss)]
-            Process::Go { proxy, .. } => Ok(proxy
-                .requests_by_action()
-                .into_iter()
-                .map(|(action, n)| (action, n as f64))
-                .collect()),
+        self.reader().calls().await
+    }
+
+    /// A handle that reads this CCM's calls and memory while it runs (for `--trace`).
+    pub fn reader(&self) -> Reader {
+        let source = match &self.process {
+            Process::Ours { port, .. } => Source::Metrics(*port),
+            Process::Go { proxy, .. } => Source::Proxy(proxy.clone()),
+        };
+        Reader {
+            pid: self.pid(),
+            source,
         }
     }
 
@@ -198,7 +201,7 @@ impl Ccm {
 
     /// The process's memory now (`/proc/<pid>/status`).
     pub fn memory(&self) -> Memory {
-        Memory::parse(&std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default())
+        self.reader().memory().unwrap_or_default()
     }
 
     /// User plus system CPU seconds so far (`utime` + `stime`, at the usual 100 ticks a second).
@@ -233,6 +236,42 @@ impl Ccm {
             }
             Process::Go { mut go, .. } => Ok(go.terminate().await?),
         }
+    }
+}
+
+/// Reads a running CCM's AWS calls and memory, apart from the [`Ccm`] that owns the process.
+pub struct Reader {
+    pid: u32,
+    source: Source,
+}
+
+enum Source {
+    /// This repository's binary's `/metrics` on this port.
+    Metrics(u16),
+    /// The proxy every call of the Go controller goes through.
+    Proxy(Arc<FaultProxy>),
+}
+
+impl Reader {
+    /// AWS requests so far per operation, one reading.
+    pub async fn calls(&self) -> anyhow::Result<Calls> {
+        match &self.source {
+            Source::Metrics(port) => Ok(metrics::requests_by_operation(&metrics::scrape(*port).await?)),
+            // Every request the proxy forwarded, as `aws_api_requests_total` counts every attempt.
+            #[allow(clippy::cast_precision_loss)]
+            Source::Proxy(proxy) => Ok(proxy
+                .requests_by_action()
+                .into_iter()
+                .map(|(action, n)| (action, n as f64))
+                .collect()),
+        }
+    }
+
+    /// The process's memory now (`/proc/<pid>/status`); `None` once the process is gone.
+    pub fn memory(&self) -> Option<Memory> {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+            .ok()
+            .map(|status| Memory::parse(&status))
     }
 }
 

@@ -21,6 +21,7 @@ mod figures;
 mod meta;
 mod phases;
 mod report;
+mod trace;
 
 use std::{path::PathBuf, time::Duration};
 
@@ -90,6 +91,10 @@ struct Cli {
     /// throttled as AWS documents it, and this CCM keeps its client-side limiter.
     #[arg(long)]
     unthrottled: bool,
+    /// Writes each column's AWS calls second by second (and its memory every ten seconds) into `trace.log`
+    /// beside its logs; the phase lines printed carry the same UTC times.
+    #[arg(long)]
+    trace: bool,
 }
 
 /// AWS's default quota of inbound rules per security group. Each load balancer adds one rule to the group of the
@@ -138,6 +143,8 @@ struct Params {
     throttled: bool,
     /// Services and Nodes removed at the end (needed when the patterns share an environment).
     cleanup: bool,
+    /// Whether each column's calls are traced second by second (`--trace`).
+    trace: bool,
 }
 
 /// Runs the scale harness with the process's arguments (`scale --help`).
@@ -161,6 +168,7 @@ pub async fn run() -> anyhow::Result<()> {
         lag_limit: Duration::from_secs(cli.lag_limit_secs.unwrap_or(cli.limit_secs)),
         throttled: !cli.unthrottled,
         cleanup: up_env.is_none(),
+        trace: cli.trace,
     };
     if !cli.ours_only {
         ccm_testing::GoCcm::binary().context("the Go controller (scripts/setup.sh builds it)")?;

@@ -15,6 +15,7 @@ use crate::scale::{
     ccm::{Calls, Ccm, diff},
     cluster::{self, Lb},
     figures::{Costs, Figures, Phase, beyond},
+    trace,
 };
 
 /// Called with a pattern's figures after each of its phases.
@@ -39,7 +40,7 @@ pub async fn run(
     p: &Params,
     report: Report<'_>,
 ) -> anyhow::Result<Figures> {
-    let say = |what: &str| println!("[{}] {what}", pattern.label);
+    let say = |what: &str| println!("{} [{}] {what}", trace::utc_time_of_day(), pattern.label);
     let mut f = Figures::new(pattern.label, p.nodes);
     let client = env.kube_client().await?;
     let (nodes, services): (Api<Node>, Api<Service>) =
@@ -67,20 +68,8 @@ pub async fn run(
         .await?
         .as_secs_f64();
     cluster::delete_nodes(&nodes, &selector).await?;
-    let mut ccm = if pattern.go {
-        say(&format!(
-            "write floor {:.1} s; starting the Go controller",
-            f.floor
-        ));
-        Ccm::start_go(env, &fleet.go_config(env), &fleet.dir, fleet.proxy()).await?
-    } else {
-        say(&format!(
-            "write floor {:.1} s; starting the CCM {}",
-            f.floor,
-            pattern.flags.join(" ")
-        ));
-        Ccm::start(bin, "aws", env, &fleet.config, &fleet.dir, &pattern.flags).await?
-    };
+    let mut ccm = start_ccm(env, bin, &fleet, pattern, f.floor, &say).await?;
+    let tracer = start_trace(p, &fleet, &ccm, &say)?;
     let result = measure(
         &mut f,
         &mut ccm,
@@ -111,6 +100,9 @@ pub async fn run(
         cleaned = cluster::delete_services(&services, &group, p.limit).await;
         cleaned = cleaned.and(cluster::delete_nodes(&nodes, &selector).await);
     }
+    if let Some(tracer) = tracer {
+        tracer.abort();
+    }
     let alive = ccm.running();
     let status = ccm.stop().await?;
     say(&format!("CCM stopped ({status})"));
@@ -118,6 +110,42 @@ pub async fn run(
     cleaned?;
     anyhow::ensure!(alive, "the CCM exited during the run ({status})");
     Ok(f)
+}
+
+/// The controller of `pattern`, once the write floor (`floor` seconds) is measured.
+async fn start_ccm(
+    env: &TestEnv,
+    bin: &Path,
+    fleet: &Fleet,
+    pattern: &Pattern,
+    floor: f64,
+    say: &dyn Fn(&str),
+) -> anyhow::Result<Ccm> {
+    if pattern.go {
+        say(&format!("write floor {floor:.1} s; starting the Go controller"));
+        Ccm::start_go(env, &fleet.go_config(env), &fleet.dir, fleet.proxy()).await
+    } else {
+        say(&format!(
+            "write floor {floor:.1} s; starting the CCM {}",
+            pattern.flags.join(" ")
+        ));
+        Ccm::start(bin, "aws", env, &fleet.config, &fleet.dir, &pattern.flags).await
+    }
+}
+
+/// With `--trace`, the column's trace written beside its logs until the returned task is aborted.
+fn start_trace(
+    p: &Params,
+    fleet: &Fleet,
+    ccm: &Ccm,
+    say: &dyn Fn(&str),
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    if !p.trace {
+        return Ok(None);
+    }
+    let path = fleet.dir.join("trace.log");
+    say(&format!("tracing AWS calls each second into {}", path.display()));
+    Ok(Some(trace::spawn(ccm.reader(), &path)?))
 }
 
 /// `report` with the calls AWS's rate limits refused so far: every page written says how many.

@@ -54,9 +54,15 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         let ticket = self.memory.begin(name);
         // Each step boxed: their futures are large, and nested inline they overflowed a worker's stack in
         // debug builds.
-        let remembered = match ticket.entry.as_ref().filter(|e| e.fingerprint == fingerprint) {
-            Some(entry) if held.is_some() => Box::pin(self.recall::<F>(&desired, entry)).await?,
-            _ => None,
+        let remembered = match ticket.entry.as_ref() {
+            Some(entry) if entry.fingerprint == fingerprint && held.is_some() => {
+                Box::pin(self.recall::<F>(&desired, entry)).await?
+            }
+            entry => {
+                let reason = memory_miss(entry.map(|e| e.fingerprint == fingerprint), held.is_some());
+                tracing::debug!(load_balancer = name, reason, "host update read from AWS");
+                None
+            }
         };
         let (plan, claim) = match (remembered, held) {
             (Some(plan), Some(claim)) => (plan, claim),
@@ -81,10 +87,20 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             self.memory.facts(&self.ec2, &self.config, ids).await?
         };
         let Some(observed) = F::recall(desired, &entry.state, &facts) else {
+            tracing::debug!(
+                load_balancer = F::name(desired),
+                reason = "the nodes' security groups differ from those remembered",
+                "host update read from AWS"
+            );
             return Ok(None);
         };
         let changes = host_changes::<F>(desired, &observed);
         if !changes.iter().all(F::from_memory) {
+            tracing::debug!(
+                load_balancer = F::name(desired),
+                reason = "a change beyond registering and deregistering targets",
+                "host update read from AWS"
+            );
             return Ok(None);
         }
         tracing::debug!(
@@ -234,6 +250,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             for name in super::names::all_names(service) {
                 if drifted {
                     // Its next host update reads again, whatever its targets, and so repairs what it can.
+                    tracing::debug!(load_balancer = name, "forgotten: drift detection reported it");
                     self.memory.forget(&name);
                 } else {
                     names.insert(name);
@@ -250,6 +267,21 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
             .collect();
         // Load balancers of Services gone without a deletion seen by this process are not ours to remember.
         self.memory.retain(&names, &instances);
+    }
+}
+
+/// Why a host update cannot be planned from memory, for the debug log: `matches` is whether a fresh entry's
+/// fingerprint matches the desired load balancer's (`None`: no fresh entry), `held` whether this process holds
+/// its claim.
+fn memory_miss(matches: Option<bool>, held: bool) -> &'static str {
+    match (matches, held) {
+        (None, _) => {
+            "nothing fresh remembered (not ensured here within the hour, forgotten after drift, or another \
+             operation on it overlapped)"
+        }
+        (Some(false), _) => "its settings changed since it was remembered",
+        (Some(true), false) => "no ownership claim held for it",
+        (Some(true), true) => "remembered",
     }
 }
 
