@@ -18,6 +18,11 @@ use crate::scale::{
     trace,
 };
 
+/// Prints a line of column `label`'s progress, with the UTC time the trace's lines carry (`--trace`).
+fn say(label: &str, what: &str) {
+    println!("{} [{label}] {what}", trace::utc_time_of_day());
+}
+
 /// Called with a pattern's figures after each of its phases.
 pub type Report<'a> = &'a (dyn Fn(&Figures) + Sync);
 
@@ -40,7 +45,7 @@ pub async fn run(
     p: &Params,
     report: Report<'_>,
 ) -> anyhow::Result<Figures> {
-    let say = |what: &str| println!("{} [{}] {what}", trace::utc_time_of_day(), pattern.label);
+    let say = |what: &str| say(pattern.label, what);
     let mut f = Figures::new(pattern.label, p.nodes);
     let client = env.kube_client().await?;
     let (nodes, services): (Api<Node>, Api<Service>) =
@@ -210,7 +215,7 @@ async fn measure(
     report: Report<'_>,
 ) -> anyhow::Result<()> {
     let label = f.label.clone();
-    let say = |what: String| println!("[{label}] {what}");
+    let say = |what: String| say(&label, &what);
     let group = fleet.id.as_str();
     let selector = ListParams::default().labels(&format!("scale={group}"));
     let (before, throttled) = (ccm.calls().await?, fleet.throttled());
@@ -273,16 +278,16 @@ async fn deletion(
     count: usize,
     p: &Params,
 ) -> anyhow::Result<(f64, Costs)> {
-    println!("[{label}] deleting the {count} Services");
+    say(label, &format!("deleting the {count} Services"));
     let (started, before) = (Instant::now(), Reading::take(ccm, fleet).await?);
     let secs = match cluster::delete_services(services, &fleet.id, p.limit).await {
         Ok(()) => started.elapsed().as_secs_f64(),
         Err(e) => {
-            println!("[{label}] deletion: {e:#}; going on");
+            say(label, &format!("deletion: {e:#}; going on"));
             f64::INFINITY
         }
     };
-    println!("[{label}] {count} Services deleted after {secs:.1} s");
+    say(label, &format!("{count} Services deleted after {secs:.1} s"));
     Ok((secs, before.costs(ccm, fleet, count).await?))
 }
 
@@ -331,7 +336,7 @@ async fn steady(f: &mut Figures, ccm: &Ccm, fleet: &Fleet, p: &Params) -> anyhow
     f.steady_secs = secs;
     f.steady_cpu = ccm.cpu_secs() - cpu;
     f.steady = hourly(&calls);
-    println!("[{}] steady {:.0} s: {:?}", f.label, secs, calls);
+    say(&f.label, &format!("steady {secs:.0} s: {calls:?}"));
     Ok(())
 }
 
@@ -358,6 +363,10 @@ async fn churn(
     let before = ccm.calls().await?;
     let started = Instant::now();
     cluster::create_nodes(nodes, vec![node]).await?;
+    say(
+        &f.label,
+        &format!("join: Node {} ({}) created", instance.private_dns, instance.id),
+    );
     let selector = ListParams::default().fields(&format!("metadata.name={}", instance.private_dns));
     cluster::wait_initialized(nodes, &selector, 1, p.limit).await?;
     f.join_init = started.elapsed().as_secs_f64();
@@ -368,7 +377,10 @@ async fn churn(
         f.join_lag = started.elapsed().as_secs_f64();
     }
     f.join = quiet(ccm, &before, started, &f.steady, p).await?;
-    println!("[{}] join: lag {:.1} s, calls {:?}", f.label, f.join_lag, f.join);
+    say(
+        &f.label,
+        &format!("join: lag {:.1} s, calls {:?}", f.join_lag, f.join),
+    );
     f.phase = Phase::Join;
     report(f);
     let before = ccm.calls().await?;
@@ -376,9 +388,9 @@ async fn churn(
     nodes.delete(&instance.private_dns, &Default::default()).await?;
     f.leave_lag = until_members(fleet, &pool, &instance.id, false, p.lag_limit).await?;
     f.leave = quiet(ccm, &before, started, &f.steady, p).await?;
-    println!(
-        "[{}] leave: lag {:.1} s, calls {:?}",
-        f.label, f.leave_lag, f.leave
+    say(
+        &f.label,
+        &format!("leave: lag {:.1} s, calls {:?}", f.leave_lag, f.leave),
     );
     f.phase = Phase::Leave;
     report(f);
