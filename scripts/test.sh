@@ -83,7 +83,10 @@ log "scale harness smoke run"
 # Its chart goes to a scratch file (a full run writes docs/performance.svg): checked to be an SVG of both columns.
 chart="$(mktemp --suffix .svg)"
 "$bin/scale" --nodes 10 --pool 5 --services 2,3 --steady-secs 10 --settle-secs 2 --quiet-secs 3 --limit-secs 180 \
-  --lag-limit-secs 30 --chart "$chart" | tee "$chart.txt"
+  --lag-limit-secs 30 --trace --chart "$chart" | tee "$chart.txt"
+trace="$(sed -n 's/.*\[this CCM\] tracing AWS calls each second into //p' "$chart.txt" | head -1)"
+[ -n "$trace" ] && grep -q ' memory peak ' "$trace" && grep -q 'CreateLoadBalancer+' "$trace" ||
+  die "the scale harness's smoke run wrote no trace of this CCM's calls (${trace:-no path printed})"
 grep -q '^| Figure (throttled as AWS) |' "$chart.txt" || die "the scale harness's smoke run was not throttled as AWS"
 grep -q '^| Deletion: per load balancer deleted: AWS calls' "$chart.txt" ||
   die "the scale harness's smoke run did not table the deletion's costs"
