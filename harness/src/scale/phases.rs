@@ -74,7 +74,7 @@ pub async fn run(
         .as_secs_f64();
     cluster::delete_nodes(&nodes, &selector).await?;
     let mut ccm = start_ccm(env, bin, &fleet, pattern, f.floor, &say).await?;
-    let tracer = start_trace(p, &fleet, &ccm, &say)?;
+    let tracer = start_trace(p, &fleet, &ccm, &say);
     let result = measure(
         &mut f,
         &mut ccm,
@@ -138,19 +138,28 @@ async fn start_ccm(
     }
 }
 
-/// With `--trace`, the column's trace written beside its logs until the returned task is aborted.
+/// With `--trace`, the column's trace written beside its logs until the returned task is aborted. A trace that
+/// cannot be written is said and the run goes on (the controller is running: an early return would leave it).
 fn start_trace(
     p: &Params,
     fleet: &Fleet,
     ccm: &Ccm,
     say: &dyn Fn(&str),
-) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+) -> Option<tokio::task::JoinHandle<()>> {
     if !p.trace {
-        return Ok(None);
+        return None;
     }
     let path = fleet.dir.join("trace.log");
-    say(&format!("tracing AWS calls each second into {}", path.display()));
-    Ok(Some(trace::spawn(ccm.reader(), &path)?))
+    match trace::spawn(ccm.reader(), &path) {
+        Ok(task) => {
+            say(&format!("tracing AWS calls each second into {}", path.display()));
+            Some(task)
+        }
+        Err(e) => {
+            say(&format!("no trace: {} cannot be written: {e:#}", path.display()));
+            None
+        }
+    }
 }
 
 /// `report` with the calls AWS's rate limits refused so far: every page written says how many.

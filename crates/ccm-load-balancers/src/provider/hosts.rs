@@ -59,7 +59,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
                 Box::pin(self.recall::<F>(&desired, entry)).await?
             }
             entry => {
-                let reason = memory_miss(entry.map(|e| e.fingerprint == fingerprint), held.is_some());
+                let reason = memory_miss(entry.map(|e| e.fingerprint == fingerprint));
                 tracing::debug!(load_balancer = name, reason, "host update read from AWS");
                 None
             }
@@ -271,17 +271,16 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
 }
 
 /// Why a host update cannot be planned from memory, for the debug log: `matches` is whether a fresh entry's
-/// fingerprint matches the desired load balancer's (`None`: no fresh entry), `held` whether this process holds
-/// its claim.
-fn memory_miss(matches: Option<bool>, held: bool) -> &'static str {
-    match (matches, held) {
-        (None, _) => {
+/// fingerprint matches the desired load balancer's (`None`: no fresh entry). Called only when memory cannot
+/// serve, so a matching entry means the claim is not held.
+fn memory_miss(matches: Option<bool>) -> &'static str {
+    match matches {
+        None => {
             "nothing fresh remembered (not ensured here within the hour, forgotten after drift, or another \
              operation on it overlapped)"
         }
-        (Some(false), _) => "its settings changed since it was remembered",
-        (Some(true), false) => "no ownership claim held for it",
-        (Some(true), true) => "remembered",
+        Some(false) => "its settings changed since it was remembered",
+        Some(true) => "no ownership claim held for it",
     }
 }
 
