@@ -29,6 +29,15 @@ use convert::{
 
 /// AWS takes at most 1,000 instance IDs per `DescribeInstances` and 1,000 resources per `CreateTags`.
 const MAX_IDS_PER_CALL: usize = 1000;
+/// Instance IDs per `DescribeInstances` by ID: fewer than AWS takes, for memory. The SDK decodes an instance
+/// into some 7 KB of records, beside 2.7 KB of XML, before the few fields the catalog keeps are taken from them,
+/// so a call of 1,000 IDs is a 10 MiB transient. The periodic address refresh makes such calls when the heap is
+/// at its fullest (5,000 Nodes and their load balancers), and at 5,000 Nodes its first pass left the process
+/// 8 MiB larger for good (glibc's single arena keeps the heap as large as the records made it; docs/performance.md,
+/// run 14). Calls of 200 bound the transient at 2 MiB for four more calls per 1,000 instances: the refresh at
+/// 5,000 Nodes asks 25 calls every 5 minutes instead of 5. Listings keep pages of 1,000 ([`MAX_IDS_PER_CALL`]):
+/// they fill an empty catalog (the Node burst at start), when the heap is small.
+const IDS_PER_LOOKUP_CALL: usize = 200;
 /// Values per EC2 filter (AWS rejects more than 200 with `FilterLimitExceeded`).
 const MAX_FILTER_VALUES: usize = 200;
 /// `DescribeInstanceTopology` takes at most 100 instance IDs.
@@ -88,7 +97,7 @@ struct Inner {
 struct Raw {
     client: aws_sdk_ec2::Client,
     rt: Arc<Runtime>,
-    /// IDs per `DescribeInstances` by ID: fewer than AWS's 1,000 after large lookups timed out.
+    /// IDs per `DescribeInstances` by ID: [`IDS_PER_LOOKUP_CALL`], fewer after large lookups timed out.
     lookup_size: Arc<LookupSize>,
     /// `MaxResults` of `DescribeInstances` listings: smaller than 1,000 after large pages timed out.
     page_size: Arc<LookupSize>,
@@ -101,7 +110,7 @@ impl AwsEc2 {
         let raw = Raw {
             client,
             rt,
-            lookup_size: Arc::new(LookupSize::new(MAX_IDS_PER_CALL)),
+            lookup_size: Arc::new(LookupSize::new(IDS_PER_LOOKUP_CALL)),
             page_size: Arc::new(LookupSize::new(MAX_IDS_PER_CALL)),
         };
         let lookups = {
