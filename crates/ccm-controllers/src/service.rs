@@ -128,7 +128,7 @@ struct Ctx<P: CloudProvider> {
     /// Everything kept about each Service (and each previous incarnation's cleanup), by work-queue key.
     states: state::ServiceStates,
     /// The host set last computed, which every Service given the same one shares.
-    latest_hosts: Mutex<Arc<BTreeMap<String, String>>>,
+    latest_hosts: Mutex<Arc<BTreeMap<String, Host>>>,
     /// The endpoints of the Services whose load balancer follows them (watched from the first such Service).
     endpoints: endpoints::EndpointSlices,
     /// Numbers the changes recorded in [`state::ServiceState::settled`].
@@ -254,24 +254,42 @@ fn share_current<P: CloudProvider>(
 /// What the Node watch does with each event: wakes the node sync when a change can move any load balancer's
 /// hosts.
 fn on_node_event<P: CloudProvider>(ctx: Arc<Ctx<P>>) -> impl FnMut(watcher::Event<Arc<Node>>) + Send {
-    let mut seen_nodes: HashMap<String, NodeSummary> = HashMap::new();
+    let mut changes = NodeChanges::default();
     move |event| {
-        let changed = match event {
+        if changes.observe(&event) {
+            ctx.node_sync.notify_one();
+        }
+    }
+}
+
+/// The Nodes seen so far, each as its summary and its labels' fingerprint (a provider may select targets by
+/// label, see `Host`): what tells a Node event that can move a load balancer's hosts from one that cannot.
+#[derive(Default)]
+struct NodeChanges {
+    seen: HashMap<String, (NodeSummary, u64)>,
+}
+
+impl NodeChanges {
+    /// Whether `event` can move any load balancer's hosts: a new or deleted Node, or a change of its summary
+    /// or labels.
+    fn observe(&mut self, event: &watcher::Event<Arc<Node>>) -> bool {
+        match event {
             watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
-                let summary = NodeSummary::of(&node);
+                let summary = NodeSummary::of(node);
+                let labels = labels_fingerprint(node);
                 let name = node.metadata.name.clone().unwrap_or_default();
-                seen_nodes
-                    .insert(name, summary.clone())
-                    .is_none_or(|old| should_sync_updated_node(&old, &summary))
+                self.seen
+                    .insert(name, (summary.clone(), labels))
+                    .is_none_or(|(old, old_labels)| {
+                        should_sync_updated_node(&old, &summary) || old_labels != labels
+                    })
             }
             watcher::Event::Delete(node) => {
-                seen_nodes.remove(node.metadata.name.as_deref().unwrap_or_default());
+                self.seen
+                    .remove(node.metadata.name.as_deref().unwrap_or_default());
                 true
             }
             _ => false,
-        };
-        if changed {
-            ctx.node_sync.notify_one();
         }
     }
 }
@@ -444,8 +462,8 @@ async fn endpoints_for<P: CloudProvider>(
 
 /// The host set of `nodes`, one allocation for every Service given the same set: the set of 5,000 Nodes is
 /// about 650 KB, and one copy per Service made the record of 1,000 Services weigh 650 MB.
-fn shared_host_set<P: CloudProvider>(ctx: &Ctx<P>, nodes: &[&Node]) -> Arc<BTreeMap<String, String>> {
-    let hosts = host_set(nodes);
+fn shared_host_set<P: CloudProvider>(ctx: &Ctx<P>, nodes: &[&Node]) -> Arc<BTreeMap<String, Host>> {
+    let hosts = hosts_of(nodes);
     let mut latest = lock(&ctx.latest_hosts);
     if **latest != hosts {
         *latest = Arc::new(hosts);

@@ -117,7 +117,7 @@ enum Step {
 
 /// The step for the Service whose state is `s`, now that its host set is `hosts`, recorded in `s`. The key's
 /// lock is held, so no ensure of it is in flight.
-fn step(s: &mut ServiceState, hosts: &Arc<BTreeMap<String, String>>) -> Step {
+fn step(s: &mut ServiceState, hosts: &Arc<BTreeMap<String, super::Host>>) -> Step {
     match s.hosts() {
         Some(old) if old == hosts => Step::Nothing,
         Some(_) => {

@@ -245,7 +245,8 @@ impl NodeSummary {
     }
 }
 
-/// Whether an updated node can change any load balancer's hosts (upstream `shouldSyncUpdatedNode`).
+/// Whether an updated node can change any load balancer's hosts (upstream `shouldSyncUpdatedNode`). The service
+/// controller also syncs on a change of a Node's labels (see [`Host`]).
 pub fn should_sync_updated_node(old: &NodeSummary, new: &NodeSummary) -> bool {
     old != new
 }
@@ -264,6 +265,45 @@ pub fn host_set(nodes: &[&Node]) -> BTreeMap<String, String> {
             )
         })
         .collect()
+}
+
+/// A host as the service controller compares host sets: its provider ID, as [`host_set`], and a fingerprint of its
+/// labels. A provider may pick a load balancer's targets by label (AWS's
+/// `service.beta.kubernetes.io/aws-load-balancer-target-node-labels`), so a label change is a host change:
+/// compared by name and provider ID alone (as upstream since 1.26), a Node labelled after its Service's load
+/// balancer was made stayed out of it until something else changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Host {
+    provider_id: String,
+    labels: u64,
+}
+
+/// The hosts of `nodes` by name (see [`Host`]).
+pub(crate) fn hosts_of(nodes: &[&Node]) -> BTreeMap<String, Host> {
+    nodes
+        .iter()
+        .map(|n| {
+            let host = Host {
+                provider_id: n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.provider_id.clone())
+                    .unwrap_or_default(),
+                labels: labels_fingerprint(n),
+            };
+            (n.metadata.name.clone().unwrap_or_default(), host)
+        })
+        .collect()
+}
+
+/// A fingerprint of `node`'s labels, the same for the same labels within the process (absent equals empty).
+pub(crate) fn labels_fingerprint(node: &Node) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for (key, value) in node.metadata.labels.iter().flatten() {
+        key.hash(&mut h);
+        value.hash(&mut h);
+    }
+    h.finish()
 }
 
 /// Upstream `LoadBalancerStatusEqual` with `Semantic.DeepEqual`: only the ingress list, absent equals empty.

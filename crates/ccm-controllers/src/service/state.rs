@@ -16,8 +16,9 @@ use tokio::time::Instant;
 
 use super::{key::ServiceKey, lock};
 
-/// Node name to provider ID: the host set a load balancer is given (shared, see `shared_host_set`).
-type Hosts = Arc<BTreeMap<String, String>>;
+/// Node name to its provider ID and labels: the host set a load balancer is given (shared, see
+/// `shared_host_set`).
+type Hosts = Arc<BTreeMap<String, super::Host>>;
 
 /// What the controller keeps under one work-queue key.
 #[derive(Default)]

@@ -1015,6 +1015,39 @@ mod scripted {
         drop(h.services);
     }
 
+    /// Found by the NLB end-to-end test on a loaded machine: a Node labelled for a Service's
+    /// `target-node-labels` after its load balancer was made stayed out of it, since host sets were compared by
+    /// name and provider ID only (as upstream) and a label change woke no node sync. Now the Node event wakes
+    /// one and the load balancer gets its hosts again; a change of nothing the hosts carry does neither.
+    #[tokio::test]
+    async fn a_label_change_gives_the_load_balancers_their_hosts_again() {
+        let mut h = harness(|_| None, vec![svc("svc1")], vec![named_node("n1")]);
+        sync_service(&h.ctx, &key("ns/svc1")).await.unwrap();
+        let mut changes = NodeChanges::default();
+        let mut on_node = |n: Node| changes.observe(&watcher::Event::Apply(Arc::new(n)));
+        assert!(on_node(named_node("n1")), "a new Node");
+        let mut with_address = named_node("n1");
+        with_address.status = Some(Default::default());
+        assert!(!on_node(with_address), "nothing the hosts carry changed");
+        h.provider.clear_calls();
+        node_sync::sync_nodes(&h.ctx).await;
+        assert!(h.provider.calls().is_empty(), "{:?}", h.provider.calls());
+
+        let mut labelled = named_node("n1");
+        labelled.metadata.labels = Some([("pool".to_owned(), "a".to_owned())].into());
+        assert!(on_node(labelled.clone()), "a label change wakes the node sync");
+        h.nodes.apply_watcher_event(&watcher::Event::Apply(labelled));
+        node_sync::sync_nodes(&h.ctx).await;
+        let calls: Vec<(Method, String)> = h
+            .provider
+            .calls()
+            .into_iter()
+            .map(|c| (c.method, c.subject))
+            .collect();
+        assert_eq!(calls, [(Method::UpdateLoadBalancer, "ns/svc1".to_owned())]);
+        drop(h.services);
+    }
+
     /// A provider that stops answering holds a sync only until the reconcile deadline: the sync fails (and is
     /// retried), so the worker is free for the other Services.
     #[tokio::test(start_paused = true)]
