@@ -246,7 +246,7 @@ impl NodeSummary {
 }
 
 /// Whether an updated node can change any load balancer's hosts (upstream `shouldSyncUpdatedNode`). The service
-/// controller also syncs on a change of a Node's labels (see [`Host`]).
+/// controller also syncs on a change of a Node's labels, which a provider may pick targets by.
 pub fn should_sync_updated_node(old: &NodeSummary, new: &NodeSummary) -> bool {
     old != new
 }
