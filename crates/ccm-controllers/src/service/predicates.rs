@@ -11,7 +11,10 @@ use k8s_openapi::{
     apimachinery::pkg::util::intstr::IntOrString,
 };
 
-use crate::keys::{FINALIZER_LB_CLEANUP, LABEL_EXCLUDE_FROM_LB, TAINT_TO_BE_DELETED};
+use crate::{
+    instances::{name_of, provider_id_of},
+    keys::{FINALIZER_LB_CLEANUP, LABEL_EXCLUDE_FROM_LB, TAINT_TO_BE_DELETED},
+};
 
 /// Type `LoadBalancer` without a `spec.loadBalancerClass`: any class means another controller owns it.
 pub fn wants_load_balancer(svc: &Service) -> bool {
@@ -284,14 +287,10 @@ pub(crate) fn hosts_of(nodes: &[&Node]) -> BTreeMap<String, Host> {
         .iter()
         .map(|n| {
             let host = Host {
-                provider_id: n
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.provider_id.clone())
-                    .unwrap_or_default(),
+                provider_id: provider_id_of(n).to_owned(),
                 labels: labels_fingerprint(n),
             };
-            (n.metadata.name.clone().unwrap_or_default(), host)
+            (name_of(n).to_owned(), host)
         })
         .collect()
 }

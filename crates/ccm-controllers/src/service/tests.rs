@@ -433,6 +433,17 @@ mod scripted {
         nodes: Writer<Node>,
     }
 
+    impl Harness {
+        /// The provider's calls so far, as method and subject.
+        fn calls(&self) -> Vec<(Method, String)> {
+            self.provider
+                .calls()
+                .into_iter()
+                .map(|c| (c.method, c.subject))
+                .collect()
+        }
+    }
+
     fn named_node(name: &str) -> Node {
         NodeBuilder::new(name)
             .provider_id(&format!("fake://{name}"))
@@ -916,12 +927,7 @@ mod scripted {
             sync_service(&h.ctx, key).await.unwrap();
             h.ctx.queue.done(key);
         }
-        let calls: Vec<(Method, String)> = h
-            .provider
-            .calls()
-            .into_iter()
-            .map(|c| (c.method, c.subject))
-            .collect();
+        let calls = h.calls();
         assert_eq!(
             calls,
             [
@@ -1038,12 +1044,7 @@ mod scripted {
         assert!(on_node(labelled.clone()), "a label change wakes the node sync");
         h.nodes.apply_watcher_event(&watcher::Event::Apply(labelled));
         node_sync::sync_nodes(&h.ctx).await;
-        let calls: Vec<(Method, String)> = h
-            .provider
-            .calls()
-            .into_iter()
-            .map(|c| (c.method, c.subject))
-            .collect();
+        let calls = h.calls();
         assert_eq!(calls, [(Method::UpdateLoadBalancer, "ns/svc1".to_owned())]);
         drop(h.services);
     }
