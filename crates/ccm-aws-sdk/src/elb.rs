@@ -44,6 +44,8 @@ const SET_LISTENER_POLICIES: Op = op("SetLoadBalancerPoliciesOfListener", Action
 const SET_BACKEND_POLICIES: Op = op("SetLoadBalancerPoliciesForBackendServer", ActionClass::Mutating);
 /// AWS's limit on load balancer names per `DescribeTags`.
 const NAMES_PER_TAG_CALL: usize = 20;
+/// Load balancers per page of the region's listing (AWS allows 1 to 400).
+const CLASSIC_PAGE_SIZE: i32 = 100;
 
 /// The Classic ELB port on aws-sdk-elasticloadbalancing. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -367,8 +369,10 @@ impl Elb for AwsElb {
                 |marker| {
                     self.client
                         .describe_load_balancers()
-                        // The largest page AWS gives.
-                        .page_size(400)
+                        // A quarter of the largest page AWS gives: a description lists every registered
+                        // instance, so a page of 400 load balancers of 100 nodes was a transient of 40,000
+                        // instance records in the SDK's decoding, each drift pass (docs/performance.md, run 15).
+                        .page_size(CLASSIC_PAGE_SIZE)
                         .set_marker(marker)
                         .send()
                 },

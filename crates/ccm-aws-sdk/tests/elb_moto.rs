@@ -215,12 +215,16 @@ async fn unknown_classic_load_balancers_are_not_found() {
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
 }
 
-/// The leak report's listing: every load balancer of the region, and tags 20 names a call (AWS's limit), a name
-/// deleted since the listing being left out instead of failing its batch.
+/// The leak report's listing: every load balancer of the region, in pages of 100 (a description lists every
+/// registered instance: pages of AWS's 400 were a large transient each drift pass), and tags 20 names a call
+/// (AWS's limit), a name deleted since the listing being left out instead of failing its batch.
 #[tokio::test]
 async fn every_classic_load_balancer_is_listed_with_its_tags() {
     let fx = fixture("elball", 0).await;
-    let adapter = adapter(None).await;
+    let proxy = ccm_testing::FaultProxy::start(&ccm_testing::TestEnv::get().aws_endpoint)
+        .await
+        .unwrap();
+    let adapter = adapter(Some(&proxy.url())).await;
     let elb = adapter.elb();
     let mut names = Vec::new();
     for i in 0..21 {
@@ -242,6 +246,11 @@ async fn every_classic_load_balancer_is_listed_with_its_tags() {
     for name in &names {
         let lb = all.iter().find(|lb| lb.name == *name).expect("listed");
         assert!(lb.created_time.is_some(), "{name} has no creation time");
+    }
+    let pages = proxy.bodies("DescribeLoadBalancers");
+    assert!(!pages.is_empty());
+    for body in &pages {
+        assert!(body.contains("PageSize=100"), "{body}");
     }
 
     let mut asked = names.clone();
