@@ -8,13 +8,12 @@
 use std::{collections::BTreeMap, process::ExitCode, sync::Arc};
 
 use ccm_cloud_provider::{
-    BoxError, CloudProvider, InstanceMetadata, InstancesV2, NodeAddress, NodeAddressType, ProviderRegistry,
-    Result, Unsupported,
+    BoxError, CloudProvider, InstanceMetadata, InstancesV2, NodeAddress, NodeAddressType, NodeView,
+    ProviderRegistry, Result, Unsupported,
 };
 use ccm_controller_manager::{Options, Runtime};
 use ccm_examples::cli::CustomProviderCli as Cli;
 use clap::Parser;
-use k8s_openapi::api::core::v1::Node;
 
 /// The name of this provider (`--cloud-provider=in-memory`), the scheme of its provider IDs.
 const NAME: &str = "in-memory";
@@ -58,8 +57,8 @@ impl InMemoryCloud {
         Ok(Self { machines })
     }
 
-    fn machine(&self, node: &Node) -> Option<(&String, &Machine)> {
-        self.machines.get_key_value(node.metadata.name.as_deref()?)
+    fn machine(&self, node: &NodeView) -> Option<(&String, &Machine)> {
+        self.machines.get_key_value(node.name.as_str())
     }
 }
 
@@ -80,16 +79,16 @@ impl CloudProvider for InMemoryCloud {
 }
 
 impl InstancesV2 for InMemoryCloud {
-    async fn instance_exists(&self, node: &Node) -> Result<bool> {
+    async fn instance_exists(&self, node: &NodeView) -> Result<bool> {
         Ok(self.machine(node).is_some())
     }
 
-    async fn instance_shutdown(&self, _node: &Node) -> Result<bool> {
+    async fn instance_shutdown(&self, _node: &NodeView) -> Result<bool> {
         Ok(false)
     }
 
     /// `None` for a Node of no known machine: it stays uninitialized, as a Node of another cloud should.
-    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>> {
+    async fn instance_metadata(&self, node: &NodeView) -> Result<Option<InstanceMetadata>> {
         Ok(self.machine(node).map(|(name, m)| InstanceMetadata {
             provider_id: format!("{NAME}://{name}"),
             instance_type: m.instance_type.clone(),

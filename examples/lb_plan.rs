@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, anyhow, bail};
 use ccm_aws::AwsCloud;
 use ccm_aws_sdk::AdapterOptions;
-use ccm_cloud_provider::CloudProvider;
+use ccm_cloud_provider::{CloudProvider, NodeView};
 use ccm_examples::{
     cli::lb_plan::Cli,
     tools::{
@@ -75,8 +75,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .load_balancer()
         .ok_or_else(|| anyhow!("no VPC known: set VPC in the cloud config"))?;
     // As the controller does: a Node whose instance lacks the cluster tag is no target.
-    let refs: Vec<&Node> = nodes.iter().collect();
-    let members: Vec<Node> = cloud
+    let nodes: Vec<NodeView> = nodes.into_iter().map(NodeView::from).collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
+    let members: Vec<NodeView> = cloud
         .membership()
         .member_nodes(&refs)
         .await

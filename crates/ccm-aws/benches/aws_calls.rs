@@ -16,10 +16,10 @@ use std::collections::BTreeMap;
 
 use ccm_aws_api::Ec2;
 use ccm_aws_sdk::CallMetrics;
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::lb_world::{self as world, Lbs, World, service, uid};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 /// Calls per operation so far.
 fn calls(metrics: &CallMetrics) -> BTreeMap<&'static str, u64> {
@@ -75,8 +75,8 @@ impl Step {
 async fn lifecycle(w: &World, lbs: &Lbs, svc: &Service, upstream: [&'static str; 6]) -> Vec<Step> {
     let metrics = w.adapter.metrics();
     let all = w.nodes();
-    let two: Vec<&Node> = all[..2].iter().collect();
-    let three: Vec<&Node> = all.iter().collect();
+    let two: Vec<&NodeView> = all[..2].iter().collect();
+    let three: Vec<&NodeView> = all.iter().collect();
     let mut steps = Vec::new();
     let mut before = calls(metrics);
     let mut step = |name, upstream, before: &mut BTreeMap<&'static str, u64>| {
@@ -215,7 +215,7 @@ async fn ip_rollout(w: &World, pods: u16) -> (u16, u16, u16, Step) {
         Endpoint::ready(address, None, vec![EndpointPort::new("p80-tcp", 8080, "TCP")])
     };
     let nodes = w.nodes();
-    let nodes: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     let mut current: Vec<Endpoint> = (0..pods).map(pod).collect();
     let endpoints = ServiceEndpoints::new(current.clone());
     let backends = Backends::with_endpoints(&nodes, &endpoints);
@@ -308,7 +308,7 @@ async fn node_group_rules(w: &World, lbs: &Lbs, n: usize) -> (usize, usize) {
         })
         .collect();
     let nodes = w.nodes();
-    let nodes: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     let (mut served, mut count) = (0, 0);
     for svc in &services {
         match lbs.ensure_load_balancer("kubernetes", svc, &nodes).await {

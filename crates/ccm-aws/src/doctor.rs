@@ -42,7 +42,10 @@ mod same_cluster;
 
 use std::{collections::BTreeMap, time::SystemTime};
 
-use ccm_aws_api::{AwsError, Ec2, Elb, Elbv2, RouteTableId, SecurityGroupId, VpcId, ec2::IpPermission};
+use ccm_aws_api::{
+    AwsError, Ec2, Elb, Elbv2, InstanceId, ProviderId, RouteTableId, SecurityGroupId, VpcId,
+    ec2::IpPermission,
+};
 use ccm_tagging::ClusterTags;
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use serde::Serialize;
@@ -447,6 +450,13 @@ impl Scope {
             .iter()
             .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
     }
+}
+
+/// The instance ID of a Node, from its provider ID, as the controllers read it (Fargate and malformed provider IDs
+/// give `None`). The doctor's own because it reads whole Nodes listed from the apiserver, which it hands to no
+/// provider, where the controllers' helper takes their view of a Node.
+fn node_instance_id(node: &Node) -> Option<InstanceId> {
+    ProviderId::ec2_instance_of(node.spec.as_ref()?.provider_id.as_deref()?)
 }
 
 /// An instance lookup of an uninitialized Node: how it was looked up and what was found.

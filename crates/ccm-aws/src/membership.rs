@@ -28,12 +28,13 @@ use std::{
 };
 
 use ccm_aws_api::{AwsError, Catalog, CatalogInstance, CatalogLookup, Ec2, Freshness, InstanceId};
-use ccm_cloud_provider::{CloudError, InstanceMetadata, InstancesV2, Notice, Result as CloudResult};
+use ccm_cloud_provider::{
+    CloudError, InstanceMetadata, InstancesV2, NodeView, Notice, Result as CloudResult,
+};
 use ccm_instances::AwsInstances;
 use ccm_load_balancers::shared::node_instance_id;
 use ccm_tagging::ClusterTags;
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::Node;
 
 mod claims;
 mod ports;
@@ -81,7 +82,7 @@ impl<E: CatalogLookup + Send + Sync> Membership<E> {
     }
 
     /// Records which instance each of `nodes` names (see [`Elder`]).
-    pub fn observe(&self, nodes: &[&Node]) {
+    pub fn observe(&self, nodes: &[&NodeView]) {
         self.claims
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -157,7 +158,7 @@ impl<E: CatalogLookup + Send + Sync> Membership<E> {
 
     /// `nodes` without those whose EC2 instance is not a member and those whose instance an older Node names
     /// (see [`Membership::targets`]).
-    pub async fn member_nodes<'a>(&self, nodes: &[&'a Node]) -> CloudResult<Vec<&'a Node>> {
+    pub async fn member_nodes<'a>(&self, nodes: &[&'a NodeView]) -> CloudResult<Vec<&'a NodeView>> {
         Ok(self.targets(nodes).await?.0)
     }
 
@@ -165,12 +166,12 @@ impl<E: CatalogLookup + Send + Sync> Membership<E> {
     /// names (all of `nodes` and every Node seen before are considered), with a Warning notice on each of the
     /// latter. Nodes without an EC2 provider ID (Fargate, none yet) are kept: nothing acts for them through an
     /// instance.
-    pub async fn targets<'a>(&self, nodes: &[&'a Node]) -> CloudResult<(Vec<&'a Node>, Vec<Notice>)> {
+    pub async fn targets<'a>(&self, nodes: &[&'a NodeView]) -> CloudResult<(Vec<&'a NodeView>, Vec<Notice>)> {
         self.observe(nodes);
         let mut notices = Vec::new();
         let mut claimed = Vec::with_capacity(nodes.len());
         for node in nodes {
-            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let name = node.name.as_str();
             match self.elder(name) {
                 Some(elder) => {
                     tracing::warn!(node = name, instance = %elder.instance, elder = elder.node.as_str(), "not serving a Node whose instance an older Node names");
@@ -249,14 +250,13 @@ impl<E: Ec2 + Send + Sync + 'static> MemberInstances<E> {
 
     /// Refuses the Node if an older Node names its instance (the instance itself is a member all the same; the
     /// catalog learnt what the read showed).
-    fn refuse_claimed(&self, node: &Node, result: &mut CloudResult<Option<InstanceMetadata>>) {
+    fn refuse_claimed(&self, node: &NodeView, result: &mut CloudResult<Option<InstanceMetadata>>) {
         let Ok(Some(meta)) = result else {
             return;
         };
-        let name = node.metadata.name.as_deref().unwrap_or_default();
         if let Some(elder) = self
             .membership
-            .elder(name)
+            .elder(&node.name)
             .filter(|_| meta.not_in_cluster.is_none())
         {
             meta.not_in_cluster = Some(elder.reason());
@@ -265,24 +265,27 @@ impl<E: Ec2 + Send + Sync + 'static> MemberInstances<E> {
 }
 
 impl<E: Ec2 + Send + Sync + 'static> InstancesV2 for MemberInstances<E> {
-    async fn instance_exists(&self, node: &Node) -> CloudResult<bool> {
+    async fn instance_exists(&self, node: &NodeView) -> CloudResult<bool> {
         self.membership.observe(&[node]);
         self.inner.instance_exists(node).await
     }
 
-    async fn instance_shutdown(&self, node: &Node) -> CloudResult<bool> {
+    async fn instance_shutdown(&self, node: &NodeView) -> CloudResult<bool> {
         self.membership.observe(&[node]);
         self.inner.instance_shutdown(node).await
     }
 
-    async fn instance_metadata(&self, node: &Node) -> CloudResult<Option<InstanceMetadata>> {
+    async fn instance_metadata(&self, node: &NodeView) -> CloudResult<Option<InstanceMetadata>> {
         self.membership.observe(&[node]);
         let mut result = self.inner.instance_metadata(node).await;
         self.refuse_claimed(node, &mut result);
         result
     }
 
-    async fn instance_metadata_batch(&self, nodes: &[&Node]) -> Vec<CloudResult<Option<InstanceMetadata>>> {
+    async fn instance_metadata_batch(
+        &self,
+        nodes: &[&NodeView],
+    ) -> Vec<CloudResult<Option<InstanceMetadata>>> {
         self.membership.observe(nodes);
         let mut results = self.inner.instance_metadata_batch(nodes).await;
         for (node, result) in nodes.iter().zip(&mut results) {
@@ -291,12 +294,12 @@ impl<E: Ec2 + Send + Sync + 'static> InstancesV2 for MemberInstances<E> {
         results
     }
 
-    async fn instance_exists_batch(&self, nodes: &[&Node]) -> Vec<CloudResult<bool>> {
+    async fn instance_exists_batch(&self, nodes: &[&NodeView]) -> Vec<CloudResult<bool>> {
         self.membership.observe(nodes);
         self.inner.instance_exists_batch(nodes).await
     }
 
-    async fn instance_shutdown_batch(&self, nodes: &[&Node]) -> Vec<CloudResult<bool>> {
+    async fn instance_shutdown_batch(&self, nodes: &[&NodeView]) -> Vec<CloudResult<bool>> {
         self.membership.observe(nodes);
         self.inner.instance_shutdown_batch(nodes).await
     }

@@ -31,10 +31,9 @@ mod metrics;
 use std::{fmt, future::Future, sync::Arc};
 
 use ccm_aws_api::{Ec2, InstanceCatalog};
-use ccm_controllers::{Clock, ControllerMetrics, Informer, Informers, run_until};
+use ccm_controllers::{CachedNode, Clock, ControllerMetrics, Informer, Informers, run_until};
 use ccm_tagging::ClusterTags;
 use futures::future::join_all;
-use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client};
 
 #[cfg(feature = "cli")]
@@ -199,8 +198,8 @@ where
         core.dry_run = self.dry_run;
         let core = Arc::new(core);
         let nodes = match &self.informers {
-            Some(informers) => Informer::<Node>::shared(informers, self.node_selector.as_deref()),
-            None => Informer::<Node>::all(self.client, self.node_selector.as_deref()),
+            Some(informers) => Informer::<CachedNode>::shared(informers, self.node_selector.as_deref()),
+            None => Informer::<CachedNode>::all(self.client, self.node_selector.as_deref()),
         };
         let store = nodes.store();
         let watch = nodes.run(|event| core.observe(event));

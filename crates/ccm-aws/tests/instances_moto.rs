@@ -5,17 +5,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use ccm_aws_api::VpcId;
-use ccm_cloud_provider::{InstancesV2, NodeAddressType};
+use ccm_cloud_provider::{InstancesV2, NodeAddressType, NodeView};
 use ccm_instances::{AwsInstances, InstancesConfig, ZONE_ID_LABEL};
 use ccm_tagging::ClusterTags;
 use ccm_testing::{TestEnv, ec2, fixtures::NodeBuilder, unique_name, world::World};
-use k8s_openapi::api::core::v1::Node;
 
-fn node(name: &str, provider_id: Option<&str>) -> Node {
+fn node(name: &str, provider_id: Option<&str>) -> NodeView {
     let node = NodeBuilder::new(name);
-    provider_id
-        .map_or(node.clone(), |id| node.provider_id(id))
-        .build()
+    provider_id.map_or(node.clone(), |id| node.provider_id(id)).view()
 }
 
 #[tokio::test]
@@ -48,7 +45,7 @@ async fn nodes_by_id_dns_name_and_provider_id_against_moto() {
             Some(&format!("aws:///us-east-1a/{}", launched[2].id)),
         ),
     ];
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let describes = || adapter.metrics().attempts("ec2", "DescribeInstances");
 
     let before = describes();

@@ -14,10 +14,10 @@ use ccm_aws_api::{
         TargetType,
     },
 };
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::lb_world::{Lbs, World, diff, mutation_counts, service, uid};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 const CLUSTER: &str = "kubernetes";
 
@@ -87,7 +87,7 @@ async fn albc_made(w: &World, name: &str) -> (String, String, String) {
 
 async fn ensure(lbs: &Lbs, svc: &Service, w: &World) -> Result<String, String> {
     let nodes = w.nodes();
-    let nodes: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     lbs.ensure_load_balancer(CLUSTER, svc, &nodes)
         .await
         .map(|status| {

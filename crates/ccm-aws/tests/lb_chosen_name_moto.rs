@@ -4,11 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use ccm_aws_api::{Ec2, Elb, Elbv2, Filter};
-use ccm_cloud_provider::{LoadBalancer, LoadBalancerStatus};
+use ccm_cloud_provider::{LoadBalancer, LoadBalancerStatus, NodeView};
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::fixtures::ServiceBuilder;
 use ccm_testing::lb_world::{Lbs, World, diff, mutation_counts, uid};
-use k8s_openapi::api::core::v1::{Node, Service, ServiceStatus};
+use k8s_openapi::api::core::v1::{Service, ServiceStatus};
 
 const CLUSTER_NAME: &str = "kubernetes";
 
@@ -68,7 +68,7 @@ async fn ensure(
     svc: &Service,
 ) -> ccm_cloud_provider::Result<ccm_cloud_provider::Ensured> {
     let nodes = w.nodes();
-    let nodes: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     lbs.ensure_load_balancer_reporting(CLUSTER_NAME, svc, &nodes)
         .await
 }
@@ -194,7 +194,7 @@ async fn a_rename_waits_for_consent_then_replaces_the_load_balancer() {
         assert!(!exists(&w, &name).await);
         // A host update goes to the serving one.
         let nodes = w.nodes();
-        let one: Vec<&Node> = nodes.iter().take(1).collect();
+        let one: Vec<&NodeView> = nodes.iter().take(1).collect();
         lbs.update_load_balancer(CLUSTER_NAME, &renamed, &one)
             .await
             .unwrap();
@@ -210,7 +210,7 @@ async fn a_rename_waits_for_consent_then_replaces_the_load_balancer() {
             &status,
         );
         // The dry run says so, in both cases, and writes nothing.
-        let refs: Vec<&Node> = nodes.iter().collect();
+        let refs: Vec<&NodeView> = nodes.iter().collect();
         let before = mutation_counts(w.adapter.metrics());
         for (svc, replaces) in [(&renamed, false), (&consenting, true)] {
             let run = lbs.dry_run(CLUSTER_NAME, svc, &refs).await.unwrap();

@@ -9,11 +9,10 @@ use std::collections::BTreeMap;
 use aws_sdk_ec2::types::{Filter as SdkFilter, ResourceType, Tag, TagSpecification};
 use ccm_aws_api::{Ec2, Elb, Filter, SecurityGroupId, ec2::SecurityGroup};
 use ccm_aws_sdk::CallMetrics;
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::lb_world::{World, diff, mutation_counts, service, uid};
 use ccm_testing::unique_name;
-use k8s_openapi::api::core::v1::Node;
 
 /// Mutating calls so far (every operation that is not a `Describe*`).
 async fn world(cidr_second_octet: u8) -> World {
@@ -99,7 +98,7 @@ async fn classic_elb_lifecycle_against_moto() {
     let svc = service(&uid, &[(80, 30080)], &[]);
     let name = lbs.load_balancer_name("kubernetes", &svc);
     let nodes = w.nodes();
-    let first_two: Vec<&Node> = nodes[..2].iter().collect();
+    let first_two: Vec<&NodeView> = nodes[..2].iter().collect();
 
     // Create.
     let before = mutation_counts(&metrics);
@@ -181,7 +180,7 @@ async fn classic_elb_lifecycle_against_moto() {
     assert_eq!(steady_calls, 8, "{:?}", metrics.snapshot());
 
     // Nodes change: only register and deregister.
-    let last_two: Vec<&Node> = nodes[1..].iter().collect();
+    let last_two: Vec<&NodeView> = nodes[1..].iter().collect();
     let before = mutation_counts(&metrics);
     let calls_before = metrics.total_attempts();
     lbs.update_load_balancer("kubernetes", &svc, &last_two)
@@ -306,7 +305,7 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
     let w = world(92).await;
     let metrics = w.adapter.metrics().clone();
     let nodes = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     // Proxy protocol adds policy calls, so that every kind of creation step gets a crash in front of it.
     let annotations = [(Key::ProxyProtocol, "*"), (Key::ConnectionIdleTimeout, "90")];
     let healthy = w.lbs(w.config.clone());
@@ -406,7 +405,7 @@ async fn switching_to_given_groups_retires_the_managed_group() {
     let lbs = w.lbs(w.config.clone());
     let metrics = w.adapter.metrics().clone();
     let nodes = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let uid = uid();
     let svc = service(&uid, &[(80, 30080)], &[]);
     let name = lbs.load_balancer_name("kubernetes", &svc);
@@ -453,7 +452,7 @@ async fn https_listeners_with_policies_are_steady_after_creation() {
     let lbs = w.lbs(w.config.clone());
     let metrics = w.adapter.metrics().clone();
     let nodes = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let cert = "arn:aws:iam::123456789012:server-certificate/test";
     let svc = service(
         &uid(),
@@ -524,7 +523,7 @@ async fn a_scheme_change_recreates_the_classic_elb_at_any_crash_point() {
     let w = world(95).await;
     let metrics = w.adapter.metrics().clone();
     let nodes = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let healthy = w.lbs(w.config.clone());
     let elb = w.adapter.elb();
     let mut crashed = 0;

@@ -11,14 +11,13 @@ use ccm_aws_api::{
     Ec2, Filter, InstanceId, SecurityGroupId,
     ec2::{IpPermission, SecurityGroup},
 };
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::{
     HealthProbeMode,
     annotations::Key,
     classic::node_rules::{SourceRule, source_rules},
 };
 use ccm_testing::lb_world::{World, node, service, uid, world_with};
-use k8s_openapi::api::core::v1::Node;
 
 /// A rule from the source group as the test compares it: protocol, port (`None`: all traffic), described as
 /// the load balancer's.
@@ -29,7 +28,7 @@ trait RulesWorld {
     async fn rules_from(&self, group: &str, source: &str) -> BTreeSet<Seen>;
     async fn source_rules_on(&self, group: &str, source: &str) -> Vec<SourceRule>;
     async fn allow_all(&self, group: &str, source: &str);
-    async fn nodes_in(&self, group: &str, labels: &[(&str, &str)]) -> Vec<Node>;
+    async fn nodes_in(&self, group: &str, labels: &[(&str, &str)]) -> Vec<NodeView>;
     async fn descriptions_on(&self, group: &str, source: &str, port: i32) -> BTreeSet<String>;
 }
 
@@ -76,12 +75,12 @@ impl RulesWorld for World {
     }
 
     /// Nodes for the instances in `group`, labelled `labels`.
-    async fn nodes_in(&self, group: &str, labels: &[(&str, &str)]) -> Vec<Node> {
+    async fn nodes_in(&self, group: &str, labels: &[(&str, &str)]) -> Vec<NodeView> {
         let ids: Vec<InstanceId> = self.instances.iter().map(InstanceId::new).collect();
         let mut found = self.adapter.ec2().instances_by_id(&ids).await.unwrap();
         found.retain(|i| i.security_groups.contains(&SecurityGroupId::new(group)));
-        let mut nodes: Vec<Node> = found.iter().map(|i| node(i.id.as_str(), labels)).collect();
-        nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let mut nodes: Vec<NodeView> = found.iter().map(|i| node(i.id.as_str(), labels)).collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
         nodes
     }
 
@@ -117,7 +116,7 @@ async fn given_group_rules_are_narrowed_and_go_with_the_service() {
         &[(Key::SecurityGroups, &given)],
     );
     let nodes = w.nodes_in(&nodes_group, &[]).await;
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
 
     lbs.ensure_load_balancer("kubernetes", &svc, &refs).await.unwrap();
     assert_eq!(
@@ -151,7 +150,7 @@ async fn a_given_group_that_instances_use_keeps_its_wide_rule() {
     let lbs = w.lbs(w.config.clone());
     let svc = service(&uid(), &[(80, 30081)], &[(Key::SecurityGroups, &bastion)]);
     let nodes = w.nodes_in(&nodes_group, &[]).await;
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
 
     lbs.ensure_load_balancer("kubernetes", &svc, &refs).await.unwrap();
     let mut want = tcp(&[30081]);
@@ -190,7 +189,7 @@ async fn services_sharing_a_source_group_never_revoke_each_others_rules() {
     let lbs = w.lbs(config);
     let mut nodes = w.nodes_in(&g1, &[]).await;
     nodes.extend(w.nodes_in(&g2, &[("pool", "b")]).await);
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let a = service(&uid(), &[(80, 30100)], &[]);
     let b = service(&uid(), &[(80, 30200)], &[(Key::TargetNodeLabels, "pool=b")]);
 
@@ -224,7 +223,7 @@ async fn nodes_that_arrive_after_the_load_balancer_get_their_rules() {
     lbs.ensure_load_balancer("kubernetes", &svc, &[]).await.unwrap();
     assert_eq!(w.rules_from(&nodes_group, &given).await, BTreeSet::new());
     let nodes = w.nodes_in(&nodes_group, &[]).await;
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     lbs.update_load_balancer("kubernetes", &svc, &refs).await.unwrap();
     assert_eq!(w.rules_from(&nodes_group, &given).await, tcp(&[30082]));
 }
@@ -239,7 +238,7 @@ async fn an_instance_with_two_cluster_groups_is_skipped_alone() {
     .await;
     let (g1, g2) = (w.groups[0].clone(), w.groups[1].clone());
     let nodes = w.nodes_in(&g1, &[]).await;
-    let odd = nodes[0].metadata.name.clone().unwrap();
+    let odd = nodes[0].name.clone();
     w.raw
         .modify_instance_attribute()
         .instance_id(&odd)
@@ -248,7 +247,7 @@ async fn an_instance_with_two_cluster_groups_is_skipped_alone() {
         .send()
         .await
         .unwrap();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let lbs = w.lbs(w.config.clone());
     for annotations in [vec![], vec![(Key::Type, "nlb")]] {
         let svc = service(&uid(), &[(80, 30083)], &annotations);
@@ -286,7 +285,7 @@ async fn nlbs_sharing_health_rules_hand_them_over() {
     });
     let lbs = w.lbs(config);
     let nodes = w.nodes_in(&w.node_group, &[]).await;
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let (a, b) = (
         service(&uid(), &[(80, 30300)], &[(Key::Type, "nlb")]),
         service(&uid(), &[(80, 30400)], &[(Key::Type, "nlb")]),
@@ -354,7 +353,7 @@ async fn classic_and_nlb_sharing_a_given_group_hand_over_the_health_rule() {
         });
     let lbs = w.lbs(config);
     let nodes = w.nodes_in(&nodes_group, &[]).await;
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let elb = |n: &str| format!("kubernetes.io/rule/elb={n}");
     let nlb = |n: &str| format!("kubernetes.io/rule/nlb/health={n}");
     // Each order: the first load balancer made the shared rule, and goes first.

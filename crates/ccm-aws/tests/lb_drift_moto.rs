@@ -4,10 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use ccm_aws_api::{Elb, Elbv2, InstanceId, elbv2::TargetGroupHealthCheck};
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::lb_world::{service, uid};
-use k8s_openapi::api::core::v1::Node;
 
 const CLUSTER: &str = "kubernetes";
 
@@ -15,8 +14,8 @@ const CLUSTER: &str = "kubernetes";
 async fn changes_by_hand_are_found_in_one_pass_and_repaired_by_an_ensure() {
     let w = ccm_testing::lb_world::world(113, "drift", false).await;
     let lbs = w.lbs(w.config.clone());
-    let nodes: Vec<Node> = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<NodeView> = w.nodes();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let classic = service(&uid(), &[(80, 30080), (443, 30443)], &[]);
     let nlb = service(&uid(), &[(80, 30081)], &[(Key::Type, "nlb")]);
     for svc in [&classic, &nlb] {

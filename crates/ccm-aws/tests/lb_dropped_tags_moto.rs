@@ -4,10 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 use ccm_aws_api::{Ec2, Elb, Elbv2, SecurityGroupId, Tags};
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::lb_world::{Lbs, World, uid};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 const CLUSTER_NAME: &str = "kubernetes";
 const RECORD: &str = "kubernetes.io/additional-resource-tags";
@@ -27,7 +27,7 @@ fn service(uid: &str, nlb: bool, tags: Option<&str>) -> Service {
 
 async fn ensure(lbs: &Lbs, svc: &Service, w: &World) {
     let nodes = w.nodes();
-    let nodes: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     lbs.ensure_load_balancer(CLUSTER_NAME, svc, &nodes).await.unwrap();
 }
 

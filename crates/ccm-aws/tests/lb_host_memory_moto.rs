@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 
 use ccm_aws_api::{Elb, InstanceId};
 use ccm_aws_sdk::CallMetrics;
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::{AwsLoadBalancers, annotations::Key};
 use ccm_testing::{
     crash::CrashAt,
     lb_world::{self as world, World, diff, uid},
 };
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 const CLUSTER: &str = "kubernetes";
 
@@ -41,7 +41,7 @@ fn service(name: &str, annotations: &[(Key, &str)]) -> Service {
     svc
 }
 
-fn refs(nodes: &[Node]) -> Vec<&Node> {
+fn refs(nodes: &[NodeView]) -> Vec<&NodeView> {
     nodes.iter().collect()
 }
 
@@ -240,7 +240,7 @@ async fn drift_and_a_fresh_process_read_again() {
 }
 
 /// A host update of each of `services` to `nodes`.
-async fn update_each(lbs: &impl LoadBalancer, services: &[&Service], nodes: &[&Node]) {
+async fn update_each(lbs: &impl LoadBalancer, services: &[&Service], nodes: &[&NodeView]) {
     for svc in services {
         lbs.update_load_balancer(CLUSTER, svc, nodes).await.unwrap();
     }

@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 
 use ccm_aws_api::Elbv2;
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::lb_world::{Lbs, World, acm_certificate, diff, mutation_counts, uid};
 use ccm_testing::unique_name;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 const CLUSTER_NAME: &str = "kubernetes";
 
@@ -26,7 +26,7 @@ async fn ensure(lbs: &Lbs, w: &World, svc: &Service) -> BTreeMap<&'static str, u
     let metrics = w.adapter.metrics().clone();
     let before = mutation_counts(&metrics);
     let nodes = w.nodes();
-    let nodes: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     lbs.ensure_load_balancer(CLUSTER_NAME, svc, &nodes).await.unwrap();
     diff(&mutation_counts(&metrics), &before)
 }
@@ -106,7 +106,7 @@ async fn proxy_protocol_waits_for_consent_and_success_codes_reach_the_target_gro
     let svc = service(&uid, &[(80, 30080)], &asked);
     let name = lbs.load_balancer_name(CLUSTER_NAME, &svc);
     let nodes = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let ensured = lbs
         .ensure_load_balancer_reporting(CLUSTER_NAME, &svc, &refs)
         .await

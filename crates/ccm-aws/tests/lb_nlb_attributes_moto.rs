@@ -7,10 +7,10 @@
 use std::collections::BTreeSet;
 
 use ccm_aws_api::Elbv2;
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::lb_world::{Lbs, World, uid};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 const CLUSTER_NAME: &str = "kubernetes";
 
@@ -42,8 +42,8 @@ async fn target_groups(w: &World) -> BTreeSet<String> {
         .collect()
 }
 
-async fn ensure(lbs: &Lbs, svc: &Service, nodes: &[Node]) -> Result<(), String> {
-    let nodes: Vec<&Node> = nodes.iter().collect();
+async fn ensure(lbs: &Lbs, svc: &Service, nodes: &[NodeView]) -> Result<(), String> {
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     lbs.ensure_load_balancer(CLUSTER_NAME, svc, &nodes)
         .await
         .map(|_| ())
@@ -277,7 +277,7 @@ async fn a_protected_nlb_is_recreated_only_once_the_service_turns_protection_off
     assert_eq!((kept.arn.as_str(), kept.internal), (arn.as_str(), false));
     // The dry run (`--dry-run`, `lb-plan`) says what the ensure would: the same refusal, not a plan.
     let nodes = w.nodes();
-    let refs: Vec<&k8s_openapi::api::core::v1::Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let refused = lbs
         .dry_run(CLUSTER_NAME, &with("deletion_protection.enabled=true"), &refs)
         .await

@@ -7,10 +7,10 @@
 use std::collections::BTreeMap;
 
 use ccm_aws_api::Elbv2;
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::lb_world::{diff, mutation_counts, uid};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 const CLUSTER_NAME: &str = "kubernetes";
 
@@ -30,7 +30,7 @@ async fn a_dual_stack_service_gets_what_its_subnets_allow_and_what_it_requires()
     let lbs = w.lbs(w.config.clone());
     let metrics = w.adapter.metrics().clone();
     let nodes = w.nodes();
-    let nodes: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     let uid = uid();
     let name = lbs.load_balancer_name(CLUSTER_NAME, &service(&uid, "PreferDualStack", &[]));
     let lb = async || w.adapter.elbv2().load_balancer(&name).await.unwrap();
@@ -89,7 +89,7 @@ async fn an_ipv6_only_service_gets_ipv6_target_groups_replaced_when_its_family_c
     w.ipv6_subnets().await;
     let lbs = w.lbs(w.config.clone());
     let nodes = w.nodes();
-    let nodes: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     let uid = uid();
     let mut v6 = service(&uid, "SingleStack", &[]);
     v6.spec.as_mut().unwrap().ip_families = Some(vec!["IPv6".to_owned()]);

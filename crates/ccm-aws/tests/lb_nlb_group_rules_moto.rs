@@ -9,13 +9,13 @@ use ccm_aws_api::{
     Ec2,
     ec2::{IpPermission, IpRange},
 };
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::{
     annotations::Key,
     nlb::node_rules::{CLIENT_RULE_PREFIX, HEALTH_RULE_PREFIX, MTU_RULE},
 };
 use ccm_testing::lb_world::{Lbs, World, diff, mutation_counts, uid};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 const CLUSTER_NAME: &str = "kubernetes";
 
@@ -39,8 +39,8 @@ fn allowed(config: ccm_load_balancers::LoadBalancerConfig) -> ccm_load_balancers
     config.with_allowed_health_check_ports(vec![(32000, 32000)])
 }
 
-async fn ensure(lbs: &Lbs, svc: &Service, nodes: &[Node]) {
-    let nodes: Vec<&Node> = nodes.iter().collect();
+async fn ensure(lbs: &Lbs, svc: &Service, nodes: &[NodeView]) {
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     lbs.ensure_load_balancer(CLUSTER_NAME, svc, &nodes).await.unwrap();
 }
 

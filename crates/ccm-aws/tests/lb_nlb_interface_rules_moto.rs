@@ -12,14 +12,14 @@ use std::collections::BTreeMap;
 
 use ccm_aws_api::Elbv2;
 use ccm_aws_sdk::CallMetrics;
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::{
     annotations::Key,
     nlb::node_rules::{self, DescribedRule, RuleChange},
     shared::Rule,
 };
 use ccm_testing::lb_world::{Lbs, World, diff, mutation_counts, service, uid};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 const CLUSTER_NAME: &str = "kubernetes";
 const OCTET: u8 = 186;
@@ -98,13 +98,13 @@ async fn swap_rules(w: &World, name: &str, from: &[String], to: &[String]) {
     node_rules::apply(w.adapter.ec2(), &remove).await.unwrap();
 }
 
-async fn ensure(lbs: &Lbs, svc: &Service, nodes: &[Node]) {
-    let nodes: Vec<&Node> = nodes.iter().collect();
+async fn ensure(lbs: &Lbs, svc: &Service, nodes: &[NodeView]) {
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     lbs.ensure_load_balancer(CLUSTER_NAME, svc, &nodes).await.unwrap();
 }
 
-async fn drift(lbs: &Lbs, svc: &Service, nodes: &[Node]) -> Vec<String> {
-    let nodes: Vec<&Node> = nodes.iter().collect();
+async fn drift(lbs: &Lbs, svc: &Service, nodes: &[NodeView]) -> Vec<String> {
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     let drifts = lbs.drifted(CLUSTER_NAME, &[svc], &nodes).await.unwrap();
     drifts.into_iter().flat_map(|d| d.what).collect()
 }
@@ -175,7 +175,7 @@ async fn health_rules_narrow_to_the_nlbs_addresses_once_its_interfaces_are_seen(
     // addresses. A crash between the authorization and the revocation, then the next ensure finishes the job.
     swap_rules(&w, &name, &addresses, &cidrs).await;
     let faulty = w.faulty_lbs(config, 2);
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     faulty
         .ensure_load_balancer(CLUSTER_NAME, &svc, &refs)
         .await

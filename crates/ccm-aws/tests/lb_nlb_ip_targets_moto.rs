@@ -8,10 +8,10 @@
 use std::{collections::BTreeMap, net::IpAddr};
 
 use ccm_aws_api::{Elbv2, elbv2::TargetGroup};
-use ccm_cloud_provider::{Backends, Endpoint, EndpointPort, LoadBalancer, ServiceEndpoints};
+use ccm_cloud_provider::{Backends, Endpoint, EndpointPort, LoadBalancer, NodeView, ServiceEndpoints};
 use ccm_load_balancers::{annotations::Key, nlb::node_rules};
 use ccm_testing::lb_world::{Lbs, World, diff, mutation_counts, uid};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 const CLUSTER_NAME: &str = "kubernetes";
 const OCTET: u8 = 180;
@@ -36,7 +36,7 @@ async fn calls<F: Future<Output = ()>>(w: &World, run: F) -> BTreeMap<&'static s
 
 async fn ensure(lbs: &Lbs, w: &World, svc: &Service, pods: &[Endpoint]) -> BTreeMap<&'static str, u64> {
     let nodes = w.nodes();
-    let nodes: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     let endpoints = ServiceEndpoints::new(pods.iter().cloned());
     calls(w, async {
         let backends = Backends::with_endpoints(&nodes, &endpoints);
@@ -54,7 +54,7 @@ async fn update(
     pods: Option<&[Endpoint]>,
 ) -> BTreeMap<&'static str, u64> {
     let nodes = w.nodes();
-    let nodes: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     let endpoints = pods.map(|p| ServiceEndpoints::new(p.iter().cloned()));
     calls(w, async {
         let backends = Backends::new(&nodes, endpoints.as_ref());

@@ -11,11 +11,11 @@ use ccm_aws_api::{
     Ec2, Elb, Elbv2, Filter, Tags, VpcId,
     elbv2::{LoadBalancerV2, NewTargetGroup, TargetGroupHealthCheck},
 };
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::lb_world::{Lbs, World, acm_certificate, diff, mutation_counts, node, uid};
 use ccm_testing::unique_name;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 const CLUSTER_NAME: &str = "kubernetes";
 
@@ -30,8 +30,8 @@ fn service(uid: &str, ports: &[(i32, i32)], annotations: &[(Key, &str)]) -> Serv
     ccm_testing::lb_world::service(uid, ports, &all)
 }
 
-async fn ensure(lbs: &Lbs, svc: &Service, nodes: &[Node]) -> String {
-    let nodes: Vec<&Node> = nodes.iter().collect();
+async fn ensure(lbs: &Lbs, svc: &Service, nodes: &[NodeView]) -> String {
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     let status = lbs.ensure_load_balancer(CLUSTER_NAME, svc, &nodes).await.unwrap();
     status.ingress.unwrap()[0].hostname.clone().unwrap()
 }
@@ -132,7 +132,7 @@ async fn default_nlb_is_created_steady_updated_and_deleted() {
     // A node goes: only its deregistration.
     let before = mutation_counts(&metrics);
     let calls = metrics.total_attempts();
-    let fewer: Vec<&Node> = nodes[..2].iter().collect();
+    let fewer: Vec<&NodeView> = nodes[..2].iter().collect();
     lbs.update_load_balancer(CLUSTER_NAME, &svc, &fewer)
         .await
         .unwrap();
@@ -241,7 +241,7 @@ async fn target_node_labels_select_the_targets() {
     let lbs = w.lbs(w.config.clone());
     let elbv2 = w.adapter.elbv2();
     let svc = service(&uid(), &[(80, 30080)], &[(Key::TargetNodeLabels, "role=edge")]);
-    let nodes: Vec<Node> = w
+    let nodes: Vec<NodeView> = w
         .instances
         .iter()
         .enumerate()
@@ -312,8 +312,8 @@ async fn internal_nlb_with_target_group_attributes() {
     let mut public = svc.clone();
     let annotations = public.metadata.annotations.as_mut().unwrap();
     annotations.remove(Key::Internal.name());
-    let nodes: Vec<Node> = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<NodeView> = w.nodes();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let before = mutation_counts(&metrics);
     let ensured = lbs
         .ensure_load_balancer_reporting(CLUSTER_NAME, &public, &refs)
@@ -389,7 +389,7 @@ async fn the_albc_scheme_key_makes_an_internal_nlb_and_a_contradiction_changes_n
     annotations.insert(Key::Internal.name().to_owned(), "false".to_owned());
     annotations.insert(Key::AllowRecreation.name().to_owned(), "true".to_owned());
     let nodes = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let before = mutation_counts(&metrics);
     let error = lbs
         .ensure_load_balancer(CLUSTER_NAME, &contradicted, &refs)
@@ -559,7 +559,7 @@ async fn a_crash_before_any_mutating_call_converges_on_the_next_run() {
     for k in 1.. {
         let svc = service(&uid(), &[(80, 30080), (443, 30443)], &annotations);
         let name = healthy.load_balancer_name(CLUSTER_NAME, &svc);
-        let refs: Vec<&Node> = nodes.iter().collect();
+        let refs: Vec<&NodeView> = nodes.iter().collect();
         let crashed = faulty(k).ensure_load_balancer(CLUSTER_NAME, &svc, &refs).await;
         let done = crashed.is_ok();
         if !done {
@@ -714,7 +714,7 @@ async fn the_dry_run_plans_with_the_cluster_name_ensure_used() {
     let lbs = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
     let svc = service(&uid(), &[(80, 30080)], &[]);
     let nodes = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     lbs.ensure_load_balancer(OTHER_CLUSTER_NAME, &svc, &refs)
         .await
         .unwrap();
@@ -739,7 +739,7 @@ async fn the_flavour_cannot_change_after_creation() {
     let w = world(129).await;
     let lbs = w.lbs(w.config.clone());
     let nodes = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let first = uid();
     let nlb = service(&first, &[(80, 30080)], &[]);
     ensure(&lbs, &nlb, &nodes).await;
@@ -811,7 +811,7 @@ async fn a_recreation_crashed_at_any_call_converges() {
     let metrics = w.adapter.metrics().clone();
     let elbv2 = w.adapter.elbv2();
     let nodes = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let mut crashed = 0;
     for k in 1.. {
         let uid = uid();
@@ -891,7 +891,7 @@ async fn dualstack_is_created_steady_and_switched_back_in_place() {
     let nodes = w.nodes();
 
     // IPv4-only subnets: refused before anything is made (AWS would refuse the NLB after the group).
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let before = mutation_counts(&metrics);
     let e = lbs
         .ensure_load_balancer(CLUSTER_NAME, &dual, &refs)

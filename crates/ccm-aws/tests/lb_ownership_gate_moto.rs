@@ -15,12 +15,12 @@ use std::{future::Future, sync::Arc};
 
 use aws_sdk_ec2::types::Tag;
 use ccm_aws_api::{Elbv2, InstanceCatalog, VpcId};
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::{LoadBalancerConfig, annotations::Key};
 use ccm_tagging::ClusterTags;
 use ccm_testing::lb_world::{Lbs, World, diff, mutation_counts, uid};
 use ccm_testing::unique_name;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 use lb_gate::{
     Actor, CLUSTER, Kind, PATHS, Path, Seen, Victim, chosen, ensure, hostname, made, members, seen, service,
     status_of, with_status,
@@ -72,7 +72,7 @@ fn key(svc: &Service) -> String {
 /// The actor's call: `Ok` with what it answered, `Err` with the error.
 async fn act(w: &World, lbs: &Lbs, victim: &Victim, thief: &Service, path: Path) -> Result<String, String> {
     let nodes = w.nodes();
-    let all: Vec<&Node> = nodes.iter().collect();
+    let all: Vec<&NodeView> = nodes.iter().collect();
     let text = |e: ccm_cloud_provider::CloudError| e.to_string();
     match path {
         Path::Ensure | Path::Rename { .. } => {
@@ -84,7 +84,7 @@ async fn act(w: &World, lbs: &Lbs, victim: &Victim, thief: &Service, path: Path)
             if let Ok(ensured) = ensure(lbs, w, thief).await {
                 return Ok(format!("the ensure was not refused: {:?}", ensured.status));
             }
-            let one: Vec<&Node> = all.iter().copied().take(1).collect();
+            let one: Vec<&NodeView> = all.iter().copied().take(1).collect();
             let updated = lbs.update_load_balancer(CLUSTER, thief, &one).await;
             updated.map(|()| "host update done".to_owned()).map_err(text)
         }

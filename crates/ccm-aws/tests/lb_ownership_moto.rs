@@ -11,10 +11,10 @@ use ccm_aws_api::{
     elb::{ClassicListener, NewClassicLoadBalancer},
     elbv2::{NewNetworkLoadBalancer, SubnetMapping},
 };
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::lb_world::{World, diff, mutation_counts, service, uid};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 const CLUSTER: &str = "kubernetes";
 
@@ -100,8 +100,8 @@ async fn load_balancers_of_others_under_our_name_are_never_touched() {
     let w = ccm_testing::lb_world::world(111, "own", false).await;
     let lbs = w.lbs(w.config.clone());
     let metrics = w.adapter.metrics().clone();
-    let nodes: Vec<Node> = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<NodeView> = w.nodes();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let own_key = w.config.cluster.key();
     let cases: [(&str, Tags); 3] = [
         (
@@ -158,8 +158,8 @@ async fn load_balancers_of_others_under_our_name_are_never_touched() {
 async fn an_untagged_load_balancer_is_adopted_only_when_configured() {
     let w = ccm_testing::lb_world::world(112, "adopt", false).await;
     let adopting = w.lbs(w.config.clone().with_adopt_untagged(true));
-    let nodes: Vec<Node> = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<NodeView> = w.nodes();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let own_key = w.config.cluster.key();
     for flavour in [Flavour::Classic, Flavour::Network] {
         let svc = lb_service(flavour);
@@ -190,8 +190,8 @@ async fn ownership_tags_in_additional_resource_tags_are_refused_and_nothing_is_m
     let w = ccm_testing::lb_world::world(114, "tagown", false).await;
     let lbs = w.lbs(w.config.clone());
     let metrics = w.adapter.metrics().clone();
-    let nodes: Vec<Node> = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<NodeView> = w.nodes();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let keys = [
         "kubernetes.io/cluster/someone-else",
         "KubernetesCluster",
@@ -243,8 +243,8 @@ async fn a_foreign_group_under_the_managed_name_is_never_touched() {
     let w = ccm_testing::lb_world::world(115, "fgrp", false).await;
     let lbs = w.lbs(w.config.clone().with_nlb_managed_security_groups(true));
     let metrics = w.adapter.metrics().clone();
-    let nodes: Vec<Node> = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<NodeView> = w.nodes();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let own_key = w.config.cluster.key();
     let ec2 = w.adapter.ec2();
     let foreign_tags = [

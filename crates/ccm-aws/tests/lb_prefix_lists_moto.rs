@@ -8,10 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ccm_aws_api::{elb::Elb, elbv2::Elbv2};
-use ccm_cloud_provider::LoadBalancer;
+use ccm_cloud_provider::{LoadBalancer, NodeView};
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::lb_world::{Lbs, World, diff, mutation_counts, uid};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 const CLUSTER_NAME: &str = "kubernetes";
 
@@ -44,8 +44,8 @@ fn service(flavour: &str, uid: &str, lists: &str) -> Service {
     )
 }
 
-async fn ensure(lbs: &Lbs, svc: &Service, nodes: &[Node]) {
-    let nodes: Vec<&Node> = nodes.iter().collect();
+async fn ensure(lbs: &Lbs, svc: &Service, nodes: &[NodeView]) {
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     lbs.ensure_load_balancer(CLUSTER_NAME, svc, &nodes).await.unwrap();
 }
 
@@ -144,7 +144,7 @@ async fn a_classic_elbs_managed_group_takes_the_lists_and_a_crash_anywhere_conve
         .unwrap();
     // A crash before each mutating call of a creation with lists: the next run converges.
     let nodes = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     for k in 1.. {
         let svc = service("classic", &uid(), &a);
         let crashed = w
@@ -171,7 +171,7 @@ async fn an_nlb_without_a_group_of_its_own_is_refused_before_any_write() {
     let metrics = w.adapter.metrics().clone();
     let before = mutation_counts(&metrics);
     let nodes = w.nodes();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let err = lbs
         .ensure_load_balancer(CLUSTER_NAME, &svc, &refs)
         .await

@@ -30,7 +30,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
+
+use crate::NodeView;
 
 use crate::{
     Backends, CloudError, CloudProvider, Drift, Ensured, InstanceMetadata, Instances, InstancesV2,
@@ -41,37 +43,37 @@ use crate::{
 #[async_trait]
 pub trait DynInstancesV2: Send + Sync {
     /// [`InstancesV2::instance_exists`].
-    async fn instance_exists(&self, node: &Node) -> Result<bool>;
+    async fn instance_exists(&self, node: &NodeView) -> Result<bool>;
     /// [`InstancesV2::instance_shutdown`].
-    async fn instance_shutdown(&self, node: &Node) -> Result<bool>;
+    async fn instance_shutdown(&self, node: &NodeView) -> Result<bool>;
     /// [`InstancesV2::instance_metadata`].
-    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>>;
+    async fn instance_metadata(&self, node: &NodeView) -> Result<Option<InstanceMetadata>>;
     /// [`InstancesV2::instance_metadata_batch`].
-    async fn instance_metadata_batch(&self, nodes: &[&Node]) -> Vec<Result<Option<InstanceMetadata>>>;
+    async fn instance_metadata_batch(&self, nodes: &[&NodeView]) -> Vec<Result<Option<InstanceMetadata>>>;
     /// [`InstancesV2::instance_exists_batch`].
-    async fn instance_exists_batch(&self, nodes: &[&Node]) -> Vec<Result<bool>>;
+    async fn instance_exists_batch(&self, nodes: &[&NodeView]) -> Vec<Result<bool>>;
     /// [`InstancesV2::instance_shutdown_batch`].
-    async fn instance_shutdown_batch(&self, nodes: &[&Node]) -> Vec<Result<bool>>;
+    async fn instance_shutdown_batch(&self, nodes: &[&NodeView]) -> Vec<Result<bool>>;
 }
 
 #[async_trait]
 impl<T: InstancesV2> DynInstancesV2 for T {
-    async fn instance_exists(&self, node: &Node) -> Result<bool> {
+    async fn instance_exists(&self, node: &NodeView) -> Result<bool> {
         InstancesV2::instance_exists(self, node).await
     }
-    async fn instance_shutdown(&self, node: &Node) -> Result<bool> {
+    async fn instance_shutdown(&self, node: &NodeView) -> Result<bool> {
         InstancesV2::instance_shutdown(self, node).await
     }
-    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>> {
+    async fn instance_metadata(&self, node: &NodeView) -> Result<Option<InstanceMetadata>> {
         InstancesV2::instance_metadata(self, node).await
     }
-    async fn instance_metadata_batch(&self, nodes: &[&Node]) -> Vec<Result<Option<InstanceMetadata>>> {
+    async fn instance_metadata_batch(&self, nodes: &[&NodeView]) -> Vec<Result<Option<InstanceMetadata>>> {
         InstancesV2::instance_metadata_batch(self, nodes).await
     }
-    async fn instance_exists_batch(&self, nodes: &[&Node]) -> Vec<Result<bool>> {
+    async fn instance_exists_batch(&self, nodes: &[&NodeView]) -> Vec<Result<bool>> {
         InstancesV2::instance_exists_batch(self, nodes).await
     }
-    async fn instance_shutdown_batch(&self, nodes: &[&Node]) -> Vec<Result<bool>> {
+    async fn instance_shutdown_batch(&self, nodes: &[&NodeView]) -> Vec<Result<bool>> {
         InstancesV2::instance_shutdown_batch(self, nodes).await
     }
 }
@@ -155,14 +157,14 @@ pub trait DynLoadBalancer: Send + Sync {
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<Ensured>;
     /// [`LoadBalancer::update_load_balancer`].
     async fn update_load_balancer(
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<()>;
     /// [`LoadBalancer::follows_endpoints`] (the default, for an implementor of its own: none).
     fn follows_endpoints(&self, service: &Service) -> bool {
@@ -199,14 +201,18 @@ pub trait DynLoadBalancer: Send + Sync {
         successor: &Service,
     ) -> Result<()>;
     /// [`LoadBalancer::drifted`].
-    async fn drifted(&self, cluster_name: &str, services: &[&Service], nodes: &[&Node])
-    -> Result<Vec<Drift>>;
+    async fn drifted(
+        &self,
+        cluster_name: &str,
+        services: &[&Service],
+        nodes: &[&NodeView],
+    ) -> Result<Vec<Drift>>;
     /// [`LoadBalancer::plan_load_balancer`].
     async fn plan_load_balancer(
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<Option<LoadBalancerPlan>>;
     /// [`LoadBalancer::plan_load_balancer_with`] (the default: the nodes to `plan_load_balancer`).
     async fn plan_load_balancer_with(
@@ -236,7 +242,7 @@ impl<T: LoadBalancer> DynLoadBalancer for T {
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<Ensured> {
         LoadBalancer::ensure_load_balancer_reporting(self, cluster_name, service, nodes).await
     }
@@ -244,7 +250,7 @@ impl<T: LoadBalancer> DynLoadBalancer for T {
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<()> {
         LoadBalancer::update_load_balancer(self, cluster_name, service, nodes).await
     }
@@ -283,7 +289,7 @@ impl<T: LoadBalancer> DynLoadBalancer for T {
         &self,
         cluster_name: &str,
         services: &[&Service],
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<Vec<Drift>> {
         LoadBalancer::drifted(self, cluster_name, services, nodes).await
     }
@@ -291,7 +297,7 @@ impl<T: LoadBalancer> DynLoadBalancer for T {
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<Option<LoadBalancerPlan>> {
         LoadBalancer::plan_load_balancer(self, cluster_name, service, nodes).await
     }
@@ -315,7 +321,7 @@ pub trait DynRoutes: Send + Sync {
     /// [`Routes::delete_route`].
     async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<()>;
     /// [`Routes::observe_nodes`].
-    fn observe_nodes(&self, nodes: &[&Node]);
+    fn observe_nodes(&self, nodes: &[&NodeView]);
 }
 
 #[async_trait]
@@ -329,7 +335,7 @@ impl<T: Routes> DynRoutes for T {
     async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<()> {
         Routes::delete_route(self, cluster_name, route).await
     }
-    fn observe_nodes(&self, nodes: &[&Node]) {
+    fn observe_nodes(&self, nodes: &[&NodeView]) {
         Routes::observe_nodes(self, nodes);
     }
 }

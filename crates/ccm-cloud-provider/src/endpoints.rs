@@ -6,14 +6,14 @@
 
 use std::net::IpAddr;
 
-use k8s_openapi::api::core::v1::Node;
+use crate::NodeView;
 
 /// What a load balancer is given to send traffic to.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct Backends<'a> {
     /// The stable node set (see [`LoadBalancer`](crate::LoadBalancer)).
-    pub nodes: &'a [&'a Node],
+    pub nodes: &'a [&'a NodeView],
     /// The Service's endpoints, when the provider follows them; `None` otherwise.
     pub endpoints: Option<&'a ServiceEndpoints>,
 }
@@ -22,7 +22,7 @@ pub struct Backends<'a> {
 
 impl<'a> Backends<'a> {
     /// The nodes alone (a load balancer that does not follow endpoints).
-    pub fn nodes(nodes: &'a [&'a Node]) -> Self {
+    pub fn nodes(nodes: &'a [&'a NodeView]) -> Self {
         Self {
             nodes,
             endpoints: None,
@@ -30,12 +30,12 @@ impl<'a> Backends<'a> {
     }
 
     /// The nodes and, when given, the Service's endpoints.
-    pub fn new(nodes: &'a [&'a Node], endpoints: Option<&'a ServiceEndpoints>) -> Self {
+    pub fn new(nodes: &'a [&'a NodeView], endpoints: Option<&'a ServiceEndpoints>) -> Self {
         Self { nodes, endpoints }
     }
 
     /// The nodes and the Service's endpoints.
-    pub fn with_endpoints(nodes: &'a [&'a Node], endpoints: &'a ServiceEndpoints) -> Self {
+    pub fn with_endpoints(nodes: &'a [&'a NodeView], endpoints: &'a ServiceEndpoints) -> Self {
         Self {
             nodes,
             endpoints: Some(endpoints),

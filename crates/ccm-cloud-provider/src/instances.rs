@@ -1,14 +1,11 @@
 use std::future::Future;
 
-use k8s_openapi::api::core::v1::Node;
-
-use crate::{InstanceMetadata, NodeAddress, Result, Zone};
+use crate::{InstanceMetadata, NodeAddress, NodeView, Result, Zone};
 
 /// Instances for external providers (upstream `InstancesV2`): each call gets the Node, so the provider can
 /// find the instance by `spec.providerID` first and by name or labels otherwise. The generic controllers hand
-/// their cached Nodes, which keep what controllers read (metadata with only the
-/// `alpha.kubernetes.io/provided-node-ip` annotation, the spec, the addresses and the `Ready` and
-/// `NetworkUnavailable` conditions), not the kubelet's system info or other annotations.
+/// views of their cached Nodes ([`NodeView`]: what controllers read, not the kubelet's system info or other
+/// annotations).
 ///
 /// The `*_batch` methods serve many nodes at once: the controllers call them with every node that is pending
 /// at that moment, so a provider that can look many instances up in one API call should override them. The
@@ -16,20 +13,22 @@ use crate::{InstanceMetadata, NodeAddress, Result, Zone};
 pub trait InstancesV2: Send + Sync {
     /// Whether the node's instance exists. Must be `true` for stopped instances: `Ok(false)` makes the
     /// node-lifecycle controller delete a NotReady Node.
-    fn instance_exists(&self, node: &Node) -> impl Future<Output = Result<bool>> + Send;
+    fn instance_exists(&self, node: &NodeView) -> impl Future<Output = Result<bool>> + Send;
 
     /// Whether the node's instance is shut down (stopped); such NotReady nodes get the shutdown taint.
-    fn instance_shutdown(&self, node: &Node) -> impl Future<Output = Result<bool>> + Send;
+    fn instance_shutdown(&self, node: &NodeView) -> impl Future<Output = Result<bool>> + Send;
 
     /// The metadata to initialize the node with. `Ok(None)` means "nothing known yet": the node stays
     /// uninitialized and is looked at again on its next change.
-    fn instance_metadata(&self, node: &Node)
-    -> impl Future<Output = Result<Option<InstanceMetadata>>> + Send;
+    fn instance_metadata(
+        &self,
+        node: &NodeView,
+    ) -> impl Future<Output = Result<Option<InstanceMetadata>>> + Send;
 
     /// [`InstancesV2::instance_metadata`] for many nodes.
     fn instance_metadata_batch(
         &self,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> impl Future<Output = Vec<Result<Option<InstanceMetadata>>>> + Send {
         async move {
             let mut out = Vec::with_capacity(nodes.len());
@@ -41,7 +40,7 @@ pub trait InstancesV2: Send + Sync {
     }
 
     /// [`InstancesV2::instance_exists`] for many nodes.
-    fn instance_exists_batch(&self, nodes: &[&Node]) -> impl Future<Output = Vec<Result<bool>>> + Send {
+    fn instance_exists_batch(&self, nodes: &[&NodeView]) -> impl Future<Output = Vec<Result<bool>>> + Send {
         async move {
             let mut out = Vec::with_capacity(nodes.len());
             for node in nodes {
@@ -52,7 +51,7 @@ pub trait InstancesV2: Send + Sync {
     }
 
     /// [`InstancesV2::instance_shutdown`] for many nodes.
-    fn instance_shutdown_batch(&self, nodes: &[&Node]) -> impl Future<Output = Vec<Result<bool>>> + Send {
+    fn instance_shutdown_batch(&self, nodes: &[&NodeView]) -> impl Future<Output = Vec<Result<bool>>> + Send {
         async move {
             let mut out = Vec::with_capacity(nodes.len());
             for node in nodes {

@@ -1,6 +1,7 @@
 //! The cloud-provider contract: [`CloudProvider`] and its capability traits ([`InstancesV2`], the legacy
 //! [`Instances`] and [`Zones`], [`LoadBalancer`], [`Routes`]), the domain types they speak
-//! ([`InstanceMetadata`], [`NodeAddress`], [`Route`], [`Zone`], `LoadBalancerStatus`), the error kinds of the
+//! ([`NodeView`], what the controllers keep of a Node; [`InstanceMetadata`], [`NodeAddress`], [`Route`], [`Zone`],
+//! `LoadBalancerStatus`), the error kinds of the
 //! upstream sentinels ([`CloudError`]), and provider-ID helpers.
 //!
 //! This is the Rust counterpart of `k8s.io/cloud-provider`'s `Interface`. A provider implements
@@ -47,6 +48,7 @@ mod endpoints;
 mod error;
 mod instances;
 mod load_balancer;
+mod node_view;
 mod object_key;
 mod provider;
 mod provider_id;
@@ -61,6 +63,7 @@ pub use error::CloudError;
 pub use instances::{Instances, InstancesV2, Zones};
 pub use k8s_openapi::api::core::v1::LoadBalancerStatus;
 pub use load_balancer::{Drift, Ensured, LoadBalancer, LoadBalancerPlan, Notice};
+pub use node_view::{ANNOTATION_PROVIDED_NODE_IP, Labels, NodeConditionView, NodeView};
 pub use object_key::{namespaced_key, object_key};
 pub use provider::{CloudProvider, Unsupported};
 pub use provider_id::{ProviderIdError, format_provider_id, split_provider_id};

@@ -1,6 +1,8 @@
 use std::future::Future;
 
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
+
+use crate::NodeView;
 
 use crate::{Backends, Result};
 
@@ -31,7 +33,7 @@ pub trait LoadBalancer: Send + Sync {
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> impl Future<Output = Result<LoadBalancerStatus>> + Send;
 
     /// [`LoadBalancer::ensure_load_balancer`], also reporting what the users of the Service should hear about
@@ -42,7 +44,7 @@ pub trait LoadBalancer: Send + Sync {
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> impl Future<Output = Result<Ensured>> + Send {
         async move {
             Ok(Ensured {
@@ -57,7 +59,7 @@ pub trait LoadBalancer: Send + Sync {
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> impl Future<Output = Result<()>> + Send;
 
     /// Whether the load balancer of `service` follows its endpoints: targets that are pods (an NLB's IP
@@ -141,7 +143,7 @@ pub trait LoadBalancer: Send + Sync {
         &self,
         cluster_name: &str,
         services: &[&Service],
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> impl Future<Output = Result<Vec<Drift>>> + Send {
         let _ = (cluster_name, services, nodes);
         async { Ok(Vec::new()) }
@@ -153,7 +155,7 @@ pub trait LoadBalancer: Send + Sync {
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> impl Future<Output = Result<Option<LoadBalancerPlan>>> + Send {
         let _ = (cluster_name, service, nodes);
         async { Ok(None) }
@@ -307,11 +309,11 @@ mod tests {
             &self,
             _: &str,
             _: &Service,
-            _: &[&Node],
+            _: &[&NodeView],
         ) -> Result<LoadBalancerStatus> {
             Ok(LoadBalancerStatus::default())
         }
-        async fn update_load_balancer(&self, _: &str, _: &Service, _: &[&Node]) -> Result<()> {
+        async fn update_load_balancer(&self, _: &str, _: &Service, _: &[&NodeView]) -> Result<()> {
             Ok(())
         }
         async fn ensure_load_balancer_deleted(&self, _: &str, service: &Service) -> Result<()> {

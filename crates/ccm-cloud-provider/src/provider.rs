@@ -1,4 +1,6 @@
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
+
+use crate::NodeView;
 
 use crate::{
     InstanceMetadata, Instances, InstancesV2, LoadBalancer, NodeAddress, Result, Route, Routes, Zone, Zones,
@@ -65,13 +67,13 @@ pub enum Unsupported {}
 // === impl Unsupported ===
 
 impl InstancesV2 for Unsupported {
-    async fn instance_exists(&self, _: &Node) -> Result<bool> {
+    async fn instance_exists(&self, _: &NodeView) -> Result<bool> {
         match *self {}
     }
-    async fn instance_shutdown(&self, _: &Node) -> Result<bool> {
+    async fn instance_shutdown(&self, _: &NodeView) -> Result<bool> {
         match *self {}
     }
-    async fn instance_metadata(&self, _: &Node) -> Result<Option<InstanceMetadata>> {
+    async fn instance_metadata(&self, _: &NodeView) -> Result<Option<InstanceMetadata>> {
         match *self {}
     }
 }
@@ -116,10 +118,15 @@ impl LoadBalancer for Unsupported {
     fn load_balancer_name(&self, _: &str, _: &Service) -> String {
         match *self {}
     }
-    async fn ensure_load_balancer(&self, _: &str, _: &Service, _: &[&Node]) -> Result<LoadBalancerStatus> {
+    async fn ensure_load_balancer(
+        &self,
+        _: &str,
+        _: &Service,
+        _: &[&NodeView],
+    ) -> Result<LoadBalancerStatus> {
         match *self {}
     }
-    async fn update_load_balancer(&self, _: &str, _: &Service, _: &[&Node]) -> Result<()> {
+    async fn update_load_balancer(&self, _: &str, _: &Service, _: &[&NodeView]) -> Result<()> {
         match *self {}
     }
     async fn ensure_load_balancer_deleted(&self, _: &str, _: &Service) -> Result<()> {

@@ -1,6 +1,6 @@
 use std::future::Future;
 
-use k8s_openapi::api::core::v1::Node;
+use crate::NodeView;
 
 use crate::{Result, Route};
 
@@ -24,7 +24,7 @@ pub trait Routes: Send + Sync {
     /// Every Node the route controller knows, given before each pass. Upstream providers read a node informer
     /// to turn the instance a route targets back into a node name; here the controller shares what it already
     /// watches, so a provider needs no Kubernetes client of its own. The default ignores it.
-    fn observe_nodes(&self, nodes: &[&Node]) {
+    fn observe_nodes(&self, nodes: &[&NodeView]) {
         let _ = nodes;
     }
 }

@@ -12,10 +12,10 @@ use std::{
 };
 
 use ccm_cloud_provider::{
-    Backends, CloudProvider, DynProvider, Endpoint, EndpointPort, LoadBalancer, LoadBalancerStatus, Result,
-    ServiceEndpoints, Unsupported,
+    Backends, CloudProvider, DynProvider, Endpoint, EndpointPort, LoadBalancer, LoadBalancerStatus, NodeView,
+    Result, ServiceEndpoints, Unsupported,
 };
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 /// What each call was given: its name and how many endpoints (`None`: none).
 type Calls = Arc<Mutex<Vec<(&'static str, Option<usize>)>>>;
@@ -31,11 +31,16 @@ impl LoadBalancer for Following {
     fn load_balancer_name(&self, _: &str, _: &Service) -> String {
         "lb".to_owned()
     }
-    async fn ensure_load_balancer(&self, _: &str, _: &Service, _: &[&Node]) -> Result<LoadBalancerStatus> {
+    async fn ensure_load_balancer(
+        &self,
+        _: &str,
+        _: &Service,
+        _: &[&NodeView],
+    ) -> Result<LoadBalancerStatus> {
         self.0.lock().unwrap().push(("ensure", None));
         Ok(LoadBalancerStatus::default())
     }
-    async fn update_load_balancer(&self, _: &str, _: &Service, _: &[&Node]) -> Result<()> {
+    async fn update_load_balancer(&self, _: &str, _: &Service, _: &[&NodeView]) -> Result<()> {
         self.0.lock().unwrap().push(("update", None));
         Ok(())
     }
@@ -109,7 +114,7 @@ fn the_dyn_facade_forwards_what_follows_endpoints() {
         vec![EndpointPort::new("", 80, "TCP")],
     );
     let endpoints = ServiceEndpoints::new([endpoint]);
-    let nodes: Vec<&Node> = Vec::new();
+    let nodes: Vec<&NodeView> = Vec::new();
     let backends = Backends::with_endpoints(&nodes, &endpoints);
     ready(lb.ensure_load_balancer_with("c", &service, backends)).unwrap();
     ready(lb.update_load_balancer_with("c", &service, backends)).unwrap();

@@ -1,10 +1,10 @@
 //! Node address rules of the cloud-node controller (upstream `node/helpers/address.go` and
 //! `updateNodeAddress`).
 
+use ccm_cloud_provider::NodeView;
 use std::net::IpAddr;
 
 use ccm_cloud_provider::{NodeAddress, NodeAddressType};
-use k8s_openapi::api::core::v1::Node;
 
 use crate::keys::ANNOTATION_PROVIDED_NODE_IP;
 
@@ -103,18 +103,14 @@ pub fn addresses_changed(old: &[NodeAddress], new: &[NodeAddress]) -> bool {
 }
 
 /// The node's current addresses (unknown types are left out).
-pub fn node_addresses(node: &Node) -> Vec<NodeAddress> {
-    node.status
-        .as_ref()
-        .and_then(|s| s.addresses.as_ref())
-        .map(|a| a.iter().filter_map(NodeAddress::from_k8s).collect())
-        .unwrap_or_default()
+pub fn node_addresses(node: &NodeView) -> Vec<NodeAddress> {
+    node.addresses.iter().filter_map(NodeAddress::from_k8s).collect()
 }
 
 /// The addresses to write for an initialized node given the cloud's, or `None` if nothing is to be written:
 /// the cloud reported none, the provided node IP cannot be honoured (logged), or nothing changed. A kubelet
 /// `Hostname` is kept when the cloud reports none.
-pub fn desired_addresses(node: &Node, cloud: &[NodeAddress]) -> Option<Vec<NodeAddress>> {
+pub fn desired_addresses(node: &NodeView, cloud: &[NodeAddress]) -> Option<Vec<NodeAddress>> {
     if cloud.is_empty() {
         return None;
     }
@@ -127,16 +123,11 @@ pub fn desired_addresses(node: &Node, cloud: &[NodeAddress]) -> Option<Vec<NodeA
                 .cloned(),
         );
     }
-    if let Some(provided) = node
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_PROVIDED_NODE_IP))
-    {
+    if let Some(provided) = node.provided_node_ip.as_ref() {
         match addresses_for_node_ip(provided, &new) {
             Ok(a) => new = a,
             Err(error) => {
-                tracing::error!(node = node.metadata.name.as_deref(), %error, "not updating node addresses");
+                tracing::error!(node = node.name.as_str(), %error, "not updating node addresses");
                 return None;
             }
         }

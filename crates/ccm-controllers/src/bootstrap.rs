@@ -1,13 +1,13 @@
 //! What every controller sets up before its work starts: a Kubernetes client, an Event recorder, a store per
-//! watched kind kept by a reflector (with deletions missed while the watch was down reported, see
-//! [`Informer::run`]), and the race between shutdown, the watches and the work.
+//! watched kind kept by a reflector (of each object, what its [`Watched`] impl keeps; deletions missed while the
+//! watch was down reported, see [`Informer::run`]), and the race between shutdown, the watches and the work.
 //!
 //! ```no_run
-//! # use ccm_controllers::{Bootstrap, Clock, ControllerMetrics, run_until};
-//! # use k8s_openapi::api::core::v1::Node;
+//! # use ccm_controllers::{Bootstrap, CachedNode, Clock, ControllerMetrics, run_until};
 //! # async fn example(client: kube::Client, shutdown: impl std::future::Future<Output = ()> + Send) {
 //! let boot = Bootstrap::new(client, "my-controller", Clock::system(), ControllerMetrics::default());
-//! let nodes = boot.informer::<Node>(None);
+//! // What the controllers keep of a Node (`Node` itself works too, cached whole).
+//! let nodes = boot.informer::<CachedNode>(None);
 //! let store = nodes.store();
 //! let watch = nodes.run(|event| tracing::debug!(?event, "node event"));
 //! let work = async {
@@ -19,19 +19,18 @@
 //! # }
 //! ```
 
-use std::{fmt::Debug, future::Future, hash::Hash, sync::Arc};
+use std::{fmt::Debug, future::Future, sync::Arc};
 
 use kube::{
-    Api, Client, Resource,
+    Api, Client,
     runtime::{reflector, reflector::Store, reflector::store::Writer, watcher},
 };
-use serde::de::DeserializeOwned;
 
 use crate::{
     Clock, ControllerMetrics,
     events::EventRecorder,
     shared::{Hub, Informers},
-    watch::reflect,
+    watch::{Watched, reflect},
 };
 
 /// A controller's client and Event recorder.
@@ -48,27 +47,18 @@ pub struct Bootstrap {
 /// The store of one kind and the watch that keeps it: [`store`](Informer::store) to read, [`run`](Informer::run)
 /// to keep it. Either the controller's own watch, or a subscription to the process's shared one
 /// ([`Informers`]).
-pub struct Informer<K: Resource + Clone + 'static>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
+pub struct Informer<K: Watched> {
     store: Store<K>,
     source: Source<K>,
 }
 
-struct OwnWatch<K: Resource + Clone + 'static>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
-    api: Api<K>,
+struct OwnWatch<K: Watched> {
+    api: Api<K::Object>,
     selector: Option<String>,
     writer: Writer<K>,
 }
 
-enum Source<K: Resource + Clone + 'static>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
+enum Source<K: Watched> {
     Own(Box<OwnWatch<K>>),
     Shared(std::sync::Arc<Hub<K>>),
 }
@@ -96,8 +86,7 @@ impl Bootstrap {
     /// The objects of `K` in all namespaces, optionally only those matching a label `selector`.
     pub fn informer<K>(&self, selector: Option<&str>) -> Informer<K>
     where
-        K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-        K::DynamicType: Default + Eq + Hash + Clone,
+        K: Watched,
     {
         match &self.informers {
             Some(informers) => Informer::shared(informers, selector),
@@ -116,8 +105,7 @@ impl Debug for Bootstrap {
 
 impl<K> Informer<K>
 where
-    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone,
+    K: Watched,
 {
     /// The objects of `K` in all namespaces, optionally only those matching a label `selector`.
     pub fn all(client: Client, selector: Option<&str>) -> Self {

@@ -7,6 +7,7 @@
 //! [`InstancesV2::instance_metadata_batch`](ccm_cloud_provider::InstancesV2::instance_metadata_batch) call, and
 //! their API writes run concurrently, so a burst of N new nodes costs about N / `max_batch` provider calls.
 
+use crate::CachedNode;
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
     future::Future,
@@ -14,7 +15,7 @@ use std::{
     time::Duration,
 };
 
-use ccm_cloud_provider::{CloudProvider, InstanceMetadata, NodeAddress};
+use ccm_cloud_provider::{CloudProvider, InstanceMetadata, Labels, NodeAddress, NodeView};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Node;
 use kube::{
@@ -92,7 +93,7 @@ struct Ctx<P: CloudProvider> {
     client: Client,
     provider: Arc<P>,
     config: CloudNodeConfig,
-    store: Store<Node>,
+    store: Store<CachedNode>,
     queue: WorkQueue,
     backoff: Backoff,
     recorder: EventRecorder,
@@ -124,7 +125,7 @@ pub async fn run<P: CloudProvider>(
         config.metrics.clone(),
     )
     .with_informers(config.informers.clone());
-    let nodes = boot.informer::<Node>(config.node_selector.as_deref());
+    let nodes = boot.informer::<CachedNode>(config.node_selector.as_deref());
     let queue_with_depth = WorkQueue::with_metrics(config.metrics.clone());
     let ctx = Arc::new(Ctx {
         client: boot.client,
@@ -215,14 +216,11 @@ async fn within_deadline<P: CloudProvider, T>(
     None
 }
 
-fn has_cloud_taint(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == TAINT_UNINITIALIZED))
+fn has_cloud_taint(node: &NodeView) -> bool {
+    node.taints.iter().any(|t| t.key == TAINT_UNINITIALIZED)
 }
 
-fn superseded<P: CloudProvider>(ctx: &Ctx<P>, node: &Node) -> bool {
+fn superseded<P: CloudProvider>(ctx: &Ctx<P>, node: &NodeView) -> bool {
     let mut map = ctx
         .superseded
         .lock()
@@ -231,7 +229,7 @@ fn superseded<P: CloudProvider>(ctx: &Ctx<P>, node: &Node) -> bool {
         map.remove(name_of(node));
         return false;
     }
-    let rv = node.metadata.resource_version.as_deref().unwrap_or_default();
+    let rv = node.resource_version.as_deref().unwrap_or_default();
     map.get(name_of(node)).is_some_and(|set| set.contains(rv))
 }
 
@@ -242,8 +240,8 @@ type Answer = Result<Option<InstanceMetadata>, ccm_cloud_provider::CloudError>;
 /// uninitialized ones with the provider's answers.
 #[derive(Default)]
 struct LookedUp {
-    initialized: Vec<Arc<Node>>,
-    pending: Vec<(Arc<Node>, Answer)>,
+    initialized: Vec<Arc<CachedNode>>,
+    pending: Vec<(Arc<CachedNode>, Answer)>,
     require_provider_id: bool,
 }
 
@@ -269,7 +267,7 @@ async fn look_up<P: CloudProvider>(ctx: &Ctx<P>, names: &[String]) -> LookedUp {
     };
     out.require_provider_id = source.is_v2();
     for chunk in pending.chunks(ctx.config.max_batch.max(1)) {
-        let refs: Vec<&Node> = chunk.iter().map(AsRef::as_ref).collect();
+        let refs: Vec<&NodeView> = chunk.iter().map(|n| n.view()).collect();
         let results = source.metadata(&refs, &ctx.config.metrics).await;
         out.pending.extend(chunk.iter().cloned().zip(results));
     }
@@ -320,25 +318,19 @@ fn finish<P: CloudProvider>(ctx: &Ctx<P>, name: &str, result: Result<(), Error>)
 /// The Node with the provider's metadata applied and the uninitialized taint removed (upstream `syncNode`'s
 /// modifiers). `meta.provider_id` must already be resolved. Fails, leaving the taint, when the provided node
 /// IP does not fit the cloud's addresses.
-pub fn initialize_node(node: &Node, meta: &InstanceMetadata) -> Result<Node, Error> {
+pub fn initialize_node(node: &NodeView, meta: &InstanceMetadata) -> Result<NodeView, Error> {
     let name = name_of(node).to_owned();
     let mut new = node.clone();
-    let spec = new.spec.get_or_insert_with(Default::default);
-    if spec.provider_id.as_deref().unwrap_or_default().is_empty() && !meta.provider_id.is_empty() {
-        spec.provider_id = Some(meta.provider_id.clone());
+    if new.provider_id.as_deref().unwrap_or_default().is_empty() && !meta.provider_id.is_empty() {
+        new.provider_id = Some(meta.provider_id.clone());
     }
-    if let Some(provided) = node
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_PROVIDED_NODE_IP))
-    {
+    if let Some(provided) = node.provided_node_ip.as_ref() {
         addresses_for_node_ip(provided, &meta.node_addresses).map_err(|source| Error::NodeIp {
             node: name.clone(),
             source,
         })?;
     }
-    let labels = new.metadata.labels.get_or_insert_with(Default::default);
+    let mut labels = node.labels.to_map();
     let mut set = |keys: [&str; 2], value: &str| {
         if !value.is_empty() {
             for k in keys {
@@ -371,14 +363,13 @@ pub fn initialize_node(node: &Node, meta: &InstanceMetadata) -> Result<Node, Err
             labels.insert(k.clone(), v.clone());
         }
     }
-    if let Some(taints) = new.spec.as_mut().and_then(|s| s.taints.as_mut()) {
-        taints.retain(|t| t.key != TAINT_UNINITIALIZED);
-    }
+    new.labels = Labels::from(&labels);
+    new.taints.retain(|t| t.key != TAINT_UNINITIALIZED);
     Ok(new)
 }
 
 /// Resolves the provider ID to write: the metadata's, else the node's; with InstancesV2 one is required.
-pub fn resolve_provider_id(node: &Node, meta: &mut InstanceMetadata, require: bool) -> Result<(), Error> {
+pub fn resolve_provider_id(node: &NodeView, meta: &mut InstanceMetadata, require: bool) -> Result<(), Error> {
     if meta.provider_id.is_empty() {
         let existing = provider_id_of(node);
         if existing.is_empty() {
@@ -396,7 +387,7 @@ pub fn resolve_provider_id(node: &Node, meta: &mut InstanceMetadata, require: bo
 
 async fn initialize<P: CloudProvider>(
     ctx: &Ctx<P>,
-    node: &Node,
+    node: &NodeView,
     mut meta: InstanceMetadata,
     require_provider_id: bool,
 ) -> Result<(), Error> {
@@ -412,12 +403,13 @@ async fn initialize<P: CloudProvider>(
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(updated) => break updated,
+            Ok(updated) => break NodeView::from(updated),
             Err(e) if is_conflict(&e) && attempt < 20 => {
                 attempt += 1;
                 base = api
                     .get(name)
                     .await
+                    .map(NodeView::from)
                     .map_err(|e| Error::kube("failed to get node", name, e))?;
                 if !has_cloud_taint(&base) {
                     break base.clone();
@@ -432,8 +424,8 @@ async fn initialize<P: CloudProvider>(
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let set = map.entry(name.to_owned()).or_default();
-        set.extend(node.metadata.resource_version.clone());
-        set.extend(base.metadata.resource_version.clone());
+        set.extend(node.resource_version.clone());
+        set.extend(base.resource_version.clone());
     }
     update_addresses(ctx, &updated, &meta.node_addresses).await;
     note_membership(ctx, &updated, &meta).await;
@@ -450,7 +442,7 @@ async fn initialize<P: CloudProvider>(
 }
 
 /// Writes the node's addresses if they changed; errors are logged (upstream `updateNodeAddress`).
-async fn update_addresses<P: CloudProvider>(ctx: &Ctx<P>, node: &Node, cloud: &[NodeAddress]) {
+async fn update_addresses<P: CloudProvider>(ctx: &Ctx<P>, node: &NodeView, cloud: &[NodeAddress]) {
     if has_cloud_taint(node) {
         return;
     }
@@ -471,7 +463,7 @@ async fn update_addresses<P: CloudProvider>(ctx: &Ctx<P>, node: &Node, cloud: &[
 /// Notes whether `node`'s instance is the cluster's: a Warning Event (`InstanceNotInCluster`, the provider's
 /// reason) the first time it is not and when the reason changes, and the count behind the
 /// `nodes_not_in_cluster` gauge. Beyond upstream: a Node forged with another system's provider ID is visible.
-async fn note_membership<P: CloudProvider>(ctx: &Ctx<P>, node: &Node, meta: &InstanceMetadata) {
+async fn note_membership<P: CloudProvider>(ctx: &Ctx<P>, node: &NodeView, meta: &InstanceMetadata) {
     let name = name_of(node);
     let news = {
         let mut outside = ctx
@@ -532,7 +524,7 @@ async fn update_node_status<P: CloudProvider>(ctx: &Ctx<P>) {
     let Some(source) = InstanceSource::of(ctx.provider.as_ref()) else {
         return;
     };
-    let nodes: Vec<Arc<Node>> = ctx
+    let nodes: Vec<Arc<CachedNode>> = ctx
         .store
         .state()
         .into_iter()
@@ -552,7 +544,7 @@ async fn update_node_status<P: CloudProvider>(ctx: &Ctx<P>) {
         n => n,
     };
     for chunk in nodes.chunks(ctx.config.max_batch.max(1)) {
-        let refs: Vec<&Node> = chunk.iter().map(AsRef::as_ref).collect();
+        let refs: Vec<&NodeView> = chunk.iter().map(|n| n.view()).collect();
         let results = source.addresses(&refs, &ctx.config.metrics).await;
         stream::iter(chunk.iter().zip(results))
             .for_each_concurrent(workers, |(node, result)| async move {

@@ -1,7 +1,8 @@
 //! Events in `core/v1`, the API every supported apiserver accepts for every kind of object.
 
+use ccm_cloud_provider::NodeView;
 use k8s_openapi::{
-    api::core::v1::{Event, EventSource, Node, ObjectReference, Service},
+    api::core::v1::{Event, EventSource, ObjectReference, Service},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 use std::{
@@ -112,12 +113,12 @@ pub fn capped_message(message: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// The `involvedObject` of an Event about `node`.
-pub fn node_reference(node: &Node) -> ObjectReference {
+pub fn node_reference(node: &NodeView) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".to_owned()),
         kind: Some("Node".to_owned()),
-        name: node.metadata.name.clone(),
-        uid: node.metadata.uid.clone(),
+        name: Some(node.name.clone()),
+        uid: node.uid.clone(),
         ..Default::default()
     }
 }

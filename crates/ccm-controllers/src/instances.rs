@@ -2,11 +2,11 @@
 //! [`Instances`] (+ [`Zones`]) with upstream's fallbacks. All methods take many nodes so that a V2 provider is
 //! reached in batches.
 
+use ccm_cloud_provider::NodeView;
 use ccm_cloud_provider::{
     CloudError, CloudProvider, InstanceMetadata, Instances, InstancesV2, NodeAddress, Zones,
     format_provider_id,
 };
-use k8s_openapi::api::core::v1::Node;
 
 use crate::ControllerMetrics;
 
@@ -19,15 +19,12 @@ pub(crate) enum InstanceSource<'a, P: CloudProvider> {
     },
 }
 
-pub(crate) fn provider_id_of(node: &Node) -> &str {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.provider_id.as_deref())
-        .unwrap_or_default()
+pub(crate) fn provider_id_of(node: &NodeView) -> &str {
+    node.provider_id.as_deref().unwrap_or_default()
 }
 
-pub(crate) fn name_of(node: &Node) -> &str {
-    node.metadata.name.as_deref().unwrap_or_default()
+pub(crate) fn name_of(node: &NodeView) -> &str {
+    node.name.as_str()
 }
 
 // === impl InstanceSource ===
@@ -52,7 +49,7 @@ impl<'a, P: CloudProvider> InstanceSource<'a, P> {
     /// Full metadata for initialization.
     pub(crate) async fn metadata(
         &self,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
         metrics: &ControllerMetrics,
     ) -> Vec<Result<Option<InstanceMetadata>, CloudError>> {
         match self {
@@ -81,7 +78,7 @@ impl<'a, P: CloudProvider> InstanceSource<'a, P> {
     /// Only what the periodic address refresh needs (V2: the full metadata; V1: addresses only).
     pub(crate) async fn addresses(
         &self,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
         metrics: &ControllerMetrics,
     ) -> Vec<Result<Option<InstanceMetadata>, CloudError>> {
         match self {
@@ -104,7 +101,7 @@ impl<'a, P: CloudProvider> InstanceSource<'a, P> {
 
     pub(crate) async fn exists(
         &self,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
         metrics: &ControllerMetrics,
     ) -> Vec<Result<bool, CloudError>> {
         match self {
@@ -136,7 +133,7 @@ impl<'a, P: CloudProvider> InstanceSource<'a, P> {
 
     pub(crate) async fn shutdown(
         &self,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
         metrics: &ControllerMetrics,
     ) -> Vec<Result<bool, CloudError>> {
         match self {
@@ -175,7 +172,7 @@ impl<'a, P: CloudProvider> InstanceSource<'a, P> {
 async fn v1_provider_id<I: Instances>(
     provider_name: &str,
     instances: &I,
-    node: &Node,
+    node: &NodeView,
     metrics: &ControllerMetrics,
 ) -> Result<String, CloudError> {
     let id = provider_id_of(node);
@@ -195,7 +192,7 @@ async fn v1_provider_id<I: Instances>(
 
 async fn v1_addresses<I: Instances>(
     instances: &I,
-    node: &Node,
+    node: &NodeView,
     provider_id: &str,
     metrics: &ControllerMetrics,
 ) -> Result<Vec<NodeAddress>, CloudError> {
@@ -213,7 +210,7 @@ async fn v1_metadata<I: Instances, Z: Zones>(
     provider_name: &str,
     instances: &I,
     zones: Option<&Z>,
-    node: &Node,
+    node: &NodeView,
     metrics: &ControllerMetrics,
 ) -> Result<InstanceMetadata, CloudError> {
     let provider_id = match v1_provider_id(provider_name, instances, node, metrics).await {

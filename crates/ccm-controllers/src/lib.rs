@@ -23,6 +23,7 @@
 
 pub mod addresses;
 mod bootstrap;
+mod cached_node;
 mod clock;
 pub mod cloud_node;
 mod dry_run;
@@ -43,6 +44,7 @@ mod watch;
 mod workqueue;
 
 pub use bootstrap::{Bootstrap, Informer, run_until};
+pub use cached_node::CachedNode;
 pub use clock::Clock;
 pub use dry_run::DryRunSink;
 pub use error::Error;
@@ -52,4 +54,5 @@ pub use metrics::{
 };
 pub use rate::TokenBucket;
 pub use shared::Informers;
+pub use watch::Watched;
 pub use workqueue::{Backoff, QueueKey, WorkQueue};

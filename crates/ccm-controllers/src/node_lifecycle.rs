@@ -17,6 +17,8 @@
 //!   (or changed) in between is not removed;
 //! - a provider error (a malformed provider ID included) is an error, never "gone".
 
+use crate::CachedNode;
+use ccm_cloud_provider::NodeView;
 use std::{
     collections::HashMap,
     future::Future,
@@ -103,19 +105,12 @@ pub enum LifecycleAction {
 }
 
 /// The status of the node's Ready condition; `Unknown` when it has none.
-pub fn ready_status(node: &Node) -> &str {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .map_or("Unknown", |c| c.status.as_str())
+pub fn ready_status(node: &NodeView) -> &str {
+    node.condition("Ready").unwrap_or("Unknown")
 }
 
-fn taints(node: &Node) -> Vec<Taint> {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default()
+fn taints(node: &NodeView) -> Vec<Taint> {
+    node.taints.clone()
 }
 
 fn is_shutdown_taint(t: &Taint) -> bool {
@@ -123,7 +118,7 @@ fn is_shutdown_taint(t: &Taint) -> bool {
 }
 
 /// For a Ready node: remove the shutdown taint if present.
-pub fn ready_action(node: &Node) -> LifecycleAction {
+pub fn ready_action(node: &NodeView) -> LifecycleAction {
     let current = taints(node);
     if current.iter().any(is_shutdown_taint) {
         LifecycleAction::SetTaints(current.into_iter().filter(|t| !is_shutdown_taint(t)).collect())
@@ -133,7 +128,7 @@ pub fn ready_action(node: &Node) -> LifecycleAction {
 }
 
 /// For a NotReady node, given whether its instance exists and (if it does) whether it is shut down.
-pub fn not_ready_action(node: &Node, exists: bool, shutdown: bool) -> LifecycleAction {
+pub fn not_ready_action(node: &NodeView, exists: bool, shutdown: bool) -> LifecycleAction {
     if !exists {
         return LifecycleAction::Delete;
     }
@@ -155,7 +150,7 @@ struct Ctx<P: CloudProvider> {
     client: Client,
     provider: Arc<P>,
     config: NodeLifecycleConfig,
-    store: Store<Node>,
+    store: Store<CachedNode>,
     recorder: EventRecorder,
     /// When each Node (by UID) was first found gone, for Nodes found gone on every pass since.
     gone_since: Mutex<HashMap<String, Instant>>,
@@ -165,30 +160,26 @@ struct Ctx<P: CloudProvider> {
 #[derive(Debug, Default)]
 pub(crate) struct DeletionPlan {
     /// Confirmed gone, within the cap: deleted now.
-    pub(crate) delete: Vec<Arc<Node>>,
+    pub(crate) delete: Vec<Arc<CachedNode>>,
     /// Confirmed gone, over the cap: left for later passes.
-    pub(crate) deferred: Vec<Arc<Node>>,
+    pub(crate) deferred: Vec<Arc<CachedNode>>,
     /// The most deletions of this pass.
     pub(crate) cap: usize,
 }
 
 /// The key a Node's first "gone" sighting is kept under: its UID, so that a Node re-registered under the same
 /// name starts over.
-fn key_of(node: &Node) -> String {
-    node.metadata
-        .uid
-        .clone()
-        .unwrap_or_else(|| name_of(node).to_owned())
+fn key_of(node: &NodeView) -> String {
+    node.uid.clone().unwrap_or_else(|| name_of(node).to_owned())
 }
 
 /// Whether the Node was created at least `grace` before `now` (a Node without a creation time is young).
 fn older_than(
-    node: &Node,
+    node: &NodeView,
     now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
     grace: Duration,
 ) -> bool {
-    node.metadata
-        .creation_timestamp
+    node.creation_timestamp
         .as_ref()
         .and_then(|created| Duration::try_from(now.0.duration_since(created.0)).ok())
         .is_some_and(|age| age >= grace)
@@ -204,7 +195,7 @@ pub(crate) fn deletion_cap(total: usize, percent: u32) -> usize {
 /// rewritten to hold the Nodes gone now, plus those whose lookup failed this pass (`unknown`): an error
 /// neither confirms nor clears a sighting. `total` is the number of Nodes handled, for the cap.
 pub(crate) fn plan_deletions(
-    gone: Vec<Arc<Node>>,
+    gone: Vec<Arc<CachedNode>>,
     unknown: &[String],
     since: &mut HashMap<String, Instant>,
     now: Instant,
@@ -258,7 +249,7 @@ pub async fn run<P: CloudProvider>(
         config.metrics.clone(),
     )
     .with_informers(config.informers.clone());
-    let nodes = boot.informer::<Node>(config.node_selector.as_deref());
+    let nodes = boot.informer::<CachedNode>(config.node_selector.as_deref());
     let ctx = Ctx {
         client: boot.client,
         provider,
@@ -338,9 +329,9 @@ async fn monitor_nodes<P: CloudProvider>(ctx: &Ctx<P>) {
 #[derive(Default)]
 struct Pass {
     /// Taint changes (and nothing-to-dos) per Node.
-    actions: Vec<(Arc<Node>, LifecycleAction)>,
+    actions: Vec<(Arc<CachedNode>, LifecycleAction)>,
     /// Nodes whose instance is gone: deletion candidates.
-    gone: Vec<Arc<Node>>,
+    gone: Vec<Arc<CachedNode>>,
     /// Keys of the Nodes whose existence could not be told.
     unknown: Vec<String>,
 }
@@ -350,10 +341,10 @@ struct Pass {
 async fn check_not_ready<P: CloudProvider>(
     ctx: &Ctx<P>,
     source: &InstanceSource<'_, P>,
-    chunk: &[Arc<Node>],
+    chunk: &[Arc<CachedNode>],
     pass: &mut Pass,
 ) {
-    let refs: Vec<&Node> = chunk.iter().map(AsRef::as_ref).collect();
+    let refs: Vec<&NodeView> = chunk.iter().map(|n| n.view()).collect();
     let exists = source.exists(&refs, &ctx.config.metrics).await;
     let mut existing = Vec::new();
     for (node, exists) in chunk.iter().zip(exists) {
@@ -370,7 +361,7 @@ async fn check_not_ready<P: CloudProvider>(
     if existing.is_empty() {
         return;
     }
-    let refs: Vec<&Node> = existing.iter().map(AsRef::as_ref).collect();
+    let refs: Vec<&NodeView> = existing.iter().map(|n| n.view()).collect();
     let shutdown = source.shutdown(&refs, &ctx.config.metrics).await;
     for (node, shutdown) in existing.iter().zip(shutdown) {
         match shutdown {
@@ -388,7 +379,7 @@ async fn check_not_ready<P: CloudProvider>(
 /// Says that deletions were held back by the cap: a log line and a Warning Event on the first deferred Node.
 async fn report_capped<P: CloudProvider>(
     ctx: &Ctx<P>,
-    first: &Node,
+    first: &NodeView,
     deferred: usize,
     cap: usize,
     total: usize,
@@ -414,7 +405,11 @@ async fn report_capped<P: CloudProvider>(
         .await;
 }
 
-async fn apply<P: CloudProvider>(ctx: &Ctx<P>, node: &Node, action: LifecycleAction) -> Result<(), Error> {
+async fn apply<P: CloudProvider>(
+    ctx: &Ctx<P>,
+    node: &NodeView,
+    action: LifecycleAction,
+) -> Result<(), Error> {
     let name = name_of(node);
     let api = Api::<Node>::all(ctx.client.clone());
     match action {
@@ -434,8 +429,8 @@ async fn apply<P: CloudProvider>(ctx: &Ctx<P>, node: &Node, action: LifecycleAct
             // since, is left for the next pass to judge again.
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
-                    uid: node.metadata.uid.clone(),
-                    resource_version: node.metadata.resource_version.clone(),
+                    uid: node.uid.clone(),
+                    resource_version: node.resource_version.clone(),
                 }),
                 ..DeleteParams::default()
             };
@@ -464,11 +459,11 @@ async fn apply<P: CloudProvider>(ctx: &Ctx<P>, node: &Node, action: LifecycleAct
 async fn set_taints<P: CloudProvider>(
     ctx: &Ctx<P>,
     api: &Api<Node>,
-    node: &Node,
+    node: &NodeView,
     taints: Vec<Taint>,
 ) -> Result<(), Error> {
     let name = name_of(node);
-    let mut rv = node.metadata.resource_version.clone();
+    let mut rv = node.resource_version.clone();
     let mut taints = taints;
     for attempt in 0..5 {
         let patch = json!({ "metadata": { "resourceVersion": rv }, "spec": { "taints": taints } });
@@ -482,12 +477,13 @@ async fn set_taints<P: CloudProvider>(
                 let fresh = api
                     .get(name)
                     .await
+                    .map(NodeView::from)
                     .map_err(|e| Error::kube("failed to get node", name, e))?;
                 let LifecycleAction::SetTaints(t) = retry_action(node, &fresh) else {
                     return Ok(());
                 };
                 taints = t;
-                rv = fresh.metadata.resource_version;
+                rv = fresh.resource_version;
             }
             Err(e) => return Err(Error::kube("failed to update node taints", name, e)),
         }
@@ -500,7 +496,7 @@ async fn set_taints<P: CloudProvider>(
 /// taint, as on any pass. A NotReady one is tainted only if `judged` was NotReady too: a taint write for a
 /// NotReady Node means the provider answered "shut down", which still holds; for a Node judged Ready the
 /// provider was never asked, so it is left to the next pass.
-fn retry_action(judged: &Node, fresh: &Node) -> LifecycleAction {
+fn retry_action(judged: &NodeView, fresh: &NodeView) -> LifecycleAction {
     if ready_status(fresh) == "True" {
         ready_action(fresh)
     } else if ready_status(judged) == "True" {

@@ -2,6 +2,8 @@
 //! CIDR), deletes routes inside the cluster CIDRs that no node claims (and blackholes), and sets each node's
 //! `NetworkUnavailable` condition (`RouteCreated` / `NoRouteCreated`).
 
+use crate::CachedNode;
+use ccm_cloud_provider::NodeView;
 use std::{collections::BTreeSet, future::Future, sync::Arc, time::Duration};
 
 use ccm_cloud_provider::{CloudProvider, Route, Routes};
@@ -104,7 +106,7 @@ impl RouteConfig {
 }
 
 /// Upstream `reconcile`'s decisions, without side effects.
-pub fn plan(config: &RouteConfig, nodes: &[&Node], routes: &[Route]) -> RoutePlan {
+pub fn plan(config: &RouteConfig, nodes: &[&NodeView], routes: &[Route]) -> RoutePlan {
     planning::plan(&config.cluster_cidrs, nodes, routes)
 }
 
@@ -112,7 +114,7 @@ struct Ctx<P: CloudProvider> {
     client: Client,
     provider: Arc<P>,
     config: RouteConfig,
-    store: Store<Node>,
+    store: Store<CachedNode>,
     recorder: EventRecorder,
     /// With a node selector: the destinations of routes this process has seen serve a selected Node, which it
     /// may delete.
@@ -144,7 +146,7 @@ pub async fn run<P: CloudProvider>(
         config.metrics.clone(),
     )
     .with_informers(config.informers.clone());
-    let nodes = boot.informer::<Node>(config.node_selector.as_deref());
+    let nodes = boot.informer::<CachedNode>(config.node_selector.as_deref());
     let ctx = Ctx {
         client: boot.client,
         provider,
@@ -190,11 +192,11 @@ async fn reconcile_within_deadline<P: CloudProvider>(ctx: &Ctx<P>) -> Result<(),
 /// process was down). Destinations are remembered while a route still has them.
 async fn leave_the_rest_alone<P: CloudProvider>(
     ctx: &Ctx<P>,
-    nodes: &[&Node],
+    nodes: &[&NodeView],
     routes: &[Route],
     plan: &mut RoutePlan,
 ) {
-    let current: BTreeSet<&str> = nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
+    let current: BTreeSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
     let candidates: BTreeSet<String> = {
         let mut selected = ctx
             .selected
@@ -245,7 +247,7 @@ async fn reconcile_routes<P: CloudProvider>(ctx: &Ctx<P>) -> Result<(), Error> {
     ctx.config.metrics.reconcile();
     let cluster = &ctx.config.cluster_name;
     let nodes = ctx.store.state();
-    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+    let refs: Vec<&NodeView> = nodes.iter().map(|n| n.view()).collect();
     routes_api.observe_nodes(&refs);
     ctx.config.metrics.provider_call();
     let routes = routes_api
@@ -278,10 +280,10 @@ async fn reconcile_routes<P: CloudProvider>(ctx: &Ctx<P>) -> Result<(), Error> {
         tokio::join!(deletes, creates).1
     };
     let failed: BTreeSet<String> = failed.into_iter().flatten().collect();
-    let statuses: Vec<(Arc<Node>, bool)> = nodes
+    let statuses: Vec<(Arc<CachedNode>, bool)> = nodes
         .iter()
         .filter_map(|n| {
-            let name = n.metadata.name.as_deref().unwrap_or_default();
+            let name = n.name.as_str();
             plan.nodes
                 .get(name)
                 .map(|ok| (n.clone(), *ok && !failed.contains(name)))
@@ -294,7 +296,7 @@ async fn reconcile_routes<P: CloudProvider>(ctx: &Ctx<P>) -> Result<(), Error> {
             };
             let patch = json!({ "status": { "conditions": [condition] } });
             ctx.config.metrics.api_write();
-            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let name = node.name.as_str();
             if let Err(error) = Api::<Node>::all(ctx.client.clone())
                 .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
                 .await
@@ -326,7 +328,7 @@ async fn delete_route<P: CloudProvider>(ctx: &Ctx<P>, routes: &P::Routes, route:
 async fn create_route<P: CloudProvider>(
     ctx: &Ctx<P>,
     routes: &P::Routes,
-    nodes: &[Arc<Node>],
+    nodes: &[Arc<CachedNode>],
     planned: PlannedRoute,
 ) -> Option<String> {
     ctx.config.metrics.provider_call();
@@ -337,10 +339,7 @@ async fn create_route<P: CloudProvider>(
         .err()?;
     ctx.config.metrics.error();
     tracing::warn!(cidr = r.destination_cidr, node = r.target_node, error = %ErrorChain(&error), "could not create route");
-    if let Some(node) = nodes
-        .iter()
-        .find(|n| n.metadata.name.as_deref() == Some(r.target_node.as_str()))
-    {
+    if let Some(node) = nodes.iter().find(|n| n.name == r.target_node) {
         let message = format!(
             "Could not create route {} {} for node {}: {}",
             planned.name_hint,

@@ -21,6 +21,8 @@ mod predecessor;
 mod predicates;
 mod state;
 
+use crate::CachedNode;
+use ccm_cloud_provider::NodeView;
 use std::{
     collections::{BTreeMap, HashMap},
     future::Future,
@@ -30,7 +32,7 @@ use std::{
 
 use ccm_cloud_provider::{CloudProvider, LoadBalancer, LoadBalancerStatus, ServiceEndpoints};
 pub use endpoints::list_service_endpoints;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 use key::ServiceKey;
 use kube::{
     Client,
@@ -121,7 +123,7 @@ struct Ctx<P: CloudProvider> {
     provider: Arc<P>,
     config: ServiceConfig,
     services: Store<Service>,
-    nodes: Store<Node>,
+    nodes: Store<CachedNode>,
     queue: WorkQueue<ServiceKey>,
     backoff: Backoff<ServiceKey>,
     recorder: EventRecorder,
@@ -162,7 +164,7 @@ pub async fn run<P: CloudProvider>(
     )
     .with_informers(config.informers.clone());
     let service_informer = boot.informer::<Service>(config.service_selector.as_deref());
-    let node_informer = boot.informer::<Node>(config.node_selector.as_deref());
+    let node_informer = boot.informer::<CachedNode>(config.node_selector.as_deref());
     let queue_with_depth = WorkQueue::with_metrics(config.metrics.clone());
     let ctx = Arc::new(Ctx {
         client: boot.client,
@@ -253,7 +255,7 @@ fn share_current<P: CloudProvider>(
 
 /// What the Node watch does with each event: wakes the node sync when a change can move any load balancer's
 /// hosts.
-fn on_node_event<P: CloudProvider>(ctx: Arc<Ctx<P>>) -> impl FnMut(watcher::Event<Arc<Node>>) + Send {
+fn on_node_event<P: CloudProvider>(ctx: Arc<Ctx<P>>) -> impl FnMut(watcher::Event<Arc<CachedNode>>) + Send {
     let mut changes = NodeChanges::default();
     move |event| {
         if changes.observe(&event) {
@@ -272,12 +274,12 @@ struct NodeChanges {
 impl NodeChanges {
     /// Whether `event` can move any load balancer's hosts: a new or deleted Node, or a change of its summary
     /// or labels.
-    fn observe(&mut self, event: &watcher::Event<Arc<Node>>) -> bool {
+    fn observe(&mut self, event: &watcher::Event<Arc<CachedNode>>) -> bool {
         match event {
             watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
                 let summary = NodeSummary::of(node);
                 let labels = labels_fingerprint(node);
-                let name = node.metadata.name.clone().unwrap_or_default();
+                let name = node.name.clone();
                 self.seen
                     .insert(name, (summary.clone(), labels))
                     .is_none_or(|(old, old_labels)| {
@@ -285,8 +287,7 @@ impl NodeChanges {
                     })
             }
             watcher::Event::Delete(node) => {
-                self.seen
-                    .remove(node.metadata.name.as_deref().unwrap_or_default());
+                self.seen.remove(node.name.as_str());
                 true
             }
             _ => false,
@@ -437,7 +438,7 @@ async fn delete_cached_load_balancer<P: CloudProvider>(
     }
 }
 
-fn stable_nodes<P: CloudProvider>(ctx: &Ctx<P>) -> Vec<Arc<Node>> {
+fn stable_nodes<P: CloudProvider>(ctx: &Ctx<P>) -> Vec<Arc<CachedNode>> {
     ctx.nodes
         .state()
         .into_iter()
@@ -462,7 +463,7 @@ async fn endpoints_for<P: CloudProvider>(
 
 /// The host set of `nodes`, one allocation for every Service given the same set: the set of 5,000 Nodes is
 /// about 650 KB, and one copy per Service made the record of 1,000 Services weigh 650 MB.
-fn shared_host_set<P: CloudProvider>(ctx: &Ctx<P>, nodes: &[&Node]) -> Arc<BTreeMap<String, Host>> {
+fn shared_host_set<P: CloudProvider>(ctx: &Ctx<P>, nodes: &[&NodeView]) -> Arc<BTreeMap<String, Host>> {
     let hosts = hosts_of(nodes);
     let mut latest = lock(&ctx.latest_hosts);
     if **latest != hosts {

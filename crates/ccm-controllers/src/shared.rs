@@ -2,7 +2,7 @@
 //! controller that asks for that kind.
 //!
 //! Each controller used to LIST and WATCH Nodes itself and keep its own copy of every Node: four watches and
-//! four caches of 5,000 Nodes. A hub keeps the one store (objects stripped, see `watch::strip`) and hands every
+//! four caches of 5,000 Nodes. A hub keeps the one store (of each object what its `Watched` impl keeps) and hands every
 //! event to each subscriber through its own unbounded channel, so that a slow controller delays no other. A
 //! subscriber that arrives after the first list (a controller started later, or during a relist) is first given
 //! the store as a list of its own (`Init`, `InitApply` per object, `InitDone`), as a watch of its own would have.
@@ -11,18 +11,16 @@ use std::{
     any::{Any, TypeId},
     collections::HashMap,
     fmt::Debug,
-    hash::Hash,
     sync::{Arc, Mutex, PoisonError},
 };
 
 use kube::{
-    Api, Client, Resource,
+    Api, Client,
     runtime::{reflector, reflector::Store, reflector::store::Writer, watcher},
 };
-use serde::de::DeserializeOwned;
 use tokio::{sync::mpsc, task::AbortHandle};
 
-use crate::watch::reflect;
+use crate::watch::{Watched, reflect};
 
 type HubKey = (TypeId, Option<String>);
 
@@ -45,7 +43,7 @@ type WatchTask = Arc<Mutex<Option<AbortHandle>>>;
 type AnyHub = Arc<dyn Any + Send + Sync>;
 
 /// What starts a hub's watch: taken by its first subscriber.
-type PendingWatch<K> = Mutex<Option<(Api<K>, Option<String>, Writer<K>)>>;
+type PendingWatch<K> = Mutex<Option<(Api<<K as Watched>::Object>, Option<String>, Writer<K>)>>;
 
 impl Drop for Registry {
     fn drop(&mut self) {
@@ -84,8 +82,7 @@ impl Informers {
     /// The hub of `K` with `selector`, made (not yet watching) on first use.
     pub(crate) fn hub<K>(&self, selector: Option<&str>) -> Arc<Hub<K>>
     where
-        K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-        K::DynamicType: Default + Eq + Hash + Clone,
+        K: Watched,
     {
         let key = (TypeId::of::<K>(), selector.map(str::to_owned));
         let mut hubs = self.inner.hubs.lock().unwrap_or_else(PoisonError::into_inner);
@@ -107,10 +104,7 @@ impl Informers {
 }
 
 /// One shared watch: its store, the watch not yet started, and the subscribers' channels.
-pub(crate) struct Hub<K: Resource + Clone + 'static>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
+pub(crate) struct Hub<K: Watched> {
     store: Store<K>,
     /// Taken by the first subscriber to run, which starts the watch.
     pending: PendingWatch<K>,
@@ -131,10 +125,9 @@ struct Subscribers<K> {
 
 impl<K> Hub<K>
 where
-    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone,
+    K: Watched,
 {
-    fn new(api: Api<K>, selector: Option<&str>, task: WatchTask) -> Self {
+    fn new(api: Api<K::Object>, selector: Option<&str>, task: WatchTask) -> Self {
         let (store, writer) = reflector::store();
         Self {
             store,

@@ -1,10 +1,40 @@
-use std::{collections::HashSet, sync::Arc};
+use std::{collections::HashSet, fmt::Debug, sync::Arc};
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::{
     Api, Resource,
-    runtime::{WatchStreamExt, reflector, reflector::ObjectRef, reflector::store::Writer, watcher},
+    runtime::{
+        WatchStreamExt, reflector,
+        reflector::store::Writer,
+        reflector::{Lookup, ObjectRef},
+        watcher,
+    },
 };
+use serde::de::DeserializeOwned;
+
+/// A kind the controllers watch, and what their stores keep of each object of it.
+///
+/// Every Kubernetes resource type is `Watched` as itself, with [`strip`]'s cuts; a Node is watched as a
+/// [`CachedNode`](crate::CachedNode), a few hundred bytes of what the controllers read.
+pub trait Watched: Lookup<DynamicType = ()> + Clone + Debug + Send + Sync + 'static {
+    /// The object the API serves.
+    type Object: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static;
+
+    /// What the store keeps of `object`.
+    fn keep(object: Self::Object) -> Self;
+}
+
+impl<K> Watched for K
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    type Object = K;
+
+    fn keep(mut object: K) -> K {
+        strip(&mut object);
+        object
+    }
+}
 
 /// Keeps `writer`'s store in sync with the objects of `api` and hands every watch event to `on_event` after
 /// the store has it. Watch errors are logged and retried with kube-runtime's default backoff. Never returns.
@@ -16,10 +46,13 @@ use kube::{
 /// only the objects that exist now: one deleted while the watch was down would raise no event at all. So each
 /// relist is diffed against the store as it was before it, and every object missing from the new list is handed
 /// to `on_event` as a [`watcher::Event::Delete`] before the relist's `InitDone`.
-pub(crate) async fn reflect<K, F>(api: Api<K>, selector: Option<&str>, writer: Writer<K>, mut on_event: F)
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+pub(crate) async fn reflect<K, F>(
+    api: Api<K::Object>,
+    selector: Option<&str>,
+    writer: Writer<K>,
+    mut on_event: F,
+) where
+    K: Watched,
     F: FnMut(watcher::Event<Arc<K>>),
 {
     let mut config = watcher::Config::default();
@@ -28,7 +61,8 @@ where
     }
     let reader = writer.as_reader();
     let mut relist = Relist::default();
-    let stream = reflector(writer, watcher(api, config).default_backoff().modify(strip));
+    let kept = watcher(api, config).default_backoff().map_ok(keep::<K>);
+    let stream = reflector(writer, kept);
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
         match event {
@@ -40,6 +74,17 @@ where
             }
             Err(error) => tracing::warn!(%error, "watch failed; retrying"),
         }
+    }
+}
+
+/// `event` with what the store keeps of its object.
+fn keep<K: Watched>(event: watcher::Event<K::Object>) -> watcher::Event<K> {
+    match event {
+        watcher::Event::Apply(obj) => watcher::Event::Apply(K::keep(obj)),
+        watcher::Event::Delete(obj) => watcher::Event::Delete(K::keep(obj)),
+        watcher::Event::InitApply(obj) => watcher::Event::InitApply(K::keep(obj)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 
@@ -110,7 +155,7 @@ fn strip_node(node: &mut k8s_openapi::api::core::v1::Node) {
 }
 
 /// The objects a relist must account for: those known before it began, and those it has listed so far.
-pub(crate) struct Relist<K: Resource>
+pub(crate) struct Relist<K: Lookup>
 where
     K::DynamicType: Eq + std::hash::Hash,
 {
@@ -119,7 +164,7 @@ where
     listed: HashSet<ObjectRef<K>>,
 }
 
-impl<K: Resource> Default for Relist<K>
+impl<K: Lookup> Default for Relist<K>
 where
     K::DynamicType: Eq + std::hash::Hash,
 {
@@ -133,7 +178,7 @@ where
 
 impl<K> Relist<K>
 where
-    K: Resource + Clone,
+    K: Lookup + Clone,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     /// Takes one event (already applied to the store); `known` reads the store. Returns the objects that the

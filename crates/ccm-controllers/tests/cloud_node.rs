@@ -274,8 +274,9 @@ async fn an_initialization_patch_from_a_stale_node_is_refused() {
         ..InstanceMetadata::default()
     };
     let write = |base: &Node| {
-        let desired = cloud_node::initialize_node(base, &meta).unwrap();
-        cloud_node::initialization_patch(base, &desired)
+        let base = ccm_cloud_provider::NodeView::from(base);
+        let desired = cloud_node::initialize_node(&base, &meta).unwrap();
+        cloud_node::initialization_patch(&base, &desired)
     };
     let refused = nodes
         .patch(&name, &Default::default(), &Patch::Merge(&write(&stale)))

@@ -13,9 +13,8 @@ use ccm_aws_api::{
     ProviderIdReason, VpcId,
     ec2::{InstanceState, NetworkInterface},
 };
-use ccm_cloud_provider::{CloudError, InstanceMetadata, InstancesV2, Result as CloudResult};
+use ccm_cloud_provider::{CloudError, InstanceMetadata, InstancesV2, NodeView, Result as CloudResult};
 use ccm_tagging::ClusterTags;
-use k8s_openapi::api::core::v1::Node;
 use regex::Regex;
 
 use crate::{
@@ -227,10 +226,13 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
     /// and the cluster tag is known; names it found running answer later batches for [`LISTING_REUSE`]), one
     /// `network_interfaces` per 200 Fargate IPs; zone IDs cost one
     /// `availability_zones` when a zone is not cached yet; topology one `instance_topology` per batch.
-    pub async fn metadata(&self, nodes: &[&Node]) -> Vec<Result<Option<InstanceMetadata>, InstancesError>> {
+    pub async fn metadata(
+        &self,
+        nodes: &[&NodeView],
+    ) -> Vec<Result<Option<InstanceMetadata>, InstancesError>> {
         // Another Region's Node is another controller's to initialize: no metadata, so it is left as it is. A
         // Region that does not exist has no instance: not found, as an unknown instance of this Region.
-        let away = |node: &Node, away: &Away| match away {
+        let away = |node: &NodeView, away: &Away| match away {
             Away::OtherRegion(_) => Ok(None),
             Away::NoRegion(_) => Err(not_found(node)),
         };
@@ -240,7 +242,7 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
 
     async fn metadata_here(
         &self,
-        nodes: Vec<&Node>,
+        nodes: Vec<&NodeView>,
     ) -> Vec<Result<Option<InstanceMetadata>, InstancesError>> {
         let nodes = nodes.as_slice();
         let targets: Vec<_> = nodes.iter().map(|n| target(n)).collect();
@@ -248,9 +250,9 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
         let created: HashMap<String, SystemTime> = nodes
             .iter()
             .filter_map(|n| {
-                let seconds = u64::try_from(n.metadata.creation_timestamp.as_ref()?.0.as_second()).ok()?;
+                let seconds = u64::try_from(n.creation_timestamp.as_ref()?.0.as_second()).ok()?;
                 Some((
-                    n.metadata.name.clone()?,
+                    n.name.clone(),
                     SystemTime::UNIX_EPOCH + Duration::from_secs(seconds),
                 ))
             })
@@ -296,7 +298,7 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
     /// The metadata of one node from what the batch found.
     fn node_metadata(
         &self,
-        node: &Node,
+        node: &NodeView,
         found: Found,
         zone_ids: &Result<HashMap<String, String>, InstancesError>,
         topology: &HashMap<InstanceId, Result<Vec<String>, InstancesError>>,
@@ -365,13 +367,13 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
     /// malformed instance ID is an error, never "gone" (see `well_formed`).
     /// A Node of another Region exists as far as this controller knows (it cannot see that Region's
     /// instances), so it is never deleted; one whose zone is of no Region of the partition does not.
-    pub async fn exists(&self, nodes: &[&Node]) -> Vec<Result<bool, InstancesError>> {
-        let away = |_: &Node, away: &Away| Ok(matches!(away, Away::OtherRegion(_)));
+    pub async fn exists(&self, nodes: &[&NodeView]) -> Vec<Result<bool, InstancesError>> {
+        let away = |_: &NodeView, away: &Away| Ok(matches!(away, Away::OtherRegion(_)));
         self.in_region_only(nodes, away, |here| self.exists_here(here))
             .await
     }
 
-    async fn exists_here(&self, nodes: Vec<&Node>) -> Vec<Result<bool, InstancesError>> {
+    async fn exists_here(&self, nodes: Vec<&NodeView>) -> Vec<Result<bool, InstancesError>> {
         let targets: Vec<_> = nodes.iter().map(|n| target(n).and_then(well_formed)).collect();
         self.find(&targets, true, Reuse::Never)
             .await
@@ -390,12 +392,12 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
     /// never are (no call is made for them); a missing instance is not shut down (it does not exist).
     /// A Node of another Region is not shut down as far as this controller knows (nor one of no Region: it
     /// does not exist).
-    pub async fn shutdown(&self, nodes: &[&Node]) -> Vec<Result<bool, InstancesError>> {
+    pub async fn shutdown(&self, nodes: &[&NodeView]) -> Vec<Result<bool, InstancesError>> {
         self.in_region_only(nodes, |_, _| Ok(false), |here| self.shutdown_here(here))
             .await
     }
 
-    async fn shutdown_here(&self, nodes: Vec<&Node>) -> Vec<Result<bool, InstancesError>> {
+    async fn shutdown_here(&self, nodes: Vec<&NodeView>) -> Vec<Result<bool, InstancesError>> {
         let targets: Vec<_> = nodes.iter().map(|n| target(n)).collect();
         self.find(&targets, false, Reuse::Never)
             .await
@@ -414,7 +416,7 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
     /// would mix the forms for good (labels are written once).
     fn with_zone_id(
         &self,
-        node: &Node,
+        node: &NodeView,
         mut meta: InstanceMetadata,
         zone_ids: &Result<HashMap<String, String>, InstancesError>,
     ) -> Result<InstanceMetadata, InstancesError> {
@@ -435,7 +437,7 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
             }
             None if by_id => {
                 return Err(InstancesError::NoZoneId {
-                    node: node.metadata.name.clone().unwrap_or_default(),
+                    node: node.name.clone(),
                     zone: meta.zone,
                 });
             }
@@ -470,27 +472,30 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
 }
 
 impl<E: Ec2 + Send + Sync + 'static> InstancesV2 for AwsInstances<E> {
-    async fn instance_exists(&self, node: &Node) -> CloudResult<bool> {
+    async fn instance_exists(&self, node: &NodeView) -> CloudResult<bool> {
         first(self.exists(&[node]).await)
     }
 
-    async fn instance_shutdown(&self, node: &Node) -> CloudResult<bool> {
+    async fn instance_shutdown(&self, node: &NodeView) -> CloudResult<bool> {
         first(self.shutdown(&[node]).await)
     }
 
-    async fn instance_metadata(&self, node: &Node) -> CloudResult<Option<InstanceMetadata>> {
+    async fn instance_metadata(&self, node: &NodeView) -> CloudResult<Option<InstanceMetadata>> {
         first(self.metadata(&[node]).await)
     }
 
-    async fn instance_metadata_batch(&self, nodes: &[&Node]) -> Vec<CloudResult<Option<InstanceMetadata>>> {
+    async fn instance_metadata_batch(
+        &self,
+        nodes: &[&NodeView],
+    ) -> Vec<CloudResult<Option<InstanceMetadata>>> {
         self.metadata(nodes).await.into_iter().map(to_cloud).collect()
     }
 
-    async fn instance_exists_batch(&self, nodes: &[&Node]) -> Vec<CloudResult<bool>> {
+    async fn instance_exists_batch(&self, nodes: &[&NodeView]) -> Vec<CloudResult<bool>> {
         self.exists(nodes).await.into_iter().map(to_cloud).collect()
     }
 
-    async fn instance_shutdown_batch(&self, nodes: &[&Node]) -> Vec<CloudResult<bool>> {
+    async fn instance_shutdown_batch(&self, nodes: &[&NodeView]) -> Vec<CloudResult<bool>> {
         self.shutdown(nodes).await.into_iter().map(to_cloud).collect()
     }
 }
@@ -506,14 +511,14 @@ fn first<T>(results: Vec<Result<T, InstancesError>>) -> CloudResult<T> {
         .map_or_else(|| Err(CloudError::other("no result for the node")), to_cloud)
 }
 
-fn not_found(node: &Node) -> InstancesError {
+fn not_found(node: &NodeView) -> InstancesError {
     InstancesError::InstanceNotFound {
-        node: node.metadata.name.clone().unwrap_or_default(),
+        node: node.name.clone(),
     }
 }
 
 /// How to look a node up: by its provider ID if it has one, else by its name.
-fn target(node: &Node) -> Result<Target, InstancesError> {
+fn target(node: &NodeView) -> Result<Target, InstancesError> {
     let to_target = |r: InstanceRef| match r {
         InstanceRef::Ec2(id) => Target::Ec2(id),
         InstanceRef::Fargate { name, ip } => Target::Fargate { name, ip },
@@ -521,7 +526,7 @@ fn target(node: &Node) -> Result<Target, InstancesError> {
     if let Some(id) = existing_provider_id(node) {
         return Ok(to_target(ProviderId::parse(id)?.into_instance()));
     }
-    let name = node.metadata.name.as_deref().unwrap_or_default();
+    let name = node.name.as_str();
     match InstanceRef::from_node_name(name) {
         Some(r) => Ok(to_target(r?)),
         None if name.is_empty() => Err(ProviderIdError::new(name, ProviderIdReason::Empty).into()),
@@ -542,15 +547,12 @@ fn well_formed(target: Target) -> Result<Target, InstancesError> {
     }
 }
 
-fn existing_provider_id(node: &Node) -> Option<&str> {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.provider_id.as_deref())
-        .filter(|id| !id.is_empty())
+fn existing_provider_id(node: &NodeView) -> Option<&str> {
+    node.provider_id.as_deref().filter(|id| !id.is_empty())
 }
 
-fn has_label(node: &Node, key: &str) -> bool {
-    node.metadata.labels.as_ref().is_some_and(|l| l.contains_key(key))
+fn has_label(node: &NodeView, key: &str) -> bool {
+    node.labels.contains_key(key)
 }
 
 mod listing;

@@ -16,8 +16,8 @@ use ccm_aws_api::{
     elb::ClassicLoadBalancer,
     elbv2::{LoadBalancerV2, TargetGroup},
 };
-use ccm_cloud_provider::Drift;
-use k8s_openapi::api::core::v1::{Node, Service};
+use ccm_cloud_provider::{Drift, NodeView};
+use k8s_openapi::api::core::v1::Service;
 
 use crate::{
     Error, LoadBalancerConfig,
@@ -34,7 +34,7 @@ pub async fn drifted<L: Elb, V: Elbv2>(
     config: &LoadBalancerConfig,
     cluster_name: &str,
     services: &[&Service],
-    nodes: &[&Node],
+    nodes: &[&NodeView],
 ) -> Result<Vec<Drift>, Error> {
     let (mut classics, mut networks) = (Vec::new(), Vec::new());
     for (service, spec) in services.iter().filter_map(|s| {

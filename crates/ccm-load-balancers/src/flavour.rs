@@ -6,7 +6,7 @@
 use std::future::Future;
 
 use ccm_aws_api::{AwsError, CatalogLookup, Ec2, Elb, Elbv2, SubnetId, Tags};
-use k8s_openapi::api::core::v1::Node;
+use ccm_cloud_provider::NodeView;
 use serde::Serialize;
 
 use crate::{
@@ -98,7 +98,7 @@ pub(crate) trait LoadBalancerFlavour {
     /// The desired load balancer (pure); `cluster_name` is the controller's `--cluster-name`.
     fn build(
         spec: &ServiceSpec,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
         config: &LoadBalancerConfig,
         cluster_name: &str,
         subnets: &[SubnetId],

@@ -5,9 +5,9 @@ use std::{sync::Arc, time::Duration};
 
 use ccm_aws_api::{Catalog, Ec2, Elb, Elbv2, InstanceCatalog, ec2::AvailabilityZone};
 use ccm_cloud_provider::{
-    Backends, CloudError, Ensured, LoadBalancer, LoadBalancerStatus, Notice, ServiceEndpoints,
+    Backends, CloudError, Ensured, LoadBalancer, LoadBalancerStatus, NodeView, Notice, ServiceEndpoints,
 };
-use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, Service};
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
 use notices::{annotation_notices, skipped_notices};
 use tokio::sync::OnceCell;
 
@@ -178,7 +178,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
         endpoints: Option<&ServiceEndpoints>,
     ) -> Result<Ensured, CloudError> {
         let (nodes, refused) = self.targets.of(nodes).await?;
@@ -195,7 +195,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
         endpoints: Option<&ServiceEndpoints>,
     ) -> Result<Ensured, CloudError> {
         let uid = service.metadata.uid.as_deref();
@@ -220,7 +220,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         cluster_name: &str,
         service: &Service,
         spec: ServiceSpec,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<Ensured, CloudError> {
         let (spec, rename) = self.rename_of(service, spec).await?;
         // Boxed: the NLB path's state (large with the SDK adapter's futures) lives on the heap.
@@ -239,7 +239,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         service: &Service,
         spec: &ServiceSpec,
         rename: Option<names::Rename>,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<Ensured, CloudError> {
         let ports = self.ports();
         let (spec, subnets) = self.subnets_or_ipv4(spec).await?;
@@ -314,7 +314,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
         endpoints: Option<&ServiceEndpoints>,
     ) -> Result<(), CloudError> {
         let (nodes, _) = self.targets.of(nodes).await?;
@@ -426,7 +426,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> ccm_cloud_provider::Result<LoadBalancerStatus> {
         Ok(self.ensure(cluster_name, service, nodes, None).await?.status)
     }
@@ -435,7 +435,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> ccm_cloud_provider::Result<Ensured> {
         self.ensure(cluster_name, service, nodes, None).await
     }
@@ -444,7 +444,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> ccm_cloud_provider::Result<()> {
         self.update(cluster_name, service, nodes, None).await
     }
@@ -497,7 +497,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         &self,
         cluster_name: &str,
         services: &[&Service],
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> ccm_cloud_provider::Result<Vec<ccm_cloud_provider::Drift>> {
         let (nodes, _) = self.targets.of(nodes).await?;
         let nodes = nodes.as_slice();
@@ -520,7 +520,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> LoadBal
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> ccm_cloud_provider::Result<Option<ccm_cloud_provider::LoadBalancerPlan>> {
         self.plan_load_balancer_with(cluster_name, service, Backends::nodes(nodes))
             .await

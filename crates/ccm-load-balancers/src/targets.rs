@@ -4,13 +4,12 @@
 
 use std::{fmt, future::Future, pin::Pin, sync::Arc};
 
-use ccm_cloud_provider::{CloudError, Notice};
-use k8s_openapi::api::core::v1::Node;
+use ccm_cloud_provider::{CloudError, NodeView, Notice};
 
 /// The future of [`NodeTargets::targets`]: the Nodes kept, and a notice (a Warning Event on the Node) for each
 /// Node left out that its operator should hear about.
 pub type TargetsFuture<'a, 'n> =
-    Pin<Box<dyn Future<Output = Result<(Vec<&'n Node>, Vec<Notice>), CloudError>> + Send + 'a>>;
+    Pin<Box<dyn Future<Output = Result<(Vec<&'n NodeView>, Vec<Notice>), CloudError>> + Send + 'a>>;
 
 /// Which of the Nodes the service controller gives may be targets: asked by [`AwsLoadBalancers`] once per
 /// ensure, host update, drift pass and dry run, before anything is built from the Nodes, so no method of the
@@ -21,7 +20,7 @@ pub type TargetsFuture<'a, 'n> =
 /// [`AwsLoadBalancers`]: crate::AwsLoadBalancers
 pub trait NodeTargets: Send + Sync {
     /// `nodes` without those that may not be targets, in their order, with the notices of those left out.
-    fn targets<'a, 'n: 'a>(&'a self, nodes: &'a [&'n Node]) -> TargetsFuture<'a, 'n>;
+    fn targets<'a, 'n: 'a>(&'a self, nodes: &'a [&'n NodeView]) -> TargetsFuture<'a, 'n>;
 }
 
 /// Keeps every Node: load balancers serve whichever Nodes they are given (the dry run of `lb-plan`, or a
@@ -30,14 +29,14 @@ pub trait NodeTargets: Send + Sync {
 pub struct AllNodes;
 
 impl NodeTargets for AllNodes {
-    fn targets<'a, 'n: 'a>(&'a self, nodes: &'a [&'n Node]) -> TargetsFuture<'a, 'n> {
+    fn targets<'a, 'n: 'a>(&'a self, nodes: &'a [&'n NodeView]) -> TargetsFuture<'a, 'n> {
         let kept = nodes.to_vec();
         Box::pin(async move { Ok((kept, Vec::new())) })
     }
 }
 
 impl<T: NodeTargets + ?Sized> NodeTargets for Arc<T> {
-    fn targets<'a, 'n: 'a>(&'a self, nodes: &'a [&'n Node]) -> TargetsFuture<'a, 'n> {
+    fn targets<'a, 'n: 'a>(&'a self, nodes: &'a [&'n NodeView]) -> TargetsFuture<'a, 'n> {
         (**self).targets(nodes)
     }
 }
@@ -54,8 +53,8 @@ impl Targets {
     /// The Nodes that may be targets, and the notices of those left out.
     pub(crate) async fn of<'n>(
         &self,
-        nodes: &[&'n Node],
-    ) -> Result<(Vec<&'n Node>, Vec<Notice>), CloudError> {
+        nodes: &[&'n NodeView],
+    ) -> Result<(Vec<&'n NodeView>, Vec<Notice>), CloudError> {
         self.0.targets(nodes).await
     }
 }

@@ -13,9 +13,8 @@ use ccm_aws_api::{
     VpcId,
     ec2::{Route as Ec2Route, RouteState, RouteTable},
 };
-use ccm_cloud_provider::{CloudError, Route, Routes};
+use ccm_cloud_provider::{CloudError, NodeView, Route, Routes};
 use ccm_tagging::{ClusterTags, LEGACY_CLUSTER_TAG};
-use k8s_openapi::api::core::v1::Node;
 use tokio::time::Instant;
 
 use crate::{AnyRouteTarget, NoNodeNames, NodeNames, RouteTargets, RoutesError};

@@ -4,7 +4,7 @@
 use std::{future::Future, pin::Pin, sync::Arc};
 
 use ccm_aws_api::{AwsError, InstanceId};
-use k8s_openapi::api::core::v1::Node;
+use ccm_cloud_provider::NodeView;
 
 /// The future of [`RouteTargets::refusal`]: why no route may point at the instance, `None` when one may.
 pub type RefusalFuture<'a> = Pin<Box<dyn Future<Output = Result<Option<String>, AwsError>> + Send + 'a>>;
@@ -20,7 +20,7 @@ pub trait RouteTargets: Send + Sync {
     fn refusal<'a>(&'a self, node: &'a str, instance: Option<&'a InstanceId>) -> RefusalFuture<'a>;
 
     /// Every Node the route controller knows, before each of its passes (the default ignores them).
-    fn observe(&self, nodes: &[&Node]) {
+    fn observe(&self, nodes: &[&NodeView]) {
         let _ = nodes;
     }
 }
@@ -40,7 +40,7 @@ impl<T: RouteTargets + ?Sized> RouteTargets for Arc<T> {
         (**self).refusal(node, instance)
     }
 
-    fn observe(&self, nodes: &[&Node]) {
+    fn observe(&self, nodes: &[&NodeView]) {
         (**self).observe(nodes);
     }
 }

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use ccm_cloud_provider::NodeView;
 use k8s_openapi::{
     api::core::v1::{
         Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort, ServiceSpec, Taint,
@@ -140,6 +141,11 @@ impl NodeBuilder {
     /// The Node.
     pub fn build(self) -> Node {
         self.0
+    }
+
+    /// What the controllers keep of the Node, as they hand it to a provider.
+    pub fn view(self) -> NodeView {
+        NodeView::from(&self.0)
     }
 }
 

@@ -17,9 +17,10 @@ use crate::{
 };
 use ccm_aws_api::{Ec2, Elbv2, VpcId};
 use ccm_aws_sdk::{Adapter, AwsEc2, AwsElb, AwsElbv2, CallMetrics};
+use ccm_cloud_provider::NodeView;
 use ccm_load_balancers::{AwsLoadBalancers, LoadBalancerConfig, annotations::Key};
 use ccm_tagging::ClusterTags;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 /// Mutating calls so far (every operation that is not a `Describe*`), by operation.
 pub fn mutation_counts(metrics: &CallMetrics) -> BTreeMap<&'static str, u64> {
@@ -65,13 +66,11 @@ pub fn service(uid: &str, ports: &[(i32, i32)], annotations: &[(Key, &str)]) -> 
 }
 
 /// A Node of `instance` (provider ID in us-east-1a) with `labels`.
-pub fn node(instance: &str, labels: &[(&str, &str)]) -> Node {
-    let mut node = NodeBuilder::new(instance)
+pub fn node(instance: &str, labels: &[(&str, &str)]) -> NodeView {
+    NodeBuilder::new(instance)
         .provider_id(&format!("aws:///us-east-1a/{instance}"))
         .labels(labels)
-        .build();
-    node.metadata.labels.get_or_insert_default();
-    node
+        .view()
 }
 
 /// One test's AWS world.
@@ -199,7 +198,7 @@ impl World {
     }
 
     /// A Node for every instance.
-    pub fn nodes(&self) -> Vec<Node> {
+    pub fn nodes(&self) -> Vec<NodeView> {
         self.instances.iter().map(|i| node(i, &[])).collect()
     }
 

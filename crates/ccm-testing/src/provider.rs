@@ -3,16 +3,14 @@
 //!
 //! ```
 //! # tokio_test_block_on(async {
-//! use ccm_cloud_provider::{CloudError, CloudProvider, InstancesV2};
+//! use ccm_cloud_provider::{CloudError, CloudProvider, InstancesV2, NodeView};
 //! use ccm_testing::provider::{FakeInstance, FakeProvider, Method};
-//! use k8s_openapi::api::core::v1::Node;
 //!
 //! let cloud = FakeProvider::new();
 //! cloud.add_instance(FakeInstance::new("node-a", "fake://i-a").instance_type("m5.large"));
 //! cloud.fail(Method::InstanceExists, Some(1), || CloudError::other("throttled"));
 //!
-//! let mut node = Node::default();
-//! node.metadata.name = Some("node-a".into());
+//! let node = NodeView::named("node-a");
 //! let v2 = cloud.instances_v2().unwrap();
 //! assert!(v2.instance_exists(&node).await.is_err(), "the injected failure comes first");
 //! assert!(v2.instance_exists(&node).await.unwrap());
@@ -31,10 +29,10 @@ use std::{
 
 use ccm_cloud_provider::{
     Backends, CloudError, CloudProvider, Drift, Ensured, InstanceMetadata, Instances, InstancesV2,
-    LoadBalancer, LoadBalancerStatus, NodeAddress, Notice, Route, Routes, ServiceEndpoints, Zone, Zones,
-    split_provider_id,
+    LoadBalancer, LoadBalancerStatus, NodeAddress, NodeView, Notice, Route, Routes, ServiceEndpoints, Zone,
+    Zones, split_provider_id,
 };
-use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, PortStatus, Service};
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, PortStatus, Service};
 
 /// Every provider method the fake answers, for counting calls and injecting failures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -526,14 +524,10 @@ impl FakeProvider {
         s.take_failure(method, Some(subject))
     }
 
-    fn find<'a>(s: &'a State, node: &Node) -> Option<&'a FakeInstance> {
-        let provider_id = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.provider_id.as_deref())
-            .unwrap_or_default();
+    fn find<'a>(s: &'a State, node: &NodeView) -> Option<&'a FakeInstance> {
+        let provider_id = node.provider_id.as_deref().unwrap_or_default();
         if provider_id.is_empty() {
-            s.instances.get(node.metadata.name.as_deref().unwrap_or_default())
+            s.instances.get(&node.name)
         } else {
             s.instances.values().find(|i| i.provider_id == provider_id)
         }
@@ -543,17 +537,17 @@ impl FakeProvider {
         s.instances.values().find(|i| i.provider_id == provider_id)
     }
 
-    fn answer_exists(s: &State, node: &Node) -> Result<bool, CloudError> {
+    fn answer_exists(s: &State, node: &NodeView) -> Result<bool, CloudError> {
         Ok(Self::find(s, node).is_some())
     }
 
-    fn answer_shutdown(s: &State, node: &Node) -> Result<bool, CloudError> {
+    fn answer_shutdown(s: &State, node: &NodeView) -> Result<bool, CloudError> {
         Self::find(s, node)
             .map(|i| i.shutdown)
             .ok_or(CloudError::InstanceNotFound)
     }
 
-    fn answer_metadata(s: &State, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+    fn answer_metadata(s: &State, node: &NodeView) -> Result<Option<InstanceMetadata>, CloudError> {
         Self::find(s, node)
             .map(|i| i.metadata.clone())
             .ok_or(CloudError::InstanceNotFound)
@@ -563,8 +557,8 @@ impl FakeProvider {
         &self,
         method: Method,
         single: Method,
-        nodes: &[&Node],
-        answer: fn(&State, &Node) -> Result<T, CloudError>,
+        nodes: &[&NodeView],
+        answer: fn(&State, &NodeView) -> Result<T, CloudError>,
     ) -> Vec<Result<T, CloudError>> {
         let whole = self.record(method, "", nodes.len()).await;
         let mut s = self.state();
@@ -574,8 +568,7 @@ impl FakeProvider {
                 if let Err(e) = &whole {
                     return Err(CloudError::other(e.to_string()));
                 }
-                let name = node.metadata.name.as_deref().unwrap_or_default();
-                s.take_subject_failure(single, name)
+                s.take_subject_failure(single, &node.name)
                     .map_or_else(|| answer(&s, node), Err)
             })
             .collect()

@@ -4,8 +4,7 @@ use ccm_aws_api::{
     elb::MockElb,
     elbv2::MockElbv2,
 };
-use ccm_cloud_provider::InstancesV2;
-use k8s_openapi::api::core::v1::Node;
+use ccm_cloud_provider::{InstancesV2, NodeView};
 
 use super::*;
 
@@ -153,8 +152,7 @@ async fn the_provider_exposes_instances_v2_routes_and_load_balancers_and_uses_it
     assert_eq!(cloud.provider_name(), "aws");
     assert!(cloud.instances().is_none());
     assert!(cloud.routes().is_some() && cloud.load_balancer().is_some());
-    let mut node = Node::default();
-    node.metadata.name = Some("i-0abc".into());
+    let node = NodeView::named("i-0abc");
     let md = cloud
         .instances_v2()
         .unwrap()

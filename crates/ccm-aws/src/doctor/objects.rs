@@ -6,9 +6,7 @@ use std::{collections::BTreeMap, time::SystemTime};
 use ccm_aws_api::ec2::{Instance, InstanceState};
 use k8s_openapi::api::core::v1::{Event, Service};
 
-use ccm_load_balancers::shared::node_instance_id;
-
-use super::{Finding, Kind, NodeLookup, Scope, Snapshot, observe::Inventory};
+use super::{Finding, Kind, NodeLookup, Scope, Snapshot, node_instance_id, observe::Inventory};
 
 /// Nodes whose (existing) instance lacks the cluster tag: the controller acts for none of them.
 pub(super) fn nodes_outside_cluster(

@@ -11,10 +11,9 @@ use ccm_aws_api::{
     elb::ClassicLoadBalancer,
     elbv2::{LoadBalancerV2, TargetGroup},
 };
-use ccm_load_balancers::shared::node_instance_id;
 use ccm_tagging::LEGACY_CLUSTER_TAG;
 
-use super::{DoctorError, NodeLookup, Ports, Scope, Snapshot, UNINITIALIZED_TAINT};
+use super::{DoctorError, NodeLookup, Ports, Scope, Snapshot, UNINITIALIZED_TAINT, node_instance_id};
 
 /// AWS's limit on resources per ELBv2 `DescribeTags`.
 const ARNS_PER_TAG_CALL: usize = 20;

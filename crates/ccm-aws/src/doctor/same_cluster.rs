@@ -12,10 +12,10 @@
 
 use std::collections::BTreeSet;
 
-use ccm_load_balancers::shared::{SERVICE_NAME_TAG, all_names, node_instance_id};
+use ccm_load_balancers::shared::{SERVICE_NAME_TAG, all_names};
 use ccm_tagging::{CLUSTER_TAG_PREFIX, LEGACY_CLUSTER_TAG};
 
-use super::{DoctorError, Doubt, Scope, Snapshot, observe::Inventory};
+use super::{DoctorError, Doubt, Scope, Snapshot, node_instance_id, observe::Inventory};
 
 /// How many load balancers a message names (the rest are counted).
 const NAMED_LOAD_BALANCERS: usize = 5;

@@ -10,8 +10,8 @@
 use std::{collections::HashMap, time::Duration};
 
 use ccm_aws_api::InstanceId;
+use ccm_cloud_provider::NodeView;
 use ccm_load_balancers::shared::node_instance_id;
-use k8s_openapi::api::core::v1::Node;
 use tokio::time::Instant;
 
 /// How long a Node's claim on its instance holds after the Node was last seen. The cloud-node controller reads
@@ -101,10 +101,12 @@ impl Elder {
 
 impl Claims {
     /// Records the claims of `nodes` (those naming an EC2 instance), seen now.
-    pub(super) fn observe(&mut self, nodes: &[&Node]) {
+    pub(super) fn observe(&mut self, nodes: &[&NodeView]) {
         let now = Instant::now();
         for node in nodes {
-            let (Some(name), Some(instance)) = (node.metadata.name.as_deref(), node_instance_id(node)) else {
+            // A nameless Node (never from the apiserver) claims nothing.
+            let name = node.name.as_str();
+            let (false, Some(instance)) = (name.is_empty(), node_instance_id(node)) else {
                 continue;
             };
             let seniority = Seniority {
@@ -178,9 +180,8 @@ impl Claims {
     }
 }
 
-fn created(node: &Node) -> i64 {
-    node.metadata
-        .creation_timestamp
+fn created(node: &NodeView) -> i64 {
+    node.creation_timestamp
         .as_ref()
         .map_or(i64::MAX, |t| t.0.as_second())
 }

@@ -2,9 +2,9 @@
 //! written, which Nodes may be targets and whether a route may point at a Node's instance.
 
 use ccm_aws_api::{CatalogLookup, InstanceId};
+use ccm_cloud_provider::NodeView;
 use ccm_load_balancers::{NodeTargets, TargetsFuture};
 use ccm_routes::{RefusalFuture, RouteTargets};
-use k8s_openapi::api::core::v1::Node;
 
 use super::Membership;
 
@@ -13,7 +13,7 @@ use super::Membership;
 /// so an instance registered before is deregistered and its group's rule revoked on the next ensure. A Node left
 /// out because an older Node names its instance gets a Warning Event from each ensure (a notice on the Node).
 impl<E: CatalogLookup + Send + Sync> NodeTargets for Membership<E> {
-    fn targets<'a, 'n: 'a>(&'a self, nodes: &'a [&'n Node]) -> TargetsFuture<'a, 'n> {
+    fn targets<'a, 'n: 'a>(&'a self, nodes: &'a [&'n NodeView]) -> TargetsFuture<'a, 'n> {
         Box::pin(Membership::targets(self, nodes))
     }
 }
@@ -41,7 +41,7 @@ impl<E: CatalogLookup + Send + Sync> RouteTargets for Membership<E> {
         })
     }
 
-    fn observe(&self, nodes: &[&Node]) {
+    fn observe(&self, nodes: &[&NodeView]) {
         Membership::observe(self, nodes);
     }
 }

@@ -10,6 +10,7 @@ use ccm_aws_api::{
     Catalog, CatalogLookup, Freshness, InstanceCatalog,
     ec2::{Instance, InstanceState, MockEc2},
 };
+use ccm_cloud_provider::Labels;
 use ccm_load_balancers::NodeTargets;
 use ccm_routes::RouteTargets;
 
@@ -60,11 +61,9 @@ fn read_elsewhere(m: &Membership<Catalog<MockEc2>>, id: &str) {
     let _ = m.ec2.catalog().remember(&[i]);
 }
 
-fn node(name: &str, provider_id: Option<&str>) -> Node {
+fn node(name: &str, provider_id: Option<&str>) -> NodeView {
     let node = NodeBuilder::new(name);
-    provider_id
-        .map_or(node.clone(), |id| node.provider_id(id))
-        .build()
+    provider_id.map_or(node.clone(), |id| node.provider_id(id)).view()
 }
 
 fn ids(names: &[&str]) -> Vec<InstanceId> {
@@ -116,14 +115,14 @@ async fn member_nodes_leave_out_other_systems_instances_only() {
     );
     let new = node("new", None);
     let kept = m.member_nodes(&[&own, &forged, &fargate, &new]).await.unwrap();
-    let names: Vec<&str> = kept.iter().map(|n| n.metadata.name.as_deref().unwrap()).collect();
+    let names: Vec<&str> = kept.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, ["own", "fargate", "new"]);
 }
 
 /// The names of the Nodes that `m` keeps as load-balancer targets, and the notices of those left out.
-async fn targets(m: &Membership<Catalog<MockEc2>>, nodes: &[&Node]) -> (Vec<String>, Vec<Notice>) {
+async fn targets(m: &Membership<Catalog<MockEc2>>, nodes: &[&NodeView]) -> (Vec<String>, Vec<Notice>) {
     let (kept, notices) = NodeTargets::targets(m, nodes).await.unwrap();
-    let names = kept.iter().map(|n| n.metadata.name.clone().unwrap()).collect();
+    let names = kept.iter().map(|n| n.name.clone()).collect();
     (names, notices)
 }
 
@@ -202,20 +201,20 @@ const EXCLUDE: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 
 /// The control plane's Node (created first, kept out of load balancers: the service controller never gives it to
 /// them), a worker, and a Node forged later naming the control plane's instance (in another zone's form).
-fn control_plane_worker_forged() -> (Node, Node, Node) {
+fn control_plane_worker_forged() -> (NodeView, NodeView, NodeView) {
     let cp = NodeBuilder::new("cp")
         .created_at(1_000)
         .label(EXCLUDE, "true")
         .provider_id(&format!("aws:///us-east-1a/{OWN}"))
-        .build();
+        .view();
     let worker = NodeBuilder::new("worker")
         .created_at(2_000)
         .provider_id(&format!("aws:///us-east-1a/{WORKER}"))
-        .build();
+        .view();
     let forged = NodeBuilder::new("forged")
         .created_at(3_000)
         .provider_id(&format!("aws:///us-east-1b/{OWN}"))
-        .build();
+        .view();
     (cp, worker, forged)
 }
 
@@ -303,21 +302,21 @@ async fn of_two_nodes_naming_one_instance_the_older_is_served() {
     let m = membership(&lookups);
     let (cp, _, forged) = control_plane_worker_forged();
     let mut cp = cp;
-    cp.metadata.labels = None;
+    cp.labels = Labels::default();
     // Both given (neither excluded), in any order: the older Node is the instance's.
     let kept = m.member_nodes(&[&forged, &cp]).await.unwrap();
-    let names: Vec<&str> = kept.iter().map(|n| n.metadata.name.as_deref().unwrap()).collect();
+    let names: Vec<&str> = kept.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, ["cp"]);
     // Created in the same second: by name.
     let twin = |name: &str| {
         NodeBuilder::new(name)
             .created_at(5_000)
             .provider_id(&format!("aws:///us-east-1a/{WORKER}"))
-            .build()
+            .view()
     };
     let (b, a) = (twin("b"), twin("a"));
     let kept = m.member_nodes(&[&b, &a]).await.unwrap();
-    assert_eq!(kept[0].metadata.name.as_deref(), Some("a"));
+    assert_eq!(kept[0].name, "a");
     assert_eq!(kept.len(), 1);
     assert_eq!(m.elder("b").map(|e| e.node), Some("a".to_owned()));
 }

@@ -9,7 +9,8 @@ use std::{
 };
 
 use ccm_aws_api::{AwsError, Ec2, ErrorKind, InstanceId, ProviderId};
-use ccm_controllers::{Backoff, Clock, ControllerMetrics, ErrorChain, TokenBucket, WorkQueue};
+use ccm_cloud_provider::NodeView;
+use ccm_controllers::{Backoff, CachedNode, Clock, ControllerMetrics, ErrorChain, TokenBucket, WorkQueue};
 use ccm_tagging::Tags;
 use futures::future::join_all;
 use k8s_openapi::{api::core::v1::Node, jiff::Timestamp};
@@ -229,35 +230,25 @@ where
 
     /// Handles a watch event (deletions missed while the watch was down come as `Delete` events too): remembers
     /// the Node and queues what it needs.
-    pub(super) fn observe(&self, event: watcher::Event<Arc<Node>>) {
+    pub(super) fn observe(&self, event: watcher::Event<Arc<CachedNode>>) {
         match event {
             watcher::Event::InitApply(node) | watcher::Event::Apply(node) => self.applied(&node),
-            watcher::Event::Delete(node) => {
-                if let Some(name) = &node.metadata.name {
-                    self.deleted(name);
-                }
-            }
-            watcher::Event::Init | watcher::Event::InitDone => {}
+            // A nameless Node (never from the apiserver) was never remembered.
+            watcher::Event::Delete(node) if !node.name.is_empty() => self.deleted(&node.name),
+            watcher::Event::Delete(_) | watcher::Event::Init | watcher::Event::InitDone => {}
         }
     }
 
-    fn applied(&self, node: &Node) {
-        let Some(name) = node.metadata.name.clone() else {
+    fn applied(&self, node: &NodeView) {
+        // A nameless Node (never from the apiserver) cannot be labelled.
+        if node.name.is_empty() {
             return;
-        };
+        }
+        let name = node.name.clone();
         let entry = NodeEntry {
-            instance: node
-                .spec
-                .as_ref()
-                .and_then(|s| s.provider_id.as_deref())
-                .and_then(ProviderId::ec2_instance_of),
-            label: node
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(CHECKSUM_LABEL))
-                .cloned(),
-            created: node.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            instance: node.provider_id.as_deref().and_then(ProviderId::ec2_instance_of),
+            label: node.labels.get(CHECKSUM_LABEL).map(str::to_owned),
+            created: node.creation_timestamp.as_ref().map(|t| t.0),
         };
         let needs = entry.label.as_deref() != Some(self.checksum.as_str());
         let item = entry.instance.clone().filter(|_| needs).map(|instance| Item {

@@ -14,9 +14,10 @@ use std::{
 };
 
 use ccm_aws_api::{AwsError, ErrorKind, InstanceId, ProviderId, ec2::MockEc2};
-use ccm_controllers::{Clock, ControllerMetrics};
+use ccm_cloud_provider::NodeView;
+use ccm_controllers::{CachedNode, Clock, ControllerMetrics};
 use ccm_tagging::Tags;
-use k8s_openapi::{api::core::v1::Node, jiff::Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher;
 
 use super::{
@@ -28,12 +29,12 @@ type Fut<T> = Pin<Box<dyn Future<Output = ccm_aws_api::Result<T>> + Send>>;
 
 const NOW: i64 = 1_800_000_000;
 
-/// Hands `event` to `core` as the informer does: its object behind an `Arc`.
-fn observe(core: &Core<MockEc2, FakeLabels>, event: watcher::Event<Node>) {
+/// Hands `event` to `core` as the informer does: its object cached, behind an `Arc`.
+fn observe(core: &Core<MockEc2, FakeLabels>, event: watcher::Event<NodeView>) {
     core.observe(match event {
-        watcher::Event::Apply(n) => watcher::Event::Apply(Arc::new(n)),
-        watcher::Event::InitApply(n) => watcher::Event::InitApply(Arc::new(n)),
-        watcher::Event::Delete(n) => watcher::Event::Delete(Arc::new(n)),
+        watcher::Event::Apply(n) => watcher::Event::Apply(Arc::new(CachedNode::from(n))),
+        watcher::Event::InitApply(n) => watcher::Event::InitApply(Arc::new(CachedNode::from(n))),
+        watcher::Event::Delete(n) => watcher::Event::Delete(Arc::new(CachedNode::from(n))),
         watcher::Event::Init => watcher::Event::Init,
         watcher::Event::InitDone => watcher::Event::InitDone,
     });
@@ -50,7 +51,7 @@ fn tags(pairs: &[(&str, &str)]) -> Tags {
         .collect()
 }
 
-fn node(name: &str, provider_id: Option<&str>, label: Option<&str>, age_seconds: i64) -> Node {
+fn node(name: &str, provider_id: Option<&str>, label: Option<&str>, age_seconds: i64) -> NodeView {
     let mut node = NodeBuilder::new(name).created_at(NOW - age_seconds);
     if let Some(id) = provider_id {
         node = node.provider_id(id);
@@ -58,10 +59,10 @@ fn node(name: &str, provider_id: Option<&str>, label: Option<&str>, age_seconds:
     if let Some(l) = label {
         node = node.label(CHECKSUM_LABEL, l);
     }
-    node.build()
+    node.view()
 }
 
-fn aws_node(n: usize) -> Node {
+fn aws_node(n: usize) -> NodeView {
     node(
         &format!("node-{n}"),
         Some(&format!("aws:///us-east-1a/i-{n:04}")),

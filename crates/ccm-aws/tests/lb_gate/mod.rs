@@ -11,10 +11,10 @@ use ccm_aws_api::{
     elb::ClassicLoadBalancer,
     elbv2::{ListenerV2, LoadBalancerV2, Target, TargetGroup},
 };
-use ccm_cloud_provider::{Ensured, LoadBalancer, LoadBalancerStatus};
+use ccm_cloud_provider::{Ensured, LoadBalancer, LoadBalancerStatus, NodeView};
 use ccm_load_balancers::annotations::Key;
 use ccm_testing::{TestEnv, fixtures::ServiceBuilder};
-use k8s_openapi::api::core::v1::{Node, Service, ServiceStatus};
+use k8s_openapi::api::core::v1::{Service, ServiceStatus};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use ccm_testing::lb_world::{Lbs, World, uid};
@@ -173,7 +173,7 @@ pub fn chosen(tag: &str) -> String {
 /// Ensure with every Node of the world.
 pub async fn ensure(lbs: &Lbs, w: &World, svc: &Service) -> ccm_cloud_provider::Result<Ensured> {
     let nodes = w.nodes();
-    let nodes: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     lbs.ensure_load_balancer_reporting(CLUSTER, svc, &nodes).await
 }
 

@@ -1,7 +1,9 @@
 //! [`DynProvider`]'s capabilities: each call forwarded to the `Dyn*` trait object of the provider inside, or
 //! [`CloudError::NotImplemented`] where it lacks the capability.
 
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
+
+use crate::NodeView;
 
 use super::DynProvider;
 use crate::{
@@ -10,28 +12,28 @@ use crate::{
 };
 
 impl InstancesV2 for DynProvider {
-    async fn instance_exists(&self, node: &Node) -> Result<bool> {
+    async fn instance_exists(&self, node: &NodeView) -> Result<bool> {
         self.v2()?.instance_exists(node).await
     }
-    async fn instance_shutdown(&self, node: &Node) -> Result<bool> {
+    async fn instance_shutdown(&self, node: &NodeView) -> Result<bool> {
         self.v2()?.instance_shutdown(node).await
     }
-    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>> {
+    async fn instance_metadata(&self, node: &NodeView) -> Result<Option<InstanceMetadata>> {
         self.v2()?.instance_metadata(node).await
     }
-    async fn instance_metadata_batch(&self, nodes: &[&Node]) -> Vec<Result<Option<InstanceMetadata>>> {
+    async fn instance_metadata_batch(&self, nodes: &[&NodeView]) -> Vec<Result<Option<InstanceMetadata>>> {
         match self.v2() {
             Ok(c) => c.instance_metadata_batch(nodes).await,
             Err(_) => nodes.iter().map(|_| Err(CloudError::NotImplemented)).collect(),
         }
     }
-    async fn instance_exists_batch(&self, nodes: &[&Node]) -> Vec<Result<bool>> {
+    async fn instance_exists_batch(&self, nodes: &[&NodeView]) -> Vec<Result<bool>> {
         match self.v2() {
             Ok(c) => c.instance_exists_batch(nodes).await,
             Err(_) => nodes.iter().map(|_| Err(CloudError::NotImplemented)).collect(),
         }
     }
-    async fn instance_shutdown_batch(&self, nodes: &[&Node]) -> Vec<Result<bool>> {
+    async fn instance_shutdown_batch(&self, nodes: &[&NodeView]) -> Vec<Result<bool>> {
         match self.v2() {
             Ok(c) => c.instance_shutdown_batch(nodes).await,
             Err(_) => nodes.iter().map(|_| Err(CloudError::NotImplemented)).collect(),
@@ -89,7 +91,7 @@ impl LoadBalancer for DynProvider {
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<LoadBalancerStatus> {
         Ok(
             LoadBalancer::ensure_load_balancer_reporting(self, cluster_name, service, nodes)
@@ -101,7 +103,7 @@ impl LoadBalancer for DynProvider {
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<Ensured> {
         self.lb()?
             .ensure_load_balancer_reporting(cluster_name, service, nodes)
@@ -111,7 +113,7 @@ impl LoadBalancer for DynProvider {
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<()> {
         self.lb()?
             .update_load_balancer(cluster_name, service, nodes)
@@ -159,7 +161,7 @@ impl LoadBalancer for DynProvider {
         &self,
         cluster_name: &str,
         services: &[&Service],
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<Vec<Drift>> {
         self.lb()?.drifted(cluster_name, services, nodes).await
     }
@@ -167,7 +169,7 @@ impl LoadBalancer for DynProvider {
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<Option<LoadBalancerPlan>> {
         self.lb()?.plan_load_balancer(cluster_name, service, nodes).await
     }
@@ -195,7 +197,7 @@ impl Routes for DynProvider {
     async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<()> {
         self.routes_of()?.delete_route(cluster_name, route).await
     }
-    fn observe_nodes(&self, nodes: &[&Node]) {
+    fn observe_nodes(&self, nodes: &[&NodeView]) {
         if let Ok(routes) = self.routes_of() {
             routes.observe_nodes(nodes);
         }

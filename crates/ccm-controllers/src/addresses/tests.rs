@@ -87,16 +87,10 @@ fn change_detection_ignores_order_only() {
     assert!(addresses_changed(&[], &old));
 }
 
-fn node_with(addresses: Vec<NodeAddress>, provided_ip: Option<&str>) -> Node {
-    let mut n = Node::default();
-    n.metadata.name = Some("n".into());
-    if let Some(ip) = provided_ip {
-        n.metadata.annotations = Some([(ANNOTATION_PROVIDED_NODE_IP.to_owned(), ip.to_owned())].into());
-    }
-    n.status = Some(k8s_openapi::api::core::v1::NodeStatus {
-        addresses: Some(addresses.iter().map(NodeAddress::to_k8s).collect()),
-        ..Default::default()
-    });
+fn node_with(addresses: Vec<NodeAddress>, provided_ip: Option<&str>) -> NodeView {
+    let mut n = NodeView::named("n");
+    n.provided_node_ip = provided_ip.map(str::to_owned);
+    n.addresses = addresses.iter().map(NodeAddress::to_k8s).collect();
     n
 }
 

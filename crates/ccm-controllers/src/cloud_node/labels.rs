@@ -1,6 +1,7 @@
 //! The Node labels the cloud-node controller keeps: GA labels in step with their beta source, and the reserved
 //! namespaces a provider's additional labels may not write.
 
+use ccm_cloud_provider::NodeView;
 use std::collections::BTreeMap;
 
 use ccm_cloud_provider::CloudProvider;
@@ -15,8 +16,8 @@ use super::Ctx;
 use crate::{Error, instances::name_of, keys::*};
 
 /// The label changes that keep GA labels equal to their beta source (upstream `reconcileNodeLabels`).
-pub fn label_fixes(node: &Node) -> BTreeMap<String, String> {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
+pub fn label_fixes(node: &NodeView) -> BTreeMap<String, String> {
+    let labels = node.labels.to_map();
     [
         (LABEL_ZONE_BETA, LABEL_ZONE),
         (LABEL_REGION_BETA, LABEL_REGION),
@@ -31,7 +32,7 @@ pub fn label_fixes(node: &Node) -> BTreeMap<String, String> {
 }
 
 /// Writes [`label_fixes`] of `node`, if any.
-pub(super) async fn reconcile_labels<P: CloudProvider>(ctx: &Ctx<P>, node: &Node) -> Result<(), Error> {
+pub(super) async fn reconcile_labels<P: CloudProvider>(ctx: &Ctx<P>, node: &NodeView) -> Result<(), Error> {
     let fixes = label_fixes(node);
     if fixes.is_empty() {
         return Ok(());

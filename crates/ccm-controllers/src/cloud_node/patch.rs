@@ -5,36 +5,30 @@
 //! apiserver checks as a precondition (409 Conflict when the Node changed since it was read): as safe as the
 //! update against a concurrent writer, and indifferent to what the cache left out.
 
-use k8s_openapi::api::core::v1::Node;
+use ccm_cloud_provider::NodeView;
 use serde_json::{Map, Value, json};
 
 /// The merge patch that turns `base` into `desired` (as [`initialize_node`](super::initialize_node) made it from
 /// `base`): the labels it sets or changes, the provider ID if it changed, the taints if they changed (a merge
 /// patch replaces a list whole, which the precondition makes safe), and `base`'s resourceVersion.
-pub fn initialization_patch(base: &Node, desired: &Node) -> Value {
+pub fn initialization_patch(base: &NodeView, desired: &NodeView) -> Value {
     let mut metadata = Map::new();
-    metadata.insert("resourceVersion".into(), json!(base.metadata.resource_version));
-    let old_labels = base.metadata.labels.as_ref();
+    metadata.insert("resourceVersion".into(), json!(base.resource_version));
     let labels: Map<String, Value> = desired
-        .metadata
         .labels
         .iter()
-        .flatten()
-        .filter(|(k, v)| old_labels.and_then(|l| l.get(*k)) != Some(*v))
-        .map(|(k, v)| (k.clone(), json!(v)))
+        .filter(|(k, v)| base.labels.get(k) != Some(*v))
+        .map(|(k, v)| (k.to_owned(), json!(v)))
         .collect();
     if !labels.is_empty() {
         metadata.insert("labels".into(), Value::Object(labels));
     }
     let mut spec = Map::new();
-    let (old, new) = (base.spec.as_ref(), desired.spec.as_ref());
-    let provider_id = new.and_then(|s| s.provider_id.as_ref());
-    if old.and_then(|s| s.provider_id.as_ref()) != provider_id {
-        spec.insert("providerID".into(), json!(provider_id));
+    if base.provider_id != desired.provider_id {
+        spec.insert("providerID".into(), json!(desired.provider_id));
     }
-    let taints = new.and_then(|s| s.taints.as_ref());
-    if old.and_then(|s| s.taints.as_ref()) != taints {
-        spec.insert("taints".into(), json!(taints));
+    if base.taints != desired.taints {
+        spec.insert("taints".into(), json!(desired.taints));
     }
     let mut patch = Map::new();
     patch.insert("metadata".into(), Value::Object(metadata));
@@ -48,8 +42,8 @@ pub fn initialization_patch(base: &Node, desired: &Node) -> Value {
 mod tests {
     use super::*;
 
-    fn node(value: Value) -> Node {
-        serde_json::from_value(value).unwrap()
+    fn node(value: Value) -> NodeView {
+        NodeView::from(serde_json::from_value::<k8s_openapi::api::core::v1::Node>(value).unwrap())
     }
 
     #[test]
@@ -84,7 +78,7 @@ mod tests {
                      "taints": [{"key": "node.cloudprovider.kubernetes.io/uninitialized", "effect": "NoSchedule"}]},
         }));
         let mut desired = base.clone();
-        desired.spec.as_mut().unwrap().taints = Some(Vec::new());
+        desired.taints = Vec::new();
         assert_eq!(
             initialization_patch(&base, &desired),
             json!({"metadata": {"resourceVersion": "7"}, "spec": {"taints": []}})

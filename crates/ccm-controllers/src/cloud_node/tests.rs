@@ -15,13 +15,11 @@ fn taint(key: &str) -> Taint {
     }
 }
 
-fn node(provider_id: Option<&str>, taints: Vec<Taint>) -> Node {
+fn node(provider_id: Option<&str>, taints: Vec<Taint>) -> NodeView {
     let node = NodeBuilder::new("node0")
         .taints(taints)
         .address("Hostname", "kubelet-host");
-    provider_id
-        .map_or(node.clone(), |id| node.provider_id(id))
-        .build()
+    provider_id.map_or(node.clone(), |id| node.provider_id(id)).view()
 }
 
 fn meta() -> InstanceMetadata {
@@ -39,20 +37,12 @@ fn meta() -> InstanceMetadata {
     }
 }
 
-fn labels(n: &Node) -> BTreeMap<String, String> {
-    n.metadata.labels.clone().unwrap_or_default()
+fn labels(n: &NodeView) -> BTreeMap<String, String> {
+    n.labels.to_map()
 }
 
-fn taint_keys(n: &Node) -> Vec<String> {
-    n.spec
-        .as_ref()
-        .unwrap()
-        .taints
-        .as_ref()
-        .unwrap()
-        .iter()
-        .map(|t| t.key.clone())
-        .collect()
+fn taint_keys(n: &NodeView) -> Vec<String> {
+    n.taints.iter().map(|t| t.key.clone()).collect()
 }
 
 #[test]
@@ -131,19 +121,19 @@ fn provider_id_resolution() {
 #[test]
 fn provided_node_ip_must_match_a_cloud_address() {
     let mut n = node(None, vec![taint(TAINT_UNINITIALIZED)]);
-    n.metadata.annotations = Some([(ANNOTATION_PROVIDED_NODE_IP.to_owned(), "10.0.0.1".to_owned())].into());
+    n.provided_node_ip = Some("10.0.0.1".to_owned());
     assert!(initialize_node(&n, &meta()).is_ok(), "valid: matches InternalIP");
-    n.metadata.annotations = Some([(ANNOTATION_PROVIDED_NODE_IP.to_owned(), "10.0.0.2".to_owned())].into());
+    n.provided_node_ip = Some("10.0.0.2".to_owned());
     let err = initialize_node(&n, &meta()).unwrap_err();
     assert!(matches!(err, Error::NodeIp { .. }), "{err}");
-    n.metadata.annotations = Some([(ANNOTATION_PROVIDED_NODE_IP.to_owned(), "not-an-ip".to_owned())].into());
+    n.provided_node_ip = Some("not-an-ip".to_owned());
     assert!(matches!(initialize_node(&n, &meta()), Err(Error::NodeIp { .. })));
 }
 
 #[test]
 fn additional_labels_reserved_prefixes_dropped_and_existing_kept() {
     let mut n = node(None, vec![taint(TAINT_UNINITIALIZED)]);
-    n.metadata.labels = Some([("example.com/existing".to_owned(), "mine".to_owned())].into());
+    n.labels = [("example.com/existing", "mine")].into_iter().collect();
     let mut m = meta();
     for (k, v) in [
         ("example.com/new", "1"),
@@ -193,12 +183,7 @@ fn label_reconciliation_copies_beta_to_ga() {
     ];
     for (existing, want) in cases {
         let mut n = node(None, vec![]);
-        n.metadata.labels = Some(
-            existing
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        );
+        n.labels = existing.iter().copied().collect();
         let want: BTreeMap<String, String> = want
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -235,7 +220,7 @@ async fn sync_within_deadline<P: CloudProvider>(ctx: &Ctx<P>, batch: &[String]) 
 fn test_ctx<P: CloudProvider>(
     api: &crate::mock_api::MockApi,
     provider: P,
-    store: reflector::Store<Node>,
+    store: reflector::Store<CachedNode>,
     config: CloudNodeConfig,
 ) -> Ctx<P> {
     Ctx {
@@ -265,10 +250,10 @@ async fn a_batch_that_outlasts_its_deadline_is_abandoned_and_retried() {
     let cloud = FakeProvider::new();
     cloud.set_delay(Duration::from_secs(3600));
     let (store, mut writer) = reflector::store();
-    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(node(
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(CachedNode(node(
         None,
         vec![taint(TAINT_UNINITIALIZED)],
-    )));
+    ))));
     let config = CloudNodeConfig {
         sync_deadline: Duration::from_secs(60),
         ..CloudNodeConfig::default()
@@ -300,8 +285,8 @@ async fn the_next_batch_is_looked_up_while_the_last_is_written() {
                 .zone("zone-a", "region-a"),
         );
         let mut n = node(None, vec![taint(TAINT_UNINITIALIZED)]);
-        n.metadata.name = Some(name.clone());
-        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(n));
+        n.name = name.clone();
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(CachedNode(n)));
     }
     let config = CloudNodeConfig {
         max_batch: 2,
@@ -341,7 +326,7 @@ async fn a_node_outside_the_cluster_is_warned_about_once_and_counted_while_it_is
     let api = crate::mock_api::mock_api(|_| None);
     let (store, mut writer) = reflector::store();
     let n = node(Some("fake://1"), vec![]);
-    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(n.clone()));
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(CachedNode(n.clone())));
     let ctx = test_ctx(&api, FakeProvider::new(), store, CloudNodeConfig::default());
     let outside = InstanceMetadata {
         not_in_cluster: Some("instance 1 lacks the cluster tag".into()),
@@ -378,10 +363,10 @@ async fn the_first_address_refresh_runs_at_start() {
     let cloud = FakeProvider::new();
     cloud.add_instance(FakeInstance::new("node0", "fake://12345"));
     let (store, mut writer) = reflector::store();
-    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(node(
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(CachedNode(node(
         Some("fake://12345"),
         vec![],
-    )));
+    ))));
     let ctx = test_ctx(&api, cloud.clone(), store, CloudNodeConfig::default());
     tokio::select! {
         () = status_loop(&ctx) => panic!("the loop ended"),

@@ -4,11 +4,9 @@ use ccm_testing::provider::{FakeInstance, FakeProvider, Method};
 use super::*;
 use ccm_testing::fixtures::NodeBuilder;
 
-fn node(name: &str, provider_id: Option<&str>) -> Node {
+fn node(name: &str, provider_id: Option<&str>) -> NodeView {
     let node = NodeBuilder::new(name);
-    provider_id
-        .map_or(node.clone(), |id| node.provider_id(id))
-        .build()
+    provider_id.map_or(node.clone(), |id| node.provider_id(id)).view()
 }
 
 fn legacy() -> FakeProvider {

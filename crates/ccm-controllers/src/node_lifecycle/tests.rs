@@ -3,12 +3,16 @@ use kube::runtime::reflector;
 use super::*;
 use ccm_testing::fixtures::NodeBuilder;
 
-fn node(ready: Option<&str>, taints: Vec<Taint>) -> Node {
+fn k8s_node(ready: Option<&str>, taints: Vec<Taint>) -> Node {
     let node = NodeBuilder::new("n").taints(taints);
     let mut n = ready.map_or(node.clone(), |s| node.condition("Ready", s)).build();
     // A status without conditions, as a kubelet that has not reported yet leaves it.
     n.status.get_or_insert_default();
     n
+}
+
+fn node(ready: Option<&str>, taints: Vec<Taint>) -> NodeView {
+    NodeView::from(k8s_node(ready, taints))
 }
 
 fn shutdown_taint() -> Taint {
@@ -80,18 +84,18 @@ mod deletion {
     }
 
     /// A NotReady Node created `age` before NOW.
-    pub(super) fn gone_node(name: &str, age: Duration) -> Arc<Node> {
+    pub(super) fn gone_node(name: &str, age: Duration) -> Arc<CachedNode> {
         let mut n = node(Some("False"), vec![]);
-        n.metadata.name = Some(name.into());
-        n.metadata.uid = Some(format!("uid-{name}"));
-        n.metadata.resource_version = Some("42".into());
+        n.name = name.into();
+        n.uid = Some(format!("uid-{name}"));
+        n.resource_version = Some("42".into());
         let created = Timestamp::from_second(NOW).unwrap() - SignedDuration::try_from(age).unwrap();
-        n.metadata.creation_timestamp = Some(Time(created));
-        n.spec.as_mut().unwrap().provider_id = Some(format!("fake://{name}"));
-        Arc::new(n)
+        n.creation_timestamp = Some(Time(created));
+        n.provider_id = Some(format!("fake://{name}"));
+        Arc::new(CachedNode(n))
     }
 
-    fn names(nodes: &[Arc<Node>]) -> Vec<&str> {
+    fn names(nodes: &[Arc<CachedNode>]) -> Vec<&str> {
         nodes.iter().map(|n| name_of(n)).collect()
     }
 
@@ -161,7 +165,7 @@ mod deletion {
         assert_eq!(plan.cap, 3);
     }
 
-    pub(super) fn ctx(api: &MockApi, cloud: FakeProvider, nodes: &[Arc<Node>]) -> Ctx<FakeProvider> {
+    pub(super) fn ctx(api: &MockApi, cloud: FakeProvider, nodes: &[Arc<CachedNode>]) -> Ctx<FakeProvider> {
         let (store, mut writer) = reflector::store();
         for n in nodes {
             writer.apply_watcher_event(&watcher::Event::Apply((**n).clone()));
@@ -294,7 +298,7 @@ mod taint_retry {
 
     /// The Node "n" as the apiserver has it after someone else's write.
     fn fresh(ready: &str, taints: Vec<Taint>) -> Node {
-        let mut n = node(Some(ready), taints);
+        let mut n = k8s_node(Some(ready), taints);
         n.metadata.resource_version = Some("43".into());
         n
     }
@@ -381,8 +385,8 @@ mod taint_retry {
         // The removal was decided for a Ready Node; the provider was not asked about this one.
         let api = conflict_once_then(fresh("False", vec![shutdown_taint()]));
         let mut ready = node(Some("True"), vec![shutdown_taint()]);
-        ready.metadata.resource_version = Some("42".into());
-        let ctx = ctx(&api, FakeProvider::new(), &[Arc::new(ready)]);
+        ready.resource_version = Some("42".into());
+        let ctx = ctx(&api, FakeProvider::new(), &[Arc::new(CachedNode(ready))]);
         monitor_nodes(&ctx).await;
         assert_eq!(patched_taints(&api), [Vec::<String>::new()]);
         assert_eq!(ctx.config.metrics.snapshot().errors, 0);

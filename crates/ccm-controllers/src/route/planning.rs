@@ -2,6 +2,7 @@
 //! `NetworkUnavailable` condition each Node gets (upstream `reconcile`, steps 1 to 4), and how a dry run shows
 //! them. The controller (`route.rs`) reads the world, asks for a plan here, and applies it.
 
+use ccm_cloud_provider::NodeView;
 use std::{
     collections::{BTreeMap, BTreeSet},
     fmt,
@@ -10,7 +11,7 @@ use std::{
 };
 
 use ccm_cloud_provider::{NodeAddress, Route};
-use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::api::core::v1::NodeCondition;
 
 use crate::{Clock, addresses::node_addresses, keys::CONDITION_NETWORK_UNAVAILABLE};
 
@@ -131,15 +132,8 @@ impl Cidr {
     }
 }
 
-fn pod_cidrs(node: &Node) -> Vec<String> {
-    let spec = node.spec.as_ref();
-    let mut cidrs = spec.and_then(|s| s.pod_cidrs.clone()).unwrap_or_default();
-    if cidrs.is_empty()
-        && let Some(c) = spec.and_then(|s| s.pod_cidr.clone())
-    {
-        cidrs.push(c);
-    }
-    cidrs
+fn pod_cidrs(node: &NodeView) -> Vec<String> {
+    node.pod_cidrs.clone()
 }
 
 fn same_addresses(a: &[NodeAddress], b: &[NodeAddress]) -> bool {
@@ -147,7 +141,7 @@ fn same_addresses(a: &[NodeAddress], b: &[NodeAddress]) -> bool {
 }
 
 /// Upstream `reconcile`'s decisions, without side effects, for a controller responsible for `cluster_cidrs`.
-pub(super) fn plan(cluster_cidrs: &[Cidr], nodes: &[&Node], routes: &[Route]) -> RoutePlan {
+pub(super) fn plan(cluster_cidrs: &[Cidr], nodes: &[&NodeView], routes: &[Route]) -> RoutePlan {
     let mut by_node: BTreeMap<&str, Vec<&Route>> = BTreeMap::new();
     for r in routes.iter().filter(|r| !r.target_node.is_empty()) {
         by_node.entry(r.target_node.as_str()).or_default().push(r);
@@ -155,7 +149,7 @@ pub(super) fn plan(cluster_cidrs: &[Cidr], nodes: &[&Node], routes: &[Route]) ->
     let mut actions: BTreeMap<(String, String), Action> = BTreeMap::new();
     let mut out = RoutePlan::default();
     for node in nodes {
-        let name = node.metadata.name.clone().unwrap_or_default();
+        let name = node.name.clone();
         let cidrs = pod_cidrs(node);
         if cidrs.is_empty() {
             if by_node.contains_key(name.as_str()) {
@@ -177,7 +171,7 @@ pub(super) fn plan(cluster_cidrs: &[Cidr], nodes: &[&Node], routes: &[Route]) ->
             };
             if action != Action::Keep {
                 out.create.push(PlannedRoute {
-                    name_hint: node.metadata.uid.clone().unwrap_or_default(),
+                    name_hint: node.uid.clone().unwrap_or_default(),
                     route: Route {
                         target_node: name.clone(),
                         target_node_addresses: addresses.clone(),
@@ -201,12 +195,11 @@ pub(super) fn plan(cluster_cidrs: &[Cidr], nodes: &[&Node], routes: &[Route]) ->
 }
 
 /// The `NetworkUnavailable` condition to write, or `None` when the node already has the equivalent one.
-pub fn network_condition(node: &Node, routes_created: bool, clock: &Clock) -> Option<NodeCondition> {
+pub fn network_condition(node: &NodeView, routes_created: bool, clock: &Clock) -> Option<NodeCondition> {
     let existing = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_NETWORK_UNAVAILABLE));
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_NETWORK_UNAVAILABLE);
     let (status, reason, message) = if routes_created {
         ("False", "RouteCreated", "RouteController created a route")
     } else {
@@ -245,12 +238,12 @@ pub(super) fn responsible(cluster_cidrs: &[Cidr], route: &Route) -> bool {
 /// it would write (as if every route were created), by Node.
 pub(super) fn route_changes(
     plan: &RoutePlan,
-    nodes: &[&Node],
+    nodes: &[&NodeView],
     clock: &Clock,
 ) -> BTreeMap<String, Vec<String>> {
     let mut changes: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for node in nodes {
-        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let name = node.name.as_str();
         let Some(&created) = plan.nodes.get(name) else {
             continue;
         };

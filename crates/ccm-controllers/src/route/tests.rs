@@ -14,7 +14,11 @@ fn config() -> RouteConfig {
     RouteConfig::new("k", "10.120.0.0/16,fd00:10:120::/48").unwrap()
 }
 
-fn node(name: &str, cidrs: &[&str], ip: &str) -> Node {
+fn node(name: &str, cidrs: &[&str], ip: &str) -> NodeView {
+    NodeView::from(k8s_node(name, cidrs, ip))
+}
+
+fn k8s_node(name: &str, cidrs: &[&str], ip: &str) -> Node {
     let mut n = NodeBuilder::new(name)
         .uid(&format!("uid-{name}"))
         .pod_cidrs(cidrs)
@@ -116,7 +120,7 @@ fn reconcile_table() {
     // (name, nodes, routes, creates, deletes)
     type Case<'a> = (
         &'a str,
-        Vec<&'a Node>,
+        Vec<&'a NodeView>,
         Vec<Route>,
         Vec<(&'a str, &'a str)>,
         Vec<(&'a str, &'a str)>,
@@ -271,15 +275,15 @@ fn condition_targets() {
     );
 }
 
-fn with_condition(status: &str, reason: &str) -> Node {
-    let mut n = node("n", &["10.120.0.0/24"], "10.1.0.1");
+fn with_condition(status: &str, reason: &str) -> NodeView {
+    let mut n = k8s_node("n", &["10.120.0.0/24"], "10.1.0.1");
     n.status.as_mut().unwrap().conditions = Some(vec![NodeCondition {
         type_: CONDITION_NETWORK_UNAVAILABLE.into(),
         status: status.into(),
         reason: Some(reason.into()),
         ..Default::default()
     }]);
-    n
+    NodeView::from(n)
 }
 
 #[test]
@@ -314,7 +318,7 @@ async fn calico_condition_is_replaced_through_a_whole_pass() {
     use crate::mock_api::mock_api;
 
     let calico = |name: &str, cidr: &str| {
-        let mut n = node(name, &[cidr], "10.1.0.1");
+        let mut n = k8s_node(name, &[cidr], "10.1.0.1");
         n.status.as_mut().unwrap().conditions = Some(vec![NodeCondition {
             type_: CONDITION_NETWORK_UNAVAILABLE.into(),
             status: "False".into(),
@@ -322,9 +326,9 @@ async fn calico_condition_is_replaced_through_a_whole_pass() {
             message: Some("Calico is running on this node".into()),
             ..Default::default()
         }]);
-        n
+        NodeView::from(n)
     };
-    let mut ours = node("node-ours", &["10.120.2.0/24"], "10.1.0.3");
+    let mut ours = k8s_node("node-ours", &["10.120.2.0/24"], "10.1.0.3");
     ours.status.as_mut().unwrap().conditions = Some(vec![NodeCondition {
         type_: CONDITION_NETWORK_UNAVAILABLE.into(),
         status: "False".into(),
@@ -338,7 +342,7 @@ async fn calico_condition_is_replaced_through_a_whole_pass() {
         calico("node-new", "10.120.1.0/24"),
         // Route creation fails.
         calico("node-failing", "10.120.3.0/24"),
-        ours,
+        NodeView::from(ours),
     ];
 
     let api = mock_api(|_| None);
@@ -350,7 +354,7 @@ async fn calico_condition_is_replaced_through_a_whole_pass() {
     });
     let (store, mut writer) = reflector::store();
     for n in nodes {
-        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(n));
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(CachedNode(n)));
     }
     let config = RouteConfig {
         clock: Clock::fixed(Timestamp::UNIX_EPOCH),
@@ -447,11 +451,11 @@ async fn a_pass_that_outlasts_its_deadline_is_abandoned() {
     let provider = FakeProvider::new();
     provider.set_delay(Duration::from_secs(3600));
     let (store, mut writer) = reflector::store();
-    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(node(
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(CachedNode(node(
         "n",
         &["10.120.0.0/24"],
         "10.1.0.1",
-    )));
+    ))));
     let config = RouteConfig {
         pass_deadline: Duration::from_secs(60),
         ..config()

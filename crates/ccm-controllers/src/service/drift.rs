@@ -9,13 +9,14 @@
 //! predate it (a load balancer still being created is "gone"), and that change leaves the load balancer as
 //! wanted anyway; judging it would re-ensure it for nothing and tell of a repair of what nobody changed.
 
+use ccm_cloud_provider::NodeView;
 use std::{
     collections::HashMap,
     sync::{Arc, atomic::Ordering},
 };
 
 use ccm_cloud_provider::{CloudProvider, LoadBalancer};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 use super::{Ctx, key::ServiceKey, stable_nodes, wants_load_balancer};
 use crate::{
@@ -65,7 +66,7 @@ pub(super) async fn detect<P: CloudProvider>(ctx: &Ctx<P>) {
         return;
     }
     let nodes = stable_nodes(ctx);
-    let node_refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+    let node_refs: Vec<&NodeView> = nodes.iter().map(|n| n.view()).collect();
     let service_refs: Vec<&Service> = services.iter().map(AsRef::as_ref).collect();
     ctx.config.metrics.provider_call();
     let drifts = match lb

@@ -4,11 +4,12 @@
 //! updates, only for a load balancer this process served; one whose ensure failed retries on its own, with the
 //! endpoints of the moment.
 
+use ccm_cloud_provider::NodeView;
 use std::sync::Arc;
 
 use ccm_cloud_provider::{Backends, CloudError, CloudProvider, LoadBalancer, ServiceEndpoints};
 use futures::{StreamExt, stream};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 use super::{
     Ctx, drift, key::ServiceKey, node_sync::still_served, shared_host_set, stable_nodes, state::ServiceState,
@@ -81,7 +82,7 @@ async fn sync_service_endpoints<P: CloudProvider>(ctx: &Ctx<P>, lb: &P::LoadBala
     let current = Arc::new(current);
     drift::unsettle(ctx, key);
     let nodes = stable_nodes(ctx);
-    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+    let refs: Vec<&NodeView> = nodes.iter().map(|n| n.view()).collect();
     let hosts = shared_host_set(ctx, &refs);
     let updated = tokio::time::timeout(
         ctx.config.reconcile_deadline,
@@ -106,7 +107,7 @@ async fn update_endpoints<P: CloudProvider>(
     ctx: &Ctx<P>,
     lb: &P::LoadBalancer,
     svc: &Service,
-    nodes: &[&Node],
+    nodes: &[&NodeView],
     endpoints: &ServiceEndpoints,
 ) -> bool {
     ctx.config.metrics.provider_call();

@@ -2,8 +2,9 @@
 //! finalizer first, then the provider's ensure with the stable nodes, and what the provider has to tell as
 //! Events.
 
+use ccm_cloud_provider::NodeView;
 use ccm_cloud_provider::{Backends, CloudError, CloudProvider, LoadBalancer, LoadBalancerStatus, Notice};
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
+use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use kube::runtime::reflector::ObjectRef;
 
 use super::{
@@ -48,7 +49,7 @@ pub(super) async fn ensure<P: CloudProvider>(
             .publish(reference, EventType::Warning, "UnAvailableLoadBalancer", message)
             .await;
     }
-    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+    let refs: Vec<&NodeView> = nodes.iter().map(|n| n.view()).collect();
     let hosts = shared_host_set(ctx, &refs);
     let endpoints = endpoints_for(ctx, lb, svc).await?;
     let backends = Backends::new(&refs, endpoints.as_deref());

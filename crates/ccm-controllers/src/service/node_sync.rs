@@ -4,11 +4,12 @@
 //! controller: for a Service refused because the load balancer it names is another Service's, that rewrote the
 //! other Service's targets.
 
+use ccm_cloud_provider::NodeView;
 use std::{collections::BTreeMap, sync::Arc};
 
 use ccm_cloud_provider::{Backends, CloudError, CloudProvider, LoadBalancer, ServiceEndpoints};
 use futures::{StreamExt, stream};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 use super::{
     Ctx, drift, endpoints_for, key::ServiceKey, shared_host_set, stable_nodes, state::ServiceState,
@@ -62,7 +63,7 @@ async fn sync_hosts<P: CloudProvider>(ctx: &Ctx<P>, lb: &P::LoadBalancer, key: &
         return;
     }
     let nodes = stable_nodes(ctx);
-    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+    let refs: Vec<&NodeView> = nodes.iter().map(|n| n.view()).collect();
     let hosts = shared_host_set(ctx, &refs);
     match ctx.states.update(key, |s| step(s, &hosts)) {
         Step::Nothing => return,
@@ -154,7 +155,7 @@ async fn update_hosts<P: CloudProvider>(
     ctx: &Ctx<P>,
     lb: &P::LoadBalancer,
     svc: &Service,
-    nodes: &[&Node],
+    nodes: &[&NodeView],
     endpoints: Option<&ServiceEndpoints>,
 ) -> bool {
     let reference = service_reference(svc);
@@ -172,11 +173,7 @@ async fn update_hosts<P: CloudProvider>(
             return true;
         }
         ctx.config.metrics.error();
-        let mut names: Vec<&str> = nodes
-            .iter()
-            .take(20)
-            .map(|n| n.metadata.name.as_deref().unwrap_or_default())
-            .collect();
+        let mut names: Vec<&str> = nodes.iter().take(20).map(|n| n.name.as_str()).collect();
         let more = nodes.len().saturating_sub(20);
         let extra = if more > 0 {
             format!(" <{more} more>")

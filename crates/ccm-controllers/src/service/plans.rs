@@ -1,8 +1,9 @@
 //! The service controller's dry run (`ServiceConfig::plans`): what a sync would do goes to the sink, and
 //! nothing is written (no finalizer, Event, status or load balancer).
 
+use ccm_cloud_provider::NodeView;
 use ccm_cloud_provider::{Backends, CloudError, CloudProvider, LoadBalancer, LoadBalancerPlan, object_key};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 
 use super::{
     Ctx, Op, endpoints_for, has_finalizer, key::ServiceKey, shared_host_set, stable_nodes,
@@ -19,7 +20,7 @@ pub(super) async fn ensure<P: CloudProvider>(
     sink: &dyn DryRunSink,
 ) -> Result<Op, Error> {
     let nodes = stable_nodes(ctx);
-    let refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+    let refs: Vec<&NodeView> = nodes.iter().map(|n| n.view()).collect();
     // The host set planned with: a node sync that finds it changed plans again (see `node_sync`).
     let hosts = shared_host_set(ctx, &refs);
     // With the endpoints an ensure would be given; an endpoint sync that finds them changed plans again.

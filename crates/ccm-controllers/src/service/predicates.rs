@@ -1,13 +1,14 @@
 //! The service controller's pure rules (upstream `wantsLoadBalancer`, `needsCleanup`, `needsUpdate`, the stable
 //! node-set predicates, `shouldSyncUpdatedNode`, `nodesSufficientlyEqual`).
 
+use ccm_cloud_provider::NodeView;
 use std::{
     collections::BTreeMap,
     hash::{Hash, Hasher},
 };
 
 use k8s_openapi::{
-    api::core::v1::{LoadBalancerIngress, Node, Service, ServiceSpec, SessionAffinityConfig},
+    api::core::v1::{LoadBalancerIngress, Service, ServiceSpec, SessionAffinityConfig},
     apimachinery::pkg::util::intstr::IntOrString,
 };
 
@@ -198,13 +199,8 @@ fn parse_bool(s: &str) -> Option<bool> {
 }
 
 /// `node.kubernetes.io/exclude-from-external-load-balancers` absent or false; any other value excludes.
-pub fn node_included(node: &Node) -> bool {
-    match node
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(LABEL_EXCLUDE_FROM_LB))
-    {
+pub fn node_included(node: &NodeView) -> bool {
+    match node.labels.get(LABEL_EXCLUDE_FROM_LB) {
         None => true,
         Some(v) => parse_bool(v) == Some(false),
     }
@@ -212,14 +208,10 @@ pub fn node_included(node: &Node) -> bool {
 
 /// The stable node set: not being deleted, included, not tainted `ToBeDeletedByClusterAutoscaler`. Readiness
 /// does not matter (left to the load balancer's health checks).
-pub fn in_stable_node_set(node: &Node) -> bool {
-    node.metadata.deletion_timestamp.is_none()
+pub fn in_stable_node_set(node: &NodeView) -> bool {
+    node.deletion_timestamp.is_none()
         && node_included(node)
-        && !node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_ref())
-            .is_some_and(|t| t.iter().any(|t| t.key == TAINT_TO_BE_DELETED))
+        && !node.taints.iter().any(|t| t.key == TAINT_TO_BE_DELETED)
 }
 
 /// What of a node matters for load balancer membership.
@@ -235,15 +227,11 @@ pub struct NodeSummary {
 
 impl NodeSummary {
     /// The summary of a node.
-    pub fn of(node: &Node) -> Self {
+    pub fn of(node: &NodeView) -> Self {
         Self {
             included: node_included(node),
             stable: in_stable_node_set(node),
-            provider_id: node
-                .spec
-                .as_ref()
-                .and_then(|s| s.provider_id.clone())
-                .unwrap_or_default(),
+            provider_id: node.provider_id.clone().unwrap_or_default(),
         }
     }
 }
@@ -255,18 +243,10 @@ pub fn should_sync_updated_node(old: &NodeSummary, new: &NodeSummary) -> bool {
 }
 
 /// Node name to provider ID of a host set; two sets are "sufficiently equal" when these maps are equal.
-pub fn host_set(nodes: &[&Node]) -> BTreeMap<String, String> {
+pub fn host_set(nodes: &[&NodeView]) -> BTreeMap<String, String> {
     nodes
         .iter()
-        .map(|n| {
-            (
-                n.metadata.name.clone().unwrap_or_default(),
-                n.spec
-                    .as_ref()
-                    .and_then(|s| s.provider_id.clone())
-                    .unwrap_or_default(),
-            )
-        })
+        .map(|n| (n.name.clone(), n.provider_id.clone().unwrap_or_default()))
         .collect()
 }
 
@@ -282,7 +262,7 @@ pub(crate) struct Host {
 }
 
 /// The hosts of `nodes` by name (see [`Host`]).
-pub(crate) fn hosts_of(nodes: &[&Node]) -> BTreeMap<String, Host> {
+pub(crate) fn hosts_of(nodes: &[&NodeView]) -> BTreeMap<String, Host> {
     nodes
         .iter()
         .map(|n| {
@@ -296,9 +276,9 @@ pub(crate) fn hosts_of(nodes: &[&Node]) -> BTreeMap<String, Host> {
 }
 
 /// A fingerprint of `node`'s labels, the same for the same labels within the process (absent equals empty).
-pub(crate) fn labels_fingerprint(node: &Node) -> u64 {
+pub(crate) fn labels_fingerprint(node: &NodeView) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    for (key, value) in node.metadata.labels.iter().flatten() {
+    for (key, value) in node.labels.iter() {
         key.hash(&mut h);
         value.hash(&mut h);
     }

@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use k8s_openapi::{
-    api::core::v1::{LoadBalancerIngress, ServicePort, ServiceSpec, SessionAffinityConfig, Taint},
+    api::core::v1::{LoadBalancerIngress, Node, ServicePort, ServiceSpec, SessionAffinityConfig, Taint},
     apimachinery::pkg::{apis::meta::v1::Time, util::intstr::IntOrString},
     jiff::Timestamp,
 };
@@ -225,10 +225,10 @@ fn needs_update_table() {
     }
 }
 
-fn node(f: impl FnOnce(&mut Node)) -> Node {
+fn node(f: impl FnOnce(&mut Node)) -> NodeView {
     let mut n = NodeBuilder::new("n").provider_id("fake://1").build();
     f(&mut n);
-    n
+    NodeView::from(n)
 }
 
 fn label(n: &mut Node, v: &str) {
@@ -237,7 +237,7 @@ fn label(n: &mut Node, v: &str) {
 
 #[test]
 fn node_predicates_table() {
-    let cases: Vec<(&str, Node, bool)> = vec![
+    let cases: Vec<(&str, NodeView, bool)> = vec![
         ("plain", node(|_| {}), true),
         ("exclusion true", node(|n| label(n, "true")), false),
         ("exclusion T", node(|n| label(n, "T")), false),
@@ -290,7 +290,7 @@ fn node_predicates_table() {
 #[test]
 fn only_membership_and_provider_id_changes_sync_nodes() {
     let base = NodeSummary::of(&node(|_| {}));
-    let changes: Vec<(&str, Node, bool)> = vec![
+    let changes: Vec<(&str, NodeView, bool)> = vec![
         ("spurious", node(|_| {}), false),
         (
             "readiness",
@@ -430,7 +430,7 @@ mod scripted {
         api: MockApi,
         provider: FakeProvider,
         services: Writer<Service>,
-        nodes: Writer<Node>,
+        nodes: Writer<CachedNode>,
     }
 
     impl Harness {
@@ -463,7 +463,7 @@ mod scripted {
             service_writer.apply_watcher_event(&watcher::Event::Apply(s));
         }
         for n in nodes {
-            node_writer.apply_watcher_event(&watcher::Event::Apply(n));
+            node_writer.apply_watcher_event(&watcher::Event::Apply(CachedNode::from(n)));
         }
         let config = ServiceConfig {
             clock: Clock::fixed(Timestamp::UNIX_EPOCH),
@@ -1014,7 +1014,7 @@ mod scripted {
         assert!(shared(&h), "after their ensures");
 
         h.nodes
-            .apply_watcher_event(&watcher::Event::Apply(named_node("n2")));
+            .apply_watcher_event(&watcher::Event::Apply(CachedNode::from(named_node("n2"))));
         node_sync::sync_nodes(&h.ctx).await;
         assert_eq!(hosts(&h, "ns/svc1").len(), 2);
         assert!(shared(&h), "after a host update of both");
@@ -1030,7 +1030,7 @@ mod scripted {
         let mut h = harness(|_| None, vec![svc("svc1")], vec![named_node("n1")]);
         sync_service(&h.ctx, &key("ns/svc1")).await.unwrap();
         let mut changes = NodeChanges::default();
-        let mut on_node = |n: Node| changes.observe(&watcher::Event::Apply(Arc::new(n)));
+        let mut on_node = |n: Node| changes.observe(&watcher::Event::Apply(Arc::new(CachedNode::from(n))));
         assert!(on_node(named_node("n1")), "a new Node");
         let mut with_address = named_node("n1");
         with_address.status = Some(Default::default());
@@ -1042,7 +1042,8 @@ mod scripted {
         let mut labelled = named_node("n1");
         labelled.metadata.labels = Some([("pool".to_owned(), "a".to_owned())].into());
         assert!(on_node(labelled.clone()), "a label change wakes the node sync");
-        h.nodes.apply_watcher_event(&watcher::Event::Apply(labelled));
+        h.nodes
+            .apply_watcher_event(&watcher::Event::Apply(CachedNode::from(labelled)));
         node_sync::sync_nodes(&h.ctx).await;
         let calls = h.calls();
         assert_eq!(calls, [(Method::UpdateLoadBalancer, "ns/svc1".to_owned())]);
@@ -1092,13 +1093,13 @@ mod scripted {
         h.provider.clear_calls();
 
         h.nodes
-            .apply_watcher_event(&watcher::Event::Apply(named_node("n2")));
+            .apply_watcher_event(&watcher::Event::Apply(CachedNode::from(named_node("n2"))));
         h.provider.set_delay(Duration::from_secs(10));
         let pass = node_sync::sync_nodes(&h.ctx);
         let meanwhile = async {
             tokio::time::sleep(Duration::from_secs(1)).await;
             h.nodes
-                .apply_watcher_event(&watcher::Event::Apply(named_node("n3")));
+                .apply_watcher_event(&watcher::Event::Apply(CachedNode::from(named_node("n3"))));
             // Runs while the pass is inside the first service's update (it started at 0 s and takes 10 s).
             sync_service(&h.ctx, &key(&impacted)).await.unwrap();
         };
@@ -1156,7 +1157,7 @@ mod scripted {
             s.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
         })));
         h.nodes
-            .apply_watcher_event(&watcher::Event::Apply(named_node("n2")));
+            .apply_watcher_event(&watcher::Event::Apply(CachedNode::from(named_node("n2"))));
         h.provider.set_delay(Duration::from_secs(10));
         let deleting = key("ns/svc");
         let deletion = sync_service(&h.ctx, &deleting);

@@ -10,7 +10,7 @@
 //! is NotReady instead of keeping it forever as "another Region's".
 
 use ccm_aws_api::{Ec2, ProviderId};
-use k8s_openapi::api::core::v1::Node;
+use ccm_cloud_provider::NodeView;
 
 use super::{AwsInstances, InstancesError, existing_provider_id};
 
@@ -95,9 +95,9 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
     /// not exist holds no instance, so asking would only cost a call.
     pub(super) async fn in_region_only<'n, T, F>(
         &self,
-        nodes: &[&'n Node],
-        away: impl Fn(&Node, &Away) -> Result<T, InstancesError>,
-        here: impl FnOnce(Vec<&'n Node>) -> F,
+        nodes: &[&'n NodeView],
+        away: impl Fn(&NodeView, &Away) -> Result<T, InstancesError>,
+        here: impl FnOnce(Vec<&'n NodeView>) -> F,
     ) -> Vec<Result<T, InstancesError>>
     where
         F: std::future::Future<Output = Vec<Result<T, InstancesError>>>,
@@ -107,7 +107,7 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
         if elsewhere.iter().all(Option::is_none) {
             return here(nodes.to_vec()).await;
         }
-        let local: Vec<&Node> = nodes
+        let local: Vec<&NodeView> = nodes
             .iter()
             .zip(&elsewhere)
             .filter(|(_, e)| e.is_none())
@@ -118,7 +118,7 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
             .zip(&elsewhere)
             .map(|(node, place)| {
                 let place = place.as_ref()?;
-                let name = node.metadata.name.as_deref().unwrap_or_default();
+                let name = node.name.as_str();
                 match place {
                     Away::OtherRegion(other) => {
                         tracing::debug!(node = name, region = %other, "Node of another Region: left alone");
@@ -143,7 +143,7 @@ impl<E: Ec2 + Send + Sync + 'static> AwsInstances<E> {
 /// Where the zone in `node`'s provider ID lies when that is not `region`; `None` for this Region's zones (Local
 /// and Wavelength Zones included: `us-east-1-bos-1a` is in `us-east-1`) and for provider IDs without a zone or
 /// that do not parse (those are looked up, and their errors reported, as before).
-pub(super) fn away_from(node: &Node, region: &str) -> Option<Away> {
+pub(super) fn away_from(node: &NodeView, region: &str) -> Option<Away> {
     let id = ProviderId::parse(existing_provider_id(node)?).ok()?;
     let zone = id.zone().filter(|z| !z.is_empty())?;
     let ours = zone

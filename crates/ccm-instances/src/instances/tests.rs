@@ -11,31 +11,17 @@ use ccm_aws_api::{
     ec2::{AvailabilityZone, Instance, InstanceNetworkInterface, InstanceTopology, MockEc2},
 };
 use ccm_cloud_provider::{NodeAddress, NodeAddressType};
-use k8s_openapi::{api::core::v1::NodeSpec, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 
 use super::*;
 use crate::UNSUPPORTED_TTL;
 
 pub(super) const REGION: &str = "us-west-2";
 
-pub(super) fn node(name: &str, provider_id: Option<&str>, labels: &[(&str, &str)]) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            labels: (!labels.is_empty()).then(|| {
-                labels
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect()
-            }),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            provider_id: provider_id.map(str::to_owned),
-            ..NodeSpec::default()
-        }),
-        status: None,
-    }
+pub(super) fn node(name: &str, provider_id: Option<&str>, labels: &[(&str, &str)]) -> NodeView {
+    let mut node = NodeView::named(name);
+    node.provider_id = provider_id.map(str::to_owned);
+    node.labels = labels.iter().copied().collect();
+    node
 }
 
 pub(super) fn instance(id: &str, state: InstanceState, instance_type: &str) -> Instance {
@@ -159,7 +145,7 @@ async fn metadata_says_when_the_instance_lacks_the_cluster_tag() {
         node("own", Some("aws:///us-west-2a/i-own"), &[]),
         node("forged", Some("aws:///us-west-2a/i-db"), &[]),
     ];
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let out = aws.metadata(&refs).await;
     let own = out[0].as_ref().unwrap().as_ref().unwrap();
     assert_eq!(own.not_in_cluster, None);
@@ -240,7 +226,7 @@ async fn metadata_by_private_dns_name_filters_live_cluster_instances() {
         node("ip-10-0-0-2.ec2.internal", None, &[]),
         node("ip-10-0-0-3.ec2.internal", None, &[]),
     ];
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let out = aws.metadata(&refs).await;
     assert_eq!(
         out[0].as_ref().unwrap().as_ref().unwrap().provider_id,
@@ -292,7 +278,7 @@ async fn exists_is_false_only_when_terminated_or_not_found() {
     let mut ec2 = MockEc2::new();
     let calls = by_id(&mut ec2, known);
     let aws = aws(ec2);
-    let mut nodes: Vec<Node> = (0..states.len())
+    let mut nodes: Vec<NodeView> = (0..states.len())
         .map(|n| {
             node(
                 &format!("node-{n}"),
@@ -302,7 +288,7 @@ async fn exists_is_false_only_when_terminated_or_not_found() {
         })
         .collect();
     nodes.push(node("gone", Some("aws:///us-west-2a/i-0000ffff"), &[]));
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let out = aws.instance_exists_batch(&refs).await;
     let want: Vec<bool> = states.iter().map(|(_, e)| *e).chain([false]).collect();
     let got: Vec<bool> = out.into_iter().map(Result::unwrap).collect();
@@ -371,12 +357,12 @@ async fn shutdown_is_true_when_stopped_or_stopping() {
     let mut ec2 = MockEc2::new();
     let calls = by_id(&mut ec2, known);
     let aws = aws(ec2);
-    let mut nodes: Vec<Node> = (0..states.len())
+    let mut nodes: Vec<NodeView> = (0..states.len())
         .map(|n| node(&format!("i-{n}"), None, &[]))
         .collect();
     nodes.push(node("i-missing", None, &[]));
     nodes.push(node("fargate", Some("aws:///us-west-2a/fargate-10.0.0.1"), &[]));
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let got: Vec<bool> = aws
         .instance_shutdown_batch(&refs)
         .await
@@ -415,7 +401,7 @@ async fn fargate_nodes_use_their_interface_and_are_never_shut_down() {
         ),
         node("fargate-192.168.164.89", None, &[]),
     ];
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let metas = aws.instance_metadata_batch(&refs).await;
     let meta = metas[0].as_ref().unwrap().as_ref().unwrap();
     assert_eq!(
@@ -472,7 +458,7 @@ async fn an_eks_fargate_provider_id_with_a_middle_segment_is_looked_up() {
     zones(&mut ec2);
     let aws = AwsInstances::new(ec2, InstancesConfig::new(REGION).with_vpc_id(VpcId::new("vpc-1")));
     let nodes = [node("fargate-ip-192-168-164-88", Some(provider_id), &[])];
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let metas = aws.instance_metadata_batch(&refs).await;
     let meta = metas[0].as_ref().unwrap().as_ref().unwrap();
     assert_eq!(
@@ -514,8 +500,8 @@ async fn a_batch_costs_one_lookup_per_thousand_ids() {
         let calls = by_id(&mut ec2, known);
         let (topo, azs) = counted(&mut ec2);
         let aws = aws(ec2);
-        let nodes: Vec<Node> = (0..n).map(|k| node(&format!("i-{k:08}"), None, &[])).collect();
-        let refs: Vec<&Node> = nodes.iter().collect();
+        let nodes: Vec<NodeView> = (0..n).map(|k| node(&format!("i-{k:08}"), None, &[])).collect();
+        let refs: Vec<&NodeView> = nodes.iter().collect();
         let out = aws.instance_metadata_batch(&refs).await;
         assert!(out.iter().all(|r| matches!(r, Ok(Some(_)))));
         assert_eq!(calls.load(Ordering::SeqCst), lookups, "{n} nodes");
@@ -558,11 +544,11 @@ async fn a_batch_of_dns_names_costs_one_listing_with_the_cluster_tag_else_one_ca
             i
         })
         .collect();
-    let nodes: Vec<Node> = known
+    let nodes: Vec<NodeView> = known
         .iter()
         .map(|i| node(i.private_dns_name.as_deref().unwrap(), None, &[]))
         .collect();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     for (with_cluster, calls_wanted) in [(true, 1), (false, 5)] {
         let mut ec2 = MockEc2::new();
         let calls = Arc::new(AtomicUsize::new(0));
@@ -716,7 +702,7 @@ async fn topology_labels_and_negative_cache() {
             &[("topology.k8s.aws/network-node-layer-1", "x")],
         ),
     ];
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let layers = |m: &InstanceMetadata| {
         m.additional_labels
             .keys()
@@ -734,7 +720,7 @@ async fn topology_labels_and_negative_cache() {
         node("i-m5", None, &[]),
         node("i-p4d", None, &[]),
     ];
-    let refs: Vec<&Node> = again.iter().collect();
+    let refs: Vec<&NodeView> = again.iter().collect();
     aws.metadata(&refs).await;
     assert_eq!(asked.lock().unwrap().last().unwrap(), &vec!["i-p4d"]);
     tokio::time::advance(UNSUPPORTED_TTL).await;
@@ -749,7 +735,7 @@ async fn topology_labels_and_negative_cache() {
 async fn a_slow_topology_does_not_hold_up_types_that_need_none() {
     let known = vec![instance("i-m5", InstanceState::Running, "m5.large")];
     let nodes = [node("i-m5", None, &[])];
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let mut ec2 = MockEc2::new();
     by_id(&mut ec2, known);
     zones(&mut ec2);
@@ -778,7 +764,7 @@ async fn a_slow_topology_does_not_hold_up_types_that_need_none() {
     // A type that needs its topology waits for the answer.
     let known = vec![instance("i-p4d", InstanceState::Running, "p4d.24xlarge")];
     let nodes = [node("i-p4d", None, &[])];
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let mut ec2 = MockEc2::new();
     by_id(&mut ec2, known);
     zones(&mut ec2);
@@ -806,7 +792,7 @@ async fn topology_errors() {
         instance("i-m5", InstanceState::Running, "m5.large"),
     ];
     let nodes = [node("i-p4d", None, &[]), node("i-m5", None, &[])];
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
 
     // Throttled: the type that must have a topology fails (initialization retries), the other initializes.
     let mut ec2 = MockEc2::new();
@@ -941,7 +927,7 @@ async fn a_mixed_batch_costs_one_call_per_kind_and_errors_stay_per_node() {
         node("f6", Some("aws:///us-west-2a/fargate-2600:1f14::7"), &[]),
         node("bad", Some("aws:///us-west-2a/eni-1"), &[]),
     ];
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let out = aws.exists(&refs).await;
     assert!(matches!(out[0], Ok(true)) && matches!(out[1], Ok(true)));
     let err = out[2].as_ref().unwrap_err().to_string();
@@ -982,7 +968,7 @@ async fn zones_are_reported_by_id_when_configured() {
         node("i-b", None, &[(ZONE_ID_LABEL, "usw2-az2")]),
         node("fargate-192.168.164.88", None, &[]),
     ];
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let metas: Vec<InstanceMetadata> = aws
         .instance_metadata_batch(&refs)
         .await

@@ -5,7 +5,7 @@ use ccm_aws_api::{
     InstanceId, SubnetId, Tags,
     elb::{ClassicAccessLog, ClassicAttributes, ClassicHealthCheck, ClassicListener},
 };
-use k8s_openapi::api::core::v1::Node;
+use ccm_cloud_provider::NodeView;
 use serde::Serialize;
 
 use crate::{
@@ -186,7 +186,7 @@ pub(crate) fn health_check(spec: &ServiceSpec, config: &LoadBalancerConfig) -> H
 /// The desired Classic ELB (pure). `subnets` come from [`shared::resolve_subnets`].
 pub fn build(
     spec: &ServiceSpec,
-    nodes: &[&Node],
+    nodes: &[&NodeView],
     config: &LoadBalancerConfig,
     subnets: &[SubnetId],
 ) -> Result<Desired, Error> {

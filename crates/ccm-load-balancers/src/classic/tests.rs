@@ -16,10 +16,10 @@ use ccm_aws_api::{
     ec2::MockEc2,
     elb::{BackendPolicies, MockElb},
 };
+use ccm_cloud_provider::NodeView;
 use ccm_tagging::ClusterTags;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::{
-    api::core::v1::{NodeSpec, Service, ServicePort, ServiceSpec as K8sServiceSpec},
+    api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec as K8sServiceSpec},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 use serde_json::json;
@@ -63,8 +63,8 @@ pub(crate) fn service(annotations: &[(Key, &str)], ports: &[(i32, i32)]) -> Serv
     }
 }
 
-pub(crate) fn node(id: &str) -> Node {
-    Node {
+pub(crate) fn node(id: &str) -> NodeView {
+    NodeView::from(Node {
         metadata: ObjectMeta {
             name: Some(format!("node-{id}")),
             ..ObjectMeta::default()
@@ -74,15 +74,15 @@ pub(crate) fn node(id: &str) -> Node {
             ..NodeSpec::default()
         }),
         status: None,
-    }
+    })
 }
 
 const NAME: &str = "a0f1e2d3c4b5a69788796a5b4c3d2e1f";
 
 pub(crate) fn desired_for(annotations: &[(Key, &str)], ports: &[(i32, i32)], nodes: &[&str]) -> Desired {
     let spec = parse_service(&service(annotations, ports)).unwrap();
-    let nodes: Vec<Node> = nodes.iter().map(|n| node(n)).collect();
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<NodeView> = nodes.iter().map(|n| node(n)).collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     build(
         &spec,
         &refs,

@@ -1,7 +1,7 @@
 //! The Classic ELB as a [`LoadBalancerFlavour`] and a [`HostMemoryFlavour`].
 
 use ccm_aws_api::{AwsError, CatalogLookup, Ec2, Elb, Elbv2, SubnetId, Tags};
-use k8s_openapi::api::core::v1::Node;
+use ccm_cloud_provider::NodeView;
 
 use super::{HostMemoryFlavour, LoadBalancerFlavour, Ports, Scope};
 use crate::{
@@ -26,7 +26,7 @@ impl LoadBalancerFlavour for Classic {
 
     fn build(
         spec: &ServiceSpec,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
         config: &LoadBalancerConfig,
         _cluster_name: &str,
         subnets: &[SubnetId],

@@ -1,7 +1,7 @@
 //! The NLB as a [`LoadBalancerFlavour`] and a [`HostMemoryFlavour`].
 
 use ccm_aws_api::{AwsError, CatalogLookup, Ec2, Elb, Elbv2, SubnetId, Tags};
-use k8s_openapi::api::core::v1::Node;
+use ccm_cloud_provider::NodeView;
 
 use super::{HostMemoryFlavour, LoadBalancerFlavour, Ports, Scope};
 use crate::{
@@ -27,7 +27,7 @@ impl LoadBalancerFlavour for Network {
 
     fn build(
         spec: &ServiceSpec,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
         config: &LoadBalancerConfig,
         cluster_name: &str,
         subnets: &[SubnetId],

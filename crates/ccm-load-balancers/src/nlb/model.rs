@@ -7,7 +7,7 @@ use ccm_aws_api::{
     InstanceId, SecurityGroupId, SubnetId, Tags,
     elbv2::{LoadBalancerV2, TargetGroupHealthCheck, TargetType},
 };
-use k8s_openapi::api::core::v1::Node;
+use ccm_cloud_provider::NodeView;
 use serde::Serialize;
 
 mod access;
@@ -327,7 +327,7 @@ pub fn health_check(spec: &ServiceSpec, config: &LoadBalancerConfig) -> HealthCh
 /// `--cluster-name` (it names the managed security group). Every problem is collected.
 pub fn build(
     spec: &ServiceSpec,
-    nodes: &[&Node],
+    nodes: &[&NodeView],
     config: &LoadBalancerConfig,
     cluster_name: &str,
     subnets: &[SubnetId],

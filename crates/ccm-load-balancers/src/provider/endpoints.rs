@@ -5,8 +5,8 @@
 //! hands the endpoints in [`Backends`]; for node targets the nodes they leave are what every other path (model,
 //! plan, host memory) sees, so an endpoint change that leaves the set of nodes as it is costs nothing.
 
-use ccm_cloud_provider::Backends;
-use k8s_openapi::api::core::v1::{Node, Service};
+use ccm_cloud_provider::{Backends, NodeView};
+use k8s_openapi::api::core::v1::Service;
 
 use crate::{LoadBalancerConfig, annotations::Key, spec::parse_service_with};
 
@@ -35,7 +35,7 @@ pub(super) fn backend_nodes<'a>(
     config: &LoadBalancerConfig,
     service: &Service,
     backends: Backends<'a>,
-) -> Vec<&'a Node> {
+) -> Vec<&'a NodeView> {
     let nodes_only = || following(config, service).is_some_and(|(nodes_only, _)| nodes_only);
     let Some(endpoints) = backends.endpoints.filter(|_| nodes_only()) else {
         return backends.nodes.to_vec();
@@ -46,7 +46,7 @@ pub(super) fn backend_nodes<'a>(
         .iter()
         .copied()
         .filter(|node| {
-            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let name = node.name.as_str();
             with_endpoints.binary_search(&name).is_ok()
         })
         .collect()
@@ -75,10 +75,8 @@ mod tests {
         .unwrap()
     }
 
-    fn node(name: &str) -> Node {
-        let mut node = Node::default();
-        node.metadata.name = Some(name.to_owned());
-        node
+    fn node(name: &str) -> NodeView {
+        NodeView::named(name)
     }
 
     fn on(node: &str, last: u8, ready: bool) -> Endpoint {
@@ -87,8 +85,8 @@ mod tests {
             .with_conditions(ready, ready, !ready)
     }
 
-    fn names(nodes: &[&Node]) -> Vec<String> {
-        nodes.iter().map(|n| n.metadata.name.clone().unwrap()).collect()
+    fn names(nodes: &[&NodeView]) -> Vec<String> {
+        nodes.iter().map(|n| n.name.clone()).collect()
     }
 
     #[test]
@@ -96,7 +94,7 @@ mod tests {
         let cluster = ccm_tagging::ClusterTags::new("c1", false).unwrap();
         let config = LoadBalancerConfig::new(cluster, ccm_aws_api::VpcId::new("vpc-1"));
         let all = [node("a"), node("b"), node("c")];
-        let refs: Vec<&Node> = all.iter().collect();
+        let refs: Vec<&NodeView> = all.iter().collect();
         let endpoints = ServiceEndpoints::new([on("c", 1, true), on("a", 2, false), on("c", 3, true)]);
         let backends = Backends::with_endpoints(&refs, &endpoints);
 
@@ -120,7 +118,7 @@ mod tests {
         let cluster = ccm_tagging::ClusterTags::new("c1", false).unwrap();
         let config = LoadBalancerConfig::new(cluster, ccm_aws_api::VpcId::new("vpc-1"));
         let all = [node("a"), node("b")];
-        let refs: Vec<&Node> = all.iter().collect();
+        let refs: Vec<&NodeView> = all.iter().collect();
         let endpoints = ServiceEndpoints::new([on("b", 1, true)]);
         let mut ip = service("Cluster", false);
         ip.metadata.annotations.as_mut().unwrap().insert(

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use tokio::time::Instant;
 
 use ccm_aws_api::{Ec2, Elb, Elbv2};
-use ccm_cloud_provider::{CloudError, Drift};
-use k8s_openapi::api::core::v1::{Node, Service};
+use ccm_cloud_provider::{CloudError, Drift, NodeView};
+use k8s_openapi::api::core::v1::Service;
 
 use super::AwsLoadBalancers;
 use crate::{
@@ -39,7 +39,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         cluster_name: &str,
         claimant: &Claimant,
         spec: ServiceSpec,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<(), CloudError> {
         let ports = self.ports();
         let spec = F::hosts_spec(spec);
@@ -156,7 +156,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         &self,
         cluster_name: &str,
         spec: &ServiceSpec,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Option<u64> {
         let hosts = F::build(
             &F::hosts_spec(spec.clone()),
@@ -241,7 +241,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         }
     }
 
-    pub(super) fn drift_checked(&self, services: &[&Service], nodes: &[&Node], drifts: &[Drift]) {
+    pub(super) fn drift_checked(&self, services: &[&Service], nodes: &[&NodeView], drifts: &[Drift]) {
         let mut names = BTreeSet::new();
         for service in services {
             let (namespace, service_name) = crate::spec::namespace_and_name(service);

@@ -1,8 +1,7 @@
 //! The Warning notices of an ensure: annotation values served otherwise than they read, and target instances
 //! skipped.
 
-use ccm_cloud_provider::Notice;
-use k8s_openapi::api::core::v1::Node;
+use ccm_cloud_provider::{NodeView, Notice};
 
 use crate::{
     LoadBalancerConfig,
@@ -14,12 +13,14 @@ use crate::{
 /// A Warning on the Node of each target instance skipped because its security group cannot be chosen.
 pub(super) fn skipped_notices(
     name: &str,
-    nodes: &[&Node],
+    nodes: &[&NodeView],
     skipped: &std::collections::BTreeMap<String, String>,
 ) -> Vec<Notice> {
     nodes
         .iter()
         .filter_map(|node| {
+            // A nameless Node (a view's empty name) has nowhere to carry the Warning.
+            let node_name = Some(node.name.as_str()).filter(|n| !n.is_empty())?;
             let instance = shared::node_instance_id(node)?;
             let why = skipped.get(instance.as_str())?;
             let message = format!(
@@ -27,7 +28,7 @@ pub(super) fn skipped_notices(
                  rules) until exactly one of its groups is tagged for the cluster"
             );
             Some(Notice::warning_on_node(
-                node.metadata.name.clone()?,
+                node_name,
                 "AmbiguousSecurityGroups",
                 message,
             ))

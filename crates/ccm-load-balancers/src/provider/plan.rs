@@ -2,8 +2,8 @@
 //! Service manifest, for tools (`lb-plan`).
 
 use ccm_aws_api::{Ec2, Elb, Elbv2};
-use ccm_cloud_provider::{Backends, ServiceEndpoints};
-use k8s_openapi::api::core::v1::{Node, Service};
+use ccm_cloud_provider::{Backends, NodeView, ServiceEndpoints};
+use k8s_openapi::api::core::v1::Service;
 
 use super::AwsLoadBalancers;
 use crate::{
@@ -21,7 +21,7 @@ pub async fn plan_for<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Sen
     load_balancers: &AwsLoadBalancers<E, L, V>,
     cluster_name: &str,
     service_json: &str,
-    nodes: &[Node],
+    nodes: &[NodeView],
 ) -> Result<DryRun, PlanForError> {
     plan_with_endpoints_for(load_balancers, cluster_name, service_json, nodes, None).await
 }
@@ -33,11 +33,11 @@ pub async fn plan_with_endpoints_for<E: Ec2 + Send + Sync, L: Elb + Send + Sync,
     load_balancers: &AwsLoadBalancers<E, L, V>,
     cluster_name: &str,
     service_json: &str,
-    nodes: &[Node],
+    nodes: &[NodeView],
     endpoints: Option<&ServiceEndpoints>,
 ) -> Result<DryRun, PlanForError> {
     let service: Service = serde_json::from_str(service_json).map_err(PlanForError::Manifest)?;
-    let nodes: Vec<&Node> = nodes.iter().collect();
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
     let backends = Backends::new(&nodes, endpoints);
     let nodes = super::endpoints::backend_nodes(&load_balancers.config, &service, backends);
     Ok(load_balancers
@@ -66,7 +66,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<DryRun, Error> {
         self.dry_run_for(cluster_name, service, nodes, None).await
     }
@@ -77,7 +77,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
         endpoints: Option<&ServiceEndpoints>,
     ) -> Result<DryRun, Error> {
         let spec = parse_service_with(service, &self.config.attribute_keys)?.with_endpoints(endpoints);
@@ -110,7 +110,7 @@ impl<E: Ec2 + Send + Sync, L: Elb + Send + Sync, V: Elbv2 + Send + Sync> AwsLoad
         &self,
         cluster_name: &str,
         spec: ServiceSpec,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<DryRun, Error> {
         let (spec, subnets) = self.subnets_or_ipv4(&spec).await?;
         let mut desired = F::build(&spec, nodes, &self.config, cluster_name, &subnets)?;

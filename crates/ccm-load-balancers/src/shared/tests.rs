@@ -13,6 +13,7 @@ mod upstream_record;
 use ccm_aws_api::ec2::SecurityGroup;
 use ccm_aws_api::ec2::Subnet;
 use ccm_aws_api::ec2::{IpPermission, Route, RouteTableAssociation};
+use ccm_cloud_provider::NodeView;
 use ccm_tagging::ClusterTags;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::{api::core::v1::NodeSpec, apimachinery::pkg::apis::meta::v1::ObjectMeta};
@@ -215,8 +216,8 @@ fn instance_group_prefers_the_single_tagged_group() {
     assert!(err.contains("multiple untagged"), "{err}");
 }
 
-fn node(name: &str, provider_id: Option<&str>, labels: &[(&str, &str)]) -> Node {
-    Node {
+fn node(name: &str, provider_id: Option<&str>, labels: &[(&str, &str)]) -> NodeView {
+    NodeView::from(Node {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             labels: Some(
@@ -232,7 +233,7 @@ fn node(name: &str, provider_id: Option<&str>, labels: &[(&str, &str)]) -> Node 
             ..NodeSpec::default()
         }),
         status: None,
-    }
+    })
 }
 
 #[test]
@@ -248,7 +249,7 @@ fn targets_from_provider_ids_and_labels() {
         node("d", None, &[("role", "web")]),
         node("e", Some("aws:///i-eee"), &[]),
     ];
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     assert_eq!(
         target_instances(&refs, &[]),
         ["i-aaa", "i-bbb", "i-eee"].map(InstanceId::new).to_vec()

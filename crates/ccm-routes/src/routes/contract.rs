@@ -24,13 +24,11 @@ where
         self.delete(cluster_name, route).await.map_err(CloudError::from)
     }
 
-    fn observe_nodes(&self, nodes: &[&Node]) {
+    fn observe_nodes(&self, nodes: &[&NodeView]) {
         let pairs: Vec<(&str, Option<&str>)> = nodes
             .iter()
-            .filter_map(|n| {
-                let name = n.metadata.name.as_deref()?;
-                Some((name, n.spec.as_ref().and_then(|s| s.provider_id.as_deref())))
-            })
+            .filter(|n| !n.name.is_empty())
+            .map(|n| (n.name.as_str(), n.provider_id.as_deref()))
             .collect();
         self.targets.observe(nodes);
         self.names.observe(&pairs);

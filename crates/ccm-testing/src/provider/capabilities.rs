@@ -33,8 +33,8 @@ impl State {
     }
 }
 
-fn node_name(node: &Node) -> &str {
-    node.metadata.name.as_deref().unwrap_or_default()
+fn node_name(node: &NodeView) -> &str {
+    &node.name
 }
 
 fn service_key(svc: &Service) -> String {
@@ -76,24 +76,24 @@ impl CloudProvider for FakeProvider {
 }
 
 impl InstancesV2 for FakeProvider {
-    async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
+    async fn instance_exists(&self, node: &NodeView) -> Result<bool, CloudError> {
         self.record(Method::InstanceExists, node_name(node), 1).await?;
         Self::answer_exists(&self.state(), node)
     }
 
-    async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
+    async fn instance_shutdown(&self, node: &NodeView) -> Result<bool, CloudError> {
         self.record(Method::InstanceShutdown, node_name(node), 1).await?;
         Self::answer_shutdown(&self.state(), node)
     }
 
-    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+    async fn instance_metadata(&self, node: &NodeView) -> Result<Option<InstanceMetadata>, CloudError> {
         self.record(Method::InstanceMetadata, node_name(node), 1).await?;
         Self::answer_metadata(&self.state(), node)
     }
 
     async fn instance_metadata_batch(
         &self,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Vec<Result<Option<InstanceMetadata>, CloudError>> {
         if !self.caps.batching {
             let mut out = Vec::with_capacity(nodes.len());
@@ -111,7 +111,7 @@ impl InstancesV2 for FakeProvider {
         .await
     }
 
-    async fn instance_exists_batch(&self, nodes: &[&Node]) -> Vec<Result<bool, CloudError>> {
+    async fn instance_exists_batch(&self, nodes: &[&NodeView]) -> Vec<Result<bool, CloudError>> {
         if !self.caps.batching {
             let mut out = Vec::with_capacity(nodes.len());
             for node in nodes {
@@ -128,7 +128,7 @@ impl InstancesV2 for FakeProvider {
         .await
     }
 
-    async fn instance_shutdown_batch(&self, nodes: &[&Node]) -> Vec<Result<bool, CloudError>> {
+    async fn instance_shutdown_batch(&self, nodes: &[&NodeView]) -> Vec<Result<bool, CloudError>> {
         if !self.caps.batching {
             let mut out = Vec::with_capacity(nodes.len());
             for node in nodes {
@@ -285,7 +285,7 @@ impl LoadBalancer for FakeProvider {
         &self,
         _cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<Option<ccm_cloud_provider::LoadBalancerPlan>, CloudError> {
         let key = service_key(service);
         self.record(Method::PlanLoadBalancer, &key, nodes.len()).await?;
@@ -348,7 +348,7 @@ impl LoadBalancer for FakeProvider {
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<LoadBalancerStatus, CloudError> {
         let key = service_key(service);
         self.record(Method::EnsureLoadBalancer, &key, nodes.len()).await?;
@@ -387,7 +387,7 @@ impl LoadBalancer for FakeProvider {
         &self,
         cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<Ensured, CloudError> {
         let status = self.ensure_load_balancer(cluster_name, service, nodes).await?;
         Ok(Ensured::new(status, self.state().notices.clone()))
@@ -397,7 +397,7 @@ impl LoadBalancer for FakeProvider {
         &self,
         _cluster_name: &str,
         service: &Service,
-        nodes: &[&Node],
+        nodes: &[&NodeView],
     ) -> Result<(), CloudError> {
         let key = service_key(service);
         self.record(Method::UpdateLoadBalancer, &key, nodes.len()).await?;
@@ -481,7 +481,7 @@ impl LoadBalancer for FakeProvider {
         &self,
         _cluster_name: &str,
         services: &[&Service],
-        _nodes: &[&Node],
+        _nodes: &[&NodeView],
     ) -> Result<Vec<Drift>, CloudError> {
         self.record(Method::DriftedLoadBalancers, "", services.len())
             .await?;

@@ -1,12 +1,9 @@
 use super::*;
 use ccm_cloud_provider::NodeAddressType;
 
-fn node(name: &str, provider_id: Option<&str>) -> Node {
-    let mut n = Node::default();
-    n.metadata.name = Some(name.to_owned());
-    if let Some(id) = provider_id {
-        n.spec.get_or_insert_with(Default::default).provider_id = Some(id.to_owned());
-    }
+fn node(name: &str, provider_id: Option<&str>) -> NodeView {
+    let mut n = NodeView::named(name);
+    n.provider_id = provider_id.map(str::to_owned);
     n
 }
 
@@ -47,7 +44,7 @@ async fn batches_are_one_call_unless_batching_is_off() {
         CloudError::other("boom")
     });
     let nodes = [node("a", None), node("b", None), node("c", None)];
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     let out = cloud.instance_metadata_batch(&refs).await;
     assert!(out[0].is_ok() && out[1].is_err() && out[2].is_ok());
     assert_eq!(cloud.batch_sizes(Method::InstanceMetadataBatch), vec![3]);

@@ -15,8 +15,8 @@ use super::super::tests::{REGION, counted, instance, node, ok};
 use super::*;
 use crate::InstancesConfig;
 use crate::{INSTANCES_PER_PAGE, LISTING_REUSE};
+use ccm_cloud_provider::NodeView;
 use ccm_tagging::ClusterTags;
-use k8s_openapi::api::core::v1::Node;
 
 /// One `instances` call as the mock saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,14 +151,14 @@ async fn read_ahead_done(aws: &AwsInstances<MockEc2>) {
     }
 }
 
-fn nodes(names: &[String]) -> Vec<Node> {
+fn nodes(names: &[String]) -> Vec<NodeView> {
     names.iter().map(|n| node(n, None, &[])).collect()
 }
 
 /// Initializes `names`, asserting every one found its own instance.
 async fn initialize(aws: &AwsInstances<MockEc2>, names: &[String]) {
     let nodes = nodes(names);
-    let refs: Vec<&Node> = nodes.iter().collect();
+    let refs: Vec<&NodeView> = nodes.iter().collect();
     for (name, meta) in names.iter().zip(aws.metadata(&refs).await) {
         let id = name.trim_start_matches("ip-").trim_end_matches(".ec2.internal");
         assert_eq!(
@@ -321,7 +321,7 @@ async fn a_lookup_answers_from_the_first_pages_and_the_rest_is_read_ahead() {
     let gone = world.launch(5000..5001, InstanceState::Running);
     world.instances.lock().unwrap().pop();
     let missing = nodes(&gone);
-    let refs: Vec<&Node> = missing.iter().collect();
+    let refs: Vec<&NodeView> = missing.iter().collect();
     assert!(aws.metadata(&refs).await[0].is_err());
     assert_eq!(world.take_calls(), [Call::ByName(gone)]);
 }
@@ -337,7 +337,7 @@ async fn a_failed_page_is_asked_again_by_the_next_lookup() {
     world.take_calls();
     world.failing_pages.lock().unwrap().push(1);
     let asked = nodes(&names[1..1500]);
-    let refs: Vec<&Node> = asked.iter().collect();
+    let refs: Vec<&NodeView> = asked.iter().collect();
     let out = aws.metadata(&refs).await;
     assert!(out[..999].iter().all(Result::is_ok), "page 0 answers its names");
     assert!(out[999..].iter().all(Result::is_err), "page 1 failed");
@@ -412,7 +412,7 @@ async fn a_name_shared_across_pages_is_not_answered_once_the_second_is_seen() {
     initialize(&aws, &names[1300..1301]).await;
     world.take_calls();
     let twin = nodes(&names[300..301]);
-    let refs: Vec<&Node> = twin.iter().collect();
+    let refs: Vec<&NodeView> = twin.iter().collect();
     let out = aws.metadata(&refs).await;
     assert!(
         matches!(&out[0], Err(InstancesError::MultipleInstances { ids, .. }) if ids.len() == 2),
@@ -432,7 +432,7 @@ async fn the_listing_answers_only_initialization_and_only_for_the_reuse_time() {
     // Existence decides whether a Node is deleted: always asked afresh (300 names: two calls by name, or a
     // one-page listing).
     let checked = nodes(&names);
-    let refs: Vec<&Node> = checked.iter().collect();
+    let refs: Vec<&NodeView> = checked.iter().collect();
     assert!(aws.exists(&refs).await.iter().all(|r| matches!(r, Ok(true))));
     assert!(aws.shutdown(&refs).await.iter().all(|r| matches!(r, Ok(false))));
     assert_eq!(world.take_calls(), [Call::Listing, Call::Listing]);
@@ -476,13 +476,13 @@ async fn only_running_instances_with_a_name_of_their_own_are_answered_from_the_l
     };
     let aws = world.aws();
     let first = nodes(&running[2..]);
-    let refs: Vec<&Node> = first.iter().collect();
+    let refs: Vec<&NodeView> = first.iter().collect();
     assert!(aws.metadata(&refs).await.iter().all(Result::is_ok));
     assert_eq!(world.take_calls(), pages(0..1));
 
     let asked = vec![running[5].clone(), pending[0].clone(), shared.clone()];
     let second = nodes(&asked);
-    let refs: Vec<&Node> = second.iter().collect();
+    let refs: Vec<&NodeView> = second.iter().collect();
     let out = aws.metadata(&refs).await;
     assert!(out[0].is_ok() && out[1].is_ok(), "{out:?}");
     assert!(
@@ -519,9 +519,9 @@ async fn a_listing_older_than_the_node_is_confirmed_and_a_recycled_name_asked_af
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2100-01-01T00:00:00Z".parse().unwrap());
     let mut later = nodes(&[names[8].clone(), names[7].clone()]);
     for n in &mut later {
-        n.metadata.creation_timestamp = Some(created.clone());
+        n.creation_timestamp = Some(created.clone());
     }
-    let refs: Vec<&Node> = later.iter().collect();
+    let refs: Vec<&NodeView> = later.iter().collect();
     let out = aws.metadata(&refs).await;
     let ids: Vec<String> = out
         .into_iter()

@@ -5,7 +5,7 @@ use std::sync::{
     atomic::{AtomicUsize, Ordering},
 };
 
-use ccm_cloud_provider::Notice;
+use ccm_cloud_provider::{NodeView, Notice};
 
 use super::*;
 use crate::{NodeTargets, TargetsFuture};
@@ -18,20 +18,13 @@ struct Refusing {
 }
 
 impl NodeTargets for Refusing {
-    fn targets<'a, 'n: 'a>(&'a self, nodes: &'a [&'n Node]) -> TargetsFuture<'a, 'n> {
+    fn targets<'a, 'n: 'a>(&'a self, nodes: &'a [&'n NodeView]) -> TargetsFuture<'a, 'n> {
         self.asked.fetch_add(1, Ordering::SeqCst);
-        let (refused, kept): (Vec<&Node>, Vec<&Node>) = nodes
-            .iter()
-            .partition(|n| n.metadata.name.as_deref() == Some(self.refused));
+        let (refused, kept): (Vec<&NodeView>, Vec<&NodeView>) =
+            nodes.iter().partition(|n| n.name == self.refused);
         let notices = refused
             .iter()
-            .map(|n| {
-                Notice::warning_on_node(
-                    n.metadata.name.clone().unwrap(),
-                    "InstanceNotInCluster",
-                    "refused",
-                )
-            })
+            .map(|n| Notice::warning_on_node(n.name.clone(), "InstanceNotInCluster", "refused"))
             .collect();
         Box::pin(async move { Ok((kept, notices)) })
     }

@@ -25,8 +25,8 @@ impl RouteTargets for Targets {
         })
     }
 
-    fn observe(&self, nodes: &[&Node]) {
-        let names = nodes.iter().filter_map(|n| n.metadata.name.clone());
+    fn observe(&self, nodes: &[&NodeView]) {
+        let names = nodes.iter().map(|n| n.name.clone());
         self.observed.lock().unwrap().extend(names);
     }
 }
@@ -93,13 +93,7 @@ async fn the_port_is_asked_with_the_instance_a_name_gives_and_shown_every_node()
             ("ip-10-0-0-1.ec2.internal".to_owned(), None),
         ]
     );
-    let node = k8s_openapi::api::core::v1::Node {
-        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-            name: Some("node-one".to_owned()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let node = NodeView::named("node-one");
     routes.observe_nodes(&[&node]);
     assert_eq!(*targets.observed.lock().unwrap(), ["node-one"]);
 }

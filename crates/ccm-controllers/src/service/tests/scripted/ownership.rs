@@ -77,7 +77,7 @@ async fn a_service_whose_ensure_failed_gets_no_host_update() {
     h.provider.clear_calls();
 
     h.nodes
-        .apply_watcher_event(&watcher::Event::Apply(named_node("n2")));
+        .apply_watcher_event(&watcher::Event::Apply(CachedNode::from(named_node("n2"))));
     node_sync::sync_nodes(&h.ctx).await;
     let updated = h.calls();
     assert_eq!(
@@ -96,7 +96,7 @@ async fn a_service_whose_ensure_failed_gets_no_host_update() {
     // Ensured now: the next node change is a host update again, and nothing else is queued.
     h.provider.clear_calls();
     h.nodes
-        .apply_watcher_event(&watcher::Event::Apply(named_node("n3")));
+        .apply_watcher_event(&watcher::Event::Apply(CachedNode::from(named_node("n3"))));
     node_sync::sync_nodes(&h.ctx).await;
     assert_eq!(h.provider.count(Method::UpdateLoadBalancer), 3);
     assert_eq!(h.ctx.queue.len(), 0);
