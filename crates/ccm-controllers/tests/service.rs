@@ -122,8 +122,9 @@ async fn load_balancer_lifecycle_with_finalizer_status_events_and_node_changes()
     .await;
     assert_eq!(cloud.count(Method::EnsureLoadBalancer), 1);
 
-    // Node changes: excluding one node and adding the autoscaler taint to the other, in quick succession,
-    // become one UpdateLoadBalancer; a change that does not matter (a label) becomes none.
+    // Node changes: excluding one node becomes one UpdateLoadBalancer; a change that no host carries (an
+    // annotation) becomes none. (A label is host data since the target-node-labels fix: a label change made in
+    // another coalescing window than the exclusion was a second update, so this test failed under load.)
     nodes
         .patch(
             &node_names[0],
@@ -136,7 +137,7 @@ async fn load_balancer_lifecycle_with_finalizer_status_events_and_node_changes()
         .patch(
             &node_names[1],
             &Default::default(),
-            &Patch::Merge(&json!({"metadata": {"labels": {"unrelated": "x"}}})),
+            &Patch::Merge(&json!({"metadata": {"annotations": {"unrelated": "x"}}})),
         )
         .await
         .unwrap();
