@@ -14,8 +14,9 @@ use serde::de::DeserializeOwned;
 
 /// A kind the controllers watch, and what their stores keep of each object of it.
 ///
-/// Every Kubernetes resource type is `Watched` as itself, with [`strip`]'s cuts; a Node is watched as a
-/// [`CachedNode`](crate::CachedNode), a few hundred bytes of what the controllers read.
+/// Every Kubernetes resource type is `Watched` as itself, without its `managedFields` (a whole `Node` also
+/// without the annotations and status no controller reads); the controllers watch Nodes as
+/// [`CachedNode`](crate::CachedNode)s, views of what they read, a third of a whole Node's memory.
 pub trait Watched: Lookup<DynamicType = ()> + Clone + Debug + Send + Sync + 'static {
     /// The object the API serves.
     type Object: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static;
