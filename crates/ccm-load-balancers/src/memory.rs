@@ -15,8 +15,9 @@
 //! change to the nodes' rules (a node in a new group, the last node of a group leaving) is planned from fresh
 //! reads, as are instances that are not running (never remembered). A load balancer's memory is taken out when
 //! an ensure or update starts and put back only when it succeeds with no other operation on the same load
-//! balancer in between, so a failed, abandoned or concurrent apply leaves none; it is forgotten on deletion and
-//! when drift detection reports the load balancer. State read more than [`MAX_AGE`] ago is not used: the next
+//! balancer in between, so a failed, abandoned or concurrent apply leaves none; it is forgotten on deletion,
+//! when drift detection reports the load balancer, and when a drift pass leaves it out with nothing done to it
+//! since the pass before (its Service gone unseen; one in flight during a pass is not judged, and keeps it). State read more than [`MAX_AGE`] ago is not used: the next
 //! host update reads again.
 
 use std::{
@@ -91,6 +92,8 @@ pub(crate) struct Entry {
 struct Slot {
     /// Bumped when an operation on the load balancer starts or ends.
     generation: u64,
+    /// The drift pass epoch ([`HostMemory::retain`]) in which an operation on it last started or ended.
+    touched: u64,
     entry: Option<Entry>,
 }
 
@@ -117,6 +120,8 @@ pub(crate) struct HostMemory {
     /// host updates of that Service incarnation need not read tags again before registering instances. Keyed by
     /// the load balancer's name, held by one claimant: another Service (or incarnation) naming it gets none.
     claims: Mutex<HashMap<String, Claim>>,
+    /// Counts drift passes ([`HostMemory::retain`]): a load balancer touched since the last one is kept.
+    epoch: Mutex<u64>,
     /// Per Service (UID), the target instances its load balancer's last successful ensure or host update left:
     /// a host update that would leave them as they are makes no AWS call. With pools of Nodes (the
     /// `target-node-labels` annotation), a Node joining one pool costs the other pools' load balancers nothing.
@@ -158,6 +163,7 @@ impl HostMemory {
         let mut lbs = lock(&self.load_balancers);
         let slot = lbs.entry(name.to_owned()).or_default();
         slot.generation += 1;
+        slot.touched = *lock(&self.epoch);
         Ticket {
             name: name.to_owned(),
             generation: slot.generation,
@@ -178,6 +184,7 @@ impl HostMemory {
                 );
             }
             slot.generation += 1;
+            slot.touched = *lock(&self.epoch);
             slot.entry = entry.filter(|_| alone);
         }
     }
@@ -205,12 +212,26 @@ impl HostMemory {
         self.ids.prune();
     }
 
-    /// Keeps only the load balancers named in `names` (their memory and ownership) and the instances in
-    /// `instances`, and nothing too old.
+    /// After a drift pass: keeps the load balancers named in `names` (their memory and ownership) and those an
+    /// operation started or ended on since the previous pass, the instances in `instances`, and nothing too old.
+    ///
+    /// A load balancer the pass did not judge may be one whose ensure is in flight, or ended while the account
+    /// was listed (the controller judges only settled Services): forgetting it would cost its next host update
+    /// the reads its memory saves. One left out of two passes in a row with nothing done to it in between
+    /// belongs to a Service gone without a deletion seen here: it goes.
     pub(crate) fn retain(&self, names: &BTreeSet<String>, instances: &BTreeSet<String>) {
-        lock(&self.load_balancers).retain(|name, _| names.contains(name));
-        lock(&self.provisional).retain(|name| names.contains(name));
-        lock(&self.claims).retain(|name, _| names.contains(name));
+        let epoch = {
+            let mut epoch = lock(&self.epoch);
+            *epoch += 1;
+            *epoch - 1
+        };
+        let kept: BTreeSet<String> = {
+            let mut lbs = lock(&self.load_balancers);
+            lbs.retain(|name, slot| names.contains(name) || slot.touched >= epoch);
+            lbs.keys().cloned().collect()
+        };
+        lock(&self.provisional).retain(|name| kept.contains(name) || names.contains(name));
+        lock(&self.claims).retain(|name, _| kept.contains(name) || names.contains(name));
         lock(&self.instances).retain(|id, (_, at)| instances.contains(id) && fresh(*at));
         lock(&self.groups).retain(|_, (_, at)| fresh(*at));
         self.ids.prune();

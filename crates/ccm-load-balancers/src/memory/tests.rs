@@ -237,3 +237,36 @@ fn a_services_targets_are_remembered_as_a_list_in_order_and_forgotten_on_failure
         "forgotten"
     );
 }
+
+/// A drift pass while an operation is in flight on a load balancer it was not given (the controller judges
+/// settled Services only): the operation's result is remembered when it ends, and kept by the next pass; a load
+/// balancer left out of two passes in a row with nothing done to it in between goes, with its claim.
+#[test]
+fn a_drift_pass_keeps_what_an_operation_in_flight_will_remember() {
+    use crate::ownership::{Claimant, Purpose, claim};
+    let memory = HostMemory::default();
+    let entry = Entry {
+        fingerprint: 1,
+        read_at: Instant::now(),
+        state: Remembered::Classic(ClassicMemory::empty_for_tests()),
+    };
+    let none = BTreeSet::new();
+    let ticket = memory.begin("lb");
+    memory.retain(&none, &none);
+    memory.finish(ticket, Some(entry));
+    let me = Claimant::new("lb", "ns/a", "uid-1");
+    memory.hold(claim(&crate::classic::tests::config(), &me, None, Purpose::Serve).unwrap());
+    assert!(memory.holds("lb"), "the pass took the in-flight operation's slot");
+    memory.retain(&none, &none);
+    assert!(memory.holds("lb"), "ended since the last pass: kept");
+    assert!(memory.claim_of(&me).is_some());
+    // Judged (named) by a pass: kept whatever its age.
+    memory.retain(&["lb".to_owned()].into(), &none);
+    assert!(memory.holds("lb"));
+    memory.retain(&none, &none);
+    assert!(
+        !memory.holds("lb"),
+        "nothing done since the last pass, not judged: gone"
+    );
+    assert!(memory.claim_of(&me).is_none());
+}

@@ -405,4 +405,5 @@ async fn a_host_update_of_a_service_whose_ensure_was_refused_writes_nothing() {
 
 mod before_writes;
 mod delete_calls;
+mod drift_memory;
 mod targets;
